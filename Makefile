@@ -1,0 +1,148 @@
+# ddprun: one non-recursive Makefile. Each capability directory adds its sources, programs and
+# tests through its own module.mk (included below); this file holds the toolchain and generic rules.
+#
+#   make                      build everything into build/
+#   make test                 unit tests (cmocka) + integration tests, one summary line at the end
+#   make bench                benchmarks; results go to docs/BENCHMARKS.md by hand (see that file)
+#   make SANITIZE=address,undefined test      sanitizer build in build-san/
+#   make install PREFIX=/usr/local
+#   make deps                 print the apt-get line for Debian 12
+
+.DEFAULT_GOAL := all
+SANITIZE ?=
+ifneq ($(SANITIZE),)
+BUILD ?= build-san
+else
+BUILD ?= build
+endif
+
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+# Hopper (H100/H200) and Ampere cubins plus PTX for newer parts; override for other GPUs.
+NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
+WERROR ?= 1
+OPT ?= -O2
+PREFIX ?= /usr/local
+APT_PACKAGES := build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev \
+                libopenblas-dev python3 iproute2 procps
+
+HAVE_CUDA := $(shell test -x $(NVCC) && test -f $(CUDA_HOME)/include/nccl.h && echo 1)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wvla
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+PKGS := libuv jansson libcrypto
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+
+CPPFLAGS += -D_GNU_SOURCE -Icommon -Irendezvous -Iworker_template -Iagent -Ilauncher
+CFLAGS ?= $(OPT) -g
+CFLAGS += -std=c11 -fPIC $(WARN) -MMD -MP $(PKG_CFLAGS)
+LDLIBS += $(PKG_LIBS) -lpthread -lm -ldl
+
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+CFLAGS += $(SAN_FLAGS)
+LDFLAGS += $(SAN_FLAGS)
+endif
+
+ifeq ($(HAVE_CUDA),1)
+CPPFLAGS += -DDDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lnccl -lstdc++
+NVCCFLAGS ?= -O2 -std=c++17 $(NVCC_GENCODE) -Xcompiler -fPIC,-Wall
+else
+CUDA_LIBS :=
+endif
+
+# objs: object files for a list of .c/.cu sources under $(BUILD)/obj.
+objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter %.c,$1)) \
+       $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(filter %.cu,$1))
+
+# Link a program from the .o and .a prerequisites, in order.
+LINK = @mkdir -p $(@D) && echo "  LD      $@" && \
+       $(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS) $(EXTRA_LIBS)
+
+BINS :=
+LIBS :=
+UNIT_TESTS :=
+HELPERS :=
+BENCHES :=
+
+include common/module.mk
+include rendezvous/module.mk
+include worker_template/module.mk
+include agent/module.mk
+include launcher/module.mk
+include tests/module.mk
+-include bench/module.mk
+
+.PHONY: all test test-unit test-integration test-gpu bench install deps clean fuzz format lint \
+        cpu-note gpu-check
+all: cpu-note $(LIBS) $(BINS) $(HELPERS)
+
+cpu-note:
+ifneq ($(HAVE_CUDA),1)
+	@echo "note: $(NVCC) or NCCL not found: building the CPU-only variant (no CUDA path in train)"
+endif
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(filter -D% -I%,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/%.a:
+	@mkdir -p $(@D)
+	@echo "  AR      $@"
+	@rm -f $@ && ar rcs $@ $^
+
+# Unit tests link cmocka and whatever libraries their module.mk lists as prerequisites.
+$(UNIT_TESTS): EXTRA_LIBS += $(CMOCKA_LIBS) $(CUDA_LIBS)
+$(UNIT_TESTS):
+	$(LINK)
+
+test: all $(UNIT_TESTS)
+	@BUILD=$(BUILD) UNIT_TESTS="$(UNIT_TESTS)" tests/run_all.sh
+
+test-unit: all $(UNIT_TESTS)
+	@BUILD=$(BUILD) UNIT_TESTS="$(UNIT_TESTS)" tests/run_all.sh --unit-only
+
+test-integration: all
+	@BUILD=$(BUILD) tests/run_all.sh --integration-only
+
+bench: all $(BENCHES)
+	@BUILD=$(BUILD) bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/ddprun \
+	    $(DESTDIR)$(PREFIX)/libexec/ddprun
+	install -m 755 $(BUILD)/ddprun $(BUILD)/ddp-rendezvous $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
+	install -m 644 $(LIBS) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(INSTALL_HEADERS) $(DESTDIR)$(PREFIX)/include/ddprun/
+
+deps:
+	@echo "apt-get install -y $(APT_PACKAGES)"
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+lint:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+	    -D_GNU_SOURCE -Icommon -Irendezvous $$(git ls-files '*.c')
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

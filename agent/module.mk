@@ -1,0 +1,1 @@
+# agent/: filled in by its module (see the top Makefile for conventions).

@@ -1,0 +1,1 @@
+# launcher/: filled in by its module (see the top Makefile for conventions).

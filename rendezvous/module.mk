@@ -1,0 +1,1 @@
+# rendezvous/: filled in by its module (see the top Makefile for conventions).

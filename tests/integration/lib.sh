@@ -1,0 +1,80 @@
+# Shared helpers for integration suites: sourced, not run.
+#
+# Every process a suite starts carries DDP_TEST_TAG in its environment (inherited by workers and
+# their children), so leftovers are found by scanning /proc for that tag, and only our own
+# processes are ever signalled, by PID.
+set -u
+BUILD=${BUILD:-build}
+BIN=$(cd "$BUILD" && pwd)
+export DDP_TEST_TAG="ddptest-$$-$RANDOM$RANDOM"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddptest.XXXXXX")
+_n=0
+_failed=0
+
+ok() { _n=$((_n + 1)); echo "ok $_n - $*"; }
+not_ok() { _n=$((_n + 1)); _failed=$((_failed + 1)); echo "not ok $_n - $*"; }
+
+# check NAME CMD...: runs CMD; ok when it exits 0.
+check() {
+    local name=$1; shift
+    if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+
+# tagged_pids: PIDs of live processes (not zombies reaped later) carrying our tag, except us.
+tagged_pids() {
+    local p
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [ "$p" = $$ ] && continue
+        [ "$p" = "${BASHPID:-$$}" ] && continue
+        if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "DDP_TEST_TAG=$DDP_TEST_TAG"; then
+            # Skip our own subshells (command substitutions of this script).
+            local comm; comm=$(cat /proc/$p/comm 2>/dev/null)
+            local ppid; ppid=$(awk '{print $4}' /proc/$p/stat 2>/dev/null)
+            [ "$comm" = bash ] && [ "$ppid" = $$ ] && continue
+            [ "$comm" = bash ] && [ "$p" -lt 0 ] && continue
+            echo "$p"
+        fi
+    done
+}
+
+# no_leftovers [WAIT_S]: true when no tagged process remains within WAIT_S seconds (default 3);
+# otherwise lists them, kills them by PID and returns false.
+no_leftovers() {
+    local deadline=$(( $(date +%s%N) / 1000000 + ${1:-3} * 1000 ))
+    local left
+    while :; do
+        left=$(tagged_pids | while read -r p; do
+            [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" = Z ] && continue
+            local c; c=$(cat /proc/$p/cmdline 2>/dev/null | tr '\0' ' ')
+            case "$c" in *tests/integration/*|"") continue ;; esac
+            echo "$p"
+        done)
+        [ -z "$left" ] && return 0
+        [ $(( $(date +%s%N) / 1000000 )) -ge $deadline ] && break
+        sleep 0.05
+    done
+    for p in $left; do
+        echo "# leftover pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)"
+        kill -KILL "$p" 2>/dev/null
+    done
+    return 1
+}
+
+# wait_for FILE REGEX [TIMEOUT_S]: waits until a line of FILE matches REGEX.
+wait_for() {
+    local deadline=$(( $(date +%s%N) / 1000000 + ${3:-10} * 1000 ))
+    while [ $(( $(date +%s%N) / 1000000 )) -lt $deadline ]; do
+        grep -qE "$2" "$1" 2>/dev/null && return 0
+        sleep 0.02
+    done
+    echo "# timed out waiting for /$2/ in $1:"; sed 's/^/#   /' "$1" 2>/dev/null | tail -20
+    return 1
+}
+
+# finish: cleanup and exit status for the suite.
+finish() {
+    no_leftovers 1 >/dev/null 2>&1 || true
+    rm -rf "$TMP"
+    [ "$_failed" -eq 0 ]
+}

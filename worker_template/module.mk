@@ -1,0 +1,1 @@
+# worker_template/: filled in by its module (see the top Makefile for conventions).
