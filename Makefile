@@ -2,6 +2,7 @@
 # tests through its own module.mk (included below); this file holds the toolchain and generic rules.
 #
 #   make                      build everything into build/
+#   make run                  the main job: ddprun --standalone training the template MLP
 #   make test                 unit tests (cmocka) + integration tests, one summary line at the end
 #   make bench                benchmarks; results go to docs/BENCHMARKS.md by hand (see that file)
 #   make SANITIZE=address,undefined test      sanitizer build in build-san/
@@ -82,9 +83,13 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: all test test-unit test-integration test-gpu bench install deps clean fuzz format lint \
+.PHONY: run all test test-unit test-integration test-gpu bench install deps clean fuzz format lint \
         cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
+
+# The main job (README quick start): 2 CPU workers, or one per GPU.
+run: all
+	@BUILD=$(BUILD) scripts/run-demo.sh $(RUN_ARGS)
 
 cpu-note:
 ifneq ($(HAVE_CUDA),1)

@@ -20,21 +20,16 @@ check() {
     if "$@"; then ok "$name"; else not_ok "$name"; fi
 }
 
-# tagged_pids: PIDs of live processes (not zombies reaped later) carrying our tag, except us.
+# tagged_pids: PIDs of live processes carrying our tag, other than this suite's own shells.
 tagged_pids() {
-    local p
-    for p in /proc/[0-9]*; do
-        p=${p#/proc/}
+    local f p c
+    for f in $(grep -lzx "DDP_TEST_TAG=$DDP_TEST_TAG" /proc/[0-9]*/environ 2>/dev/null); do
+        p=${f#/proc/}; p=${p%/environ}
         [ "$p" = $$ ] && continue
-        [ "$p" = "${BASHPID:-$$}" ] && continue
-        if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "DDP_TEST_TAG=$DDP_TEST_TAG"; then
-            # Skip our own subshells (command substitutions of this script).
-            local comm; comm=$(cat /proc/$p/comm 2>/dev/null)
-            local ppid; ppid=$(awk '{print $4}' /proc/$p/stat 2>/dev/null)
-            [ "$comm" = bash ] && [ "$ppid" = $$ ] && continue
-            [ "$comm" = bash ] && [ "$p" -lt 0 ] && continue
-            echo "$p"
-        fi
+        c=$(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)
+        case "$c" in *tests/integration/*|"") continue ;; esac
+        [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" = Z ] && continue
+        echo "$p"
     done
 }
 
@@ -44,12 +39,7 @@ no_leftovers() {
     local deadline=$(( $(date +%s%N) / 1000000 + ${1:-3} * 1000 ))
     local left
     while :; do
-        left=$(tagged_pids | while read -r p; do
-            [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" = Z ] && continue
-            local c; c=$(cat /proc/$p/cmdline 2>/dev/null | tr '\0' ' ')
-            case "$c" in *tests/integration/*|"") continue ;; esac
-            echo "$p"
-        done)
+        left=$(tagged_pids)
         [ -z "$left" ] && return 0
         [ $(( $(date +%s%N) / 1000000 )) -ge $deadline ] && break
         sleep 0.05
@@ -69,6 +59,17 @@ wait_for() {
         sleep 0.02
     done
     echo "# timed out waiting for /$2/ in $1:"; sed 's/^/#   /' "$1" 2>/dev/null | tail -20
+    return 1
+}
+
+# child_pid PID: the (first) child of PID, e.g. ddprun under `timeout`; waits up to 2 s for it.
+child_pid() {
+    local i c
+    for i in $(seq 100); do
+        c=$(cat /proc/$1/task/*/children 2>/dev/null | awk '{print $1}')
+        [ -n "$c" ] && { echo "$c"; return 0; }
+        sleep 0.02
+    done
     return 1
 }
 

@@ -1,0 +1,161 @@
+/* Agent internals shared by the agent/ sources: the worker table, output streams, supervision states. */
+#ifndef AGENT_INT_H
+#define AGENT_INT_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "ddp_buf.h"
+#include "ddp_strv.h"
+
+/* A line longer than this is written out in pieces rather than buffered further. */
+#define AGENT_MAX_LINE 65536
+/* First restart waits this long; each further restart doubles it, up to the cap. */
+#define AGENT_RESTART_FLOOR_MS 1
+#define AGENT_RESTART_CAP_MS 2000
+
+typedef struct agent agent_t;
+typedef struct agent_worker agent_worker_t;
+
+/* One of a worker's output streams, read through a pipe. Heap-allocated per attempt and freed in
+ * its uv_close callback, so a restart never waits for the previous attempt's pipes. */
+typedef struct agent_stream {
+    uv_pipe_t pipe;   /* must stay first: the handle's data points back here */
+    agent_t *agent;
+    int rank;         /* global rank for the "[rankN]: " tag */
+    int console_fd;   /* 1 or 2, or -1 when this stream is not shown on the console */
+    int tag;          /* prefix console lines with the rank (--tee) */
+    int file_fd;      /* per-rank log file (--tee), or -1 */
+    int closing;
+    ddp_buf_t line;   /* bytes after the last newline */
+} agent_stream_t;
+
+typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
+
+struct agent_worker {
+    int local_rank;
+    int rank;
+    pid_t pid;              /* also its process group id */
+    agent_worker_state_t state;
+    int status;             /* wait status once exited */
+    int exec_errno;         /* errno reported by a failed exec, else 0 */
+    int exec_err_fd;        /* read end of the CLOEXEC exec-error pipe, or -1 */
+    uint64_t exit_ms;       /* monotonic time of exit */
+    time_t exit_wall;       /* wall-clock time of exit (summary) */
+    char error_file[PATH_MAX];
+    agent_stream_t *out, *err;
+};
+
+/* Supervision states (agent/supervise.c has the state x event table). */
+typedef enum {
+    SUP_RUNNING = 0, /* the group is up */
+    SUP_STOPPING,    /* a worker failed: the rest are being stopped, then restart or fail */
+    SUP_SHUTDOWN,    /* a termination signal arrived: stop everything and exit */
+    SUP_DONE,        /* the loop is winding down; no more events matter */
+    SUP_NSTATES
+} agent_sup_state_t;
+
+typedef enum {
+    EV_WORKER_OK = 0, /* a worker exited 0 */
+    EV_WORKER_FAIL,   /* a worker exited non-zero or by a signal */
+    EV_GROUP_DOWN,    /* no worker of the attempt is running any more */
+    EV_SIGNAL,        /* a termination signal (TERM, INT, HUP, QUIT, ...) */
+    EV_KILL_TIMER,    /* shutdown_timeout ran out */
+    EV_NEVENTS
+} agent_event_t;
+
+/* One recorded failure, kept for the summary. */
+typedef struct agent_failure {
+    int rank, local_rank;
+    pid_t pid;
+    int status;
+    int exec_errno;
+    time_t when;
+    uint64_t when_ms;
+    char error_file[PATH_MAX];
+} agent_failure_t;
+
+struct agent {
+    const launch_spec_t *spec;
+    char *const *argv;
+    uv_loop_t *loop;
+    uv_signal_t sigchld;
+    uv_signal_t sigs[LAUNCH_MAX_SIGNALS + 2];
+    int nsigs;
+    uv_timer_t kill_timer;
+    uv_timer_t restart_timer;
+    struct rdzv_server *store;
+
+    agent_sup_state_t state;
+    int nproc, world_size, node_rank;
+    int attempt;            /* TORCHELASTIC_RESTART_COUNT of the running group */
+    int running;            /* workers not yet reaped */
+    int succeeded;          /* workers of this attempt that exited 0 */
+    int exit_code;          /* what agent_run returns */
+    int stop_signal;        /* signal that started a shutdown, else 0 */
+    int kill_sent;
+
+    agent_worker_t *workers;
+    agent_failure_t *failures; /* failures of the current attempt, in order of exit */
+    int nfailures;
+
+    ddp_strv_t base_env;       /* environment shared by every worker */
+    char run_dir[3072];        /* log_dir, or a private temp dir for error files */
+    int run_dir_is_temp;
+    char hostname[256];
+    char token_hex[65];
+    uint16_t store_port;
+    char master_addr[256];     /* MASTER_ADDR for the workers */
+    int master_port;
+    int guard_fd;              /* write end of the pipe to the orphan guard, or -1 */
+    pid_t guard_pid;
+};
+
+/* spawn.c: fork and exec every worker of attempt a->attempt. Returns 0 or -errno (logged). */
+int agent__group_start(agent_t *a);
+/* spawn.c: builds the environment every worker shares. Returns 0 or -errno. */
+int agent__base_env_build(agent_t *a);
+/* spawn.c: sends sig to every running worker's process group. */
+void agent__group_signal(agent_t *a, int sig);
+
+/* output.c: opens the read side for one stream of worker w; see agent_stream_t. */
+agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
+                                   int file_fd);
+/* output.c: drains what the pipe holds without blocking, then closes the stream. */
+void agent__stream_finish(agent_stream_t *s);
+
+/* supervise.c: feeds one event to the state table. */
+void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
+
+/* agent.c: kill-timer callback (feeds EV_KILL_TIMER). */
+void agent__on_kill_timer(uv_timer_t *t);
+/* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
+void agent__kill_adopted(agent_t *a);
+/* agent.c: closes every handle so that uv_run returns; the exit code is already set. */
+void agent__shutdown_loop(agent_t *a);
+
+/* summary.c: prints the failure summary of the last attempt to stderr. */
+void agent__summary_print(agent_t *a);
+/* agent.c: kill-timer callback (feeds EV_KILL_TIMER). */
+void agent__on_kill_timer(uv_timer_t *t);
+/* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
+void agent__kill_adopted(agent_t *a);
+/* agent.c: closes every handle so that uv_run returns; the exit code is already set. */
+void agent__shutdown_loop(agent_t *a);
+
+/* summary.c: the error file's message (PyTorch format) for a failure; caller frees. NULL if none. */
+char *agent__error_file_message(const char *path, char **timestamp_out);
+
+/* guard.c: starts the orphan guard, a tiny process that SIGKILLs registered process groups when
+ * the agent dies without cleaning up (SIGKILL). Returns 0 or -errno. */
+int agent__guard_start(agent_t *a);
+/* guard.c: tells the guard about a worker process group (add = 1) or its end (add = 0). */
+void agent__guard_update(agent_t *a, pid_t pgid, int add);
+/* guard.c: closes the pipe; the guard exits (and is reaped by the SIGCHLD handler). */
+void agent__guard_stop(agent_t *a);
+
+#endif

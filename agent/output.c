@@ -1,0 +1,181 @@
+/* Worker output routing: pipes read on the agent's loop, split into lines, written to the console
+ * with one write(2) per line (so lines from different ranks never interleave mid-line), tagged
+ * "[rankN]: " under --tee, and copied raw to the per-rank log file. */
+#include "agent_int.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ddp_log.h"
+
+/* Writes all of buf to fd, waiting (bounded) when fd is non-blocking and full. A console that
+ * stays blocked for 10 s loses that line rather than stalling supervision forever. */
+static void write_all(int fd, const uint8_t *buf, size_t len) {
+    int waited_ms = 0;
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n > 0) {
+            buf += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN && waited_ms < 10000) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, 100);
+            waited_ms += 100;
+            continue;
+        }
+        return;
+    }
+}
+
+/* Emits one line (with its terminator, if any) to the file and the console. */
+static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
+    if (s->file_fd >= 0)
+        write_all(s->file_fd, p, n);
+    if (s->console_fd < 0)
+        return;
+    if (!s->tag) {
+        write_all(s->console_fd, p, n);
+        return;
+    }
+    /* One buffer, one write: tag and line must reach the terminal together. A line longer
+     * than the buffer goes out as several tagged pieces. */
+    static uint8_t out[AGENT_MAX_LINE + 64];
+    do {
+        size_t piece = n < AGENT_MAX_LINE ? n : AGENT_MAX_LINE;
+        int t = snprintf((char *)out, 64, "[rank%d]: ", s->rank);
+        memcpy(out + t, p, piece);
+        size_t len = (size_t)t + piece;
+        if (piece < n && out[len - 1] != '\n')
+            out[len++] = '\n';
+        write_all(s->console_fd, out, len);
+        p += piece;
+        n -= piece;
+    } while (n > 0);
+}
+
+/* Splits incoming bytes into lines; a partial line waits in s->line. */
+static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '\n' && p[i] != '\r')
+            continue;
+        if (s->line.len > 0) {
+            if (ddp_buf_append(&s->line, p + start, i + 1 - start) == 0)
+                emit(s, s->line.data, s->line.len);
+            ddp_buf_reset(&s->line);
+        } else {
+            emit(s, p + start, i + 1 - start);
+        }
+        start = i + 1;
+    }
+    if (start == n)
+        return;
+    if (ddp_buf_append(&s->line, p + start, n - start) < 0)
+        ddp_buf_reset(&s->line);
+    /* Cap what one stream can make the agent hold: an endless line goes out in pieces. */
+    if (s->line.len >= AGENT_MAX_LINE - 1) {
+        ddp_buf_append(&s->line, "\n", 1);
+        emit(s, s->line.data, s->line.len);
+        ddp_buf_reset(&s->line);
+    }
+}
+
+/* The partial last line of a stream that ended without a newline gets one. */
+static void flush_partial(agent_stream_t *s) {
+    if (s->line.len == 0)
+        return;
+    if (ddp_buf_append(&s->line, "\n", 1) == 0)
+        emit(s, s->line.data, s->line.len);
+    ddp_buf_reset(&s->line);
+}
+
+static uint8_t read_buf[65536];
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    (void)h;
+    (void)hint;
+    /* The loop is single-threaded and calls read right after alloc: one static buffer serves. */
+    buf->base = (char *)read_buf;
+    buf->len = sizeof read_buf;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    agent_stream_t *s = st->data;
+    if (nread > 0) {
+        feed(s, (const uint8_t *)buf->base, (size_t)nread);
+        return;
+    }
+    if (nread < 0) {
+        /* EOF or error: stop reading; the stream is closed when its worker is reaped. */
+        uv_read_stop(st);
+        flush_partial(s);
+    }
+}
+
+agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
+                                   int file_fd) {
+    agent_stream_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        goto fail;
+    s->agent = a;
+    s->rank = rank;
+    s->console_fd = console_fd;
+    s->tag = tag;
+    s->file_fd = file_fd;
+    if (uv_pipe_init(a->loop, &s->pipe, 0) < 0) {
+        free(s);
+        goto fail;
+    }
+    s->pipe.data = s;
+    if (uv_pipe_open(&s->pipe, fd) < 0 || uv_read_start((uv_stream_t *)&s->pipe, on_alloc,
+                                                        on_read) < 0) {
+        DDP_WARN("unable to read the output of rank %d", rank);
+        agent__stream_finish(s);
+    }
+    return s;
+fail:
+    DDP_WARN("unable to read the output of rank %d: out of memory", rank);
+    close(fd);
+    if (file_fd >= 0)
+        close(file_fd);
+    return NULL;
+}
+
+static void on_stream_closed(uv_handle_t *h) {
+    agent_stream_t *s = h->data;
+    if (s->file_fd >= 0)
+        close(s->file_fd);
+    ddp_buf_free(&s->line);
+    free(s);
+}
+
+void agent__stream_finish(agent_stream_t *s) {
+    if (s == NULL || s->closing)
+        return;
+    s->closing = 1;
+    uv_read_stop((uv_stream_t *)&s->pipe);
+    /* The worker has exited: what it wrote is already in the pipe. Drain it without blocking
+     * (a grandchild may still hold the write end, so EOF is not awaited). */
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0) {
+        for (;;) {
+            ssize_t n = read(fd, read_buf, sizeof read_buf);
+            if (n > 0)
+                feed(s, read_buf, (size_t)n);
+            else if (n < 0 && errno == EINTR)
+                continue;
+            else
+                break;
+        }
+    }
+    flush_partial(s);
+    uv_close((uv_handle_t *)&s->pipe, on_stream_closed);
+}

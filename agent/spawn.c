@@ -1,0 +1,303 @@
+/* Worker start-up: the environment every worker gets (torchrun's, plus DDPRUN_*), and a git-style
+ * fork/exec (argv and envp built before fork, only async-signal-safe calls in the child, a failed
+ * exec reported over a CLOEXEC pipe). Each worker leads its own process group. */
+#include "agent_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddp_log.h"
+
+extern char **environ;
+
+/* Variables the agent owns: any value inherited from the parent is replaced. */
+static const char *const owned_vars[] = {
+    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "DDPRUN_STORE_ADDR",
+    "DDPRUN_STORE_PORT", "DDPRUN_STORE_TOKEN", "DDPRUN_ROUND", "DDPRUN_RUN_ID", NULL};
+
+static int is_owned(const char *entry) {
+    for (const char *const *v = owned_vars; *v; v++) {
+        size_t n = strlen(*v);
+        if (strncmp(entry, *v, n) == 0 && entry[n] == '=')
+            return 1;
+    }
+    return 0;
+}
+
+int agent__base_env_build(agent_t *a) {
+    const launch_spec_t *sp = a->spec;
+    ddp_strv_t *e = &a->base_env;
+    int rc = 0;
+    for (char **p = environ; p && *p && rc == 0; p++)
+        if (!is_owned(*p))
+            rc = ddp_strv_push(e, *p);
+    rc = rc ? rc : ddp_strv_setenv(e, "LOCAL_WORLD_SIZE", "%d", a->nproc);
+    rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);
+    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_WORLD_SIZE", "%d", a->world_size);
+    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_RANK", "%d", a->node_rank);
+    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_WORLD_SIZE", "%d", a->world_size / a->nproc);
+    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_NAME", "%s", sp->role);
+    rc = rc ? rc : ddp_strv_setenv(e, "MASTER_ADDR", "%s", a->master_addr);
+    rc = rc ? rc : ddp_strv_setenv(e, "MASTER_PORT", "%d", a->master_port);
+    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_MAX_RESTARTS", "%d", sp->max_restarts);
+    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_RUN_ID", "%s", sp->rdzv_id);
+    /* Workers that call init_process_group(env://) create their own TCPStore at
+     * MASTER_ADDR:MASTER_PORT (rank 0 hosts it), as under torchrun's static backend: ddprun's
+     * store requires a token that PyTorch's client cannot present. */
+    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_USE_AGENT_STORE", "False");
+    if (rc == 0 && getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
+        rc = ddp_strv_setenv(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    if (rc == 0 && getenv("OMP_NUM_THREADS") == NULL && a->nproc > 1) {
+        DDP_WARN("setting OMP_NUM_THREADS=1 for each worker to avoid overloading the machine; "
+                 "set it yourself to tune");
+        rc = ddp_strv_setenv(e, "OMP_NUM_THREADS", "1");
+    }
+    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_ADDR", "127.0.0.1");
+    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_PORT", "%u", (unsigned)a->store_port);
+    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
+    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", sp->rdzv_id);
+    return rc;
+}
+
+/* Opens path for appending worker output. Returns the fd or -errno. */
+static int open_log(const char *dir, const char *name) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        DDP_ERROR("unable to open %s: %s", path, strerror(e));
+        return -e;
+    }
+    return fd;
+}
+
+/* mkdir -p for the per-attempt directories. Returns 0 or -errno. */
+static int make_dirs(const char *path) {
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int rank_shown(const launch_spec_t *sp, int local_rank) {
+    if (sp->local_ranks_filter == NULL)
+        return 1;
+    for (int i = 0; i < sp->n_local_ranks_filter; i++)
+        if (sp->local_ranks_filter[i] == local_rank)
+            return 1;
+    return 0;
+}
+
+/* Where one stream of a worker goes, decided before fork. */
+typedef struct stream_plan {
+    int child_fd;  /* what the child dup2s onto 1 or 2; -1 = inherit */
+    int pipe_rd;   /* our read end, or -1 */
+    int file_fd;   /* tee file the agent writes, or -1 */
+    int console;   /* console fd for the agent's copy, or -1 */
+    int tag;
+} stream_plan_t;
+
+static void plan_close(stream_plan_t *p) {
+    if (p->child_fd >= 0)
+        close(p->child_fd);
+    if (p->pipe_rd >= 0)
+        close(p->pipe_rd);
+    if (p->file_fd >= 0)
+        close(p->file_fd);
+}
+
+/* Decides the routing of stream std (1 = stdout, 2 = stderr) of worker w. Returns 0 or -errno. */
+static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std,
+                       stream_plan_t *p) {
+    const launch_spec_t *sp = a->spec;
+    int bit = std == 1 ? LAUNCH_STD_OUT : LAUNCH_STD_ERR;
+    int redirect = launch_std_for(&sp->redirects, w->local_rank) & bit;
+    int tee = launch_std_for(&sp->tee, w->local_rank) & bit;
+    const char *name = std == 1 ? "stdout.log" : "stderr.log";
+    *p = (stream_plan_t){-1, -1, -1, -1, tee ? 1 : 0};
+    if (redirect && !tee) {
+        /* File only: the worker writes it directly, the agent never touches the bytes. */
+        p->child_fd = open_log(dir, name);
+        return p->child_fd < 0 ? p->child_fd : 0;
+    }
+    if (tee) {
+        p->file_fd = open_log(dir, name);
+        if (p->file_fd < 0)
+            return p->file_fd;
+    }
+    p->console = rank_shown(sp, w->local_rank) ? std : -1;
+    if (p->console < 0 && p->file_fd < 0) {
+        p->child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        return p->child_fd < 0 ? -errno : 0;
+    }
+    /* Through a pipe, so that lines reach the console whole and, with --tee, tagged. */
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -errno;
+    p->pipe_rd = fds[0];
+    p->child_fd = fds[1];
+    return 0;
+}
+
+/* The child side of fork: async-signal-safe calls only. Never returns. */
+static void child_exec(agent_t *a, int out_fd, int err_fd, int errpipe, pid_t parent,
+                       char *const *envp) {
+    /* Handlers installed by libuv must not run here; exec would reset them anyway, but a signal
+     * could arrive before it. Ignored signals (SIGPIPE) must not stay ignored in the worker. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL);
+    setpgid(0, 0);
+    /* If the agent dies (even by SIGKILL), the worker dies with it. The getppid check closes the
+     * race where the agent died before prctl ran. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(128 + SIGKILL);
+    if (out_fd >= 0 && dup2(out_fd, 1) < 0)
+        goto fail;
+    if (err_fd >= 0 && dup2(err_fd, 2) < 0)
+        goto fail;
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(a->argv[0], a->argv, envp);
+fail:;
+    int e = errno;
+    ssize_t wr = write(errpipe, &e, sizeof e);
+    (void)wr;
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+/* Starts one worker. Returns 0 or -errno (logged). */
+static int worker_spawn(agent_t *a, agent_worker_t *w) {
+    char dir[3200];
+    snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
+    int rc = make_dirs(dir);
+    if (rc < 0) {
+        DDP_ERROR("unable to create %s: %s", dir, strerror(-rc));
+        return rc;
+    }
+    snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
+    unlink(w->error_file);
+
+    ddp_strv_t env = DDP_STRV_INIT;
+    for (size_t i = 0; i < a->base_env.n && rc == 0; i++)
+        rc = ddp_strv_push(&env, a->base_env.v[i]);
+    rc = rc ? rc : ddp_strv_setenv(&env, "RANK", "%d", w->rank);
+    rc = rc ? rc : ddp_strv_setenv(&env, "ROLE_RANK", "%d", w->rank);
+    rc = rc ? rc : ddp_strv_setenv(&env, "LOCAL_RANK", "%d", w->local_rank);
+    rc = rc ? rc : ddp_strv_setenv(&env, "TORCHELASTIC_RESTART_COUNT", "%d", a->attempt);
+    rc = rc ? rc : ddp_strv_setenv(&env, "TORCHELASTIC_ERROR_FILE", "%s", w->error_file);
+    rc = rc ? rc : ddp_strv_setenv(&env, "DDPRUN_ROUND", "%d", a->attempt);
+    if (rc < 0) {
+        ddp_strv_free(&env);
+        return rc;
+    }
+
+    stream_plan_t out = {-1, -1, -1, -1, 0}, err = {-1, -1, -1, -1, 0};
+    int errpipe[2] = {-1, -1};
+    if ((rc = plan_stream(a, w, dir, 1, &out)) < 0 || (rc = plan_stream(a, w, dir, 2, &err)) < 0)
+        goto fail;
+    if (pipe2(errpipe, O_CLOEXEC) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+
+    /* Block signals across fork so that no libuv handler runs in the child before it resets
+     * them; the child clears its mask just before exec. */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        child_exec(a, out.child_fd, err.child_fd, errpipe[1], parent, env.v);
+    int fork_errno = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        rc = -fork_errno;
+        DDP_ERROR("unable to fork worker rank %d: %s", w->rank, strerror(fork_errno));
+        goto fail;
+    }
+    /* Also from the parent: a signal sent to -pid before the child ran setpgid must not miss. */
+    setpgid(pid, pid);
+    close(errpipe[1]);
+    w->pid = pid;
+    w->state = WORKER_RUNNING;
+    w->status = 0;
+    w->exec_errno = 0;
+    w->exec_err_fd = errpipe[0];
+    a->running++;
+    agent__guard_update(a, pid, 1);
+
+    if (out.child_fd >= 0)
+        close(out.child_fd);
+    if (err.child_fd >= 0)
+        close(err.child_fd);
+    w->out = out.pipe_rd >= 0
+                 ? agent__stream_open(a, out.pipe_rd, w->rank, out.console, out.tag, out.file_fd)
+                 : NULL;
+    w->err = err.pipe_rd >= 0
+                 ? agent__stream_open(a, err.pipe_rd, w->rank, err.console, err.tag, err.file_fd)
+                 : NULL;
+    ddp_strv_free(&env);
+    DDP_DEBUG("started rank %d (local %d) pid %d", w->rank, w->local_rank, (int)pid);
+    return 0;
+
+fail:
+    plan_close(&out);
+    plan_close(&err);
+    if (errpipe[0] >= 0) {
+        close(errpipe[0]);
+        close(errpipe[1]);
+    }
+    ddp_strv_free(&env);
+    return rc;
+}
+
+int agent__group_start(agent_t *a) {
+    a->running = 0;
+    a->succeeded = 0;
+    a->nfailures = 0;
+    a->kill_sent = 0;
+    for (int i = 0; i < a->nproc; i++) {
+        agent_worker_t *w = &a->workers[i];
+        w->local_rank = i;
+        w->rank = a->node_rank * a->nproc + i;
+        int rc = worker_spawn(a, w);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void agent__group_signal(agent_t *a, int sig) {
+    for (int i = 0; i < a->nproc; i++) {
+        agent_worker_t *w = &a->workers[i];
+        if (w->state == WORKER_RUNNING && kill(-w->pid, sig) < 0 && errno == ESRCH)
+            kill(w->pid, sig); /* not yet its own group leader: signal the process itself */
+    }
+}

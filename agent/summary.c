@@ -1,0 +1,108 @@
+/* The failure summary, in torchrun's layout so people and log scrapers recognise it: the root
+ * cause (first failure of the last attempt) and the other failures, each with time, host, ranks,
+ * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). */
+#include "agent_int.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddp_buf.h"
+
+char *agent__error_file_message(const char *path, char **timestamp_out) {
+    if (timestamp_out)
+        *timestamp_out = NULL;
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (root == NULL)
+        return NULL;
+    /* PyTorch writes {"message": {"message": M, "extraInfo": {"py_callstack": S,
+     * "timestamp": T}}}; older writers put a plain string in "message". */
+    char *out = NULL;
+    json_t *msg = json_object_get(root, "message");
+    if (json_is_string(msg)) {
+        out = strdup(json_string_value(msg));
+    } else if (json_is_object(msg)) {
+        json_t *text = json_object_get(msg, "message");
+        json_t *extra = json_object_get(msg, "extraInfo");
+        json_t *stack = json_object_get(extra, "py_callstack");
+        json_t *ts = json_object_get(extra, "timestamp");
+        ddp_buf_t b = DDP_BUF_INIT;
+        if (json_is_string(stack) && json_string_length(stack) > 0)
+            ddp_buf_printf(&b, "%s", json_string_value(stack));
+        else if (json_is_string(text))
+            ddp_buf_printf(&b, "%s", json_string_value(text));
+        out = b.data ? (char *)b.data : strdup("");
+        if (timestamp_out && json_is_string(ts))
+            *timestamp_out = strdup(json_string_value(ts));
+    }
+    json_decref(root);
+    return out;
+}
+
+/* Indents every line after the first so a multi-line traceback stays inside its entry. */
+static void print_indented(FILE *f, const char *text) {
+    for (const char *p = text; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n' && p[1] != '\0')
+            fputs("              ", f);
+    }
+    if (*text && text[strlen(text) - 1] != '\n')
+        fputc('\n', f);
+}
+
+static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x) {
+    char when[64];
+    struct tm tm;
+    localtime_r(&x->when, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d_%H:%M:%S", &tm);
+    fprintf(f, "[%d]:\n", idx);
+    fprintf(f, "  time      : %s\n", when);
+    fprintf(f, "  host      : %s\n", a->hostname);
+    fprintf(f, "  rank      : %d (local_rank: %d)\n", x->rank, x->local_rank);
+    char *ts = NULL;
+    char *msg = access(x->error_file, R_OK) == 0 ? agent__error_file_message(x->error_file, &ts)
+                                                 : NULL;
+    if (WIFSIGNALED(x->status)) {
+        int sig = WTERMSIG(x->status);
+        fprintf(f, "  exitcode  : -%d (pid: %d)\n", sig, (int)x->pid);
+        fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
+        fprintf(f, "  traceback : Signal %d (SIG%s) received by PID %d\n", sig,
+                sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", (int)x->pid);
+    } else {
+        int code = WEXITSTATUS(x->status);
+        fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);
+        fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
+        if (x->exec_errno != 0)
+            fprintf(f, "  traceback : unable to exec %s: %s\n", a->argv[0],
+                    strerror(x->exec_errno));
+        else if (msg) {
+            fputs("  traceback : ", f);
+            print_indented(f, msg);
+        } else {
+            fputs("  traceback : the worker wrote no error file; its own output is above\n", f);
+        }
+    }
+    free(msg);
+    free(ts);
+}
+
+void agent__summary_print(agent_t *a) {
+    FILE *f = stderr;
+    const char *sep = "============================================================";
+    const char *thin = "------------------------------------------------------------";
+    fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, a->argv[0], thin);
+    if (a->nfailures <= 1)
+        fputs("  <NO_OTHER_FAILURES>\n", f);
+    for (int i = 1; i < a->nfailures; i++)
+        print_failure(a, f, i, &a->failures[i]);
+    fprintf(f, "%s\nRoot Cause (first observed failure):\n", thin);
+    if (a->nfailures > 0)
+        print_failure(a, f, 0, &a->failures[0]);
+    fprintf(f, "%s\n", sep);
+    fflush(f);
+}

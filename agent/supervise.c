@@ -1,0 +1,182 @@
+/* Supervision of the worker group as a state x event -> action table (s6-supervise style).
+ *
+ * States:
+ *   RUNNING   the group is up; workers that exit 0 are counted, the first failure stops the rest
+ *   STOPPING  a worker failed: the others got SIGTERM (SIGKILL after --shutdown_timeout); once the
+ *             group is down the agent restarts it, or prints the summary when restarts are spent
+ *   SHUTDOWN  a termination signal arrived: it was forwarded, the agent exits once the group is down
+ *   DONE      handles are closing; nothing more happens
+ * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer. */
+#include "agent_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddp_log.h"
+#include "ddp_time.h"
+#include "rdzv_server.h"
+
+typedef void (*sup_action_t)(agent_t *a, agent_worker_t *w);
+
+static void do_nothing(agent_t *a, agent_worker_t *w) {
+    (void)a;
+    (void)w;
+}
+
+static void count_ok(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->succeeded++;
+}
+
+static void record_failure(agent_t *a, agent_worker_t *w) {
+    agent_failure_t *f = &a->failures[a->nfailures++];
+    f->rank = w->rank;
+    f->local_rank = w->local_rank;
+    f->pid = w->pid;
+    f->status = w->status;
+    f->exec_errno = w->exec_errno;
+    f->when = w->exit_wall;
+    f->when_ms = w->exit_ms;
+    snprintf(f->error_file, sizeof f->error_file, "%s", w->error_file);
+}
+
+static void start_kill_timer(agent_t *a) {
+    uint64_t ms = (uint64_t)(a->spec->shutdown_timeout * 1000.0);
+    uv_timer_start(&a->kill_timer, agent__on_kill_timer, ms, 0);
+}
+
+/* RUNNING + a failure: remember it as the root cause and stop the rest of the group. */
+static void fail_and_stop(agent_t *a, agent_worker_t *w) {
+    record_failure(a, w);
+    a->state = SUP_STOPPING;
+    if (a->running > 0) {
+        DDP_INFO("rank %d failed; stopping the %d other worker(s)", w->rank, a->running);
+        agent__group_signal(a, SIGTERM);
+        start_kill_timer(a);
+    }
+}
+
+/* A worker that the agent itself stopped is not a failure of its own. */
+static void note_failure(agent_t *a, agent_worker_t *w) {
+    int st = w->status;
+    if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL ||
+                            WTERMSIG(st) == a->stop_signal))
+        return;
+    if (WIFEXITED(st) && (WEXITSTATUS(st) == 128 + SIGTERM || WEXITSTATUS(st) == 128 + SIGKILL))
+        return;
+    record_failure(a, w);
+}
+
+/* Kills whatever is left of the attempt: process groups (grandchildren) and orphans the agent
+ * adopted as subreaper, so that no process of one attempt survives into the next. */
+static void sweep_leftovers(agent_t *a) {
+    for (int i = 0; i < a->nproc; i++) {
+        agent_worker_t *w = &a->workers[i];
+        if (w->pid > 0) {
+            kill(-w->pid, SIGKILL);
+            agent__guard_update(a, w->pid, 0);
+            w->pid = 0;
+        }
+    }
+    agent__kill_adopted(a);
+}
+
+static void finish(agent_t *a, int code) {
+    a->exit_code = code;
+    a->state = SUP_DONE;
+    agent__shutdown_loop(a);
+}
+
+static void on_restart_timer(uv_timer_t *t) {
+    agent_t *a = t->data;
+    a->state = SUP_RUNNING;
+    if (agent__group_start(a) < 0) {
+        DDP_ERROR("unable to restart the worker group");
+        agent__group_signal(a, SIGKILL);
+        finish(a, AGENT_EXIT_INTERNAL);
+    }
+}
+
+/* STOPPING + group down: restart while restarts remain, else print the summary and fail. */
+static void restart_or_fail(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    uv_timer_stop(&a->kill_timer);
+    sweep_leftovers(a);
+    if (a->attempt >= a->spec->max_restarts) {
+        agent__summary_print(a);
+        finish(a, AGENT_EXIT_JOB_FAILED);
+        return;
+    }
+    a->attempt++;
+    uint64_t delay = AGENT_RESTART_FLOOR_MS;
+    for (int i = 1; i < a->attempt && delay < AGENT_RESTART_CAP_MS; i++)
+        delay *= 2;
+    if (delay > AGENT_RESTART_CAP_MS)
+        delay = AGENT_RESTART_CAP_MS;
+    DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
+             a->failures[0].rank, a->attempt, a->spec->max_restarts);
+    uv_timer_start(&a->restart_timer, on_restart_timer, delay, 0);
+}
+
+/* RUNNING + group down: every worker exited 0. */
+static void group_succeeded(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    sweep_leftovers(a);
+    DDP_INFO("all %d workers finished successfully", a->nproc);
+    finish(a, AGENT_EXIT_OK);
+}
+
+/* A termination signal: forward it and wind down (the caller set a->stop_signal). */
+static void begin_shutdown(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->state = SUP_SHUTDOWN;
+    uv_timer_stop(&a->restart_timer);
+    if (a->running == 0) {
+        sweep_leftovers(a);
+        finish(a, 128 + a->stop_signal);
+        return;
+    }
+    DDP_WARN("received SIG%s: forwarding it to %d worker(s)", sigabbrev_np(a->stop_signal),
+             a->running);
+    agent__group_signal(a, a->stop_signal);
+    start_kill_timer(a);
+}
+
+/* SHUTDOWN + another termination signal: a second Ctrl-C means now. */
+static void escalate(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    DDP_WARN("second signal: killing %d worker(s) now", a->running);
+    agent__group_signal(a, SIGKILL);
+    a->kill_sent = 1;
+}
+
+static void kill_all(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%gs: sending SIGKILL",
+             a->running, a->spec->shutdown_timeout);
+    agent__group_signal(a, SIGKILL);
+    a->kill_sent = 1;
+}
+
+static void finish_shutdown(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    uv_timer_stop(&a->kill_timer);
+    sweep_leftovers(a);
+    finish(a, 128 + a->stop_signal);
+}
+
+static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
+    /*               WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER */
+    [SUP_RUNNING] = {count_ok, fail_and_stop, group_succeeded, begin_shutdown, do_nothing},
+    [SUP_STOPPING] = {count_ok, note_failure, restart_or_fail, begin_shutdown, kill_all},
+    [SUP_SHUTDOWN] = {count_ok, note_failure, finish_shutdown, escalate, kill_all},
+    [SUP_DONE] = {do_nothing, do_nothing, do_nothing, do_nothing, do_nothing},
+};
+
+void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
+    sup_table[a->state][ev](a, w);
+}

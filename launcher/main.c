@@ -1,0 +1,82 @@
+/* ddprun: parse the command line (and PET_* / SLURM_* environment), resolve the worker count and
+ * the program to exec, then hand the job to the agent. Usage errors exit 2 with one line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "ddp_buf.h"
+#include "ddp_log.h"
+#include "launch_slurm.h"
+#include "launch_spec.h"
+
+/* Prints "ddprun: <message>" and returns the usage exit code. */
+static int usage_error(const ddp_err_t *err, int rc) {
+    fprintf(stderr, "ddprun: %s\n", err->text[0] ? err->text : ddp_strerror(rc));
+    return AGENT_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+    ddp_log_init("agent", DDP_LOG_WARN);
+    launch_spec_t spec;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = launch_cli_parse(argc, argv, &spec, &err);
+    if (rc == 1)
+        return 0; /* --help or --version */
+    if (rc < 0)
+        return usage_error(&err, rc);
+    if (spec.verbose > 0 && ddp_log_level() < DDP_LOG_INFO + spec.verbose - 1)
+        ddp_log_set_level(DDP_LOG_INFO + spec.verbose - 1);
+
+    launch_slurm_t slurm;
+    memset(&slurm, 0, sizeof slurm);
+    if ((rc = launch_slurm_derive(&spec, NULL, NULL, &slurm, &err)) < 0)
+        goto usage;
+    if (slurm.detected && spec.verbose > 0) {
+        ddp_buf_t b = DDP_BUF_INIT;
+        if (launch_slurm_describe(&slurm, &b) == 0 && b.len > 0)
+            fprintf(stderr, "%s", (char *)b.data);
+        ddp_buf_free(&b);
+    }
+    if ((rc = launch_nproc_resolve(&spec, &err)) < 0)
+        goto usage;
+    if (spec.max_nodes > 1 || spec.min_nodes > 1) {
+        ddp_err_set(&err, DDP_EUSAGE,
+                    "--nnodes=%d:%d: multi-node jobs are not supported by this build yet; "
+                    "run one node (--nnodes=1)",
+                    spec.min_nodes, spec.max_nodes);
+        rc = DDP_EUSAGE;
+        goto usage;
+    }
+    /* Defaults the parser leaves unset ("not given"). */
+    if (spec.master_addr == NULL && (spec.master_addr = strdup("127.0.0.1")) == NULL)
+        goto nomem;
+    if (spec.role == NULL && (spec.role = strdup("default")) == NULL)
+        goto nomem;
+    if (spec.rdzv_id == NULL && (spec.rdzv_id = strdup("none")) == NULL)
+        goto nomem;
+
+    launch_argv_t prog;
+    if ((rc = launch_program_argv(&spec, &prog, &err)) < 0)
+        goto usage;
+    /* The agent execs prog.path with argv[0] as given; pass the resolved path as argv[0] so
+     * that execve needs no search after fork. */
+    free(prog.argv[0]);
+    if ((prog.argv[0] = strdup(prog.path)) == NULL) {
+        launch_argv_free(&prog);
+        goto nomem;
+    }
+    rc = agent_run(&spec, prog.argv);
+    launch_argv_free(&prog);
+    launch_spec_free(&spec);
+    return rc;
+
+usage:
+    launch_spec_free(&spec);
+    return usage_error(&err, rc);
+nomem:
+    launch_spec_free(&spec);
+    fprintf(stderr, "ddprun: out of memory\n");
+    return AGENT_EXIT_INTERNAL;
+}
