@@ -40,13 +40,6 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
     w->status = status;
     w->exit_ms = ddp_now_ms();
     w->exit_wall = time(NULL);
-    if (w->exec_err_fd >= 0) {
-        int e = 0;
-        if (read(w->exec_err_fd, &e, sizeof e) == (ssize_t)sizeof e)
-            w->exec_errno = e;
-        close(w->exec_err_fd);
-        w->exec_err_fd = -1;
-    }
     agent__stream_finish(w->out);
     agent__stream_finish(w->err);
     w->out = w->err = NULL;
@@ -194,7 +187,12 @@ static int uses_log_files(const launch_spec_t *sp) {
 /* The run directory holds attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}. */
 static int run_dir_setup(agent_t *a) {
     const launch_spec_t *sp = a->spec;
+    a->log_layout = sp->log_dir != NULL || uses_log_files(sp);
     if (sp->log_dir != NULL) {
+        if (strlen(sp->log_dir) >= sizeof a->run_dir - 64) {
+            DDP_ERROR("--log_dir: path too long: %.64s...", sp->log_dir);
+            return -ENAMETOOLONG;
+        }
         snprintf(a->run_dir, sizeof a->run_dir, "%s", sp->log_dir);
         if (mkdir(a->run_dir, 0755) < 0 && errno != EEXIST) {
             DDP_ERROR("--log_dir: unable to create %s: %s", a->run_dir, strerror(errno));
@@ -257,8 +255,6 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     a->failures = calloc((size_t)a->nproc, sizeof *a->failures);
     if (a->workers == NULL || a->failures == NULL)
         return -ENOMEM;
-    for (int i = 0; i < a->nproc; i++)
-        a->workers[i].exec_err_fd = -1;
     if ((rc = run_dir_setup(a)) < 0)
         return AGENT_EXIT_USAGE;
     /* Before any libuv signal handler and any socket exists, so the guard inherits neither. */
@@ -361,9 +357,6 @@ int agent_run(const launch_spec_t *spec, char *const *worker_argv) {
     agent__guard_stop(a);
     if (a->run_dir_is_temp && !uses_log_files(spec))
         remove_tree(a->run_dir);
-    for (int i = 0; i < a->nproc; i++)
-        if (a->workers && a->workers[i].exec_err_fd >= 0)
-            close(a->workers[i].exec_err_fd);
     ddp_strv_free(&a->base_env);
     free(a->workers);
     free(a->failures);

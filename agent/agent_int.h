@@ -43,7 +43,6 @@ struct agent_worker {
     agent_worker_state_t state;
     int status;             /* wait status once exited */
     int exec_errno;         /* errno reported by a failed exec, else 0 */
-    int exec_err_fd;        /* read end of the CLOEXEC exec-error pipe, or -1 */
     uint64_t exit_ms;       /* monotonic time of exit */
     time_t exit_wall;       /* wall-clock time of exit (summary) */
     char error_file[PATH_MAX];
@@ -106,6 +105,7 @@ struct agent {
     ddp_strv_t base_env;       /* environment shared by every worker */
     char run_dir[3072];        /* log_dir, or a private temp dir for error files */
     int run_dir_is_temp;
+    int log_layout;            /* attempt_N/<local_rank>/ directories (log_dir or log files) */
     char hostname[256];
     char token_hex[65];
     uint16_t store_port;

@@ -1,10 +1,11 @@
 /* Worker start-up: the environment every worker gets (torchrun's, plus DDPRUN_*), and a git-style
- * fork/exec (argv and envp built before fork, only async-signal-safe calls in the child, a failed
- * exec reported over a CLOEXEC pipe). Each worker leads its own process group. */
+ * spawn (argv and envp built before it, only async-signal-safe calls in the child, which runs on
+ * clone(CLONE_VM | CLONE_VFORK) like posix_spawn). Each worker leads its own process group. */
 #include "agent_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,11 +160,23 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std,
     return 0;
 }
 
-/* The child side of fork: async-signal-safe calls only. Never returns. */
-static void child_exec(agent_t *a, int out_fd, int err_fd, int errpipe, pid_t parent,
-                       char *const *envp) {
+/* What the child needs; it shares the parent's memory (CLONE_VM), so a failed exec is reported
+ * by writing exec_errno here before _exit, which the parent reads once it resumes. */
+typedef struct child_args {
+    agent_t *a;
+    int out_fd, err_fd;
+    pid_t parent;
+    char *const *envp;
+    volatile int exec_errno;
+} child_args_t;
+
+/* The child side: async-signal-safe calls only, and no write to memory but the args' exec_errno
+ * (the parent's memory is shared until exec). Never returns. */
+static int child_main(void *arg) {
+    child_args_t *c = arg;
     /* Handlers installed by libuv must not run here; exec would reset them anyway, but a signal
-     * could arrive before it. Ignored signals (SIGPIPE) must not stay ignored in the worker. */
+     * could arrive before it. Ignored signals (SIGPIPE) must not stay ignored in the worker.
+     * Without CLONE_SIGHAND these changes stay in the child. */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -174,33 +187,41 @@ static void child_exec(agent_t *a, int out_fd, int err_fd, int errpipe, pid_t pa
     /* If the agent dies (even by SIGKILL), the worker dies with it. The getppid check closes the
      * race where the agent died before prctl ran. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
+    if (getppid() != c->parent)
         _exit(128 + SIGKILL);
-    if (out_fd >= 0 && dup2(out_fd, 1) < 0)
-        goto fail;
-    if (err_fd >= 0 && dup2(err_fd, 2) < 0)
+    if ((c->out_fd >= 0 && dup2(c->out_fd, 1) < 0) || (c->err_fd >= 0 && dup2(c->err_fd, 2) < 0))
         goto fail;
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(a->argv[0], a->argv, envp);
-fail:;
-    int e = errno;
-    ssize_t wr = write(errpipe, &e, sizeof e);
-    (void)wr;
-    _exit(e == ENOENT ? 127 : 126);
+    execve(c->a->argv[0], c->a->argv, c->envp);
+fail:
+    c->exec_errno = errno;
+    _exit(errno == ENOENT ? 127 : 126);
 }
+
+/* The stack the child runs on until exec. CLONE_VFORK suspends the agent until then, so one
+ * static stack serves every spawn. */
+static char child_stack[64 * 1024] __attribute__((aligned(64)));
 
 /* Starts one worker. Returns 0 or -errno (logged). */
 static int worker_spawn(agent_t *a, agent_worker_t *w) {
     char dir[3200];
+    int rc = 0;
     snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
-    int rc = make_dirs(dir);
-    if (rc < 0) {
-        DDP_ERROR("unable to create %s: %s", dir, strerror(-rc));
-        return rc;
+    if (a->log_layout) {
+        /* torchrun's layout: <log_dir>/attempt_N/<local_rank>/{stdout,stderr}.log, error.json */
+        rc = make_dirs(dir);
+        if (rc < 0) {
+            DDP_ERROR("unable to create %s: %s", dir, strerror(-rc));
+            return rc;
+        }
+        snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
+    } else {
+        /* Only error files, in the private run directory: no directory per worker to create. */
+        snprintf(w->error_file, sizeof w->error_file, "%s/error.%d.%d.json", a->run_dir,
+                 a->attempt, w->local_rank);
     }
-    snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
     unlink(w->error_file);
 
     ddp_strv_t env = DDP_STRV_INIT;
@@ -218,40 +239,37 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     }
 
     stream_plan_t out = {-1, -1, -1, -1, 0}, err = {-1, -1, -1, -1, 0};
-    int errpipe[2] = {-1, -1};
     if ((rc = plan_stream(a, w, dir, 1, &out)) < 0 || (rc = plan_stream(a, w, dir, 2, &err)) < 0)
         goto fail;
-    if (pipe2(errpipe, O_CLOEXEC) < 0) {
-        rc = -errno;
-        goto fail;
-    }
 
-    /* Block signals across fork so that no libuv handler runs in the child before it resets
-     * them; the child clears its mask just before exec. */
+    /* posix_spawn's technique: clone(CLONE_VM | CLONE_VFORK) copies no page tables and resumes
+     * the agent once the child has exec'd. Signals stay blocked across it so that no libuv
+     * handler runs in the child before it resets them; the child clears its mask before exec. */
+    child_args_t args = {a, out.child_fd, err.child_fd, getpid(), env.v, 0};
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        child_exec(a, out.child_fd, err.child_fd, errpipe[1], parent, env.v);
-    int fork_errno = errno;
+    pid_t pid = clone(child_main, child_stack + sizeof child_stack,
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    int clone_errno = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        rc = -fork_errno;
-        DDP_ERROR("unable to fork worker rank %d: %s", w->rank, strerror(fork_errno));
+        rc = -clone_errno;
+        DDP_ERROR("unable to start worker rank %d: %s", w->rank, strerror(clone_errno));
         goto fail;
     }
-    /* Also from the parent: a signal sent to -pid before the child ran setpgid must not miss. */
+    /* Also from the parent: a signal sent to -pid before the child ran setpgid must not miss
+     * (EACCES once it has exec'd is fine: it did it itself). */
     setpgid(pid, pid);
-    close(errpipe[1]);
     w->pid = pid;
     w->state = WORKER_RUNNING;
     w->status = 0;
-    w->exec_errno = 0;
-    w->exec_err_fd = errpipe[0];
+    w->exec_errno = args.exec_errno;
     a->running++;
     agent__guard_update(a, pid, 1);
+    if (w->exec_errno != 0)
+        DDP_ERROR("unable to exec %s for rank %d: %s", a->argv[0], w->rank,
+                  strerror(w->exec_errno));
 
     if (out.child_fd >= 0)
         close(out.child_fd);
@@ -270,10 +288,6 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
 fail:
     plan_close(&out);
     plan_close(&err);
-    if (errpipe[0] >= 0) {
-        close(errpipe[0]);
-        close(errpipe[1]);
-    }
     ddp_strv_free(&env);
     return rc;
 }
