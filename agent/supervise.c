@@ -106,6 +106,12 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     (void)w;
     uv_timer_stop(&a->kill_timer);
     sweep_leftovers(a);
+    if (a->nfailures > 0 && a->failures[0].exec_errno != 0) {
+        /* The program cannot be executed: restarting would fail the same way. */
+        agent__summary_print(a);
+        finish(a, a->failures[0].exec_errno == ENOENT ? 127 : 126);
+        return;
+    }
     if (a->attempt >= a->spec->max_restarts) {
         agent__summary_print(a);
         finish(a, AGENT_EXIT_JOB_FAILED);

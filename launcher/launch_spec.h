@@ -10,6 +10,68 @@
 #define LAUNCH_MAX_SIGNALS 16
 #define LAUNCH_MAX_STD_OVERRIDES 64
 
+#ifndef DDPRUN_VERSION
+#define DDPRUN_VERSION "0.1.0"
+#endif
+
+/* torchrun's defaults that the spec leaves to the agent (it keeps -1 / NULL for "not given"). */
+#define LAUNCH_DEFAULT_MASTER_PORT 29500
+#define LAUNCH_DEFAULT_C10D_PORT 29400
+
+/* One id per flag. Bit (1ull << LAUNCH_OPT_x) of launch_spec_t.given is set when the flag came from
+ * the command line or from its PET_* variable (--standalone sets the bits of what it forces).
+ * Derivation from SLURM_* (launch_slurm_derive) only fills fields whose bit is clear. */
+typedef enum launch_opt {
+    LAUNCH_OPT_NNODES = 0,
+    LAUNCH_OPT_NPROC_PER_NODE,
+    LAUNCH_OPT_NODE_RANK,
+    LAUNCH_OPT_RDZV_BACKEND,
+    LAUNCH_OPT_RDZV_ENDPOINT,
+    LAUNCH_OPT_RDZV_ID,
+    LAUNCH_OPT_RDZV_CONF,
+    LAUNCH_OPT_STANDALONE,
+    LAUNCH_OPT_MAX_RESTARTS,
+    LAUNCH_OPT_MONITOR_INTERVAL,
+    LAUNCH_OPT_START_METHOD,
+    LAUNCH_OPT_ROLE,
+    LAUNCH_OPT_LOG_DIR,
+    LAUNCH_OPT_REDIRECTS,
+    LAUNCH_OPT_TEE,
+    LAUNCH_OPT_LOCAL_RANKS_FILTER,
+    LAUNCH_OPT_MASTER_ADDR,
+    LAUNCH_OPT_MASTER_PORT,
+    LAUNCH_OPT_LOCAL_ADDR,
+    LAUNCH_OPT_NO_PYTHON,
+    LAUNCH_OPT_MODULE,
+    LAUNCH_OPT_RUN_PATH,
+    LAUNCH_OPT_SIGNALS_TO_HANDLE,
+    LAUNCH_OPT_SHUTDOWN_TIMEOUT,
+    LAUNCH_OPT_LOGS_SPECS,
+    LAUNCH_OPT_VERBOSE,
+    LAUNCH_OPT_HELP,
+    LAUNCH_OPT_VERSION,
+    LAUNCH_OPT__COUNT
+} launch_opt_t;
+
+/* Nonzero when flag opt was given explicitly (command line, PET_*, or forced by --standalone). */
+#define LAUNCH_GIVEN(spec, opt) ((int)(((spec)->given >> (opt)) & 1u))
+
+/* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
+typedef struct launch_rdzv_conf {
+    double join_timeout;        /* 600 s */
+    double last_call_timeout;   /* 30 s */
+    double close_timeout;       /* 30 s */
+    double timeout;             /* 600 s (static rendezvous) */
+    double keep_alive_interval; /* 5 s; "heartbeat" is the same key */
+    int keep_alive_max_attempt; /* 3 */
+    double read_timeout;        /* 60 s */
+    int is_host;                /* -1 when not given (decide from the endpoint), else 0 or 1 */
+} launch_rdzv_conf_t;
+
+/* A getenv-like lookup: returns the value of name or NULL. ctx is passed through. The launcher's
+ * parsers take one so that tests can feed recorded environments. */
+typedef const char *(*launch_getenv_fn)(void *ctx, const char *name);
+
 /* Which streams of a worker go to a file (--redirects) or to file and console (--tee). */
 enum { LAUNCH_STD_NONE = 0, LAUNCH_STD_OUT = 1, LAUNCH_STD_ERR = 2, LAUNCH_STD_ALL = 3 };
 
@@ -58,6 +120,12 @@ typedef struct launch_spec {
     int verbose;                     /* -v count */
     char *const *prog_argv;          /* training program and its args (borrowed from argv) */
     int prog_argc;
+    /* Added by the launcher module (cli.c): */
+    unsigned long long given;        /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
+    char *rdzv_host;                 /* host part of rdzv_endpoint (brackets of [v6] removed) */
+    int rdzv_port;                   /* port part of rdzv_endpoint; -1 when absent */
+    launch_rdzv_conf_t rdzv_opts;    /* rdzv_conf parsed and validated, defaults filled */
+    char *start_method;              /* --start_method spawn|fork|forkserver: accepted, unused */
 } launch_spec_t;
 
 /* Fills spec from argv and PET_* variables (command line wins). On a usage error returns
@@ -66,9 +134,66 @@ typedef struct launch_spec {
  * Returns 1 (not an error) when --help was printed and the caller should exit 0. */
 int launch_cli_parse(int argc, char *const *argv, launch_spec_t *spec, ddp_err_t *err);
 
+/* launch_cli_parse with the PET_* variables read through getenv_fn(ctx, name) instead of the
+ * process environment (getenv_fn NULL = getenv). Same returns; --help and --version print to stdout
+ * and return 1. On any error spec is left zeroed (launch_spec_free is still safe to call). */
+int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn, void *ctx,
+                         launch_spec_t *spec, ddp_err_t *err);
+
+/* A launch_getenv_fn over the process environment (ctx unused). Borrowed; valid until the
+ * environment changes. */
+const char *launch_getenv_process(void *ctx, const char *name);
+
+/* Splits "host", "host:port" or "[v6addr]:port" into *host (caller owns; free()) and *port
+ * (-1 when absent). Returns 0, DDP_EUSAGE naming flag on a malformed value, or -ENOMEM. */
+int launch_endpoint_split(const char *flag, const char *ep, char **host, int *port, ddp_err_t *err);
+
+/* The argv a worker execs, built from spec by torchrun's rules: "-m" -> python3 -u -m module args;
+ * --run_path or a target ending in .py (unless --no_python) -> python3 -u script args (python3 is
+ * $PYTHON_EXEC when set); anything else is exec'd directly. path is what to hand to execve: the
+ * program (or python3) found through $PATH before anything starts, so no search happens after
+ * fork. */
+typedef struct launch_argv {
+    char *path;  /* resolved file to execve (owned) */
+    char **argv; /* NULL-terminated, every string owned */
+    int argc;
+} launch_argv_t;
+
+/* Builds out from spec->prog_argv. Checks that the program (script or executable) and python3 when
+ * needed exist and are usable. Returns 0; DDP_EUSAGE with a message naming the path ("program
+ * './trian' not found") -> exit 2 before anything starts; -ENOMEM.
+ * out: free with launch_argv_free (zeroed on error). */
+int launch_program_argv(const launch_spec_t *spec, launch_argv_t *out, ddp_err_t *err);
+
+/* Frees what launch_program_argv filled; out is left zeroed. NULL-safe. */
+void launch_argv_free(launch_argv_t *out);
+
+/* Parses a --redirects/--tee value ("3" or "0:1,1:2") into m. flag names the option in messages.
+ * Returns 0 or DDP_EUSAGE. */
+int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, ddp_err_t *err);
+
+/* Parses a --rdzv_conf value into c (defaults first, then the keys given). Keys: join_timeout,
+ * last_call_timeout, close_timeout, timeout, heartbeat, keep_alive_interval,
+ * keep_alive_max_attempt, read_timeout, is_host. Returns 0 or DDP_EUSAGE naming the key. */
+int launch_rdzv_conf_parse(const char *flag, const char *s, launch_rdzv_conf_t *c, ddp_err_t *err);
+
+/* Signal number for "SIGTERM", "TERM", "term" or "15"; 0 when unknown. */
+int launch_signal_parse(const char *name);
+
+/* "SIGTERM" for 15 ("SIG?" for unknown). Static string. */
+const char *launch_signal_name(int sig);
+
 /* Resolves nproc_kind into nproc_per_node (GPU count via libcuda, CUDA_VISIBLE_DEVICES honoured).
  * Returns 0, or DDP_ENOGPU with a message for "gpu" on a machine without one. */
 int launch_nproc_resolve(launch_spec_t *spec, ddp_err_t *err);
+
+/* Number of CUDA devices this process sees: dlopen("libcuda.so.1"), cuInit(0), cuDeviceGetCount.
+ * libcuda stays loaded afterwards. Returns the count (>= 0; 0 when there is no driver or no
+ * device), and writes why there is none to why (may be NULL) when it returns 0. */
+int launch_gpu_count(char *why, size_t why_len);
+
+/* Number of CPUs this process may run on (sched_getaffinity, else online CPUs); at least 1. */
+int launch_cpu_count(void);
 
 /* The std mask for local_rank from a --redirects/--tee map. */
 int launch_std_for(const launch_std_map_t *m, int local_rank);
@@ -78,5 +203,7 @@ void launch_spec_free(launch_spec_t *spec);
 
 /* Prints the --help text (flags, defaults, exit codes) to stdout. */
 void launch_usage(void);
+
+/* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
 
 #endif

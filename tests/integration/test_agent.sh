@@ -180,6 +180,13 @@ else
 fi
 check "bad input started nothing" no_leftovers 1
 
+# 16a. A program that passes the up-front checks but cannot be exec'd: no restart, exit 126.
+printf 'not a program\n' > "$TMP/noexec"; chmod +x "$TMP/noexec"
+run_ddprun "$TMP/noexec.out" --standalone --nproc_per_node=2 --max_restarts=3 "$TMP/noexec"; rc=$?
+check "exec failure -> exit 126, no restart" \
+    [ $rc -eq 126 ] && [ "$(grep -c 'restarting' "$TMP/noexec.out")" = 0 ]
+check "exec failure is named in the summary" grep -q "unable to exec .*noexec" "$TMP/noexec.out"
+
 # 16. Python targets: .py runs under python3 -u; -m runs a module.
 if command -v python3 >/dev/null; then
     mkdir -p "$TMP/py/pkg"

@@ -1,0 +1,9 @@
+/* Internals of the launcher module shared between its files and its unit tests. */
+#ifndef LAUNCH_INT_H
+#define LAUNCH_INT_H
+
+/* Makes launch_gpu_count dlopen soname instead of "libcuda.so.1" (NULL restores it). Tests point it
+ * at a fake driver or at a missing file. Not thread-safe; call before counting. */
+void launch__nproc_set_cuda_lib(const char *soname);
+
+#endif

@@ -1,0 +1,793 @@
+/* Unit tests for launcher/cli.c and launcher/program.c: every torchrun flag in both spellings and
+ * both value forms, PET_* precedence, bad values naming the flag, --standalone, the help text, and
+ * the worker argv (.py, -m, --no_python, --run_path, missing programs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launch_spec.h"
+
+/* The end of a variadic argument list (a typed null pointer, unlike a bare NULL). */
+#define END ((const char *)0)
+
+#define MAXARGS 32
+
+/* A recorded environment: "NAME=value" strings, NULL-terminated. */
+static const char *fake_env(void *ctx, const char *name) {
+    size_t n = strlen(name);
+    for (const char *const *e = ctx; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+static char *argv_buf[MAXARGS];
+
+/* Parses "ddprun" + the NULL-terminated arguments with envp as the whole environment. */
+static int parse_v(launch_spec_t *s, ddp_err_t *e, const char *const *envp, va_list ap) {
+    int argc = 0;
+    argv_buf[argc++] = "ddprun";
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && argc < MAXARGS - 1)
+        argv_buf[argc++] = (char *)a;
+    argv_buf[argc] = NULL;
+    ddp_err_clear(e);
+    return launch_cli_parse_env(argc, argv_buf, fake_env, (void *)envp, s, e);
+}
+
+static int parse_env(launch_spec_t *s, ddp_err_t *e, const char *const *envp, ...) {
+    va_list ap;
+    va_start(ap, envp);
+    int rc = parse_v(s, e, envp, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int parse(launch_spec_t *s, ddp_err_t *e, ...) {
+    va_list ap;
+    va_start(ap, e);
+    int rc = parse_v(s, e, NULL, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Expects a usage error whose text contains both needles (the flag and the value). */
+static void expect_bad(const char *flag, const char *val, const char *needle) {
+    launch_spec_t s;
+    ddp_err_t e;
+    int rc = parse(&s, &e, flag, val, "prog", END);
+    if (rc != DDP_EUSAGE || strstr(e.text, needle) == NULL)
+        print_error("flag %s value '%s': rc %d text '%s' (wanted '%s')\n", flag, val, rc, e.text,
+                    needle);
+    assert_int_equal(rc, DDP_EUSAGE);
+    assert_non_null(strstr(e.text, needle));
+    assert_null(s.rdzv_backend); /* the spec is left empty on error */
+}
+
+static void test_defaults(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "./train", "--lr", "1", END), 0);
+    assert_int_equal(s.min_nodes, 1);
+    assert_int_equal(s.max_nodes, 1);
+    assert_int_equal(s.nproc_kind, LAUNCH_NPROC_NUM);
+    assert_int_equal(s.nproc_per_node, 1);
+    assert_int_equal(s.node_rank, 0);
+    assert_string_equal(s.rdzv_backend, "static");
+    assert_null(s.rdzv_endpoint);
+    assert_int_equal(s.rdzv_port, -1);
+    assert_string_equal(s.rdzv_id, "none");
+    assert_null(s.rdzv_conf);
+    assert_int_equal(s.standalone, 0);
+    assert_int_equal(s.max_restarts, 0);
+    assert_true(s.monitor_interval > 0.0999 && s.monitor_interval < 0.1001);
+    assert_string_equal(s.role, "default");
+    assert_null(s.log_dir);
+    assert_int_equal(s.redirects.dflt, 0);
+    assert_int_equal(s.tee.n, 0);
+    assert_null(s.local_ranks_filter);
+    assert_string_equal(s.master_addr, "127.0.0.1");
+    assert_int_equal(s.master_port, -1);
+    assert_null(s.local_addr);
+    assert_int_equal(s.n_signals, 4);
+    assert_int_equal(s.signals[0], SIGTERM);
+    assert_int_equal(s.signals[1], SIGINT);
+    assert_int_equal(s.signals[2], SIGHUP);
+    assert_int_equal(s.signals[3], SIGQUIT);
+    assert_true(s.shutdown_timeout == 30);
+    assert_true(s.rdzv_opts.join_timeout == 600);
+    assert_true(s.rdzv_opts.last_call_timeout == 30);
+    assert_true(s.rdzv_opts.close_timeout == 30);
+    assert_true(s.rdzv_opts.keep_alive_interval == 5);
+    assert_int_equal(s.rdzv_opts.keep_alive_max_attempt, 3);
+    assert_true(s.rdzv_opts.read_timeout == 60);
+    assert_int_equal(s.rdzv_opts.is_host, -1);
+    assert_string_equal(s.start_method, "spawn");
+    assert_int_equal(s.given, 0);
+    assert_int_equal(s.prog_argc, 3);
+    assert_ptr_equal(s.prog_argv, argv_buf + 1); /* borrowed from argv */
+    assert_string_equal(s.prog_argv[2], "1");
+    launch_spec_free(&s);
+    assert_null(s.rdzv_backend);
+    launch_spec_free(&s); /* twice is harmless */
+}
+
+/* One row per flag that takes a value: the dashed name, a value, and a check of the result. */
+typedef struct flag_case {
+    const char *name;
+    const char *val;
+    launch_opt_t id;
+    void (*check)(const launch_spec_t *s);
+} flag_case_t;
+
+static void ck_nnodes(const launch_spec_t *s) {
+    assert_int_equal(s->min_nodes, 2);
+    assert_int_equal(s->max_nodes, 4);
+}
+static void ck_nproc(const launch_spec_t *s) {
+    assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
+    assert_int_equal(s->nproc_per_node, 4);
+}
+static void ck_node_rank(const launch_spec_t *s) { assert_int_equal(s->node_rank, 3); }
+static void ck_backend(const launch_spec_t *s) { assert_string_equal(s->rdzv_backend, "c10d"); }
+static void ck_endpoint(const launch_spec_t *s) {
+    assert_string_equal(s->rdzv_endpoint, "head:1234");
+    assert_string_equal(s->rdzv_host, "head");
+    assert_int_equal(s->rdzv_port, 1234);
+}
+static void ck_id(const launch_spec_t *s) { assert_string_equal(s->rdzv_id, "job7"); }
+static void ck_conf(const launch_spec_t *s) {
+    assert_string_equal(s->rdzv_conf, "join_timeout=5, is_host=1");
+    assert_true(s->rdzv_opts.join_timeout == 5);
+    assert_int_equal(s->rdzv_opts.is_host, 1);
+    assert_true(s->rdzv_opts.read_timeout == 60);
+}
+static void ck_restarts(const launch_spec_t *s) { assert_int_equal(s->max_restarts, 3); }
+static void ck_monitor(const launch_spec_t *s) { assert_true(s->monitor_interval == 0.5); }
+static void ck_start(const launch_spec_t *s) { assert_string_equal(s->start_method, "fork"); }
+static void ck_role(const launch_spec_t *s) { assert_string_equal(s->role, "trainer"); }
+static void ck_log_dir(const launch_spec_t *s) { assert_string_equal(s->log_dir, "/tmp"); }
+static void ck_redirects(const launch_spec_t *s) {
+    assert_int_equal(s->redirects.dflt, 3);
+    assert_int_equal(s->redirects.n, 0);
+}
+static void ck_tee(const launch_spec_t *s) {
+    assert_int_equal(s->tee.dflt, 0);
+    assert_int_equal(s->tee.n, 2);
+    assert_int_equal(launch_std_for(&s->tee, 0), LAUNCH_STD_OUT);
+    assert_int_equal(launch_std_for(&s->tee, 1), LAUNCH_STD_ERR);
+    assert_int_equal(launch_std_for(&s->tee, 2), LAUNCH_STD_NONE);
+}
+static void ck_filter(const launch_spec_t *s) {
+    assert_int_equal(s->n_local_ranks_filter, 2);
+    assert_int_equal(s->local_ranks_filter[0], 0);
+    assert_int_equal(s->local_ranks_filter[1], 2);
+}
+static void ck_maddr(const launch_spec_t *s) { assert_string_equal(s->master_addr, "10.0.0.1"); }
+static void ck_mport(const launch_spec_t *s) { assert_int_equal(s->master_port, 1234); }
+static void ck_laddr(const launch_spec_t *s) { assert_string_equal(s->local_addr, "n1"); }
+static void ck_signals(const launch_spec_t *s) {
+    assert_int_equal(s->n_signals, 3);
+    assert_int_equal(s->signals[0], SIGUSR1);
+    assert_int_equal(s->signals[1], SIGTERM);
+    assert_int_equal(s->signals[2], SIGUSR2);
+}
+static void ck_shutdown(const launch_spec_t *s) { assert_true(s->shutdown_timeout == 5); }
+
+static const flag_case_t value_flags[] = {
+    {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
+    {"nproc-per-node", "4", LAUNCH_OPT_NPROC_PER_NODE, ck_nproc},
+    {"node-rank", "3", LAUNCH_OPT_NODE_RANK, ck_node_rank},
+    {"rdzv-backend", "c10d", LAUNCH_OPT_RDZV_BACKEND, ck_backend},
+    {"rdzv-endpoint", "head:1234", LAUNCH_OPT_RDZV_ENDPOINT, ck_endpoint},
+    {"rdzv-id", "job7", LAUNCH_OPT_RDZV_ID, ck_id},
+    {"rdzv-conf", "join_timeout=5, is_host=1", LAUNCH_OPT_RDZV_CONF, ck_conf},
+    {"max-restarts", "3", LAUNCH_OPT_MAX_RESTARTS, ck_restarts},
+    {"monitor-interval", "0.5", LAUNCH_OPT_MONITOR_INTERVAL, ck_monitor},
+    {"start-method", "fork", LAUNCH_OPT_START_METHOD, ck_start},
+    {"role", "trainer", LAUNCH_OPT_ROLE, ck_role},
+    {"log-dir", "/tmp", LAUNCH_OPT_LOG_DIR, ck_log_dir},
+    {"redirects", "3", LAUNCH_OPT_REDIRECTS, ck_redirects},
+    {"tee", "0:1,1:2", LAUNCH_OPT_TEE, ck_tee},
+    {"local-ranks-filter", "2,0,2", LAUNCH_OPT_LOCAL_RANKS_FILTER, ck_filter},
+    {"master-addr", "10.0.0.1", LAUNCH_OPT_MASTER_ADDR, ck_maddr},
+    {"master-port", "1234", LAUNCH_OPT_MASTER_PORT, ck_mport},
+    {"local-addr", "n1", LAUNCH_OPT_LOCAL_ADDR, ck_laddr},
+    {"signals-to-handle", "SIGUSR1,TERM,usr2,SIGTERM", LAUNCH_OPT_SIGNALS_TO_HANDLE, ck_signals},
+    {"shutdown-timeout", "5", LAUNCH_OPT_SHUTDOWN_TIMEOUT, ck_shutdown},
+};
+
+/* Every value flag: --dashed=v, --dashed v, --under_scored=v, --under_scored v, PET_UNDER=v. */
+static void test_value_flags_all_spellings(void **state) {
+    (void)state;
+    for (size_t k = 0; k < sizeof value_flags / sizeof value_flags[0]; k++) {
+        const flag_case_t *c = &value_flags[k];
+        char dashed[64], under[64], pet[64], eqd[128], equ[128], petv[128];
+        snprintf(dashed, sizeof dashed, "--%s", c->name);
+        snprintf(under, sizeof under, "--%s", c->name);
+        snprintf(pet, sizeof pet, "PET_%s", c->name);
+        for (char *p = under; *p; p++)
+            if (*p == '-' && p > under + 1)
+                *p = '_';
+        for (char *p = pet; *p; p++)
+            *p = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        snprintf(eqd, sizeof eqd, "%s=%s", dashed, c->val);
+        snprintf(equ, sizeof equ, "%s=%s", under, c->val);
+        snprintf(petv, sizeof petv, "%s=%s", pet, c->val);
+        const char *envp[] = {petv, NULL};
+        for (int form = 0; form < 5; form++) {
+            launch_spec_t s;
+            ddp_err_t e;
+            int rc;
+            switch (form) {
+            case 0:
+                rc = parse(&s, &e, eqd, "prog", END);
+                break;
+            case 1:
+                rc = parse(&s, &e, dashed, c->val, "prog", END);
+                break;
+            case 2:
+                rc = parse(&s, &e, equ, "prog", END);
+                break;
+            case 3:
+                rc = parse(&s, &e, under, c->val, "prog", END);
+                break;
+            default:
+                rc = parse_env(&s, &e, envp, "prog", END);
+                break;
+            }
+            if (rc != 0)
+                print_error("%s form %d: %s\n", c->name, form, e.text);
+            assert_int_equal(rc, 0);
+            c->check(&s);
+            assert_true(LAUNCH_GIVEN(&s, c->id));
+            assert_int_equal(s.prog_argc, 1);
+            launch_spec_free(&s);
+        }
+    }
+}
+
+static void test_bool_flags_all_spellings(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--no-python", "./x", END), 0);
+    assert_int_equal(s.no_python, 1);
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_NO_PYTHON));
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--no_python", "./x", END), 0);
+    assert_int_equal(s.no_python, 1);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--run-path", "./x", END), 0);
+    assert_string_equal(s.run_path, "./x");
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--run_path", "./x", END), 0);
+    assert_string_equal(s.run_path, "./x");
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_RUN_PATH));
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--module", "pkg.train", END), 0);
+    assert_int_equal(s.module, 1);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "-m", "pkg.train", END), 0);
+    assert_int_equal(s.module, 1);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--standalone", "x", END), 0);
+    assert_int_equal(s.standalone, 1);
+    launch_spec_free(&s);
+    const char *env1[] = {"PET_STANDALONE=1", "PET_NO_PYTHON=true", NULL};
+    assert_int_equal(parse_env(&s, &e, env1, "x", END), 0);
+    assert_int_equal(s.standalone, 1);
+    assert_int_equal(s.no_python, 1);
+    launch_spec_free(&s);
+    const char *env0[] = {"PET_STANDALONE=0", "PET_MODULE=1", NULL};
+    assert_int_equal(parse_env(&s, &e, env0, "x", END), 0);
+    assert_int_equal(s.standalone, 0);
+    assert_int_equal(s.module, 1);
+    launch_spec_free(&s);
+    const char *envbad[] = {"PET_STANDALONE=maybe", NULL};
+    assert_int_equal(parse_env(&s, &e, envbad, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "PET_STANDALONE"));
+    assert_int_equal(parse(&s, &e, "--standalone=1", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--standalone takes no value");
+}
+
+static void test_nproc_kinds(void **state) {
+    (void)state;
+    static const struct {
+        const char *v;
+        launch_nproc_kind_t k;
+    } kinds[] = {{"gpu", LAUNCH_NPROC_GPU}, {"cpu", LAUNCH_NPROC_CPU}, {"auto", LAUNCH_NPROC_AUTO}};
+    for (size_t i = 0; i < 3; i++) {
+        launch_spec_t s;
+        ddp_err_t e;
+        assert_int_equal(parse(&s, &e, "--nproc_per_node", kinds[i].v, "x", END), 0);
+        assert_int_equal(s.nproc_kind, kinds[i].k);
+        launch_spec_free(&s);
+    }
+}
+
+static void test_nnodes_forms(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--nnodes", "3", "x", END), 0);
+    assert_int_equal(s.min_nodes, 3);
+    assert_int_equal(s.max_nodes, 3);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--nnodes=1:1", "x", END), 0);
+    assert_int_equal(s.max_nodes, 1);
+    launch_spec_free(&s);
+    expect_bad("--nnodes", "0", "--nnodes: '0'");
+    expect_bad("--nnodes", "3:2", "--nnodes: '3:2' has MIN above MAX");
+    expect_bad("--nnodes", "0:2", "--nnodes: '0:2'");
+    expect_bad("--nnodes", "2:", "--nnodes: '2:'");
+    expect_bad("--nnodes", "a", "--nnodes: 'a' is not a number");
+}
+
+static void test_short_flags(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "-r", "3", "-t1", "-vvv", "-v", "x", END), 0);
+    assert_int_equal(s.redirects.dflt, 3);
+    assert_int_equal(s.tee.dflt, 1);
+    assert_int_equal(s.verbose, 4);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "-t=0:3", "-mv", "mod", END), 0);
+    assert_int_equal(launch_std_for(&s.tee, 0), LAUNCH_STD_ALL);
+    assert_int_equal(s.module, 1);
+    assert_int_equal(s.verbose, 1);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--verbose", "--verbose", "x", END), 0);
+    assert_int_equal(s.verbose, 2);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "-x", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "unknown flag '-x' (see ddprun --help)");
+    assert_int_equal(parse(&s, &e, "-r", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "-r: missing value");
+}
+
+static void test_pet_precedence(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    const char *envp[] = {"PET_NPROC_PER_NODE=4", "PET_NNODES=2", "PET_MAX_RESTARTS=oops", NULL};
+    /* The command line wins, and a bad PET value that the command line overrides is not read. */
+    assert_int_equal(parse_env(&s, &e, envp, "--nproc_per_node=2", "--max-restarts", "1", "x", END),
+                     0);
+    assert_int_equal(s.nproc_per_node, 2);
+    assert_int_equal(s.max_nodes, 2);
+    assert_int_equal(s.max_restarts, 1);
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_NNODES));
+    launch_spec_free(&s);
+    /* A bad PET value that is used is an error naming the variable. */
+    assert_int_equal(parse_env(&s, &e, envp, "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "PET_MAX_RESTARTS: 'oops' is not a number");
+    const char *envp2[] = {"PET_NPROC_PER_NODE=gpu", "PET_RDZV_ENDPOINT=h:7", NULL};
+    assert_int_equal(parse_env(&s, &e, envp2, "x", END), 0);
+    assert_int_equal(s.nproc_kind, LAUNCH_NPROC_GPU);
+    assert_int_equal(s.rdzv_port, 7);
+    launch_spec_free(&s);
+}
+
+static void test_program_boundary(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--nnodes", "1", "prog", "--nnodes", "5", "-v", END), 0);
+    assert_int_equal(s.prog_argc, 4);
+    assert_string_equal(s.prog_argv[0], "prog");
+    assert_string_equal(s.prog_argv[1], "--nnodes");
+    assert_int_equal(s.verbose, 0);
+    assert_int_equal(s.max_nodes, 1);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "-v", "--", "-weird", "a", END), 0);
+    assert_int_equal(s.prog_argc, 2);
+    assert_string_equal(s.prog_argv[0], "-weird");
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--nnodes", "2", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "missing program"));
+    assert_int_equal(parse(&s, &e, "--", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "missing program"));
+    assert_int_equal(parse(&s, &e, "--nnodes", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--nnodes: missing value");
+}
+
+static void test_unknown_and_prefix(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--foo", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "unknown flag '--foo' (see ddprun --help)");
+    assert_int_equal(parse(&s, &e, "--foo=3", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "unknown flag '--foo' (see ddprun --help)");
+    assert_int_equal(parse(&s, &e, "--rdzv", "x", "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "ambiguous flag '--rdzv'"));
+    /* argparse's unique prefixes work, in either spelling. */
+    assert_int_equal(parse(&s, &e, "--nproc", "3", "--max_res=2", "prog", END), 0);
+    assert_int_equal(s.nproc_per_node, 3);
+    assert_int_equal(s.max_restarts, 2);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--logs_specs", "x", "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--logs_specs"));
+}
+
+static void test_bad_values_name_the_flag(void **state) {
+    (void)state;
+    expect_bad("--nproc_per_node", "x", "--nproc_per_node: 'x' is not a number, gpu, cpu or auto");
+    expect_bad("--nproc-per-node", "0", "--nproc-per-node: '0' is out of range");
+    expect_bad("--node_rank", "-1", "--node_rank: '-1'");
+    expect_bad("--rdzv_backend", "etcd", "--rdzv_backend: 'etcd' is not supported");
+    expect_bad("--rdzv_backend", "zk", "--rdzv_backend: 'zk' is not a rendezvous backend");
+    expect_bad("--rdzv_endpoint", "::1:29400", "--rdzv_endpoint: '::1:29400' has an IPv6");
+    expect_bad("--rdzv_endpoint", "h:99999", "--rdzv_endpoint: 'h:99999' has a port");
+    expect_bad("--rdzv_endpoint", ":29400", "--rdzv_endpoint: ':29400' has no host");
+    expect_bad("--rdzv_endpoint", "[::1", "--rdzv_endpoint: '[::1'");
+    expect_bad("--rdzv_id", "", "--rdzv_id: empty value");
+    expect_bad("--rdzv_conf", "foo=1", "--rdzv_conf: unknown key 'foo'");
+    expect_bad("--rdzv_conf", "join_timeout=-1", "--rdzv_conf: join_timeout='-1'");
+    expect_bad("--rdzv_conf", "read_timeout=0", "--rdzv_conf: read_timeout='0'");
+    expect_bad("--rdzv_conf", "timeout=abc", "--rdzv_conf: timeout='abc'");
+    expect_bad("--rdzv_conf", "keep_alive_max_attempt=0", "keep_alive_max_attempt='0'");
+    expect_bad("--rdzv_conf", "is_host=maybe", "--rdzv_conf: is_host='maybe'");
+    expect_bad("--rdzv_conf", "novalue", "--rdzv_conf: 'novalue' is not key=value");
+    expect_bad("--max_restarts", "-1", "--max_restarts: '-1'");
+    expect_bad("--max_restarts", "x", "--max_restarts: 'x' is not a number");
+    expect_bad("--monitor_interval", "abc", "--monitor_interval: 'abc' is not a number of seconds");
+    expect_bad("--start_method", "thread", "--start_method: 'thread'");
+    expect_bad("--role", "", "--role: empty value");
+    expect_bad("--log_dir", "/etc/passwd", "--log_dir: '/etc/passwd' is not a directory");
+    expect_bad("--log_dir", "/etc/passwd/x", "--log_dir: '/etc/passwd/x'");
+    expect_bad("--redirects", "4", "--redirects: '4' is not 0-3");
+    expect_bad("-r", "0:5", "-r: '0:5'");
+    expect_bad("--tee", "a", "--tee: 'a'");
+    expect_bad("--tee", "0:1,0:2", "--tee: local rank 0 given twice");
+    expect_bad("--local_ranks_filter", "a,1", "--local_ranks_filter: 'a'");
+    expect_bad("--local_ranks_filter", ",", "--local_ranks_filter: ','");
+    expect_bad("--master_port", "0", "--master_port: '0' is out of range");
+    expect_bad("--master_port", "70000", "--master_port: '70000'");
+    expect_bad("--master_addr", "", "--master_addr: empty value");
+    expect_bad("--signals_to_handle", "SIGFOO", "--signals_to_handle: 'SIGFOO' is not a signal");
+    expect_bad("--signals_to_handle", "KILL", "--signals_to_handle: SIGKILL cannot be handled");
+    expect_bad("--signals_to_handle", "SIGSTOP", "SIGSTOP cannot be handled");
+    expect_bad("--signals_to_handle", ",", "--signals_to_handle: ',' names no signal");
+    expect_bad("--shutdown_timeout", "-1", "--shutdown_timeout: '-1'");
+}
+
+static void test_combinations(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--nnodes=2", "--node_rank=2", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--node_rank: 2 is not below the node count 2");
+    assert_int_equal(parse(&s, &e, "-m", "--no_python", "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--module and --no_python"));
+    assert_int_equal(parse(&s, &e, "--run_path", "-m", "x", END), DDP_EUSAGE);
+    assert_int_equal(parse(&s, &e, "--nnodes=2", "--node_rank=1", "x", END), 0);
+    launch_spec_free(&s);
+    /* A log directory that does not exist yet is fine when its nearest parent is writable. */
+    assert_int_equal(parse(&s, &e, "--log_dir=/tmp/ddprun-no-such-dir/a/b/", "x", END), 0);
+    assert_string_equal(s.log_dir, "/tmp/ddprun-no-such-dir/a/b/");
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--log_dir=relative/logs", "x", END), 0);
+    launch_spec_free(&s);
+}
+
+static void test_standalone(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--nnodes=4", "--rdzv_backend=static", "--standalone",
+                           "--nproc_per_node=2", "x", END),
+                     0);
+    assert_int_equal(s.standalone, 1);
+    assert_string_equal(s.rdzv_backend, "c10d");
+    assert_string_equal(s.rdzv_endpoint, "localhost:0");
+    assert_string_equal(s.rdzv_host, "localhost");
+    assert_int_equal(s.rdzv_port, 0);
+    assert_int_equal(s.min_nodes, 1);
+    assert_int_equal(s.max_nodes, 1);
+    assert_int_equal(strlen(s.rdzv_id), 36); /* uuid4 like torchrun */
+    assert_int_equal(s.rdzv_id[14], '4');
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_RDZV_ENDPOINT));
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_NNODES));
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_NODE_RANK));
+    assert_int_equal(s.nproc_per_node, 2);
+    launch_spec_free(&s);
+}
+
+static void test_endpoint_split(void **state) {
+    (void)state;
+    char *h;
+    int p;
+    ddp_err_t e = {0};
+    assert_int_equal(launch_endpoint_split("--x", "[::1]:29400", &h, &p, &e), 0);
+    assert_string_equal(h, "::1");
+    assert_int_equal(p, 29400);
+    free(h);
+    assert_int_equal(launch_endpoint_split("--x", "node1", &h, &p, &e), 0);
+    assert_string_equal(h, "node1");
+    assert_int_equal(p, -1);
+    free(h);
+    assert_int_equal(launch_endpoint_split("--x", "[fe80::1]", &h, &p, &e), 0);
+    assert_string_equal(h, "fe80::1");
+    free(h);
+    assert_int_equal(launch_endpoint_split("--x", "[::1]x", &h, &p, &e), DDP_EUSAGE);
+}
+
+static void test_signal_names(void **state) {
+    (void)state;
+    assert_int_equal(launch_signal_parse("SIGTERM"), SIGTERM);
+    assert_int_equal(launch_signal_parse("term"), SIGTERM);
+    assert_int_equal(launch_signal_parse("USR1"), SIGUSR1);
+    assert_int_equal(launch_signal_parse("12"), 12);
+    assert_int_equal(launch_signal_parse("SIG"), 0);
+    assert_int_equal(launch_signal_parse("0"), 0);
+    assert_string_equal(launch_signal_name(SIGKILL), "SIGKILL");
+    assert_string_equal(launch_signal_name(SIGUSR2), "SIGUSR2");
+    assert_string_equal(launch_signal_name(0), "SIG?");
+    assert_string_equal(launch_signal_name(1000), "SIG?");
+}
+
+/* Runs fn with stdout captured into buf. */
+static void capture_stdout(void (*fn)(void *), void *arg, char *buf, size_t cap) {
+    fflush(stdout);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    int saved = dup(STDOUT_FILENO);
+    dup2(fileno(tmp), STDOUT_FILENO);
+    fn(arg);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(buf, 1, cap - 1, tmp);
+    buf[n] = '\0';
+    fclose(tmp);
+}
+
+static void run_usage(void *arg) {
+    (void)arg;
+    launch_usage();
+}
+
+static void run_help_parse(void *arg) {
+    launch_spec_t s;
+    ddp_err_t e;
+    *(int *)arg = parse(&s, &e, "--nnodes=2", (const char *)"-h", "x", END) * 10 +
+                  parse(&s, &e, "--version", END);
+}
+
+static void test_help(void **state) {
+    (void)state;
+    static char buf[16384];
+    capture_stdout(run_usage, NULL, buf, sizeof buf);
+    static const char *const needles[] = {
+        "--nnodes",
+        "--nproc_per_node",
+        "--node_rank",
+        "--standalone",
+        "--rdzv_backend",
+        "--rdzv_endpoint",
+        "--rdzv_id",
+        "--rdzv_conf",
+        "--master_addr",
+        "--master_port",
+        "--local_addr",
+        "--max_restarts",
+        "--monitor_interval",
+        "--signals_to_handle",
+        "--shutdown_timeout",
+        "--role",
+        "--log_dir",
+        "--redirects",
+        "--tee",
+        "--local_ranks_filter",
+        "--no_python",
+        "--module",
+        "--run_path",
+        "--verbose",
+        "--help",
+        "--version",
+        "default 1:1",
+        "default 29500",
+        "29400",
+        "default 30",
+        "PET_",
+        "Exit codes",
+        "126/127",
+        "128+N",
+        "usage error",
+    };
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) {
+        if (strstr(buf, needles[i]) == NULL)
+            print_error("help lacks '%s'\n", needles[i]);
+        assert_non_null(strstr(buf, needles[i]));
+    }
+    int rc = -1;
+    capture_stdout(run_help_parse, &rc, buf, sizeof buf);
+    assert_int_equal(rc, 11); /* -h returned 1, --version returned 1 */
+    assert_non_null(strstr(buf, "usage: ddprun"));
+    assert_non_null(strstr(buf, "ddprun " DDPRUN_VERSION));
+}
+
+/* ---- launch_program_argv ------------------------------------------------------------------- */
+
+static char tmpdir[64];
+static char bindir[96];
+static char oldcwd[4096];
+
+static void write_file(const char *path, const char *text, mode_t mode) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    chmod(path, mode);
+}
+
+static int prog_setup(void **state) {
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ddprun-test-XXXXXX");
+    if (mkdtemp(tmpdir) == NULL || getcwd(oldcwd, sizeof oldcwd) == NULL)
+        return -1;
+    snprintf(bindir, sizeof bindir, "%s/bin", tmpdir);
+    mkdir(bindir, 0755);
+    char p[160];
+    snprintf(p, sizeof p, "%s/python3", bindir);
+    write_file(p, "#!/bin/sh\n", 0755);
+    snprintf(p, sizeof p, "%s/noexec", bindir);
+    write_file(p, "#!/bin/sh\n", 0644);
+    if (chdir(tmpdir) != 0)
+        return -1;
+    write_file("train.py", "print(1)\n", 0644);
+    write_file("exec.py", "#!/bin/sh\n", 0755);
+    write_file("script", "#!/bin/sh\n", 0644);
+    write_file("tool", "#!/bin/sh\n", 0755);
+    write_file("data.txt", "x\n", 0644);
+    mkdir("adir", 0755);
+    char path[256];
+    snprintf(path, sizeof path, "%s:/usr/bin:/bin", bindir);
+    setenv("PATH", path, 1);
+    unsetenv("PYTHON_EXEC");
+    return 0;
+}
+
+static int prog_teardown(void **state) {
+    (void)state;
+    if (chdir(oldcwd) != 0)
+        return -1;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Builds the worker argv for the given ddprun arguments; returns the launch_program_argv code. */
+static int build(launch_argv_t *out, ddp_err_t *e, ...) {
+    launch_spec_t s;
+    va_list ap;
+    va_start(ap, e);
+    int rc = parse_v(&s, e, NULL, ap);
+    va_end(ap);
+    assert_int_equal(rc, 0);
+    rc = launch_program_argv(&s, out, e);
+    launch_spec_free(&s);
+    return rc;
+}
+
+static void expect_argv(const launch_argv_t *a, const char *path_suffix, ...) {
+    va_list ap;
+    va_start(ap, path_suffix);
+    int i = 0;
+    const char *want;
+    while ((want = va_arg(ap, const char *)) != NULL) {
+        assert_true(i < a->argc);
+        assert_string_equal(a->argv[i], want);
+        i++;
+    }
+    va_end(ap);
+    assert_int_equal(a->argc, i);
+    assert_null(a->argv[i]);
+    size_t n = strlen(a->path), m = strlen(path_suffix);
+    assert_true(n >= m);
+    assert_string_equal(a->path + n - m, path_suffix);
+}
+
+static void test_argv_python(void **state) {
+    (void)state;
+    launch_argv_t a;
+    ddp_err_t e;
+    assert_int_equal(build(&a, &e, "--nproc_per_node=2", "train.py", "--lr", "1", END), 0);
+    expect_argv(&a, "/bin/python3", "python3", "-u", "train.py", "--lr", "1", END);
+    assert_true(a.path[0] == '/');
+    launch_argv_free(&a);
+    assert_int_equal(build(&a, &e, "-m", "pkg.train", "x", END), 0);
+    expect_argv(&a, "/bin/python3", "python3", "-u", "-m", "pkg.train", "x", END);
+    launch_argv_free(&a);
+    assert_int_equal(build(&a, &e, "--run_path", "script", "y", END), 0);
+    expect_argv(&a, "/bin/python3", "python3", "-u", "script", "y", END);
+    launch_argv_free(&a);
+    setenv("PYTHON_EXEC", "/bin/sh", 1);
+    assert_int_equal(build(&a, &e, "train.py", END), 0);
+    expect_argv(&a, "/bin/sh", "/bin/sh", "-u", "train.py", END);
+    launch_argv_free(&a);
+    setenv("PYTHON_EXEC", "python-missing-xyz", 1);
+    assert_int_equal(build(&a, &e, "train.py", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "python interpreter 'python-missing-xyz' not found");
+    unsetenv("PYTHON_EXEC");
+}
+
+static void test_argv_direct(void **state) {
+    (void)state;
+    launch_argv_t a;
+    ddp_err_t e;
+    assert_int_equal(build(&a, &e, "./tool", "a", END), 0);
+    expect_argv(&a, "./tool", "./tool", "a", END);
+    launch_argv_free(&a);
+    assert_int_equal(build(&a, &e, "true", END), 0); /* bare name: searched in PATH */
+    expect_argv(&a, "/bin/true", "true", END);
+    assert_true(a.path[0] == '/');
+    launch_argv_free(&a);
+    assert_int_equal(build(&a, &e, "--no_python", "./exec.py", "z", END), 0);
+    expect_argv(&a, "./exec.py", "./exec.py", "z", END);
+    launch_argv_free(&a);
+}
+
+static void test_argv_missing(void **state) {
+    (void)state;
+    launch_argv_t a;
+    ddp_err_t e;
+    assert_int_equal(build(&a, &e, "./trian", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './trian' not found");
+    assert_null(a.argv);
+    assert_int_equal(build(&a, &e, "no-such-program-xyz", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program 'no-such-program-xyz' not found");
+    assert_int_equal(build(&a, &e, "tool", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "not found in PATH (use ./tool"));
+    assert_int_equal(build(&a, &e, "noexec", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program 'noexec' found in PATH but not executable");
+    assert_int_equal(build(&a, &e, "./data.txt", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './data.txt' is not executable");
+    assert_int_equal(build(&a, &e, "./adir", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './adir' is a directory");
+    assert_int_equal(build(&a, &e, "missing.py", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program 'missing.py' not found");
+    assert_int_equal(build(&a, &e, "--no_python", "train.py", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program 'train.py' not found in PATH (use ./train.py for the "
+                                "file here)");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_value_flags_all_spellings),
+        cmocka_unit_test(test_bool_flags_all_spellings),
+        cmocka_unit_test(test_nproc_kinds),
+        cmocka_unit_test(test_nnodes_forms),
+        cmocka_unit_test(test_short_flags),
+        cmocka_unit_test(test_pet_precedence),
+        cmocka_unit_test(test_program_boundary),
+        cmocka_unit_test(test_unknown_and_prefix),
+        cmocka_unit_test(test_bad_values_name_the_flag),
+        cmocka_unit_test(test_combinations),
+        cmocka_unit_test(test_standalone),
+        cmocka_unit_test(test_endpoint_split),
+        cmocka_unit_test(test_signal_names),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test_setup_teardown(test_argv_python, prog_setup, prog_teardown),
+        cmocka_unit_test_setup_teardown(test_argv_direct, prog_setup, prog_teardown),
+        cmocka_unit_test_setup_teardown(test_argv_missing, prog_setup, prog_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
