@@ -3,9 +3,11 @@
  * SIGCHLD on the loop (uv_signal), and this file holds the only waitpid of ddprun. */
 #include "agent_int.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "ddp_log.h"
@@ -94,7 +94,9 @@ static void on_signal(uv_signal_t *h, int sig) {
     agent__event(a, EV_SIGNAL, NULL);
 }
 
-void agent__on_kill_timer(uv_timer_t *t) { agent__event(t->data, EV_KILL_TIMER, NULL); }
+void agent__on_kill_timer(uv_timer_t *t) {
+    agent__event(t->data, EV_KILL_TIMER, NULL);
+}
 
 void agent__kill_adopted(agent_t *a) {
     /* Children of the agent that are neither workers nor the guard are orphans reparented to
@@ -211,8 +213,7 @@ static int run_dir_setup(agent_t *a) {
     for (const char *p = sp->rdzv_id; *p && n < sizeof id - 1; p++)
         id[n++] = (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.') ? *p : '_';
     id[n] = '\0';
-    snprintf(a->run_dir, sizeof a->run_dir, "%s/ddprun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp",
-             id);
+    snprintf(a->run_dir, sizeof a->run_dir, "%s/ddprun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", id);
     if (mkdtemp(a->run_dir) == NULL) {
         DDP_ERROR("unable to create a run directory %s: %s", a->run_dir, strerror(errno));
         return -errno;
@@ -268,8 +269,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     }
     rdzv_server_opts_t so = {.host = "127.0.0.1", .port = 0, .token = token, .token_len = 32};
     if ((rc = rdzv_server_start(a->loop, &so, &a->store, err)) < 0) {
-        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text
-                                                                    : ddp_strerror(rc));
+        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
         return AGENT_EXIT_INTERNAL;
     }
     a->store_port = rdzv_server_port(a->store);

@@ -1,4 +1,5 @@
-/* Agent internals shared by the agent/ sources: the worker table, output streams, supervision states. */
+/* Agent internals shared by the agent/ sources: the worker table, output streams, supervision
+ * states. */
 #ifndef AGENT_INT_H
 #define AGENT_INT_H
 
@@ -24,14 +25,14 @@ typedef struct agent_worker agent_worker_t;
 /* One of a worker's output streams, read through a pipe. Heap-allocated per attempt and freed in
  * its uv_close callback, so a restart never waits for the previous attempt's pipes. */
 typedef struct agent_stream {
-    uv_pipe_t pipe;   /* must stay first: the handle's data points back here */
+    uv_pipe_t pipe; /* must stay first: the handle's data points back here */
     agent_t *agent;
-    int rank;         /* global rank for the "[rankN]: " tag */
-    int console_fd;   /* 1 or 2, or -1 when this stream is not shown on the console */
-    int tag;          /* prefix console lines with the rank (--tee) */
-    int file_fd;      /* per-rank log file (--tee), or -1 */
+    int rank;       /* global rank for the "[rankN]: " tag */
+    int console_fd; /* 1 or 2, or -1 when this stream is not shown on the console */
+    int tag;        /* prefix console lines with the rank (--tee) */
+    int file_fd;    /* per-rank log file (--tee), or -1 */
     int closing;
-    ddp_buf_t line;   /* bytes after the last newline */
+    ddp_buf_t line; /* bytes after the last newline */
 } agent_stream_t;
 
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
@@ -39,12 +40,12 @@ typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_sta
 struct agent_worker {
     int local_rank;
     int rank;
-    pid_t pid;              /* also its process group id */
+    pid_t pid; /* also its process group id */
     agent_worker_state_t state;
-    int status;             /* wait status once exited */
-    int exec_errno;         /* errno reported by a failed exec, else 0 */
-    uint64_t exit_ms;       /* monotonic time of exit */
-    time_t exit_wall;       /* wall-clock time of exit (summary) */
+    int status;       /* wait status once exited */
+    int exec_errno;   /* errno reported by a failed exec, else 0 */
+    uint64_t exit_ms; /* monotonic time of exit */
+    time_t exit_wall; /* wall-clock time of exit (summary) */
     char error_file[PATH_MAX];
     agent_stream_t *out, *err;
 };
@@ -91,27 +92,27 @@ struct agent {
 
     agent_sup_state_t state;
     int nproc, world_size, node_rank;
-    int attempt;            /* TORCHELASTIC_RESTART_COUNT of the running group */
-    int running;            /* workers not yet reaped */
-    int succeeded;          /* workers of this attempt that exited 0 */
-    int exit_code;          /* what agent_run returns */
-    int stop_signal;        /* signal that started a shutdown, else 0 */
+    int attempt;     /* TORCHELASTIC_RESTART_COUNT of the running group */
+    int running;     /* workers not yet reaped */
+    int succeeded;   /* workers of this attempt that exited 0 */
+    int exit_code;   /* what agent_run returns */
+    int stop_signal; /* signal that started a shutdown, else 0 */
     int kill_sent;
 
     agent_worker_t *workers;
     agent_failure_t *failures; /* failures of the current attempt, in order of exit */
     int nfailures;
 
-    ddp_strv_t base_env;       /* environment shared by every worker */
-    char run_dir[3072];        /* log_dir, or a private temp dir for error files */
+    ddp_strv_t base_env; /* environment shared by every worker */
+    char run_dir[3072];  /* log_dir, or a private temp dir for error files */
     int run_dir_is_temp;
-    int log_layout;            /* attempt_N/<local_rank>/ directories (log_dir or log files) */
+    int log_layout; /* attempt_N/<local_rank>/ directories (log_dir or log files) */
     char hostname[256];
     char token_hex[65];
     uint16_t store_port;
-    char master_addr[256];     /* MASTER_ADDR for the workers */
+    char master_addr[256]; /* MASTER_ADDR for the workers */
     int master_port;
-    int guard_fd;              /* write end of the pipe to the orphan guard, or -1 */
+    int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
     pid_t guard_pid;
 };
 
@@ -147,7 +148,8 @@ void agent__kill_adopted(agent_t *a);
 /* agent.c: closes every handle so that uv_run returns; the exit code is already set. */
 void agent__shutdown_loop(agent_t *a);
 
-/* summary.c: the error file's message (PyTorch format) for a failure; caller frees. NULL if none. */
+/* summary.c: the error file's message (PyTorch format) for a failure; caller frees. NULL if none.
+ */
 char *agent__error_file_message(const char *path, char **timestamp_out);
 
 /* guard.c: starts the orphan guard, a tiny process that SIGKILLs registered process groups when

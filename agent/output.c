@@ -135,8 +135,8 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd,
         goto fail;
     }
     s->pipe.data = s;
-    if (uv_pipe_open(&s->pipe, fd) < 0 || uv_read_start((uv_stream_t *)&s->pipe, on_alloc,
-                                                        on_read) < 0) {
+    if (uv_pipe_open(&s->pipe, fd) < 0 ||
+        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0) {
         DDP_WARN("unable to read the output of rank %d", rank);
         agent__stream_finish(s);
     }

@@ -19,12 +19,28 @@
 extern char **environ;
 
 /* Variables the agent owns: any value inherited from the parent is replaced. */
-static const char *const owned_vars[] = {
-    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
-    "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "DDPRUN_STORE_ADDR",
-    "DDPRUN_STORE_PORT", "DDPRUN_STORE_TOKEN", "DDPRUN_ROUND", "DDPRUN_RUN_ID", NULL};
+static const char *const owned_vars[] = {"RANK",
+                                         "LOCAL_RANK",
+                                         "GROUP_RANK",
+                                         "ROLE_RANK",
+                                         "ROLE_NAME",
+                                         "LOCAL_WORLD_SIZE",
+                                         "WORLD_SIZE",
+                                         "GROUP_WORLD_SIZE",
+                                         "ROLE_WORLD_SIZE",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "TORCHELASTIC_RESTART_COUNT",
+                                         "TORCHELASTIC_MAX_RESTARTS",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "TORCHELASTIC_USE_AGENT_STORE",
+                                         "TORCHELASTIC_ERROR_FILE",
+                                         "DDPRUN_STORE_ADDR",
+                                         "DDPRUN_STORE_PORT",
+                                         "DDPRUN_STORE_TOKEN",
+                                         "DDPRUN_ROUND",
+                                         "DDPRUN_RUN_ID",
+                                         NULL};
 
 static int is_owned(const char *entry) {
     for (const char *const *v = owned_vars; *v; v++) {
@@ -111,10 +127,10 @@ static int rank_shown(const launch_spec_t *sp, int local_rank) {
 
 /* Where one stream of a worker goes, decided before fork. */
 typedef struct stream_plan {
-    int child_fd;  /* what the child dup2s onto 1 or 2; -1 = inherit */
-    int pipe_rd;   /* our read end, or -1 */
-    int file_fd;   /* tee file the agent writes, or -1 */
-    int console;   /* console fd for the agent's copy, or -1 */
+    int child_fd; /* what the child dup2s onto 1 or 2; -1 = inherit */
+    int pipe_rd;  /* our read end, or -1 */
+    int file_fd;  /* tee file the agent writes, or -1 */
+    int console;  /* console fd for the agent's copy, or -1 */
     int tag;
 } stream_plan_t;
 
@@ -128,8 +144,7 @@ static void plan_close(stream_plan_t *p) {
 }
 
 /* Decides the routing of stream std (1 = stdout, 2 = stderr) of worker w. Returns 0 or -errno. */
-static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std,
-                       stream_plan_t *p) {
+static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, stream_plan_t *p) {
     const launch_spec_t *sp = a->spec;
     int bit = std == 1 ? LAUNCH_STD_OUT : LAUNCH_STD_ERR;
     int redirect = launch_std_for(&sp->redirects, w->local_rank) & bit;
@@ -219,8 +234,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
         snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
     } else {
         /* Only error files, in the private run directory: no directory per worker to create. */
-        snprintf(w->error_file, sizeof w->error_file, "%s/error.%d.%d.json", a->run_dir,
-                 a->attempt, w->local_rank);
+        snprintf(w->error_file, sizeof w->error_file, "%s/error.%d.%d.json", a->run_dir, a->attempt,
+                 w->local_rank);
     }
     unlink(w->error_file);
 

@@ -65,8 +65,8 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
     fprintf(f, "  host      : %s\n", a->hostname);
     fprintf(f, "  rank      : %d (local_rank: %d)\n", x->rank, x->local_rank);
     char *ts = NULL;
-    char *msg = access(x->error_file, R_OK) == 0 ? agent__error_file_message(x->error_file, &ts)
-                                                 : NULL;
+    char *msg =
+        access(x->error_file, R_OK) == 0 ? agent__error_file_message(x->error_file, &ts) : NULL;
     if (WIFSIGNALED(x->status)) {
         int sig = WTERMSIG(x->status);
         fprintf(f, "  exitcode  : -%d (pid: %d)\n", sig, (int)x->pid);

@@ -4,9 +4,9 @@
  *   RUNNING   the group is up; workers that exit 0 are counted, the first failure stops the rest
  *   STOPPING  a worker failed: the others got SIGTERM (SIGKILL after --shutdown_timeout); once the
  *             group is down the agent restarts it, or prints the summary when restarts are spent
- *   SHUTDOWN  a termination signal arrived: it was forwarded, the agent exits once the group is down
- *   DONE      handles are closing; nothing more happens
- * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer. */
+ *   SHUTDOWN  a termination signal arrived: it was forwarded, the agent exits once the group is
+ * down DONE      handles are closing; nothing more happens Events: a worker exited 0 / failed, the
+ * group is down, a termination signal, the kill timer. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -63,8 +63,8 @@ static void fail_and_stop(agent_t *a, agent_worker_t *w) {
 /* A worker that the agent itself stopped is not a failure of its own. */
 static void note_failure(agent_t *a, agent_worker_t *w) {
     int st = w->status;
-    if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL ||
-                            WTERMSIG(st) == a->stop_signal))
+    if (WIFSIGNALED(st) &&
+        (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL || WTERMSIG(st) == a->stop_signal))
         return;
     if (WIFEXITED(st) && (WEXITSTATUS(st) == 128 + SIGTERM || WEXITSTATUS(st) == 128 + SIGKILL))
         return;
@@ -162,8 +162,8 @@ static void escalate(agent_t *a, agent_worker_t *w) {
 
 static void kill_all(agent_t *a, agent_worker_t *w) {
     (void)w;
-    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%gs: sending SIGKILL",
-             a->running, a->spec->shutdown_timeout);
+    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%gs: sending SIGKILL", a->running,
+             a->spec->shutdown_timeout);
     agent__group_signal(a, SIGKILL);
     a->kill_sent = 1;
 }

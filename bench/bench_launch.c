@@ -182,7 +182,8 @@ int main(int argc, char **argv) {
     }
     double mf = median(tf, runs), md = median(td, runs);
     printf("| launch 8 x /bin/true: ddprun --standalone | %.2f ms | floor fork+exec x8 %.2f ms | "
-           "%.2fx (target <= 1.5x) |\n", md, mf, md / mf);
+           "%.2fx (target <= 1.5x) |\n",
+           md, mf, md / mf);
     int ok = 0;
     for (int i = 0; i < runs; i++) {
         double t = restart_once(argv[1], argv[2]);
@@ -191,7 +192,8 @@ int main(int argc, char **argv) {
     }
     if (ok > 0)
         printf("| restart latency, 2 workers (death -> all running) | %.2f ms median of %d | "
-               "- | target <= 25 ms |\n", median(tr, ok), ok);
+               "- | target <= 25 ms |\n",
+               median(tr, ok), ok);
     else
         printf("| restart latency | failed to measure | - | - |\n");
     long rss = peak_rss_kib(argv[1], argv[2]);

@@ -12,7 +12,8 @@ typedef struct ddp_buf {
     size_t cap;
 } ddp_buf_t;
 
-#define DDP_BUF_INIT {NULL, 0, 0}
+#define DDP_BUF_INIT                                                                               \
+    { NULL, 0, 0 }
 
 /* Makes room for at least extra more bytes. Returns 0 or -ENOMEM; data may move. */
 int ddp_buf_reserve(ddp_buf_t *b, size_t extra);
@@ -27,7 +28,9 @@ int ddp_buf_printf(ddp_buf_t *b, const char *fmt, ...) __attribute__((format(pri
 void ddp_buf_consume(ddp_buf_t *b, size_t n);
 
 /* Sets len to 0 and keeps the memory. */
-static inline void ddp_buf_reset(ddp_buf_t *b) { b->len = 0; }
+static inline void ddp_buf_reset(ddp_buf_t *b) {
+    b->len = 0;
+}
 
 /* Frees the memory and resets the buffer to DDP_BUF_INIT. */
 void ddp_buf_free(ddp_buf_t *b);

@@ -32,7 +32,9 @@ int ddp_log_set_level(int level) {
     return old;
 }
 
-int ddp_log_level(void) { return log_level; }
+int ddp_log_level(void) {
+    return log_level;
+}
 
 void ddp_log(int level, const char *fmt, ...) {
     if (level > log_level)
@@ -45,7 +47,9 @@ void ddp_log(int level, const char *fmt, ...) {
     char line[2048];
     int n = snprintf(line, sizeof line, "ddprun[%s %d] %02d:%02d:%02d.%03d %c ", log_role,
                      (int)getpid(), tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000),
-                     letters[level < 0 ? 0 : level > 3 ? 3 : level]);
+                     letters[level < 0   ? 0
+                             : level > 3 ? 3
+                                         : level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

@@ -25,7 +25,9 @@ static int strv_push_owned(ddp_strv_t *sv, char *s) {
     return 0;
 }
 
-int ddp_strv_push(ddp_strv_t *sv, const char *s) { return strv_push_owned(sv, strdup(s)); }
+int ddp_strv_push(ddp_strv_t *sv, const char *s) {
+    return strv_push_owned(sv, strdup(s));
+}
 
 int ddp_strv_pushf(ddp_strv_t *sv, const char *fmt, ...) {
     char *s = NULL;

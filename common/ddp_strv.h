@@ -10,7 +10,8 @@ typedef struct ddp_strv {
     size_t cap;
 } ddp_strv_t;
 
-#define DDP_STRV_INIT {NULL, 0, 0}
+#define DDP_STRV_INIT                                                                              \
+    { NULL, 0, 0 }
 
 /* Appends a copy of s. Returns 0 or -ENOMEM. */
 int ddp_strv_push(ddp_strv_t *sv, const char *s);
