@@ -355,7 +355,9 @@ int agent_run(const launch_spec_t *spec, char *const *worker_argv) {
     if (uv_loop_close(a->loop) != 0)
         DDP_DEBUG("event loop closed with handles still open");
     agent__guard_stop(a);
-    if (a->run_dir_is_temp && !uses_log_files(spec))
+    /* A private run directory holding only error files goes away after success; after a
+     * failure it stays, since the summary points at the files in it. */
+    if (a->run_dir_is_temp && !a->log_layout && a->exit_code == AGENT_EXIT_OK)
         remove_tree(a->run_dir);
     ddp_strv_free(&a->base_env);
     free(a->workers);

@@ -95,7 +95,10 @@ void agent__summary_print(agent_t *a) {
     FILE *f = stderr;
     const char *sep = "============================================================";
     const char *thin = "------------------------------------------------------------";
-    fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, a->argv[0], thin);
+    /* Name the user's program (the script, not python3), as torchrun does. */
+    const char *prog = a->spec->prog_argv && a->spec->prog_argc > 0 ? a->spec->prog_argv[0]
+                                                                   : a->argv[0];
+    fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, prog, thin);
     if (a->nfailures <= 1)
         fputs("  <NO_OTHER_FAILURES>\n", f);
     for (int i = 1; i < a->nfailures; i++)

@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ddprun builds and tests with, when any is missing.
-# As root it runs apt-get; otherwise it prints the exact command to run and fails.
+# Installs the Debian 12 packages ddprun needs, when any is missing.
+#   scripts/ensure-deps.sh           to build and run (make, make run)
+#   scripts/ensure-deps.sh --test    also what the test suite drives (a real Slurm, PyTorch)
+#   scripts/ensure-deps.sh --bench   also the benchmarks' references (Open MPI, redis)
+# As root it runs apt-get (sudo when available); otherwise it prints the exact command and fails.
 set -eu
 pkgs=(build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev libopenblas-dev
-      python3 iproute2 procps clang)
+      python3 iproute2 procps)
+for arg in "$@"; do
+    case "$arg" in
+    --test)
+        # clang: libFuzzer; slurm + munge: tests/integration/test_slurm.sh;
+        # python3-torch: tests/integration/test_torch.sh (PyTorch 1.13, /usr/bin/python3).
+        pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch) ;;
+    --bench)
+        pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools) ;;
+    *)
+        echo "ensure-deps: unknown argument '$arg' (use --test or --bench)" >&2
+        exit 2 ;;
+    esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=
 if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=sudo
+    else
         echo "ddprun: missing packages: ${missing[*]}" >&2
         echo "ddprun: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
         exit 1
     fi
-else
-    SUDO=
 fi
 echo "ddprun: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive

@@ -8,6 +8,8 @@ BUILD=${BUILD:-build}
 BIN=$(cd "$BUILD" && pwd)
 export DDP_TEST_TAG="ddptest-$$-$RANDOM$RANDOM"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddptest.XXXXXX")
+# Run directories ddprun keeps after a failure land here and go away with the suite.
+export TMPDIR=$TMP
 _n=0
 _failed=0
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Drop-in compatibility with real PyTorch (Debian's python3-torch): an unmodified script that calls
+# init_process_group("gloo") with env:// runs under ddprun, and @record's error file reaches the
+# failure summary.
+. "$(dirname "$0")/lib.sh"
+DDPRUN=$BIN/ddprun
+PY=${TORCH_PYTHON:-/usr/bin/python3}
+if ! "$PY" -c 'import torch.distributed' 2>/dev/null; then
+    ok "# SKIP PyTorch not importable by $PY (apt-get install python3-torch)"
+    finish; exit
+fi
+export PYTHON_EXEC=$PY
+
+cat > "$TMP/allreduce.py" <<'PY'
+import os, sys
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"])
+    if sys.argv[1:] == ["fail"] and rank == 1:
+        raise RuntimeError("boom from rank 1")
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    print(f"torch rank {rank}/{world} sum {t.item():g}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    main()
+PY
+
+timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" \
+    >"$TMP/ok.out" 2>&1; rc=$?
+check "init_process_group(env://) + all_reduce under ddprun" \
+    [ $rc -eq 0 ] && grep -q "torch rank 0/2 sum 3" "$TMP/ok.out" && \
+    grep -q "torch rank 1/2 sum 3" "$TMP/ok.out"
+[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/ok.out" | tail -20
+
+timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" fail \
+    >"$TMP/fail.out" 2>&1; rc=$?
+check "a worker's exception fails the job (exit 1)" [ $rc -eq 1 ]
+check "@record's error file reaches the summary" grep -q "RuntimeError: boom from rank 1" "$TMP/fail.out"
+root_cause_is_rank1() { grep -A4 "Root Cause" "$TMP/fail.out" | grep -q "rank      : 1"; }
+check "the summary names rank 1 as the root cause" root_cause_is_rank1
+check "nothing left after the PyTorch job" no_leftovers
+finish
