@@ -18,6 +18,10 @@
 /* First restart waits this long; each further restart doubles it, up to the cap. */
 #define AGENT_RESTART_FLOOR_MS 1
 #define AGENT_RESTART_CAP_MS 2000
+/* A worker killed by SIGTERM/SIGINT/SIGHUP/SIGQUIT that the agent did not send was probably hit by
+ * a signal aimed at the whole job (Slurm's proctrack/linuxproc, a shell's process group): the
+ * agent's own copy may be a moment behind. Restarts after such a death wait this long for it. */
+#define AGENT_EXTERNAL_TERM_GRACE_MS 250
 
 typedef struct agent agent_t;
 typedef struct agent_worker agent_worker_t;

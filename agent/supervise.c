@@ -20,6 +20,10 @@
 #include "ddp_time.h"
 #include "rdzv_server.h"
 
+static int is_termination_signal(int sig) {
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
 typedef void (*sup_action_t)(agent_t *a, agent_worker_t *w);
 
 static void do_nothing(agent_t *a, agent_worker_t *w) {
@@ -93,6 +97,8 @@ static void finish(agent_t *a, int code) {
 
 static void on_restart_timer(uv_timer_t *t) {
     agent_t *a = t->data;
+    DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
+             a->failures[0].rank, a->attempt, a->spec->max_restarts);
     a->state = SUP_RUNNING;
     if (agent__group_start(a) < 0) {
         DDP_ERROR("unable to restart the worker group");
@@ -123,8 +129,13 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         delay *= 2;
     if (delay > AGENT_RESTART_CAP_MS)
         delay = AGENT_RESTART_CAP_MS;
-    DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
-             a->failures[0].rank, a->attempt, a->spec->max_restarts);
+    int st = a->failures[0].status;
+    if (WIFSIGNALED(st) && is_termination_signal(WTERMSIG(st)) &&
+        delay < AGENT_EXTERNAL_TERM_GRACE_MS)
+        delay = AGENT_EXTERNAL_TERM_GRACE_MS;
+    /* The restart itself is announced when it happens: a signal may still cancel it. */
+    DDP_INFO("worker group failed (rank %d); restart %d of %d in %d ms", a->failures[0].rank,
+             a->attempt, a->spec->max_restarts, (int)delay);
     uv_timer_start(&a->restart_timer, on_restart_timer, delay, 0);
 }
 

@@ -88,13 +88,18 @@ static int check_one_task(launch_getenv_fn fn, void *ctx, const launch_slurm_t *
     }
     if (most <= 1 || !s->in_step)
         return 0;
-    char nflag[24] = "";
-    if (step_nodes > 0)
+    char nflag[24] = "", ntasks[80] = "";
+    if (step_nodes > 0) {
         snprintf(nflag, sizeof nflag, "-N%d ", step_nodes);
+        /* Inside an allocation made with more tasks per node, srun cannot honour
+         * --ntasks-per-node=1 alone: the task count must be given too. */
+        snprintf(ntasks, sizeof ntasks, " (in such an allocation: srun -N%d -n%d ddprun ...)",
+                 step_nodes, step_nodes);
+    }
     return ddp_err_set(err, DDP_EUSAGE,
                        "%d ddprun tasks on a node (%s=%.16s); ddprun starts the workers itself, "
-                       "run one per node: srun %s--ntasks-per-node=1 ddprun ...",
-                       most, var, v, nflag);
+                       "run one per node: srun %s--ntasks-per-node=1 ddprun ...%s",
+                       most, var, v, nflag, ntasks);
 }
 
 static int set_str(char **dst, const char *val) {

@@ -90,6 +90,21 @@ check "SIGTERM -> ddprun exits 143" [ $rc -eq 143 ]
 check "every worker received SIGTERM" grep -qx TERM "$d/sig.0.0" && grep -qx TERM "$d/sig.1.0"
 check "nothing left after SIGTERM" no_leftovers
 
+# 7b. Slurm's linuxproc (or a shell's process group) signals the workers a moment before ddprun:
+# that is the job being stopped, not a failure to restart from.
+d=$TMP/extterm; mkdir -p "$d"
+FW_DIR=$d FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 \
+    --max_restarts=3 "$FW" >"$TMP/extterm.out" 2>&1 &
+pid=$!
+wait_for_files "$d/pid.0.0" "$d/pid.1.0"
+sleep 0.1
+kill -TERM "$(cat "$d/pid.0.0")" "$(cat "$d/pid.1.0")"
+sleep 0.05
+kill -TERM "$(child_pid $pid)"
+wait $pid; rc=$?
+check "workers TERMed just before ddprun: exit 143 and no restart" \
+    [ $rc -eq 143 ] && [ ! -f "$d/pid.0.1" ] && ! grep -q "restarting" "$TMP/extterm.out"
+
 # 8. SIGUSR1 in --signals_to_handle is forwarded and the job goes on.
 d=$TMP/usr1; mkdir -p "$d"
 FW_DIR=$d FW_SLEEP_MS=1500 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 \
