@@ -1,1 +1,43 @@
-# worker_template/: filled in by its module (see the top Makefile for conventions).
+# worker_template/: libddpw (ddpw.h: env -> ranks, store, CPU/NCCL collectives, error files) and
+# train, the data-parallel MLP trainer (C on the CPU, .cu on the GPU when HAVE_CUDA=1).
+DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \
+             worker_template/ddpw_nccl.c \
+             worker_template/ddpw_errfile.c
+$(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
+LIBS += $(BUILD)/libddpw.a
+INSTALL_HEADERS += worker_template/ddpw.h
+# The reduction loops want vectorizing (-O3); the rest of the tree keeps $(OPT).
+$(BUILD)/obj/worker_template/ddpw_shm.o: CFLAGS += -O3
+
+# train: everything but main.c goes in an internal archive the unit tests link too.
+TRAIN_SRCS := worker_template/train/mlp.c worker_template/train/data.c \
+              worker_template/train/sampler.c worker_template/train/ckpt.c \
+              worker_template/train/rng.c
+ifeq ($(HAVE_CUDA),1)
+TRAIN_SRCS += worker_template/train/mlp_cuda.cu
+endif
+$(BUILD)/libtraincore.a: $(call objs,$(TRAIN_SRCS))
+$(BUILD)/obj/worker_template/train/mlp.o: CFLAGS += -O3
+TRAIN_LIBS := $(BUILD)/libtraincore.a $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+BINS += $(BUILD)/train
+$(BUILD)/train: EXTRA_LIBS += -lopenblas $(CUDA_LIBS)
+$(BUILD)/train: $(BUILD)/obj/worker_template/train/main.o $(TRAIN_LIBS)
+	$(LINK)
+
+UNIT_TESTS += $(BUILD)/tests/unit/test_ddpw $(BUILD)/tests/unit/test_train
+$(BUILD)/tests/unit/test_ddpw: $(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/libddpw.a \
+    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_train: EXTRA_LIBS += -lopenblas
+$(BUILD)/tests/unit/test_train: $(BUILD)/obj/tests/unit/test_train.o $(TRAIN_LIBS)
+
+BENCHES += $(BUILD)/bench/bench_allreduce
+$(BUILD)/bench/bench_allreduce: EXTRA_LIBS += $(CUDA_LIBS)
+$(BUILD)/bench/bench_allreduce: $(BUILD)/obj/bench/bench_allreduce.o $(BUILD)/libddpw.a \
+    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+	$(LINK)
+
+gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/ddp-rendezvous \
+    $(BUILD)/tests/unit/test_train
+	@BUILD=$(BUILD) worker_template/gpu_check.sh
+$(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
+$(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train

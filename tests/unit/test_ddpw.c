@@ -1,0 +1,523 @@
+/* Unit tests of libddpw: environment parsing, the error file, CPU collectives across forked
+ * ranks (2 and 3, several sizes and chunkings, bitwise against a rank-order reference), bounded
+ * waits, a dead peer, and the NCCL unique-id exchange through a real store across rounds. The
+ * store runs in a thread of this process (rdzv_server on its own libuv loop, 127.0.0.1:0). */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ddp_time.h"
+#include "ddpw_int.h"
+#include "rdzv_server.h"
+
+/* ---- the store in a thread ---- */
+static uv_loop_t g_loop;
+static uv_async_t g_stop;
+static rdzv_server_t *g_srv;
+static pthread_t g_thr;
+static _Atomic int g_port;
+
+static void on_stop(uv_async_t *a) {
+    rdzv_server_close(g_srv, NULL, NULL);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *server_main(void *arg) {
+    (void)arg;
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    if (uv_loop_init(&g_loop) != 0)
+        return -1;
+    rdzv_server_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.no_auth = 1;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    if (rdzv_server_start(&g_loop, &o, &g_srv, &e) != 0) {
+        fprintf(stderr, "server: %s\n", e.text);
+        return -1;
+    }
+    g_port = rdzv_server_port(g_srv);
+    uv_async_init(&g_loop, &g_stop, on_stop);
+    return pthread_create(&g_thr, NULL, server_main, NULL) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    uv_async_send(&g_stop);
+    pthread_join(g_thr, NULL);
+    uv_loop_close(&g_loop);
+    return 0;
+}
+
+static void env_for(ddpw_env_t *env, int rank, int world, int64_t round, const char *run) {
+    memset(env, 0, sizeof *env);
+    env->rank = env->local_rank = rank;
+    env->world_size = env->local_world_size = world;
+    env->round = round;
+    env->have_store = 1;
+    snprintf(env->store_host, sizeof env->store_host, "127.0.0.1");
+    env->store_port = (uint16_t)g_port;
+    snprintf(env->run_id, sizeof env->run_id, "%s", run);
+}
+
+/* ---- environment ---- */
+static const char *env_vars[] = {"RANK",
+                                 "WORLD_SIZE",
+                                 "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE",
+                                 "GROUP_RANK",
+                                 "DDPRUN_STORE_ADDR",
+                                 "DDPRUN_STORE_PORT",
+                                 "DDPRUN_ROUND",
+                                 "TORCHELASTIC_RESTART_COUNT",
+                                 "DDPRUN_RUN_ID",
+                                 "TORCHELASTIC_RUN_ID",
+                                 "DDPRUN_STORE_TOKEN",
+                                 "MASTER_ADDR",
+                                 "TORCHELASTIC_USE_AGENT_STORE"};
+
+static void clear_env(void) {
+    for (size_t i = 0; i < sizeof env_vars / sizeof *env_vars; i++)
+        unsetenv(env_vars[i]);
+}
+
+static void set_world(const char *rank, const char *world) {
+    setenv("RANK", rank, 1);
+    setenv("WORLD_SIZE", world, 1);
+    setenv("LOCAL_RANK", rank, 1);
+    setenv("LOCAL_WORLD_SIZE", world, 1);
+    setenv("GROUP_RANK", "0", 1);
+    setenv("DDPRUN_STORE_ADDR", "127.0.0.1", 1);
+    setenv("DDPRUN_STORE_PORT", "29400", 1);
+}
+
+static void test_env_single(void **state) {
+    (void)state;
+    clear_env();
+    ddpw_env_t env;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(ddpw_env_read(&env, &e), 0);
+    assert_int_equal(env.world_size, 1);
+    assert_int_equal(env.rank, 0);
+    assert_int_equal(env.round, 0);
+    assert_string_equal(env.run_id, "none");
+    setenv("TORCHELASTIC_RESTART_COUNT", "3", 1);
+    assert_int_equal(ddpw_env_read(&env, &e), 0);
+    assert_int_equal(env.round, 3); /* the round follows the restart count by default */
+    setenv("DDPRUN_ROUND", "7", 1);
+    assert_int_equal(ddpw_env_read(&env, &e), 0);
+    assert_int_equal(env.round, 7);
+    clear_env();
+}
+
+/* Each bad environment gives DDP_EENV and a message naming the variable. */
+static void test_env_errors(void **state) {
+    (void)state;
+    struct {
+        const char *var, *val, *expect;
+    } cases[] = {
+        {"RANK", "abc", "RANK='abc'"},
+        {"RANK", "2", "RANK='2'"},
+        {"WORLD_SIZE", "0", "WORLD_SIZE='0'"},
+        {"LOCAL_RANK", NULL, "LOCAL_RANK is not set"},
+        {"LOCAL_WORLD_SIZE", "3", "LOCAL_WORLD_SIZE='3'"},
+        {"DDPRUN_STORE_PORT", "70000", "DDPRUN_STORE_PORT='70000'"},
+        {"DDPRUN_STORE_ADDR", NULL, "DDPRUN_STORE_ADDR is not set"},
+        {"DDPRUN_ROUND", "-1", "DDPRUN_ROUND='-1'"},
+        {"GROUP_RANK", "x", "GROUP_RANK='x'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        clear_env();
+        set_world("1", "2");
+        if (cases[i].val)
+            setenv(cases[i].var, cases[i].val, 1);
+        else
+            unsetenv(cases[i].var);
+        ddpw_env_t env;
+        ddp_err_t e;
+        ddp_err_clear(&e);
+        assert_int_equal(ddpw_env_read(&env, &e), DDP_EENV);
+        if (strstr(e.text, cases[i].expect) == NULL)
+            fail_msg("case %zu: '%s' does not mention '%s'", i, e.text, cases[i].expect);
+    }
+    clear_env();
+    set_world("1", "2");
+    ddpw_env_t env;
+    assert_int_equal(ddpw_env_read(&env, NULL), 0);
+    assert_int_equal(env.rank, 1);
+    assert_int_equal(env.store_port, 29400);
+    clear_env();
+}
+
+static void test_error_file(void **state) {
+    (void)state;
+    char path[] = "/tmp/ddpw-errXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ddpw_record_error_to(path, "rank 1: \"boom\"\n"), 0);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    json_t *msg = json_object_get(root, "message");
+    assert_true(json_is_object(msg));
+    assert_string_equal(json_string_value(json_object_get(msg, "message")), "rank 1: \"boom\"\n");
+    json_t *extra = json_object_get(msg, "extraInfo");
+    assert_true(json_is_string(json_object_get(extra, "py_callstack")));
+    const char *ts = json_string_value(json_object_get(extra, "timestamp"));
+    assert_non_null(ts);
+    assert_true(strtoll(ts, NULL, 10) > 1600000000);
+    json_decref(root);
+    unsetenv("TORCHELASTIC_ERROR_FILE");
+    assert_int_equal(ddpw_record_error("ignored"), 0);
+    unlink(path);
+}
+
+/* ---- collectives across forked ranks ---- */
+static float input_value(int rank, size_t i) {
+    /* Values whose sums round, so that summation order matters. */
+    return (float)((double)((i * 2654435761u + (size_t)rank * 40503u) % 100003) / 7.0 + 0.1 * rank);
+}
+
+typedef struct coll_case {
+    int world;
+    size_t count;
+    size_t chunk;
+    ddpw_op_t op;
+    int nodes; /* 0 or 1: one node; more: "nodes" on this machine joined by the TCP ring */
+} coll_case_t;
+
+/* Child body: returns 0 when every check passes. */
+static int child_collectives(int rank, const coll_case_t *c, const char *run) {
+    ddpw_env_t env;
+    env_for(&env, rank, c->world, 0, run);
+    int nodes = c->nodes > 1 ? c->nodes : 1;
+    env.local_world_size = c->world / nodes;
+    env.local_rank = rank % env.local_world_size;
+    env.group_rank = rank / env.local_world_size;
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = 20000;
+    o.cpu_chunk_bytes = c->chunk;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w;
+    if (ddpw_init_env(&w, &env, &o, &e) != 0) {
+        fprintf(stderr, "rank %d init: %s\n", rank, e.text);
+        return 1;
+    }
+    float *buf = malloc(c->count * sizeof(float) + 1);
+    int bad = 0;
+    for (int rep = 0; rep < 3 && !bad; rep++) {
+        for (size_t i = 0; i < c->count; i++)
+            buf[i] = input_value(rank, i + (size_t)rep);
+        if (ddpw_allreduce(w, buf, c->count, c->op, &e) != 0) {
+            fprintf(stderr, "rank %d allreduce: %s\n", rank, e.text);
+            bad = 1;
+            break;
+        }
+        for (size_t i = 0; i < c->count; i++) {
+            float acc = input_value(0, i + (size_t)rep) + input_value(1, i + (size_t)rep);
+            for (int r = 2; r < c->world; r++)
+                acc += input_value(r, i + (size_t)rep);
+            if (c->op == DDPW_AVG)
+                acc /= (float)c->world;
+            /* One node sums in rank order, bit for bit; across nodes the ring's order differs
+             * (still fixed for a fixed world), so compare with a tolerance there. */
+            int same = nodes == 1 ? memcmp(&acc, &buf[i], sizeof acc) == 0
+                                  : fabsf(acc - buf[i]) <= 1e-6f * fabsf(acc) + 1e-6f;
+            if (!same) {
+                fprintf(stderr, "rank %d rep %d: [%zu] = %.9g, expected %.9g\n", rank, rep, i,
+                        buf[i], acc);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    /* Broadcast from the last rank, then a barrier. */
+    size_t blen = c->count * sizeof(float) + 1;
+    unsigned char *b = (unsigned char *)buf;
+    for (size_t i = 0; i < blen; i++)
+        b[i] = rank == c->world - 1 ? (unsigned char)(i * 7) : 0xEE;
+    if (!bad && ddpw_broadcast(w, buf, blen, c->world - 1, &e) != 0) {
+        fprintf(stderr, "rank %d broadcast: %s\n", rank, e.text);
+        bad = 1;
+    }
+    for (size_t i = 0; !bad && i < blen; i++)
+        if (b[i] != (unsigned char)(i * 7)) {
+            fprintf(stderr, "rank %d broadcast byte %zu wrong\n", rank, i);
+            bad = 1;
+        }
+    if (!bad && ddpw_barrier(w, &e) != 0) {
+        fprintf(stderr, "rank %d barrier: %s\n", rank, e.text);
+        bad = 1;
+    }
+    free(buf);
+    ddpw_free(w);
+    return bad;
+}
+
+/* Forks world children running fn, waits (bounded) and returns how many failed. */
+static int run_ranks(int world, int (*fn)(int, const void *), const void *arg) {
+    pid_t pids[16];
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            alarm(30);
+            _exit(fn(r, arg));
+        }
+    }
+    int failed = 0;
+    uint64_t deadline = ddp_now_ms() + 40000;
+    for (int r = 0; r < world; r++) {
+        int st = 0;
+        pid_t got;
+        while ((got = waitpid(pids[r], &st, WNOHANG)) == 0 && ddp_now_ms() < deadline)
+            usleep(2000);
+        if (got == 0) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], &st, 0);
+            failed++;
+        } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            failed++;
+    }
+    return failed;
+}
+
+static int coll_child(int rank, const void *arg) {
+    const coll_case_t *c = arg;
+    char run[64];
+    snprintf(run, sizeof run, "coll-%d-%zu-%zu-%d-%d-%d", c->world, c->count, c->chunk, c->op,
+             c->nodes, (int)getppid());
+    return child_collectives(rank, c, run);
+}
+
+static void test_cpu_collectives(void **state) {
+    (void)state;
+    coll_case_t cases[] = {
+        {2, 1, 0, DDPW_SUM, 1},
+        {2, 1000, 0, DDPW_SUM, 1},
+        {2, 1 << 20, 0, DDPW_AVG, 1},
+        {2, 100003, 4096, DDPW_SUM, 1},
+        {3, 7, 0, DDPW_SUM, 1},
+        {3, 250001, 8192, DDPW_SUM, 1},
+        {3, 1 << 18, 0, DDPW_AVG, 1},
+        {4, 33333, 1024, DDPW_AVG, 1},
+        /* Several nodes on one machine: shared memory inside, the TCP ring between leaders. */
+        {2, 100003, 0, DDPW_SUM, 2},
+        {3, 77777, 4096, DDPW_AVG, 3},
+        {4, 1 << 18, 0, DDPW_SUM, 2},
+        {6, 5, 0, DDPW_SUM, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int f = run_ranks(cases[i].world, coll_child, &cases[i]);
+        if (f != 0)
+            fail_msg("case %zu (world %d, %zu floats, chunk %zu): %d rank(s) failed", i,
+                     cases[i].world, cases[i].count, cases[i].chunk, f);
+    }
+}
+
+/* A missing peer: init of a world of 2 with only rank 0 gives DDP_ETIMEOUT, within bounds. */
+static void test_init_timeout(void **state) {
+    (void)state;
+    ddpw_env_t env;
+    env_for(&env, 0, 2, 0, "lonely");
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = 400;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w = NULL;
+    uint64_t t0 = ddp_now_ms();
+    assert_int_equal(ddpw_init_env(&w, &env, &o, &e), DDP_ETIMEOUT);
+    assert_null(w);
+    assert_true(ddp_now_ms() - t0 < 5000);
+}
+
+/* Rank 1 exits after init; rank 0's next collective names it instead of waiting forever. */
+static int dead_child(int rank, const void *arg) {
+    (void)arg;
+    ddpw_env_t env;
+    char run[64];
+    snprintf(run, sizeof run, "dead-%d", (int)getppid());
+    env_for(&env, rank, 2, 0, run);
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = 20000;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w;
+    if (ddpw_init_env(&w, &env, &o, &e) != 0)
+        return 1;
+    if (rank == 1)
+        _exit(0);
+    float x[64] = {0};
+    usleep(100000);
+    uint64_t t0 = ddp_now_ms();
+    int rc = ddpw_allreduce(w, x, 64, DDPW_SUM, &e);
+    int ok =
+        rc == DDP_ECLOSED && strstr(e.text, "local rank 1") != NULL && ddp_now_ms() - t0 < 5000;
+    if (!ok)
+        fprintf(stderr, "dead peer: rc %d '%s'\n", rc, e.text);
+    return ok ? 0 : 1;
+}
+
+static void test_dead_peer(void **state) {
+    (void)state;
+    assert_int_equal(run_ranks(2, dead_child, NULL), 0);
+}
+
+/* Two "nodes" of one rank: node 1's leader exits; node 0's next collective reports the closed
+ * ring connection instead of waiting for the timeout. */
+static int dead_node_child(int rank, const void *arg) {
+    (void)arg;
+    ddpw_env_t env;
+    char run[64];
+    snprintf(run, sizeof run, "deadnode-%d", (int)getppid());
+    env_for(&env, rank, 2, 0, run);
+    env.local_world_size = 1;
+    env.local_rank = 0;
+    env.group_rank = rank;
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = 20000;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w;
+    if (ddpw_init_env(&w, &env, &o, &e) != 0) {
+        fprintf(stderr, "rank %d init: %s\n", rank, e.text);
+        return 1;
+    }
+    float x[1000] = {0};
+    if (ddpw_allreduce(w, x, 1000, DDPW_SUM, &e) != 0)
+        return 1;
+    if (rank == 1)
+        _exit(0);
+    uint64_t t0 = ddp_now_ms();
+    int rc = ddpw_allreduce(w, x, 1000, DDPW_SUM, &e);
+    int ok = rc == DDP_ECLOSED && strstr(e.text, "node 1") != NULL && ddp_now_ms() - t0 < 5000;
+    if (!ok)
+        fprintf(stderr, "dead node: rc %d '%s'\n", rc, e.text);
+    ddpw_free(w);
+    return ok ? 0 : 1;
+}
+
+static void test_dead_node(void **state) {
+    (void)state;
+    assert_int_equal(run_ranks(2, dead_node_child, NULL), 0);
+}
+
+/* ---- NCCL id exchange through the store ---- */
+#ifdef DDP_HAVE_CUDA
+typedef struct id_arg {
+    int64_t round;
+    int fd; /* write end: each rank sends its 128 bytes */
+} id_arg_t;
+
+static int id_child(int rank, const void *arg) {
+    const id_arg_t *a = arg;
+    char run[64];
+    snprintf(run, sizeof run, "nccl-%d", (int)getppid());
+    ddpw_env_t env;
+    env_for(&env, rank, 3, a->round, run);
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = 10000;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w;
+    if (ddpw_init_env(&w, &env, &o, &e) != 0) {
+        fprintf(stderr, "rank %d: %s\n", rank, e.text);
+        return 1;
+    }
+    unsigned char id[129];
+    id[0] = (unsigned char)rank;
+    int rc = ddpw__nccl_id_exchange(w, id + 1, &e);
+    if (rc != 0)
+        fprintf(stderr, "rank %d: %s\n", rank, e.text);
+    else if (write(a->fd, id, sizeof id) != (ssize_t)sizeof id)
+        rc = -1;
+    ddpw_free(w);
+    return rc != 0;
+}
+#endif
+
+static void test_nccl_id_exchange(void **state) {
+    (void)state;
+#ifndef DDP_HAVE_CUDA
+    skip();
+#else
+    unsigned char ids[2][3][128];
+    for (int round = 0; round < 2; round++) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        id_arg_t a = {round, p[1]};
+        assert_int_equal(run_ranks(3, id_child, &a), 0);
+        close(p[1]);
+        for (int k = 0; k < 3; k++) {
+            unsigned char rec[129];
+            assert_int_equal(read(p[0], rec, sizeof rec), (ssize_t)sizeof rec);
+            assert_true(rec[0] < 3);
+            memcpy(ids[round][rec[0]], rec + 1, 128);
+        }
+        close(p[0]);
+        assert_memory_equal(ids[round][0], ids[round][1], 128);
+        assert_memory_equal(ids[round][0], ids[round][2], 128);
+    }
+    /* A new round never sees the previous round's id. */
+    assert_memory_not_equal(ids[0][0], ids[1][0], 128);
+#endif
+}
+
+/* Without a GPU the NCCL backend says so (never crashes). */
+static void test_nccl_without_gpu(void **state) {
+    (void)state;
+    if (ddpw__cuda_device_count() > 0)
+        skip();
+    ddpw_env_t env;
+    env_for(&env, 0, 1, 0, "nogpu");
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_NCCL;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w = NULL;
+    assert_int_equal(ddpw_init_env(&w, &env, &o, &e), DDP_ENOGPU);
+    assert_non_null(strstr(e.text, "no CUDA device"));
+    o.backend = DDPW_BACKEND_AUTO; /* auto falls back to the CPU backend */
+    assert_int_equal(ddpw_init_env(&w, &env, &o, NULL), 0);
+    assert_int_equal(ddpw_backend(w), DDPW_BACKEND_CPU);
+    ddpw_free(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_env_single),       cmocka_unit_test(test_env_errors),
+        cmocka_unit_test(test_error_file),       cmocka_unit_test(test_cpu_collectives),
+        cmocka_unit_test(test_init_timeout),     cmocka_unit_test(test_dead_peer),
+        cmocka_unit_test(test_dead_node),        cmocka_unit_test(test_nccl_id_exchange),
+        cmocka_unit_test(test_nccl_without_gpu),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

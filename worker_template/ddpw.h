@@ -1,0 +1,120 @@
+/* ddpw: the worker library. Reads the environment ddprun (or torchrun) gives a worker, connects
+ * to the job's store, and runs collectives (allreduce, broadcast, barrier) on one of two backends:
+ * CPU (shared memory between the ranks of one node) or NCCL (GPUs).
+ *
+ * Every call returns 0 or a negative code (-errno or DDP_E*, text from ddp_strerror) and, when
+ * err is not NULL, one line that names the variable, key or peer. The library never logs and never
+ * exits: the program decides what to print. A ddpw_t is used by one thread at a time. */
+#ifndef DDPW_H
+#define DDPW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddp_err.h"
+
+typedef struct ddpw ddpw_t;
+
+typedef enum ddpw_backend {
+    DDPW_BACKEND_AUTO = 0, /* NCCL when a CUDA device is usable, else CPU */
+    DDPW_BACKEND_CPU = 1,
+    DDPW_BACKEND_NCCL = 2,
+} ddpw_backend_t;
+
+typedef enum ddpw_op {
+    DDPW_SUM = 0,
+    DDPW_AVG = 1,
+} ddpw_op_t;
+
+typedef struct ddpw_opts {
+    ddpw_backend_t backend;
+    int connect_timeout_ms; /* store connect budget; <= 0 means 30000 */
+    int timeout_ms;         /* bound on one collective or store wait; <= 0 means 300000
+                               (DDPRUN_COLL_TIMEOUT_MS overrides the default) */
+    size_t cpu_chunk_bytes; /* CPU backend: per-rank shared-memory slot; 0 = 256 KiB */
+} ddpw_opts_t;
+
+#define DDPW_OPTS_INIT                                                                             \
+    { DDPW_BACKEND_AUTO, 0, 0, 0 }
+
+/* The ranks as read from the environment (also useful without a store). */
+typedef struct ddpw_env {
+    int rank, local_rank, world_size, local_world_size, group_rank;
+    int64_t round;     /* DDPRUN_ROUND, else TORCHELASTIC_RESTART_COUNT, else 0 */
+    int restart_count; /* TORCHELASTIC_RESTART_COUNT, 0 when absent */
+    int have_store;    /* 1 when DDPRUN_STORE_ADDR is set */
+    char store_host[256];
+    uint16_t store_port;
+    char token_hex[256]; /* DDPRUN_STORE_TOKEN; empty = no authentication */
+    char run_id[128];    /* DDPRUN_RUN_ID, else TORCHELASTIC_RUN_ID, else "none" */
+} ddpw_env_t;
+
+/* Reads and validates the worker environment into *env. With no RANK and no WORLD_SIZE the world
+ * is a single process (rank 0 of 1). Returns 0, or DDP_EENV with err naming the variable. */
+int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err);
+
+/* Reads the environment, connects and authenticates to the store (when world_size > 1) and sets
+ * up the backend chosen by opts (NULL = defaults). On success *out is a new handle: caller owns;
+ * free with ddpw_free. Errors: DDP_EENV, DDP_ETIMEOUT, DDP_EAUTH, DDP_ENOGPU (NCCL asked for and
+ * no usable device), DDP_ENCCL, DDP_EUSAGE (e.g. CPU backend across nodes), -errno. */
+int ddpw_init(ddpw_t **out, const ddpw_opts_t *opts, ddp_err_t *err);
+
+/* Same as ddpw_init with an environment the caller filled (tests, embedding). */
+int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, ddp_err_t *err);
+
+/* Releases the backend (aborting a NCCL communicator that is still busy), unmaps shared memory
+ * and closes the store connection. NULL is allowed. */
+void ddpw_free(ddpw_t *w);
+
+/* The ranks and round of this process, as validated by ddpw_init (plain reads, cannot fail):
+ * global rank, rank on this node, world size, ranks on this node, node index, restart round. */
+int ddpw_rank(const ddpw_t *w);
+int ddpw_local_rank(const ddpw_t *w);
+int ddpw_world_size(const ddpw_t *w);
+int ddpw_local_world_size(const ddpw_t *w);
+int ddpw_group_rank(const ddpw_t *w);
+int64_t ddpw_round(const ddpw_t *w);
+
+/* The backend in use (never AUTO after ddpw_init). */
+ddpw_backend_t ddpw_backend(const ddpw_t *w);
+
+/* "cpu" or "nccl": static string. */
+const char *ddpw_backend_name(ddpw_backend_t b);
+
+/* The CUDA device this rank uses (LOCAL_RANK), or -1 on the CPU backend. */
+int ddpw_device(const ddpw_t *w);
+
+/* In-place allreduce of count float32 values. buf is host memory on the CPU backend and device
+ * memory on NCCL (the call then waits for the result). The CPU result is bitwise identical on every
+ * rank and from run to run for a fixed world size (ranks are summed in rank order). */
+int ddpw_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err);
+
+/* Enqueues the allreduce on a CUDA stream (cudaStream_t passed as void *) and returns at once on
+ * NCCL; on the CPU backend it is ddpw_allreduce (stream ignored). */
+int ddpw_allreduce_async(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream,
+                         ddp_err_t *err);
+
+/* In-place broadcast of len bytes from root to every rank (host memory on CPU, device on NCCL). */
+int ddpw_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err);
+
+/* Waits until every rank has arrived (bounded by opts.timeout_ms: DDP_ETIMEOUT). */
+int ddpw_barrier(ddpw_t *w, ddp_err_t *err);
+
+/* Store helpers under the round prefix ("<run_id>/<round>/<key>"), so a restarted job never reads
+ * a previous round's value. get waits up to timeout_ms (< 0: the handle's timeout). out is
+ * caller memory of cap bytes; *len gets the value's length (DDP_ETOOBIG if it exceeds cap).
+ * Both return DDP_EUSAGE when the world has no store (single process). */
+int ddpw_store_set(ddpw_t *w, const char *key, const void *val, size_t len, ddp_err_t *err);
+int ddpw_store_get(ddpw_t *w, const char *key, void *out, size_t cap, size_t *len, int timeout_ms,
+                   ddp_err_t *err);
+
+/* Writes TORCHELASTIC_ERROR_FILE (when set) in PyTorch's format:
+ *   {"message": {"message": MSG, "extraInfo": {"py_callstack": "", "timestamp": "<unix s>"}}}
+ * so the agent's failure summary shows the worker's own message. Returns 0 (also when the
+ * variable is unset) or -errno. Safe to call without a ddpw_t. */
+int ddpw_record_error(const char *msg);
+
+/* Same, to an explicit path (tests). */
+int ddpw_record_error_to(const char *path, const char *msg);
+
+#endif

@@ -1,0 +1,277 @@
+/* ddpw_nccl.c: the NCCL backend. Rank 0 creates the unique id and publishes it under the round
+ * prefix; every rank creates its communicator non-blocking and polls it against a deadline,
+ * aborting it on timeout or error (a blocking init cannot be aborted: NVIDIA/nccl issue 289).
+ * Without DDP_HAVE_CUDA the calls are stubs that report DDP_ENOGPU, so the CPU build links. */
+#include "ddpw_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ddp_time.h"
+
+#ifdef DDP_HAVE_CUDA
+/* nccl.h declares a few functions as f() rather than f(void). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+struct ddpw_nccl {
+    ncclComm_t comm;
+    cudaStream_t stream; /* for the blocking calls */
+};
+
+int ddpw__cuda_device_count(void) {
+    int n = 0;
+    /* On a machine without a driver or device this returns an error, never crashes. */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err) {
+    ncclUniqueId uid;
+    _Static_assert(sizeof uid == 128, "ncclUniqueId is 128 bytes");
+    if (w->env.rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&uid);
+        if (r != ncclSuccess)
+            return ddp_err_set(err, DDP_ENCCL, "ncclGetUniqueId: %s (%s)", ncclGetErrorString(r),
+                               ncclGetLastError(NULL));
+        memcpy(id, &uid, sizeof uid);
+        if (w->env.world_size == 1)
+            return 0;
+        return ddpw_store_set(w, "nccl/id", id, sizeof uid, err);
+    }
+    size_t len = 0;
+    int rc = ddpw_store_get(w, "nccl/id", id, sizeof uid, &len, -1, err);
+    if (rc == 0 && len != sizeof uid)
+        rc =
+            ddp_err_set(err, DDP_EPROTO, "store key nccl/id of round %lld holds %zu bytes, not 128",
+                        (long long)w->env.round, len);
+    return rc;
+}
+
+/* Polls comm until it leaves ncclInProgress or the deadline passes; aborts on failure. */
+static int wait_comm(ddpw_t *w, ncclComm_t comm, const char *what, ddp_err_t *err) {
+    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    ncclResult_t st = ncclInProgress;
+    for (;;) {
+        ncclResult_t r = ncclCommGetAsyncError(comm, &st);
+        if (r != ncclSuccess)
+            st = r;
+        if (st != ncclInProgress)
+            break;
+        if (ddp_now_ms() >= deadline) {
+            ncclCommAbort(comm);
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "%s: NCCL did not finish within %d ms (a peer may have died); "
+                               "communicator aborted",
+                               what, w->timeout_ms);
+        }
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (st != ncclSuccess) {
+        int rc = ddp_err_set(err, DDP_ENCCL, "%s: %s (%s)", what, ncclGetErrorString(st),
+                             ncclGetLastError(comm));
+        ncclCommAbort(comm);
+        return rc;
+    }
+    return 0;
+}
+
+int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err) {
+    int dev = w->env.local_rank;
+    cudaError_t ce = cudaSetDevice(dev);
+    if (ce != cudaSuccess)
+        return ddp_err_set(err, DDP_ENOGPU, "cudaSetDevice(%d): %s", dev, cudaGetErrorString(ce));
+    unsigned char id[128];
+    int rc = ddpw__nccl_id_exchange(w, id, err);
+    if (rc != 0)
+        return rc;
+    ddpw_nccl_t *n = calloc(1, sizeof *n);
+    if (n == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory");
+    ce = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+    if (ce != cudaSuccess) {
+        free(n);
+        return ddp_err_set(err, DDP_ECUDA, "cudaStreamCreate on device %d: %s", dev,
+                           cudaGetErrorString(ce));
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclResult_t r = ncclCommInitRankConfig(&n->comm, w->env.world_size, uid, w->env.rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        rc = ddp_err_set(err, DDP_ENCCL,
+                         "ncclCommInitRankConfig (rank %d of %d, device %d): %s (%s)", w->env.rank,
+                         w->env.world_size, dev, ncclGetErrorString(r), ncclGetLastError(NULL));
+        if (n->comm != NULL)
+            ncclCommAbort(n->comm);
+        goto fail;
+    }
+    if ((rc = wait_comm(w, n->comm, "ncclCommInitRankConfig", err)) != 0)
+        goto fail;
+    w->nccl = n;
+    return 0;
+fail:
+    cudaStreamDestroy(n->stream);
+    free(n);
+    return rc;
+}
+
+void ddpw__nccl_free(ddpw_nccl_t *n) {
+    if (n == NULL)
+        return;
+    if (n->comm != NULL) {
+        ncclResult_t st = ncclSuccess;
+        ncclCommGetAsyncError(n->comm, &st);
+        /* A healthy communicator is finalized (non-blocking: poll it, bounded), then destroyed;
+         * one that is busy, broken or slow to finalize is aborted. */
+        int clean = st == ncclSuccess;
+        if (clean) {
+            st = ncclCommFinalize(n->comm);
+            uint64_t deadline = ddp_now_ms() + 10000;
+            while (st == ncclInProgress) {
+                if (ncclCommGetAsyncError(n->comm, &st) != ncclSuccess) {
+                    st = ncclInternalError;
+                    break;
+                }
+                if (st == ncclInProgress && ddp_now_ms() >= deadline)
+                    break;
+                struct timespec ts = {0, 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            clean = st == ncclSuccess;
+        }
+        if (clean)
+            ncclCommDestroy(n->comm);
+        else
+            ncclCommAbort(n->comm);
+    }
+    cudaStreamDestroy(n->stream);
+    free(n);
+}
+
+/* A call on a non-blocking communicator may return ncclInProgress while it is still being
+ * enqueued; NCCL wants no other call on the communicator until the state settles. Polls (bounded)
+ * and returns 0 or a DDP_E* code, aborting the communicator on error or timeout. */
+static int settle(ddpw_t *w, ncclResult_t r, const char *what, ddp_err_t *err) {
+    ncclComm_t comm = w->nccl->comm;
+    if (r == ncclSuccess)
+        return 0;
+    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    while (r == ncclInProgress) {
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
+            break;
+        if (r == ncclInProgress && ddp_now_ms() >= deadline) {
+            ncclCommAbort(comm);
+            w->nccl->comm = NULL;
+            return ddp_err_set(err, DDP_ETIMEOUT, "%s: still enqueuing after %d ms; aborted", what,
+                               w->timeout_ms);
+        }
+        struct timespec ts = {0, 10000L};
+        nanosleep(&ts, NULL);
+    }
+    if (r == ncclSuccess)
+        return 0;
+    int rc = ddp_err_set(err, DDP_ENCCL, "%s: %s (%s)", what, ncclGetErrorString(r),
+                         ncclGetLastError(comm));
+    ncclCommAbort(comm);
+    w->nccl->comm = NULL;
+    return rc;
+}
+
+/* Waits for stream with the handle's deadline, checking the communicator for async errors. */
+static int wait_stream(ddpw_t *w, cudaStream_t stream, const char *what, ddp_err_t *err) {
+    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    for (;;) {
+        cudaError_t ce = cudaStreamQuery(stream);
+        if (ce == cudaSuccess)
+            return 0;
+        if (ce != cudaErrorNotReady)
+            return ddp_err_set(err, DDP_ECUDA, "%s: %s", what, cudaGetErrorString(ce));
+        ncclResult_t st = ncclSuccess;
+        ncclCommGetAsyncError(w->nccl->comm, &st);
+        if (st != ncclSuccess && st != ncclInProgress) {
+            ncclCommAbort(w->nccl->comm);
+            w->nccl->comm = NULL;
+            return ddp_err_set(err, DDP_ENCCL, "%s: %s", what, ncclGetErrorString(st));
+        }
+        if (ddp_now_ms() >= deadline) {
+            ncclCommAbort(w->nccl->comm);
+            w->nccl->comm = NULL;
+            return ddp_err_set(err, DDP_ETIMEOUT, "%s: timed out after %d ms; communicator aborted",
+                               what, w->timeout_ms);
+        }
+        struct timespec ts = {0, 20000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
+                         ddp_err_t *err) {
+    if (w->nccl == NULL || w->nccl->comm == NULL)
+        return ddp_err_set(err, DDP_ENCCL, "allreduce: the NCCL communicator is gone");
+    cudaStream_t st = stream != NULL ? (cudaStream_t)stream : w->nccl->stream;
+    ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, op == DDPW_AVG ? ncclAvg : ncclSum,
+                                   w->nccl->comm, st);
+    int rc = settle(w, r, "ncclAllReduce", err);
+    if (rc != 0)
+        return rc;
+    return wait ? wait_stream(w, st, "ncclAllReduce", err) : 0;
+}
+
+int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
+    if (w->nccl == NULL || w->nccl->comm == NULL)
+        return ddp_err_set(err, DDP_ENCCL, "broadcast: the NCCL communicator is gone");
+    ncclResult_t r = ncclBroadcast(buf, buf, len, ncclUint8, root, w->nccl->comm, w->nccl->stream);
+    int rc = settle(w, r, "ncclBroadcast", err);
+    if (rc != 0)
+        return rc;
+    return wait_stream(w, w->nccl->stream, "ncclBroadcast", err);
+}
+
+#else /* !DDP_HAVE_CUDA */
+
+struct ddpw_nccl {
+    int unused;
+};
+
+int ddpw__cuda_device_count(void) {
+    return 0;
+}
+
+int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err) {
+    (void)w;
+    (void)id;
+    return ddp_err_set(err, DDP_ENOGPU, "NCCL: this build has no CUDA/NCCL support");
+}
+
+int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err) {
+    return ddpw__nccl_id_exchange(w, NULL, err);
+}
+
+void ddpw__nccl_free(ddpw_nccl_t *n) {
+    free(n);
+}
+
+int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
+                         ddp_err_t *err) {
+    (void)buf, (void)count, (void)op, (void)stream, (void)wait;
+    return ddpw__nccl_id_exchange(w, NULL, err);
+}
+
+int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
+    (void)buf, (void)len, (void)root;
+    return ddpw__nccl_id_exchange(w, NULL, err);
+}
+
+#endif

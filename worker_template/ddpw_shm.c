@@ -1,0 +1,398 @@
+/* ddpw_shm.c: the CPU backend. The ranks of one node share one POSIX shared-memory segment,
+ * created once by local rank 0 (name exchanged through the store under the round prefix) and
+ * unlinked as soon as every rank has mapped it, so nothing is left behind after a crash.
+ *
+ * Layout: a header (barrier words on their own cache lines, the ranks' pids), then one slot per
+ * rank, each cut into n sub-slots. Allreduce of a chunk, on rank `me`:
+ *   1. copy every segment j != me of its input into sub-slot j of its own slot;
+ *   2. barrier; reduce segment me over all ranks in rank order (bitwise reproducible) into its
+ *      own buffer and into sub-slot me of its own slot;
+ *   3. barrier; copy the other ranks' reduced segments (sub-slot j of slot j) into its buffer.
+ * A segment always lives in the same sub-slot, so writes of step 1 of the next chunk never touch
+ * what a slower rank is still reading in step 3: two barriers per chunk, no third.
+ * Messages up to SHM_SMALL_BYTES take a latency path instead: each rank copies its input into a
+ * small slot, one barrier, and every rank reduces the whole message (same rank order, so the same
+ * bits as the large path). The small slots come in two sets used alternately, so the next small
+ * call never overwrites what a slower rank is still reading. */
+#include "ddpw_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ddp_time.h"
+
+#define SHM_MAGIC 0x3130534d57504444ull /* "DDPWMS01" */
+#define SHM_MAX_RANKS 1024
+#define SHM_HDR_BYTES 8192
+/* Busy polls (~5 us) before yielding: a peer that shares this core must get it soon. */
+#define SHM_SPIN 128
+#define SHM_YIELD_NS 5000000ull /* yield-polling before sleeping on the futex: 5 ms */
+#define SHM_SLEEP_MS 50         /* futex sleep slice; peers' liveness is checked between slices */
+#define RED_BLOCK 2048          /* floats reduced per block: the accumulator stays in L1 */
+#define SHM_SMALL_BYTES (64u << 10) /* up to this size: one barrier, every rank reduces it all */
+
+typedef struct shm_hdr {
+    uint64_t magic;
+    uint32_t n;
+    uint32_t pad;
+    uint64_t slot_bytes;
+    alignas(64) _Atomic uint32_t count;
+    alignas(64) _Atomic uint32_t gen;
+    alignas(64) _Atomic uint32_t sleepers;
+    alignas(64) _Atomic int32_t pids[SHM_MAX_RANKS];
+} shm_hdr_t;
+
+_Static_assert(sizeof(shm_hdr_t) <= SHM_HDR_BYTES, "shm header too large");
+
+struct ddpw_shm {
+    shm_hdr_t *hdr;
+    unsigned char *data;
+    unsigned char *small; /* 2 sets x n slots x SHM_SMALL_BYTES, after the large slots */
+    uint64_t small_calls; /* the same on every rank: every rank makes the same calls */
+    size_t map_len;
+    size_t slot_bytes; /* multiple of n * 64 */
+    size_t sub_floats; /* floats per sub-slot, multiple of 16 */
+    int n, me;
+    int base; /* global rank of local rank 0 */
+};
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+/* 1 when pid is gone or a zombie (its parent has not reaped it yet). */
+static int pid_dead(int32_t pid) {
+    if (kill(pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p != NULL && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Returns the local rank of a peer that has exited, or -1. */
+static int dead_peer(ddpw_shm_t *s) {
+    for (int i = 0; i < s->n; i++) {
+        int32_t pid = atomic_load_explicit(&s->hdr->pids[i], memory_order_relaxed);
+        if (pid > 0 && i != s->me && pid_dead(pid))
+            return i;
+    }
+    return -1;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int shm_barrier(ddpw_t *w, ddp_err_t *err) {
+    ddpw_shm_t *s = w->shm;
+    shm_hdr_t *h = s->hdr;
+    uint32_t g = atomic_load(&h->gen);
+    if (atomic_fetch_add(&h->count, 1) + 1 == (uint32_t)s->n) {
+        atomic_store(&h->count, 0);
+        atomic_fetch_add(&h->gen, 1);
+        if (atomic_load(&h->sleepers) != 0)
+            futex(&h->gen, FUTEX_WAKE, INT32_MAX, NULL);
+        return 0;
+    }
+    for (int i = 0; i < SHM_SPIN; i++) {
+        if (atomic_load_explicit(&h->gen, memory_order_acquire) != g)
+            return 0;
+        cpu_relax();
+    }
+    /* Then poll while yielding the core for up to SHM_YIELD_NS: on a busy machine the peer is
+     * often just descheduled, and a futex sleep would add a wake-up latency (~100 us here) to
+     * every barrier. Sleeping is for peers that are really late. */
+    uint64_t t0 = ddp_now_ns();
+    for (int i = 0;; i++) {
+        if (atomic_load_explicit(&h->gen, memory_order_acquire) != g)
+            return 0;
+        sched_yield();
+        if ((i & 63) == 63 && ddp_now_ns() - t0 > SHM_YIELD_NS)
+            break;
+    }
+    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    for (;;) {
+        atomic_fetch_add(&h->sleepers, 1);
+        if (atomic_load(&h->gen) == g) {
+            struct timespec ts = {0, SHM_SLEEP_MS * 1000000L};
+            futex(&h->gen, FUTEX_WAIT, g, &ts);
+        }
+        atomic_fetch_sub(&h->sleepers, 1);
+        if (atomic_load(&h->gen) != g)
+            return 0;
+        int d = dead_peer(s);
+        if (d >= 0)
+            return ddp_err_set(err, DDP_ECLOSED,
+                               "cpu collective: local rank %d (rank %d, pid %d) has exited", d,
+                               s->base + d, (int)atomic_load(&h->pids[d]));
+        if (ddp_now_ms() >= deadline)
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "cpu collective: timed out after %d ms waiting for the other %d "
+                               "local rank(s)",
+                               w->timeout_ms, s->n - 1);
+    }
+}
+
+int ddpw__shm_barrier(ddpw_t *w, ddp_err_t *err) {
+    return shm_barrier(w, err);
+}
+
+static int map_segment(ddpw_shm_t *s, int fd, int create, ddp_err_t *err, const char *name) {
+    if (create && ftruncate(fd, (off_t)s->map_len) != 0)
+        return ddp_err_set(err, -errno, "unable to size shared memory %s: %s", name,
+                           strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != s->map_len)
+        return ddp_err_set(err, DDP_EPROTO, "shared memory %s has the wrong size", name);
+    /* MAP_POPULATE: first touch of fresh memory costs ~15 us per page here, so take every
+     * fault now, once, instead of inside the first collectives. */
+    void *p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED)
+        return ddp_err_set(err, -errno, "unable to map shared memory %s: %s", name,
+                           strerror(errno));
+    s->hdr = p;
+    s->data = (unsigned char *)p + SHM_HDR_BYTES;
+    s->small = s->data + s->slot_bytes * (size_t)s->n;
+    return 0;
+}
+
+int ddpw__shm_setup(ddpw_t *w, ddp_err_t *err) {
+    int n = w->env.local_world_size, me = w->env.local_rank;
+    if (n > SHM_MAX_RANKS)
+        return ddp_err_set(err, DDP_EUSAGE, "cpu backend: at most %d ranks per node",
+                           SHM_MAX_RANKS);
+    ddpw_shm_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory");
+    s->n = n;
+    s->me = me;
+    s->base = w->env.rank - me;
+    size_t unit = (size_t)n * 64;
+    size_t slot = w->chunk_bytes;
+    if (slot < unit)
+        slot = unit;
+    s->slot_bytes = slot / unit * unit;
+    s->sub_floats = s->slot_bytes / (size_t)n / sizeof(float);
+    s->map_len = SHM_HDR_BYTES + (s->slot_bytes + 2 * (size_t)SHM_SMALL_BYTES) * (size_t)n;
+
+    char key[64], name[128];
+    snprintf(key, sizeof key, "cpu/shm/%d", w->env.group_rank);
+    int fd = -1, rc = 0, created = 0;
+    if (me == 0) {
+        uint64_t nonce = 0;
+        if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+            nonce = ddp_now_ns();
+        snprintf(name, sizeof name, "/ddpw-%d-%016llx", (int)getpid(), (unsigned long long)nonce);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            rc = ddp_err_set(err, -errno, "unable to create shared memory %s: %s", name,
+                             strerror(errno));
+            goto fail;
+        }
+        created = 1;
+        if ((rc = map_segment(s, fd, 1, err, name)) != 0)
+            goto fail;
+        s->hdr->n = (uint32_t)n;
+        s->hdr->slot_bytes = s->slot_bytes;
+        atomic_store(&s->hdr->pids[me], (int32_t)getpid());
+        atomic_thread_fence(memory_order_release);
+        s->hdr->magic = SHM_MAGIC;
+        if ((rc = ddpw_store_set(w, key, name, strlen(name) + 1, err)) != 0)
+            goto fail;
+    } else {
+        size_t len = 0;
+        if ((rc = ddpw_store_get(w, key, name, sizeof name, &len, -1, err)) != 0)
+            goto fail;
+        if (len == 0 || name[len - 1] != '\0') {
+            rc = ddp_err_set(err, DDP_EPROTO, "store key %s: malformed shared memory name", key);
+            goto fail;
+        }
+        fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = ddp_err_set(err, -errno, "unable to open shared memory %s: %s", name,
+                             strerror(errno));
+            goto fail;
+        }
+        if ((rc = map_segment(s, fd, 0, err, name)) != 0)
+            goto fail;
+        atomic_thread_fence(memory_order_acquire);
+        if (s->hdr->magic != SHM_MAGIC || s->hdr->n != (uint32_t)n ||
+            s->hdr->slot_bytes != s->slot_bytes) {
+            rc = ddp_err_set(err, DDP_EPROTO,
+                             "shared memory %s does not match this rank's settings (local world "
+                             "%d, chunk %zu bytes)",
+                             name, n, s->slot_bytes);
+            goto fail;
+        }
+        atomic_store(&s->hdr->pids[me], (int32_t)getpid());
+    }
+    close(fd);
+    fd = -1;
+    w->shm = s;
+    /* Every rank has mapped the segment after this barrier: its name can go. */
+    char bkey[DDPW_KEY_MAX], bname[64];
+    snprintf(bname, sizeof bname, "cpu/ready/%d", w->env.group_rank);
+    ddpw__key(w, bname, bkey);
+    rc = rdzv_client_barrier(w->store, bkey, n, w->timeout_ms, err);
+    if (created)
+        shm_unlink(name);
+    if (rc != 0) {
+        w->shm = NULL;
+        ddpw__shm_free(s);
+    }
+    return rc;
+fail:
+    if (fd >= 0)
+        close(fd);
+    if (created)
+        shm_unlink(name);
+    ddpw__shm_free(s);
+    return rc;
+}
+
+void ddpw__shm_free(ddpw_shm_t *s) {
+    if (s == NULL)
+        return;
+    if (s->hdr != NULL)
+        munmap(s->hdr, s->map_len);
+    free(s);
+}
+
+static inline float *sub_slot(ddpw_shm_t *s, int slot, int sub) {
+    return (float *)(void *)(s->data + (size_t)slot * s->slot_bytes) + (size_t)sub * s->sub_floats;
+}
+
+/* Reduces len floats of segment `me` in rank order: src[r] is rank r's copy. Writes the result
+ * to both outputs. */
+static void reduce_seg(const float *const *src, int n, size_t len, float scale, int avg,
+                       float *out1, float *out2) {
+    float acc[RED_BLOCK];
+    for (size_t off = 0; off < len; off += RED_BLOCK) {
+        size_t m = len - off < RED_BLOCK ? len - off : RED_BLOCK;
+        const float *a = src[0] + off, *b = src[1] + off;
+        for (size_t i = 0; i < m; i++)
+            acc[i] = a[i] + b[i];
+        for (int r = 2; r < n; r++) {
+            const float *c = src[r] + off;
+            for (size_t i = 0; i < m; i++)
+                acc[i] += c[i];
+        }
+        if (avg)
+            for (size_t i = 0; i < m; i++)
+                acc[i] /= scale;
+        memcpy(out1 + off, acc, m * sizeof(float));
+        memcpy(out2 + off, acc, m * sizeof(float));
+    }
+}
+
+/* Segment j of a chunk of e floats: [*lo, *hi). Segments are 16-float aligned. */
+static void seg_bounds(size_t e, int n, int j, size_t *lo, size_t *hi) {
+    size_t q = (e + (size_t)n - 1) / (size_t)n;
+    q = (q + 15) / 16 * 16;
+    size_t a = (size_t)j * q, b = a + q;
+    *lo = a < e ? a : e;
+    *hi = b < e ? b : e;
+}
+
+static int small_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
+    ddpw_shm_t *s = w->shm;
+    int n = s->n;
+    size_t set = (size_t)(s->small_calls++ & 1);
+    unsigned char *base = s->small + set * (size_t)n * SHM_SMALL_BYTES;
+    memcpy(base + (size_t)s->me * SHM_SMALL_BYTES, buf, count * sizeof(float));
+    int rc = shm_barrier(w, err);
+    if (rc != 0)
+        return rc;
+    const float *src[SHM_MAX_RANKS];
+    for (int r = 0; r < n; r++)
+        src[r] = (const float *)(const void *)(base + (size_t)r * SHM_SMALL_BYTES);
+    /* buf is written only after every source was read block by block: its own copy is in the
+     * slot, so overwriting buf early is harmless. */
+    reduce_seg(src, n, count, (float)n, op == DDPW_AVG, buf, buf);
+    return 0;
+}
+
+int ddpw__shm_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
+    ddpw_shm_t *s = w->shm;
+    int n = s->n, me = s->me, rc;
+    if (count * sizeof(float) <= SHM_SMALL_BYTES)
+        return small_allreduce(w, buf, count, op, err);
+    size_t chunk = s->sub_floats * (size_t)n;
+    const float *src[SHM_MAX_RANKS];
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t e = count - off < chunk ? count - off : chunk, lo, hi;
+        float *x = buf + off;
+        for (int j = 0; j < n; j++) {
+            if (j == me)
+                continue;
+            seg_bounds(e, n, j, &lo, &hi);
+            if (hi > lo)
+                memcpy(sub_slot(s, me, j), x + lo, (hi - lo) * sizeof(float));
+        }
+        if ((rc = shm_barrier(w, err)) != 0)
+            return rc;
+        seg_bounds(e, n, me, &lo, &hi);
+        if (hi > lo) {
+            for (int r = 0; r < n; r++)
+                src[r] = r == me ? x + lo : sub_slot(s, r, me);
+            reduce_seg(src, n, hi - lo, (float)n, op == DDPW_AVG, x + lo, sub_slot(s, me, me));
+        }
+        if ((rc = shm_barrier(w, err)) != 0)
+            return rc;
+        for (int j = 0; j < n; j++) {
+            if (j == me)
+                continue;
+            seg_bounds(e, n, j, &lo, &hi);
+            if (hi > lo)
+                memcpy(x + lo, sub_slot(s, j, j), (hi - lo) * sizeof(float));
+        }
+    }
+    return 0;
+}
+
+int ddpw__shm_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
+    ddpw_shm_t *s = w->shm;
+    int lroot = root - s->base, rc;
+    if (lroot < 0 || lroot >= s->n)
+        return ddp_err_set(err, DDP_EUSAGE, "broadcast: root %d is not on this node", root);
+    unsigned char *p = buf, *slot = s->data + (size_t)lroot * s->slot_bytes;
+    for (size_t off = 0; off < len; off += s->slot_bytes) {
+        size_t m = len - off < s->slot_bytes ? len - off : s->slot_bytes;
+        /* The first barrier keeps the root from overwriting its slot while a slower rank is
+         * still reading it in an earlier collective. */
+        if ((rc = shm_barrier(w, err)) != 0)
+            return rc;
+        if (s->me == lroot)
+            memcpy(slot, p + off, m);
+        if ((rc = shm_barrier(w, err)) != 0)
+            return rc;
+        if (s->me != lroot)
+            memcpy(p + off, slot, m);
+    }
+    return shm_barrier(w, err);
+}

@@ -1,0 +1,347 @@
+/* ddpw_tcp.c: the CPU backend across nodes. Within a node the ranks use shared memory
+ * (ddpw_shm.c); the node leaders (LOCAL_RANK 0) form a TCP ring, each connected to the next
+ * (GROUP_RANK + 1) and accepting from the previous. Allreduce = node allreduce (shared memory),
+ * ring allreduce between leaders (reduce-scatter then allgather, full duplex), node broadcast
+ * from the leader. Every rank ends with the leader's bits, and the summation order depends only
+ * on the world's shape, so results are reproducible for a fixed world. Addresses are exchanged
+ * through the store under the round prefix ("cpu/tcp/<node>" = "ADDR PORT"). */
+#include "ddpw_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ddp_time.h"
+
+#define TCP_MAGIC 0x44445754u /* "TWDD" */
+
+struct ddpw_tcp {
+    int fd_next, fd_prev;
+    int node, nodes;
+    float *tmp; /* receive scratch, allocated once per size high-water mark */
+    size_t tmp_cap;
+};
+
+typedef struct hello {
+    uint32_t magic;
+    uint32_t node;
+    int64_t round;
+    uint64_t run_hash;
+} hello_t;
+
+static uint64_t run_hash(const ddpw_t *w) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = w->env.run_id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h;
+}
+
+static void set_sock_opts(int fd) {
+    int one = 1, buf = 4 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Sends slen bytes on out while receiving rlen bytes from in (either may be 0), so that a ring
+ * of peers doing the same never deadlocks on full socket buffers. */
+static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, void *rbuf,
+                    size_t rlen, ddp_err_t *err) {
+    const char *s = sbuf;
+    char *r = rbuf;
+    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    while (slen > 0 || rlen > 0) {
+        struct pollfd p[2];
+        int n = 0, is = -1, ir = -1;
+        if (slen > 0) {
+            p[n] = (struct pollfd){out, POLLOUT, 0};
+            is = n++;
+        }
+        if (rlen > 0) {
+            p[n] = (struct pollfd){in, POLLIN, 0};
+            ir = n++;
+        }
+        uint64_t now = ddp_now_ms();
+        if (now >= deadline)
+            return ddp_err_set(err, DDP_ETIMEOUT, "cpu collective: node ring timed out after %d ms",
+                               w->timeout_ms);
+        int k = poll(p, (nfds_t)n, (int)(deadline - now > 100 ? 100 : deadline - now));
+        if (k < 0 && errno != EINTR)
+            return ddp_err_set(err, -errno, "cpu collective: poll: %s", strerror(errno));
+        if (k <= 0)
+            continue;
+        if (is >= 0 && (p[is].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t m = send(out, s, slen, MSG_NOSIGNAL);
+            if (m < 0 && errno != EAGAIN && errno != EINTR)
+                return ddp_err_set(err, DDP_ECLOSED, "cpu collective: send to node %d failed: %s",
+                                   (w->tcp->node + 1) % w->tcp->nodes, strerror(errno));
+            if (m > 0)
+                s += m, slen -= (size_t)m;
+        }
+        if (ir >= 0 && (p[ir].revents & (POLLIN | POLLERR | POLLHUP))) {
+            ssize_t m = recv(in, r, rlen, 0);
+            if (m == 0 || (m < 0 && errno != EAGAIN && errno != EINTR))
+                return ddp_err_set(err, DDP_ECLOSED,
+                                   "cpu collective: node %d's leader closed the connection",
+                                   (w->tcp->node + w->tcp->nodes - 1) % w->tcp->nodes);
+            if (m > 0)
+                r += m, rlen -= (size_t)m;
+        }
+    }
+    return 0;
+}
+
+/* The local address that routes to the store: other nodes reach this leader through it. */
+static int local_addr(ddpw_t *w, struct sockaddr_storage *ss, socklen_t *len, ddp_err_t *err) {
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_DGRAM;
+    char port[16];
+    snprintf(port, sizeof port, "%u", w->env.store_port);
+    int g = getaddrinfo(w->env.store_host, port, &hints, &ai);
+    if (g != 0)
+        return ddp_err_set(err, -EHOSTUNREACH, "cpu backend: unable to resolve %s: %s",
+                           w->env.store_host, gai_strerror(g));
+    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
+    *len = sizeof *ss;
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        getsockname(fd, (struct sockaddr *)ss, len) != 0)
+        rc = ddp_err_set(err, -errno, "cpu backend: no route to the store %s: %s",
+                         w->env.store_host, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return rc;
+}
+
+static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
+    char key[64], val[128];
+    size_t len = 0;
+    int next = (t->node + 1) % t->nodes, rc;
+    snprintf(key, sizeof key, "cpu/tcp/%d", next);
+    if ((rc = ddpw_store_get(w, key, val, sizeof val - 1, &len, -1, err)) != 0)
+        return rc;
+    val[len] = '\0';
+    char host[100], port[16];
+    if (sscanf(val, "%99s %15s", host, port) != 2)
+        return ddp_err_set(err, DDP_EPROTO, "store key %s: malformed address '%s'", key, val);
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (getaddrinfo(host, port, &hints, &ai) != 0)
+        return ddp_err_set(err, DDP_EPROTO, "store key %s: bad address '%s'", key, val);
+    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    for (;;) {
+        t->fd_next = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (t->fd_next >= 0 && connect(t->fd_next, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        int e = errno;
+        if (t->fd_next >= 0)
+            close(t->fd_next);
+        t->fd_next = -1;
+        if (ddp_now_ms() >= deadline || (e != ECONNREFUSED && e != EINTR)) {
+            freeaddrinfo(ai);
+            return ddp_err_set(err, e == ECONNREFUSED ? DDP_ETIMEOUT : -e,
+                               "cpu backend: unable to connect to node %d's leader at %s:%s: %s",
+                               next, host, port, strerror(e));
+        }
+        usleep(20000);
+    }
+    freeaddrinfo(ai);
+    set_sock_opts(t->fd_next);
+    hello_t h = {TCP_MAGIC, (uint32_t)t->node, w->env.round, run_hash(w)};
+    if ((rc = exchange(w, t->fd_next, &h, sizeof h, -1, NULL, 0, err)) != 0)
+        return rc;
+    /* Accept the previous node's leader; anything else that connects is closed. */
+    int prev = (t->node + t->nodes - 1) % t->nodes;
+    while (t->fd_prev < 0) {
+        uint64_t now = ddp_now_ms();
+        if (now >= deadline)
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "cpu backend: node %d's leader did not connect within %d ms", prev,
+                               w->timeout_ms);
+        struct pollfd p = {lfd, POLLIN, 0};
+        if (poll(&p, 1, (int)(deadline - now > 100 ? 100 : deadline - now)) <= 0)
+            continue;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        set_sock_opts(fd);
+        hello_t in;
+        ddp_err_t ignored;
+        ddp_err_clear(&ignored);
+        int saved = w->timeout_ms;
+        w->timeout_ms = saved < 5000 ? saved : 5000; /* a silent stranger costs 5 s at most */
+        rc = exchange(w, -1, NULL, 0, fd, &in, sizeof in, &ignored);
+        w->timeout_ms = saved;
+        if (rc == 0 && in.magic == TCP_MAGIC && in.node == (uint32_t)prev &&
+            in.round == w->env.round && in.run_hash == run_hash(w))
+            t->fd_prev = fd;
+        else
+            close(fd);
+    }
+    return 0;
+}
+
+int ddpw__tcp_setup(ddpw_t *w, ddp_err_t *err) {
+    int lws = w->env.local_world_size, ws = w->env.world_size;
+    if (ws % lws != 0)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "backend cpu: WORLD_SIZE=%d is not a multiple of LOCAL_WORLD_SIZE=%d "
+                           "(nodes must run the same number of ranks)",
+                           ws, lws);
+    int nodes = ws / lws;
+    if (w->env.group_rank >= nodes || w->env.rank != w->env.group_rank * lws + w->env.local_rank)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "backend cpu: RANK=%d is not GROUP_RANK*LOCAL_WORLD_SIZE+LOCAL_RANK "
+                           "(%d*%d+%d)",
+                           w->env.rank, w->env.group_rank, lws, w->env.local_rank);
+    if (w->env.local_rank != 0)
+        return 0; /* only leaders talk TCP */
+    ddpw_tcp_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory");
+    t->fd_next = t->fd_prev = -1;
+    t->node = w->env.group_rank;
+    t->nodes = nodes;
+    w->tcp = t;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int rc = local_addr(w, &ss, &sl, err);
+    if (rc != 0)
+        return rc;
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+    int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&ss, sl) != 0 || listen(lfd, 16) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&ss, &sl) != 0) {
+        rc = ddp_err_set(err, -errno, "cpu backend: unable to listen for node peers: %s",
+                         strerror(errno));
+        goto out;
+    }
+    char host[INET6_ADDRSTRLEN], val[128], key[64];
+    uint16_t port;
+    if (ss.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    } else {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    snprintf(val, sizeof val, "%s %u", host, port);
+    snprintf(key, sizeof key, "cpu/tcp/%d", t->node);
+    if ((rc = ddpw_store_set(w, key, val, strlen(val), err)) != 0)
+        goto out;
+    rc = ring_connect(w, t, lfd, err);
+out:
+    if (lfd >= 0)
+        close(lfd);
+    return rc;
+}
+
+void ddpw__tcp_free(ddpw_tcp_t *t) {
+    if (t == NULL)
+        return;
+    if (t->fd_next >= 0)
+        close(t->fd_next);
+    if (t->fd_prev >= 0)
+        close(t->fd_prev);
+    free(t->tmp);
+    free(t);
+}
+
+static void seg(size_t count, int nodes, int j, size_t *lo, size_t *hi) {
+    size_t q = (count + (size_t)nodes - 1) / (size_t)nodes;
+    size_t a = (size_t)j * q, b = a + q;
+    *lo = a < count ? a : count;
+    *hi = b < count ? b : count;
+}
+
+/* Ring allreduce (sum) of the leaders' buffers. */
+static int ring_allreduce(ddpw_t *w, float *buf, size_t count, ddp_err_t *err) {
+    ddpw_tcp_t *t = w->tcp;
+    int G = t->nodes, g = t->node, rc;
+    size_t q = (count + (size_t)G - 1) / (size_t)G;
+    if (q > t->tmp_cap) {
+        float *p = realloc(t->tmp, q * sizeof(float));
+        if (p == NULL)
+            return ddp_err_set(err, -ENOMEM, "out of memory");
+        t->tmp = p;
+        t->tmp_cap = q;
+    }
+    size_t slo, shi, rlo, rhi;
+    for (int s = 0; s < G - 1; s++) { /* reduce-scatter */
+        seg(count, G, ((g - s) % G + G) % G, &slo, &shi);
+        seg(count, G, ((g - s - 1) % G + G) % G, &rlo, &rhi);
+        if ((rc = exchange(w, t->fd_next, buf + slo, (shi - slo) * sizeof(float), t->fd_prev,
+                           t->tmp, (rhi - rlo) * sizeof(float), err)) != 0)
+            return rc;
+        for (size_t i = 0; i < rhi - rlo; i++)
+            buf[rlo + i] += t->tmp[i];
+    }
+    for (int s = 0; s < G - 1; s++) { /* allgather */
+        seg(count, G, ((g + 1 - s) % G + G) % G, &slo, &shi);
+        seg(count, G, ((g - s) % G + G) % G, &rlo, &rhi);
+        if ((rc = exchange(w, t->fd_next, buf + slo, (shi - slo) * sizeof(float), t->fd_prev,
+                           buf + rlo, (rhi - rlo) * sizeof(float), err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int ddpw__tcp_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
+    int rc = 0;
+    if (w->env.local_world_size > 1 &&
+        (rc = ddpw__shm_allreduce(w, buf, count, DDPW_SUM, err)) != 0)
+        return rc;
+    if (w->tcp != NULL && (rc = ring_allreduce(w, buf, count, err)) != 0)
+        return rc;
+    if (w->env.local_world_size > 1 &&
+        (rc = ddpw__shm_broadcast(w, buf, count * sizeof(float), w->env.rank - w->env.local_rank,
+                                  err)) != 0)
+        return rc;
+    if (op == DDPW_AVG) {
+        float n = (float)w->env.world_size;
+        for (size_t i = 0; i < count; i++)
+            buf[i] /= n;
+    }
+    return 0;
+}
+
+int ddpw__tcp_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
+    int lws = w->env.local_world_size, rc = 0;
+    int root_node = root / lws, base = w->env.rank - w->env.local_rank;
+    /* 1. On the root's node, the root hands the data to everyone, its leader included. */
+    if (w->env.group_rank == root_node && lws > 1 &&
+        (rc = ddpw__shm_broadcast(w, buf, len, root, err)) != 0)
+        return rc;
+    /* 2. Leaders pass it along the ring, starting at the root's node. */
+    ddpw_tcp_t *t = w->tcp;
+    if (t != NULL) {
+        int last = (root_node + t->nodes - 1) % t->nodes;
+        if (t->node != root_node && (rc = exchange(w, -1, NULL, 0, t->fd_prev, buf, len, err)) != 0)
+            return rc;
+        if (t->node != last && (rc = exchange(w, t->fd_next, buf, len, -1, NULL, 0, err)) != 0)
+            return rc;
+    }
+    /* 3. Every other node spreads it from its leader. */
+    if (w->env.group_rank != root_node && lws > 1)
+        rc = ddpw__shm_broadcast(w, buf, len, base, err);
+    return rc;
+}
+
+int ddpw__tcp_barrier(ddpw_t *w, ddp_err_t *err) {
+    float x = 0;
+    return ddpw__tcp_allreduce(w, &x, 1, DDPW_SUM, err);
+}

@@ -1,0 +1,233 @@
+/* ckpt.c: checkpoints. One file per save, DIR/ckpt-<step>.bin: a fixed header (magic, version,
+ * counters, model shape), the parameters, the optimizer state, all covered by a 64-bit FNV-1a
+ * checksum. Saves are atomic (temporary file, fsync, rename, fsync of the directory); loads take
+ * the newest file that passes every check, so a torn or corrupt file falls back to the previous. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train.h"
+
+#define CKPT_MAGIC "DDPWCKPT"
+#define CKPT_VERSION 1
+#define CKPT_MAX_FILES 4096
+
+typedef struct ckpt_hdr {
+    char magic[8];
+    uint32_t version;
+    uint32_t hdr_bytes;
+    uint64_t step, epoch, pos, opt_t, seed;
+    uint32_t opt_kind, nsizes;
+    uint32_t sizes[MLP_MAX_SIZES];
+    uint64_t nparams, state_len;
+    uint64_t checksum; /* over the header with this field 0, then the payload */
+} ckpt_hdr_t;
+
+uint64_t ckpt_fnv1a(uint64_t h, const void *p, size_t len) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < len; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int parse_name(const char *name, unsigned long long *step) {
+    char tail[8];
+    return sscanf(name, "ckpt-%20llu%7s", step, tail) == 2 && strcmp(tail, ".bin") == 0;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Lists the steps of DIR's checkpoint files, newest first, into steps (cap). */
+static int list_steps(const char *dir, unsigned long long *steps, size_t cap, size_t *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -errno;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long s;
+        if (parse_name(e->d_name, &s) && *n < cap)
+            steps[(*n)++] = s;
+    }
+    closedir(d);
+    qsort(steps, *n, sizeof *steps, cmp_desc);
+    return 0;
+}
+
+int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
+              const float *state, size_t state_len, int keep, ddp_err_t *err) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ddp_err_set(err, -errno, "unable to create checkpoint directory %s: %s", dir,
+                           strerror(errno));
+    ckpt_hdr_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CKPT_MAGIC, 8);
+    h.version = CKPT_VERSION;
+    h.hdr_bytes = sizeof h;
+    h.step = m->step;
+    h.epoch = m->epoch;
+    h.pos = m->pos;
+    h.opt_t = m->opt_t;
+    h.seed = m->seed;
+    h.opt_kind = m->opt_kind;
+    h.nsizes = (uint32_t)shape->nsizes;
+    for (int i = 0; i < shape->nsizes; i++)
+        h.sizes[i] = (uint32_t)shape->sizes[i];
+    h.nparams = shape->nparams;
+    h.state_len = state_len;
+    uint64_t c = ckpt_fnv1a(CKPT_FNV_INIT, &h, sizeof h);
+    c = ckpt_fnv1a(c, params, shape->nparams * sizeof(float));
+    c = ckpt_fnv1a(c, state, state_len * sizeof(float));
+    h.checksum = c;
+
+    char tmp[4096], final[4096];
+    snprintf(final, sizeof final, "%s/ckpt-%020llu.bin", dir, (unsigned long long)m->step);
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-%020llu.tmp.%ld", dir, (unsigned long long)m->step,
+             (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
+    if (fd < 0)
+        return ddp_err_set(err, -errno, "unable to create %s: %s", tmp, strerror(errno));
+    if ((rc = write_all(fd, &h, sizeof h)) == 0 &&
+        (rc = write_all(fd, params, shape->nparams * sizeof(float))) == 0 &&
+        (rc = write_all(fd, state, state_len * sizeof(float))) == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, final) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        unlink(tmp);
+        return ddp_err_set(err, rc, "unable to write checkpoint %s: %s", final, strerror(-rc));
+    }
+    /* The rename is durable only once the directory entry is on disk. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        rc = ddp_err_set(err, -errno, "unable to fsync directory %s: %s", dir, strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        return rc;
+    }
+    close(dfd);
+    if (keep > 0) {
+        static unsigned long long steps[CKPT_MAX_FILES];
+        size_t n = 0;
+        if (list_steps(dir, steps, CKPT_MAX_FILES, &n) == 0)
+            for (size_t i = (size_t)keep; i < n; i++) {
+                snprintf(final, sizeof final, "%s/ckpt-%020llu.bin", dir, steps[i]);
+                unlink(final);
+            }
+    }
+    return 0;
+}
+
+/* Reads and checks one file; returns 0 or a code with why (cap bytes) filled. */
+static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
+                    float *state, size_t state_len, char *why, size_t cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, cap, "%s", strerror(errno));
+        return -errno;
+    }
+    ckpt_hdr_t h;
+    size_t want_p = shape->nparams * sizeof(float), want_s = state_len * sizeof(float);
+    struct stat st;
+    int rc = DDP_ECORRUPT;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof h + want_p + want_s) {
+        snprintf(why, cap, "size %lld, expected %zu (torn or for another model)",
+                 (long long)st.st_size, sizeof h + want_p + want_s);
+        goto out;
+    }
+    if (read(fd, &h, sizeof h) != (ssize_t)sizeof h || memcmp(h.magic, CKPT_MAGIC, 8) != 0) {
+        snprintf(why, cap, "bad magic");
+        goto out;
+    }
+    if (h.version != CKPT_VERSION || h.hdr_bytes != sizeof h) {
+        snprintf(why, cap, "version %u not supported", h.version);
+        goto out;
+    }
+    int same = h.nsizes == (uint32_t)shape->nsizes && h.nparams == shape->nparams &&
+               h.state_len == state_len;
+    for (int i = 0; same && i < shape->nsizes; i++)
+        same = h.sizes[i] == (uint32_t)shape->sizes[i];
+    if (!same) {
+        snprintf(why, cap, "saved for another model or optimizer");
+        goto out;
+    }
+    if (read(fd, params, want_p) != (ssize_t)want_p ||
+        (want_s && read(fd, state, want_s) != (ssize_t)want_s)) {
+        snprintf(why, cap, "short read");
+        goto out;
+    }
+    uint64_t sum = h.checksum;
+    h.checksum = 0;
+    uint64_t c = ckpt_fnv1a(CKPT_FNV_INIT, &h, sizeof h);
+    c = ckpt_fnv1a(c, params, want_p);
+    c = ckpt_fnv1a(c, state, want_s);
+    if (c != sum) {
+        snprintf(why, cap, "checksum mismatch");
+        goto out;
+    }
+    m->step = h.step;
+    m->epoch = h.epoch;
+    m->pos = h.pos;
+    m->opt_t = h.opt_t;
+    m->opt_kind = h.opt_kind;
+    m->seed = h.seed;
+    rc = 0;
+out:
+    close(fd);
+    return rc;
+}
+
+int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
+                     float *state, size_t state_len, int *found, char *used, int *skipped,
+                     char *skipped_text, size_t cap, ddp_err_t *err) {
+    static unsigned long long steps[CKPT_MAX_FILES];
+    size_t n = 0;
+    *found = 0;
+    *skipped = 0;
+    if (cap)
+        used[0] = skipped_text[0] = '\0';
+    int rc = list_steps(dir, steps, CKPT_MAX_FILES, &n);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        return ddp_err_set(err, rc, "unable to read checkpoint directory %s: %s", dir,
+                           strerror(-rc));
+    char path[4096], why[128];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/ckpt-%020llu.bin", dir, steps[i]);
+        if (load_one(path, shape, m, params, state, state_len, why, sizeof why) == 0) {
+            *found = 1;
+            snprintf(used, cap, "%s", path);
+            return 0;
+        }
+        if ((*skipped)++ == 0)
+            snprintf(skipped_text, cap, "%s: %s", path, why);
+    }
+    return 0;
+}

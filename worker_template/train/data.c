@@ -1,0 +1,211 @@
+/* data.c: the datasets train reads: a synthetic teacher-labelled set and a CSV loader. */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+#define TEACHER_HIDDEN 64
+
+void train_data_free(train_data_t *d) {
+    free(d->x);
+    free(d->y);
+    memset(d, 0, sizeof *d);
+}
+
+int train_data_synth(train_data_t *d, size_t n, int dim, int classes, uint64_t seed,
+                     ddp_err_t *err) {
+    memset(d, 0, sizeof *d);
+    if (n == 0 || dim < 1 || classes < 2)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "synthetic data needs samples >= 1, dim >= 1 and "
+                           "classes >= 2");
+    const int H = TEACHER_HIDDEN;
+    float *w1 = malloc((size_t)dim * H * sizeof(float));
+    float *w2 = malloc((size_t)H * classes * sizeof(float));
+    float *b1 = malloc((size_t)H * sizeof(float));
+    float *hid = malloc(n * H * sizeof(float));
+    float *logit = malloc(n * (size_t)classes * sizeof(float));
+    d->x = malloc(n * (size_t)dim * sizeof(float));
+    d->y = malloc(n * sizeof(int32_t));
+    int rc = 0;
+    if (!w1 || !w2 || !b1 || !hid || !logit || !d->x || !d->y) {
+        rc = ddp_err_set(err, -ENOMEM, "out of memory for %zu samples of %d features", n, dim);
+        goto out;
+    }
+    train_rng_t r;
+    train_rng_seed(&r, seed);
+    float s1 = (float)(1.0 / sqrt((double)dim)), s2 = (float)(1.0 / sqrt((double)H));
+    for (size_t i = 0; i < (size_t)dim * H; i++)
+        w1[i] = (float)train_rng_normal(&r) * s1;
+    for (int i = 0; i < H; i++)
+        b1[i] = (float)train_rng_normal(&r) * 0.1f;
+    for (size_t i = 0; i < (size_t)H * classes; i++)
+        w2[i] = (float)train_rng_normal(&r) * s2;
+    for (size_t i = 0; i < n * (size_t)dim; i++)
+        d->x[i] = (float)train_rng_normal(&r);
+    /* hid = relu(x w1 + b1); logits = hid w2. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, H, dim, 1.0f, d->x, dim, w1, H,
+                0.0f, hid, H);
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < H; j++) {
+            float v = hid[i * H + j] + b1[j];
+            hid[i * H + j] = v > 0 ? v : 0;
+        }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, classes, H, 1.0f, hid, H, w2,
+                classes, 0.0f, logit, classes);
+    /* Standardize each class's logit over the set so that no class dominates the argmax
+     * (a raw random teacher often gives one class most of the samples). */
+    for (int c = 0; c < classes; c++) {
+        double mean = 0, sq = 0;
+        for (size_t i = 0; i < n; i++)
+            mean += logit[i * classes + c];
+        mean /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double dv = logit[i * classes + c] - mean;
+            sq += dv * dv;
+        }
+        double sd = sqrt(sq / (double)n) + 1e-12;
+        for (size_t i = 0; i < n; i++)
+            logit[i * classes + c] = (float)((logit[i * classes + c] - mean) / sd);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int best = 0;
+        for (int c = 1; c < classes; c++)
+            if (logit[i * classes + c] > logit[i * classes + best])
+                best = c;
+        d->y[i] = best;
+    }
+    d->n = n;
+    d->dim = dim;
+    d->classes = classes;
+out:
+    free(w1);
+    free(w2);
+    free(b1);
+    free(hid);
+    free(logit);
+    if (rc != 0)
+        train_data_free(d);
+    return rc;
+}
+
+/* Appends to a growable float array. */
+static int push_f(float **a, size_t *len, size_t *cap, float v) {
+    if (*len == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4096;
+        float *p = realloc(*a, nc * sizeof(float));
+        if (p == NULL)
+            return -ENOMEM;
+        *a = p;
+        *cap = nc;
+    }
+    (*a)[(*len)++] = v;
+    return 0;
+}
+
+int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err) {
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return ddp_err_set(err, -errno, "unable to open %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t lcap = 0, xlen = 0, xcap = 0, ylen = 0, ycap = 0;
+    float *xs = NULL, *ys = NULL;
+    long lineno = 0;
+    int dim = -1, rc = 0, maxlabel = -1;
+    ssize_t got;
+    while ((got = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+            line[--got] = '\0';
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0' || *p == '#')
+            continue;
+        int field = 0;
+        int header = 0;
+        size_t row_start = xlen;
+        for (;;) {
+            char *end;
+            errno = 0;
+            double v = strtod(p, &end);
+            while (*end == ' ' || *end == '\t')
+                end++;
+            if (end == p || (*end != ',' && *end != '\0') || errno == ERANGE || !isfinite(v)) {
+                if (lineno == 1 && ylen == 0 && dim < 0) {
+                    header = 1; /* a non-numeric first line is a header */
+                    break;
+                }
+                char *comma = strchr(p, ',');
+                int flen = comma ? (int)(comma - p) : (int)strlen(p);
+                rc = ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: field %d ('%.*s') is not a number",
+                                 path, lineno, field + 1, flen > 40 ? 40 : flen, p);
+                goto out;
+            }
+            if (field == 0) {
+                if (v < 0 || v != floor(v) || v > 1e6) {
+                    rc = ddp_err_set(err, DDP_ECORRUPT,
+                                     "%s:%ld: label '%g' is not an integer in [0, 1000000]", path,
+                                     lineno, v);
+                    goto out;
+                }
+                if (push_f(&ys, &ylen, &ycap, (float)v) != 0)
+                    goto oom;
+                if ((int)v > maxlabel)
+                    maxlabel = (int)v;
+            } else if (push_f(&xs, &xlen, &xcap, (float)v) != 0)
+                goto oom;
+            field++;
+            if (*end == '\0')
+                break;
+            p = end + 1;
+        }
+        if (header)
+            continue;
+        int nf = (int)(xlen - row_start);
+        if (nf < 1) {
+            rc = ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: a row needs a label and features", path,
+                             lineno);
+            goto out;
+        }
+        if (dim < 0)
+            dim = nf;
+        else if (nf != dim) {
+            rc = ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: %d features where earlier rows have %d",
+                             path, lineno, nf, dim);
+            goto out;
+        }
+    }
+    if (ferror(f)) {
+        rc = ddp_err_set(err, -EIO, "unable to read %s", path);
+        goto out;
+    }
+    if (ylen == 0) {
+        rc = ddp_err_set(err, DDP_ECORRUPT, "%s: no data rows", path);
+        goto out;
+    }
+    d->y = malloc(ylen * sizeof(int32_t));
+    if (d->y == NULL)
+        goto oom;
+    for (size_t i = 0; i < ylen; i++)
+        d->y[i] = (int32_t)ys[i];
+    d->x = xs;
+    xs = NULL;
+    d->n = ylen;
+    d->dim = dim;
+    d->classes = maxlabel + 1 < 2 ? 2 : maxlabel + 1;
+    goto out;
+oom:
+    rc = ddp_err_set(err, -ENOMEM, "%s:%ld: out of memory", path, lineno);
+out:
+    free(line);
+    free(xs);
+    free(ys);
+    fclose(f);
+    return rc;
+}
