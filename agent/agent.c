@@ -135,6 +135,7 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
 }
 
 void agent__shutdown_loop(agent_t *a) {
+    agent__rdzv_stop(a);
     if (a->store != NULL) {
         rdzv_server_close(a->store, NULL, NULL);
         a->store = NULL;
@@ -145,7 +146,7 @@ void agent__shutdown_loop(agent_t *a) {
 /* Picks a free TCP port on addr for MASTER_PORT (the workers' own store). Returns it, or -errno.
  * Like torchrun, the port is free when chosen; a race with another program is possible but the
  * kernel hands out recently-closed ephemeral ports last. */
-static int pick_free_port(const char *addr) {
+int agent__pick_free_port(const char *addr) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -239,6 +240,40 @@ static int token_make(agent_t *a, uint8_t token[32]) {
     return 0;
 }
 
+/* One node: the job store on 127.0.0.1 with a fresh token only our workers receive, and a free
+ * MASTER_PORT for PyTorch workers. Returns 0 or an exit code (logged). */
+static int local_store_start(agent_t *a, ddp_err_t *err) {
+    const launch_spec_t *sp = a->spec;
+    int rc;
+    uint8_t token[32];
+    if ((rc = token_make(a, token)) < 0) {
+        DDP_ERROR("unable to generate the job token: %s", strerror(-rc));
+        return AGENT_EXIT_INTERNAL;
+    }
+    rdzv_server_opts_t so = {.host = "127.0.0.1", .port = 0, .token = token, .token_len = 32};
+    if ((rc = rdzv_server_start(a->loop, &so, &a->store, err)) < 0) {
+        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
+        return AGENT_EXIT_INTERNAL;
+    }
+    a->store_port = rdzv_server_port(a->store);
+
+    snprintf(a->master_addr, sizeof a->master_addr, "%s", sp->master_addr);
+    a->master_port = sp->master_port;
+    if (a->master_port < 0 || sp->standalone) {
+        a->master_port = agent__pick_free_port(a->master_addr);
+        if (a->master_port < 0) {
+            DDP_ERROR("unable to pick a free MASTER_PORT on %s: %s", a->master_addr,
+                      strerror(-a->master_port));
+            return AGENT_EXIT_INTERNAL;
+        }
+    }
+
+    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
+    if ((rc = agent__base_env_build(a)) < 0)
+        return AGENT_EXIT_INTERNAL;
+    return 0;
+}
+
 /* Everything before the first worker starts. Returns 0 or an exit code (logged). */
 static int agent_setup(agent_t *a, ddp_err_t *err) {
     const launch_spec_t *sp = a->spec;
@@ -246,6 +281,8 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     a->nproc = sp->nproc_per_node;
     a->node_rank = sp->node_rank;
     a->world_size = sp->max_nodes * a->nproc;
+    a->group_world_size = sp->max_nodes;
+    a->rank_base = a->node_rank * a->nproc;
     gethostname(a->hostname, sizeof a->hostname - 1);
     /* Orphans of our workers are re-parented to us, so we can reap and kill them. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
@@ -262,31 +299,13 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     if ((rc = agent__guard_start(a)) < 0)
         DDP_WARN("unable to start the orphan guard: %s", strerror(-rc));
 
-    uint8_t token[32];
-    if ((rc = token_make(a, token)) < 0) {
-        DDP_ERROR("unable to generate the job token: %s", strerror(-rc));
-        return AGENT_EXIT_INTERNAL;
+    if (agent__rdzv_wanted(sp)) {
+        /* Multi-node: the store, the ranks and the master come from the rendezvous. */
+        if ((rc = agent__rdzv_start(a)) != 0)
+            return rc;
+    } else if ((rc = local_store_start(a, err)) != 0) {
+        return rc;
     }
-    rdzv_server_opts_t so = {.host = "127.0.0.1", .port = 0, .token = token, .token_len = 32};
-    if ((rc = rdzv_server_start(a->loop, &so, &a->store, err)) < 0) {
-        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
-        return AGENT_EXIT_INTERNAL;
-    }
-    a->store_port = rdzv_server_port(a->store);
-
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", sp->master_addr);
-    a->master_port = sp->master_port;
-    if (a->master_port < 0 || sp->standalone) {
-        a->master_port = pick_free_port(a->master_addr);
-        if (a->master_port < 0) {
-            DDP_ERROR("unable to pick a free MASTER_PORT on %s: %s", a->master_addr,
-                      strerror(-a->master_port));
-            return AGENT_EXIT_INTERNAL;
-        }
-    }
-    if ((rc = agent__base_env_build(a)) < 0)
-        return AGENT_EXIT_INTERNAL;
-
     a->sigchld.data = a;
     if (uv_signal_init(a->loop, &a->sigchld) < 0 ||
         uv_signal_start(&a->sigchld, on_sigchld, SIGCHLD) < 0)
@@ -324,8 +343,8 @@ int agent_run(const launch_spec_t *spec, char *const *worker_argv) {
     ddp_err_clear(&err);
     int rc = agent_setup(a, &err);
     if (rc == 0) {
-        a->state = SUP_RUNNING;
-        if (agent__group_start(a) < 0) {
+        a->state = a->rdzv ? SUP_JOINING : SUP_RUNNING;
+        if (a->state == SUP_RUNNING && agent__group_start(a) < 0) {
             agent__group_signal(a, SIGKILL);
             a->exit_code = AGENT_EXIT_INTERNAL;
             a->state = SUP_DONE;
@@ -359,6 +378,7 @@ int agent_run(const launch_spec_t *spec, char *const *worker_argv) {
      * failure it stays, since the summary points at the files in it. */
     if (a->run_dir_is_temp && !a->log_layout && a->exit_code == AGENT_EXIT_OK)
         remove_tree(a->run_dir);
+    agent__rdzv_free(a);
     ddp_strv_free(&a->base_env);
     free(a->workers);
     free(a->failures);

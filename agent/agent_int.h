@@ -59,6 +59,8 @@ typedef enum {
     SUP_RUNNING = 0, /* the group is up */
     SUP_STOPPING,    /* a worker failed: the rest are being stopped, then restart or fail */
     SUP_SHUTDOWN,    /* a termination signal arrived: stop everything and exit */
+    SUP_JOINING,     /* multi-node: waiting for the rendezvous to close a round */
+    SUP_BARRIER,     /* multi-node: our workers succeeded; waiting at the exit barrier */
     SUP_DONE,        /* the loop is winding down; no more events matter */
     SUP_NSTATES
 } agent_sup_state_t;
@@ -69,6 +71,10 @@ typedef enum {
     EV_GROUP_DOWN,    /* no worker of the attempt is running any more */
     EV_SIGNAL,        /* a termination signal (TERM, INT, HUP, QUIT, ...) */
     EV_KILL_TIMER,    /* shutdown_timeout ran out */
+    EV_JOINED,        /* multi-node: the rendezvous closed a round with us in it */
+    EV_ROUND_END,     /* multi-node: the running round ended (failure, death or scale-up) */
+    EV_RDZV_ERROR,    /* multi-node: the rendezvous refused us or the store was lost */
+    EV_BARRIER_DONE,  /* multi-node: every node passed the exit barrier (or its bound ran out) */
     EV_NEVENTS
 } agent_event_t;
 
@@ -96,7 +102,12 @@ struct agent {
 
     agent_sup_state_t state;
     int nproc, world_size, node_rank;
-    int attempt;     /* TORCHELASTIC_RESTART_COUNT of the running group */
+    int group_world_size;    /* nodes in the current round */
+    int rank_base;           /* RANK of local rank 0 */
+    int attempt;             /* TORCHELASTIC_RESTART_COUNT of the running group */
+    int64_t round;           /* DDPRUN_ROUND: the attempt, or the rendezvous round */
+    int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
+    struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
     int running;     /* workers not yet reaped */
     int succeeded;   /* workers of this attempt that exited 0 */
     int exit_code;   /* what agent_run returns */
@@ -112,8 +123,9 @@ struct agent {
     int run_dir_is_temp;
     int log_layout; /* attempt_N/<local_rank>/ directories (log_dir or log files) */
     char hostname[256];
-    char token_hex[65];
+    char token_hex[2049]; /* the job token, hex, for DDPRUN_STORE_TOKEN ("" = none) */
     uint16_t store_port;
+    char store_addr[256];  /* DDPRUN_STORE_ADDR for the workers */
     char master_addr[256]; /* MASTER_ADDR for the workers */
     int master_port;
     int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
@@ -142,6 +154,24 @@ void agent__on_kill_timer(uv_timer_t *t);
 void agent__kill_adopted(agent_t *a);
 /* agent.c: closes every handle so that uv_run returns; the exit code is already set. */
 void agent__shutdown_loop(agent_t *a);
+
+/* agent.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
+int agent__pick_free_port(const char *addr);
+/* rdzv.c: nonzero when the spec asks for a multi-node (c10d) rendezvous. */
+int agent__rdzv_wanted(const launch_spec_t *sp);
+/* rdzv.c: hosts the store when the endpoint is ours, connects, and sends the first JOIN; the
+ * outcome arrives as EV_JOINED or EV_RDZV_ERROR. Returns 0 or an exit code (logged). */
+int agent__rdzv_start(agent_t *a);
+/* rdzv.c: joins the next round (after the group of the previous one is down). */
+void agent__rdzv_join(agent_t *a);
+/* rdzv.c: reports a failure of the running round's group (counts against max_restarts). */
+void agent__rdzv_report_failure(agent_t *a, const char *what);
+/* rdzv.c: enters the exit barrier of the current round; EV_BARRIER_DONE follows. */
+void agent__rdzv_exit_barrier(agent_t *a);
+/* rdzv.c: closes the connections and timers (the hosted store is a->store). */
+void agent__rdzv_stop(agent_t *a);
+/* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
+void agent__rdzv_free(agent_t *a);
 
 /* summary.c: prints the failure summary of the last attempt to stderr. */
 void agent__summary_print(agent_t *a);

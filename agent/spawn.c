@@ -55,6 +55,8 @@ int agent__base_env_build(agent_t *a) {
     const launch_spec_t *sp = a->spec;
     ddp_strv_t *e = &a->base_env;
     int rc = 0;
+    /* Rebuilt for every rendezvous round: sizes, ranks and the master change with membership. */
+    ddp_strv_free(e);
     for (char **p = environ; p && *p && rc == 0; p++)
         if (!is_owned(*p))
             rc = ddp_strv_push(e, *p);
@@ -62,7 +64,7 @@ int agent__base_env_build(agent_t *a) {
     rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);
     rc = rc ? rc : ddp_strv_setenv(e, "ROLE_WORLD_SIZE", "%d", a->world_size);
     rc = rc ? rc : ddp_strv_setenv(e, "GROUP_RANK", "%d", a->node_rank);
-    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_WORLD_SIZE", "%d", a->world_size / a->nproc);
+    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_WORLD_SIZE", "%d", a->group_world_size);
     rc = rc ? rc : ddp_strv_setenv(e, "ROLE_NAME", "%s", sp->role);
     rc = rc ? rc : ddp_strv_setenv(e, "MASTER_ADDR", "%s", a->master_addr);
     rc = rc ? rc : ddp_strv_setenv(e, "MASTER_PORT", "%d", a->master_port);
@@ -75,13 +77,16 @@ int agent__base_env_build(agent_t *a) {
     if (rc == 0 && getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
         rc = ddp_strv_setenv(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
     if (rc == 0 && getenv("OMP_NUM_THREADS") == NULL && a->nproc > 1) {
-        DDP_WARN("setting OMP_NUM_THREADS=1 for each worker to avoid overloading the machine; "
+        static int warned; /* once per run, not once per rendezvous round */
+        if (!warned++)
+            DDP_WARN("setting OMP_NUM_THREADS=1 for each worker to avoid overloading the machine; "
                  "set it yourself to tune");
         rc = ddp_strv_setenv(e, "OMP_NUM_THREADS", "1");
     }
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_ADDR", "127.0.0.1");
+    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_ADDR", "%s", a->store_addr);
     rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_PORT", "%u", (unsigned)a->store_port);
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
+    if (rc == 0 && a->token_hex[0] != '\0')
+        rc = ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
     rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", sp->rdzv_id);
     return rc;
 }
@@ -247,7 +252,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     rc = rc ? rc : ddp_strv_setenv(&env, "LOCAL_RANK", "%d", w->local_rank);
     rc = rc ? rc : ddp_strv_setenv(&env, "TORCHELASTIC_RESTART_COUNT", "%d", a->attempt);
     rc = rc ? rc : ddp_strv_setenv(&env, "TORCHELASTIC_ERROR_FILE", "%s", w->error_file);
-    rc = rc ? rc : ddp_strv_setenv(&env, "DDPRUN_ROUND", "%d", a->attempt);
+    rc = rc ? rc : ddp_strv_setenv(&env, "DDPRUN_ROUND", "%lld", (long long)a->round);
     if (rc < 0) {
         ddp_strv_free(&env);
         return rc;
@@ -315,7 +320,7 @@ int agent__group_start(agent_t *a) {
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         w->local_rank = i;
-        w->rank = a->node_rank * a->nproc + i;
+        w->rank = a->rank_base + i;
         int rc = worker_spawn(a, w);
         if (rc < 0)
             return rc;

@@ -2,11 +2,16 @@
  *
  * States:
  *   RUNNING   the group is up; workers that exit 0 are counted, the first failure stops the rest
- *   STOPPING  a worker failed: the others got SIGTERM (SIGKILL after --shutdown_timeout); once the
- *             group is down the agent restarts it, or prints the summary when restarts are spent
- *   SHUTDOWN  a termination signal arrived: it was forwarded, the agent exits once the group is
- * down DONE      handles are closing; nothing more happens Events: a worker exited 0 / failed, the
- * group is down, a termination signal, the kill timer. */
+ *   STOPPING  a worker failed (or, multi-node, the round ended): the others got SIGTERM (SIGKILL
+ *             after --shutdown_timeout); once the group is down the agent restarts it (one node)
+ *             or re-joins the rendezvous (several), or prints the summary when restarts are spent
+ *   SHUTDOWN  a termination signal arrived (or the rendezvous failed): it was forwarded, the agent
+ *             exits once the group is down
+ *   JOINING   multi-node: waiting for the rendezvous round to close (then RUNNING)
+ *   BARRIER   multi-node: our workers succeeded; waiting for the other nodes at the exit barrier
+ *   DONE      handles are closing; nothing more happens
+ * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer, and
+ * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -18,6 +23,7 @@
 
 #include "ddp_log.h"
 #include "ddp_time.h"
+#include "rdzv_round_int.h"
 #include "rdzv_server.h"
 
 static int is_termination_signal(int sig) {
@@ -57,6 +63,17 @@ static void start_kill_timer(agent_t *a) {
 static void fail_and_stop(agent_t *a, agent_worker_t *w) {
     record_failure(a, w);
     a->state = SUP_STOPPING;
+    if (a->rdzv != NULL) {
+        /* The whole job restarts: the server ends the round for every node and counts it. */
+        char what[RDZV_WHAT_MAX + 1];
+        if (WIFSIGNALED(w->status))
+            snprintf(what, sizeof what, "rank %d (%.64s) killed by SIG%s", w->rank, a->hostname,
+                     sigabbrev_np(WTERMSIG(w->status)));
+        else
+            snprintf(what, sizeof what, "rank %d (%.64s) exited with code %d", w->rank, a->hostname,
+                     WEXITSTATUS(w->status));
+        agent__rdzv_report_failure(a, what);
+    }
     if (a->running > 0) {
         DDP_INFO("rank %d failed; stopping the %d other worker(s)", w->rank, a->running);
         agent__group_signal(a, SIGTERM);
@@ -118,12 +135,19 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         finish(a, a->failures[0].exec_errno == ENOENT ? 127 : 126);
         return;
     }
+    if (a->rdzv != NULL) {
+        /* The server decides whether restarts remain: a spent run refuses the next JOIN. */
+        a->state = SUP_JOINING;
+        agent__rdzv_join(a);
+        return;
+    }
     if (a->attempt >= a->spec->max_restarts) {
         agent__summary_print(a);
         finish(a, AGENT_EXIT_JOB_FAILED);
         return;
     }
     a->attempt++;
+    a->round = a->attempt;
     uint64_t delay = AGENT_RESTART_FLOOR_MS;
     for (int i = 1; i < a->attempt && delay < AGENT_RESTART_CAP_MS; i++)
         delay *= 2;
@@ -143,6 +167,12 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
 static void group_succeeded(agent_t *a, agent_worker_t *w) {
     (void)w;
     sweep_leftovers(a);
+    if (a->rdzv != NULL) {
+        /* Other nodes may still be running: leave together, within a bound. */
+        a->state = SUP_BARRIER;
+        agent__rdzv_exit_barrier(a);
+        return;
+    }
     DDP_INFO("all %d workers finished successfully", a->nproc);
     finish(a, AGENT_EXIT_OK);
 }
@@ -183,16 +213,79 @@ static void finish_shutdown(agent_t *a, agent_worker_t *w) {
     (void)w;
     uv_timer_stop(&a->kill_timer);
     sweep_leftovers(a);
-    finish(a, 128 + a->stop_signal);
+    if (a->fatal && a->nfailures > 0)
+        agent__summary_print(a);
+    finish(a, a->fatal ? AGENT_EXIT_JOB_FAILED : 128 + a->stop_signal);
 }
 
+/* JOINING + the round closed: start this node's workers with the round's ranks. */
+static void joined(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->state = SUP_RUNNING;
+    a->nfailures = 0;
+    if (agent__group_start(a) < 0) {
+        DDP_ERROR("unable to start the worker group");
+        agent__group_signal(a, SIGKILL);
+        a->fatal = 1;
+        a->stop_signal = SIGKILL;
+        a->state = SUP_SHUTDOWN;
+    }
+}
+
+/* RUNNING + the round ended elsewhere (a failure, a death, a node joining): stop and re-join. */
+static void round_ended(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->state = SUP_STOPPING;
+    if (a->running == 0) {
+        restart_or_fail(a, NULL);
+        return;
+    }
+    DDP_INFO("rendezvous round %lld ended: stopping %d worker(s) to re-join", (long long)a->round,
+             a->running);
+    agent__group_signal(a, SIGTERM);
+    start_kill_timer(a);
+}
+
+/* The rendezvous refused us (max_restarts spent, join timeout, ...) or the store is gone: the
+ * message was logged; stop what runs and exit 1. */
+static void rdzv_failed(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->fatal = 1;
+    if (a->stop_signal == 0)
+        a->stop_signal = SIGTERM;
+    if (a->running == 0) {
+        finish_shutdown(a, NULL);
+        return;
+    }
+    a->state = SUP_SHUTDOWN;
+    agent__group_signal(a, SIGTERM);
+    start_kill_timer(a);
+}
+
+static void barrier_done(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    DDP_INFO("all %d workers finished successfully", a->nproc);
+    finish(a, AGENT_EXIT_OK);
+}
+
+/* clang-format off */
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
-    /*               WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER */
-    [SUP_RUNNING] = {count_ok, fail_and_stop, group_succeeded, begin_shutdown, do_nothing},
-    [SUP_STOPPING] = {count_ok, note_failure, restart_or_fail, begin_shutdown, kill_all},
-    [SUP_SHUTDOWN] = {count_ok, note_failure, finish_shutdown, escalate, kill_all},
-    [SUP_DONE] = {do_nothing, do_nothing, do_nothing, do_nothing, do_nothing},
+    /*               WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
+     *               JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE */
+    [SUP_RUNNING] =  {count_ok,   fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
+                      do_nothing, round_ended,   rdzv_failed,     do_nothing},
+    [SUP_STOPPING] = {count_ok,   note_failure,  restart_or_fail, begin_shutdown, kill_all,
+                      do_nothing, do_nothing,    rdzv_failed,     do_nothing},
+    [SUP_SHUTDOWN] = {count_ok,   note_failure,  finish_shutdown, escalate,       kill_all,
+                      do_nothing, do_nothing,    do_nothing,      do_nothing},
+    [SUP_JOINING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
+                      joined,     do_nothing,    rdzv_failed,     do_nothing},
+    [SUP_BARRIER] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
+                      do_nothing, barrier_done,  barrier_done,    barrier_done},
+    [SUP_DONE] =     {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
+                      do_nothing, do_nothing,    do_nothing,      do_nothing},
 };
+/* clang-format on */
 
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
     sup_table[a->state][ev](a, w);

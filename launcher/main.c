@@ -41,14 +41,6 @@ int main(int argc, char **argv) {
     }
     if ((rc = launch_nproc_resolve(&spec, &err)) < 0)
         goto usage;
-    if (spec.max_nodes > 1 || spec.min_nodes > 1) {
-        ddp_err_set(&err, DDP_EUSAGE,
-                    "--nnodes=%d:%d: multi-node jobs are not supported by this build yet; "
-                    "run one node (--nnodes=1)",
-                    spec.min_nodes, spec.max_nodes);
-        rc = DDP_EUSAGE;
-        goto usage;
-    }
     /* Defaults the parser leaves unset ("not given"). */
     if (spec.master_addr == NULL && (spec.master_addr = strdup("127.0.0.1")) == NULL)
         goto nomem;

@@ -1,1 +1,53 @@
-# rendezvous/: filled in by its module (see the top Makefile for conventions).
+# rendezvous/: the store. librdzv.a (codec, auth, server, client), the ddp-rendezvous daemon,
+# its unit tests, integration helpers, benchmark and libFuzzer target.
+RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
+                 rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_aclient.c
+$(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
+LIBS += $(BUILD)/librdzv.a
+INSTALL_HEADERS += rendezvous/rdzv_client.h rendezvous/rdzv_server.h
+
+BINS += $(BUILD)/ddp-rendezvous
+$(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+	$(LINK)
+
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_frame $(BUILD)/tests/unit/test_rdzv_client
+$(BUILD)/tests/unit/test_rdzv_frame: $(BUILD)/obj/tests/unit/test_rdzv_frame.o $(BUILD)/librdzv.a \
+    $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o \
+    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
+$(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
+    $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_frame.o $(BUILD)/libddpcommon.a
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient
+$(BUILD)/tests/unit/test_rdzv_aclient: $(BUILD)/obj/tests/unit/test_rdzv_aclient.o \
+    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/obj/tests/unit/test_rdzv_%.o: CFLAGS += $(CMOCKA_CFLAGS)
+
+# Integration helpers (tests/integration/test_store.sh drives them).
+STORE_HELPERS := store_client store_hostile store_swarm
+HELPERS += $(addprefix $(BUILD)/tests/,$(STORE_HELPERS))
+$(addprefix $(BUILD)/tests/,$(STORE_HELPERS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/helpers/%.o \
+    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+	$(LINK)
+
+BENCHES += $(BUILD)/bench/bench_store
+$(BUILD)/bench/bench_store: $(BUILD)/obj/bench/bench_store.o $(BUILD)/librdzv.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)
+
+# make fuzz [FUZZ_SECONDS=60]: libFuzzer on the frame parser (clang, ASan+UBSan) in build-fuzz/,
+# seeded from fuzz/corpus/rdzv_frame and the golden frames; new inputs stay in build-fuzz/.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_DIR ?= build-fuzz
+fuzz:
+	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_frame $(FUZZ_DIR)/artifacts/
+	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_frame"
+	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon -Irendezvous \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    fuzz/fuzz_rdzv_frame.c rendezvous/rdzv_frame.c common/ddp_err.c common/ddp_buf.c \
+	    -o $(FUZZ_DIR)/fuzz_rdzv_frame
+	@for f in tests/data/rdzv/*/input.bin; do \
+	    cp "$$f" "$(FUZZ_DIR)/corpus/rdzv_frame/golden-$$(basename $$(dirname $$f))"; done
+	$(FUZZ_DIR)/fuzz_rdzv_frame -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame

@@ -19,12 +19,12 @@
 typedef struct rdzv_client rdzv_client_t;
 
 typedef struct rdzv_client_opts {
-    const char *host;        /* name or address; required */
-    uint16_t port;           /* required */
-    const void *token;       /* job token; NULL or token_len 0 = do not authenticate */
+    const char *host;  /* name or address; required */
+    uint16_t port;     /* required */
+    const void *token; /* job token; NULL or token_len 0 = do not authenticate */
     size_t token_len;
-    int connect_timeout_ms;  /* total budget for connect retries (backoff); <= 0 means 30000 */
-    int io_timeout_ms;       /* bound on one request/reply exchange; <= 0 means 60000 */
+    int connect_timeout_ms; /* total budget for connect retries (backoff); <= 0 means 30000 */
+    int io_timeout_ms;      /* bound on one request/reply exchange; <= 0 means 60000 */
 } rdzv_client_opts_t;
 
 /* Connects (retrying refused/unreachable with exponential backoff until connect_timeout_ms),
@@ -45,8 +45,7 @@ void rdzv_client_free(rdzv_client_t *c);
 const char *rdzv_client_peer(const rdzv_client_t *c);
 
 /* SET key = value (value may be empty). */
-int rdzv_client_set(rdzv_client_t *c, const char *key, const void *val, size_t len,
-                    ddp_err_t *err);
+int rdzv_client_set(rdzv_client_t *c, const char *key, const void *val, size_t len, ddp_err_t *err);
 
 /* Blocking get: WAIT for key (server-side, no polling) up to timeout_ms (< 0: forever; 0: no
  * wait, DDP_ENOKEY when absent), then GET. On timeout sends CANCEL_WAIT and returns DDP_ETIMEOUT.
@@ -100,5 +99,35 @@ int rdzv_client_ping(rdzv_client_t *c, ddp_err_t *err);
  * put a round or a sequence number in it. */
 int rdzv_client_barrier(rdzv_client_t *c, const char *name, int64_t world_size, int timeout_ms,
                         ddp_err_t *err);
+
+/* --- Additions (ddprun store v1). --- */
+
+/* The environment variable that carries the job token, hex-encoded, from the agent to its
+ * workers (and to ddp-rendezvous when no --token-file is given). */
+#define RDZV_TOKEN_ENV "DDPRUN_STORE_TOKEN"
+
+/* rdzv_token_from_hex(getenv(RDZV_TOKEN_ENV), tok, err). */
+int rdzv_token_from_env(ddp_buf_t *tok, ddp_err_t *err);
+
+/* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes.
+ * tok's contents are replaced (tok stays owned by the caller). Errors: -errno naming the file,
+ * DDP_EUSAGE (empty), DDP_ETOOBIG. */
+int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err);
+
+/* Fills tok with n random bytes from libcrypto (n = 32 is a good job token). Returns 0,
+ * DDP_EUSAGE (n out of 1..1024) or DDP_EAUTH (no randomness). */
+int rdzv_token_generate(ddp_buf_t *tok, size_t n, ddp_err_t *err);
+
+/* Writes token as lower-case hex into hex (replaced; NUL-terminated), e.g. for
+ * setenv(RDZV_TOKEN_ENV, (char *)hex.data, 1). Returns 0 or -ENOMEM. */
+int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex);
+
+/* STATS (a ddprun command): out receives the server's counters as text, one "name value"
+ * line each (conns, keys, waiting, mem_used, requests, ...). */
+int rdzv_client_stats(rdzv_client_t *c, ddp_buf_t *out, ddp_err_t *err);
+
+/* 1 when the connection authenticated with a token (the server holds the same token, proven by
+ * its own MAC), 0 when the server runs without authentication. */
+int rdzv_client_authenticated(const rdzv_client_t *c);
 
 #endif

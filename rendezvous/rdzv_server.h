@@ -12,16 +12,16 @@
 typedef struct rdzv_server rdzv_server_t;
 
 typedef struct rdzv_server_opts {
-    const char *host;       /* address to bind (e.g. "127.0.0.1"); never all interfaces unless
-                               the caller passes "0.0.0.0" or "::" explicitly */
-    uint16_t port;          /* 0 = kernel picks; read it back with rdzv_server_port */
-    const void *token;      /* job token; NULL with no_auth = 1 serves unauthenticated */
+    const char *host;  /* address to bind (e.g. "127.0.0.1"); never all interfaces unless
+                          the caller passes "0.0.0.0" or "::" explicitly */
+    uint16_t port;     /* 0 = kernel picks; read it back with rdzv_server_port */
+    const void *token; /* job token; NULL with no_auth = 1 serves unauthenticated */
     size_t token_len;
-    int no_auth;            /* explicit opt-out: the caller logs the one warning */
+    int no_auth; /* explicit opt-out: the caller logs the one warning */
     /* Limits; 0 = the default from rdzv_limits.h. */
     size_t max_key_len, max_value_len, max_keys_per_req, max_conns;
     size_t max_out_buf, max_total_mem;
-    int auth_idle_ms;       /* close connections that have not authenticated by then */
+    int auth_idle_ms; /* close connections that have not authenticated by then */
 } rdzv_server_opts_t;
 
 /* Binds, listens and starts serving on loop. On success *out is the server: caller owns;
@@ -35,5 +35,41 @@ uint16_t rdzv_server_port(const rdzv_server_t *s);
 /* Closes the listener and every connection (parked waits are dropped) and frees the server once
  * libuv has released its handles; close_cb (may be NULL) runs then, with arg. */
 void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg);
+
+/* --- Additions (ddprun store v1): stats, logging and the bound address. --- */
+
+/* Counters a caller may read at any time from the loop's thread. */
+typedef struct rdzv_server_stats {
+    uint64_t conns;         /* open connections */
+    uint64_t conns_total;   /* accepted since start */
+    uint64_t conns_refused; /* closed at once: connection limit */
+    uint64_t keys;          /* keys with a value (GETNUMKEYS) */
+    uint64_t waiting;       /* connections with a parked WAIT or GET_WAIT */
+    uint64_t mem_used;      /* bytes accounted against max_total_mem */
+    uint64_t requests;      /* requests served */
+    uint64_t bad_frames;    /* connections closed for a malformed or oversized frame */
+    uint64_t auth_refused;  /* connections closed for a wrong proof or unauthenticated use */
+    uint64_t idle_closed;   /* connections closed for not authenticating within auth_idle_ms */
+    uint64_t slow_closed;   /* connections cut off past max_out_buf */
+    uint64_t mem_refused;   /* connections closed because max_total_mem was reached */
+} rdzv_server_stats_t;
+
+/* Fills *out with the current counters. */
+void rdzv_server_stats(const rdzv_server_t *s, rdzv_server_stats_t *out);
+
+/* Receives the server's events (one line each, no newline, at a ddp_log level): peers accepted
+ * and refused (debug), connections closed for bad frames, failed authentication, slow reading,
+ * idle handshakes or memory (warn, naming the peer ip:port). msg is borrowed for the call. */
+typedef void (*rdzv_log_fn)(void *arg, int level, const char *msg);
+
+/* Sets the event sink; events above max_level are not even formatted. The server never logs
+ * by itself: with no sink (the default) events only update the counters. */
+void rdzv_server_set_log(rdzv_server_t *s, int max_level, rdzv_log_fn fn, void *arg);
+
+/* A ready-made sink for programs: forwards each event to ddp_log (arg unused). */
+void rdzv_server_log_to_ddp(void *arg, int level, const char *msg);
+
+/* The bound address as "ADDR:PORT" ("[ADDR]:PORT" for IPv6); borrowed, valid until close. */
+const char *rdzv_server_addr(const rdzv_server_t *s);
 
 #endif

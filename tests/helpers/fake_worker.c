@@ -16,7 +16,8 @@
  *   FW_DIR=dir           write dir/pid.<rank>.<attempt> and dir/env.<rank>.<attempt>, and
  *                        dir/sig.<rank>.<attempt> with the names of signals received;
  *                        t.<rank>.<attempt> holds CLOCK_MONOTONIC ns at start and, for a failing
- *                        rank, tfail.<rank>.<attempt> the time just before it fails
+ *                        rank, tfail.<rank>.<attempt> the time just before it fails. <attempt>
+ *                        is DDPRUN_ROUND (the rendezvous round; the restart count on one node)
  *   FW_LINES=n           print n lines "line <i> from rank <r>" on stdout (and stderr with
  *                        FW_STDERR=1), FW_LINE_LEN=bytes makes each line that long */
 #include <errno.h>
@@ -83,25 +84,28 @@ static void sleep_ms(int ms) {
 int main(void) {
     int rank = env_int("RANK", 0);
     int attempt = env_int("TORCHELASTIC_RESTART_COUNT", 0);
+    /* Files are named by round: on several nodes a membership change starts a new round
+     * without counting a restart. */
+    int round = env_int("DDPRUN_ROUND", attempt);
     const char *dir = getenv("FW_DIR");
     if (dir)
-        stamp(dir, "t", rank, attempt);
+        stamp(dir, "t", rank, round);
     if (dir) {
         char p[4096];
-        snprintf(p, sizeof p, "%s/pid.%d.%d", dir, rank, attempt);
+        snprintf(p, sizeof p, "%s/pid.%d.%d", dir, rank, round);
         FILE *f = fopen(p, "w");
         if (f) {
             fprintf(f, "%d\n", (int)getpid());
             fclose(f);
         }
-        snprintf(p, sizeof p, "%s/env.%d.%d", dir, rank, attempt);
+        snprintf(p, sizeof p, "%s/env.%d.%d", dir, rank, round);
         f = fopen(p, "w");
         if (f) {
             for (char **e = environ; *e; e++)
                 fprintf(f, "%s\n", *e);
             fclose(f);
         }
-        snprintf(sig_path, sizeof sig_path, "%s/sig.%d.%d", dir, rank, attempt);
+        snprintf(sig_path, sizeof sig_path, "%s/sig.%d.%d", dir, rank, round);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -148,7 +152,7 @@ int main(void) {
     if (fails) {
         sleep_ms(env_int("FW_DELAY_MS", 0));
         if (dir)
-            stamp(dir, "tfail", rank, attempt);
+            stamp(dir, "tfail", rank, round);
         const char *msg = getenv("FW_ERROR");
         const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
         if (msg && ef) {

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Store benchmarks (make bench runs every bench/*.sh with BUILD set). Starts ddp-rendezvous on
+# 127.0.0.1 port 0 (with a token, and with --no-auth for a like-for-like comparison), PyTorch's
+# TCPStore when a Python with torch 2.x is found (TORCH_PYTHON, default python3), and
+# redis-server when installed; drives them all with build/bench/bench_store; prints markdown.
+#   BUILD=build bench/store.sh            (STORE_BENCH_QUICK=1: fewer iterations, N<=4096)
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+B=$BUILD/bench/bench_store
+D=$BUILD/ddp-rendezvous
+TORCH_PYTHON=${TORCH_PYTHON:-python3}
+QUICK=${STORE_BENCH_QUICK:-0}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/storebench.XXXXXX")
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+[ -x "$B" ] && [ -x "$D" ] || { echo "bench/store.sh: build $B and $D first" >&2; exit 1; }
+
+# start NAME CMD...: runs a server, waits (10 s) for "listening on 127.0.0.1:PORT"; sets
+# PORT_NAME and PID_NAME.
+start() {
+    local name=$1; shift
+    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    local pid=$!
+    PIDS+=("$pid")
+    local i
+    for i in $(seq 1 200); do
+        grep -q '^listening on ' "$TMP/$name.out" 2>/dev/null && break
+        sleep 0.05
+    done
+    local port
+    port=$(sed -nE 's/^listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$TMP/$name.out")
+    [ -n "$port" ] || { echo "# $name did not start: $(tail -2 "$TMP/$name.err")"; return 1; }
+    eval "PORT_$name=$port; PID_$name=$pid"
+}
+
+head -c 32 /dev/urandom >"$TMP/token"
+HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
+start auth "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
+start open "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error
+servers=("ddprun+auth:auth:$HEX" "ddprun:open:")
+if "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+    if start torch "$TORCH_PYTHON" bench/store_torch_server.py; then
+        tv=$("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)')
+        servers+=("TCPStore $tv:torch:")
+    fi
+else
+    echo "# PyTorch not found (TORCH_PYTHON=$TORCH_PYTHON): TCPStore rows skipped"
+fi
+
+iters=20000; secs=3; sizes="1024 4096 16384"
+[ "$QUICK" = 1 ] && { iters=3000; secs=1; sizes="1024 4096"; }
+
+echo "### Round-trip latency, one client, 16-byte values ($(nproc) CPUs, $iters iterations)"
+echo
+echo "| operation | median us | p99 us | x ping-pong |"
+echo "| --- | --- | --- | --- |"
+DDPRUN_STORE_TOKEN=$HEX "$B" latency "$PORT_auth" "$iters" --ddprun | sed 's/^| /| ddprun+auth: /'
+if [ -n "${PORT_torch:-}" ]; then
+    "$B" latency "$PORT_torch" "$iters" | grep -v ping-pong | sed 's/^| /| TCPStore: /'
+fi
+echo
+
+reps=3
+[ "$QUICK" = 1 ] && reps=1
+echo "### Throughput: SET then GET of each client's own key, one request in flight"
+echo
+echo "Median of $reps runs of ${secs} s each; the servers take turns within each round, so that"
+echo "other load on the machine hits them alike."
+echo
+echo "| server | clients | SET+GET pairs/s | requests/s | x TCPStore |"
+echo "| --- | --- | --- | --- | --- |"
+for c in 1 16 64 256; do
+    for r in $(seq 1 $reps); do
+        for s in "${servers[@]}"; do
+            rest=${s#*:}; name=${rest%%:*}; tok=${rest#*:}
+            eval "port=\$PORT_$name"
+            DDPRUN_STORE_TOKEN=$tok "$B" throughput "$port" "$c" "$secs" |
+                awk -F'|' '{gsub(/ /, "", $3); print $3}' >>"$TMP/tp_${name}_$c"
+        done
+    done
+    ref=
+    [ -f "$TMP/tp_torch_$c" ] && ref=$(sort -n "$TMP/tp_torch_$c" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    for s in "${servers[@]}"; do
+        label=${s%%:*}; rest=${s#*:}; name=${rest%%:*}
+        med=$(sort -n "$TMP/tp_${name}_$c" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+        ratio=-
+        [ -n "$ref" ] && [ "${ref:-0}" != 0 ] && ratio=$(awk -v a="$med" -v b="$ref" 'BEGIN {printf "%.2f", a / b}')
+        echo "| $label | $c | $med | $((med * 2)) | $ratio |"
+    done
+done
+echo
+
+echo "### Rendezvous: N connections each ADD(count), WAIT(barrier set by the last), GET(128 B id)"
+echo
+echo "| server | N | seconds | ranks/s |"
+echo "| --- | --- | --- | --- |"
+for s in "${servers[@]}"; do
+    label=${s%%:*}; rest=${s#*:}; name=${rest%%:*}; tok=${rest#*:}
+    eval "port=\$PORT_$name"
+    ns=$sizes
+    # TCPStore stalls ~5 s for about every 25 new connections here (see docs/BENCHMARKS.md):
+    # one size is enough to show it, and the bench stops each run after 60 s.
+    [ "$name" = torch ] && ns=1024
+    for n in $ns; do
+        DDPRUN_STORE_TOKEN=$tok timeout 120 "$B" rendezvous "$port" "$n" | sed "s/^| /| $label | /"
+    done
+done
+echo
+
+echo "### Server memory per idle authenticated connection"
+echo
+start rss "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
+echo "| connections | RSS before KiB | RSS after KiB | bytes per connection |"
+echo "| --- | --- | --- | --- |"
+DDPRUN_STORE_TOKEN=$HEX timeout 120 "$B" idle-rss "$PORT_rss" "$PID_rss" 10000
+echo
+
+if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
+    rport=
+    for try in 1 2 3 4 5; do
+        p=$((20000 + RANDOM % 30000))
+        redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+            >"$TMP/redis.out" 2>&1 &
+        rpid=$!
+        sleep 0.3
+        if kill -0 "$rpid" 2>/dev/null && redis-cli -p "$p" ping 2>/dev/null | grep -q PONG; then
+            PIDS+=("$rpid"); rport=$p; break
+        fi
+        kill "$rpid" 2>/dev/null; wait "$rpid" 2>/dev/null
+    done
+    if [ -n "$rport" ]; then
+        echo "### redis-server $(redis-server --version | sed -nE 's/.*v=([0-9.]+).*/\1/p') reference (redis-benchmark -d 16, requests/s)"
+        echo
+        echo "| clients | SET | GET |"
+        echo "| --- | --- | --- |"
+        for c in 1 16 64 256; do
+            n=$((c == 1 ? 20000 : 100000))
+            out=$(redis-benchmark -p "$rport" -t set,get -n "$n" -c "$c" -d 16 -q 2>/dev/null | tr '\r' '\n')
+            set_rps=$(echo "$out" | sed -nE 's/^SET: ([0-9.]+) requests.*/\1/p' | tail -1)
+            get_rps=$(echo "$out" | sed -nE 's/^GET: ([0-9.]+) requests.*/\1/p' | tail -1)
+            echo "| $c | ${set_rps:-?} | ${get_rps:-?} |"
+        done
+        echo
+    fi
+else
+    echo "# redis-server not installed: redis rows skipped"
+fi

@@ -1,0 +1,233 @@
+/* ddp-rendezvous: the store daemon. Parses flags, loads the token, serves rdzv_server on the
+ * default libuv loop, prints "listening on ADDR:PORT" once it accepts, and exits 0 on SIGTERM or
+ * SIGINT. Exit codes: 0 clean shutdown; 1 could not start (address in use, token unreadable);
+ * 2 usage (one line naming the flag). */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+#include "ddp_log.h"
+#include "ddp_parse.h"
+#include "rdzv_client.h"
+#include "rdzv_limits.h"
+#include "rdzv_server.h"
+
+static const char usage_text[] =
+    "usage: ddp-rendezvous [--host ADDR] [--port PORT] (--token-file FILE | --no-auth)\n"
+    "                      [--max-key-len N] [--max-value-len N] [--max-keys N]\n"
+    "                      [--max-conns N] [--max-out-buf N] [--max-mem N] [--auth-idle-ms MS]\n"
+    "                      [-v ...] [--log-level error|warn|info|debug]\n"
+    "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
+    "  --port PORT        port (default 29400; 0 picks a free one)\n"
+    "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed); without it\n"
+    "                     the token is read from DDPRUN_STORE_TOKEN (hex) when set\n"
+    "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
+    "prints 'listening on ADDR:PORT' on stdout once it accepts connections.\n"
+    "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
+
+typedef struct daemon_state {
+    uv_signal_t sigterm, sigint;
+    rdzv_server_t *server;
+    int stopping;
+} daemon_state_t;
+
+static void on_signal(uv_signal_t *h, int signum) {
+    daemon_state_t *d = h->data;
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    ddp_log(DDP_LOG_INFO, "received %s, shutting down", strsignal(signum));
+    rdzv_server_close(d->server, NULL, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+    char msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ddp-rendezvous: %s (see --help)\n", msg);
+    return 2;
+}
+
+/* Parses a size flag in [1, max]. */
+static int size_flag(const char *name, const char *arg, int64_t max, size_t *out) {
+    int64_t v;
+    if (ddp_parse_i64(arg, 1, max, &v) < 0)
+        return -1;
+    (void)name;
+    *out = (size_t)v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    enum {
+        O_HOST = 256,
+        O_PORT,
+        O_TOKEN_FILE,
+        O_NO_AUTH,
+        O_MAX_KEY,
+        O_MAX_VALUE,
+        O_MAX_KEYS,
+        O_MAX_CONNS,
+        O_MAX_OUT,
+        O_MAX_MEM,
+        O_IDLE,
+        O_LOG_LEVEL
+    };
+    static const struct option longopts[] = {
+        {"host", required_argument, NULL, O_HOST},
+        {"port", required_argument, NULL, O_PORT},
+        {"token-file", required_argument, NULL, O_TOKEN_FILE},
+        {"no-auth", no_argument, NULL, O_NO_AUTH},
+        {"max-key-len", required_argument, NULL, O_MAX_KEY},
+        {"max-value-len", required_argument, NULL, O_MAX_VALUE},
+        {"max-keys", required_argument, NULL, O_MAX_KEYS},
+        {"max-conns", required_argument, NULL, O_MAX_CONNS},
+        {"max-out-buf", required_argument, NULL, O_MAX_OUT},
+        {"max-mem", required_argument, NULL, O_MAX_MEM},
+        {"auth-idle-ms", required_argument, NULL, O_IDLE},
+        {"log-level", required_argument, NULL, O_LOG_LEVEL},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    rdzv_server_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.port = 29400;
+    const char *token_file = NULL;
+    int level = DDP_LOG_WARN, verbose = 0, opt;
+    int64_t v;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        switch (opt) {
+        case O_HOST: o.host = a; break;
+        case O_PORT:
+            if (ddp_parse_i64(a, 0, 65535, &v) < 0)
+                return usage_error("--port: '%s' is not a port number (0-65535)", a);
+            o.port = (uint16_t)v;
+            break;
+        case O_TOKEN_FILE: token_file = a; break;
+        case O_NO_AUTH: o.no_auth = 1; break;
+        case O_MAX_KEY:
+            if (size_flag("--max-key-len", a, (int64_t)RDZV_MAX_KEY_LEN * 8, &o.max_key_len) < 0)
+                return usage_error("--max-key-len: '%s' is not a size in 1..65536", a);
+            break;
+        case O_MAX_VALUE:
+            if (size_flag("--max-value-len", a, (int64_t)1 << 30, &o.max_value_len) < 0)
+                return usage_error("--max-value-len: '%s' is not a size in 1..2^30", a);
+            break;
+        case O_MAX_KEYS:
+            if (size_flag("--max-keys", a, (int64_t)1 << 24, &o.max_keys_per_req) < 0)
+                return usage_error("--max-keys: '%s' is not a count in 1..2^24", a);
+            break;
+        case O_MAX_CONNS:
+            if (size_flag("--max-conns", a, (int64_t)1 << 24, &o.max_conns) < 0)
+                return usage_error("--max-conns: '%s' is not a count in 1..2^24", a);
+            break;
+        case O_MAX_OUT:
+            if (size_flag("--max-out-buf", a, (int64_t)1 << 40, &o.max_out_buf) < 0)
+                return usage_error("--max-out-buf: '%s' is not a byte count", a);
+            break;
+        case O_MAX_MEM:
+            if (size_flag("--max-mem", a, (int64_t)1 << 50, &o.max_total_mem) < 0)
+                return usage_error("--max-mem: '%s' is not a byte count", a);
+            break;
+        case O_IDLE:
+            if (ddp_parse_i64(a, 1, 86400000, &v) < 0)
+                return usage_error("--auth-idle-ms: '%s' is not a duration in 1..86400000 ms", a);
+            o.auth_idle_ms = (int)v;
+            break;
+        case O_LOG_LEVEL: {
+            static const char *names[] = {"error", "warn", "info", "debug"};
+            level = -1;
+            for (int i = 0; i < 4; i++)
+                if (strcmp(a, names[i]) == 0)
+                    level = i;
+            if (level < 0)
+                return usage_error("--log-level: '%s' is not error, warn, info or debug", a);
+            break;
+        }
+        case 'v': verbose++; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        case ':': return usage_error("%s: missing value", argv[optind - 1]);
+        default: return usage_error("%s: unknown flag", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("%s: unexpected argument", argv[optind]);
+    level += verbose;
+    ddp_log_init("rendezvous", level > DDP_LOG_DEBUG ? DDP_LOG_DEBUG : level);
+
+    ddp_buf_t tok = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (token_file != NULL && o.no_auth)
+        return usage_error("%s: choose one of --token-file and --no-auth", "--no-auth");
+    if (token_file != NULL) {
+        if (rdzv_token_from_file(token_file, &tok, &err) < 0) {
+            ddp_log(DDP_LOG_ERROR, "%s", err.text);
+            return 1;
+        }
+    } else if (!o.no_auth) {
+        if (rdzv_token_from_env(&tok, &err) < 0) {
+            ddp_log(DDP_LOG_ERROR, "%s", err.text);
+            return 2;
+        }
+        if (tok.len == 0)
+            return usage_error("%s: one of --token-file, --no-auth or DDPRUN_STORE_TOKEN is "
+                               "required",
+                               "--token-file");
+    }
+    if (!o.no_auth && tok.len < RDZV_TOKEN_MIN_LEN_DAEMON) {
+        ddp_log(DDP_LOG_ERROR, "the token is %zu bytes; use at least %zu random bytes", tok.len,
+                RDZV_TOKEN_MIN_LEN_DAEMON);
+        ddp_buf_free(&tok);
+        return 1;
+    }
+    o.token = tok.len ? tok.data : NULL;
+    o.token_len = tok.len;
+    if (o.no_auth)
+        ddp_log(DDP_LOG_WARN,
+                "serving without authentication (--no-auth): anyone who can reach "
+                "%s can read and write the store",
+                o.host);
+
+    uv_loop_t *loop = uv_default_loop();
+    daemon_state_t d = {0};
+    int rc = rdzv_server_start(loop, &o, &d.server, &err);
+    if (tok.data != NULL)
+        memset(tok.data, 0, tok.cap);
+    ddp_buf_free(&tok);
+    if (rc < 0) {
+        ddp_log(DDP_LOG_ERROR, "%s", err.text);
+        uv_run(loop, UV_RUN_NOWAIT);
+        return 1;
+    }
+    rdzv_server_set_log(d.server, ddp_log_level(), rdzv_server_log_to_ddp, NULL);
+    if (uv_signal_init(loop, &d.sigterm) < 0 || uv_signal_init(loop, &d.sigint) < 0 ||
+        uv_signal_start(&d.sigterm, on_signal, SIGTERM) < 0 ||
+        uv_signal_start(&d.sigint, on_signal, SIGINT) < 0) {
+        ddp_log(DDP_LOG_ERROR, "unable to install signal handlers");
+        return 1;
+    }
+    d.sigterm.data = d.sigint.data = &d;
+    printf("listening on %s\n", rdzv_server_addr(d.server));
+    fflush(stdout);
+    ddp_log(DDP_LOG_INFO, "serving the store on %s (%s)", rdzv_server_addr(d.server),
+            o.no_auth ? "no authentication" : "token authentication");
+    uv_run(loop, UV_RUN_DEFAULT);
+    rc = uv_loop_close(loop);
+    if (rc < 0)
+        ddp_log(DDP_LOG_WARN, "event loop closed with handles open: %s", uv_strerror(rc));
+    ddp_log(DDP_LOG_INFO, "stopped");
+    return 0;
+}

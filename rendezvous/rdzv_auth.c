@@ -1,0 +1,160 @@
+/* rdzv_auth: HMAC-SHA256 proofs, random nonces and the job-token helpers (hex from the
+ * environment, raw bytes from a file, generation for --standalone). libcrypto does the crypto. */
+#include "rdzv_auth_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "ddp_err.h"
+#include "rdzv_client.h"
+
+static const char *const role_labels[] = {"ddprun-store-auth-v1 client",
+                                          "ddprun-store-auth-v1 server"};
+
+int rdzv__auth_mac(const void *token, size_t token_len, int role,
+                   const uint8_t snonce[RDZV_AUTH_NONCE_LEN],
+                   const uint8_t cnonce[RDZV_AUTH_NONCE_LEN], uint8_t out[RDZV_AUTH_MAC_LEN]) {
+    const char *label = role_labels[role == RDZV_ROLE_SERVER];
+    size_t ll = strlen(label);
+    uint8_t msg[64 + 2 * RDZV_AUTH_NONCE_LEN];
+    memcpy(msg, label, ll);
+    memcpy(msg + ll, snonce, RDZV_AUTH_NONCE_LEN);
+    memcpy(msg + ll + RDZV_AUTH_NONCE_LEN, cnonce, RDZV_AUTH_NONCE_LEN);
+    unsigned int md_len = 0;
+    if (token_len > RDZV_TOKEN_MAX_LEN ||
+        HMAC(EVP_sha256(), token, (int)token_len, msg, ll + 2 * RDZV_AUTH_NONCE_LEN, out,
+             &md_len) == NULL ||
+        md_len != RDZV_AUTH_MAC_LEN)
+        return DDP_EAUTH;
+    return 0;
+}
+
+int rdzv__auth_equal(const uint8_t a[RDZV_AUTH_MAC_LEN], const uint8_t b[RDZV_AUTH_MAC_LEN]) {
+    return CRYPTO_memcmp(a, b, RDZV_AUTH_MAC_LEN) == 0;
+}
+
+int rdzv__random(void *buf, size_t n) {
+    return RAND_bytes(buf, (int)n) == 1 ? 0 : DDP_EAUTH;
+}
+
+static int hexval(int ch) {
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
+    ddp_buf_reset(tok);
+    if (hex == NULL || *hex == '\0')
+        return 0;
+    size_t n = strlen(hex);
+    if (n % 2 != 0 || n / 2 > RDZV_TOKEN_MAX_LEN)
+        return ddp_err_set(err, DDP_EENV, "%s: expected an even number of hex digits (at most %zu)",
+                           RDZV_TOKEN_ENV, 2 * RDZV_TOKEN_MAX_LEN);
+    int rc = ddp_buf_reserve(tok, n / 2);
+    if (rc < 0)
+        return ddp_err_set(err, rc, "%s: out of memory", RDZV_TOKEN_ENV);
+    for (size_t i = 0; i < n; i += 2) {
+        int hi = hexval((unsigned char)hex[i]), lo = hexval((unsigned char)hex[i + 1]);
+        if (hi < 0 || lo < 0) {
+            ddp_buf_reset(tok);
+            return ddp_err_set(err, DDP_EENV, "%s: not a hex digit at position %zu", RDZV_TOKEN_ENV,
+                               hi < 0 ? i : i + 1);
+        }
+        tok->data[tok->len++] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+int rdzv_token_from_env(ddp_buf_t *tok, ddp_err_t *err) {
+    return rdzv_token_from_hex(getenv(RDZV_TOKEN_ENV), tok, err);
+}
+
+int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
+    ddp_buf_reset(tok);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ddp_err_set(err, -errno, "unable to open token file %s: %s", path, strerror(errno));
+    int rc = 0;
+    for (;;) {
+        if (tok->len > RDZV_TOKEN_MAX_LEN + 2) {
+            rc = ddp_err_set(err, DDP_ETOOBIG, "token file %s: longer than %zu bytes", path,
+                             RDZV_TOKEN_MAX_LEN);
+            break;
+        }
+        rc = ddp_buf_reserve(tok, 512);
+        if (rc < 0) {
+            ddp_err_set(err, rc, "token file %s: out of memory", path);
+            break;
+        }
+        ssize_t n = read(fd, tok->data + tok->len, 512);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc =
+                ddp_err_set(err, -errno, "unable to read token file %s: %s", path, strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        tok->len += (size_t)n;
+    }
+    close(fd);
+    if (rc < 0) {
+        ddp_buf_reset(tok);
+        return rc;
+    }
+    if (tok->len > 0 && tok->data[tok->len - 1] == '\n')
+        tok->len--;
+    if (tok->len > 0 && tok->data[tok->len - 1] == '\r')
+        tok->len--;
+    if (tok->len == 0 || tok->len > RDZV_TOKEN_MAX_LEN) {
+        size_t len = tok->len;
+        ddp_buf_reset(tok);
+        return ddp_err_set(err, DDP_EUSAGE, "token file %s: token is %zu bytes (want 1..%zu)", path,
+                           len, RDZV_TOKEN_MAX_LEN);
+    }
+    return 0;
+}
+
+int rdzv_token_generate(ddp_buf_t *tok, size_t n, ddp_err_t *err) {
+    ddp_buf_reset(tok);
+    if (n == 0 || n > RDZV_TOKEN_MAX_LEN)
+        return ddp_err_set(err, DDP_EUSAGE, "token length %zu out of range 1..%zu", n,
+                           RDZV_TOKEN_MAX_LEN);
+    int rc = ddp_buf_reserve(tok, n);
+    if (rc < 0)
+        return ddp_err_set(err, rc, "out of memory for a token");
+    if (rdzv__random(tok->data, n) < 0)
+        return ddp_err_set(err, DDP_EAUTH, "libcrypto could not generate random bytes");
+    tok->len = n;
+    return 0;
+}
+
+int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex) {
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *t = token;
+    ddp_buf_reset(hex);
+    int rc = ddp_buf_reserve(hex, 2 * len);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < len; i++) {
+        hex->data[hex->len++] = (uint8_t)digits[t[i] >> 4];
+        hex->data[hex->len++] = (uint8_t)digits[t[i] & 15];
+    }
+    hex->data[hex->len] = 0;
+    return 0;
+}

@@ -1,0 +1,1247 @@
+/* rdzv_round: the rendezvous state machines (one per run id) and their registry, as pure logic:
+ * events and the time come in, actions go out (rdzv_round_int.h). Also the wire codec of the
+ * rendezvous commands 0x50-0x53 (docs/protocol-rdzv.md).
+ *
+ * A run collects joiners for round r, closes the round (assigns group ranks and answers every
+ * parked JOIN), runs it, and ends it on a FAIL report, a member's death or a scale-up; round r+1
+ * then collects the survivors, who re-join after seeing the END_ROUND key. Only FAIL reports
+ * spend max_restarts; the count lives in the run, so a node that reconnects cannot reset it.
+ *
+ * Members: JOINING (a JOIN is parked; in run->joiners, join order), RUNNING (in run->group, by
+ * group rank), IDLE (was in an ended round, has not re-joined yet; dropped when the next round
+ * closes). Waiters are joiners that arrived while the run was RUNNING at max_nodes.
+ *
+ * event \ state | JOINING             | LAST_CALL           | RUNNING              | FAILED
+ * --------------+---------------------+---------------------+----------------------+-----------
+ * JOIN          | add; n>=max: close; | add; n>=max: close  | group<max: end r     | refused
+ *               | n>=min: LAST_CALL   |                     | (scale-up); a group  | (ERDZV_
+ *               |                     |                     | member: end r; at    | CLOSED)
+ *               |                     |                     | max: wait for r+1    |
+ * last call due | -                   | close -> RUNNING    | -                    | -
+ * join_timeout  | reply ETIMEOUT "n of| -                   | waiter: reply        | -
+ *               | min joined; lost:"  |                     | ETIMEOUT (no place)  |
+ * FAIL(r)       | ignored             | ignored             | r current, from a    | ignored
+ *               |                     |                     | member: restarts++,  |
+ *               |                     |                     | end r; >max: FAILED  |
+ * LEAVE         | drop                | drop; n<min:        | member: end r naming | drop
+ *               |                     | JOINING             | it; waiter: drop     |
+ * silence       | -                   | -                   | CLOSE + end r naming | -
+ *               |                     |                     | the silent members   |
+ * HEARTBEAT     | refresh             | refresh             | refresh              | refresh
+ *
+ * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED.)
+ *
+ * "end r": END_ROUND action, group members become IDLE (they keep their group rank as a hint for
+ * stability), round r+1 starts JOINING with the waiters and is re-evaluated at once (n>=min:
+ * LAST_CALL, n>=max: close). "close": the first min(n, max) joiners form the group; the others
+ * keep waiting. Heartbeats refresh a member in any state; they never change state.
+ *
+ * Costs: closing a round of N joiners is O(N) (rank assignment in three passes over a slot
+ * array); a heartbeat is O(1) (member hash); liveness is checked lazily at the earliest possible
+ * expiry (O(N) per check, at most once per silence window unless someone dies). */
+#include "rdzv_round_int.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv_frame_int.h"
+
+typedef enum member_state {
+    MEMBER_JOINING,
+    MEMBER_RUNNING,
+    MEMBER_IDLE,
+} member_state_t;
+
+typedef struct rdzv_run rdzv_run_t;
+
+typedef struct rdzv_member {
+    uint64_t id;
+    rdzv_run_t *run;
+    member_state_t state;
+    char host[RDZV_HOST_MAX + 1];
+    int64_t want_rank, nproc, master_port;
+    int64_t group_rank; /* RUNNING: its rank; else -1 */
+    int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
+    uint64_t join_ms, last_seen_ms;
+    struct rdzv_member *hnext;         /* member hash chain */
+    struct rdzv_member *rprev, *rnext; /* the run's member list */
+} rdzv_member_t;
+
+/* A member of the previous round, remembered to name the lost ones. */
+typedef struct prev_node {
+    uint64_t id;
+    int64_t rank;
+    char host[RDZV_HOST_MAX + 1];
+} prev_node_t;
+
+struct rdzv_run {
+    char id[RDZV_RUN_ID_MAX + 1];
+    rdzv_round_cfg_t cfg;
+    rdzv_run_state_t state;
+    int64_t round;
+    int64_t restarts_used;
+    char last_failure[RDZV_ROUND_TEXT_MAX];
+    uint64_t last_call_ms;  /* LAST_CALL: when the round closes */
+    uint64_t live_check_ms; /* RUNNING: earliest time a member can be silent too long */
+    uint64_t empty_since_ms;
+    rdzv_member_t **joiners; /* join order */
+    size_t njoin, cap_join;
+    rdzv_member_t **group; /* by group rank */
+    size_t ngroup, cap_group;
+    prev_node_t *prev; /* the previous round's group */
+    size_t nprev, cap_prev;
+    rdzv_member_t *mhead; /* every member of the run */
+    size_t nmembers;
+    struct rdzv_run *hnext, *prev_all, *next_all;
+};
+
+struct rdzv_runs {
+    size_t max_runs;
+    uint64_t empty_keep_ms;
+    rdzv_run_t **run_buckets;
+    size_t nrun_buckets, nruns;
+    rdzv_run_t *runs; /* all runs, for tick */
+    rdzv_member_t **mem_buckets;
+    size_t nmem_buckets, nmembers;
+};
+
+/* ---- small helpers ---- */
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s != '\0'; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t hash_u64(uint64_t x) {
+    x ^= x >> 33; /* murmur3 finaliser: connection ids are sequential */
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Copies s into dst (cap bytes), cutting it. */
+static void copy_str(char *dst, size_t cap, const char *s) {
+    snprintf(dst, cap, "%s", s);
+}
+
+/* snprintf for messages, where cutting a long text is intended (so the compiler's truncation
+ * warning does not apply). Returns the length written (at most cap - 1). */
+__attribute__((format(printf, 3, 4))) static size_t textf(char *out, size_t cap, const char *fmt,
+                                                          ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return 0;
+    return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+/* Formats a duration for messages: "600s" or "1500ms". */
+static void fmt_ms(char *out, size_t cap, int64_t ms) {
+    if (ms % 1000 == 0)
+        snprintf(out, cap, "%llds", (long long)(ms / 1000));
+    else
+        snprintf(out, cap, "%lldms", (long long)ms);
+}
+
+void rdzv_actions_reset(rdzv_actions_t *a) {
+    a->n = 0;
+}
+
+void rdzv_actions_close(rdzv_actions_t *a) {
+    free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+/* Makes room for extra more actions, so that the transition that follows cannot fail halfway. */
+static int actions_reserve(rdzv_actions_t *a, size_t extra) {
+    if (a->cap - a->n >= extra)
+        return 0;
+    size_t cap = a->cap ? a->cap : 16;
+    while (cap - a->n < extra)
+        cap *= 2;
+    rdzv_action_t *v = realloc(a->v, cap * sizeof *v);
+    if (v == NULL)
+        return -ENOMEM;
+    a->v = v;
+    a->cap = cap;
+    return 0;
+}
+
+/* Appends a zeroed action; the room was reserved. */
+static rdzv_action_t *action_add(rdzv_actions_t *a, rdzv_action_kind_t kind, uint64_t member) {
+    rdzv_action_t *x = &a->v[a->n++];
+    memset(x, 0, sizeof *x);
+    x->kind = kind;
+    x->member = member;
+    return x;
+}
+
+static int grow(void **v, size_t *cap, size_t want, size_t elem) {
+    if (*cap >= want)
+        return 0;
+    size_t c = *cap ? *cap : 8;
+    while (c < want)
+        c *= 2;
+    void *p = realloc(*v, c * elem);
+    if (p == NULL)
+        return -ENOMEM;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+const char *rdzv_run_state_name(int state) {
+    switch (state) {
+    case RDZV_RUN_JOINING: return "JOINING";
+    case RDZV_RUN_LAST_CALL: return "LAST_CALL";
+    case RDZV_RUN_RUNNING: return "RUNNING";
+    case RDZV_RUN_FAILED: return "FAILED";
+    default: return "UNKNOWN";
+    }
+}
+
+static const char *member_state_name(member_state_t s) {
+    switch (s) {
+    case MEMBER_JOINING: return "joining";
+    case MEMBER_RUNNING: return "running";
+    default: return "idle";
+    }
+}
+
+/* ---- registry ---- */
+
+rdzv_runs_t *rdzv_runs_new(const rdzv_runs_opts_t *opts) {
+    rdzv_runs_t *rs = calloc(1, sizeof *rs);
+    if (rs == NULL)
+        return NULL;
+    rs->max_runs = opts != NULL && opts->max_runs ? opts->max_runs : RDZV_RUNS_DEFAULT_MAX;
+    rs->empty_keep_ms =
+        opts != NULL && opts->empty_keep_ms ? opts->empty_keep_ms : RDZV_RUNS_DEFAULT_EMPTY_KEEP_MS;
+    rs->nrun_buckets = 16;
+    while (rs->nrun_buckets < rs->max_runs)
+        rs->nrun_buckets *= 2;
+    rs->nmem_buckets = 64;
+    rs->run_buckets = calloc(rs->nrun_buckets, sizeof *rs->run_buckets);
+    rs->mem_buckets = calloc(rs->nmem_buckets, sizeof *rs->mem_buckets);
+    if (rs->run_buckets == NULL || rs->mem_buckets == NULL) {
+        free(rs->run_buckets);
+        free(rs->mem_buckets);
+        free(rs);
+        return NULL;
+    }
+    return rs;
+}
+
+static rdzv_run_t *run_find(const rdzv_runs_t *rs, const char *id) {
+    rdzv_run_t *r = rs->run_buckets[hash_str(id) & (rs->nrun_buckets - 1)];
+    while (r != NULL && strcmp(r->id, id) != 0)
+        r = r->hnext;
+    return r;
+}
+
+static rdzv_member_t *member_find(const rdzv_runs_t *rs, uint64_t id) {
+    rdzv_member_t *m = rs->mem_buckets[hash_u64(id) & (rs->nmem_buckets - 1)];
+    while (m != NULL && m->id != id)
+        m = m->hnext;
+    return m;
+}
+
+/* Doubles the member hash when it gets crowded; failure only keeps chains longer. */
+static void member_hash_grow(rdzv_runs_t *rs) {
+    if (rs->nmembers < rs->nmem_buckets)
+        return;
+    size_t nb = rs->nmem_buckets * 2;
+    rdzv_member_t **b = calloc(nb, sizeof *b);
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < rs->nmem_buckets; i++) {
+        rdzv_member_t *m = rs->mem_buckets[i];
+        while (m != NULL) {
+            rdzv_member_t *next = m->hnext;
+            size_t h = hash_u64(m->id) & (nb - 1);
+            m->hnext = b[h];
+            b[h] = m;
+            m = next;
+        }
+    }
+    free(rs->mem_buckets);
+    rs->mem_buckets = b;
+    rs->nmem_buckets = nb;
+}
+
+/* Unlinks m from the hash and its run's member list and frees it. The caller has already removed
+ * it from joiners/group. */
+static void member_free(rdzv_runs_t *rs, rdzv_member_t *m, uint64_t now_ms) {
+    rdzv_member_t **pp = &rs->mem_buckets[hash_u64(m->id) & (rs->nmem_buckets - 1)];
+    while (*pp != m)
+        pp = &(*pp)->hnext;
+    *pp = m->hnext;
+    rs->nmembers--;
+    rdzv_run_t *r = m->run;
+    if (m->rprev != NULL)
+        m->rprev->rnext = m->rnext;
+    else
+        r->mhead = m->rnext;
+    if (m->rnext != NULL)
+        m->rnext->rprev = m->rprev;
+    if (--r->nmembers == 0)
+        r->empty_since_ms = now_ms;
+    free(m);
+}
+
+static void run_free(rdzv_runs_t *rs, rdzv_run_t *r) {
+    while (r->mhead != NULL)
+        member_free(rs, r->mhead, 0);
+    rdzv_run_t **pp = &rs->run_buckets[hash_str(r->id) & (rs->nrun_buckets - 1)];
+    while (*pp != r)
+        pp = &(*pp)->hnext;
+    *pp = r->hnext;
+    if (r->prev_all != NULL)
+        r->prev_all->next_all = r->next_all;
+    else
+        rs->runs = r->next_all;
+    if (r->next_all != NULL)
+        r->next_all->prev_all = r->prev_all;
+    rs->nruns--;
+    free(r->joiners);
+    free(r->group);
+    free(r->prev);
+    free(r);
+}
+
+void rdzv_runs_free(rdzv_runs_t *rs) {
+    if (rs == NULL)
+        return;
+    while (rs->runs != NULL)
+        run_free(rs, rs->runs);
+    free(rs->run_buckets);
+    free(rs->mem_buckets);
+    free(rs);
+}
+
+size_t rdzv_runs_count(const rdzv_runs_t *rs) {
+    return rs->nruns;
+}
+
+/* Creates run id with cfg into *out, evicting the run empty the longest when the registry is
+ * full. Returns 0, DDP_ETOOBIG or -ENOMEM with err set. */
+static int run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cfg,
+                      rdzv_run_t **out, ddp_err_t *err) {
+    if (rs->nruns >= rs->max_runs) {
+        rdzv_run_t *victim = NULL;
+        for (rdzv_run_t *r = rs->runs; r != NULL; r = r->next_all)
+            if (r->nmembers == 0 && (victim == NULL || r->empty_since_ms < victim->empty_since_ms))
+                victim = r;
+        if (victim == NULL)
+            return ddp_err_set(err, DDP_ETOOBIG,
+                               "unable to create rendezvous '%s': the server holds %zu runs, all "
+                               "active",
+                               id, rs->max_runs);
+        run_free(rs, victim);
+    }
+    rdzv_run_t *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return ddp_err_set(err, -ENOMEM, "unable to create rendezvous '%s': out of memory", id);
+    copy_str(r->id, sizeof r->id, id);
+    r->cfg = *cfg;
+    r->state = RDZV_RUN_JOINING;
+    size_t h = hash_str(id) & (rs->nrun_buckets - 1);
+    r->hnext = rs->run_buckets[h];
+    rs->run_buckets[h] = r;
+    r->next_all = rs->runs;
+    if (rs->runs != NULL)
+        rs->runs->prev_all = r;
+    rs->runs = r;
+    rs->nruns++;
+    *out = r;
+    return 0;
+}
+
+/* ---- transitions ---- */
+
+/* Removes joiners for which drop(m) is true, keeping join order. O(njoin). */
+static void joiners_remove(rdzv_run_t *r, rdzv_member_t *only) {
+    size_t k = 0;
+    for (size_t i = 0; i < r->njoin; i++)
+        if (r->joiners[i] != only)
+            r->joiners[k++] = r->joiners[i];
+    r->njoin = k;
+}
+
+/* Formats "node 1 (10.0.0.2)" for a member with a rank, else "node 10.0.0.2". */
+static void node_name(char *out, size_t cap, int64_t rank, const char *host) {
+    if (rank >= 0)
+        snprintf(out, cap, "node %lld (%s)", (long long)rank, host);
+    else
+        snprintf(out, cap, "node %s", host);
+}
+
+static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out);
+
+/* Re-evaluates a collecting round after its joiners changed: close at max, last call from min,
+ * back to JOINING below min. */
+static void run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
+        return;
+    if ((int64_t)r->njoin >= r->cfg.max_nodes) {
+        round_close(rs, r, now_ms, out);
+    } else if ((int64_t)r->njoin >= r->cfg.min_nodes) {
+        if (r->state == RDZV_RUN_JOINING) {
+            r->state = RDZV_RUN_LAST_CALL;
+            r->last_call_ms = now_ms + (uint64_t)r->cfg.last_call_timeout_ms;
+        }
+    } else {
+        r->state = RDZV_RUN_JOINING;
+    }
+}
+
+/* Closes the collecting round: the first min(njoin, max) joiners form the group. Ranks: a valid,
+ * unclaimed want_node_rank first; then the member's rank in its previous round when free; then
+ * the gaps in join order. Every group member gets its REPLY_OK. O(n). */
+static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    size_t n = r->njoin;
+    if ((int64_t)n > r->cfg.max_nodes)
+        n = (size_t)r->cfg.max_nodes;
+    /* cap_group was reserved by the caller's event (see group_reserve). */
+    rdzv_member_t **slot = r->group;
+    for (size_t i = 0; i < n; i++) {
+        slot[i] = NULL;
+        r->joiners[i]->group_rank = -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rdzv_member_t *m = r->joiners[i];
+        if (m->want_rank >= 0 && m->want_rank < (int64_t)n && slot[m->want_rank] == NULL) {
+            slot[m->want_rank] = m;
+            m->group_rank = m->want_rank;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        rdzv_member_t *m = r->joiners[i];
+        if (m->group_rank < 0 && m->prev_rank >= 0 && m->prev_rank < (int64_t)n &&
+            slot[m->prev_rank] == NULL) {
+            slot[m->prev_rank] = m;
+            m->group_rank = m->prev_rank;
+        }
+    }
+    size_t gap = 0;
+    for (size_t i = 0; i < n; i++) {
+        rdzv_member_t *m = r->joiners[i];
+        if (m->group_rank >= 0)
+            continue;
+        while (slot[gap] != NULL)
+            gap++;
+        slot[gap] = m;
+        m->group_rank = (int64_t)gap;
+    }
+    r->ngroup = n;
+    /* The rest keep waiting, in order. */
+    memmove(r->joiners, r->joiners + n, (r->njoin - n) * sizeof *r->joiners);
+    r->njoin -= n;
+
+    int64_t world = 0;
+    for (size_t i = 0; i < n; i++)
+        world += slot[i]->nproc;
+    int64_t base = 0;
+    for (size_t i = 0; i < n; i++) {
+        rdzv_member_t *m = slot[i];
+        m->state = MEMBER_RUNNING;
+        m->last_seen_ms = now_ms;
+        rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_OK, m->id);
+        copy_str(a->run_id, sizeof a->run_id, r->id);
+        a->res.round = r->round;
+        a->res.group_rank = (int64_t)i;
+        a->res.group_world_size = (int64_t)n;
+        a->res.rank_base = base;
+        a->res.world_size = world;
+        copy_str(a->res.master_addr, sizeof a->res.master_addr, slot[0]->host);
+        a->res.master_port = slot[0]->master_port;
+        a->res.restarts_used = r->restarts_used;
+        base += m->nproc;
+    }
+    /* Members of the previous round that did not come back are no longer members. */
+    for (rdzv_member_t *m = r->mhead, *next; m != NULL; m = next) {
+        next = m->rnext;
+        if (m->state == MEMBER_IDLE)
+            member_free(rs, m, now_ms);
+    }
+    r->state = RDZV_RUN_RUNNING;
+    r->live_check_ms =
+        now_ms + (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
+}
+
+/* Replies an error to every joiner (the run is FAILED) and drops them. */
+static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char *text,
+                           uint64_t now_ms, rdzv_actions_t *out) {
+    for (size_t i = 0; i < r->njoin; i++) {
+        rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_ERR, r->joiners[i]->id);
+        a->code = code;
+        copy_str(a->run_id, sizeof a->run_id, r->id);
+        copy_str(a->text, sizeof a->text, text);
+        member_free(rs, r->joiners[i], now_ms);
+    }
+    r->njoin = 0;
+}
+
+/* The text a refused join gets from a FAILED run. */
+static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
+    textf(out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s", r->id,
+          (long long)r->cfg.max_restarts, r->last_failure);
+}
+
+/* Ends the running round (its dead members are already removed from the group): END_ROUND,
+ * the group becomes IDLE and is remembered, round r+1 collects the waiters. With failed set the
+ * run becomes FAILED instead and the waiters are refused. */
+static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int failed, uint64_t now_ms,
+                      rdzv_actions_t *out) {
+    rdzv_action_t *a = action_add(out, RDZV_ACT_END_ROUND, 0);
+    copy_str(a->run_id, sizeof a->run_id, r->id);
+    a->round = r->round;
+    snprintf(a->text, sizeof a->text, "rendezvous '%s' round %lld ended: %s", r->id,
+             (long long)r->round, why);
+    /* prev has room for the group: group_reserve sized both. */
+    r->nprev = 0;
+    for (size_t i = 0; i < r->ngroup; i++) {
+        rdzv_member_t *m = r->group[i];
+        if (m == NULL)
+            continue;
+        prev_node_t *p = &r->prev[r->nprev++];
+        p->id = m->id;
+        p->rank = m->group_rank;
+        copy_str(p->host, sizeof p->host, m->host);
+        m->prev_rank = m->group_rank;
+        m->group_rank = -1;
+        m->state = MEMBER_IDLE;
+    }
+    r->ngroup = 0;
+    r->round++;
+    if (failed) {
+        char text[RDZV_ROUND_TEXT_MAX];
+        r->state = RDZV_RUN_FAILED;
+        failed_text(r, text, sizeof text);
+        joiners_refuse(rs, r, DDP_ERDZV_CLOSED, text, now_ms, out);
+        return;
+    }
+    r->state = RDZV_RUN_JOINING;
+    run_check(rs, r, now_ms, out);
+}
+
+/* Makes sure group and prev can hold every member the run may close a round with, and out can
+ * take every action one event may produce, so that the transition cannot fail halfway. */
+static int event_reserve(rdzv_run_t *r, size_t extra_members, rdzv_actions_t *out) {
+    size_t n = r->nmembers + extra_members;
+    if (grow((void **)&r->group, &r->cap_group, n, sizeof *r->group) < 0 ||
+        grow((void **)&r->prev, &r->cap_prev, n, sizeof *r->prev) < 0)
+        return -ENOMEM;
+    if (grow((void **)&r->joiners, &r->cap_join, n, sizeof *r->joiners) < 0)
+        return -ENOMEM;
+    return actions_reserve(out, 2 * n + 4);
+}
+
+/* Takes member m out of the running group (it died or re-joined). */
+static void group_remove(rdzv_run_t *r, rdzv_member_t *m) {
+    if (m->group_rank >= 0 && (size_t)m->group_rank < r->ngroup)
+        r->group[m->group_rank] = NULL;
+    m->prev_rank = m->group_rank;
+    m->group_rank = -1;
+}
+
+/* ---- events ---- */
+
+/* Checks a join's fields. Returns 0 or DDP_EUSAGE with err naming the field. */
+static int join_validate(const rdzv_join_req_t *q, ddp_err_t *err) {
+    const rdzv_round_cfg_t *c = &q->cfg;
+    const char *id = q->run_id;
+    if (id[0] == '\0' || memchr(id, '\0', sizeof q->run_id) == NULL)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous join: empty or unterminated run id");
+    if (q->host[0] == '\0' || memchr(q->host, '\0', sizeof q->host) == NULL)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': empty or unterminated host", id);
+    if (q->nproc < 1 || q->nproc > RDZV_ROUND_MAX_NPROC)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': nproc %lld out of range 1..%d", id,
+                           (long long)q->nproc, RDZV_ROUND_MAX_NPROC);
+    if (q->want_node_rank < -1 || q->want_node_rank >= RDZV_ROUND_MAX_NODES)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': node rank %lld out of range", id,
+                           (long long)q->want_node_rank);
+    if (q->master_port < 0 || q->master_port > 65535)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': master port %lld out of range", id,
+                           (long long)q->master_port);
+    if (c->min_nodes < 1 || c->max_nodes < c->min_nodes || c->max_nodes > RDZV_ROUND_MAX_NODES)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "rendezvous '%s': nnodes %lld:%lld invalid (need 1 <= min <= max <= %d)",
+                           id, (long long)c->min_nodes, (long long)c->max_nodes,
+                           RDZV_ROUND_MAX_NODES);
+    /* 24 days bounds every timeout, so that interval x attempts cannot overflow. */
+    const int64_t day24 = (int64_t)24 * 24 * 3600 * 1000;
+    if (c->last_call_timeout_ms < 0 || c->last_call_timeout_ms > day24 || c->join_timeout_ms < 0 ||
+        c->join_timeout_ms > day24 || c->keep_alive_interval_ms < 0 ||
+        c->keep_alive_interval_ms > day24 || c->keep_alive_max_attempt < 0 ||
+        c->keep_alive_max_attempt > 1000)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': a timeout is out of range", id);
+    if (c->max_restarts < 0 || c->max_restarts > RDZV_ROUND_MAX_RESTARTS)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': max_restarts %lld out of range", id,
+                           (long long)c->max_restarts);
+    return 0;
+}
+
+static rdzv_round_cfg_t cfg_defaults(rdzv_round_cfg_t c) {
+    if (c.last_call_timeout_ms == 0)
+        c.last_call_timeout_ms = RDZV_DEFAULT_LAST_CALL_MS;
+    if (c.join_timeout_ms == 0)
+        c.join_timeout_ms = RDZV_DEFAULT_JOIN_TIMEOUT_MS;
+    if (c.keep_alive_interval_ms == 0)
+        c.keep_alive_interval_ms = RDZV_DEFAULT_KEEP_ALIVE_MS;
+    if (c.keep_alive_max_attempt == 0)
+        c.keep_alive_max_attempt = RDZV_DEFAULT_KEEP_ALIVE_MAX_ATTEMPT;
+    return c;
+}
+
+int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req, uint64_t now_ms,
+                   rdzv_actions_t *out, ddp_err_t *err) {
+    int rc = join_validate(req, err);
+    if (rc < 0)
+        return rc;
+    rdzv_member_t *m = member_find(rs, member);
+    if (m != NULL && strcmp(m->run->id, req->run_id) != 0)
+        return ddp_err_set(err, -EBUSY, "rendezvous '%s': this connection is a member of '%s'",
+                           req->run_id, m->run->id);
+    if (m != NULL && m->state == MEMBER_JOINING)
+        return ddp_err_set(err, -EALREADY, "rendezvous '%s': this connection already waits to join",
+                           req->run_id);
+    rdzv_round_cfg_t cfg = cfg_defaults(req->cfg);
+    rdzv_run_t *r = m != NULL ? m->run : run_find(rs, req->run_id);
+    int created = 0;
+    if (r == NULL) {
+        rc = run_create(rs, req->run_id, &cfg, &r, err);
+        if (rc < 0)
+            return rc;
+        created = 1;
+    }
+    if (r->state == RDZV_RUN_FAILED) {
+        char text[RDZV_ROUND_TEXT_MAX];
+        failed_text(r, text, sizeof text);
+        return ddp_err_set(err, DDP_ERDZV_CLOSED, "%s", text);
+    }
+    if (cfg.min_nodes != r->cfg.min_nodes || cfg.max_nodes != r->cfg.max_nodes)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "rendezvous '%s': this node asks for nnodes %lld:%lld but the run was "
+                           "started with %lld:%lld",
+                           r->id, (long long)cfg.min_nodes, (long long)cfg.max_nodes,
+                           (long long)r->cfg.min_nodes, (long long)r->cfg.max_nodes);
+    if (event_reserve(r, m == NULL ? 1 : 0, out) < 0 ||
+        (m == NULL && (m = calloc(1, sizeof *m)) == NULL)) {
+        if (created)
+            run_free(rs, r);
+        return ddp_err_set(err, -ENOMEM, "rendezvous '%s': out of memory", req->run_id);
+    }
+    if (m->run == NULL) {
+        m->id = member;
+        m->run = r;
+        m->prev_rank = -1;
+        m->group_rank = -1;
+        size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
+        m->hnext = rs->mem_buckets[h];
+        rs->mem_buckets[h] = m;
+        rs->nmembers++;
+        m->rnext = r->mhead;
+        if (r->mhead != NULL)
+            r->mhead->rprev = m;
+        r->mhead = m;
+        r->nmembers++;
+        member_hash_grow(rs);
+    }
+    int was_running = m->state == MEMBER_RUNNING && r->state == RDZV_RUN_RUNNING;
+    copy_str(m->host, sizeof m->host, req->host);
+    m->want_rank = req->want_node_rank;
+    m->nproc = req->nproc;
+    m->master_port = req->master_port;
+    m->join_ms = now_ms;
+    m->last_seen_ms = now_ms;
+    char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
+    if (was_running) {
+        /* A member of the running group joining again has left it: a membership change. */
+        node_name(who, sizeof who, m->group_rank, m->host);
+        group_remove(r, m);
+        m->state = MEMBER_JOINING;
+        r->joiners[r->njoin++] = m;
+        snprintf(why, sizeof why, "%s joined again", who);
+        round_end(rs, r, why, 0, now_ms, out);
+        return 0;
+    }
+    m->state = MEMBER_JOINING;
+    r->joiners[r->njoin++] = m;
+    if (r->state == RDZV_RUN_RUNNING) {
+        if ((int64_t)r->ngroup < r->cfg.max_nodes) {
+            node_name(who, sizeof who, -1, m->host);
+            snprintf(why, sizeof why, "scale-up: %s wants to join (%zu of max %lld nodes)", who,
+                     r->ngroup, (long long)r->cfg.max_nodes);
+            round_end(rs, r, why, 0, now_ms, out);
+        }
+        return 0; /* at max: waits for the next round */
+    }
+    run_check(rs, r, now_ms, out);
+    return 0;
+}
+
+int rdzv_runs_heartbeat(rdzv_runs_t *rs, const char *run_id, uint64_t member, uint64_t now_ms,
+                        int64_t *round, int *state) {
+    rdzv_member_t *m = member_find(rs, member);
+    if (m == NULL || (run_id != NULL && strcmp(m->run->id, run_id) != 0))
+        return -ENOENT;
+    if (now_ms > m->last_seen_ms)
+        m->last_seen_ms = now_ms;
+    if (round != NULL)
+        *round = m->run->round;
+    if (state != NULL)
+        *state = (int)m->run->state;
+    return 0;
+}
+
+int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
+                   const char *what, uint64_t now_ms, rdzv_actions_t *out, rdzv_fail_reply_t *rep) {
+    rdzv_run_t *r = run_find(rs, run_id);
+    memset(rep, 0, sizeof *rep);
+    rep->status = RDZV_FAIL_IGNORED;
+    if (r == NULL)
+        return -ENOENT;
+    rdzv_member_t *m = member_find(rs, member);
+    int current = r->state == RDZV_RUN_RUNNING && round == r->round && m != NULL && m->run == r &&
+                  m->state == MEMBER_RUNNING;
+    if (current && event_reserve(r, 0, out) < 0)
+        current = 0; /* out of memory: the failure is reported again or by the end key */
+    if (current) {
+        char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
+        node_name(who, sizeof who, m->group_rank, m->host);
+        r->restarts_used++;
+        textf(r->last_failure, sizeof r->last_failure, "%s round %lld: %.255s", who,
+              (long long)round, what != NULL && what[0] != '\0' ? what : "worker group failed");
+        int failed = r->restarts_used > r->cfg.max_restarts;
+        textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)",
+              r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts);
+        round_end(rs, r, why, failed, now_ms, out);
+        rep->status = failed ? RDZV_FAIL_RUN_FAILED : RDZV_FAIL_COUNTED;
+    }
+    rep->round = r->round;
+    rep->restarts_used = r->restarts_used;
+    rep->max_restarts = r->cfg.max_restarts;
+    return 0;
+}
+
+int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_actions_t *out) {
+    rdzv_member_t *m = member_find(rs, member);
+    if (m == NULL)
+        return 0;
+    rdzv_run_t *r = m->run;
+    if (m->state == MEMBER_RUNNING && r->state == RDZV_RUN_RUNNING &&
+        event_reserve(r, 0, out) == 0) {
+        char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
+        node_name(who, sizeof who, m->group_rank, m->host);
+        snprintf(why, sizeof why, "%s lost: connection closed", who);
+        group_remove(r, m);
+        member_free(rs, m, now_ms);
+        round_end(rs, r, why, 0, now_ms, out);
+        return 0;
+    }
+    if (m->state == MEMBER_RUNNING)
+        group_remove(r, m); /* only on -ENOMEM above: the silence check ends the round later */
+    if (m->state == MEMBER_JOINING)
+        joiners_remove(r, m);
+    member_free(rs, m, now_ms);
+    if (r->state == RDZV_RUN_LAST_CALL)
+        run_check(rs, r, now_ms, out); /* below min: back to JOINING (no action) */
+    return 0;
+}
+
+/* Appends to text the previous round's members that are not joining now ("; lost: node 1 (h),
+ * ..."), cut to fit. O(nprev) through the member hash. */
+static void lost_names(const rdzv_runs_t *rs, const rdzv_run_t *r, char *text, size_t cap) {
+    size_t len = strlen(text), nlost = 0, shown = 0;
+    for (size_t i = 0; i < r->nprev; i++) {
+        const rdzv_member_t *m = member_find(rs, r->prev[i].id);
+        if (m != NULL && m->run == r && m->state == MEMBER_JOINING)
+            continue;
+        nlost++;
+        char who[RDZV_HOST_MAX + 64];
+        node_name(who, sizeof who, r->prev[i].rank, r->prev[i].host);
+        /* Keep room for ", and 99999 more". */
+        if (len + strlen(who) + 10 + 24 < cap) {
+            len += (size_t)snprintf(text + len, cap - len, "%s%s", shown ? ", " : "; lost: ", who);
+            shown++;
+        }
+    }
+    if (nlost > shown && len < cap)
+        snprintf(text + len, cap - len, "%s%zu more lost", shown ? ", and " : "; ", nlost - shown);
+}
+
+/* Gives every joiner whose join_timeout has passed its error reply and drops it. Joiners are in
+ * join order with one timeout per run, so the expired ones are a prefix. */
+static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    size_t k = 0;
+    uint64_t to = (uint64_t)r->cfg.join_timeout_ms;
+    while (k < r->njoin && r->joiners[k]->join_ms + to <= now_ms)
+        k++;
+    if (k == 0)
+        return;
+    char text[RDZV_ROUND_TEXT_MAX], dur[32];
+    fmt_ms(dur, sizeof dur, r->cfg.join_timeout_ms);
+    if (r->state == RDZV_RUN_RUNNING) {
+        snprintf(text, sizeof text,
+                 "rendezvous '%s' round %lld: running at max_nodes=%lld; no place opened within "
+                 "join_timeout=%s",
+                 r->id, (long long)r->round, (long long)r->cfg.max_nodes, dur);
+    } else {
+        snprintf(text, sizeof text,
+                 "rendezvous '%s' round %lld: %zu of min %lld nodes joined "
+                 "within join_timeout=%s",
+                 r->id, (long long)r->round, r->njoin, (long long)r->cfg.min_nodes, dur);
+        lost_names(rs, r, text, sizeof text);
+    }
+    for (size_t i = 0; i < k; i++) {
+        rdzv_member_t *m = r->joiners[i];
+        rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_ERR, m->id);
+        a->code = DDP_ETIMEOUT;
+        copy_str(a->run_id, sizeof a->run_id, r->id);
+        copy_str(a->text, sizeof a->text, text);
+        member_free(rs, m, now_ms);
+    }
+    memmove(r->joiners, r->joiners + k, (r->njoin - k) * sizeof *r->joiners);
+    r->njoin -= k;
+}
+
+/* Declares the running group's silent members dead (CLOSE each, then END_ROUND naming them), or
+ * schedules the next check at the earliest possible expiry. */
+static void group_check_live(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    uint64_t limit = (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
+    uint64_t oldest = UINT64_MAX;
+    char why[RDZV_ROUND_TEXT_MAX], dur[32];
+    size_t len = 0, ndead = 0;
+    fmt_ms(dur, sizeof dur, (int64_t)limit);
+    for (size_t i = 0; i < r->ngroup; i++) {
+        rdzv_member_t *m = r->group[i];
+        if (m == NULL)
+            continue;
+        if (m->last_seen_ms + limit > now_ms) {
+            if (m->last_seen_ms < oldest)
+                oldest = m->last_seen_ms;
+            continue;
+        }
+        char who[RDZV_HOST_MAX + 64];
+        node_name(who, sizeof who, m->group_rank, m->host);
+        if (len + strlen(who) + 40 < sizeof why)
+            len += (size_t)snprintf(why + len, sizeof why - len, "%s%s", ndead ? ", " : "", who);
+        ndead++;
+        rdzv_action_t *a = action_add(out, RDZV_ACT_CLOSE, m->id);
+        copy_str(a->run_id, sizeof a->run_id, r->id);
+        snprintf(a->text, sizeof a->text, "rendezvous '%s': %s silent for %s (keep-alive)", r->id,
+                 who, dur);
+        group_remove(r, m);
+        member_free(rs, m, now_ms);
+    }
+    if (ndead == 0) {
+        r->live_check_ms = oldest == UINT64_MAX ? UINT64_MAX : oldest + limit;
+        return;
+    }
+    snprintf(why + len, sizeof why - len, " lost: silent for %s (%zu node%s)", dur, ndead,
+             ndead == 1 ? "" : "s");
+    round_end(rs, r, why, 0, now_ms, out);
+}
+
+int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out) {
+    for (rdzv_run_t *r = rs->runs, *next; r != NULL; r = next) {
+        next = r->next_all;
+        if (r->nmembers == 0) {
+            if (r->empty_since_ms + rs->empty_keep_ms <= now_ms)
+                run_free(rs, r);
+            continue;
+        }
+        if (event_reserve(r, 0, out) < 0)
+            continue; /* try again on the next tick */
+        switch (r->state) {
+        case RDZV_RUN_JOINING: joiners_expire(rs, r, now_ms, out); break;
+        case RDZV_RUN_LAST_CALL:
+            if (r->last_call_ms <= now_ms)
+                round_close(rs, r, now_ms, out);
+            break;
+        case RDZV_RUN_RUNNING:
+            joiners_expire(rs, r, now_ms, out);
+            if (r->live_check_ms <= now_ms)
+                group_check_live(rs, r, now_ms, out);
+            break;
+        case RDZV_RUN_FAILED: break;
+        }
+    }
+    return 0;
+}
+
+uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs) {
+    uint64_t t = UINT64_MAX;
+    for (const rdzv_run_t *r = rs->runs; r != NULL; r = r->next_all) {
+        uint64_t d = UINT64_MAX;
+        if (r->nmembers == 0) {
+            d = r->empty_since_ms + rs->empty_keep_ms;
+        } else if (r->state == RDZV_RUN_LAST_CALL) {
+            d = r->last_call_ms;
+        } else if (r->state == RDZV_RUN_JOINING || r->state == RDZV_RUN_RUNNING) {
+            if (r->njoin > 0)
+                d = r->joiners[0]->join_ms + (uint64_t)r->cfg.join_timeout_ms;
+            if (r->state == RDZV_RUN_RUNNING && r->live_check_ms < d)
+                d = r->live_check_ms;
+        }
+        if (d < t)
+            t = d;
+    }
+    return t;
+}
+
+/* ---- status ---- */
+
+static json_t *member_json(const rdzv_member_t *m, uint64_t now_ms) {
+    return json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "member", (json_int_t)m->id, "host",
+                     m->host, "state", member_state_name(m->state), "group_rank",
+                     (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
+                     (json_int_t)m->want_rank, "silent_ms",
+                     (json_int_t)(now_ms > m->last_seen_ms ? now_ms - m->last_seen_ms : 0));
+}
+
+int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                          ddp_buf_t *out, ddp_err_t *err) {
+    const rdzv_run_t *r = run_find(rs, run_id);
+    if (r == NULL)
+        return ddp_err_set(err, -ENOENT, "no rendezvous '%s' on this server", run_id);
+    json_t *members = json_array();
+    json_t *o = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "run", r->id, "round",
+                          (json_int_t)r->round, "state", rdzv_run_state_name(r->state), "min_nodes",
+                          (json_int_t)r->cfg.min_nodes, "max_nodes", (json_int_t)r->cfg.max_nodes,
+                          "restarts_used", (json_int_t)r->restarts_used, "max_restarts",
+                          (json_int_t)r->cfg.max_restarts, "last_failure",
+                          r->last_failure[0] ? json_string(r->last_failure) : json_null(),
+                          "members", members ? json_incref(members) : NULL);
+    int rc = o != NULL && members != NULL ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < r->ngroup; i++)
+        if (r->group[i] != NULL && json_array_append_new(members, member_json(r->group[i], now_ms)))
+            rc = -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < r->njoin; i++)
+        if (json_array_append_new(members, member_json(r->joiners[i], now_ms)))
+            rc = -ENOMEM;
+    for (const rdzv_member_t *m = r->mhead; rc == 0 && m != NULL; m = m->rnext)
+        if (m->state == MEMBER_IDLE && json_array_append_new(members, member_json(m, now_ms)))
+            rc = -ENOMEM;
+    char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))
+        rc = -ENOMEM;
+    free(s);
+    json_decref(members);
+    json_decref(o);
+    if (rc < 0)
+        return ddp_err_set(err, rc, "unable to write the status of '%s': out of memory", run_id);
+    return 0;
+}
+
+/* ---- wire codec ---- */
+
+/* A read position over buffered bytes (the store's parser works the same way). */
+typedef struct cur {
+    const uint8_t *buf;
+    size_t len, off, need;
+    ddp_err_t *err;
+    int bad; /* error code for malformed input: DDP_EFRAME (requests) or DDP_EPROTO (replies) */
+} cur_t;
+
+/* Returns 1 when n more bytes are buffered, else 0 with need set. */
+static int cur_want(cur_t *c, size_t n) {
+    if (c->len - c->off < n) {
+        c->need = c->off + n;
+        return 0;
+    }
+    return 1;
+}
+
+static int cur_u8(cur_t *c, uint8_t *v) {
+    if (!cur_want(c, 1))
+        return 0;
+    *v = c->buf[c->off++];
+    return 1;
+}
+
+static int cur_i64(cur_t *c, int64_t *v) {
+    if (!cur_want(c, 8))
+        return 0;
+    *v = (int64_t)rdzv__get_u64(c->buf + c->off);
+    c->off += 8;
+    return 1;
+}
+
+/* Records the offset of a bad field; the caller sets the message (first error wins). */
+static void cur_mark(cur_t *c, size_t at) {
+    if (c->err != NULL && c->err->code == 0)
+        c->err->offset = (long)at;
+}
+
+/* Reads a blob of 0..max bytes: into dst (NUL-terminated, cap > max) when dst is not NULL, else
+ * appended to buf. With text set it must be non-empty and hold no NUL. Returns 1, 0 or error. */
+static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, const char *what) {
+    size_t at = c->off;
+    if (!cur_want(c, 8))
+        return 0;
+    uint64_t n = rdzv__get_u64(c->buf + c->off);
+    if (n > max) {
+        cur_mark(c, at);
+        return ddp_err_set(c->err, DDP_ETOOBIG, "%s longer than %zu bytes", what, max);
+    }
+    if (!cur_want(c, 8 + (size_t)n))
+        return 0;
+    const uint8_t *p = c->buf + c->off + 8;
+    if (text && (n == 0 || memchr(p, '\0', (size_t)n) != NULL)) {
+        cur_mark(c, at);
+        return ddp_err_set(c->err, c->bad, "%s is empty or holds a NUL byte", what);
+    }
+    if (dst != NULL) {
+        memcpy(dst, p, (size_t)n);
+        dst[n] = '\0';
+    } else if (buf != NULL) {
+        ddp_buf_reset(buf);
+        if (ddp_buf_reserve(buf, (size_t)n + 1) < 0)
+            return -ENOMEM;
+        memcpy(buf->data, p, (size_t)n);
+        buf->len = (size_t)n;
+        buf->data[n] = '\0';
+    }
+    c->off += 8 + (size_t)n;
+    return 1;
+}
+
+/* Runs the reads of one frame: each step returns 1 to go on, 0 (incomplete) or an error. */
+#define STEP(x)                                                                                    \
+    do {                                                                                           \
+        int step_rc_ = (x);                                                                        \
+        if (step_rc_ <= 0)                                                                         \
+            return step_rc_;                                                                       \
+    } while (0)
+
+static long req_fields(cur_t *c, rdzv_round_req_t *q) {
+    rdzv_join_req_t *j = &q->join;
+    STEP(cur_str(c, j->run_id, NULL, RDZV_RUN_ID_MAX, 1, "run id"));
+    switch (q->cmd) {
+    case RDZV_CMD_RDZV_JOIN:
+        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, 1, "host"));
+        STEP(cur_i64(c, &j->want_node_rank));
+        STEP(cur_i64(c, &j->nproc));
+        STEP(cur_i64(c, &j->master_port));
+        STEP(cur_i64(c, &j->cfg.min_nodes));
+        STEP(cur_i64(c, &j->cfg.max_nodes));
+        STEP(cur_i64(c, &j->cfg.last_call_timeout_ms));
+        STEP(cur_i64(c, &j->cfg.join_timeout_ms));
+        STEP(cur_i64(c, &j->cfg.keep_alive_interval_ms));
+        STEP(cur_i64(c, &j->cfg.keep_alive_max_attempt));
+        STEP(cur_i64(c, &j->cfg.max_restarts));
+        break;
+    case RDZV_CMD_RDZV_FAIL:
+        STEP(cur_i64(c, &q->round));
+        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, 0, "failure text"));
+        break;
+    default: break; /* HEARTBEAT, STATUS: the run id only */
+    }
+    return (long)c->off;
+}
+
+long rdzv__round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
+                           ddp_err_t *err) {
+    cur_t c = {buf, len, 0, 0, err, DDP_EFRAME};
+    memset(req, 0, sizeof *req);
+    uint8_t cmd;
+    if (!cur_u8(&c, &cmd)) {
+        *need = 1;
+        return 0;
+    }
+    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_STATUS) {
+        if (err != NULL && err->code == 0)
+            err->offset = 0;
+        return ddp_err_set(err, DDP_EFRAME, "unknown rendezvous command 0x%02x", cmd);
+    }
+    req->cmd = cmd;
+    long rc = req_fields(&c, req);
+    if (rc == 0)
+        *need = c.need;
+    return rc;
+}
+
+/* Appends a NUL-free, non-empty string of at most max bytes as a blob. */
+static int put_str(ddp_buf_t *b, const char *s, size_t max) {
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n == 0 || n > max)
+        return -EINVAL;
+    return rdzv__put_blob(b, s, n);
+}
+
+/* Encoders undo a partial frame on failure, so b never holds half a request. */
+#define PUT(x)                                                                                     \
+    do {                                                                                           \
+        int put_rc_ = (x);                                                                         \
+        if (put_rc_ < 0) {                                                                         \
+            b->len = start;                                                                        \
+            return put_rc_;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+int rdzv__join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(put_str(b, q->run_id, RDZV_RUN_ID_MAX));
+    PUT(put_str(b, q->host, RDZV_HOST_MAX));
+    const int64_t v[] = {q->want_node_rank,
+                         q->nproc,
+                         q->master_port,
+                         q->cfg.min_nodes,
+                         q->cfg.max_nodes,
+                         q->cfg.last_call_timeout_ms,
+                         q->cfg.join_timeout_ms,
+                         q->cfg.keep_alive_interval_ms,
+                         q->cfg.keep_alive_max_attempt,
+                         q->cfg.max_restarts};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        PUT(rdzv__put_i64(b, v[i]));
+    return 0;
+}
+
+static int run_only_encode(ddp_buf_t *b, uint8_t cmd, const char *run_id) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, cmd));
+    PUT(put_str(b, run_id, RDZV_RUN_ID_MAX));
+    return 0;
+}
+
+int rdzv__heartbeat_req_encode(ddp_buf_t *b, const char *run_id) {
+    return run_only_encode(b, RDZV_CMD_RDZV_HEARTBEAT, run_id);
+}
+
+int rdzv__status_req_encode(ddp_buf_t *b, const char *run_id) {
+    return run_only_encode(b, RDZV_CMD_RDZV_STATUS, run_id);
+}
+
+int rdzv__fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what) {
+    size_t start = b->len;
+    size_t n = what != NULL ? strlen(what) : 0;
+    if (n > RDZV_WHAT_MAX)
+        n = RDZV_WHAT_MAX;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_FAIL, run_id));
+    PUT(rdzv__put_i64(b, round));
+    PUT(rdzv__put_blob(b, what != NULL ? what : "", n));
+    return 0;
+}
+
+int rdzv__join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, 0));
+    PUT(rdzv__put_i64(b, res->round));
+    PUT(rdzv__put_i64(b, res->group_rank));
+    PUT(rdzv__put_i64(b, res->group_world_size));
+    PUT(rdzv__put_i64(b, res->rank_base));
+    PUT(rdzv__put_i64(b, res->world_size));
+    PUT(rdzv__put_blob(b, res->master_addr, strnlen(res->master_addr, RDZV_HOST_MAX)));
+    PUT(rdzv__put_i64(b, res->master_port));
+    PUT(rdzv__put_i64(b, res->restarts_used));
+    return 0;
+}
+
+int rdzv__join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, 1));
+    PUT(rdzv__put_i64(b, code));
+    PUT(rdzv__put_blob(b, text != NULL ? text : "",
+                       text != NULL ? strnlen(text, RDZV_REPLY_TEXT_MAX) : 0));
+    return 0;
+}
+
+int rdzv__heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_HEARTBEAT));
+    PUT(rdzv__put_u8(b, ok ? 0 : 1));
+    PUT(rdzv__put_i64(b, round));
+    PUT(rdzv__put_i64(b, state));
+    return 0;
+}
+
+int rdzv__fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_FAIL));
+    PUT(rdzv__put_u8(b, rep->status));
+    PUT(rdzv__put_i64(b, rep->round));
+    PUT(rdzv__put_i64(b, rep->restarts_used));
+    PUT(rdzv__put_i64(b, rep->max_restarts));
+    return 0;
+}
+
+int rdzv__status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_STATUS));
+    PUT(rdzv__put_u8(b, ok ? 0 : 1));
+    PUT(rdzv__put_blob(b, text, n));
+    return 0;
+}
+
+static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
+    STEP(cur_u8(c, &p->status));
+    switch (p->cmd) {
+    case RDZV_CMD_RDZV_JOIN:
+        if (p->status == 0) {
+            rdzv_join_result_t *j = &p->join;
+            STEP(cur_i64(c, &j->round));
+            STEP(cur_i64(c, &j->group_rank));
+            STEP(cur_i64(c, &j->group_world_size));
+            STEP(cur_i64(c, &j->rank_base));
+            STEP(cur_i64(c, &j->world_size));
+            STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, 1, "master_addr"));
+            STEP(cur_i64(c, &j->master_port));
+            STEP(cur_i64(c, &j->restarts_used));
+        } else if (p->status == 1) {
+            STEP(cur_i64(c, &p->code));
+            STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, 0, "error text"));
+        } else {
+            return ddp_err_set(c->err, DDP_EPROTO, "JOIN reply status %u unknown", p->status);
+        }
+        break;
+    case RDZV_CMD_RDZV_HEARTBEAT:
+        STEP(cur_i64(c, &p->round));
+        STEP(cur_i64(c, &p->state));
+        break;
+    case RDZV_CMD_RDZV_FAIL:
+        if (p->status > RDZV_FAIL_RUN_FAILED)
+            return ddp_err_set(c->err, DDP_EPROTO, "FAIL reply status %u unknown", p->status);
+        p->fail.status = p->status;
+        STEP(cur_i64(c, &p->fail.round));
+        STEP(cur_i64(c, &p->fail.restarts_used));
+        STEP(cur_i64(c, &p->fail.max_restarts));
+        break;
+    default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, 0, "status")); break;
+    }
+    return (long)c->off;
+}
+
+long rdzv__round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *rep, size_t *need,
+                             ddp_err_t *err) {
+    cur_t c = {buf, len, 0, 0, err, DDP_EPROTO};
+    ddp_buf_t text = rep->text;
+    memset(rep, 0, sizeof *rep);
+    rep->text = text;
+    ddp_buf_reset(&rep->text);
+    if (!cur_u8(&c, &rep->cmd)) {
+        *need = 1;
+        return 0;
+    }
+    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_STATUS)
+        return ddp_err_set(err, DDP_EPROTO, "unexpected reply 0x%02x to a rendezvous command",
+                           rep->cmd);
+    long rc = reply_fields(&c, rep);
+    if (rc == 0)
+        *need = c.need;
+    return rc;
+}

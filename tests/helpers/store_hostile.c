@@ -1,0 +1,295 @@
+/* store_hostile: a misbehaving client on a raw socket, for tests/integration/test_store.sh.
+ *   store_hostile PORT MODE
+ * MODE: malformed (unknown command), oversized (key length 2^40), truncated (half a SET, then
+ * EOF), no-validate (SET first), unauth (VALIDATE then SET on a token server), idle (connect and
+ * stay silent), slow-reader (pipeline GETs of a large value without reading), torch-compat (the
+ * byte exchange of a PyTorch TCPStore client; checks every reply byte).
+ * The token (hex in DDPRUN_STORE_TOKEN) is used by slow-reader. Prints "closed after N ms" when
+ * the server closed the connection, "ok" for torch-compat; exit 0 when the server behaved as
+ * expected, 1 otherwise. Every wait is bounded (10 s). */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+#include "ddp_parse.h"
+#include "ddp_time.h"
+#include "rdzv_auth_int.h"
+#include "rdzv_client.h"
+#include "rdzv_frame_int.h"
+
+#define BOUND_MS 10000
+
+static int sock;
+
+static int dial(uint16_t port, int rcvbuf) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_buf(const ddp_buf_t *b) {
+    size_t off = 0;
+    while (off < b->len) {
+        ssize_t n = send(sock, b->data + off, b->len - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        off += (size_t)n;
+    }
+    return 0;
+}
+
+static int recv_exact(void *dst, size_t n) {
+    uint8_t *d = dst;
+    while (n > 0) {
+        struct pollfd p = {sock, POLLIN, 0};
+        if (poll(&p, 1, BOUND_MS) <= 0)
+            return -1;
+        ssize_t r = recv(sock, d, n, 0);
+        if (r <= 0)
+            return -1;
+        d += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Waits (bounded) until the server closes; reads and drops anything it sends first. */
+static int expect_closed(uint64_t t0) {
+    uint8_t junk[65536];
+    while (ddp_now_ms() - t0 < BOUND_MS) {
+        struct pollfd p = {sock, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t r = recv(sock, junk, sizeof junk, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) {
+            printf("closed after %llu ms\n", (unsigned long long)(ddp_now_ms() - t0));
+            return 0;
+        }
+    }
+    printf("still open after %d ms\n", BOUND_MS);
+    return 1;
+}
+
+static void put_validate(ddp_buf_t *b) {
+    rdzv__put_u8(b, RDZV_CMD_VALIDATE);
+    rdzv__put_u32(b, RDZV_VALIDATE_MAGIC);
+}
+
+/* VALIDATE plus, when a token is set, the HMAC handshake. Returns 0 or -1. */
+static int handshake(void) {
+    ddp_buf_t tok = DDP_BUF_INIT, b = DDP_BUF_INIT;
+    if (rdzv_token_from_env(&tok, NULL) < 0)
+        return -1;
+    put_validate(&b);
+    int rc = 0;
+    if (tok.len > 0) {
+        uint8_t cn[32] = {1, 2, 3}, sn[32], mac[32], st, smac[32];
+        rdzv__put_u8(&b, RDZV_CMD_AUTH_HELLO);
+        ddp_buf_append(&b, cn, 32);
+        rc = send_buf(&b);
+        ddp_buf_reset(&b);
+        if (rc == 0)
+            rc = recv_exact(&st, 1) < 0 || st != 0 || recv_exact(sn, 32) < 0 ? -1 : 0;
+        if (rc == 0) {
+            rdzv__auth_mac(tok.data, tok.len, RDZV_ROLE_CLIENT, sn, cn, mac);
+            rdzv__put_u8(&b, RDZV_CMD_AUTH_PROOF);
+            ddp_buf_append(&b, mac, 32);
+            rc = send_buf(&b);
+        }
+        if (rc == 0)
+            rc = recv_exact(&st, 1) < 0 || st != 0 || recv_exact(smac, 32) < 0 ? -1 : 0;
+    } else {
+        rc = send_buf(&b);
+    }
+    ddp_buf_free(&tok);
+    ddp_buf_free(&b);
+    return rc;
+}
+
+/* Replays a PyTorch TCPStore client's exchange against a --no-auth server. */
+static int torch_compat(void) {
+    ddp_buf_t b = DDP_BUF_INIT;
+    uint8_t r1;
+    uint32_t r32;
+    int64_t r64;
+    uint64_t len;
+    char val[64];
+    put_validate(&b);
+    rdzv__put_u8(&b, RDZV_CMD_PING);
+    rdzv__put_u32(&b, 77);
+    if (send_buf(&b) < 0 || recv_exact(&r32, 4) < 0 || r32 != 77)
+        return fprintf(stderr, "PING\n"), 1;
+    /* TCPStore::set, then get = WAIT + GET. */
+    ddp_buf_reset(&b);
+    rdzv__put_u8(&b, RDZV_CMD_SET);
+    rdzv__put_blob(&b, "tc/k", 4);
+    rdzv__put_blob(&b, "v1", 2);
+    rdzv__put_u8(&b, RDZV_CMD_WAIT);
+    rdzv__put_u64(&b, 1);
+    rdzv__put_blob(&b, "tc/k", 4);
+    if (send_buf(&b) < 0 || recv_exact(&r1, 1) < 0 || r1 != RDZV_WAIT_STOP_WAITING)
+        return fprintf(stderr, "WAIT\n"), 1;
+    ddp_buf_reset(&b);
+    rdzv__put_u8(&b, RDZV_CMD_GET);
+    rdzv__put_blob(&b, "tc/k", 4);
+    if (send_buf(&b) < 0 || recv_exact(&len, 8) < 0 || len != 2 || recv_exact(val, 2) < 0 ||
+        memcmp(val, "v1", 2) != 0)
+        return fprintf(stderr, "GET\n"), 1;
+    /* add: the value is kept as decimal text. */
+    ddp_buf_reset(&b);
+    rdzv__put_u8(&b, RDZV_CMD_ADD);
+    rdzv__put_blob(&b, "tc/n", 4);
+    rdzv__put_i64(&b, 41);
+    rdzv__put_u8(&b, RDZV_CMD_ADD);
+    rdzv__put_blob(&b, "tc/n", 4);
+    rdzv__put_i64(&b, 1);
+    if (send_buf(&b) < 0 || recv_exact(&r64, 8) < 0 || r64 != 41 || recv_exact(&r64, 8) < 0 ||
+        r64 != 42)
+        return fprintf(stderr, "ADD\n"), 1;
+    /* wait with a timeout: the client sends CANCEL_WAIT and expects WAIT_CANCELED. */
+    ddp_buf_reset(&b);
+    rdzv__put_u8(&b, RDZV_CMD_WAIT);
+    rdzv__put_u64(&b, 1);
+    rdzv__put_blob(&b, "tc/never", 8);
+    rdzv__put_u8(&b, RDZV_CMD_CANCEL_WAIT);
+    if (send_buf(&b) < 0 || recv_exact(&r1, 1) < 0 || r1 != RDZV_WAIT_CANCELED)
+        return fprintf(stderr, "CANCEL_WAIT\n"), 1;
+    /* check, getNumKeys, deleteKey, compareSet. */
+    ddp_buf_reset(&b);
+    rdzv__put_u8(&b, RDZV_CMD_CHECK);
+    rdzv__put_u64(&b, 2);
+    rdzv__put_blob(&b, "tc/k", 4);
+    rdzv__put_blob(&b, "tc/never", 8);
+    rdzv__put_u8(&b, RDZV_CMD_GETNUMKEYS);
+    rdzv__put_u8(&b, RDZV_CMD_DELETE_KEY);
+    rdzv__put_blob(&b, "tc/n", 4);
+    rdzv__put_u8(&b, RDZV_CMD_COMPARE_SET);
+    rdzv__put_blob(&b, "tc/k", 4);
+    rdzv__put_blob(&b, "v1", 2);
+    rdzv__put_blob(&b, "v2", 2);
+    int64_t nkeys;
+    if (send_buf(&b) < 0 || recv_exact(&r1, 1) < 0 || r1 != RDZV_CHECK_NOT_READY ||
+        recv_exact(&nkeys, 8) < 0 || nkeys < 2 || recv_exact(&r64, 8) < 0 || r64 != 1 ||
+        recv_exact(&len, 8) < 0 || len != 2 || recv_exact(val, 2) < 0 || memcmp(val, "v2", 2) != 0)
+        return fprintf(stderr, "CHECK/GETNUMKEYS/DELETE_KEY/COMPARE_SET\n"), 1;
+    ddp_buf_free(&b);
+    printf("ok\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int64_t port;
+    if (argc != 3 || ddp_parse_i64(argv[1], 1, 65535, &port) < 0) {
+        fprintf(stderr, "usage: store_hostile PORT MODE\n");
+        return 2;
+    }
+    const char *mode = argv[2];
+    int slow = strcmp(mode, "slow-reader") == 0;
+    sock = dial((uint16_t)port, slow ? 4096 : 0);
+    if (sock < 0) {
+        perror("store_hostile: connect");
+        return 1;
+    }
+    ddp_buf_t b = DDP_BUF_INIT;
+    uint64_t t0 = ddp_now_ms();
+    int rc = 1;
+    if (strcmp(mode, "torch-compat") == 0) {
+        rc = torch_compat();
+    } else if (strcmp(mode, "idle") == 0) {
+        rc = expect_closed(t0);
+    } else if (strcmp(mode, "no-validate") == 0) {
+        rdzv__put_u8(&b, RDZV_CMD_SET);
+        rdzv__put_blob(&b, "k", 1);
+        rdzv__put_blob(&b, "v", 1);
+        rc = send_buf(&b) < 0 ? 0 : expect_closed(t0);
+    } else if (strcmp(mode, "unauth") == 0) {
+        put_validate(&b);
+        rdzv__put_u8(&b, RDZV_CMD_GETNUMKEYS);
+        rc = send_buf(&b) < 0 ? 0 : expect_closed(t0);
+    } else if (strcmp(mode, "malformed") == 0 || strcmp(mode, "oversized") == 0 ||
+               strcmp(mode, "truncated") == 0) {
+        if (handshake() < 0) {
+            fprintf(stderr, "store_hostile: handshake failed\n");
+            return 1;
+        }
+        if (mode[0] == 'm') {
+            rdzv__put_u8(&b, 0x3f);
+            rdzv__put_blob(&b, "x", 1);
+        } else if (mode[0] == 'o') {
+            rdzv__put_u8(&b, RDZV_CMD_GET);
+            rdzv__put_u64(&b, (uint64_t)1 << 40);
+        } else {
+            rdzv__put_u8(&b, RDZV_CMD_SET);
+            rdzv__put_blob(&b, "key", 3);
+            rdzv__put_u64(&b, 1000);
+            ddp_buf_append(&b, "only-part", 9);
+        }
+        if (send_buf(&b) < 0)
+            return 1;
+        if (mode[0] == 't') {
+            shutdown(sock, SHUT_WR); /* EOF in the middle of the value */
+            printf("sent a truncated frame\n");
+        }
+        rc = expect_closed(t0);
+    } else if (slow) {
+        if (handshake() < 0) {
+            fprintf(stderr, "store_hostile: handshake failed\n");
+            return 1;
+        }
+        /* One 256 KiB value, then GETs of it without ever reading the replies. */
+        size_t vlen = 256 * 1024;
+        char *v = calloc(1, vlen);
+        rdzv__put_u8(&b, RDZV_CMD_SET);
+        rdzv__put_blob(&b, "slow/big", 8);
+        rdzv__put_blob(&b, v, vlen);
+        free(v);
+        if (send_buf(&b) < 0)
+            return 1;
+        ddp_buf_reset(&b);
+        for (int i = 0; i < 64; i++) {
+            rdzv__put_u8(&b, RDZV_CMD_GET);
+            rdzv__put_blob(&b, "slow/big", 8);
+        }
+        int sent = 0;
+        struct pollfd p = {sock, POLLOUT, 0};
+        while (ddp_now_ms() - t0 < BOUND_MS && poll(&p, 1, 1000) > 0 && sent < 4096) {
+            if (p.revents & (POLLERR | POLLHUP))
+                break;
+            if (send(sock, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    continue;
+                break; /* EPIPE / ECONNRESET: the server cut us off */
+            }
+            sent++;
+        }
+        printf("sent %d batches of GETs without reading\n", sent);
+        rc = expect_closed(t0);
+    } else {
+        fprintf(stderr, "store_hostile: unknown mode %s\n", mode);
+        rc = 2;
+    }
+    ddp_buf_free(&b);
+    close(sock);
+    return rc;
+}

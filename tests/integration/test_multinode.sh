@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Several agents on 127.0.0.1 forming one job through the c10d-style rendezvous (issue 4): the
+# job forms and ranks are right, a worker failure restarts every node, restarts are counted
+# server-side, a killed agent is detected and the others carry on (min nodes), a late node
+# scales the job up, and nothing is left running.
+. "$(dirname "$0")/lib.sh"
+DDPRUN=$BIN/ddprun
+FW=$BIN/tests/fake_worker
+unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Fast timeouts so that every round closes within a second.
+CONF=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.2,keep_alive_max_attempt=3,close_timeout=5
+
+# agent NAME NNODES ARGS...: starts one ddprun in the background (pid in $LAST), output in
+# $TMP/NAME.out.
+agent() {
+    local name=$1 nn=$2; shift 2
+    timeout -k 5 40 "$DDPRUN" --nnodes="$nn" --nproc_per_node=2 --rdzv_backend=c10d \
+        --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$RUN" --rdzv_conf="$CONF" "$@" \
+        >"$TMP/$name.out" 2>&1 &
+    LAST=$!
+}
+count_files() { ls "$1" 2>/dev/null | grep -c "^$2" ; }
+
+# 1. Two nodes form one job of 4 ranks.
+PORT=$(free_port); RUN=form; d=$TMP/form; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=200
+agent form0 2 "$FW"; a=$LAST; agent form1 2 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+check "two agents form one job and both exit 0" [ "$ra" = 0 ] && [ "$rb" = 0 ]
+ranks=$(cat "$d"/env.*.0 2>/dev/null | grep -c '^WORLD_SIZE=4$')
+check "4 workers with WORLD_SIZE=4" [ "$ranks" = 4 ]
+check "ranks 0..3 each once" [ -f "$d/env.0.0" ] && [ -f "$d/env.1.0" ] && [ -f "$d/env.2.0" ] && [ -f "$d/env.3.0" ]
+m=$(cat "$d"/env.*.0 | grep '^MASTER_PORT=' | sort -u | wc -l)
+g=$(cat "$d"/env.*.0 | grep -E '^GROUP_RANK=[01]$' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')
+check "one MASTER_PORT for all, two workers per GROUP_RANK ($g)" [ "$m" = 1 ] && [ "$g" = "2 2 " ]
+check "nothing left after a two-node job" no_leftovers
+unset FW_DIR FW_SLEEP_MS
+
+# 2. A worker failure on one node restarts the group on every node; restarts counted.
+PORT=$(free_port); RUN=fail1; d=$TMP/fail1; mkdir -p "$d"
+export FW_DIR=$d FW_RANK=3 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=300
+agent f0 2 --max_restarts=1 "$FW"; a=$LAST; agent f1 2 --max_restarts=1 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+check "a failure on node 1 restarts both nodes, then success" [ "$ra" = 0 ] && [ "$rb" = 0 ]
+r1=$(grep -l '^TORCHELASTIC_RESTART_COUNT=1$' "$d"/env.* 2>/dev/null | wc -l)
+check "all 4 workers of the second round see TORCHELASTIC_RESTART_COUNT=1" [ "$r1" = 4 ]
+unset FW_DIR FW_RANK FW_EXIT FW_FAIL_ATTEMPTS FW_SLEEP_MS
+
+# 3. max_restarts spent: every node fails with exit 1 and a summary or message.
+PORT=$(free_port); RUN=fail2; d=$TMP/fail2; mkdir -p "$d"
+export FW_DIR=$d FW_RANK=0 FW_EXIT=7 FW_SLEEP_MS=3000
+agent g0 2 --max_restarts=1 "$FW"; a=$LAST; agent g1 2 --max_restarts=1 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+check "restarts spent: both agents exit 1" [ "$ra" = 1 ] && [ "$rb" = 1 ]
+check "the failing node's summary names rank 0 and exit code 7" \
+    grep -qE "exitcode  : 7" "$TMP/g0.out" "$TMP/g1.out"
+check "the message says max_restarts is spent" grep -q "max_restarts" "$TMP/g0.out" "$TMP/g1.out"
+check "nothing left after a failed two-node job" no_leftovers
+unset FW_DIR FW_RANK FW_EXIT FW_SLEEP_MS
+
+# 4. SIGKILL of a non-hosting agent: the survivor re-forms alone (min 1) and finishes.
+PORT=$(free_port); RUN=kill; d=$TMP/kill; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=1500
+agent k0 1:2 "$FW"; a=$LAST
+sleep 0.2
+agent k1 1:2 "$FW"; b=$LAST
+for i in $(seq 100); do [ -f "$d/env.3.0" ] || [ -f "$d/env.3.1" ] && break; sleep 0.05; done
+kb=$(child_pid $b)
+t0=$(date +%s%N)
+kill -KILL "$kb"
+wait $a; ra=$?; { wait $b; } 2>/dev/null
+t1=$(date +%s%N)
+check "after SIGKILL of one agent the other finishes alone (exit 0)" [ "$ra" = 0 ]
+last=$(ls "$d"/env.0.* | sort -t. -k3 -n | tail -1)
+check "the survivor re-formed as a world of 2 ($(basename "$last"))" grep -qx 'WORLD_SIZE=2' "$last"
+check "the killed agent's workers and children are gone" no_leftovers 3
+unset FW_DIR FW_SLEEP_MS
+
+# 5. Scale-up: a node joining a running 1-node job makes it re-form with both.
+PORT=$(free_port); RUN=scale; d=$TMP/scale; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=2500 FW_TERM_EXIT=143
+agent s0 1:2 "$FW"; a=$LAST
+for i in $(seq 100); do [ -f "$d/env.1.0" ] && break; sleep 0.05; done
+agent s1 1:2 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+check "scale-up: both agents exit 0" [ "$ra" = 0 ] && [ "$rb" = 0 ]
+check "the first round had WORLD_SIZE=2" grep -qx 'WORLD_SIZE=2' "$d/env.0.0"
+check "a later round had WORLD_SIZE=4" grep -qx 'WORLD_SIZE=4' $(ls "$d"/env.3.* 2>/dev/null | tail -1)
+no_restart_counted() { ! grep -q '^TORCHELASTIC_RESTART_COUNT=[1-9]' "$d"/env.*; }
+check "scale-up did not count as a restart" no_restart_counted
+unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
+check "nothing left at the end" no_leftovers
+
+finish

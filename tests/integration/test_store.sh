@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The store daemon (build/ddp-rendezvous) under real clients on 127.0.0.1, port 0: flags and
+# exit codes, 200 concurrent clients, waits released by other clients, CANCEL_WAIT, refused
+# authentication, hostile clients (malformed, oversized, truncated, slow reader, idle) cut off
+# while others keep working, a PyTorch-style byte exchange, and a clean exit on SIGTERM.
+# Helpers: tests/helpers/store_{client,swarm,hostile}.c. Every wait is bounded.
+. "$(dirname "$0")/lib.sh"
+
+D=$BIN/ddp-rendezvous
+H=$BIN/tests
+unset DDPRUN_STORE_TOKEN
+
+# start_daemon NAME ARGS...: starts the daemon, waits for its "listening on" line; sets
+# PID_<NAME> and PORT_<NAME>; its stdout/stderr go to $TMP/NAME.out / NAME.err.
+start_daemon() {
+    local name=$1; shift
+    "$D" --host 127.0.0.1 --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    local pid=$!
+    eval "PID_$name=$pid"
+    wait_for "$TMP/$name.out" '^listening on 127\.0\.0\.1:[0-9]+$' 5 || return 1
+    eval "PORT_$name=$(sed -nE 's/^listening on 127\.0\.0\.1:([0-9]+)$/\1/p' "$TMP/$name.out")"
+}
+
+# stop_daemon NAME: SIGTERM, then true when it exits 0 within 3 s.
+stop_daemon() {
+    local pid; eval "pid=\$PID_$1"
+    kill -TERM "$pid" 2>/dev/null || return 1
+    local i
+    for i in $(seq 1 60); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; return 1; fi
+    wait "$pid"
+}
+
+# warn_lines FILE REGEX: number of warning lines matching REGEX.
+warn_lines() { grep -E ' W ' "$1" | grep -cE "$2"; }
+
+# --- command line ---
+"$D" --bogus >"$TMP/u.out" 2>"$TMP/u.err"; rc=$?
+check "bad flag exits 2 with one line naming it" \
+    test "$rc" = 2 -a "$(wc -l <"$TMP/u.err")" = 1 -a -n "$(grep -- '--bogus' "$TMP/u.err")"
+"$D" --port 70000 --no-auth >/dev/null 2>"$TMP/u.err"; rc=$?
+check "bad port exits 2 naming --port" test "$rc" = 2 -a -n "$(grep -- '--port' "$TMP/u.err")"
+"$D" --port 0 >/dev/null 2>"$TMP/u.err"; rc=$?
+check "no token and no --no-auth exits 2" test "$rc" = 2
+
+head -c 32 /dev/urandom >"$TMP/token"
+TOKEN_HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
+printf 'short\n' >"$TMP/short"
+"$D" --port 0 --token-file "$TMP/short" >/dev/null 2>"$TMP/u.err"; rc=$?
+check "a token shorter than 16 bytes is refused" test "$rc" = 1
+
+# --- daemon A: token, small output cap and a short handshake deadline ---
+start_daemon A --token-file "$TMP/token" --max-out-buf 1048576 --auth-idle-ms 400
+check "daemon prints exactly one stdout line" test "$(wc -l <"$TMP/A.out")" = 1
+P=$PORT_A
+export DDPRUN_STORE_TOKEN=$TOKEN_HEX
+
+out=$(timeout 30 "$H/store_swarm" "$P" 200 20000 2>&1)
+check "200 concurrent clients: set, wait released by a neighbour, barrier, add" \
+    test "$out" = "swarm ok 200"
+check "the counter saw all 200" test "$(timeout 5 "$H/store_client" "$P" get swarm/count 0)" = 200
+
+timeout 10 "$H/store_client" "$P" get late/key 5000 >"$TMP/waiter.out" 2>&1 &
+waiter=$!
+sleep 0.2
+timeout 5 "$H/store_client" "$P" set late/key ncclid-bytes >/dev/null
+wait "$waiter"; rc=$?
+check "a parked get is released by another client's set" \
+    test "$rc" = 0 -a "$(cat "$TMP/waiter.out")" = ncclid-bytes
+
+out=$(timeout 5 "$H/store_client" "$P" get-then-ping never/set 200 2>&1)
+check "get times out, CANCEL_WAIT, connection still usable" test "$out" = "$(printf 'timeout\npong')"
+timeout 5 "$H/store_client" "$P" wait never/set 100 >/dev/null 2>&1; rc=$?
+check "wait times out with exit 3" test "$rc" = 3
+check "no parked waits left on the server" \
+    grep -qx 'waiting 0' <(timeout 5 "$H/store_client" "$P" stats)
+
+DDPRUN_STORE_TOKEN=$(printf '%064d' 0) timeout 5 "$H/store_client" "$P" ping >/dev/null \
+    2>"$TMP/auth.err"; rc=$?
+check "wrong token refused (exit 4, names the peer)" \
+    test "$rc" = 4 -a -n "$(grep 'refused the token' "$TMP/auth.err")"
+env -u DDPRUN_STORE_TOKEN timeout 5 "$H/store_client" "$P" ping >/dev/null 2>"$TMP/auth2.err"
+rc=$?
+check "missing token refused (exit 4, says which variable)" \
+    test "$rc" = 4 -a -n "$(grep DDPRUN_STORE_TOKEN "$TMP/auth2.err")"
+check "refused authentication logged with the peer address" \
+    grep -qE 'W closing connection from 127\.0\.0\.1:[0-9]+: authentication refused' "$TMP/A.err"
+out=$(env -u DDPRUN_STORE_TOKEN timeout 12 "$H/store_hostile" "$P" unauth)
+check "commands before authentication close the connection" \
+    grep -q 'GETNUMKEYS before authentication' "$TMP/A.err"
+
+before=$(grep -c ' W ' "$TMP/A.err")
+out=$(timeout 12 "$H/store_hostile" "$P" malformed)
+check "malformed frame: connection closed" grep -q '^closed' <<<"$out"
+check "malformed frame: exactly one warning naming the peer" test "$(grep -c ' W ' "$TMP/A.err")" = \
+    $((before + 1)) -a "$(warn_lines "$TMP/A.err" \
+    'from 127\.0\.0\.1:[0-9]+: malformed frame: unknown command 0x3f')" = 1
+out=$(timeout 12 "$H/store_hostile" "$P" oversized)
+check "oversized key length: closed with one warning" \
+    test "$(warn_lines "$TMP/A.err" 'malformed GET frame: key length 1099511627776 exceeds 8192')" = 1
+out=$(timeout 12 "$H/store_hostile" "$P" truncated)
+check "truncated frame then EOF: one warning" \
+    test "$(warn_lines "$TMP/A.err" 'ended inside a SET frame')" = 1
+out=$(env -u DDPRUN_STORE_TOKEN timeout 12 "$H/store_hostile" "$P" no-validate)
+check "a first command other than VALIDATE is refused" \
+    grep -q 'first command is SET' "$TMP/A.err"
+
+# The slow reader and the idle client run while a regular client keeps working.
+timeout 15 "$H/store_hostile" "$P" slow-reader >"$TMP/slow.out" 2>&1 &
+slow=$!
+env -u DDPRUN_STORE_TOKEN timeout 15 "$H/store_hostile" "$P" idle >"$TMP/idle.out" 2>&1 &
+idle=$!
+ok_during=1
+for i in $(seq 1 10); do
+    timeout 5 "$H/store_client" "$P" add during/count 1 >/dev/null || ok_during=0
+done
+wait "$slow"; rc_slow=$?
+wait "$idle"; rc_idle=$?
+check "slow reader cut off past --max-out-buf" \
+    test "$rc_slow" = 0 -a -n "$(grep -E 'slow reader: [0-9]+ bytes of replies unread \(limit 1048576\)' "$TMP/A.err")"
+idle_ms=$(sed -nE 's/^closed after ([0-9]+) ms$/\1/p' "$TMP/idle.out")
+check "idle unauthenticated client closed after --auth-idle-ms (${idle_ms:-?} ms)" \
+    test "$rc_idle" = 0 -a "${idle_ms:-0}" -ge 380 -a "${idle_ms:-99999}" -lt 3000
+check "idle close logged naming the peer" \
+    grep -qE 'from 127\.0\.0\.1:[0-9]+: no authentication within 400 ms' "$TMP/A.err"
+check "other clients kept working meanwhile" test "$ok_during" = 1
+check "the daemon is still serving" test "$(timeout 5 "$H/store_client" "$P" ping)" = pong
+
+# SIGTERM with a client parked in a wait: exit 0 promptly; the client sees the close.
+timeout 10 "$H/store_client" "$P" get parked/forever -1 >/dev/null 2>&1 &
+parked=$!
+sleep 0.2
+check "SIGTERM: clean exit 0 with a parked waiter" stop_daemon A
+wait "$parked"; rc=$?
+check "the parked client is told the connection closed" test "$rc" = 5
+
+# --- daemon B: no authentication, one warning, PyTorch's byte exchange ---
+unset DDPRUN_STORE_TOKEN
+start_daemon B --no-auth --max-conns 4 --max-mem 4194304
+check "--no-auth prints one warning line" test "$(warn_lines "$TMP/B.err" 'without authentication')" = 1
+out=$(timeout 12 "$H/store_hostile" "$PORT_B" torch-compat 2>&1)
+check "PyTorch TCPStore byte exchange (VALIDATE PING SET WAIT GET ADD CANCEL_WAIT CHECK ...)" \
+    test "$out" = ok
+timeout 5 "$H/store_client" "$PORT_B" set-size mem/one 1500000 >/dev/null; rc1=$?
+timeout 5 "$H/store_client" "$PORT_B" set-size mem/two 1500000 >/dev/null 2>&1; rc2=$?
+check "--max-mem: a SET past the memory limit closes only its connection" \
+    test "$rc1" = 0 -a "$rc2" = 5 -a -n "$(grep -E 'memory limit \(4194304 bytes\)' "$TMP/B.err")"
+check "the store still serves after the memory refusal" \
+    test "$(timeout 5 "$H/store_client" "$PORT_B" ping)" = pong
+pids=()
+for i in 1 2 3 4; do
+    timeout 10 "$H/store_client" "$PORT_B" get conn/gate 8000 >/dev/null 2>&1 &
+    pids+=($!)
+done
+sleep 0.3
+timeout 5 "$H/store_client" "$PORT_B" ping >/dev/null 2>"$TMP/limit.err"; rc=$?
+check "--max-conns: a fifth connection is refused" test "$rc" = 4
+sleep 0.2
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+sleep 0.2
+TORCH_PYTHON=${TORCH_PYTHON:-python3}
+if timeout 60 "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+    out=$(timeout 60 "$TORCH_PYTHON" tests/helpers/store_torch_client.py "$PORT_B" 2>"$TMP/torch.err")
+    check "PyTorch's own TCPStore client works against the daemon" test "$out" = "torch client ok"
+else
+    ok "PyTorch's own TCPStore client works against the daemon # SKIP no torch in $TORCH_PYTHON"
+fi
+check "SIGINT: clean exit 0" bash -c "kill -INT $PID_B; for i in \$(seq 60); do kill -0 $PID_B 2>/dev/null || exit 0; sleep 0.05; done; exit 1"
+wait "$PID_B"; rc=$?
+check "daemon B exit status 0" test "$rc" = 0
+
+check "no processes left behind" no_leftovers 3
+[ "$_failed" -gt 0 ] && sed "s/^/# A.err: /" "$TMP/A.err" | tail -30
+finish

@@ -1,0 +1,976 @@
+/* Async store client against the embedded server, both on ONE libuv loop (as in the agent):
+ * connect/auth, pipelining, waits, timeouts, connection loss, close and connect retries.
+ * Every test runs its loop under a guard timer, and ends with uv_loop_close() == 0, which
+ * proves that the client released every handle. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+#include "ddp_time.h"
+#include "rdzv_aclient.h"
+#include "rdzv_frame_int.h"
+#include "rdzv_server.h"
+
+#define GUARD_MS 10000
+
+static const char good_token[] = "0123456789abcdef-test-token";
+static int g_seq; /* order in which callbacks ran, across all clients of a test */
+
+/* What a callback saw. */
+typedef struct res {
+    int called, status, seq;
+    size_t len;
+    char val[256];
+    char text[400];
+} res_t;
+
+static void rec_cb(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
+    res_t *r = arg;
+    r->called++;
+    r->status = status;
+    r->seq = ++g_seq;
+    r->len = len;
+    r->val[0] = 0;
+    if (reply != NULL) {
+        size_t n = len < sizeof r->val - 1 ? len : sizeof r->val - 1;
+        memcpy(r->val, reply, n);
+        r->val[n] = 0;
+    }
+    snprintf(r->text, sizeof r->text, "%s", errtext ? errtext : "");
+    if (status < 0)
+        assert_non_null(errtext);
+    else
+        assert_null(errtext);
+}
+
+static int64_t res_i64(const res_t *r) {
+    int64_t v = 0;
+    assert_int_equal(rdzv_aclient_reply_i64((const uint8_t *)r->val, r->len, &v), 0);
+    return v;
+}
+
+/* One test's loop, guard timer and server. */
+typedef struct env {
+    uv_loop_t loop;
+    uv_timer_t guard;
+    rdzv_server_t *srv;
+    uint16_t port;
+    int srv_closed;
+} env_t;
+
+static void on_guard(uv_timer_t *t) {
+    (void)t;
+    fail_msg("test exceeded its %d ms guard", GUARD_MS);
+}
+
+static void env_init(env_t *e) {
+    memset(e, 0, sizeof *e);
+    g_seq = 0;
+    assert_int_equal(uv_loop_init(&e->loop), 0);
+    assert_int_equal(uv_timer_init(&e->loop, &e->guard), 0);
+    assert_int_equal(uv_timer_start(&e->guard, on_guard, GUARD_MS, 0), 0);
+    uv_unref((uv_handle_t *)&e->guard);
+}
+
+static void srv_start(env_t *e, const char *token, uint16_t port) {
+    rdzv_server_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.token = token;
+    o.token_len = token ? strlen(token) : 0;
+    o.no_auth = token == NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (rdzv_server_start(&e->loop, &o, &e->srv, &err) < 0)
+        fail_msg("server start: %s", err.text);
+    e->port = rdzv_server_port(e->srv);
+    assert_true(e->port > 0);
+}
+
+static void set_flag(void *arg) {
+    *(int *)arg += 1;
+}
+
+/* Runs the loop until *flag becomes non-zero (the guard bounds it). */
+static void run_until(env_t *e, const int *flag) {
+    while (!*flag)
+        uv_run(&e->loop, UV_RUN_ONCE);
+}
+
+static void srv_stop(env_t *e) {
+    if (e->srv == NULL)
+        return;
+    rdzv_server_close(e->srv, set_flag, &e->srv_closed);
+    e->srv = NULL;
+    run_until(e, &e->srv_closed);
+}
+
+static void env_done(env_t *e) {
+    srv_stop(e);
+    uv_close((uv_handle_t *)&e->guard, NULL);
+    assert_int_equal(uv_run(&e->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+}
+
+/* Connect outcome. */
+typedef struct conn_res {
+    int called, status, seq;
+    char text[400];
+} conn_res_t;
+
+static void on_conn(void *arg, int status, const char *errtext) {
+    conn_res_t *r = arg;
+    r->called++;
+    r->status = status;
+    r->seq = ++g_seq;
+    snprintf(r->text, sizeof r->text, "%s", errtext ? errtext : "");
+}
+
+static rdzv_client_opts_t opts_for(uint16_t port, const char *token, int connect_ms, int io_ms) {
+    rdzv_client_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.token = token;
+    o.token_len = token ? strlen(token) : 0;
+    o.connect_timeout_ms = connect_ms;
+    o.io_timeout_ms = io_ms;
+    return o;
+}
+
+static rdzv_aclient_t *start_client(env_t *e, const rdzv_client_opts_t *o, conn_res_t *cr) {
+    rdzv_aclient_t *c = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    memset(cr, 0, sizeof *cr);
+    if (rdzv_aclient_connect(&e->loop, o, on_conn, cr, &c, &err) < 0)
+        fail_msg("connect: %s", err.text);
+    assert_non_null(c);
+    return c;
+}
+
+/* Connects to the test's server and waits until ready. */
+static rdzv_aclient_t *client_up(env_t *e, const char *token) {
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(e->port, token, 3000, 3000);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
+    if (cr.status != 0)
+        fail_msg("connect: %s", cr.text);
+    return c;
+}
+
+static void client_close(env_t *e, rdzv_aclient_t *c) {
+    int closed = 0;
+    rdzv_aclient_close(c, set_flag, &closed);
+    run_until(e, &closed);
+}
+
+/* A free TCP port on 127.0.0.1: bound once by the kernel's choice, then released. */
+static uint16_t free_port(env_t *e) {
+    uv_tcp_t t;
+    struct sockaddr_in a;
+    assert_int_equal(uv_tcp_init(&e->loop, &t), 0);
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    assert_int_equal(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    assert_int_equal(uv_tcp_getsockname(&t, (struct sockaddr *)&ss, &len), 0);
+    uint16_t port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+    return port;
+}
+
+/* ---- tests ---- */
+
+static void test_connect_auth_ok(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *c = client_up(&e, good_token);
+    assert_int_equal(rdzv_aclient_authenticated(c), 1);
+    res_t r = {0};
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, NULL), 0);
+    assert_int_equal(r.called, 0); /* never synchronous */
+    run_until(&e, &r.called);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(rdzv_aclient_pending(c), 0);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+static void test_connect_no_auth(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, NULL, 0);
+    rdzv_aclient_t *c = client_up(&e, NULL);
+    assert_int_equal(rdzv_aclient_authenticated(c), 0);
+    /* A client with a token talking to a server without one proceeds unauthenticated; by name,
+     * through getaddrinfo ("localhost" may try ::1 first, which refuses: next address). */
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 3000);
+    o.host = "localhost";
+    rdzv_aclient_t *c2 = start_client(&e, &o, &cr);
+    run_until(&e, &cr.called);
+    if (cr.status != 0)
+        fail_msg("connect: %s", cr.text);
+    assert_int_equal(strncmp(rdzv_aclient_peer(c2), "localhost:", 10), 0);
+    assert_int_equal(rdzv_aclient_authenticated(c2), 0);
+    res_t r = {0};
+    assert_int_equal(rdzv_aclient_set(c2, "k", "v", 1, rec_cb, &r, NULL), 0);
+    run_until(&e, &r.called);
+    assert_int_equal(r.status, 0);
+    client_close(&e, c);
+    client_close(&e, c2);
+    env_done(&e);
+}
+
+static void test_wrong_token(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(e.port, "wrong-token-wrong-token", 3000, 3000);
+    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    res_t r = {0};
+    assert_int_equal(rdzv_aclient_add(c, "x", 1, rec_cb, &r, NULL), 0); /* queued meanwhile */
+    run_until(&e, &cr.called);
+    assert_int_equal(cr.status, DDP_EAUTH);
+    assert_non_null(strstr(cr.text, "refused the token"));
+    run_until(&e, &r.called);
+    assert_int_equal(r.status, DDP_ECLOSED);
+    assert_true(r.seq > cr.seq);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, &err), DDP_ECLOSED);
+    assert_non_null(strstr(err.text, "127.0.0.1:"));
+    client_close(&e, c);
+    assert_int_equal(r.called, 1);
+    assert_int_equal(cr.called, 1);
+
+    /* No token at all against a server that needs one. */
+    o = opts_for(e.port, NULL, 3000, 3000);
+    c = start_client(&e, &o, &cr);
+    run_until(&e, &cr.called);
+    assert_int_equal(cr.status, DDP_EAUTH);
+    assert_non_null(strstr(cr.text, "DDPRUN_STORE_TOKEN"));
+    client_close(&e, c);
+    env_done(&e);
+}
+
+#define NPIPE 1000
+
+static void test_pipelined(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 3000);
+    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    res_t *r = calloc(3 * NPIPE, sizeof *r);
+    assert_non_null(r);
+    /* Submitted before the handshake ends: queued, then all sent in one burst. */
+    for (int i = 0; i < NPIPE; i++) {
+        char key[32], val[32];
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(val, sizeof val, "v%d", i);
+        assert_int_equal(rdzv_aclient_set(c, key, val, strlen(val), rec_cb, &r[3 * i], NULL), 0);
+        assert_int_equal(rdzv_aclient_add(c, "ctr", 1, rec_cb, &r[3 * i + 1], NULL), 0);
+        assert_int_equal(rdzv_aclient_get(c, key, 0, rec_cb, &r[3 * i + 2], NULL), 0);
+    }
+    assert_int_equal(rdzv_aclient_pending(c), 3 * NPIPE);
+    run_until(&e, &r[3 * NPIPE - 1].called);
+    assert_int_equal(cr.status, 0);
+    for (int i = 0; i < 3 * NPIPE; i++) {
+        assert_int_equal(r[i].called, 1);
+        assert_int_equal(r[i].status, 0);
+        assert_int_equal(r[i].seq, i + 2); /* connect callback first, then strictly in order */
+    }
+    for (int i = 0; i < NPIPE; i++) {
+        char val[32];
+        snprintf(val, sizeof val, "v%d", i);
+        assert_int_equal(res_i64(&r[3 * i + 1]), i + 1);
+        assert_string_equal(r[3 * i + 2].val, val);
+    }
+    assert_int_equal(rdzv_aclient_pending(c), 0);
+    free(r);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+static void test_get_timeout(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *c = client_up(&e, good_token);
+    res_t g = {0}, w = {0}, s = {0}, g2 = {0};
+    uint64_t t0 = ddp_now_ms();
+    assert_int_equal(rdzv_aclient_get(c, "absent", 150, rec_cb, &g, NULL), 0);
+    run_until(&e, &g.called);
+    uint64_t took = ddp_now_ms() - t0;
+    assert_int_equal(g.status, DDP_ETIMEOUT);
+    assert_true(took >= 140 && took < 3000);
+    char want[128];
+    snprintf(want, sizeof want, "127.0.0.1:%u: timed out after 150 ms waiting for key 'absent'",
+             e.port);
+    assert_string_equal(g.text, want);
+    /* WAIT times out the same way; the connection stays usable afterwards. */
+    const char *keys[] = {"nokey"};
+    assert_int_equal(rdzv_aclient_wait(c, keys, 1, 50, rec_cb, &w, NULL), 0);
+    assert_int_equal(rdzv_aclient_set(c, "absent", "here", 4, rec_cb, &s, NULL), 0);
+    assert_int_equal(rdzv_aclient_get(c, "absent", 1000, rec_cb, &g2, NULL), 0);
+    run_until(&e, &g2.called);
+    assert_int_equal(w.status, DDP_ETIMEOUT);
+    assert_int_equal(s.status, 0);
+    assert_int_equal(g2.status, 0);
+    assert_string_equal(g2.val, "here");
+    assert_true(w.seq < s.seq && s.seq < g2.seq);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+/* Sets keys "a" and "b" from a second client after a delay. */
+typedef struct setter {
+    uv_timer_t t;
+    rdzv_aclient_t *c;
+    res_t ra, rb;
+} setter_t;
+
+static void on_setter(uv_timer_t *t) {
+    setter_t *st = t->data;
+    assert_int_equal(rdzv_aclient_set(st->c, "a", "A", 1, rec_cb, &st->ra, NULL), 0);
+    assert_int_equal(rdzv_aclient_set(st->c, "b", "B", 1, rec_cb, &st->rb, NULL), 0);
+}
+
+static void test_wait_released_by_other_client(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *watch = client_up(&e, good_token);
+    setter_t st;
+    memset(&st, 0, sizeof st);
+    st.c = client_up(&e, good_token);
+    res_t w = {0}, g = {0}, a = {0};
+    const char *keys[] = {"a", "b"};
+    assert_int_equal(rdzv_aclient_wait(watch, keys, 2, 5000, rec_cb, &w, NULL), 0);
+    /* Held behind the parked WAIT (the server would answer them first otherwise). */
+    assert_int_equal(rdzv_aclient_get(watch, "b", 5000, rec_cb, &g, NULL), 0);
+    assert_int_equal(rdzv_aclient_add(watch, "n", 5, rec_cb, &a, NULL), 0);
+    assert_int_equal(uv_timer_init(&e.loop, &st.t), 0);
+    st.t.data = &st;
+    assert_int_equal(uv_timer_start(&st.t, on_setter, 50, 0), 0);
+    run_until(&e, &a.called);
+    assert_int_equal(w.status, 0);
+    assert_int_equal(g.status, 0);
+    assert_string_equal(g.val, "B");
+    assert_int_equal(a.status, 0);
+    assert_int_equal(res_i64(&a), 5);
+    assert_true(w.seq < g.seq && g.seq < a.seq);
+    assert_true(st.ra.called == 1 && st.rb.called == 1);
+    uv_close((uv_handle_t *)&st.t, NULL);
+    client_close(&e, watch);
+    client_close(&e, st.c);
+    env_done(&e);
+}
+
+/* on_close notification. */
+typedef struct lost {
+    int called, status, seq;
+    char text[400];
+} lost_t;
+
+static void on_lost(void *arg, int status, const char *errtext) {
+    lost_t *l = arg;
+    l->called++;
+    l->status = status;
+    l->seq = ++g_seq;
+    snprintf(l->text, sizeof l->text, "%s", errtext ? errtext : "");
+}
+
+static void on_kill_server(uv_timer_t *t) {
+    env_t *e = t->data;
+    rdzv_server_close(e->srv, set_flag, &e->srv_closed);
+    e->srv = NULL;
+}
+
+static void test_server_closed_mid_request(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *c = client_up(&e, good_token);
+    lost_t l = {0};
+    rdzv_aclient_on_close(c, on_lost, &l);
+    res_t r[5];
+    memset(r, 0, sizeof r);
+    assert_int_equal(rdzv_aclient_add(c, "x", 1, rec_cb, &r[0], NULL), 0);
+    assert_int_equal(rdzv_aclient_get(c, "never", -1, rec_cb, &r[1], NULL), 0);
+    assert_int_equal(rdzv_aclient_set(c, "q", "1", 1, rec_cb, &r[2], NULL), 0);
+    assert_int_equal(rdzv_aclient_add(c, "q2", 1, rec_cb, &r[3], NULL), 0);
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r[4], NULL), 0);
+    uv_timer_t kill;
+    assert_int_equal(uv_timer_init(&e.loop, &kill), 0);
+    kill.data = &e;
+    assert_int_equal(uv_timer_start(&kill, on_kill_server, 50, 0), 0);
+    run_until(&e, &l.called);
+    assert_int_equal(r[0].status, 0);
+    for (int i = 1; i < 5; i++) {
+        assert_int_equal(r[i].called, 1);
+        assert_int_equal(r[i].status, DDP_ECLOSED);
+        assert_true(r[i].seq < l.seq);
+        assert_non_null(strstr(r[i].text, "connection closed by the server"));
+    }
+    assert_non_null(strstr(r[1].text, "key 'never'"));
+    assert_int_equal(l.status, DDP_ECLOSED);
+    assert_int_equal(rdzv_aclient_pending(c), 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    res_t late = {0};
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &late, &err), DDP_ECLOSED);
+    run_until(&e, &e.srv_closed);
+    uv_close((uv_handle_t *)&kill, NULL);
+    client_close(&e, c);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(r[i].called, 1);
+    assert_int_equal(l.called, 1);
+    assert_int_equal(late.called, 0);
+    env_done(&e);
+}
+
+/* Closes a client from a timer and records when close_cb ran. */
+typedef struct closer {
+    uv_timer_t t;
+    rdzv_aclient_t *c;
+    int closed, close_seq;
+} closer_t;
+
+static void on_closed(void *arg) {
+    closer_t *cl = arg;
+    cl->closed++;
+    cl->close_seq = ++g_seq;
+}
+
+static void on_closer(uv_timer_t *t) {
+    closer_t *cl = t->data;
+    rdzv_aclient_close(cl->c, on_closed, cl);
+    rdzv_aclient_close(cl->c, on_closed, cl); /* a second call is ignored */
+}
+
+static void test_close_while_pending(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    closer_t cl;
+    memset(&cl, 0, sizeof cl);
+    cl.c = client_up(&e, good_token);
+    res_t r[4];
+    memset(r, 0, sizeof r);
+    assert_int_equal(rdzv_aclient_get(cl.c, "never", -1, rec_cb, &r[0], NULL), 0);
+    assert_int_equal(rdzv_aclient_add(cl.c, "n", 1, rec_cb, &r[1], NULL), 0);
+    assert_int_equal(rdzv_aclient_set(cl.c, "s", "1", 1, rec_cb, &r[2], NULL), 0);
+    assert_int_equal(rdzv_aclient_ping(cl.c, rec_cb, &r[3], NULL), 0);
+    assert_int_equal(uv_timer_init(&e.loop, &cl.t), 0);
+    cl.t.data = &cl;
+    assert_int_equal(uv_timer_start(&cl.t, on_closer, 30, 0), 0);
+    run_until(&e, &cl.closed);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r[i].called, 1);
+        assert_int_equal(r[i].status, DDP_ECANCELED);
+        assert_true(r[i].seq < cl.close_seq);
+    }
+    assert_non_null(strstr(r[0].text, "key 'never'"));
+    /* Nothing runs after close_cb. */
+    uv_close((uv_handle_t *)&cl.t, NULL);
+    uv_run(&e.loop, UV_RUN_NOWAIT);
+    assert_int_equal(cl.closed, 1);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(r[i].called, 1);
+
+    /* Closing while still connecting: the connect callback gets DDP_ECANCELED first. */
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(free_port(&e), NULL, 3000, 3000);
+    memset(&cl, 0, sizeof cl);
+    cl.c = start_client(&e, &o, &cr);
+    res_t q = {0};
+    assert_int_equal(rdzv_aclient_ping(cl.c, rec_cb, &q, NULL), 0);
+    rdzv_aclient_close(cl.c, on_closed, &cl);
+    assert_int_equal(cr.called, 0);
+    run_until(&e, &cl.closed);
+    assert_int_equal(cr.status, DDP_ECANCELED);
+    assert_int_equal(q.status, DDP_ECANCELED);
+    assert_true(cr.seq < q.seq && q.seq < cl.close_seq);
+    env_done(&e);
+}
+
+/* A callback that closes its own client. */
+typedef struct self_close {
+    rdzv_aclient_t *c;
+    closer_t cl;
+    res_t r;
+} self_close_t;
+
+static void close_from_cb(void *arg, int status, const uint8_t *reply, size_t len,
+                          const char *errtext) {
+    self_close_t *sc = arg;
+    rec_cb(&sc->r, status, reply, len, errtext);
+    rdzv_aclient_close(sc->c, on_closed, &sc->cl);
+    res_t dummy = {0};
+    assert_int_equal(rdzv_aclient_ping(sc->c, rec_cb, &dummy, NULL), DDP_ECANCELED);
+}
+
+static void test_close_in_callback(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, NULL, 0);
+    self_close_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.c = client_up(&e, NULL);
+    res_t r[2];
+    memset(r, 0, sizeof r);
+    assert_int_equal(rdzv_aclient_add(sc.c, "n", 1, close_from_cb, &sc, NULL), 0);
+    assert_int_equal(rdzv_aclient_add(sc.c, "n", 1, rec_cb, &r[0], NULL), 0);
+    assert_int_equal(rdzv_aclient_get(sc.c, "never", 5000, rec_cb, &r[1], NULL), 0);
+    run_until(&e, &sc.cl.closed);
+    assert_int_equal(sc.r.status, 0);
+    /* The second ADD's reply may already be in the same read: it is canceled all the same. */
+    assert_int_equal(r[0].called, 1);
+    assert_int_equal(r[1].called, 1);
+    assert_int_equal(r[1].status, DDP_ECANCELED);
+    assert_true(r[1].seq < sc.cl.close_seq);
+    env_done(&e);
+}
+
+static void on_start_server(uv_timer_t *t) {
+    env_t *e = t->data;
+    srv_start(e, good_token, e->port);
+}
+
+static void test_connect_retry(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    e.port = free_port(&e);
+    uv_timer_t later;
+    assert_int_equal(uv_timer_init(&e.loop, &later), 0);
+    later.data = &e;
+    assert_int_equal(uv_timer_start(&later, on_start_server, 100, 0), 0);
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(e.port, good_token, 5000, 3000);
+    uint64_t t0 = ddp_now_ms();
+    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    run_until(&e, &cr.called);
+    uint64_t took = ddp_now_ms() - t0;
+    if (cr.status != 0)
+        fail_msg("connect: %s", cr.text);
+    assert_true(took >= 90 && took < 3000);
+    assert_int_equal(rdzv_aclient_authenticated(c), 1);
+    res_t r = {0};
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, NULL), 0);
+    run_until(&e, &r.called);
+    assert_int_equal(r.status, 0);
+    uv_close((uv_handle_t *)&later, NULL);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+static void test_connect_timeout(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(free_port(&e), good_token, 300, 3000);
+    uint64_t t0 = ddp_now_ms();
+    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    res_t r = {0};
+    assert_int_equal(rdzv_aclient_set(c, "k", "v", 1, rec_cb, &r, NULL), 0);
+    run_until(&e, &r.called);
+    uint64_t took = ddp_now_ms() - t0;
+    assert_int_equal(cr.status, DDP_ETIMEOUT);
+    assert_true(took >= 290 && took < 3000);
+    assert_non_null(strstr(cr.text, "unable to connect after"));
+    assert_non_null(strstr(cr.text, "in 300 ms"));
+    assert_int_equal(r.status, DDP_ECLOSED);
+    assert_non_null(strstr(r.text, "key 'k'"));
+    client_close(&e, c);
+    assert_int_equal(cr.called, 1);
+    env_done(&e);
+}
+
+/* A listener that accepts and never answers: the handshake must time out. */
+typedef struct silent {
+    uv_tcp_t lis, peer;
+    int accepted;
+} silent_t;
+
+static void on_silent_conn(uv_stream_t *s, int status) {
+    silent_t *si = s->data;
+    assert_int_equal(status, 0);
+    assert_int_equal(uv_tcp_init(s->loop, &si->peer), 0);
+    assert_int_equal(uv_accept(s, (uv_stream_t *)&si->peer), 0);
+    si->accepted = 1;
+}
+
+static void test_handshake_timeout(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    silent_t si;
+    memset(&si, 0, sizeof si);
+    struct sockaddr_in a;
+    assert_int_equal(uv_tcp_init(&e.loop, &si.lis), 0);
+    si.lis.data = &si;
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    assert_int_equal(uv_tcp_bind(&si.lis, (const struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&si.lis, 8, on_silent_conn), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    assert_int_equal(uv_tcp_getsockname(&si.lis, (struct sockaddr *)&ss, &len), 0);
+    conn_res_t cr;
+    rdzv_client_opts_t o =
+        opts_for(ntohs(((struct sockaddr_in *)&ss)->sin_port), good_token, 3000, 200);
+    uint64_t t0 = ddp_now_ms();
+    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    run_until(&e, &cr.called);
+    uint64_t took = ddp_now_ms() - t0;
+    assert_int_equal(cr.status, DDP_ETIMEOUT);
+    assert_non_null(strstr(cr.text, "no reply within 200 ms to AUTH_HELLO"));
+    assert_true(took >= 190 && took < 3000);
+    assert_int_equal(si.accepted, 1);
+    client_close(&e, c);
+    uv_close((uv_handle_t *)&si.peer, NULL);
+    uv_close((uv_handle_t *)&si.lis, NULL);
+    env_done(&e);
+}
+
+/* A parser for a PING's 4-byte echo. */
+static long parse_u32(void *arg, const uint8_t *buf, size_t len, size_t *need) {
+    (void)arg;
+    (void)buf;
+    if (len >= 4)
+        return 4;
+    *need = 4;
+    return 0;
+}
+
+/* A parser that wants more than the server will ever send. */
+static long parse_greedy(void *arg, const uint8_t *buf, size_t len, size_t *need) {
+    (void)arg;
+    (void)buf;
+    if (len >= 64)
+        return 64;
+    *need = 64;
+    return 0;
+}
+
+static void test_raw(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *c = client_up(&e, good_token);
+    ddp_buf_t f = DDP_BUF_INIT;
+    res_t st = {0}, pg = {0};
+    assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_STATS), 0);
+    assert_int_equal(
+        rdzv_aclient_raw(c, &f, rdzv_aclient_parse_blob, 0, -1, "STATS", rec_cb, &st, NULL), 0);
+    ddp_buf_reset(&f);
+    assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_PING), 0);
+    assert_int_equal(rdzv__put_u32(&f, 0xfeedbeefu), 0);
+    assert_int_equal(rdzv_aclient_raw(c, &f, parse_u32, 0, -1, NULL, rec_cb, &pg, NULL), 0);
+    run_until(&e, &pg.called);
+    assert_int_equal(st.status, 0);
+    const uint8_t *p;
+    size_t n;
+    assert_int_equal(rdzv_aclient_reply_blob((const uint8_t *)st.val, st.len, &p, &n), 0);
+    assert_true(n > 0 && memmem(p, n, "conns", 5) != NULL);
+    assert_int_equal(pg.status, 0);
+    assert_int_equal(pg.len, 4);
+    assert_int_equal(rdzv__get_u32((const uint8_t *)pg.val), 0xfeedbeefu);
+
+    /* COMPARE_SET and DELETE through the typed calls. */
+    res_t cas = {0}, d1 = {0}, d2 = {0}, gn = {0};
+    assert_int_equal(rdzv_aclient_compare_set(c, "cas", "", 0, "new", 3, rec_cb, &cas, NULL), 0);
+    assert_int_equal(rdzv_aclient_delete(c, "cas", rec_cb, &d1, NULL), 0);
+    assert_int_equal(rdzv_aclient_delete(c, "cas", rec_cb, &d2, NULL), 0);
+    assert_int_equal(rdzv_aclient_get(c, "cas", 0, rec_cb, &gn, NULL), 0);
+    run_until(&e, &gn.called);
+    assert_string_equal(cas.val, "new");
+    assert_int_equal(res_i64(&d1), 1);
+    assert_int_equal(res_i64(&d2), 0);
+    assert_int_equal(gn.status, DDP_ENOKEY);
+    assert_non_null(strstr(gn.text, "no key 'cas'"));
+    ddp_buf_free(&f);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+static void test_io_timeout(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    conn_res_t cr;
+    rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 200);
+    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    lost_t l = {0};
+    rdzv_aclient_on_close(c, on_lost, &l);
+    ddp_buf_t f = DDP_BUF_INIT;
+    assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_PING), 0);
+    assert_int_equal(rdzv__put_u32(&f, 7), 0);
+    res_t g = {0}, after = {0};
+    assert_int_equal(rdzv_aclient_raw(c, &f, parse_greedy, 0, -1, "GREEDY", rec_cb, &g, NULL), 0);
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &after, NULL), 0);
+    run_until(&e, &l.called);
+    assert_int_equal(g.status, DDP_ETIMEOUT);
+    assert_non_null(strstr(g.text, "no reply within 200 ms to request GREEDY"));
+    assert_int_equal(after.status, DDP_ECLOSED);
+    assert_int_equal(l.status, DDP_ETIMEOUT);
+    assert_true(g.seq < after.seq && after.seq < l.seq);
+    ddp_buf_free(&f);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+/* A scripted server (no token): it parses requests with the store's own codec, echoes PINGs,
+ * parks GET_WAIT/WAIT, and answers CANCEL_WAIT as if the wait had been released just before
+ * ("0 + value, 1" or "0, 1"), the race the client must absorb. A NOWAIT GET_WAIT gets a bad
+ * status byte. */
+typedef struct fake {
+    uv_tcp_t lis, peer;
+    ddp_buf_t in;
+    int parked; /* 0 none, RDZV_CMD_GET_WAIT or RDZV_CMD_WAIT */
+    int peer_open;
+} fake_t;
+
+static void fake_write(fake_t *f, const void *p, size_t n) {
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    assert_true(uv_try_write((uv_stream_t *)&f->peer, &b, 1) == (int)n);
+}
+
+static void fake_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b) {
+    fake_t *f = h->data;
+    (void)sz;
+    assert_int_equal(ddp_buf_reserve(&f->in, 4096), 0);
+    *b = uv_buf_init((char *)f->in.data + f->in.len, 4096);
+}
+
+static void fake_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
+    fake_t *f = s->data;
+    (void)b;
+    if (nread <= 0)
+        return;
+    f->in.len += (size_t)nread;
+    rdzv_frame_limits_t lim = {RDZV_MAX_KEY_LEN, RDZV_MAX_VALUE_LEN, RDZV_MAX_KEYS_PER_REQ,
+                               RDZV_MAX_FRAME_LEN};
+    for (;;) {
+        rdzv_req_t q;
+        size_t need;
+        long n = rdzv__frame_parse(f->in.data, f->in.len, &lim, &q, &need, NULL);
+        assert_true(n >= 0);
+        if (n == 0)
+            break;
+        static const uint8_t bad = 7, zero = 0, one = 1;
+        static const uint8_t late[] = {0, 4, 0, 0, 0, 0, 0, 0, 0, 'l', 'a', 't', 'e', 1};
+        switch (q.cmd) {
+        case RDZV_CMD_PING: fake_write(f, &q.u32, 4); break;
+        case RDZV_CMD_GET_WAIT:
+            if (q.mode == RDZV_GETW_NOWAIT)
+                fake_write(f, &bad, 1);
+            else
+                f->parked = RDZV_CMD_GET_WAIT;
+            break;
+        case RDZV_CMD_WAIT: f->parked = RDZV_CMD_WAIT; break;
+        case RDZV_CMD_CANCEL_WAIT:
+            if (f->parked == RDZV_CMD_GET_WAIT) {
+                fake_write(f, late, sizeof late);
+            } else {
+                fake_write(f, &zero, 1);
+                fake_write(f, &one, 1);
+            }
+            f->parked = 0;
+            break;
+        default: break;
+        }
+        ddp_buf_consume(&f->in, (size_t)n);
+    }
+}
+
+static void fake_conn(uv_stream_t *s, int status) {
+    fake_t *f = s->data;
+    assert_int_equal(status, 0);
+    assert_int_equal(uv_tcp_init(s->loop, &f->peer), 0);
+    f->peer.data = f;
+    f->peer_open = 1;
+    assert_int_equal(uv_accept(s, (uv_stream_t *)&f->peer), 0);
+    assert_int_equal(uv_read_start((uv_stream_t *)&f->peer, fake_alloc, fake_read), 0);
+}
+
+static uint16_t fake_start(env_t *e, fake_t *f) {
+    memset(f, 0, sizeof *f);
+    struct sockaddr_in a;
+    assert_int_equal(uv_tcp_init(&e->loop, &f->lis), 0);
+    f->lis.data = f;
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    assert_int_equal(uv_tcp_bind(&f->lis, (const struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&f->lis, 8, fake_conn), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    assert_int_equal(uv_tcp_getsockname(&f->lis, (struct sockaddr *)&ss, &len), 0);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void fake_stop(fake_t *f) {
+    if (f->peer_open)
+        uv_close((uv_handle_t *)&f->peer, NULL);
+    uv_close((uv_handle_t *)&f->lis, NULL);
+    ddp_buf_free(&f->in);
+}
+
+static void test_cancel_race_and_bad_reply(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    fake_t f;
+    e.port = fake_start(&e, &f);
+    rdzv_aclient_t *c = client_up(&e, NULL);
+    lost_t l = {0};
+    rdzv_aclient_on_close(c, on_lost, &l);
+    res_t g = {0}, w = {0}, p = {0}, bad = {0}, after = {0};
+    const char *keys[] = {"k1", "k2"};
+    /* Released just as the timeout struck: the value wins over DDP_ETIMEOUT. */
+    assert_int_equal(rdzv_aclient_get(c, "slow", 50, rec_cb, &g, NULL), 0);
+    assert_int_equal(rdzv_aclient_wait(c, keys, 2, 50, rec_cb, &w, NULL), 0);
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &p, NULL), 0);
+    run_until(&e, &p.called);
+    assert_int_equal(g.status, 0);
+    assert_string_equal(g.val, "late");
+    assert_int_equal(w.status, 0);
+    assert_int_equal(p.status, 0);
+    /* A reply that breaks the protocol: that request gets DDP_EPROTO, the rest DDP_ECLOSED. */
+    assert_int_equal(rdzv_aclient_get(c, "x", 0, rec_cb, &bad, NULL), 0);
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &after, NULL), 0);
+    run_until(&e, &l.called);
+    assert_int_equal(bad.status, DDP_EPROTO);
+    assert_non_null(strstr(bad.text, "malformed reply to GET key 'x'"));
+    assert_int_equal(after.status, DDP_ECLOSED);
+    assert_int_equal(l.status, DDP_EPROTO);
+    client_close(&e, c);
+    fake_stop(&f);
+    env_done(&e);
+}
+
+/* A raw request the server parks (here a WAIT frame) with a client-side timeout. */
+static void test_raw_parked_timeout(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *c = client_up(&e, good_token);
+    lost_t l = {0};
+    rdzv_aclient_on_close(c, on_lost, &l);
+    ddp_buf_t f = DDP_BUF_INIT;
+    assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_WAIT), 0);
+    assert_int_equal(rdzv__put_u64(&f, 1), 0);
+    assert_int_equal(rdzv__put_blob(&f, "gone", 4), 0);
+    res_t r = {0}, held = {0};
+    uint64_t t0 = ddp_now_ms();
+    assert_int_equal(rdzv_aclient_raw(c, &f, rdzv_aclient_parse_u8, RDZV_ACLIENT_PARKS, 100,
+                                      "JOIN-like", rec_cb, &r, NULL),
+                     0);
+    assert_int_equal(rdzv_aclient_ping(c, rec_cb, &held, NULL), 0); /* held behind it */
+    run_until(&e, &l.called);
+    uint64_t took = ddp_now_ms() - t0;
+    assert_int_equal(r.status, DDP_ETIMEOUT);
+    assert_non_null(strstr(r.text, "timed out after 100 ms waiting for the reply to JOIN-like"));
+    assert_true(took >= 90 && took < 3000);
+    assert_int_equal(held.status, DDP_ECLOSED);
+    assert_int_equal(l.status, DDP_ETIMEOUT);
+    ddp_buf_free(&f);
+    client_close(&e, c);
+    env_done(&e);
+}
+
+static void test_limits(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e);
+    srv_start(&e, good_token, 0);
+    rdzv_aclient_t *c = client_up(&e, good_token);
+    rdzv_aclient_set_out_limit(c, 1000);
+    char big[4000];
+    memset(big, 'x', sizeof big);
+    res_t r = {0}, held = {0};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_aclient_set(c, "big", big, sizeof big, rec_cb, &r, &err), -ENOBUFS);
+    assert_non_null(strstr(err.text, "key 'big'"));
+    /* Held requests count too: fill the queue behind a parked GET. */
+    assert_int_equal(rdzv_aclient_get(c, "never", -1, rec_cb, &held, NULL), 0);
+    int accepted = 0, rc = 0;
+    res_t *many = calloc(100, sizeof *many);
+    assert_non_null(many);
+    while (accepted < 100 &&
+           (rc = rdzv_aclient_set(c, "k", big, 100, rec_cb, &many[accepted], NULL)) == 0)
+        accepted++;
+    assert_int_equal(rc, -ENOBUFS);
+    assert_true(accepted > 0 && accepted < 100);
+    char *key = malloc(RDZV_MAX_KEY_LEN + 2);
+    assert_non_null(key);
+    memset(key, 'k', RDZV_MAX_KEY_LEN + 1);
+    key[RDZV_MAX_KEY_LEN + 1] = 0;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_aclient_add(c, key, 1, rec_cb, &r, &err), DDP_ETOOBIG);
+    assert_non_null(strstr(err.text, "limit 8192"));
+    free(key);
+    assert_int_equal(rdzv_aclient_pending(c), (size_t)accepted + 1);
+    client_close(&e, c);
+    assert_int_equal(r.called, 0);
+    assert_int_equal(held.status, DDP_ECANCELED);
+    for (int i = 0; i < accepted; i++)
+        assert_int_equal(many[i].status, DDP_ECANCELED);
+    free(many);
+    env_done(&e);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_connect_auth_ok),
+        cmocka_unit_test(test_connect_no_auth),
+        cmocka_unit_test(test_wrong_token),
+        cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_get_timeout),
+        cmocka_unit_test(test_wait_released_by_other_client),
+        cmocka_unit_test(test_server_closed_mid_request),
+        cmocka_unit_test(test_close_while_pending),
+        cmocka_unit_test(test_close_in_callback),
+        cmocka_unit_test(test_connect_retry),
+        cmocka_unit_test(test_connect_timeout),
+        cmocka_unit_test(test_handshake_timeout),
+        cmocka_unit_test(test_raw),
+        cmocka_unit_test(test_io_timeout),
+        cmocka_unit_test(test_cancel_race_and_bad_reply),
+        cmocka_unit_test(test_raw_parked_timeout),
+        cmocka_unit_test(test_limits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,462 @@
+/* Client + server in one process: the server runs on its own libuv loop in a thread, on
+ * 127.0.0.1 port 0; the tests drive it with rdzv_client from the main thread (and helper
+ * threads for waits released by other clients and for barriers). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+#include "ddp_time.h"
+#include "rdzv_client.h"
+#include "rdzv_server.h"
+
+static const char good_token[] = "0123456789abcdef-test-token";
+
+typedef struct server_thread {
+    uv_loop_t loop;
+    uv_async_t stop;
+    rdzv_server_t *s;
+    pthread_t th;
+    uint16_t port;
+} server_thread_t;
+
+static void on_stop(uv_async_t *a) {
+    server_thread_t *st = a->data;
+    rdzv_server_close(st->s, NULL, NULL);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *run_loop(void *arg) {
+    server_thread_t *st = arg;
+    uv_run(&st->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static server_thread_t *server_up(const void *token, size_t token_len, size_t max_out_buf,
+                                  int auth_idle_ms) {
+    server_thread_t *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    assert_int_equal(uv_loop_init(&st->loop), 0);
+    assert_int_equal(uv_async_init(&st->loop, &st->stop, on_stop), 0);
+    st->stop.data = st;
+    rdzv_server_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.token = token;
+    o.token_len = token_len;
+    o.no_auth = token == NULL;
+    o.max_out_buf = max_out_buf;
+    o.auth_idle_ms = auth_idle_ms;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_server_start(&st->loop, &o, &st->s, &err);
+    if (rc < 0)
+        fail_msg("server start: %s", err.text);
+    st->port = rdzv_server_port(st->s);
+    assert_true(st->port > 0);
+    assert_int_equal(pthread_create(&st->th, NULL, run_loop, st), 0);
+    return st;
+}
+
+static void server_down(server_thread_t *st) {
+    uv_async_send(&st->stop);
+    pthread_join(st->th, NULL);
+    assert_int_equal(uv_loop_close(&st->loop), 0);
+    free(st);
+}
+
+static int connect_to(uint16_t port, const void *token, size_t token_len, rdzv_client_t **c,
+                      ddp_err_t *err) {
+    rdzv_client_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.token = token;
+    o.token_len = token_len;
+    o.connect_timeout_ms = 2000;
+    o.io_timeout_ms = 5000;
+    ddp_err_clear(err);
+    return rdzv_client_connect(&o, c, err);
+}
+
+static rdzv_client_t *must_connect(uint16_t port, const void *token, size_t token_len) {
+    rdzv_client_t *c = NULL;
+    ddp_err_t err;
+    if (connect_to(port, token, token_len, &c, &err) < 0)
+        fail_msg("connect: %s", err.text);
+    return c;
+}
+
+static void mark_closed(void *arg) {
+    *(int *)arg = 1;
+}
+
+static void test_commands(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    ddp_buf_t v = DDP_BUF_INIT;
+    assert_int_equal(rdzv_client_authenticated(c), 0);
+    assert_int_equal(rdzv_client_set(c, "a", "hello", 5, &err), 0);
+    assert_int_equal(rdzv_client_get(c, "a", 1000, &v, &err), 0);
+    assert_int_equal(v.len, 5);
+    assert_memory_equal(v.data, "hello", 5);
+    assert_int_equal(rdzv_client_set(c, "empty", "", 0, &err), 0);
+    assert_int_equal(rdzv_client_get(c, "empty", 0, &v, &err), 0);
+    assert_int_equal(v.len, 0);
+
+    int64_t n = 0;
+    assert_int_equal(rdzv_client_add(c, "cnt", 5, &n, &err), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(rdzv_client_add(c, "cnt", -7, &n, &err), 0);
+    assert_int_equal(n, -2);
+    assert_int_equal(rdzv_client_get(c, "cnt", 0, &v, &err), 0);
+    assert_int_equal(v.len, 2);
+    assert_memory_equal(v.data, "-2", 2);
+
+    const char *ks[] = {"a", "cnt"};
+    const char *ks_missing[] = {"a", "nope"};
+    int ready = -1;
+    assert_int_equal(rdzv_client_check(c, ks, 2, &ready, &err), 0);
+    assert_int_equal(ready, 1);
+    assert_int_equal(rdzv_client_check(c, ks_missing, 2, &ready, &err), 0);
+    assert_int_equal(ready, 0);
+    assert_int_equal(rdzv_client_num_keys(c, &n, &err), 0);
+    assert_int_equal(n, 3);
+
+    /* COMPARE_SET: absent + empty expected sets; mismatch returns the current value; absent +
+     * non-empty expected returns the expected value (TCPStore's behaviour). */
+    assert_int_equal(rdzv_client_compare_set(c, "cas", "", 0, "one", 3, &v, &err), 0);
+    assert_memory_equal(v.data, "one", 3);
+    assert_int_equal(rdzv_client_compare_set(c, "cas", "xxx", 3, "two", 3, &v, &err), 0);
+    assert_memory_equal(v.data, "one", 3);
+    assert_int_equal(rdzv_client_compare_set(c, "cas", "one", 3, "two", 3, &v, &err), 0);
+    assert_memory_equal(v.data, "two", 3);
+    assert_int_equal(rdzv_client_compare_set(c, "nocas", "exp", 3, "new", 3, &v, &err), 0);
+    assert_memory_equal(v.data, "exp", 3);
+    assert_int_equal(rdzv_client_get(c, "nocas", 0, &v, &err), DDP_ENOKEY);
+    ddp_err_clear(&err);
+
+    assert_int_equal(rdzv_client_append(c, "log", "ab", 2, &err), 0);
+    assert_int_equal(rdzv_client_append(c, "log", "cd", 2, &err), 0);
+    assert_int_equal(rdzv_client_get(c, "log", 0, &v, &err), 0);
+    assert_int_equal(v.len, 4);
+    assert_memory_equal(v.data, "abcd", 4);
+
+    const char *mk[] = {"m1", "m2", "m3"};
+    const void *mv[] = {"x", "yy", ""};
+    size_t ml[] = {1, 2, 0};
+    assert_int_equal(rdzv_client_multi_set(c, mk, mv, ml, 3, &err), 0);
+    ddp_buf_t vals[3] = {DDP_BUF_INIT, DDP_BUF_INIT, DDP_BUF_INIT};
+    assert_int_equal(rdzv_client_multi_get(c, mk, 3, 1000, vals, &err), 0);
+    assert_int_equal(vals[0].len, 1);
+    assert_int_equal(vals[1].len, 2);
+    assert_memory_equal(vals[1].data, "yy", 2);
+    assert_int_equal(vals[2].len, 0);
+    for (int i = 0; i < 3; i++)
+        ddp_buf_free(&vals[i]);
+
+    int deleted = -1;
+    assert_int_equal(rdzv_client_delete(c, "a", &deleted, &err), 0);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(rdzv_client_delete(c, "a", &deleted, &err), 0);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(rdzv_client_ping(c, &err), 0);
+
+    ddp_buf_t stats = DDP_BUF_INIT;
+    assert_int_equal(rdzv_client_stats(c, &stats, &err), 0);
+    assert_non_null(strstr((char *)stats.data, "conns 1\n"));
+    ddp_buf_free(&stats);
+    assert_int_equal(err.code, 0);
+    assert_int_equal(strncmp(rdzv_client_peer(c), "127.0.0.1:", 10), 0);
+    ddp_buf_free(&v);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+static void test_get_timeout(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    ddp_buf_t v = DDP_BUF_INIT;
+    assert_int_equal(rdzv_client_get(c, "missing", 0, &v, &err), DDP_ENOKEY);
+    ddp_err_clear(&err);
+    uint64_t t0 = ddp_now_ms();
+    assert_int_equal(rdzv_client_get(c, "r1/nccl/0", 150, &v, &err), DDP_ETIMEOUT);
+    uint64_t dt = ddp_now_ms() - t0;
+    assert_true(dt >= 140 && dt < 2000);
+    assert_non_null(strstr(err.text, "waiting for key 'r1/nccl/0'"));
+    assert_non_null(strstr(err.text, "127.0.0.1:"));
+    /* The client stays usable after CANCEL_WAIT. */
+    ddp_err_clear(&err);
+    const char *k[] = {"w1", "w2"};
+    assert_int_equal(rdzv_client_wait(c, k, 2, 50, &err), DDP_ETIMEOUT);
+    assert_non_null(strstr(err.text, "2 keys"));
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_set(c, "x", "1", 1, &err), 0);
+    assert_int_equal(rdzv_client_get(c, "x", 100, &v, &err), 0);
+    assert_int_equal(rdzv_client_ping(c, &err), 0);
+    ddp_buf_free(&v);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+typedef struct setter_arg {
+    uint16_t port;
+    int delay_ms;
+    const char *key;
+} setter_arg_t;
+
+static void *setter(void *p) {
+    setter_arg_t *a = p;
+    struct timespec ts = {0, (long)a->delay_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    rdzv_client_t *c = must_connect(a->port, NULL, 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    rdzv_client_set(c, a->key, "ncclid", 6, &err);
+    rdzv_client_free(c);
+    return NULL;
+}
+
+static void test_wait_released_by_other_client(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    setter_arg_t a = {st->port, 100, "r0/id"};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, setter, &a), 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    ddp_buf_t v = DDP_BUF_INIT;
+    uint64_t t0 = ddp_now_ms();
+    assert_int_equal(rdzv_client_get(c, "r0/id", 5000, &v, &err), 0);
+    assert_true(ddp_now_ms() - t0 >= 90);
+    assert_memory_equal(v.data, "ncclid", 6);
+    pthread_join(th, NULL);
+    /* WAIT on several keys, one of which arrives later. */
+    setter_arg_t b = {st->port, 50, "late"};
+    assert_int_equal(pthread_create(&th, NULL, setter, &b), 0);
+    const char *k[] = {"r0/id", "late"};
+    assert_int_equal(rdzv_client_wait(c, k, 2, 5000, &err), 0);
+    pthread_join(th, NULL);
+    ddp_buf_free(&v);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+typedef struct barrier_arg {
+    uint16_t port;
+    int rc;
+} barrier_arg_t;
+
+static void *barrier_rank(void *p) {
+    barrier_arg_t *a = p;
+    rdzv_client_t *c = must_connect(a->port, good_token, strlen(good_token));
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    a->rc = rdzv_client_barrier(c, "r3/bar", 8, 5000, &err);
+    rdzv_client_free(c);
+    return NULL;
+}
+
+static void test_auth_and_barrier(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(good_token, strlen(good_token), 0, 0);
+    rdzv_client_t *c = NULL;
+    ddp_err_t err;
+    assert_int_equal(connect_to(st->port, "wrong-token", 11, &c, &err), DDP_EAUTH);
+    assert_null(c);
+    assert_non_null(strstr(err.text, "refused the token"));
+    assert_int_equal(connect_to(st->port, NULL, 0, &c, &err), DDP_EAUTH);
+    assert_non_null(strstr(err.text, "DDPRUN_STORE_TOKEN"));
+    c = must_connect(st->port, good_token, strlen(good_token));
+    assert_int_equal(rdzv_client_authenticated(c), 1);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_set(c, "k", "v", 1, &err), 0);
+    ddp_buf_t v = DDP_BUF_INIT;
+    assert_int_equal(rdzv_client_get(c, "k", 0, &v, &err), 0);
+
+    barrier_arg_t args[8];
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) {
+        args[i].port = st->port;
+        args[i].rc = -1;
+        assert_int_equal(pthread_create(&th[i], NULL, barrier_rank, &args[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].rc, 0);
+    }
+    /* A ninth arrival is an error, not a hang. */
+    assert_int_equal(rdzv_client_barrier(c, "r3/bar", 8, 1000, &err), DDP_EPROTO);
+    ddp_buf_free(&v);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+static void test_client_with_token_on_open_server(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, good_token, strlen(good_token));
+    assert_int_equal(rdzv_client_authenticated(c), 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_ping(c, &err), 0);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    char *big = malloc(9000);
+    assert_non_null(big);
+    memset(big, 'k', 8999);
+    big[8999] = 0;
+    assert_int_equal(rdzv_client_set(c, big, "v", 1, &err), DDP_ETOOBIG);
+    assert_non_null(strstr(err.text, "8999 bytes"));
+    free(big);
+    /* ADD on a non-integer closes this connection only. */
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_set(c, "str", "abc", 3, &err), 0);
+    assert_int_equal(rdzv_client_add(c, "str", 1, NULL, &err), DDP_ECLOSED);
+    assert_non_null(strstr(err.text, "'str'"));
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_ping(c, &err), DDP_ECLOSED);
+    rdzv_client_free(c);
+    c = must_connect(st->port, NULL, 0);
+    ddp_buf_t v = DDP_BUF_INIT;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_get(c, "str", 0, &v, &err), 0);
+    ddp_buf_free(&v);
+    rdzv_client_free(c);
+    server_down(st);
+
+    /* Nobody listening: bounded retries, then DDP_ETIMEOUT naming the peer. */
+    rdzv_client_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.port = 1; /* nothing listens on port 1 */
+    o.connect_timeout_ms = 200;
+    uint64_t t0 = ddp_now_ms();
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_connect(&o, &c, &err), DDP_ETIMEOUT);
+    assert_true(ddp_now_ms() - t0 < 2000);
+    assert_non_null(strstr(err.text, "127.0.0.1:1"));
+}
+
+static void test_tokens(void **state) {
+    (void)state;
+    ddp_buf_t t = DDP_BUF_INIT, hex = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_token_from_hex("00ff10Ab", &t, &err), 0);
+    assert_int_equal(t.len, 4);
+    assert_memory_equal(t.data, "\x00\xff\x10\xab", 4);
+    assert_int_equal(rdzv_token_to_hex(t.data, t.len, &hex), 0);
+    assert_string_equal((char *)hex.data, "00ff10ab");
+    assert_int_equal(rdzv_token_from_hex(NULL, &t, &err), 0);
+    assert_int_equal(t.len, 0);
+    assert_int_equal(rdzv_token_from_hex("abc", &t, &err), DDP_EENV);
+    assert_non_null(strstr(err.text, "DDPRUN_STORE_TOKEN"));
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_token_from_hex("zz", &t, &err), DDP_EENV);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_token_generate(&t, 32, &err), 0);
+    assert_int_equal(t.len, 32);
+
+    char path[] = "/tmp/rdzv_token_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "secret-token-bytes\n", 19), 19);
+    close(fd);
+    assert_int_equal(rdzv_token_from_file(path, &t, &err), 0);
+    assert_int_equal(t.len, 18);
+    assert_memory_equal(t.data, "secret-token-bytes", 18);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    close(fd);
+    assert_int_equal(rdzv_token_from_file(path, &t, &err), DDP_EUSAGE);
+    unlink(path);
+    ddp_err_clear(&err);
+    assert_true(rdzv_token_from_file(path, &t, &err) == -ENOENT);
+    assert_non_null(strstr(err.text, path));
+    ddp_buf_free(&t);
+    ddp_buf_free(&hex);
+}
+
+static void test_server_start_errors(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    rdzv_server_opts_t o = {0};
+    o.host = "127.0.0.1";
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), DDP_EUSAGE);
+    assert_non_null(strstr(err.text, "no token"));
+    o.token = good_token;
+    o.token_len = strlen(good_token);
+    o.no_auth = 1;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), DDP_EUSAGE);
+    o.token = NULL;
+    o.token_len = 0;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    char want[32];
+    snprintf(want, sizeof want, "127.0.0.1:%u", rdzv_server_port(s));
+    assert_string_equal(rdzv_server_addr(s), want);
+    rdzv_server_stats_t st;
+    rdzv_server_stats(s, &st);
+    assert_int_equal(st.conns, 0);
+    /* The same port again: the error names the address. */
+    rdzv_server_t *s2 = NULL;
+    o.port = rdzv_server_port(s);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s2, &err), -EADDRINUSE);
+    assert_null(s2);
+    assert_non_null(strstr(err.text, want));
+    o.host = "no-such-host.invalid";
+    o.port = 0;
+    ddp_err_clear(&err);
+    assert_true(rdzv_server_start(&loop, &o, &s2, &err) < 0);
+    int closed = 0;
+    rdzv_server_close(s, mark_closed, &closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(closed, 1);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_commands),
+        cmocka_unit_test(test_get_timeout),
+        cmocka_unit_test(test_wait_released_by_other_client),
+        cmocka_unit_test(test_auth_and_barrier),
+        cmocka_unit_test(test_client_with_token_on_open_server),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_server_start_errors),
+    };
+    return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
+}

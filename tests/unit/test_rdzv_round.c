@@ -1,0 +1,828 @@
+/* Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
+ * call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound, a
+ * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x53. Time is
+ * simulated: every event gets its own now_ms. */
+#include <errno.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+#include "rdzv_round_int.h"
+
+/* ---- helpers ---- */
+
+static rdzv_join_req_t req(const char *run, const char *host, int64_t want, int64_t nproc,
+                           int64_t port, int64_t min, int64_t max) {
+    rdzv_join_req_t q;
+    memset(&q, 0, sizeof q);
+    snprintf(q.run_id, sizeof q.run_id, "%s", run);
+    snprintf(q.host, sizeof q.host, "%s", host);
+    q.want_node_rank = want;
+    q.nproc = nproc;
+    q.master_port = port;
+    q.cfg.min_nodes = min;
+    q.cfg.max_nodes = max;
+    q.cfg.last_call_timeout_ms = 1000;
+    q.cfg.join_timeout_ms = 10000;
+    q.cfg.keep_alive_interval_ms = 100;
+    q.cfg.keep_alive_max_attempt = 3;
+    q.cfg.max_restarts = 2;
+    return q;
+}
+
+/* Joins member id with host "h<id>", nproc 2, port 29500+id; asserts it is accepted. */
+static void join_ok(rdzv_runs_t *rs, const char *run, uint64_t id, int64_t want, int64_t min,
+                    int64_t max, uint64_t now, rdzv_actions_t *out) {
+    char host[32];
+    snprintf(host, sizeof host, "h%llu", (unsigned long long)id);
+    rdzv_join_req_t q = req(run, host, want, 2, 29500 + (int64_t)id, min, max);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(rs, id, &q, now, out, &err), 0);
+}
+
+static size_t count_kind(const rdzv_actions_t *a, rdzv_action_kind_t k) {
+    size_t n = 0;
+    for (size_t i = 0; i < a->n; i++)
+        n += a->v[i].kind == k;
+    return n;
+}
+
+/* The action of kind k for member, or NULL. */
+static const rdzv_action_t *find_act(const rdzv_actions_t *a, rdzv_action_kind_t k,
+                                     uint64_t member) {
+    for (size_t i = 0; i < a->n; i++)
+        if (a->v[i].kind == k && (k == RDZV_ACT_END_ROUND || a->v[i].member == member))
+            return &a->v[i];
+    return NULL;
+}
+
+static int64_t rank_of(const rdzv_actions_t *a, uint64_t member) {
+    const rdzv_action_t *x = find_act(a, RDZV_ACT_REPLY_OK, member);
+    assert_non_null(x);
+    return x->res.group_rank;
+}
+
+typedef struct fx {
+    rdzv_runs_t *rs;
+    rdzv_actions_t out;
+} fx_t;
+
+static int setup(void **state) {
+    fx_t *f = calloc(1, sizeof *f);
+    if (f == NULL || (f->rs = rdzv_runs_new(NULL)) == NULL) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx_t *f = *state;
+    rdzv_runs_free(f->rs);
+    rdzv_actions_close(&f->out);
+    free(f);
+    return 0;
+}
+
+/* Forms round 0 of "job" with members 1..n (min 2, max 8 by default) through last call. */
+static void form(fx_t *f, uint64_t n, int64_t min, int64_t max, uint64_t now) {
+    for (uint64_t i = 1; i <= n; i++)
+        join_ok(f->rs, "job", i, -1, min, max, now, &f->out);
+    if ((int64_t)n < max) {
+        assert_int_equal(f->out.n, 0);
+        assert_int_equal(rdzv_runs_tick(f->rs, now + 1000, &f->out), 0);
+    }
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), n);
+    rdzv_actions_reset(&f->out);
+}
+
+/* ---- rounds ---- */
+
+static void test_min_then_last_call(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 2, 4, 100, &f->out);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 100 + 10000); /* join timeout */
+    join_ok(f->rs, "job", 2, -1, 2, 4, 200, &f->out);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 200 + 1000); /* last call */
+    rdzv_runs_tick(f->rs, 1199, &f->out);
+    assert_int_equal(f->out.n, 0);
+    join_ok(f->rs, "job", 3, -1, 2, 4, 500, &f->out); /* inside the last call: same deadline */
+    rdzv_runs_tick(f->rs, 1200, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    for (uint64_t m = 1; m <= 3; m++) {
+        const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_OK, m);
+        assert_non_null(a);
+        assert_string_equal(a->run_id, "job");
+        assert_int_equal(a->res.round, 0);
+        assert_int_equal(a->res.group_rank, (int64_t)m - 1); /* join order */
+        assert_int_equal(a->res.group_world_size, 3);
+        assert_int_equal(a->res.rank_base, 2 * ((int64_t)m - 1));
+        assert_int_equal(a->res.world_size, 6);
+        assert_string_equal(a->res.master_addr, "h1");
+        assert_int_equal(a->res.master_port, 29501);
+        assert_int_equal(a->res.restarts_used, 0);
+    }
+    /* Running: the next deadline is the liveness check, 3 x 100 ms after the close. */
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 1200 + 300);
+}
+
+static void test_max_closes_at_once(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 1, 3, 0, &f->out);
+    join_ok(f->rs, "job", 2, -1, 1, 3, 1, &f->out);
+    assert_int_equal(f->out.n, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 3, 2, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    assert_int_equal(f->out.n, 3);
+}
+
+static void test_last_call_back_to_joining(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 2, 4, 0, &f->out);
+    join_ok(f->rs, "job", 2, -1, 2, 4, 0, &f->out);
+    rdzv_runs_leave(f->rs, 2, 10, &f->out); /* below min again */
+    assert_int_equal(f->out.n, 0);
+    rdzv_runs_tick(f->rs, 5000, &f->out); /* the old last call must not close a 1-node round */
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 10000);
+}
+
+static void test_explicit_ranks_and_duplicates(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 4, 4, 0, &f->out);
+    join_ok(f->rs, "job", 2, 3, 4, 4, 0, &f->out);
+    join_ok(f->rs, "job", 3, 3, 4, 4, 0, &f->out); /* duplicate: 2 keeps 3 */
+    join_ok(f->rs, "job", 4, 7, 4, 4, 0, &f->out); /* out of range: ignored */
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 4);
+    assert_int_equal(rank_of(&f->out, 2), 3);
+    assert_int_equal(rank_of(&f->out, 1), 0);
+    assert_int_equal(rank_of(&f->out, 3), 1);
+    assert_int_equal(rank_of(&f->out, 4), 2);
+    /* rank_base follows group rank, master is group rank 0. */
+    assert_int_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, 2)->res.rank_base, 6);
+    assert_string_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, 3)->res.master_addr, "h1");
+}
+
+static void test_stable_ranks_across_rounds(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 3, 3, 0, &f->out);
+    join_ok(f->rs, "job", 2, -1, 3, 3, 0, &f->out);
+    join_ok(f->rs, "job", 3, -1, 3, 3, 0, &f->out);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    assert_int_equal(
+        rdzv_runs_fail(f->rs, "job", 2, 0, "rank 3 exited with code 1", 10, &f->out, &rep), 0);
+    rdzv_actions_reset(&f->out);
+    /* Survivors re-join in reverse order: each keeps its previous rank. */
+    join_ok(f->rs, "job", 3, -1, 3, 3, 20, &f->out);
+    join_ok(f->rs, "job", 2, -1, 3, 3, 21, &f->out);
+    join_ok(f->rs, "job", 1, -1, 3, 3, 22, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    for (uint64_t m = 1; m <= 3; m++) {
+        assert_int_equal(rank_of(&f->out, m), (int64_t)m - 1);
+        assert_int_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, m)->res.round, 1);
+        assert_int_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, m)->res.restarts_used, 1);
+    }
+}
+
+static void test_stable_ranks_after_scale_down(void **state) {
+    fx_t *f = *state;
+    form(f, 4, 2, 4, 0);
+    rdzv_runs_leave(f->rs, 2, 10, &f->out); /* node 1 dies */
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 4, -1, 2, 4, 20, &f->out); /* was 3: out of range for 3 nodes */
+    join_ok(f->rs, "job", 3, -1, 2, 4, 21, &f->out); /* was 2 */
+    join_ok(f->rs, "job", 1, -1, 2, 4, 22, &f->out); /* was 0 */
+    rdzv_runs_tick(f->rs, 21 + 1000, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    assert_int_equal(rank_of(&f->out, 1), 0);
+    assert_int_equal(rank_of(&f->out, 3), 2);
+    assert_int_equal(rank_of(&f->out, 4), 1); /* fills the gap */
+    assert_int_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, 1)->res.world_size, 6);
+}
+
+/* ---- restarts ---- */
+
+static void test_fail_ends_round_and_counts(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 2, 0);
+    rdzv_fail_reply_t rep;
+    assert_int_equal(
+        rdzv_runs_fail(f->rs, "job", 1, 0, "rank 1 exited with code 1", 5, &f->out, &rep), 0);
+    assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
+    assert_int_equal(rep.round, 1);
+    assert_int_equal(rep.restarts_used, 1);
+    assert_int_equal(rep.max_restarts, 2);
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(e);
+    assert_int_equal(e->round, 0);
+    assert_string_equal(e->run_id, "job");
+    assert_non_null(strstr(e->text, "node 0 (h1)"));
+    assert_non_null(strstr(e->text, "rank 1 exited with code 1"));
+    assert_int_equal(f->out.n, 1);
+    rdzv_actions_reset(&f->out);
+    /* The other node's FAIL for round 0 arrives after the end: ignored, not counted. */
+    assert_int_equal(rdzv_runs_fail(f->rs, "job", 2, 0, "x", 6, &f->out, &rep), 0);
+    assert_int_equal(rep.status, RDZV_FAIL_IGNORED);
+    assert_int_equal(rep.restarts_used, 1);
+    assert_int_equal(f->out.n, 0);
+    /* Round 1 forms; a FAIL naming a future round or from a non-member is ignored too. */
+    join_ok(f->rs, "job", 1, -1, 2, 2, 10, &f->out);
+    join_ok(f->rs, "job", 2, -1, 2, 2, 11, &f->out);
+    rdzv_actions_reset(&f->out);
+    rdzv_runs_fail(f->rs, "job", 2, 5, "x", 12, &f->out, &rep);
+    assert_int_equal(rep.status, RDZV_FAIL_IGNORED);
+    rdzv_runs_fail(f->rs, "job", 99, 1, "x", 12, &f->out, &rep);
+    assert_int_equal(rep.status, RDZV_FAIL_IGNORED);
+    assert_int_equal(rdzv_runs_fail(f->rs, "nope", 2, 1, "x", 12, &f->out, &rep), -ENOENT);
+    assert_int_equal(f->out.n, 0);
+}
+
+static void test_max_restarts_spent(void **state) {
+    fx_t *f = *state;
+    rdzv_fail_reply_t rep;
+    uint64_t now = 0;
+    form(f, 2, 2, 2, now); /* max_restarts = 2 */
+    for (int64_t r = 0; r < 2; r++) {
+        rdzv_runs_fail(f->rs, "job", 2, r, "boom", ++now, &f->out, &rep);
+        assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
+        join_ok(f->rs, "job", 1, -1, 2, 2, ++now, &f->out);
+        join_ok(f->rs, "job", 2, -1, 2, 2, ++now, &f->out);
+        assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+        rdzv_actions_reset(&f->out);
+    }
+    /* A waiting third node (max is 2) is parked while round 2 runs. */
+    join_ok(f->rs, "job", 3, -1, 2, 2, ++now, &f->out);
+    assert_int_equal(f->out.n, 0);
+    rdzv_runs_fail(f->rs, "job", 1, 2, "rank 0 exited with code 3", ++now, &f->out, &rep);
+    assert_int_equal(rep.status, RDZV_FAIL_RUN_FAILED);
+    assert_int_equal(rep.restarts_used, 3);
+    assert_non_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 3);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ERDZV_CLOSED);
+    assert_string_equal(a->text, "rendezvous 'job' failed: max_restarts (2) spent; last failure: "
+                                 "node 0 (h1) round 2: rank 0 exited with code 3");
+    /* Survivors re-joining are refused at once, and so is a new node. */
+    rdzv_join_req_t q = req("job", "h1", -1, 2, 1, 2, 2);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, ++now, &f->out, &err), DDP_ERDZV_CLOSED);
+    assert_string_equal(err.text, a->text);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_runs_join(f->rs, 50, &q, ++now, &f->out, &err), DDP_ERDZV_CLOSED);
+    /* Everyone leaving and coming back quickly does not reset the count. */
+    rdzv_runs_leave(f->rs, 1, ++now, &f->out);
+    rdzv_runs_leave(f->rs, 2, ++now, &f->out);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_runs_join(f->rs, 60, &q, ++now, &f->out, &err), DDP_ERDZV_CLOSED);
+    assert_int_equal(rdzv_runs_count(f->rs), 1);
+}
+
+static void test_restart_count_survives_reconnect(void **state) {
+    fx_t *f = *state;
+    rdzv_fail_reply_t rep;
+    form(f, 2, 2, 2, 0);
+    rdzv_runs_fail(f->rs, "job", 1, 0, "boom", 1, &f->out, &rep);
+    rdzv_runs_leave(f->rs, 1, 2, &f->out);
+    rdzv_runs_leave(f->rs, 2, 2, &f->out); /* the run is empty but kept */
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 11, -1, 2, 2, 3, &f->out); /* new connections */
+    join_ok(f->rs, "job", 12, -1, 2, 2, 3, &f->out);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_OK, 11);
+    assert_non_null(a);
+    assert_int_equal(a->res.restarts_used, 1);
+    assert_int_equal(a->res.round, 1);
+}
+
+/* ---- liveness and membership ---- */
+
+static void test_leave_running_ends_round(void **state) {
+    fx_t *f = *state;
+    form(f, 3, 2, 4, 0);
+    rdzv_runs_leave(f->rs, 2, 1500, &f->out);
+    assert_int_equal(f->out.n, 1);
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_int_equal(e->round, 0);
+    assert_string_equal(e->text,
+                        "rendezvous 'job' round 0 ended: node 1 (h2) lost: connection closed");
+    rdzv_actions_reset(&f->out);
+    /* Survivors re-form with 2 nodes, without a restart counted. */
+    join_ok(f->rs, "job", 1, -1, 2, 4, 1510, &f->out);
+    join_ok(f->rs, "job", 3, -1, 2, 4, 1511, &f->out);
+    rdzv_runs_tick(f->rs, 2511, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_OK, 3);
+    assert_int_equal(a->res.round, 1);
+    assert_int_equal(a->res.group_world_size, 2);
+    assert_int_equal(a->res.restarts_used, 0);
+    /* A joiner leaving is only dropped. */
+    rdzv_actions_reset(&f->out);
+    rdzv_runs_leave(f->rs, 12345, 2600, &f->out); /* unknown: ignored */
+    assert_int_equal(f->out.n, 0);
+}
+
+static void test_leave_joiner_drops(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 3, 3, 0, &f->out);
+    join_ok(f->rs, "job", 2, -1, 3, 3, 0, &f->out);
+    rdzv_runs_leave(f->rs, 1, 1, &f->out);
+    assert_int_equal(f->out.n, 0);
+    join_ok(f->rs, "job", 3, -1, 3, 3, 2, &f->out);
+    assert_int_equal(f->out.n, 0); /* 2 of 3 */
+    join_ok(f->rs, "job", 4, -1, 3, 3, 3, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    assert_null(find_act(&f->out, RDZV_ACT_REPLY_OK, 1));
+}
+
+static void test_heartbeat_silence(void **state) {
+    fx_t *f = *state;
+    form(f, 3, 2, 4, 0); /* closes at 1000; silence limit 300 ms */
+    int64_t round = -1;
+    int st = -1;
+    for (uint64_t t = 1100; t <= 1200; t += 100) {
+        assert_int_equal(rdzv_runs_heartbeat(f->rs, "job", 1, t, &round, &st), 0);
+        assert_int_equal(rdzv_runs_heartbeat(f->rs, NULL, 3, t, NULL, NULL), 0);
+        rdzv_runs_tick(f->rs, t, &f->out);
+        assert_int_equal(f->out.n, 0);
+    }
+    assert_int_equal(round, 0);
+    assert_int_equal(st, RDZV_RUN_RUNNING);
+    rdzv_runs_tick(f->rs, 1299, &f->out);
+    assert_int_equal(f->out.n, 0);
+    rdzv_runs_tick(f->rs, 1300, &f->out);
+    /* Member 2 last seen at 1000: dead at 1300. */
+    assert_int_equal(f->out.n, 2);
+    const rdzv_action_t *c = find_act(&f->out, RDZV_ACT_CLOSE, 2);
+    assert_non_null(c);
+    assert_non_null(strstr(c->text, "node 1 (h2) silent for 300ms"));
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(e);
+    assert_string_equal(e->text, "rendezvous 'job' round 0 ended: node 1 (h2) lost: silent for "
+                                 "300ms (1 node)");
+    assert_int_equal(rdzv_runs_heartbeat(f->rs, "job", 2, 1500, NULL, NULL), -ENOENT);
+    assert_int_equal(rdzv_runs_heartbeat(f->rs, "other", 1, 1500, NULL, NULL), -ENOENT);
+    assert_int_equal(rdzv_runs_heartbeat(f->rs, "job", 1, 1500, &round, &st), 0);
+    assert_int_equal(round, 1);
+    assert_int_equal(st, RDZV_RUN_JOINING);
+}
+
+static void test_heartbeat_deadline_lazy(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 2, 0); /* closes at once at 0 */
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 300);
+    rdzv_runs_heartbeat(f->rs, "job", 1, 250, NULL, NULL);
+    rdzv_runs_heartbeat(f->rs, "job", 2, 280, NULL, NULL);
+    rdzv_runs_tick(f->rs, 300, &f->out);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 550); /* oldest (250) + 300 */
+}
+
+static void test_scale_up(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 4, 0);
+    join_ok(f->rs, "job", 3, -1, 2, 4, 1500, &f->out);
+    assert_int_equal(f->out.n, 1);
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(e);
+    assert_non_null(strstr(e->text, "scale-up"));
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, 2, 4, 1510, &f->out);
+    join_ok(f->rs, "job", 2, -1, 2, 4, 1520, &f->out);
+    rdzv_runs_tick(f->rs, 1510 + 1000, &f->out); /* min reached at 1510 */
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_OK, 3);
+    assert_int_equal(a->res.round, 1);
+    assert_int_equal(a->res.group_rank, 2);
+    assert_int_equal(a->res.group_world_size, 3);
+    assert_int_equal(a->res.restarts_used, 0);
+    assert_int_equal(rank_of(&f->out, 1), 0);
+    assert_int_equal(rank_of(&f->out, 2), 1);
+}
+
+static void test_running_at_max_waits(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out);
+    assert_int_equal(f->out.n, 0); /* no end: waits */
+    /* A member's death makes room: the waiter is in round 1's collection already. */
+    rdzv_runs_leave(f->rs, 1, 20, &f->out);
+    assert_non_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 20 + 1000); /* min 1: last call */
+    join_ok(f->rs, "job", 2, -1, 1, 2, 30, &f->out);             /* reaches max: closes */
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_int_equal(rank_of(&f->out, 2), 1); /* keeps its rank */
+    assert_int_equal(rank_of(&f->out, 3), 0);
+}
+
+static void test_waiter_join_timeout(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out);
+    for (uint64_t t = 100; t < 10010; t += 250) { /* keep the group alive */
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    assert_int_equal(f->out.n, 0);
+    rdzv_runs_tick(f->rs, 10010, &f->out);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 3);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ETIMEOUT);
+    assert_string_equal(a->text, "rendezvous 'job' round 0: running at max_nodes=2; no place "
+                                 "opened within join_timeout=10s");
+}
+
+static void test_join_timeout_names_lost(void **state) {
+    fx_t *f = *state;
+    form(f, 3, 2, 3, 0); /* closes at once */
+    rdzv_fail_reply_t rep;
+    rdzv_runs_fail(f->rs, "job", 1, 0, "boom", 100, &f->out, &rep);
+    rdzv_runs_leave(f->rs, 3, 101, &f->out);
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, 2, 3, 200, &f->out);
+    rdzv_runs_tick(f->rs, 10199, &f->out);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_next_deadline(f->rs), 10200);
+    rdzv_runs_tick(f->rs, 10200, &f->out);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 1);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ETIMEOUT);
+    assert_string_equal(a->text, "rendezvous 'job' round 1: 1 of min 2 nodes joined within "
+                                 "join_timeout=10s; lost: node 1 (h2), node 2 (h3)");
+}
+
+static void test_config_mismatch_and_refusals(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 2, 4, 0, &f->out);
+    rdzv_join_req_t q = req("job", "h2", -1, 2, 1, 3, 4);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 1, &f->out, &err), DDP_EUSAGE);
+    assert_string_equal(err.text, "rendezvous 'job': this node asks for nnodes 3:4 but the run was "
+                                  "started with 2:4");
+    /* Bad fields. */
+    const struct {
+        int64_t nproc, min, max, want, port;
+    } bad[] = {{0, 2, 4, -1, 1},
+               {2, 0, 4, -1, 1},
+               {2, 3, 2, -1, 1},
+               {2, 2, 4, -2, 1},
+               {2, 2, 4, -1, 70000}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        q = req("job", "h2", bad[i].want, bad[i].nproc, bad[i].port, bad[i].min, bad[i].max);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 1, &f->out, &err), DDP_EUSAGE);
+    }
+    q = req("job", "", -1, 2, 1, 2, 4);
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 1, &f->out, NULL), DDP_EUSAGE);
+    /* Twice the same member; a member of another run. */
+    q = req("job", "h1", -1, 2, 1, 2, 4);
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, 1, &f->out, NULL), -EALREADY);
+    q = req("other", "h1", -1, 2, 1, 2, 4);
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, 1, &f->out, NULL), -EBUSY);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_count(f->rs), 1);
+}
+
+static void test_registry_bound(void **state) {
+    (void)state;
+    rdzv_runs_opts_t o = {2, 5000};
+    rdzv_runs_t *rs = rdzv_runs_new(&o);
+    rdzv_actions_t out = RDZV_ACTIONS_INIT;
+    join_ok(rs, "a", 1, -1, 2, 2, 0, &out);
+    join_ok(rs, "b", 2, -1, 2, 2, 0, &out);
+    rdzv_join_req_t q = req("c", "h3", -1, 2, 1, 2, 2);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(rs, 3, &q, 1, &out, &err), DDP_ETOOBIG);
+    assert_non_null(strstr(err.text, "2 runs"));
+    /* An empty run is evicted for a new one. */
+    rdzv_runs_leave(rs, 1, 2, &out);
+    assert_int_equal(rdzv_runs_join(rs, 3, &q, 3, &out, NULL), 0);
+    assert_int_equal(rdzv_runs_count(rs), 2);
+    /* Empty runs are freed by tick after empty_keep_ms. */
+    rdzv_runs_leave(rs, 3, 10, &out);
+    assert_int_equal(rdzv_runs_next_deadline(rs) <= 5010, 1);
+    rdzv_runs_tick(rs, 5010, &out);
+    assert_int_equal(rdzv_runs_count(rs), 1);
+    assert_int_equal(out.n, 0);
+    rdzv_actions_close(&out);
+    rdzv_runs_free(rs);
+}
+
+static void test_thousand_members(void **state) {
+    fx_t *f = *state;
+    const uint64_t n = 1000;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint64_t i = 1; i <= n; i++)
+        join_ok(f->rs, "big", i, i % 3 == 0 ? (int64_t)(n - i) : -1, 500, (int64_t)n, i, &f->out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), n);
+    /* Every rank once; bases consistent. */
+    char *seen = calloc(n, 1);
+    for (size_t i = 0; i < f->out.n; i++) {
+        const rdzv_join_result_t *r = &f->out.v[i].res;
+        assert_in_range(r->group_rank, 0, n - 1);
+        assert_int_equal(seen[r->group_rank], 0);
+        seen[r->group_rank] = 1;
+        assert_int_equal(r->rank_base, 2 * r->group_rank);
+        assert_int_equal(r->world_size, 2 * (int64_t)n);
+        if (f->out.v[i].member % 3 == 0)
+            assert_int_equal(r->group_rank, (int64_t)(n - f->out.v[i].member));
+    }
+    free(seen);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_true(ms < 500.0); /* a loose sanity bound; bench/ measures it */
+    /* A second round after a failure, all re-joining. */
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    rdzv_runs_fail(f->rs, "big", 7, 0, "boom", 2000, &f->out, &rep);
+    assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
+    rdzv_actions_reset(&f->out);
+    for (uint64_t i = n; i >= 1; i--)
+        join_ok(f->rs, "big", i, -1, 500, (int64_t)n, 3000, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), n);
+    for (size_t i = 0; i < f->out.n; i += 97) {
+        uint64_t m = f->out.v[i].member;
+        int64_t want = m % 3 == 0 ? (int64_t)(n - m) : -1;
+        if (want >= 0)
+            assert_int_equal(f->out.v[i].res.group_rank, want);
+    }
+}
+
+static void test_status_json(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 3, 0);
+    join_ok(f->rs, "job", 3, -1, 2, 3, 1500, &f->out); /* scale-up: round 1 */
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1600, &b, NULL), 0);
+    json_error_t je;
+    json_t *o = json_loadb((const char *)b.data, b.len, 0, &je);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "state")), "JOINING");
+    assert_int_equal(json_integer_value(json_object_get(o, "round")), 1);
+    assert_int_equal(json_integer_value(json_object_get(o, "restarts_used")), 0);
+    json_t *ms = json_object_get(o, "members");
+    assert_int_equal(json_array_size(ms), 3);
+    json_t *first = json_array_get(ms, 0);
+    assert_string_equal(json_string_value(json_object_get(first, "host")), "h3");
+    assert_string_equal(json_string_value(json_object_get(first, "state")), "joining");
+    assert_int_equal(json_integer_value(json_object_get(first, "silent_ms")), 100);
+    json_decref(o);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_status_json(f->rs, "nope", 0, &b, &err), -ENOENT);
+    assert_non_null(strstr(err.text, "nope"));
+    ddp_buf_free(&b);
+}
+
+static void test_member_joins_again(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 2, 0);
+    join_ok(f->rs, "job", 2, -1, 2, 2, 10, &f->out); /* its agent restarted the group itself */
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(e);
+    assert_non_null(strstr(e->text, "node 1 (h2) joined again"));
+    assert_int_equal(f->out.n, 1);
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, 2, 2, 11, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_int_equal(rank_of(&f->out, 2), 1);
+    assert_int_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, 2)->res.restarts_used, 0);
+}
+
+static void test_many_lost_text_is_cut(void **state) {
+    fx_t *f = *state;
+    const uint64_t n = 200;
+    for (uint64_t i = 1; i <= n; i++)
+        join_ok(f->rs, "job", i, -1, n, n, 0, &f->out);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    rdzv_runs_fail(f->rs, "job", 1, 0, "boom", 1, &f->out, &rep);
+    for (uint64_t i = 2; i <= n; i++)
+        rdzv_runs_leave(f->rs, i, 2, &f->out);
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, n, n, 3, &f->out);
+    rdzv_runs_tick(f->rs, 10003, &f->out);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 1);
+    assert_non_null(a);
+    assert_true(strlen(a->text) < sizeof a->text);
+    assert_non_null(strstr(a->text, "1 of min 200 nodes joined"));
+    assert_non_null(strstr(a->text, "lost: node 1 (h2), node 2 (h3)"));
+    assert_non_null(strstr(a->text, "more lost"));
+}
+
+/* ---- wire codec ---- */
+
+static void check_all_prefixes_incomplete(const ddp_buf_t *b, int reply) {
+    for (size_t k = 0; k < b->len; k++) {
+        size_t need = 0;
+        long rc;
+        if (reply) {
+            rdzv_round_reply_t rep = {0};
+            rc = rdzv__round_reply_parse(b->data, k, &rep, &need, NULL);
+            ddp_buf_free(&rep.text);
+        } else {
+            rdzv_round_req_t q;
+            rc = rdzv__round_req_parse(b->data, k, &q, &need, NULL);
+        }
+        assert_int_equal(rc, 0);
+        assert_true(need > k && need <= b->len);
+    }
+}
+
+static void test_wire_join_req(void **state) {
+    (void)state;
+    rdzv_join_req_t q = req("job7", "10.0.0.2", 3, 8, 29500, 2, 4);
+    q.cfg.max_restarts = 5;
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv__join_req_encode(&b, &q), 0);
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 10 * 8);
+    assert_int_equal(b.data[0], 0x50);
+    rdzv_round_req_t p;
+    size_t need = 0;
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_JOIN);
+    assert_memory_equal(&p.join, &q, sizeof q);
+    check_all_prefixes_incomplete(&b, 0);
+    /* Pipelined: the first frame's length only. */
+    assert_int_equal(rdzv__heartbeat_req_encode(&b, "job7"), 0);
+    size_t first = 1 + 8 + 4 + 8 + 8 + 10 * 8;
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)first);
+    assert_int_equal(rdzv__round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_HEARTBEAT);
+    assert_string_equal(p.join.run_id, "job7");
+    ddp_buf_free(&b);
+}
+
+static void test_wire_bad_requests(void **state) {
+    (void)state;
+    ddp_buf_t b = DDP_BUF_INIT;
+    rdzv_round_req_t p;
+    size_t need = 0;
+    ddp_err_t err = {0};
+    uint8_t unknown = 0x57;
+    assert_int_equal(rdzv__round_req_parse(&unknown, 1, &p, &need, &err), DDP_EFRAME);
+    /* A host longer than 255 bytes is refused as soon as its length arrives. */
+    ddp_buf_append(&b, "\x50", 1);
+    uint64_t n = 4;
+    ddp_buf_append(&b, &n, 8);
+    ddp_buf_append(&b, "job7", 4);
+    n = 256;
+    ddp_buf_append(&b, &n, 8);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, &err), DDP_ETOOBIG);
+    assert_int_equal(err.offset, 13);
+    assert_non_null(strstr(err.text, "host"));
+    /* A negative (huge) run id length. */
+    ddp_buf_reset(&b);
+    ddp_buf_append(&b, "\x53", 1);
+    n = UINT64_MAX;
+    ddp_buf_append(&b, &n, 8);
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), DDP_ETOOBIG);
+    /* An empty run id, and a NUL inside one. */
+    ddp_buf_reset(&b);
+    ddp_buf_append(&b, "\x51", 1);
+    n = 0;
+    ddp_buf_append(&b, &n, 8);
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
+    ddp_buf_reset(&b);
+    ddp_buf_append(&b, "\x51", 1);
+    n = 3;
+    ddp_buf_append(&b, &n, 8);
+    ddp_buf_append(&b, "a\0b", 3);
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
+    /* Encoders refuse what the parser would. */
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv__status_req_encode(&b, ""), -EINVAL);
+    char longid[RDZV_RUN_ID_MAX + 2];
+    memset(longid, 'x', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    assert_int_equal(rdzv__heartbeat_req_encode(&b, longid), -EINVAL);
+    assert_int_equal(b.len, 0);
+    ddp_buf_free(&b);
+}
+
+static void test_wire_fail_status_req(void **state) {
+    (void)state;
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv__fail_req_encode(&b, "job7", 3, "rank 5 exited with code 1"), 0);
+    rdzv_round_req_t p;
+    size_t need = 0;
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_FAIL);
+    assert_int_equal(p.round, 3);
+    assert_string_equal(p.what, "rank 5 exited with code 1");
+    check_all_prefixes_incomplete(&b, 0);
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv__fail_req_encode(&b, "job7", 0, NULL), 0); /* empty text is allowed */
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_string_equal(p.what, "");
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv__status_req_encode(&b, "job7"), 0);
+    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), 13);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_STATUS);
+    ddp_buf_free(&b);
+}
+
+static void test_wire_replies(void **state) {
+    (void)state;
+    ddp_buf_t b = DDP_BUF_INIT;
+    rdzv_join_result_t res = {4, 1, 3, 8, 24, "10.0.0.1", 29500, 2};
+    assert_int_equal(rdzv__join_reply_encode_ok(&b, &res), 0);
+    assert_int_equal(b.len, 2 + 5 * 8 + 8 + 8 + 8 + 8);
+    rdzv_round_reply_t rep = {0};
+    size_t need = 0;
+    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
+    assert_int_equal(rep.cmd, RDZV_CMD_RDZV_JOIN);
+    assert_int_equal(rep.status, 0);
+    assert_memory_equal(&rep.join, &res, sizeof res);
+    check_all_prefixes_incomplete(&b, 1);
+
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv__join_reply_encode_err(&b, DDP_ETIMEOUT, "1 of min 2 nodes joined"), 0);
+    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
+    assert_int_equal(rep.status, 1);
+    assert_int_equal(rep.code, DDP_ETIMEOUT);
+    assert_string_equal((const char *)rep.text.data, "1 of min 2 nodes joined");
+    check_all_prefixes_incomplete(&b, 1);
+
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv__heartbeat_reply_encode(&b, 1, 7, RDZV_RUN_RUNNING), 0);
+    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), 18);
+    assert_int_equal(rep.cmd, RDZV_CMD_RDZV_HEARTBEAT);
+    assert_int_equal(rep.round, 7);
+    assert_int_equal(rep.state, RDZV_RUN_RUNNING);
+
+    ddp_buf_reset(&b);
+    rdzv_fail_reply_t fr = {RDZV_FAIL_RUN_FAILED, 5, 4, 3};
+    assert_int_equal(rdzv__fail_reply_encode(&b, &fr), 0);
+    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), 26);
+    assert_int_equal(rep.fail.status, RDZV_FAIL_RUN_FAILED);
+    assert_int_equal(rep.fail.round, 5);
+    assert_int_equal(rep.fail.restarts_used, 4);
+    assert_int_equal(rep.fail.max_restarts, 3);
+
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv__status_reply_encode(&b, 1, "{\"round\":1}", 11), 0);
+    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), 21);
+    assert_int_equal(rep.status, 0);
+    assert_string_equal((const char *)rep.text.data, "{\"round\":1}");
+    check_all_prefixes_incomplete(&b, 1);
+
+    /* Unknown reply command and JOIN status are protocol errors. */
+    ddp_err_t err = {0};
+    uint8_t junk[2] = {0x06, 0};
+    assert_int_equal(rdzv__round_reply_parse(junk, 2, &rep, &need, &err), DDP_EPROTO);
+    uint8_t badst[2] = {0x50, 9};
+    assert_int_equal(rdzv__round_reply_parse(badst, 2, &rep, &need, NULL), DDP_EPROTO);
+    ddp_buf_free(&rep.text);
+    ddp_buf_free(&b);
+}
+
+int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_min_then_last_call),
+        T(test_max_closes_at_once),
+        T(test_last_call_back_to_joining),
+        T(test_explicit_ranks_and_duplicates),
+        T(test_stable_ranks_across_rounds),
+        T(test_stable_ranks_after_scale_down),
+        T(test_fail_ends_round_and_counts),
+        T(test_max_restarts_spent),
+        T(test_restart_count_survives_reconnect),
+        T(test_leave_running_ends_round),
+        T(test_leave_joiner_drops),
+        T(test_heartbeat_silence),
+        T(test_heartbeat_deadline_lazy),
+        T(test_scale_up),
+        T(test_running_at_max_waits),
+        T(test_waiter_join_timeout),
+        T(test_join_timeout_names_lost),
+        T(test_config_mismatch_and_refusals),
+        cmocka_unit_test(test_registry_bound),
+        T(test_thousand_members),
+        T(test_member_joins_again),
+        T(test_many_lost_text_is_cut),
+        T(test_status_json),
+        cmocka_unit_test(test_wire_join_req),
+        cmocka_unit_test(test_wire_bad_requests),
+        cmocka_unit_test(test_wire_fail_status_req),
+        cmocka_unit_test(test_wire_replies),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
