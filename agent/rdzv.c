@@ -41,7 +41,9 @@ struct agent_rdzv {
     int stopping;
 };
 
-int agent__rdzv_wanted(const launch_spec_t *sp) { return sp->max_nodes > 1; }
+int agent__rdzv_wanted(const launch_spec_t *sp) {
+    return sp->max_nodes > 1;
+}
 
 /* Resolves host to a numeric address (first of getaddrinfo). Returns 0 or -1 with errtext. */
 static int resolve(const char *host, char *out, size_t cap, const char **why) {
@@ -51,8 +53,9 @@ static int resolve(const char *host, char *out, size_t cap, const char **why) {
         *why = gai_strerror(rc);
         return -1;
     }
-    void *sa = res->ai_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-                                          : (void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+    void *sa = res->ai_family == AF_INET6
+                   ? (void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+                   : (void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
     inet_ntop(res->ai_family, sa, out, (socklen_t)cap);
     freeaddrinfo(res);
     return 0;
@@ -134,7 +137,9 @@ static int token_load(struct agent_rdzv *r) {
     return 0;
 }
 
-static void emit(agent_t *a, agent_event_t ev) { agent__event(a, ev, NULL); }
+static void emit(agent_t *a, agent_event_t ev) {
+    agent__event(a, ev, NULL);
+}
 
 /* A connection to the store failed or was lost while it mattered. */
 static void store_lost(struct agent_rdzv *r, const char *errtext) {
@@ -242,9 +247,8 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     snprintf(a->master_addr, sizeof a->master_addr, "%s", j->master_addr);
     a->master_port = (int)j->master_port;
     DDP_INFO("rendezvous '%s' round %lld: node %d of %d, ranks %d..%d of %d, master %s:%d",
-             a->spec->rdzv_id, (long long)a->round, a->node_rank, a->group_world_size,
-             a->rank_base, a->rank_base + a->nproc - 1, a->world_size, a->master_addr,
-             a->master_port);
+             a->spec->rdzv_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
+             a->rank_base + a->nproc - 1, a->world_size, a->master_addr, a->master_port);
     if (agent__base_env_build(a) < 0) {
         DDP_ERROR("unable to build the workers' environment: out of memory");
         emit(a, EV_RDZV_ERROR);
@@ -261,9 +265,8 @@ void agent__rdzv_join(agent_t *a) {
     memset(&req, 0, sizeof req);
     snprintf(req.run_id, sizeof req.run_id, "%s", sp->rdzv_id);
     snprintf(req.host, sizeof req.host, "%s", r->host);
-    req.want_node_rank = LAUNCH_GIVEN(sp, LAUNCH_OPT_NODE_RANK) || sp->node_rank > 0
-                             ? sp->node_rank
-                             : -1;
+    req.want_node_rank =
+        LAUNCH_GIVEN(sp, LAUNCH_OPT_NODE_RANK) || sp->node_rank > 0 ? sp->node_rank : -1;
     req.nproc = a->nproc;
     int port = agent__pick_free_port(r->host);
     req.master_port = port > 0 ? port : LAUNCH_DEFAULT_MASTER_PORT;
@@ -282,8 +285,8 @@ void agent__rdzv_join(agent_t *a) {
     int rc = rdzv__join_req_encode(&frame, &req);
     if (rc == 0)
         rc = rdzv_aclient_raw(r->ctl, &frame, round_reply_len, RDZV_ACLIENT_PARKS,
-                              (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS, what, on_join,
-                              r, &err);
+                              (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS, what, on_join, r,
+                              &err);
     ddp_buf_free(&frame);
     if (rc < 0) {
         DDP_ERROR("unable to join rendezvous '%s': %s", sp->rdzv_id,
@@ -313,8 +316,8 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     ddp_err_clear(&err);
     int rc = rdzv__fail_req_encode(&frame, a->spec->rdzv_id, a->round, what);
     if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_FAIL", on_fail_reply,
-                              r, &err);
+        rc = rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_FAIL", on_fail_reply, r,
+                              &err);
     ddp_buf_free(&frame);
     if (rc < 0)
         DDP_WARN("unable to report the failure to the rendezvous: %s",

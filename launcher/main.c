@@ -9,6 +9,7 @@
 #include "ddp_log.h"
 #include "launch_slurm.h"
 #include "launch_spec.h"
+#include "launch_status.h"
 
 /* Prints "ddprun: <message>" and returns the usage exit code. */
 static int usage_error(const ddp_err_t *err, int rc) {
@@ -18,6 +19,8 @@ static int usage_error(const ddp_err_t *err, int rc) {
 
 int main(int argc, char **argv) {
     ddp_log_init("agent", DDP_LOG_WARN);
+    if (argc > 1 && strcmp(argv[1], "status") == 0)
+        return launch_status_main(argc - 1, argv + 1);
     launch_spec_t spec;
     ddp_err_t err;
     ddp_err_clear(&err);

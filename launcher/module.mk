@@ -25,6 +25,6 @@ $(BUILD)/tests/unit/libfakecuda.so: $(BUILD)/obj/tests/unit/test_launch_fakecuda
 
 # The ddprun program: this parser, the agent and the embedded store (launcher/main.c).
 BINS += $(BUILD)/ddprun
-$(BUILD)/ddprun: $(BUILD)/obj/launcher/main.o $(BUILD)/liblaunch.a $(BUILD)/libagent.a \
+$(BUILD)/ddprun: $(BUILD)/obj/launcher/main.o $(BUILD)/obj/launcher/status.o $(BUILD)/liblaunch.a $(BUILD)/libagent.a \
                  $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)

@@ -38,6 +38,23 @@ check "one MASTER_PORT for all, two workers per GROUP_RANK ($g)" [ "$m" = 1 ] &&
 check "nothing left after a two-node job" no_leftovers
 unset FW_DIR FW_SLEEP_MS
 
+# 1b. ddprun status shows the run's round, members and states (table and --json).
+PORT=$(free_port); RUN=stat; d=$TMP/stat; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=1500
+agent st0 2 "$FW"; a=$LAST; agent st1 2 "$FW"; b=$LAST
+for i in $(seq 100); do [ -f "$d/env.3.0" ] && [ -f "$d/env.0.0" ] && break; sleep 0.05; done
+"$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=stat >"$TMP/stat.txt" 2>&1
+"$DDPRUN" status --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id stat --json >"$TMP/stat.json" 2>&1
+"$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=nosuch >"$TMP/stat2.txt" 2>&1; src=$?
+wait $a; wait $b
+check "ddprun status: round 0 RUNNING with 2 member rows" \
+    grep -q "run stat: round 0, RUNNING" "$TMP/stat.txt" && \
+    [ "$(grep -cE '^[01] +127.0.0.1 +2 +running' "$TMP/stat.txt")" = 2 ]
+json_ok() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["state"]=="RUNNING" and len(d["members"])==2' "$TMP/stat.json"; }
+check "ddprun status --json is valid JSON with 2 members" json_ok
+check "ddprun status of an unknown run: exit 1, says so" [ $src = 1 ] && grep -q "nosuch" "$TMP/stat2.txt"
+unset FW_DIR FW_SLEEP_MS
+
 # 2. A worker failure on one node restarts the group on every node; restarts counted.
 PORT=$(free_port); RUN=fail1; d=$TMP/fail1; mkdir -p "$d"
 export FW_DIR=$d FW_RANK=3 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=300

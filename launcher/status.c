@@ -1,0 +1,200 @@
+/* `ddprun status`: asks a rendezvous store for the state of one run (round, members, their
+ * hosts and states) and prints it as a table, or as the server's JSON with --json. */
+#include "launch_status.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+#include "launch_spec.h"
+#include "rdzv_aclient.h"
+#include "rdzv_client.h"
+#include "rdzv_round_int.h"
+
+typedef struct status_req {
+    int done, rc;
+    ddp_buf_t reply;
+    char errtext[512];
+} status_req_t;
+
+static long reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
+    (void)arg;
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    long n = rdzv__round_reply_parse(buf, len, &rep, need, NULL);
+    ddp_buf_free(&rep.text);
+    return n;
+}
+
+static void on_reply(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
+    status_req_t *q = arg;
+    q->done = 1;
+    q->rc = status;
+    if (status == 0)
+        ddp_buf_append(&q->reply, reply, len);
+    else
+        snprintf(q->errtext, sizeof q->errtext, "%s", errtext ? errtext : ddp_strerror(status));
+}
+
+static void on_connect(void *arg, int status, const char *errtext) {
+    status_req_t *q = arg;
+    if (status != 0 && !q->done) {
+        q->done = 1;
+        q->rc = status;
+        snprintf(q->errtext, sizeof q->errtext, "%s", errtext ? errtext : ddp_strerror(status));
+    }
+}
+
+static void print_table(json_t *root) {
+    json_t *last = json_object_get(root, "last_failure");
+    printf("run %s: round %lld, %s, restarts %lld of %lld, nodes min %lld max %lld\n",
+           json_string_value(json_object_get(root, "run")),
+           (long long)json_integer_value(json_object_get(root, "round")),
+           json_string_value(json_object_get(root, "state")),
+           (long long)json_integer_value(json_object_get(root, "restarts_used")),
+           (long long)json_integer_value(json_object_get(root, "max_restarts")),
+           (long long)json_integer_value(json_object_get(root, "min_nodes")),
+           (long long)json_integer_value(json_object_get(root, "max_nodes")));
+    if (json_is_string(last) && json_string_length(last) > 0)
+        printf("last failure: %s\n", json_string_value(last));
+    printf("%-10s %-40s %-6s %-10s %s\n", "node_rank", "host", "nproc", "state", "silent");
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(root, "members"), i, m) {
+        json_int_t gr = json_integer_value(json_object_get(m, "group_rank"));
+        char rank[24];
+        if (json_is_integer(json_object_get(m, "group_rank")) && gr >= 0)
+            snprintf(rank, sizeof rank, "%lld", (long long)gr);
+        else
+            snprintf(rank, sizeof rank, "-");
+        printf("%-10s %-40s %-6lld %-10s %.1fs\n", rank,
+               json_string_value(json_object_get(m, "host")),
+               (long long)json_integer_value(json_object_get(m, "nproc")),
+               json_string_value(json_object_get(m, "state")),
+               json_integer_value(json_object_get(m, "silent_ms")) / 1000.0);
+    }
+}
+
+static int usage(const char *msg) {
+    fprintf(stderr, "ddprun status: %s\n", msg);
+    fprintf(stderr, "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json]\n");
+    return 2;
+}
+
+int launch_status_main(int argc, char **argv) {
+    const char *endpoint = NULL, *id = NULL;
+    int json_out = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        const char *eq = strchr(a, '=');
+        char name[64];
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        if (n >= sizeof name)
+            return usage("flag name too long");
+        memcpy(name, a, n);
+        name[n] = '\0';
+        for (char *p = name + 2; *p; p++)
+            if (*p == '-')
+                *p = '_';
+        if (strcmp(name, "--json") == 0) {
+            json_out = 1;
+            continue;
+        }
+        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+            printf("usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json]\n"
+                   "The job token comes from DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE.\n");
+            return 0;
+        }
+        v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (v == NULL)
+            return usage("a flag lacks its value");
+        if (strcmp(name, "--rdzv_endpoint") == 0)
+            endpoint = v;
+        else if (strcmp(name, "--rdzv_id") == 0)
+            id = v;
+        else {
+            char msg[128];
+            snprintf(msg, sizeof msg, "unknown flag '%s'", a);
+            return usage(msg);
+        }
+    }
+    if (endpoint == NULL || id == NULL)
+        return usage("--rdzv_endpoint and --rdzv_id are required");
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    char *host = NULL;
+    int port = -1;
+    if (launch_endpoint_split("--rdzv_endpoint", endpoint, &host, &port, &err) < 0)
+        return usage(err.text);
+    ddp_buf_t token = DDP_BUF_INIT;
+    const char *hex = getenv("DDPRUN_TOKEN"), *file = getenv("DDPRUN_TOKEN_FILE");
+    int rc = 0;
+    if (hex && *hex)
+        rc = rdzv_token_from_hex(hex, &token, &err);
+    else if (file && *file)
+        rc = rdzv_token_from_file(file, &token, &err);
+    if (rc < 0) {
+        free(host);
+        return usage(err.text);
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    rdzv_client_opts_t co = {.host = host,
+                             .port = (uint16_t)(port > 0 ? port : LAUNCH_DEFAULT_C10D_PORT),
+                             .token = token.len ? token.data : NULL,
+                             .token_len = token.len,
+                             .connect_timeout_ms = 5000,
+                             .io_timeout_ms = 5000};
+    status_req_t q;
+    memset(&q, 0, sizeof q);
+    rdzv_aclient_t *c = NULL;
+    ddp_buf_t frame = DDP_BUF_INIT;
+    if (rdzv_aclient_connect(&loop, &co, on_connect, &q, &c, &err) < 0 ||
+        rdzv__status_req_encode(&frame, id) < 0 ||
+        rdzv_aclient_raw(c, &frame, reply_len, 0, -1, "RDZV_STATUS", on_reply, &q, &err) < 0) {
+        q.done = 1;
+        q.rc = DDP_EPROTO;
+        snprintf(q.errtext, sizeof q.errtext, "%s", err.text);
+    }
+    ddp_buf_free(&frame);
+    while (!q.done && uv_run(&loop, UV_RUN_ONCE))
+        ;
+    rdzv_aclient_close(c, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    ddp_buf_free(&token);
+    int code = 0;
+    if (q.rc != 0) {
+        fprintf(stderr, "ddprun status: %s:%d: %s\n", host, (int)co.port, q.errtext);
+        code = 1;
+    } else {
+        rdzv_round_reply_t rep;
+        memset(&rep, 0, sizeof rep);
+        size_t need = 0;
+        if (rdzv__round_reply_parse(q.reply.data, q.reply.len, &rep, &need, NULL) <= 0 ||
+            rep.status != 0) {
+            fprintf(stderr, "ddprun status: %s\n",
+                    rep.text.data ? (char *)rep.text.data : "unknown run or bad reply");
+            code = 1;
+        } else if (json_out) {
+            printf("%s\n", (char *)rep.text.data);
+        } else {
+            json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL);
+            if (root == NULL) {
+                fprintf(stderr, "ddprun status: the server sent malformed JSON\n");
+                code = 1;
+            } else {
+                print_table(root);
+                json_decref(root);
+            }
+        }
+        ddp_buf_free(&rep.text);
+    }
+    ddp_buf_free(&q.reply);
+    free(host);
+    return code;
+}
