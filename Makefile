@@ -116,13 +116,13 @@ $(UNIT_TESTS): EXTRA_LIBS += $(CMOCKA_LIBS) $(CUDA_LIBS)
 $(UNIT_TESTS):
 	$(LINK)
 
-test: all $(UNIT_TESTS)
+test: all $(UNIT_TESTS) $(BENCHES)
 	@BUILD=$(BUILD) UNIT_TESTS="$(UNIT_TESTS)" tests/run_all.sh
 
 test-unit: all $(UNIT_TESTS)
 	@BUILD=$(BUILD) UNIT_TESTS="$(UNIT_TESTS)" tests/run_all.sh --unit-only
 
-test-integration: all
+test-integration: all $(BENCHES)
 	@BUILD=$(BUILD) tests/run_all.sh --integration-only
 
 bench: all $(BENCHES)
