@@ -2,3 +2,7 @@
 BENCHES += $(BUILD)/bench/bench_launch
 $(BUILD)/bench/bench_launch: $(BUILD)/obj/bench/bench_launch.o
 	$(LINK)
+BENCHES += $(BUILD)/bench/bench_rdzv_join
+$(BUILD)/bench/bench_rdzv_join: $(BUILD)/obj/bench/bench_rdzv_join.o $(BUILD)/librdzv.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)
