@@ -152,8 +152,16 @@ static void store_lost(struct agent_rdzv *r, const char *errtext) {
 
 static void on_connected(void *arg, int status, const char *errtext) {
     struct agent_rdzv *r = arg;
-    if (status != 0 && status != DDP_ECANCELED)
-        store_lost(r, errtext);
+    if (status == 0 || status == DDP_ECANCELED || r->stopping)
+        return;
+    DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
+              errtext ? errtext : ddp_strerror(status),
+              r->token.len == 0 ? " (agents read the job token from DDPRUN_TOKEN or "
+                                  "DDPRUN_TOKEN_FILE)"
+                                : "");
+    /* Stop first, so the other connection's failure does not log the same thing again. */
+    agent__rdzv_stop(r->a);
+    emit(r->a, EV_RDZV_ERROR);
 }
 
 static void on_conn_lost(void *arg, int status, const char *errtext) {

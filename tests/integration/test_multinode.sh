@@ -108,6 +108,44 @@ check "a later round had WORLD_SIZE=4" grep -qx 'WORLD_SIZE=4' $(ls "$d"/env.3.*
 no_restart_counted() { ! grep -q '^TORCHELASTIC_RESTART_COUNT=[1-9]' "$d"/env.*; }
 check "scale-up did not count as a restart" no_restart_counted
 unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
+
+# 6. A standalone ddp-rendezvous daemon serves the rendezvous, with a job token on every side.
+head -c 32 /dev/urandom > "$TMP/token"
+"$BIN/ddp-rendezvous" --port 0 --token-file "$TMP/token" >"$TMP/daemon.out" 2>"$TMP/daemon.err" &
+dpid=$!
+wait_for "$TMP/daemon.out" '^listening on ' 5
+PORT=$(sed -E 's/.*:([0-9]+)$/\1/' "$TMP/daemon.out"); RUN=daemon; d=$TMP/daemon; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=100 DDPRUN_TOKEN_FILE=$TMP/token
+agent dm0 2 "$FW"; a=$LAST; agent dm1 2 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+check "two agents rendezvous on an authenticated ddp-rendezvous daemon" \
+    [ "$ra" = 0 ] && [ "$rb" = 0 ] && [ "$(cat "$d"/env.*.0 | grep -c '^WORLD_SIZE=4$')" = 4 ]
+tokhex=$(od -An -tx1 "$TMP/token" | tr -d ' \n')
+check "workers receive the job token for the store" grep -qx "DDPRUN_STORE_TOKEN=$tokhex" "$d/env.3.0"
+head -c 32 /dev/urandom > "$TMP/badtoken"
+DDPRUN_TOKEN_FILE=$TMP/badtoken timeout 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 \
+    --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=daemon2 --rdzv_conf="$CONF" \
+    "$FW" >"$TMP/badtok.out" 2>&1; rc=$?
+check "an agent with the wrong token is refused: exit 1, names the store" \
+    [ $rc = 1 ] && grep -q "127.0.0.1:$PORT" "$TMP/badtok.out"
+kill -TERM $dpid; wait $dpid
+unset FW_DIR FW_SLEEP_MS DDPRUN_TOKEN_FILE
+
+# 7. --rdzv_backend=static with --node_rank and --master_addr/--master_port.
+PORT=$(free_port); d=$TMP/static; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=100
+for nr in 1 0; do
+    timeout -k 5 40 "$DDPRUN" --nnodes=2 --nproc_per_node=2 --node_rank=$nr \
+        --master_addr=127.0.0.1 --master_port="$PORT" --rdzv_conf="$CONF" "$FW" \
+        >"$TMP/static$nr.out" 2>&1 &
+    eval "s$nr=\$!"
+done
+wait $s0; r0=$?; wait $s1; r1=$?
+g_of() { grep '^GROUP_RANK=' "$d/env.$1.0" | cut -d= -f2; }
+check "static backend: both nodes exit 0" [ "$r0" = 0 ] && [ "$r1" = 0 ]
+check "static backend: --node_rank decides the ranks (node 1 started first has ranks 2,3)" \
+    [ "$(g_of 2)" = 1 ] && [ "$(g_of 3)" = 1 ] && [ "$(g_of 0)" = 0 ]
+unset FW_DIR FW_SLEEP_MS
 check "nothing left at the end" no_leftovers
 
 finish
