@@ -74,6 +74,8 @@ LIBS :=
 UNIT_TESTS :=
 HELPERS :=
 BENCHES :=
+# What a worker program links (the worker library and what it needs); the rest is internal.
+INSTALL_LIBS = $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 
 include common/module.mk
 include rendezvous/module.mk
@@ -133,8 +135,9 @@ install: all
 	    $(DESTDIR)$(PREFIX)/libexec/ddprun
 	install -m 755 $(BUILD)/ddprun $(BUILD)/ddp-rendezvous $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
-	install -m 644 $(LIBS) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(INSTALL_HEADERS) $(DESTDIR)$(PREFIX)/include/ddprun/
+	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(INSTALL_HEADERS) common/ddp_err.h common/ddp_buf.h \
+	    $(DESTDIR)$(PREFIX)/include/ddprun/
 
 deps:
 	@echo "apt-get install -y $(APT_PACKAGES)"
