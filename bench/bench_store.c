@@ -16,13 +16,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ddp_buf.h"
@@ -134,6 +135,19 @@ static void handshake_blocking(int fd) {
     ddp_buf_free(&b);
 }
 
+/* BENCH_SERVER_CPU=N (bench/store.sh sets it when it pins the servers with taskset): the echo
+ * reference runs on CPU N like the servers, and this client on another CPU. -1 = no pinning. */
+static int server_cpu = -1;
+
+static void pin_to(int cpu) {
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -143,7 +157,7 @@ static int cmp_u64(const void *a, const void *b) {
 
 static int echo_listen_fd;
 
-/* The reference: a blocking echo thread that reads a request of the size of a GET frame and
+/* The reference: a blocking echo loop that reads a request of the size of a GET frame and
  * answers with the size of a GET reply, like the store does. */
 static void *echo_thread(void *arg) {
     size_t *sizes = arg;
@@ -201,9 +215,19 @@ static void bench_latency(int iters, int ddprun) {
         listen(echo_listen_fd, 4) < 0 ||
         getsockname(echo_listen_fd, (struct sockaddr *)&a, &al) < 0)
         die("echo listen");
+    /* The echo server is a child process, so that its round trips cross processes as the
+     * store's do (a thread of this process would wake up faster). */
     size_t sizes[2] = {getlen, replylen};
-    pthread_t th;
-    pthread_create(&th, NULL, echo_thread, sizes);
+    fflush(stdout);
+    pid_t echo_pid = fork();
+    if (echo_pid < 0)
+        die("fork");
+    if (echo_pid == 0) {
+        pin_to(server_cpu);
+        echo_thread(sizes);
+        _exit(0);
+    }
+    close(echo_listen_fd);
     int efd = dial_blocking(ntohs(a.sin_port));
 
     int fd = dial_blocking(port);
@@ -278,8 +302,7 @@ static void bench_latency(int iters, int ddprun) {
         }
     }
     close(efd);
-    pthread_join(th, NULL);
-    close(echo_listen_fd);
+    waitpid(echo_pid, NULL, 0);
     close(fd);
     lat_t pp = lt[0], get = lt[1], sg = lt[2], ping = lt[3], cget = lt[4];
     double ref = median_us(&pp);
@@ -647,6 +670,11 @@ static void bench_idle_rss(int pid, int n) {
 int main(int argc, char **argv) {
     int64_t v, w;
     raise_nofile();
+    const char *sc = getenv("BENCH_SERVER_CPU");
+    if (sc != NULL && ddp_parse_i64(sc, 0, 1023, &v) == 0) {
+        server_cpu = (int)v;
+        pin_to(server_cpu == 0 ? 1 : 0);
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     ddp_err_t err;
     ddp_err_clear(&err);

@@ -41,13 +41,20 @@ start() {
     eval "PORT_$name=$port; PID_$name=$pid"
 }
 
+# With 2+ CPUs the servers (and the ping-pong reference) share CPU 1 and the client runs on
+# CPU 0, so that other load on the machine cannot favour one server over another.
+PIN=()
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    PIN=(taskset -c 1)
+    export BENCH_SERVER_CPU=1
+fi
 head -c 32 /dev/urandom >"$TMP/token"
 HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
-start auth "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
-start open "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error
+start auth "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
+start open "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error
 servers=("ddprun+auth:auth:$HEX" "ddprun:open:")
 if "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
-    if start torch "$TORCH_PYTHON" bench/store_torch_server.py; then
+    if start torch "${PIN[@]}" "$TORCH_PYTHON" bench/store_torch_server.py; then
         tv=$("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)')
         servers+=("TCPStore $tv:torch:")
     fi
@@ -108,7 +115,7 @@ for s in "${servers[@]}"; do
     ns=$sizes
     # TCPStore stalls ~5 s for about every 25 new connections here (see docs/BENCHMARKS.md):
     # one size is enough to show it, and the bench stops each run after 60 s.
-    [ "$name" = torch ] && ns=1024
+    [ "$name" = torch ] && ns="128 1024"
     for n in $ns; do
         DDPRUN_STORE_TOKEN=$tok timeout 120 "$B" rendezvous "$port" "$n" | sed "s/^| /| $label | /"
     done
@@ -117,7 +124,7 @@ echo
 
 echo "### Server memory per idle authenticated connection"
 echo
-start rss "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
+start rss "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
 echo "| connections | RSS before KiB | RSS after KiB | bytes per connection |"
 echo "| --- | --- | --- | --- |"
 DDPRUN_STORE_TOKEN=$HEX timeout 120 "$B" idle-rss "$PORT_rss" "$PID_rss" 10000
@@ -127,7 +134,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
     rport=
     for try in 1 2 3 4 5; do
         p=$((20000 + RANDOM % 30000))
-        redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+        "${PIN[@]}" redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
             >"$TMP/redis.out" 2>&1 &
         rpid=$!
         sleep 0.3
@@ -143,7 +150,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
         echo "| --- | --- | --- |"
         for c in 1 16 64 256; do
             n=$((c == 1 ? 20000 : 100000))
-            out=$(redis-benchmark -p "$rport" -t set,get -n "$n" -c "$c" -d 16 -q 2>/dev/null | tr '\r' '\n')
+            out=$(taskset -c 0 redis-benchmark -p "$rport" -t set,get -n "$n" -c "$c" -d 16 -q 2>/dev/null | tr '\r' '\n')
             set_rps=$(echo "$out" | sed -nE 's/^SET: ([0-9.]+) requests.*/\1/p' | tail -1)
             get_rps=$(echo "$out" | sed -nE 's/^GET: ([0-9.]+) requests.*/\1/p' | tail -1)
             echo "| $c | ${set_rps:-?} | ${get_rps:-?} |"
