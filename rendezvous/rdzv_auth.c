@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "ddp_err.h"
 #include "rdzv_client.h"
@@ -43,7 +43,20 @@ int rdzv__auth_equal(const uint8_t a[RDZV_AUTH_MAC_LEN], const uint8_t b[RDZV_AU
 }
 
 int rdzv__random(void *buf, size_t n) {
-    return RAND_bytes(buf, (int)n) == 1 ? 0 : DDP_EAUTH;
+    /* The kernel's CSPRNG directly: OpenSSL's RAND_bytes would load openssl.cnf and seed its
+     * DRBG on first use, a few milliseconds that every ddprun start would pay for the store's
+     * hash seed. */
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return DDP_EAUTH;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
 }
 
 static int hexval(int ch) {

@@ -81,3 +81,9 @@ finish() {
     rm -rf "$TMP"
     [ "$_failed" -eq 0 ]
 }
+
+# verdict NAME: ok when the command just before it succeeded. For conditions with && or ||,
+# which `check` cannot take as arguments:  [ "$a" = 0 ] && [ "$b" = 0 ]; verdict "both exit 0"
+verdict() {
+    if [ $? -eq 0 ]; then ok "$1"; else not_ok "$1"; fi
+}

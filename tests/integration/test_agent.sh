@@ -34,16 +34,19 @@ done
 check "every worker gets the torchrun environment" [ $envok -eq 1 ]
 ef0=$(grep '^TORCHELASTIC_ERROR_FILE=' "$d/env.0.0" | cut -d= -f2)
 ef1=$(grep '^TORCHELASTIC_ERROR_FILE=' "$d/env.1.0" | cut -d= -f2)
-check "each worker has its own error file" [ -n "$ef0" ] && [ "$ef0" != "$ef1" ]
+[ -n "$ef0" ] && [ "$ef0" != "$ef1" ]
+verdict "each worker has its own error file"
 check "no process left after a clean run" no_leftovers
 
 # 2. Flag spellings and PET_* environment.
 d=$TMP/pet; mkdir -p "$d"
 FW_DIR=$d PET_NPROC_PER_NODE=3 run_ddprun "$TMP/pet.out" --standalone "$FW"
-check "PET_NPROC_PER_NODE=3 starts 3 workers" [ -f "$d/pid.2.0" ] && [ ! -f "$d/pid.3.0" ]
+[ -f "$d/pid.2.0" ] && [ ! -f "$d/pid.3.0" ]
+verdict "PET_NPROC_PER_NODE=3 starts 3 workers"
 d=$TMP/dash; mkdir -p "$d"
 FW_DIR=$d run_ddprun "$TMP/dash.out" --standalone --nproc-per-node 2 --max-restarts=0 "$FW"
-check "dashed spellings work (--nproc-per-node 2)" [ -f "$d/pid.1.0" ] && [ ! -f "$d/pid.2.0" ]
+[ -f "$d/pid.1.0" ] && [ ! -f "$d/pid.2.0" ]
+verdict "dashed spellings work (--nproc-per-node 2)"
 
 # 3. A failing worker: the group stops, the summary names rank, exit code and error file.
 FW_RANK=1 FW_EXIT=3 FW_ERROR="loss is NaN" FW_SLEEP_MS=20000 \
@@ -66,15 +69,16 @@ d=$TMP/restart; mkdir -p "$d"
 FW_DIR=$d FW_RANK=1 FW_EXIT=1 FW_SLEEP_MS=20000 \
     run_ddprun "$TMP/restart.out" --standalone --nproc_per_node=2 --max_restarts=2 "$FW"; rc=$?
 check "restarts spent -> exit 1" [ $rc -eq 1 ]
-check "exactly 3 attempts ran (max_restarts=2)" \
-    [ -f "$d/pid.0.0" ] && [ -f "$d/pid.0.1" ] && [ -f "$d/pid.0.2" ] && [ ! -f "$d/pid.0.3" ]
+[ -f "$d/pid.0.0" ] && [ -f "$d/pid.0.1" ] && [ -f "$d/pid.0.2" ] && [ ! -f "$d/pid.0.3" ]
+verdict "exactly 3 attempts ran (max_restarts=2)"
 check "the restart count reaches the workers" grep -qx "TORCHELASTIC_RESTART_COUNT=2" "$d/env.1.2"
 
 # 6. A transient failure recovers.
 d=$TMP/recover; mkdir -p "$d"
 FW_DIR=$d FW_RANK=0 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 \
     run_ddprun "$TMP/recover.out" --standalone --nproc_per_node=2 --max_restarts=1 "$FW"; rc=$?
-check "failure on attempt 0, success on attempt 1 -> exit 0" [ $rc -eq 0 ] && [ -f "$d/pid.1.1" ]
+[ $rc -eq 0 ] && [ -f "$d/pid.1.1" ]
+verdict "failure on attempt 0, success on attempt 1 -> exit 0"
 
 # 7. SIGTERM reaches every worker; ddprun exits 128+15 with nothing left.
 d=$TMP/term; mkdir -p "$d"
@@ -87,7 +91,8 @@ sleep 0.1
 kill -TERM "$(child_pid $pid)"
 wait $pid; rc=$?
 check "SIGTERM -> ddprun exits 143" [ $rc -eq 143 ]
-check "every worker received SIGTERM" grep -qx TERM "$d/sig.0.0" && grep -qx TERM "$d/sig.1.0"
+grep -qx TERM "$d/sig.0.0" && grep -qx TERM "$d/sig.1.0"
+verdict "every worker received SIGTERM"
 check "nothing left after SIGTERM" no_leftovers
 
 # 7b. Slurm's linuxproc (or a shell's process group) signals the workers a moment before ddprun:
@@ -102,8 +107,8 @@ kill -TERM "$(cat "$d/pid.0.0")" "$(cat "$d/pid.1.0")"
 sleep 0.05
 kill -TERM "$(child_pid $pid)"
 wait $pid; rc=$?
-check "workers TERMed just before ddprun: exit 143 and no restart" \
-    [ $rc -eq 143 ] && [ ! -f "$d/pid.0.1" ] && ! grep -q "restarting" "$TMP/extterm.out"
+[ $rc -eq 143 ] && [ ! -f "$d/pid.0.1" ] && ! grep -q "restarting" "$TMP/extterm.out"
+verdict "workers TERMed just before ddprun: exit 143 and no restart"
 
 # 8. SIGUSR1 in --signals_to_handle is forwarded and the job goes on.
 d=$TMP/usr1; mkdir -p "$d"
@@ -114,7 +119,8 @@ wait_for_files "$d/pid.0.0" "$d/pid.1.0"
 sleep 0.1
 kill -USR1 "$(child_pid $pid)"
 wait $pid; rc=$?
-check "SIGUSR1 forwarded to workers" grep -qx USR1 "$d/sig.0.0" && grep -qx USR1 "$d/sig.1.0"
+grep -qx USR1 "$d/sig.0.0" && grep -qx USR1 "$d/sig.1.0"
+verdict "SIGUSR1 forwarded to workers"
 check "the job finishes normally after SIGUSR1" [ $rc -eq 0 ]
 
 # 9. A worker that ignores SIGTERM is killed after --shutdown_timeout.
@@ -128,8 +134,8 @@ t0=$(date +%s%N)
 kill -TERM "$(child_pid $pid)"
 wait $pid; rc=$?
 t1=$(date +%s%N)
-check "stubborn workers are SIGKILLed after the shutdown timeout" \
-    [ $rc -eq 143 ] && [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+[ $rc -eq 143 ] && [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+verdict "stubborn workers are SIGKILLed after the shutdown timeout"
 check "the shutdown timeout is logged" grep -q "shutdown_timeout" "$TMP/stubborn.out"
 check "nothing left after a stubborn shutdown" no_leftovers
 
@@ -153,7 +159,8 @@ FW_LINES=300 FW_LINE_LEN=100 run_ddprun "$TMP/tee.out" --standalone --nproc_per_
     --tee 3 --log_dir "$TMP/teelogs" "$FW"
 n=$(grep -cE '^\[rank[0-3]\]: line [0-9]+ from rank [0-3]x+$' "$TMP/tee.out")
 bad=$(grep -vE '^\[rank[0-3]\]: line [0-9]+ from rank [0-3]x+$|^ddprun\[' "$TMP/tee.out" | wc -l)
-check "--tee: 1200 whole tagged lines, none torn ($n good, $bad bad)" [ "$n" -eq 1200 ] && [ "$bad" -eq 0 ]
+[ "$n" -eq 1200 ] && [ "$bad" -eq 0 ]
+verdict "--tee: 1200 whole tagged lines, none torn ($n good, $bad bad)"
 tagok=1
 for r in 0 1 2 3; do
     m=$(grep -cE "^\[rank$r\]: line [0-9]+ from rank $r" "$TMP/tee.out")
@@ -173,33 +180,37 @@ check "--redirects 3: lines in attempt_0/<rank>/stdout.log" \
 # 14. --local_ranks_filter shows only the chosen ranks on the console.
 FW_LINES=5 run_ddprun "$TMP/filter.out" --standalone --nproc_per_node=3 --tee 3 \
     --local_ranks_filter 1 --log_dir "$TMP/filterlogs" "$FW"
-check "--local_ranks_filter 1: only rank 1 on the console" \
-    [ "$(grep -c 'from rank 1' "$TMP/filter.out")" = 5 ] && \
+[ "$(grep -c 'from rank 1' "$TMP/filter.out")" = 5 ] && \
     [ "$(grep -cE 'from rank [02]' "$TMP/filter.out")" = 0 ]
+verdict "--local_ranks_filter 1: only rank 1 on the console"
 
 # 15. Bad input: one line naming the flag or path, exit 2, nothing started.
 run_ddprun "$TMP/bad1.out" --no_such_flag=2 "$FW"; rc=$?
-check "unknown flag -> exit 2 naming it" [ $rc -eq 2 ] && grep -q -- "--no_such_flag" "$TMP/bad1.out"
+[ $rc -eq 2 ] && grep -q -- "--no_such_flag" "$TMP/bad1.out"
+verdict "unknown flag -> exit 2 naming it"
 run_ddprun "$TMP/bad2.out" --nproc_per_node=zero "$FW"; rc=$?
-check "bad --nproc_per_node -> exit 2 naming it" [ $rc -eq 2 ] && grep -q -- "--nproc_per_node" "$TMP/bad2.out"
+[ $rc -eq 2 ] && grep -q -- "--nproc_per_node" "$TMP/bad2.out"
+verdict "bad --nproc_per_node -> exit 2 naming it"
 run_ddprun "$TMP/bad3.out" --standalone /nonexistent/train; rc=$?
-check "missing program -> exit 2 naming the path" [ $rc -eq 2 ] && grep -q "/nonexistent/train" "$TMP/bad3.out"
+[ $rc -eq 2 ] && grep -q "/nonexistent/train" "$TMP/bad3.out"
+verdict "missing program -> exit 2 naming the path"
 run_ddprun "$TMP/bad4.out" --standalone --log_dir /proc/ddprun-no "$FW"; rc=$?
-check "unusable --log_dir -> exit 2 naming it" [ $rc -eq 2 ] && grep -q -- "--log_dir" "$TMP/bad4.out"
+[ $rc -eq 2 ] && grep -q -- "--log_dir" "$TMP/bad4.out"
+verdict "unusable --log_dir -> exit 2 naming it"
 run_ddprun "$TMP/bad5.out" --standalone --nproc_per_node=gpu "$FW"; rc=$?
 if nvidia-smi -L >/dev/null 2>&1; then
     ok "--nproc_per_node=gpu on a GPU machine (skipped check)"
 else
-    check "--nproc_per_node=gpu without a GPU -> clear error, exit 2" \
-        [ $rc -eq 2 ] && grep -qi "no CUDA device" "$TMP/bad5.out"
+    [ $rc -eq 2 ] && grep -qi "no CUDA device" "$TMP/bad5.out"
+    verdict "--nproc_per_node=gpu without a GPU -> clear error, exit 2"
 fi
 check "bad input started nothing" no_leftovers 1
 
 # 16a. A program that passes the up-front checks but cannot be exec'd: no restart, exit 126.
 printf 'not a program\n' > "$TMP/noexec"; chmod +x "$TMP/noexec"
 run_ddprun "$TMP/noexec.out" --standalone --nproc_per_node=2 --max_restarts=3 "$TMP/noexec"; rc=$?
-check "exec failure -> exit 126, no restart" \
-    [ $rc -eq 126 ] && [ "$(grep -c 'restarting' "$TMP/noexec.out")" = 0 ]
+[ $rc -eq 126 ] && [ "$(grep -c 'restarting' "$TMP/noexec.out")" = 0 ]
+verdict "exec failure -> exit 126, no restart"
 check "exec failure is named in the summary" grep -q "unable to exec .*noexec" "$TMP/noexec.out"
 
 # 16. Python targets: .py runs under python3 -u; -m runs a module.
@@ -209,10 +220,11 @@ if command -v python3 >/dev/null; then
         > "$TMP/py/script.py"
     cp "$TMP/py/script.py" "$TMP/py/pkg/mod.py"
     run_ddprun "$TMP/py.out" --standalone --nproc_per_node=2 "$TMP/py/script.py" --lr 0.1; rc=$?
-    check "a .py target runs under python3 with its args" \
-        [ $rc -eq 0 ] && grep -q "py rank 1 \['--lr', '0.1'\]" "$TMP/py.out"
+    [ $rc -eq 0 ] && grep -q "py rank 1 \['--lr', '0.1'\]" "$TMP/py.out"
+    verdict "a .py target runs under python3 with its args"
     (cd "$TMP/py" && run_ddprun "$TMP/pym.out" --standalone --nproc_per_node=2 -m pkg.mod x); rc=$?
-    check "-m runs a module" [ $rc -eq 0 ] && grep -q "py rank 0 \['x'\]" "$TMP/pym.out"
+    [ $rc -eq 0 ] && grep -q "py rank 0 \['x'\]" "$TMP/pym.out"
+    verdict "-m runs a module"
 fi
 
 # 17. No zombie while running: exited workers are reaped at once.

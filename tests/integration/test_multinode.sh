@@ -28,13 +28,16 @@ PORT=$(free_port); RUN=form; d=$TMP/form; mkdir -p "$d"
 export FW_DIR=$d FW_SLEEP_MS=200
 agent form0 2 "$FW"; a=$LAST; agent form1 2 "$FW"; b=$LAST
 wait $a; ra=$?; wait $b; rb=$?
-check "two agents form one job and both exit 0" [ "$ra" = 0 ] && [ "$rb" = 0 ]
+[ "$ra" = 0 ] && [ "$rb" = 0 ]
+verdict "two agents form one job and both exit 0"
 ranks=$(cat "$d"/env.*.0 2>/dev/null | grep -c '^WORLD_SIZE=4$')
 check "4 workers with WORLD_SIZE=4" [ "$ranks" = 4 ]
-check "ranks 0..3 each once" [ -f "$d/env.0.0" ] && [ -f "$d/env.1.0" ] && [ -f "$d/env.2.0" ] && [ -f "$d/env.3.0" ]
+[ -f "$d/env.0.0" ] && [ -f "$d/env.1.0" ] && [ -f "$d/env.2.0" ] && [ -f "$d/env.3.0" ]
+verdict "ranks 0..3 each once"
 m=$(cat "$d"/env.*.0 | grep '^MASTER_PORT=' | sort -u | wc -l)
 g=$(cat "$d"/env.*.0 | grep -E '^GROUP_RANK=[01]$' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')
-check "one MASTER_PORT for all, two workers per GROUP_RANK ($g)" [ "$m" = 1 ] && [ "$g" = "2 2 " ]
+[ "$m" = 1 ] && [ "$g" = "2 2 " ]
+verdict "one MASTER_PORT for all, two workers per GROUP_RANK ($g)"
 check "nothing left after a two-node job" no_leftovers
 unset FW_DIR FW_SLEEP_MS
 
@@ -47,12 +50,13 @@ for i in $(seq 100); do [ -f "$d/env.3.0" ] && [ -f "$d/env.0.0" ] && break; sle
 "$DDPRUN" status --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id stat --json >"$TMP/stat.json" 2>&1
 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=nosuch >"$TMP/stat2.txt" 2>&1; src=$?
 wait $a; wait $b
-check "ddprun status: round 0 RUNNING with 2 member rows" \
-    grep -q "run stat: round 0, RUNNING" "$TMP/stat.txt" && \
+grep -q "run stat: round 0, RUNNING" "$TMP/stat.txt" && \
     [ "$(grep -cE '^[01] +127.0.0.1 +2 +running' "$TMP/stat.txt")" = 2 ]
+verdict "ddprun status: round 0 RUNNING with 2 member rows"
 json_ok() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["state"]=="RUNNING" and len(d["members"])==2' "$TMP/stat.json"; }
 check "ddprun status --json is valid JSON with 2 members" json_ok
-check "ddprun status of an unknown run: exit 1, says so" [ $src = 1 ] && grep -q "nosuch" "$TMP/stat2.txt"
+[ $src = 1 ] && grep -q "nosuch" "$TMP/stat2.txt"
+verdict "ddprun status of an unknown run: exit 1, says so"
 unset FW_DIR FW_SLEEP_MS
 
 # 2. A worker failure on one node restarts the group on every node; restarts counted.
@@ -60,7 +64,8 @@ PORT=$(free_port); RUN=fail1; d=$TMP/fail1; mkdir -p "$d"
 export FW_DIR=$d FW_RANK=3 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=300
 agent f0 2 --max_restarts=1 "$FW"; a=$LAST; agent f1 2 --max_restarts=1 "$FW"; b=$LAST
 wait $a; ra=$?; wait $b; rb=$?
-check "a failure on node 1 restarts both nodes, then success" [ "$ra" = 0 ] && [ "$rb" = 0 ]
+[ "$ra" = 0 ] && [ "$rb" = 0 ]
+verdict "a failure on node 1 restarts both nodes, then success"
 r1=$(grep -l '^TORCHELASTIC_RESTART_COUNT=1$' "$d"/env.* 2>/dev/null | wc -l)
 check "all 4 workers of the second round see TORCHELASTIC_RESTART_COUNT=1" [ "$r1" = 4 ]
 unset FW_DIR FW_RANK FW_EXIT FW_FAIL_ATTEMPTS FW_SLEEP_MS
@@ -70,7 +75,8 @@ PORT=$(free_port); RUN=fail2; d=$TMP/fail2; mkdir -p "$d"
 export FW_DIR=$d FW_RANK=0 FW_EXIT=7 FW_SLEEP_MS=3000
 agent g0 2 --max_restarts=1 "$FW"; a=$LAST; agent g1 2 --max_restarts=1 "$FW"; b=$LAST
 wait $a; ra=$?; wait $b; rb=$?
-check "restarts spent: both agents exit 1" [ "$ra" = 1 ] && [ "$rb" = 1 ]
+[ "$ra" = 1 ] && [ "$rb" = 1 ]
+verdict "restarts spent: both agents exit 1"
 check "the failing node's summary names rank 0 and exit code 7" \
     grep -qE "exitcode  : 7" "$TMP/g0.out" "$TMP/g1.out"
 check "the message says max_restarts is spent" grep -q "max_restarts" "$TMP/g0.out" "$TMP/g1.out"
@@ -102,7 +108,8 @@ agent s0 1:2 "$FW"; a=$LAST
 for i in $(seq 100); do [ -f "$d/env.1.0" ] && break; sleep 0.05; done
 agent s1 1:2 "$FW"; b=$LAST
 wait $a; ra=$?; wait $b; rb=$?
-check "scale-up: both agents exit 0" [ "$ra" = 0 ] && [ "$rb" = 0 ]
+[ "$ra" = 0 ] && [ "$rb" = 0 ]
+verdict "scale-up: both agents exit 0"
 check "the first round had WORLD_SIZE=2" grep -qx 'WORLD_SIZE=2' "$d/env.0.0"
 check "a later round had WORLD_SIZE=4" grep -qx 'WORLD_SIZE=4' $(ls "$d"/env.3.* 2>/dev/null | tail -1)
 no_restart_counted() { ! grep -q '^TORCHELASTIC_RESTART_COUNT=[1-9]' "$d"/env.*; }
@@ -118,16 +125,16 @@ PORT=$(sed -E 's/.*:([0-9]+)$/\1/' "$TMP/daemon.out"); RUN=daemon; d=$TMP/daemon
 export FW_DIR=$d FW_SLEEP_MS=100 DDPRUN_TOKEN_FILE=$TMP/token
 agent dm0 2 "$FW"; a=$LAST; agent dm1 2 "$FW"; b=$LAST
 wait $a; ra=$?; wait $b; rb=$?
-check "two agents rendezvous on an authenticated ddp-rendezvous daemon" \
-    [ "$ra" = 0 ] && [ "$rb" = 0 ] && [ "$(cat "$d"/env.*.0 | grep -c '^WORLD_SIZE=4$')" = 4 ]
+[ "$ra" = 0 ] && [ "$rb" = 0 ] && [ "$(cat "$d"/env.*.0 | grep -c '^WORLD_SIZE=4$')" = 4 ]
+verdict "two agents rendezvous on an authenticated ddp-rendezvous daemon"
 tokhex=$(od -An -tx1 "$TMP/token" | tr -d ' \n')
 check "workers receive the job token for the store" grep -qx "DDPRUN_STORE_TOKEN=$tokhex" "$d/env.3.0"
 head -c 32 /dev/urandom > "$TMP/badtoken"
 DDPRUN_TOKEN_FILE=$TMP/badtoken timeout 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 \
     --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=daemon2 --rdzv_conf="$CONF" \
     "$FW" >"$TMP/badtok.out" 2>&1; rc=$?
-check "an agent with the wrong token is refused: exit 1, names the store" \
-    [ $rc = 1 ] && grep -q "127.0.0.1:$PORT" "$TMP/badtok.out"
+[ $rc = 1 ] && grep -q "127.0.0.1:$PORT" "$TMP/badtok.out"
+verdict "an agent with the wrong token is refused: exit 1, names the store"
 kill -TERM $dpid; wait $dpid
 unset FW_DIR FW_SLEEP_MS DDPRUN_TOKEN_FILE
 
@@ -142,9 +149,10 @@ for nr in 1 0; do
 done
 wait $s0; r0=$?; wait $s1; r1=$?
 g_of() { grep '^GROUP_RANK=' "$d/env.$1.0" | cut -d= -f2; }
-check "static backend: both nodes exit 0" [ "$r0" = 0 ] && [ "$r1" = 0 ]
-check "static backend: --node_rank decides the ranks (node 1 started first has ranks 2,3)" \
-    [ "$(g_of 2)" = 1 ] && [ "$(g_of 3)" = 1 ] && [ "$(g_of 0)" = 0 ]
+[ "$r0" = 0 ] && [ "$r1" = 0 ]
+verdict "static backend: both nodes exit 0"
+[ "$(g_of 2)" = 1 ] && [ "$(g_of 3)" = 1 ] && [ "$(g_of 0)" = 0 ]
+verdict "static backend: --node_rank decides the ranks (node 1 started first has ranks 2,3)"
 unset FW_DIR FW_SLEEP_MS
 check "nothing left at the end" no_leftovers
 

@@ -1,0 +1,534 @@
+#!/usr/bin/env bash
+# Multi-node ddprun across real network hosts (issue 4, "Tests across hosts"): three hosts made of
+# network namespaces on this one machine, joined by veth pairs to a bridge that lives in a fourth
+# namespace, each host with its own hostname and /etc/hosts (unshare --uts --mount and a bind
+# mount, as tests/slurm/slurm-harness.sh does), one ddprun per host, the rendezvous endpoint given
+# by host name. Checks: the job forms (ranks, GROUP_RANK, MASTER_ADDR of group rank 0, reachable
+# from the others), with and without a job token (and a wrong token is refused); SIGKILL of an
+# agent, a cut link and a stopped agent are detected within the keep-alive bound and the others
+# carry on with fewer nodes; the stale node goes away by itself; a late node scales the job up; a
+# worker failure restarts every node's group; train runs over TCP between two hosts; nothing is
+# left running in any namespace; the namespaces (and with them the bridge and veths) are always
+# removed, also on failure or SIGTERM.
+#
+# Needs root and `ip netns`; otherwise every check is reported as skipped. Nothing outside our
+# own namespaces is touched: the root namespace gets no interface, no address and no route.
+. "$(dirname "$0")/lib.sh"
+DDPRUN=$BIN/ddprun
+FW=$BIN/tests/fake_worker
+TRAIN=$BIN/train
+unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR FW_FAIL_ATTEMPTS FW_TERM_EXIT FW_DELAY_MS \
+    FW_QUICK_RANK FW_IGNORE_TERM FW_CHILD FW_ERROR DDPRUN_TOKEN DDPRUN_TOKEN_FILE
+
+# Fast timeouts: keep-alive bound 0.2 s x 3 = 600 ms, rounds close 300 ms after min nodes.
+CONF=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.2,keep_alive_max_attempt=3,close_timeout=5
+KA_MS=600
+KA_INTERVAL_MS=200
+LC_MS=300
+# What a loaded 2-core CI machine may add to a bound (scheduling, worker stop and start).
+SLACK_MS=${NETNS_SLACK_MS:-700}
+# Upper bound of any one agent; waits below are shorter.
+AGENT_LIMIT=30
+
+SECTIONS=("3 hosts form one job" "3 hosts with a job token" "SIGKILL of an agent" "cut link"
+    "stopped agent" "scale-up" "worker failure restarts every node" "train across 2 hosts"
+    "nothing left, namespaces removed")
+skip_all() {
+    local s
+    for s in "${SECTIONS[@]}"; do ok "# SKIP $1 ($s)"; done
+    finish
+    exit 0
+}
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
+for c in ip nsenter unshare timeout; do
+    command -v $c >/dev/null || skip_all "$c is missing"
+done
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# running PID: alive and not a zombie.
+running() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# ------------------------------------------------------------------------------------ hosts
+# Names unique per run; a subnet away from the slurm harness's default 10.214.0.0/24.
+P=ddp$$
+while [ -e "/run/netns/${P}a" ] || [ -e "/run/netns/${P}br" ]; do P=ddp$$r$RANDOM; done
+SUB=10.214.$((RANDOM % 200 + 20))
+HOSTS="a b c"
+NSLIST="${P}br ${P}a ${P}b ${P}c"
+addr_of() { case $1 in a) echo "$SUB.11" ;; b) echo "$SUB.12" ;; c) echo "$SUB.13" ;; esac; }
+NETNS_DIR_EXISTED=0
+[ -d /run/netns ] && NETNS_DIR_EXISTED=1
+
+declare -A PID RC LIVE
+TORN=0
+
+# teardown: SIGKILL what we started and is still running, anything left inside our namespaces,
+# then delete the namespaces (their veths and the bridge go with them). Idempotent.
+teardown() {
+    [ "$TORN" = 1 ] && return 0
+    TORN=1
+    # bash would report each job killed here ("Killed") on stderr: nothing useful comes after.
+    exec 2>/dev/null
+    local p c ns
+    # Our unreaped children (their PIDs cannot have been reused): SIGKILL what runs under each
+    # (ddprun under `timeout`), give `timeout` a moment to reap it and go, then SIGKILL it.
+    for p in "${!LIVE[@]}"; do
+        for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
+    done
+    for c in $(seq 50); do
+        local alive=0
+        for p in "${!LIVE[@]}"; do running "$p" && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.02
+    done
+    for p in "${!LIVE[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    for ns in $NSLIST; do
+        [ -e "/run/netns/$ns" ] || continue
+        # Processes in a namespace this suite made are this suite's.
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    done
+    for p in "${!LIVE[@]}"; do wait "$p" 2>/dev/null; unset "LIVE[$p]"; done
+    for ns in $NSLIST; do
+        [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
+    done
+    # `ip netns add` made /run/netns a mount point; undo that if we made it and it is empty.
+    if [ "$NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+        umount /run/netns 2>/dev/null
+        rmdir /run/netns 2>/dev/null
+    fi
+    return 0
+}
+# On an early exit (SIGTERM, a failure of this script) finish does not run: remove $TMP here.
+trap 'teardown; rm -rf "$TMP"' EXIT
+trap 'echo "# SIGTERM: tearing down"; exit 143' TERM
+trap 'echo "# SIGINT: tearing down"; exit 130' INT
+
+setup() (
+    set -e
+    br=${P}br
+    ip netns add "$br"
+    nsenter --net="/run/netns/$br" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
+    ip -n "$br" link set lo up
+    ip -n "$br" link add br0 type bridge
+    ip -n "$br" link set br0 up
+    for h in $HOSTS; do
+        ns=$P$h
+        ip netns add "$ns"
+        nsenter --net="/run/netns/$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
+        ip -n "$ns" link set lo up
+        ip -n "$br" link add "v$h" type veth peer name eth0 netns "$ns"
+        ip -n "$br" link set "v$h" master br0 up
+        ip -n "$ns" addr add "$(addr_of "$h")/24" dev eth0
+        ip -n "$ns" link set eth0 up
+    done
+    {
+        echo "127.0.0.1 localhost"
+        for h in $HOSTS; do echo "$(addr_of "$h") $P$h"; done
+    } >"$TMP/hosts"
+    # Usable, not just created (in a user namespace `ip netns add` can half-succeed).
+    for h in $HOSTS; do
+        nsenter --net="/run/netns/$P$h" ip -br addr show eth0 | grep -q "$(addr_of "$h")/"
+    done
+)
+t_setup=$(now_ms)
+# Not `if ! setup`: that context would switch off setup's `set -e`.
+setup >"$TMP/setup.err" 2>&1
+setup_rc=$?
+if [ $setup_rc != 0 ]; then
+    why=$(grep -v '^$' "$TMP/setup.err" | tail -1)
+    teardown
+    skip_all "network namespaces unavailable: ${why:-ip netns add failed}"
+fi
+echo "# hosts ${P}a ${P}b ${P}c on $SUB.0/24 (bridge in ${P}br), set up in $(($(now_ms) - t_setup)) ms"
+
+# INS: the rest of the command runs with host H's hostname and our hosts file on /etc/hosts.
+# nsenter --net (not `ip netns exec`, which remounts /sys); nsenter, unshare and sh all exec, so
+# a background job's $! ends up being the command itself.
+INS=(unshare --uts --mount --propagation private /bin/sh -c
+    'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' in_ns "$TMP/hosts")
+on() {
+    local h=$1
+    shift
+    nsenter --net="/run/netns/$P$h" "${INS[@]}" "$P$h" "$@"
+}
+
+# agent H NNODES ARGS...: ddprun in host H's namespaces, in the background; PID[H] is its
+# `timeout`, whose child is ddprun. Uses $PORT, $RUN, $D (FW_DIR=$D/H, output $D/H.out), $NPROC.
+agent() {
+    local h=$1 nn=$2
+    shift 2
+    mkdir -p "$D/$h"
+    FW_DIR=$D/$h nsenter --net="/run/netns/$P$h" "${INS[@]}" "$P$h" \
+        timeout -k 3 $AGENT_LIMIT "$DDPRUN" -v --nnodes="$nn" --nproc_per_node="${NPROC:-2}" \
+        --rdzv_backend=c10d --rdzv_endpoint="${P}a:$PORT" --rdzv_id="$RUN" --rdzv_conf="$CONF" \
+        "$@" >"$D/$h.out" 2>&1 &
+    PID[$h]=$!
+    LIVE[$!]=1
+}
+
+
+# ddprun_of H: the ddprun process of host H's agent.
+ddprun_of() { child_pid "${PID[$1]}"; }
+
+# wait_agent H SECS: waits at most SECS for host H's agent, SIGKILLs it after that; RC[H].
+wait_agent() {
+    local h=$1 p=${PID[$1]} end=$(($(now_ms) + $2 * 1000)) c
+    while running "$p"; do
+        if [ "$(now_ms)" -ge $end ]; then
+            echo "# agent on $h still running after $2 s: SIGKILL"
+            for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
+            kill -KILL "$p" 2>/dev/null
+            break
+        fi
+        sleep 0.02
+    done
+    wait "$p" 2>/dev/null
+    RC[$h]=$?
+    unset "LIVE[$p]"
+}
+wait_all() {
+    local h
+    for h in "$@"; do wait_agent "$h" "${WAIT_S:-15}"; done
+}
+rcs() {
+    local h s=""
+    for h in "$@"; do s="$s$h=${RC[$h]} "; done
+    echo "${s% }"
+}
+all_rc() { # all_rc CODE H...
+    local want=$1 h
+    shift
+    for h in "$@"; do [ "${RC[$h]}" = "$want" ] || return 1; done
+}
+
+# count PATTERN...: how many files match the patterns.
+count() {
+    local n=0 pat
+    for pat; do n=$((n + $(compgen -G "$pat" | wc -l))); done
+    echo $n
+}
+# wait_count N SECS PATTERN...: until at least N files match.
+wait_count() {
+    local n=$1 end=$(($(now_ms) + $2 * 1000))
+    shift 2
+    while [ "$(count "$@")" -lt "$n" ]; do
+        [ "$(now_ms)" -ge $end ] && { echo "# timed out waiting for $n files like $*"; return 1; }
+        sleep 0.02
+    done
+}
+since_ms() { local d=$(($1 - $2)); echo $((d < 0 ? 0 : d)); }
+mtime_ms() { echo $(($(date -r "$1" +%s%N) / 1000000)); }
+# max_mtime PATTERN...: newest modification time (ms) of matching files. File times come from
+# the kernel's coarse clock: up to a few ms behind `date`, so a delay measured with them can come
+# out a few ms short (since_ms clamps it at 0).
+max_mtime() {
+    local m=0 f t pat
+    for pat; do for f in $(compgen -G "$pat"); do
+        t=$(mtime_ms "$f")
+        [ "$t" -gt "$m" ] && m=$t
+    done; done
+    echo "$m"
+}
+env_of() { sed -n "s/^$2=//p" "$1" 2>/dev/null; }
+# same_var VAR VALUE PATTERN...: every matching file has VAR=VALUE (and at least one matches).
+same_var() {
+    local var=$1 val=$2 f n=0 pat
+    shift 2
+    for pat; do for f in $(compgen -G "$pat"); do
+        [ "$(env_of "$f" "$var")" = "$val" ] || return 1
+        n=$((n + 1))
+    done; done
+    [ $n -gt 0 ]
+}
+# ranks_once ROUND WORLD: ranks 0..WORLD-1 each started exactly once in ROUND, over all hosts.
+ranks_once() {
+    local r
+    for ((r = 0; r < $2; r++)); do [ "$(count "$D/[abc]/env.$r.$1")" = 1 ] || return 1; done
+    [ "$(count "$D/[abc]/env.*.$1")" = "$2" ]
+}
+# workers_gone H ROUND: the workers host H started in ROUND are not running (waits up to 2 s).
+workers_gone() {
+    local f p
+    for f in $(compgen -G "$D/$1/pid.*.$2"); do
+        p=$(cat "$f")
+        for _ in $(seq 100); do running "$p" || break; sleep 0.02; done
+        running "$p" && { echo "# worker $p ($f) still running"; return 1; }
+    done
+    return 0
+}
+le() { [ "$1" -le "$2" ]; }
+# cond 'SHELL CONDITION': for check, when a condition has several parts.
+cond() { eval "$1"; }
+new_token() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
+# ns_empty: no process left in any of our namespaces.
+ns_empty() {
+    local ns left=""
+    for ns in $NSLIST; do
+        [ -e "/run/netns/$ns" ] || continue
+        left="$left$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
+    done
+    [ -z "${left// /}" ] || { echo "# still in our namespaces: $left"; return 1; }
+}
+
+# reachable ADDR PORT SERVER_HOST CLIENT_HOST...: a listener bound to ADDR:PORT on SERVER_HOST
+# accepts a TCP connection from each client host.
+reachable() {
+    local addr=$1 port=$2 srv=$3 h lp rc=0
+    shift 3
+    command -v python3 >/dev/null || { echo "# python3 missing"; return 1; }
+    on "$srv" timeout 10 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(8)
+print("listening", flush=True)
+s.settimeout(8)
+for _ in range(int(sys.argv[3])):
+    c, peer = s.accept()
+    print("from", peer[0], flush=True)
+    c.close()
+' "$addr" "$port" $# >"$TMP/reach.out" 2>&1 &
+    lp=$!
+    LIVE[$lp]=1
+    if wait_for "$TMP/reach.out" '^listening' 8; then
+        for h; do
+            on "$h" timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$addr" "$port" || {
+                echo "# $P$h cannot connect to $addr:$port"
+                rc=1
+            }
+        done
+    else
+        rc=1
+    fi
+    [ $rc = 0 ] || kill -KILL $lp 2>/dev/null
+    wait $lp 2>/dev/null || rc=1
+    unset "LIVE[$lp]"
+    [ $rc = 0 ] || sed 's/^/#   /' "$TMP/reach.out"
+    return $rc
+}
+
+# ------------------------------------------------------------------------------------ 1. forms
+# Three hosts x 2 workers: one job of 6, the endpoint given by host name, host a hosts the store.
+PORT=29401 RUN=form D=$TMP/form
+export FW_SLEEP_MS=300
+t=$(now_ms)
+for h in $HOSTS; do agent $h 3 "$FW"; done
+wait_all $HOSTS
+echo "# 3-host job formed and finished in $(($(now_ms) - t)) ms"
+check "3 hosts x 2 workers: every agent exits 0 ($(rcs $HOSTS))" all_rc 0 $HOSTS
+check "6 workers, each with WORLD_SIZE=6" same_var WORLD_SIZE 6 "$D/[abc]/env.*.0"
+check "ranks 0..5 each started once across the hosts" ranks_once 0 6
+g0="" gr_ok=1 gseen=""
+for h in $HOSTS; do
+    gs=$(cat "$D/$h"/env.*.0 2>/dev/null | sed -n 's/^GROUP_RANK=//p' | sort -u)
+    [ "$(count "$D/$h/env.*.0")" = 2 ] && [ "$(echo "$gs" | wc -w)" = 1 ] || gr_ok=0
+    gseen="$gseen $gs"
+    [ "$gs" = 0 ] && g0=$h
+done
+[ "$(echo $gseen | tr ' ' '\n' | sort -n | tr '\n' ' ')" = "0 1 2 " ] || gr_ok=0
+check "each host runs 2 workers of one GROUP_RANK, group ranks 0,1,2 (a b c:$gseen)" [ $gr_ok = 1 ]
+maddr=$(cat "$D"/[abc]/env.*.0 2>/dev/null | sed -n 's/^MASTER_ADDR=//p' | sort -u)
+mport=$(cat "$D"/[abc]/env.*.0 2>/dev/null | sed -n 's/^MASTER_PORT=//p' | sort -u)
+g0addr=$(addr_of "${g0:-none}")
+check "one MASTER_ADDR for all, the address of group rank 0's host $P${g0:-?} ($maddr, expected ${g0addr:-?})" \
+    cond '[ -n "$g0addr" ] && [ "$maddr" = "$g0addr" ] && [ "$(echo "$mport" | wc -w)" = 1 ]'
+if [ -n "$g0" ] && [ -n "$g0addr" ] && [ "$maddr" = "$g0addr" ]; then
+    others=$(for h in $HOSTS; do [ $h = "$g0" ] || echo $h; done)
+    check "MASTER_ADDR:MASTER_PORT ($maddr:$mport) can be bound on $P$g0 and reached from the other hosts" \
+        reachable "$maddr" "$mport" "$g0" $others
+else
+    not_ok "MASTER_ADDR:MASTER_PORT reachable from the other hosts (no consistent MASTER_ADDR)"
+fi
+hosting_ok() {
+    grep -q "hosting the rendezvous store on $SUB.11:$PORT" "$D/a.out" &&
+        ! grep -q "hosting the rendezvous store" "$D/b.out" "$D/c.out"
+}
+check "host a (the endpoint's address) hosts the store on $SUB.11:$PORT, b and c do not" hosting_ok
+check "without a token: exactly one 'no job token' warning, from the hosting agent" \
+    cond '[ "$(cat "$D"/[abc].out | grep -c "no job token")" = 1 ] && grep -q "no job token" "$D/a.out"'
+unset FW_SLEEP_MS
+
+# ------------------------------------------------------------------------------------ 1b. token
+PORT=29402 RUN=token D=$TMP/token
+export FW_SLEEP_MS=300 DDPRUN_TOKEN
+DDPRUN_TOKEN=$(new_token)
+for h in $HOSTS; do agent $h 3 "$FW"; done
+wait_all $HOSTS
+check "with DDPRUN_TOKEN on all 3 hosts: every agent exits 0 ($(rcs $HOSTS))" all_rc 0 $HOSTS
+check "with a token: 6 workers with WORLD_SIZE=6, ranks 0..5 once" \
+    cond 'same_var WORLD_SIZE 6 "$D/[abc]/env.*.0" && ranks_once 0 6'
+check "with a token: no 'no job token' warning" \
+    [ "$(cat "$D"/[abc].out | grep -c 'no job token')" = 0 ]
+# A host with another token is refused; the other two form a job of 2 (min 2) without it.
+PORT=29403 RUN=badtoken D=$TMP/badtoken
+agent a 2:3 "$FW"
+agent b 2:3 "$FW"
+DDPRUN_TOKEN=$(new_token) agent c 2:3 "$FW"
+wait_all $HOSTS
+check "a wrong token on host c: c exits 1 ($(rcs c)), a and b run a job of 4 and exit 0 ($(rcs a b))" \
+    cond 'all_rc 1 c && all_rc 0 a b && same_var WORLD_SIZE 4 "$D/[ab]/env.*.0" && [ "$(count "$D/c/env.*")" = 0 ]'
+check "host c says its token was refused ($(grep -m1 -o 'E .*' "$D/c.out"))" grep -q 'refused the token' "$D/c.out"
+unset FW_SLEEP_MS DDPRUN_TOKEN
+
+# ------------------------------------------------------------------------------------ 2. SIGKILL
+# SIGKILL of host c's agent (not the host of the store): a and b re-form as a job of 4.
+PORT=29404 RUN=kill D=$TMP/kill
+export FW_SLEEP_MS=2000
+# bash reports a background job killed by a signal ("Killed") on its stderr: not for this one.
+exec 3>&2 2>/dev/null
+for h in $HOSTS; do agent $h 2:3 "$FW"; done
+if wait_count 6 10 "$D/[abc]/env.*.0"; then
+    kc=$(ddprun_of c)
+    t0=$(now_ms)
+    kill -KILL "$kc"
+    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
+    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $t0)
+    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $t0)
+fi
+WAIT_S=10 wait_all $HOSTS
+exec 2>&3 3>&-
+echo "# SIGKILL of agent c: survivors stopped their workers after ${det:-?} ms, all 4 workers of the new round running after ${ref:-?} ms"
+check "after SIGKILL of agent c, a and b finish (exit 0; c $(rcs c))" all_rc 0 a b
+check "the survivors re-formed as one job of 4 (ranks 0..3 once, WORLD_SIZE=4)" \
+    cond 'ranks_once 1 4 && same_var WORLD_SIZE 4 "$D/[ab]/env.*.1"'
+check "SIGKILL detected within the keep-alive bound: ${det:-?} ms <= $KA_MS + $SLACK_MS ms" \
+    le "${det:-999999}" $((KA_MS + SLACK_MS))
+check "re-formed (new workers running) in ${ref:-?} ms <= $KA_MS + $LC_MS + $SLACK_MS ms" \
+    le "${ref:-999999}" $((KA_MS + LC_MS + SLACK_MS))
+check "the killed agent's workers are gone" workers_gone c 0
+check "nothing left after the SIGKILL test" no_leftovers 3
+unset FW_SLEEP_MS
+
+# ------------------------------------------------------------------------------------ 3. link cut
+# Host c's link goes down (its bridge port): a and b declare it dead after the keep-alive bound
+# and carry on as a job of 4. Then the link comes back: the stale agent must learn that it is
+# out of the job and stop, by itself, with a failure.
+PORT=29405 RUN=cut D=$TMP/cut
+export FW_SLEEP_MS=3500
+for h in $HOSTS; do agent $h 2:3 "$FW"; done
+det="" ref="" stale=""
+if wait_count 6 10 "$D/[abc]/env.*.0"; then
+    t0=$(now_ms)
+    ip -n "${P}br" link set vc down
+    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
+    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $t0)
+    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $t0)
+    ip -n "${P}br" link set vc up
+    t1=$(now_ms)
+    wait_agent c 4
+    stale=$(($(now_ms) - t1))
+fi
+ip -n "${P}br" link set vc up 2>/dev/null
+WAIT_S=10 wait_all $HOSTS
+echo "# link of c cut: survivors stopped their workers after ${det:-?} ms, new round running after ${ref:-?} ms; c ended ${stale:-?} ms after the link came back (exit ${RC[c]}): $(grep -m1 -o 'E .*' "$D/c.out")"
+check "link of c cut: a and b finish as a job of 4 (exit 0: $(rcs a b))" \
+    cond 'all_rc 0 a b && ranks_once 1 4 && same_var WORLD_SIZE 4 "$D/[ab]/env.*.1"'
+# Its last heartbeat came at most one interval before the cut: it cannot be dead much earlier.
+check "the silent host was detected by the keep-alive: $((KA_MS - KA_INTERVAL_MS)) - 10 <= ${det:-?} ms <= $KA_MS + $SLACK_MS ms" \
+    cond 'le $((KA_MS - KA_INTERVAL_MS - 10)) "${det:-0}" && le "${det:-999999}" $((KA_MS + SLACK_MS))'
+check "re-formed without it in ${ref:-?} ms <= $KA_MS + $LC_MS + $SLACK_MS ms" \
+    le "${ref:-999999}" $((KA_MS + LC_MS + SLACK_MS))
+check "link back: the stale agent on c stops by itself with a failure (exit ${RC[c]}, after ${stale:-?} ms)" \
+    cond '[ -n "$stale" ] && [ "$stale" -lt 4000 ] && [ "${RC[c]}" != 0 ] && [ "${RC[c]}" -lt 124 ]'
+check "the stale agent's workers are gone" workers_gone c 0
+check "nothing left after the link test" no_leftovers 3
+unset FW_SLEEP_MS
+
+# ------------------------------------------------------------------------------------ 3b. SIGSTOP
+PORT=29406 RUN=stop D=$TMP/stop
+export FW_SLEEP_MS=2500
+for h in $HOSTS; do agent $h 2:3 "$FW"; done
+det="" ref="" stale=""
+if wait_count 6 10 "$D/[abc]/env.*.0"; then
+    sc=$(ddprun_of c)
+    t0=$(now_ms)
+    kill -STOP "$sc"
+    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
+    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $t0)
+    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $t0)
+    kill -CONT "$sc"
+    t1=$(now_ms)
+    wait_agent c 3
+    stale=$(($(now_ms) - t1))
+fi
+WAIT_S=10 wait_all $HOSTS
+echo "# agent c stopped: survivors stopped their workers after ${det:-?} ms, new round running after ${ref:-?} ms; c ended ${stale:-?} ms after SIGCONT (exit ${RC[c]}): $(grep -m1 -o 'E .*' "$D/c.out")"
+check "agent c stopped: a and b finish as a job of 4 (exit 0: $(rcs a b))" \
+    cond 'all_rc 0 a b && ranks_once 1 4 && same_var WORLD_SIZE 4 "$D/[ab]/env.*.1"'
+check "the stopped agent was detected by the keep-alive: $((KA_MS - KA_INTERVAL_MS)) - 10 <= ${det:-?} ms <= $KA_MS + $SLACK_MS ms" \
+    cond 'le $((KA_MS - KA_INTERVAL_MS - 10)) "${det:-0}" && le "${det:-999999}" $((KA_MS + SLACK_MS))'
+check "SIGCONT: the stale agent stops by itself with a failure (exit ${RC[c]}, after ${stale:-?} ms)" \
+    cond '[ -n "$stale" ] && [ "$stale" -lt 3000 ] && [ "${RC[c]}" != 0 ] && [ "${RC[c]}" -lt 124 ]'
+check "the stopped agent's workers are gone" workers_gone c 0
+unset FW_SLEEP_MS
+
+# ------------------------------------------------------------------------------------ 4. scale-up
+# a and b run a job of 4; c joins later: the job re-forms with all three (6 workers).
+PORT=29407 RUN=scale D=$TMP/scale
+export FW_SLEEP_MS=2500 FW_TERM_EXIT=143
+agent a 2:3 "$FW"
+agent b 2:3 "$FW"
+ref=""
+if wait_count 4 10 "$D/[ab]/env.*.0"; then
+    t0=$(now_ms)
+    agent c 2:3 "$FW"
+    wait_count 6 5 "$D/[abc]/env.*.1" && ref=$(since_ms "$(max_mtime "$D/[abc]/env.*.1")" $t0)
+fi
+WAIT_S=10 wait_all $HOSTS
+echo "# scale-up: all 6 workers of the grown job running ${ref:-?} ms after c started"
+check "scale-up: every agent exits 0 ($(rcs $HOSTS))" all_rc 0 $HOSTS
+check "the first round was a job of 4 on a and b" cond 'same_var WORLD_SIZE 4 "$D/[ab]/env.*.0" && ranks_once 0 4'
+check "the next round is a job of 6 on all three hosts" cond 'same_var WORLD_SIZE 6 "$D/[abc]/env.*.1" && ranks_once 1 6'
+no_restart_counted() { ! grep -q '^TORCHELASTIC_RESTART_COUNT=[1-9]' "$D"/[abc]/env.*; }
+check "scale-up did not count as a restart" no_restart_counted
+unset FW_SLEEP_MS FW_TERM_EXIT
+
+# ------------------------------------------------------------------------------------ 5. failure
+# Rank 5 fails once: every host's group restarts (TORCHELASTIC_RESTART_COUNT=1 everywhere).
+PORT=29408 RUN=fail D=$TMP/fail
+export FW_RANK=5 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=300
+for h in $HOSTS; do agent $h 3 --max_restarts=1 "$FW"; done
+wait_all $HOSTS
+check "a worker failure on one host, max_restarts=1: every agent exits 0 ($(rcs $HOSTS))" all_rc 0 $HOSTS
+restarted_everywhere() {
+    local h
+    for h in $HOSTS; do
+        [ "$(grep -l '^TORCHELASTIC_RESTART_COUNT=1$' "$D/$h"/env.*.1 2>/dev/null | wc -l)" = 2 ] || return 1
+    done
+    ranks_once 1 6
+}
+check "all 6 workers of the second round, on every host, see TORCHELASTIC_RESTART_COUNT=1" restarted_everywhere
+unset FW_RANK FW_EXIT FW_FAIL_ATTEMPTS FW_SLEEP_MS
+check "nothing left after the failure test" no_leftovers 3
+
+# ------------------------------------------------------------------------------------ 6. train
+# 2 hosts x 1 worker: the CPU backend's node leaders talk over TCP across the bridge.
+PORT=29409 RUN=train D=$TMP/train
+t=$(now_ms)
+NPROC=1 agent a 2 "$TRAIN" --epochs 1 --samples 2048 --backend cpu --check-sync
+NPROC=1 agent b 2 "$TRAIN" --epochs 1 --samples 2048 --backend cpu --check-sync
+WAIT_S=25 wait_all a b
+echo "# train across 2 hosts: $(($(now_ms) - t)) ms; $(grep -ho 'eval_accuracy [0-9.]*' "$D"/[ab].out | head -1)"
+if all_rc 0 a b; then
+    ok "train --epochs 1 --samples 2048 across 2 hosts x 1 worker exits 0 on both"
+    check "train ran as a world of 2 and evaluated" \
+        cond 'cat "$D"/[ab].out | grep -q "world 2, backend cpu" && cat "$D"/[ab].out | grep -q "eval_accuracy"'
+else
+    sed 's/^/#   /' "$D/a.out" "$D/b.out" | tail -30
+    not_ok "train --epochs 1 --samples 2048 across 2 hosts x 1 worker ($(rcs a b))"
+fi
+
+# ------------------------------------------------------------------------------------ the end
+check "nothing left running (tagged processes)" no_leftovers 3
+check "no process left in any of our namespaces" ns_empty
+teardown
+[ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
+ns_gone() {
+    local ns
+    for ns in $NSLIST; do [ ! -e "/run/netns/$ns" ] || return 1; done
+    ! ip netns list 2>/dev/null | grep -q "^$P"
+}
+check "namespaces removed (bridge and veths with them)" ns_gone
+finish
