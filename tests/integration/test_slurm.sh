@@ -175,7 +175,10 @@ rc=$?
 [ $rc -eq 0 ] && [ -e "$d/pid.2.0" ] && [ ! -e "$d/pid.3.0" ] && grep -qx WORLD_SIZE=3 "$d/env.0.0"
 verdict "no GPU request: --nproc_per_node=3 starts 3 workers (WORLD_SIZE=3)"
 d=$TMP/cvd; mkdir -p "$d"
-CUDA_VISIBLE_DEVICES=0,1,2 FW_DIR=$d run_srun "$TMP/cvd.out" -N1 --ntasks-per-node=1 "$DDPRUN" -v "$FW"
+# Slurm's gres plugin resets CUDA_VISIBLE_DEVICES for a step that requested no GPU, so the
+# variable is set inside the step, as a site's prolog or a container runtime would.
+FW_DIR=$d run_srun "$TMP/cvd.out" -N1 --ntasks-per-node=1 env CUDA_VISIBLE_DEVICES=0,1,2 \
+    "$DDPRUN" -v "$FW"
 rc=$?
 [ $rc -eq 0 ] && [ -e "$d/pid.2.0" ] && [ ! -e "$d/pid.3.0" ] && \
     grep -q "nproc_per_node=3 from CUDA_VISIBLE_DEVICES" "$TMP/cvd.out"
@@ -249,8 +252,8 @@ EOF
     wait_job_gone "$J4" 60 >/dev/null
     st=$(job_state "$J4")
     [ $ck_ok = 1 ] && grep -q "requeueing job $J4" "$TMP/ex2/out" && \
-        grep -q "worker rank 0 SLURM_RESTART_COUNT=0" "$TMP/ex2/out" && \
-        grep -q "worker rank 1 SLURM_RESTART_COUNT=1" "$TMP/ex2/out"
+        grep -qE "worker rank [0-9]+ SLURM_RESTART_COUNT=(0|unset)" "$TMP/ex2/out" && \
+        grep -qE "worker rank [0-9]+ SLURM_RESTART_COUNT=1" "$TMP/ex2/out"
     verdict "requeue (USR1 to the batch shell): rerun workers see SLURM_RESTART_COUNT=1"
     [ "$st" = COMPLETED ] && grep -q "resuming from $TMP/ex2/checkpoints/$J4/ckpt-" "$TMP/ex2/out" && \
         grep -q "ddprun exited with status 0" "$TMP/ex2/out"
