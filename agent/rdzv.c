@@ -27,6 +27,9 @@
 
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */
 #define AGENT_JOIN_SLACK_MS 10000
+/* The hosting agent keeps the store up after the exit barrier until the other nodes have hung
+ * up (they have their answer then), for at most this long. */
+#define AGENT_HOST_LINGER_MS 2000
 
 struct agent_rdzv {
     agent_t *a;
@@ -36,7 +39,11 @@ struct agent_rdzv {
     char host[RDZV_HOST_MAX + 1]; /* this node as the others reach it */
     ddp_buf_t token;
     uv_timer_t hb_timer;
+    uv_timer_t linger_timer;
+    uint64_t linger_until;
     int hb_pending;
+    uint64_t hb_sent_ms;
+    int barrier_phase;   /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
     int64_t watch_round; /* the round the watch WAIT is for, -1 none */
     int stopping;
 };
@@ -145,8 +152,14 @@ static void emit(agent_t *a, agent_event_t ev) {
 static void store_lost(struct agent_rdzv *r, const char *errtext) {
     if (r->stopping)
         return;
-    DDP_ERROR("lost the rendezvous store at %s:%d: %s", r->addr, r->port,
-              errtext ? errtext : "connection closed");
+    if (r->a->state == SUP_BARRIER && r->barrier_phase == 2) {
+        /* Our arrival was counted; the hosting agent left once everyone had arrived. */
+        DDP_DEBUG("store gone after the exit barrier: %s", errtext ? errtext : "closed");
+        emit(r->a, EV_BARRIER_DONE);
+        return;
+    }
+    DDP_ERROR("lost the rendezvous store at %s:%d: %s; this node is out of the job", r->addr,
+              r->port, errtext ? errtext : "connection closed");
     emit(r->a, EV_RDZV_ERROR);
 }
 
@@ -191,6 +204,14 @@ static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep
     return n > 0 ? 0 : DDP_EPROTO;
 }
 
+static void on_round_reason(void *arg, int status, const uint8_t *reply, size_t len,
+                            const char *errtext) {
+    (void)arg;
+    (void)errtext;
+    if (status == 0 && len > 0)
+        DDP_WARN("%.*s; re-joining", (int)len, (const char *)reply);
+}
+
 static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len,
                          const char *errtext) {
     (void)reply;
@@ -204,6 +225,12 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
     }
     if (r->watch_round != r->a->round)
         return;
+    /* The server stored why the round ended (a failure, a lost node, a scale-up) as the key's
+     * value: say it, for the user watching this node. */
+    char key[RDZV_RUN_ID_MAX + 64];
+    snprintf(key, sizeof key, "__rdzv/%s/end/%lld", r->a->spec->rdzv_id, (long long)r->watch_round);
+    if (r->a->state == SUP_RUNNING)
+        rdzv_aclient_get(r->watch, key, 0, on_round_reason, r, NULL);
     r->watch_round = -1;
     emit(r->a, EV_ROUND_END);
 }
@@ -345,15 +372,43 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
 static void on_hb_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     agent_t *a = r->a;
+    const launch_spec_t *sp = a->spec;
     /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
-    if (r->hb_pending || a->state == SUP_JOINING || r->stopping)
+    if (a->state == SUP_JOINING || r->stopping)
         return;
+    if (r->hb_pending) {
+        /* The server declares a node dead after this much silence: a node that hears nothing
+         * back for as long is cut off (network, a stopped store) and must not go on alone. */
+        uint64_t bound = (uint64_t)(sp->rdzv_opts.keep_alive_interval * 1000) *
+                         (uint64_t)sp->rdzv_opts.keep_alive_max_attempt;
+        uint64_t waited = uv_now(a->loop) - r->hb_sent_ms;
+        if (waited > bound) {
+            char why[96];
+            snprintf(why, sizeof why, "no answer to heartbeats for %llu ms",
+                     (unsigned long long)waited);
+            store_lost(r, why);
+        }
+        return;
+    }
     ddp_buf_t frame = DDP_BUF_INIT;
     if (rdzv__heartbeat_req_encode(&frame, a->spec->rdzv_id) == 0 &&
         rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_HEARTBEAT", on_heartbeat, r,
-                         NULL) == 0)
+                         NULL) == 0) {
         r->hb_pending = 1;
+        r->hb_sent_ms = uv_now(a->loop);
+    }
     ddp_buf_free(&frame);
+}
+
+static void on_linger(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    rdzv_server_stats_t st;
+    rdzv_server_stats(r->a->store, &st);
+    /* Our own two connections stay until we close them. */
+    if (st.conns > 2 && uv_now(r->a->loop) < r->linger_until)
+        return;
+    uv_timer_stop(t);
+    emit(r->a, EV_BARRIER_DONE);
 }
 
 static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t len,
@@ -361,11 +416,21 @@ static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t 
     (void)reply;
     (void)len;
     struct agent_rdzv *r = arg;
+    agent_t *a = r->a;
     if (status == DDP_ECANCELED || r->stopping)
         return;
-    if (status != 0)
-        DDP_WARN("exit barrier: %s; leaving anyway", errtext ? errtext : ddp_strerror(status));
-    emit(r->a, EV_BARRIER_DONE);
+    if (status == DDP_ETIMEOUT)
+        DDP_WARN("exit barrier: not every node arrived within close_timeout=%gs; leaving anyway",
+                 a->spec->rdzv_opts.close_timeout);
+    else if (status != 0)
+        DDP_DEBUG("exit barrier: %s", errtext ? errtext : ddp_strerror(status));
+    if (a->store != NULL) {
+        /* Hosting: the others may still be reading their answer from our store. */
+        r->linger_until = uv_now(a->loop) + AGENT_HOST_LINGER_MS;
+        uv_timer_start(&r->linger_timer, on_linger, 0, 10);
+        return;
+    }
+    emit(a, EV_BARRIER_DONE);
 }
 
 static void barrier_key(agent_t *a, const char *what, char *key, size_t cap) {
@@ -380,9 +445,11 @@ static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t l
     if (status == DDP_ECANCELED || r->stopping)
         return;
     if (status != 0 || rdzv_aclient_reply_i64(reply, len, &n) < 0) {
-        on_barrier_done(r, status ? status : DDP_EPROTO, NULL, 0, errtext);
+        /* Not even counted: this node lost the job before it could leave it properly. */
+        store_lost(r, errtext ? errtext : "malformed reply at the exit barrier");
         return;
     }
+    r->barrier_phase = 2;
     char key[RDZV_RUN_ID_MAX + 64];
     barrier_key(a, "/done", key, sizeof key);
     int rc;
@@ -402,8 +469,9 @@ void agent__rdzv_exit_barrier(agent_t *a) {
     struct agent_rdzv *r = a->rdzv;
     char key[RDZV_RUN_ID_MAX + 64];
     barrier_key(a, "", key, sizeof key);
+    r->barrier_phase = 1;
     if (rdzv_aclient_add(r->ctl, key, 1, on_barrier_add, r, NULL) < 0)
-        on_barrier_done(r, DDP_ECLOSED, NULL, 0, "unable to reach the store");
+        store_lost(r, "unable to reach the store at the exit barrier");
 }
 
 /* Hosts the store on the endpoint when it is this machine's (or --rdzv_conf is_host=1) and the
@@ -502,6 +570,8 @@ int agent__rdzv_start(agent_t *a) {
     rdzv_aclient_on_close(r->watch, on_conn_lost, r);
     uv_timer_init(a->loop, &r->hb_timer);
     r->hb_timer.data = r;
+    uv_timer_init(a->loop, &r->linger_timer);
+    r->linger_timer.data = r;
     uint64_t hb = (uint64_t)(sp->rdzv_opts.keep_alive_interval * 1000);
     uv_timer_start(&r->hb_timer, on_hb_timer, hb, hb);
     agent__rdzv_join(a);
@@ -514,6 +584,7 @@ void agent__rdzv_stop(agent_t *a) {
         return;
     r->stopping = 1;
     uv_timer_stop(&r->hb_timer);
+    uv_timer_stop(&r->linger_timer);
     rdzv_aclient_close(r->ctl, NULL, NULL);
     rdzv_aclient_close(r->watch, NULL, NULL);
     r->ctl = r->watch = NULL;

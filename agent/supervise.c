@@ -281,7 +281,7 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     [SUP_JOINING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                       joined,     do_nothing,    rdzv_failed,     do_nothing},
     [SUP_BARRIER] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                      do_nothing, barrier_done,  barrier_done,    barrier_done},
+                      do_nothing, barrier_done,  rdzv_failed,     barrier_done},
     [SUP_DONE] =     {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
                       do_nothing, do_nothing,    do_nothing,      do_nothing},
 };

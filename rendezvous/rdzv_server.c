@@ -802,11 +802,11 @@ static void reply_buf(conn_t *c, ddp_buf_t *b) {
     ddp_buf_free(b);
 }
 
-/* SETs key to "1" for the server itself (no requesting connection) and wakes its waiters. */
-static void set_internal(rdzv_server_t *s, const char *key) {
+/* SETs key to val for the server itself (no requesting connection) and wakes its waiters. */
+static void set_internal(rdzv_server_t *s, const char *key, const char *val) {
     rdzv_slice_t k = {(const uint8_t *)key, strlen(key)};
     entry_t *e = tbl_get_or_add(s, &k);
-    if (e == NULL || entry_set(s, e, "1", 1) < 0) {
+    if (e == NULL || entry_set(s, e, val, strlen(val)) < 0) {
         if (e != NULL)
             tbl_maybe_remove(s, e);
         slog(s, DDP_LOG_ERROR, "store memory limit reached setting '%s'", key);
@@ -840,7 +840,8 @@ static void rounds_after(rdzv_server_t *s) {
                 snprintf(key, sizeof key, "__rdzv/%s/end/%lld", a->run_id, (long long)a->round);
                 slog(s, DDP_LOG_INFO, "rendezvous '%s' round %lld ended: %s", a->run_id,
                      (long long)a->round, a->text);
-                set_internal(s, key);
+                /* The value says why, for the agents that were waiting on it. */
+                set_internal(s, key, a->text[0] ? a->text : "ended");
                 break;
             }
             case RDZV_ACT_CLOSE: {
