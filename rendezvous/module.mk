@@ -51,3 +51,12 @@ fuzz:
 	    cp "$$f" "$(FUZZ_DIR)/corpus/rdzv_frame/golden-$$(basename $$(dirname $$f))"; done
 	$(FUZZ_DIR)/fuzz_rdzv_frame -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame
+	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_round
+	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_round"
+	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon -Irendezvous \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_frame.c common/ddp_err.c \
+	    common/ddp_buf.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
+	    -o $(FUZZ_DIR)/fuzz_rdzv_round
+	$(FUZZ_DIR)/fuzz_rdzv_round -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus/rdzv_round
