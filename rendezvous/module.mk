@@ -40,6 +40,14 @@ $(BUILD)/bench/bench_store: $(BUILD)/obj/bench/bench_store.o $(BUILD)/librdzv.a 
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_DIR ?= build-fuzz
+# run_fuzzer NAME CORPUS: runs build-fuzz/fuzz_NAME for FUZZ_SECONDS with its progress in a log;
+# prints the final counts, or the log's end and fails on a crash.
+run_fuzzer = echo "  FUZZ    $(1) for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz_$(1).log)" && \
+    if $(FUZZ_DIR)/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+        -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(2) > $(FUZZ_DIR)/fuzz_$(1).log 2>&1; then \
+        grep -E '^(Done|stat::number_of_executed_units)' $(FUZZ_DIR)/fuzz_$(1).log; \
+    else tail -40 $(FUZZ_DIR)/fuzz_$(1).log; exit 1; fi
+
 fuzz:
 	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_frame $(FUZZ_DIR)/artifacts/
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_frame"
@@ -49,8 +57,7 @@ fuzz:
 	    -o $(FUZZ_DIR)/fuzz_rdzv_frame
 	@for f in tests/data/rdzv/*/input.bin; do \
 	    cp "$$f" "$(FUZZ_DIR)/corpus/rdzv_frame/golden-$$(basename $$(dirname $$f))"; done
-	$(FUZZ_DIR)/fuzz_rdzv_frame -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame
+	@$(call run_fuzzer,rdzv_frame,$(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame)
 	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_round
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_round"
 	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon -Irendezvous \
@@ -58,5 +65,4 @@ fuzz:
 	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_frame.c common/ddp_err.c \
 	    common/ddp_buf.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
 	    -o $(FUZZ_DIR)/fuzz_rdzv_round
-	$(FUZZ_DIR)/fuzz_rdzv_round -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus/rdzv_round
+	@$(call run_fuzzer,rdzv_round,$(FUZZ_DIR)/corpus/rdzv_round)

@@ -40,6 +40,7 @@ LINUXPROC_TESTS=("scancel (linuxproc): srun exits 143" "scancel (linuxproc): eve
     "scancel (linuxproc): no restart attempt" "scancel (linuxproc): job gone, no process left")
 MULTI_TESTS=("netns cluster: srun -N2 runs on two nodes" "multi-node -v: nnodes and node_rank per node"
     "multi-node -v: endpoint is the step's first node" "srun -N2 -r2 in a 4-node job: endpoint and ranks"
+    "srun -N2 -r2 in a 4-node job forms one job"
     "multi-node job: one world across nodes" "sbatch -N2 multi-node.sbatch completes"
     "multi-node job: nothing left")
 
@@ -372,10 +373,8 @@ else
 fi
 
 # ------------------------------------------------------------------------- several nodes (netns)
-# Four Slurm nodes, each a network + UTS + mount namespace with its own address and hostname.
-# ddprun's derivation is checked on real multi-node steps now; the job itself runs once the agent
-# supports nnodes > 1 (today it exits 2 "multi-node jobs are not supported by this build yet", and
-# those checks report SKIP until then).
+# Four Slurm nodes, each a network + UTS + mount namespace with its own address and hostname:
+# ddprun's derivation on real multi-node steps, and the jobs those steps form.
 if command -v ip >/dev/null && up 4 --proctrack $CG --gpus 2 --killwait 10; then
     read -r -a N <<<"$(. "$SLURM_HARNESS_DIR/state.env"; echo "$NODES")"
     out=$(timeout 30 "$H" exec srun -N2 --ntasks-per-node=1 hostname 2>&1 | sort | tr '\n' ' ')
@@ -391,34 +390,34 @@ if command -v ip >/dev/null && up 4 --proctrack $CG --gpus 2 --killwait 10; then
     check "multi-node -v: both nodes use rdzv_endpoint=${N[0]}:$(port "${JM:-0}" 0)" \
         [ "$(grep -c "slurm: rdzv_endpoint=${N[0]}:$(port "${JM:-0}" 0) " "$TMP/mn.out")" = 2 ]
     # A step on a subset of the job's nodes: nodes 3 and 4 of a 4-node job.
+    mkdir -p "$TMP/subw"
     JS=$(cd "$TMP" && sl sbatch --parsable -N4 -o "$TMP/sub.out" \
-        --wrap "srun -N2 -r2 --ntasks-per-node=1 $DDPRUN -v --nproc_per_node=1 $FW")
+        --wrap "FW_DIR=$TMP/subw srun -N2 -r2 --ntasks-per-node=1 $DDPRUN -v --nproc_per_node=1 $FW")
     wait_job_gone "$JS" 30 >/dev/null
+    jst=$(job_state "$JS")
     [ "$(grep -c "slurm: rdzv_endpoint=${N[2]}:$(port "${JS:-0}" 0) from the first host of SLURM_STEP_NODELIST=" "$TMP/sub.out")" = 2 ] && \
         grep -q "slurm: node_rank=1 from SLURM_NODEID=1" "$TMP/sub.out"
     verdict "srun -N2 -r2 in a 4-node job: endpoint ${N[2]}:$(port "${JS:-0}" 0), node_rank 0 and 1"
-    if grep -q "not supported by this build yet" "$TMP/mn.out"; then
-        skip "multi-node jobs not implemented in the agent yet" "multi-node job: one world across nodes" \
-            "sbatch -N2 multi-node.sbatch completes"
+    [ "$jst" = COMPLETED ] && grep -qx WORLD_SIZE=2 "$TMP/subw/env.0.0" && \
+        grep -qx WORLD_SIZE=2 "$TMP/subw/env.1.0" && grep -qx GROUP_RANK=1 "$TMP/subw/env.1.0"
+    verdict "srun -N2 -r2 in a 4-node job forms one job on those 2 nodes (job $JS $jst, WORLD_SIZE=2)"
+    wok=1
+    for r in 0 1 2 3; do grep -qx WORLD_SIZE=4 "$d/env.$r.0" 2>/dev/null || wok=0; done
+    [ $mrc -eq 0 ] && [ $wok = 1 ] && grep -qx "GROUP_RANK=1" "$d/env.3.0"
+    verdict "multi-node job: 4 workers on 2 nodes, one world (RANK 0..3, WORLD_SIZE=4), exit 0"
+    if [ -x "$TRAIN" ]; then
+        mkdir -p "$TMP/exm"
+        JX=$(cd "$TMP/exm" && DDPRUN=$DDPRUN TRAIN=$TRAIN sl sbatch --parsable -N2 --gpus-per-node=2 \
+            --cpus-per-task=2 -o "$TMP/exm/out" "$ROOT/examples/slurm/multi-node.sbatch" --epochs 1 \
+            --layers 32,64,4 --samples 1024 --batch-size 32 --backend cpu --log-every 1000)
+        wait_job_gone "$JX" 60 >/dev/null
+        st=$(job_state "$JX")
+        [ "$st" = COMPLETED ] && \
+            grep -q "train: world 4" "$TMP/exm/out" && grep -q "ddprun exited with status 0" "$TMP/exm/out"
+        verdict "sbatch -N2 multi-node.sbatch: job $JX $st, world 4"
+        [ "$st" = COMPLETED ] || tail -8 "$TMP/exm/out" | sed 's/^/#   /'
     else
-        wok=1
-        for r in 0 1 2 3; do grep -qx WORLD_SIZE=4 "$d/env.$r.0" 2>/dev/null || wok=0; done
-        [ $mrc -eq 0 ] && [ $wok = 1 ] && grep -qx "GROUP_RANK=1" "$d/env.3.0"
-        verdict "multi-node job: 4 workers on 2 nodes, one world (RANK 0..3, WORLD_SIZE=4), exit 0"
-        if [ -x "$TRAIN" ]; then
-            mkdir -p "$TMP/exm"
-            JX=$(cd "$TMP/exm" && DDPRUN=$DDPRUN TRAIN=$TRAIN sl sbatch --parsable -N2 --gpus-per-node=2 \
-                --cpus-per-task=2 -o "$TMP/exm/out" "$ROOT/examples/slurm/multi-node.sbatch" --epochs 1 \
-                --layers 32,64,4 --samples 1024 --batch-size 32 --backend cpu --log-every 1000)
-            wait_job_gone "$JX" 60 >/dev/null
-            st=$(job_state "$JX")
-            [ "$st" = COMPLETED ] && \
-                grep -q "train: world 4" "$TMP/exm/out" && grep -q "ddprun exited with status 0" "$TMP/exm/out"
-            verdict "sbatch -N2 multi-node.sbatch: job $JX $st, world 4"
-            [ "$st" = COMPLETED ] || tail -8 "$TMP/exm/out" | sed 's/^/#   /'
-        else
-            skip "$TRAIN not built" "sbatch -N2 multi-node.sbatch completes"
-        fi
+        skip "$TRAIN not built" "sbatch -N2 multi-node.sbatch completes"
     fi
     check "multi-node: nothing left" no_leftovers 3
 else
