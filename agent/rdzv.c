@@ -130,15 +130,9 @@ static void route_source(const char *addr, int port, char *out, size_t cap) {
 static int token_load(struct agent_rdzv *r) {
     ddp_err_t err;
     ddp_err_clear(&err);
-    const char *hex = getenv("DDPRUN_TOKEN"), *file = getenv("DDPRUN_TOKEN_FILE");
-    int rc = 0;
-    if (hex != NULL && *hex != '\0')
-        rc = rdzv_token_from_hex(hex, &r->token, &err);
-    else if (file != NULL && *file != '\0')
-        rc = rdzv_token_from_file(file, &r->token, &err);
+    int rc = rdzv_token_from_job_env(&r->token, &err);
     if (rc < 0) {
-        DDP_ERROR("%s: %s", hex && *hex ? "DDPRUN_TOKEN" : "DDPRUN_TOKEN_FILE",
-                  err.text[0] ? err.text : ddp_strerror(rc));
+        DDP_ERROR("%s", err.text);
         return AGENT_EXIT_USAGE;
     }
     return 0;

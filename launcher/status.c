@@ -131,13 +131,7 @@ int launch_status_main(int argc, char **argv) {
     if (launch_endpoint_split("--rdzv_endpoint", endpoint, &host, &port, &err) < 0)
         return usage(err.text);
     ddp_buf_t token = DDP_BUF_INIT;
-    const char *hex = getenv("DDPRUN_TOKEN"), *file = getenv("DDPRUN_TOKEN_FILE");
-    int rc = 0;
-    if (hex && *hex)
-        rc = rdzv_token_from_hex(hex, &token, &err);
-    else if (file && *file)
-        rc = rdzv_token_from_file(file, &token, &err);
-    if (rc < 0) {
+    if (rdzv_token_from_job_env(&token, &err) < 0) {
         free(host);
         return usage(err.text);
     }

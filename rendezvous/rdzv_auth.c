@@ -171,3 +171,19 @@ int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex) {
     hex->data[hex->len] = 0;
     return 0;
 }
+
+int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err) {
+    ddp_buf_reset(tok);
+    const char *hex = getenv("DDPRUN_TOKEN"), *file = getenv("DDPRUN_TOKEN_FILE");
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    int rc = 0;
+    const char *var = NULL;
+    if (hex != NULL && *hex != '\0')
+        rc = rdzv_token_from_hex(hex, tok, &e), var = "DDPRUN_TOKEN";
+    else if (file != NULL && *file != '\0')
+        rc = rdzv_token_from_file(file, tok, &e), var = "DDPRUN_TOKEN_FILE";
+    if (rc < 0)
+        return ddp_err_set(err, rc, "%s: %s", var, e.text[0] ? e.text : ddp_strerror(rc));
+    return 0;
+}

@@ -114,6 +114,11 @@ int rdzv_token_from_env(ddp_buf_t *tok, ddp_err_t *err);
  * DDP_EUSAGE (empty), DDP_ETOOBIG. */
 int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err);
 
+/* The job token a user gives agents and tools: DDPRUN_TOKEN (hex) or else DDPRUN_TOKEN_FILE (a
+ * file as rdzv_token_from_file reads it). tok's contents are replaced; it stays empty when
+ * neither variable is set. Returns 0, or the error of the reader with err naming the variable. */
+int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err);
+
 /* Fills tok with n random bytes from libcrypto (n = 32 is a good job token). Returns 0,
  * DDP_EUSAGE (n out of 1..1024) or DDP_EAUTH (no randomness). */
 int rdzv_token_generate(ddp_buf_t *tok, size_t n, ddp_err_t *err);
