@@ -161,8 +161,11 @@ int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, 
     ddpw_backend_t b = opts->backend;
     /* Asking CUDA costs ~1 s on a machine without a driver: only when a GPU may be used. */
     int ndev = b == DDPW_BACKEND_CPU ? 0 : ddpw__cuda_device_count();
+    /* AUTO takes NCCL only when every local rank gets a device of its own: deciding by this
+     * rank's LOCAL_RANK alone would split a node with fewer GPUs than ranks between NCCL and the
+     * CPU backend, and both sides would wait for each other until the timeout. */
     if (b == DDPW_BACKEND_AUTO)
-        b = ndev > w->env.local_rank ? DDPW_BACKEND_NCCL : DDPW_BACKEND_CPU;
+        b = ndev >= w->env.local_world_size ? DDPW_BACKEND_NCCL : DDPW_BACKEND_CPU;
     if (b == DDPW_BACKEND_NCCL) {
         if (ndev <= 0) {
             rc = ddp_err_set(err, DDP_ENOGPU, "backend nccl: no CUDA device is visible (%s)",
@@ -274,6 +277,12 @@ int ddpw_allreduce_async(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void
     if (w->backend == DDPW_BACKEND_NCCL)
         return ddpw__nccl_allreduce(w, buf, count, op, stream, 0, err);
     return ddpw_allreduce(w, buf, count, op, err);
+}
+
+int ddpw_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err) {
+    if (w->backend == DDPW_BACKEND_NCCL)
+        return ddpw__nccl_stream_wait(w, stream, err);
+    return 0;
 }
 
 int ddpw_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {

@@ -16,7 +16,7 @@
 typedef struct ddpw ddpw_t;
 
 typedef enum ddpw_backend {
-    DDPW_BACKEND_AUTO = 0, /* NCCL when a CUDA device is usable, else CPU */
+    DDPW_BACKEND_AUTO = 0, /* NCCL when every local rank has a CUDA device, else CPU */
     DDPW_BACKEND_CPU = 1,
     DDPW_BACKEND_NCCL = 2,
 } ddpw_backend_t;
@@ -93,6 +93,13 @@ int ddpw_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t 
  * NCCL; on the CPU backend it is ddpw_allreduce (stream ignored). */
 int ddpw_allreduce_async(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream,
                          ddp_err_t *err);
+
+/* Waits until everything enqueued on stream (cudaStream_t as void *) so far has finished, bounded
+ * by the collective timeout, while polling the NCCL communicator for asynchronous errors: a peer's
+ * failure is reported as it happens instead of after the timeout, and the communicator is aborted
+ * on error or timeout (so no NCCL kernel keeps spinning). Returns 0, DDP_ETIMEOUT, DDP_ENCCL or
+ * DDP_ECUDA. On the CPU backend it returns 0 at once. */
+int ddpw_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err);
 
 /* In-place broadcast of len bytes from root to every rank (host memory on CPU, device on NCCL). */
 int ddpw_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err);

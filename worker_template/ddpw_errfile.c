@@ -11,13 +11,53 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 when p does not start one. */
+static size_t utf8_seq(const unsigned char *p) {
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+    if (n == 0)
+        return 0;
+    /* The second byte's range excludes overlong forms, surrogates and code points > U+10FFFF. */
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
 int ddpw_record_error_to(const char *path, const char *msg) {
+    /* jansson refuses strings that are not UTF-8, and the message may quote a path or a peer's
+     * bytes: replace invalid bytes with '?' so the error file is still written. */
+    size_t mlen = strlen(msg);
+    char *clean = malloc(mlen + 1);
+    if (clean == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < mlen;) {
+        size_t k = utf8_seq((const unsigned char *)msg + i);
+        if (k == 0) {
+            clean[i++] = '?';
+            continue;
+        }
+        memcpy(clean + i, msg + i, k);
+        i += k;
+    }
+    clean[mlen] = '\0';
+    msg = clean;
     char ts[32];
     snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
     /* PyTorch puts the Python traceback in py_callstack; a C worker has none, so it is empty
      * and the agent's summary shows the message. */
     json_t *root = json_pack("{s:{s:s, s:{s:s, s:s}}}", "message", "message", msg, "extraInfo",
                              "py_callstack", "", "timestamp", ts);
+    free(clean);
     if (root == NULL)
         return -ENOMEM;
     char *text = json_dumps(root, JSON_COMPACT);

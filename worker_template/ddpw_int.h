@@ -58,6 +58,8 @@ void ddpw__nccl_free(ddpw_nccl_t *n);
 int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
                          ddp_err_t *err);
 int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err);
+/* Waits for stream with the handle's deadline, polling the communicator (abort on failure). */
+int ddpw__nccl_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err);
 
 /* Exchanges a 128-byte NCCL unique id through the store: rank 0 creates it (ncclGetUniqueId,
  * works without a GPU) and SETs "<prefix>/nccl/id"; the others GET it within timeout_ms.

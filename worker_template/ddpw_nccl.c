@@ -239,6 +239,13 @@ int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *
     return wait_stream(w, w->nccl->stream, "ncclBroadcast", err);
 }
 
+int ddpw__nccl_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err) {
+    if (w->nccl == NULL || w->nccl->comm == NULL)
+        return ddp_err_set(err, DDP_ENCCL, "stream wait: the NCCL communicator is gone");
+    return wait_stream(w, stream != NULL ? (cudaStream_t)stream : w->nccl->stream, "training step",
+                       err);
+}
+
 #else /* !DDP_HAVE_CUDA */
 
 struct ddpw_nccl {
@@ -271,6 +278,11 @@ int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void
 
 int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
     (void)buf, (void)len, (void)root;
+    return ddpw__nccl_id_exchange(w, NULL, err);
+}
+
+int ddpw__nccl_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err) {
+    (void)stream;
     return ddpw__nccl_id_exchange(w, NULL, err);
 }
 

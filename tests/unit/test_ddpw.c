@@ -190,6 +190,15 @@ static void test_error_file(void **state) {
     assert_non_null(ts);
     assert_true(strtoll(ts, NULL, 10) > 1600000000);
     json_decref(root);
+    /* Bytes that are not UTF-8 (a Latin-1 path, a truncated sequence) become '?': jansson would
+     * refuse the whole message and the agent would show nothing. Valid UTF-8 is kept. */
+    assert_int_equal(ddpw_record_error_to(path, "bad \xff\xe9t\xc3 ok \xc3\xa9"), 0);
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(root, "message"), "message")),
+        "bad ??t? ok \xc3\xa9");
+    json_decref(root);
     unsetenv("TORCHELASTIC_ERROR_FILE");
     assert_int_equal(ddpw_record_error("ignored"), 0);
     unlink(path);

@@ -298,6 +298,48 @@ static void test_checkpoint_fallback(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A directory whose only checkpoint fails its checksum: nothing is found, and the buffers hold
+ * no bytes of the corrupt file (the optimizer state must start from zero, not garbage). */
+static void test_checkpoint_corrupt_only(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    save_step(&s, 10, 1, 3); /* state filled with -1.0f */
+    char path[128];
+    ckpt_path(path, sizeof path, 10);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char byte;
+    assert_int_equal(pread(fd, &byte, 1, sb.st_size - 1), 1); /* last byte of the state */
+    byte ^= 0x01;
+    assert_int_equal(pwrite(fd, &byte, 1, sb.st_size - 1), 1);
+    close(fd);
+    float *p = malloc(s.nparams * sizeof(float)), *st = malloc(s.nparams * sizeof(float));
+    for (size_t i = 0; i < s.nparams; i++)
+        p[i] = st[i] = 0;
+    ckpt_meta_t m;
+    int found = 1, skipped = 0;
+    char used[256], why[256];
+    assert_int_equal(ckpt_load_latest(g_dir, &s, &m, p, st, s.nparams, &found, used, &skipped, why,
+                                      sizeof used, NULL),
+                     0);
+    assert_int_equal(found, 0);
+    assert_int_equal(skipped, 1);
+    for (size_t i = 0; i < s.nparams; i++) {
+        assert_true(p[i] == 0.0f);
+        assert_true(st[i] == 0.0f);
+    }
+    free(p);
+    free(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- CSV ---- */
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -320,6 +362,13 @@ static void test_csv(void **state) {
     assert_int_equal(d.y[1], 0);
     assert_float_equal(d.x[4], 25.0f, 0);
     train_data_free(&d);
+    /* The header may follow comments and blank lines (docs/worker.md: both are skipped). */
+    write_text(path, "# exported by a tool\n\nlabel,a\n1,0.5\n0,2\n");
+    ddp_err_clear(&e);
+    assert_int_equal(train_data_load_csv(&d, path, &e), 0);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.dim, 1);
+    train_data_free(&d);
     struct {
         const char *text, *expect;
     } bad[] = {
@@ -329,6 +378,7 @@ static void test_csv(void **state) {
         {"1,2\n1.5,3\n", ":2: label '1.5'"},
         {"1,2\n3,4,\n", ":2: field 3 ('') is not a number"},
         {"", ": no data rows"},
+        {"label,a\nlabel,b\n1,2\n", ":2: field 1 ('label') is not a number"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         write_text(path, bad[i].text);
@@ -426,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_optimizers),
         cmocka_unit_test(test_learns),
         cmocka_unit_test(test_checkpoint_fallback),
+        cmocka_unit_test(test_checkpoint_corrupt_only),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_layers_parse),
         cmocka_unit_test(test_gpu_matches_cpu),

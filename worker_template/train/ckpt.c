@@ -229,5 +229,11 @@ int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, 
         if ((*skipped)++ == 0)
             snprintf(skipped_text, cap, "%s: %s", path, why);
     }
+    /* A file that failed its checksum has already been read into params and state. Without a
+     * valid file the caller starts fresh (new parameters, zero optimizer state), so leave no
+     * bytes of a corrupt file behind: Adam would otherwise start from garbage moments. */
+    memset(params, 0, shape->nparams * sizeof(float));
+    if (state_len)
+        memset(state, 0, state_len * sizeof(float));
     return 0;
 }

@@ -116,7 +116,7 @@ int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err) {
     size_t lcap = 0, xlen = 0, xcap = 0, ylen = 0, ycap = 0;
     float *xs = NULL, *ys = NULL;
     long lineno = 0;
-    int dim = -1, rc = 0, maxlabel = -1;
+    int dim = -1, rc = 0, maxlabel = -1, first = 1;
     ssize_t got;
     while ((got = getline(&line, &lcap, f)) >= 0) {
         lineno++;
@@ -127,6 +127,10 @@ int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err) {
             p++;
         if (*p == '\0' || *p == '#')
             continue;
+        /* The header is the first line with content, which may follow comments or blank lines
+         * (not necessarily line 1). */
+        int may_be_header = first;
+        first = 0;
         int field = 0;
         int header = 0;
         size_t row_start = xlen;
@@ -137,7 +141,7 @@ int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err) {
             while (*end == ' ' || *end == '\t')
                 end++;
             if (end == p || (*end != ',' && *end != '\0') || errno == ERANGE || !isfinite(v)) {
-                if (lineno == 1 && ylen == 0 && dim < 0) {
+                if (may_be_header && field == 0) {
                     header = 1; /* a non-numeric first line is a header */
                     break;
                 }

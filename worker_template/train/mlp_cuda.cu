@@ -191,6 +191,11 @@ extern "C" int gpu_model_set_state(gpu_model_t *m, const float *params, const fl
     CK(cudaMemcpy(m->m, state, n * sizeof(float), cudaMemcpyHostToDevice));
     if (m->v != NULL)
         CK(cudaMemcpy(m->v, state + n, n * sizeof(float), cudaMemcpyHostToDevice));
+    /* cudaMemcpy from pageable memory may return before its DMA lands, and it (like the
+     * cudaMemset of gpu_model_new) runs on the legacy default stream, which the non-blocking
+     * compute stream does not wait for: without this, the first step of a world of one (no
+     * broadcast, which synchronizes) could read half-copied parameters. */
+    CK(cudaDeviceSynchronize());
     m->t = t;
     return 0;
 }
@@ -309,7 +314,12 @@ extern "C" int gpu_model_step(gpu_model_t *m, ddpw_t *w, const float *x, const i
                        m->comp));
     CK(cudaMemcpyAsync(m->h_correct, m->correct, sizeof(int), cudaMemcpyDeviceToHost, m->comp));
     CK(cudaEventRecord(m->ev_done, m->comp));
-    if ((rc = wait_event(m->ev_done, err)) != 0)
+    /* With peers, wait through libddpw: it also polls the communicator, so a dead peer is
+     * reported (and the communicator aborted, freeing the spinning NCCL kernels) as soon as NCCL
+     * notices, within the job's collective timeout rather than a fixed 300 s. The event wait
+     * after it returns at once then; it is what waits in a world of one. */
+    if ((w != NULL && (rc = ddpw_stream_wait(w, m->comp, err)) != 0) ||
+        (rc = wait_event(m->ev_done, err)) != 0)
         return rc;
     double sum = 0;
     for (int i = 0; i < B; i++)

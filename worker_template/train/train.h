@@ -129,7 +129,8 @@ int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, c
 /* Loads the newest valid checkpoint of DIR matching shape and state_len. Returns 0 with
  * *found = 1 (and the file name in used, cap bytes), or *found = 0 when there is none. Files that
  * fail the checks are skipped: *skipped counts them and skipped_text (cap) names the newest one
- * and why. Errors only for a missing/unreadable DIR other than ENOENT. */
+ * and why. When files were found but none is valid, params and state are zeroed (a skipped
+ * file may have been read into them). Errors only for an unreadable DIR (ENOENT is no error). */
 int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
                      float *state, size_t state_len, int *found, char *used, int *skipped,
                      char *skipped_text, size_t cap, ddp_err_t *err);
