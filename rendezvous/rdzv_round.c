@@ -546,6 +546,30 @@ static int event_reserve(rdzv_run_t *r, size_t extra_members, rdzv_actions_t *ou
     return actions_reserve(out, 2 * n + 4);
 }
 
+/* Frees what a run with no members no longer needs: event_reserve sized joiners, group and prev
+ * for every member it had (about 290 bytes each), and an empty run is kept for empty_keep_ms, so
+ * without this a client could park thousands of joins in a run, close them, and repeat on up to
+ * max_runs ids, holding gigabytes nobody accounts for. prev keeps its nprev entries (they name
+ * the lost nodes); event_reserve grows the arrays again when someone joins. */
+static void run_trim(rdzv_run_t *r) {
+    if (r->nmembers != 0)
+        return;
+    free(r->joiners);
+    free(r->group);
+    r->joiners = NULL;
+    r->group = NULL;
+    r->njoin = r->cap_join = r->ngroup = r->cap_group = 0;
+    if (r->cap_prev > r->nprev) {
+        prev_node_t *p = r->nprev ? realloc(r->prev, r->nprev * sizeof *p) : NULL;
+        if (r->nprev == 0 || p != NULL) {
+            if (r->nprev == 0)
+                free(r->prev);
+            r->prev = p;
+            r->cap_prev = r->nprev;
+        }
+    }
+}
+
 /* Takes member m out of the running group (it died or re-joined). */
 static void group_remove(rdzv_run_t *r, rdzv_member_t *m) {
     if (m->group_rank >= 0 && (size_t)m->group_rank < r->ngroup)
@@ -747,6 +771,7 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
         group_remove(r, m);
         member_free(rs, m, now_ms);
         round_end(rs, r, why, 0, now_ms, out);
+        run_trim(r);
         return 0;
     }
     if (m->state == MEMBER_RUNNING)
@@ -756,6 +781,7 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
     member_free(rs, m, now_ms);
     if (r->state == RDZV_RUN_LAST_CALL)
         run_check(rs, r, now_ms, out); /* below min: back to JOINING (no action) */
+    run_trim(r);
     return 0;
 }
 
@@ -876,6 +902,7 @@ int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out) {
             break;
         case RDZV_RUN_FAILED: break;
         }
+        run_trim(r); /* the last joiners expired, or the last members went silent */
     }
     return 0;
 }

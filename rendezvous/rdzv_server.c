@@ -323,11 +323,6 @@ static void conn_close(conn_t *c) {
     if (c->closing)
         return;
     c->closing = 1;
-    if (s->runs != NULL && !s->closing) {
-        /* A member's connection closing is its death: the rendezvous ends its round at once. */
-        rdzv_runs_leave(s->runs, c->id, uv_now(s->loop), &s->acts);
-        rounds_after(s);
-    }
     wait_clear(c);
     hs_unlink(c);
     if (c->prev)
@@ -338,6 +333,13 @@ static void conn_close(conn_t *c) {
         c->next->prev = c->prev;
     s->st.conns--;
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    if (s->runs != NULL && !s->closing) {
+        /* A member's connection closing is its death: the rendezvous ends its round at once.
+         * This comes last, once c is out of every list, because the actions can wake keys and
+         * close other connections (c's memory lasts until its close callback). */
+        rdzv_runs_leave(s->runs, c->id, uv_now(s->loop), &s->acts);
+        rounds_after(s);
+    }
 }
 
 static void start_write(conn_t *c);
@@ -510,17 +512,20 @@ static void wait_fired(conn_t *c, entry_t *e) {
     conn_flush(c);
 }
 
-/* e just got a value: releases its waiters. */
+/* e just got a value: releases its waiters. Each is unlinked from the head of e's list just
+ * before it fires, and the rest stay linked: answering one waiter can close other connections
+ * (a write error or the output cap closes a member, and the rendezvous then answers or closes
+ * other members), and wait_clear must find their waiters on e to unlink them, not freed. */
 static void wake(rdzv_server_t *s, entry_t *e) {
     (void)s;
-    waiter_t *w = e->waiters;
-    e->waiters = NULL;
-    while (w != NULL) {
-        waiter_t *next = w->e_next;
+    waiter_t *w;
+    while ((w = e->waiters) != NULL) {
+        e->waiters = w->e_next;
+        if (w->e_next)
+            w->e_next->e_prev = NULL;
         w->e = NULL;
         w->e_prev = w->e_next = NULL;
-        wait_fired(w->c, e); /* may free w, never next (see wait_clear) */
-        w = next;
+        wait_fired(w->c, e); /* may free w and any other waiter no longer on e */
     }
 }
 
@@ -793,6 +798,42 @@ static conn_t *conn_by_id(rdzv_server_t *s, uint64_t id) {
     return NULL;
 }
 
+/* The connections by id for one batch of actions. A round closing answers every member, and a
+ * list walk per answer makes that O(members x connections): 60 ms at 4k nodes, growing with the
+ * square to ~15 s of stalled loop at 64k, past the default keep-alive window. The list is
+ * in descending id order (accepted connections go to its head, ids only grow), so one walk fills
+ * a sorted array. Entries stay valid for the batch: a connection closed meanwhile is marked
+ * closing and freed only in its close callback, on a later loop turn. */
+typedef struct conn_index {
+    conn_t **v; /* owned; NULL: look up by walking the list */
+    size_t n;
+} conn_index_t;
+
+static void conn_index_build(rdzv_server_t *s, size_t nacts, conn_index_t *ix) {
+    ix->v = NULL;
+    ix->n = 0;
+    if (nacts < 16 || s->st.conns == 0 || (ix->v = malloc(s->st.conns * sizeof *ix->v)) == NULL)
+        return;
+    for (conn_t *c = s->conns; c != NULL && ix->n < s->st.conns; c = c->next)
+        ix->v[ix->n++] = c;
+}
+
+static conn_t *conn_index_find(rdzv_server_t *s, const conn_index_t *ix, uint64_t id) {
+    if (ix->v == NULL)
+        return conn_by_id(s, id);
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->v[mid]->id == id)
+            return ix->v[mid];
+        if (ix->v[mid]->id > id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 /* Sends an encoded reply b to c (if it is still open) and frees b's contents. */
 static void reply_buf(conn_t *c, ddp_buf_t *b) {
     if (c != NULL && !c->closing) {
@@ -823,29 +864,31 @@ static void rounds_after(rdzv_server_t *s) {
     while (s->acts.n > 0) {
         rdzv_actions_t todo = s->acts;
         s->acts = (rdzv_actions_t)RDZV_ACTIONS_INIT;
+        conn_index_t ix;
+        conn_index_build(s, todo.n, &ix);
         for (size_t i = 0; i < todo.n; i++) {
             const rdzv_action_t *a = &todo.v[i];
             ddp_buf_t b = DDP_BUF_INIT;
             switch (a->kind) {
             case RDZV_ACT_REPLY_OK:
                 if (rdzv__join_reply_encode_ok(&b, &a->res) == 0)
-                    reply_buf(conn_by_id(s, a->member), &b);
+                    reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_REPLY_ERR:
                 if (rdzv__join_reply_encode_err(&b, a->code, a->text) == 0)
-                    reply_buf(conn_by_id(s, a->member), &b);
+                    reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_END_ROUND: {
                 char key[RDZV_RUN_ID_MAX + 64];
                 snprintf(key, sizeof key, "__rdzv/%s/end/%lld", a->run_id, (long long)a->round);
-                slog(s, DDP_LOG_INFO, "rendezvous '%s' round %lld ended: %s", a->run_id,
-                     (long long)a->round, a->text);
+                /* The text already reads "rendezvous 'R' round N ended: why". */
+                slog(s, DDP_LOG_INFO, "%s", a->text);
                 /* The value says why, for the agents that were waiting on it. */
                 set_internal(s, key, a->text[0] ? a->text : "ended");
                 break;
             }
             case RDZV_ACT_CLOSE: {
-                conn_t *c = conn_by_id(s, a->member);
+                conn_t *c = conn_index_find(s, &ix, a->member);
                 slog(s, DDP_LOG_WARN, "%s: %s", c ? c->peer : "member", a->text);
                 if (c != NULL)
                     conn_close(c);
@@ -855,6 +898,7 @@ static void rounds_after(rdzv_server_t *s) {
             }
             ddp_buf_free(&b);
         }
+        free(ix.v);
         rdzv_actions_close(&todo);
     }
     if (!s->rtimer_live)
@@ -915,7 +959,7 @@ static void round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         break;
     }
     case RDZV_CMD_RDZV_HEARTBEAT: {
-        int64_t round = -1;
+        int64_t round = 0; /* docs/protocol-rdzv.md: both 0 for a non-member */
         int state = 0;
         int rc = rdzv_runs_heartbeat(s->runs, r->join.run_id, c->id, now, &round, &state);
         if (rdzv__heartbeat_reply_encode(&b, rc == 0, round, state) == 0)

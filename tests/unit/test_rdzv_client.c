@@ -14,6 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cmocka.h>
 #include <uv.h>
 
@@ -21,6 +25,8 @@
 #include "ddp_err.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
+#include "rdzv_frame_int.h"
+#include "rdzv_round_int.h"
 #include "rdzv_server.h"
 
 static const char good_token[] = "0123456789abcdef-test-token";
@@ -447,6 +453,191 @@ static void test_server_start_errors(void **state) {
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* ---- raw connections, for frame sequences rdzv_client does not make ---- */
+
+static int raw_connect(uint16_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_VALIDATE), 0);
+    assert_int_equal(rdzv__put_u32(&b, RDZV_VALIDATE_MAGIC), 0);
+    assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+    ddp_buf_free(&b);
+    return fd;
+}
+
+/* Sends b plus a PING and reads replies up to the PING's: the server has then run b. Returns
+ * the bytes read before the PING's 4 (b's replies). */
+static size_t raw_send_sync(int fd, ddp_buf_t *b) {
+    assert_int_equal(rdzv__put_u8(b, RDZV_CMD_PING), 0);
+    assert_int_equal(rdzv__put_u32(b, 0x5a5a5a5au), 0);
+    assert_int_equal(write(fd, b->data, b->len), (ssize_t)b->len);
+    ddp_buf_reset(b);
+    uint8_t in[4096];
+    size_t n = 0;
+    while (n < 4 || rdzv__get_u32(in + n - 4) != 0x5a5a5a5au) {
+        ssize_t r = read(fd, in + n, sizeof in - n);
+        assert_true(r > 0);
+        n += (size_t)r;
+    }
+    return n - 4;
+}
+
+/* 1 when the server has closed fd (EOF or reset), 0 when data came. */
+static int raw_closed(int fd) {
+    uint8_t x;
+    ssize_t r = read(fd, &x, 1);
+    return r == 0 || (r < 0 && errno == ECONNRESET);
+}
+
+static void join_frame(ddp_buf_t *b, const char *host) {
+    rdzv_join_req_t q = {0};
+    snprintf(q.run_id, sizeof q.run_id, "r");
+    snprintf(q.host, sizeof q.host, "%s", host);
+    q.want_node_rank = -1;
+    q.nproc = 1;
+    q.cfg.min_nodes = q.cfg.max_nodes = 1;
+    assert_int_equal(rdzv__join_req_encode(b, &q), 0);
+}
+
+/* Reentrancy: waking a key answers member A, whose reply is over the output cap, so A is closed;
+ * A's death ends its round, the next round closes at once with the waiting joiner C, and C's
+ * JOIN reply is over the cap too, so C is closed while its WAIT on the same key is the next
+ * waiter wake() would visit. The server must unlink C's waiter, not use it after freeing it
+ * (ASan build), and keep serving. */
+static void test_close_members_inside_wake(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 100, 0);
+    ddp_buf_t b = DDP_BUF_INIT;
+    int a = raw_connect(st->port), c = raw_connect(st->port);
+    join_frame(&b, "a"); /* its reply (67 bytes) fits in 100 */
+    assert_int_equal(raw_send_sync(a, &b), 67);
+    char host_c[61];
+    memset(host_c, 'c', 60);
+    host_c[60] = '\0';
+    join_frame(&b, host_c); /* the run is at max_nodes=1: C waits for the next round */
+    assert_int_equal(raw_send_sync(c, &b), 0);
+    /* C waits on K first, A last: A's waiter is at the head, C's is the next one. */
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_WAIT), 0);
+    assert_int_equal(rdzv__put_u64(&b, 1), 0);
+    assert_int_equal(rdzv__put_blob(&b, "K", 1), 0);
+    assert_int_equal(raw_send_sync(c, &b), 0);
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_GET_WAIT), 0);
+    assert_int_equal(rdzv__put_blob(&b, "K", 1), 0);
+    assert_int_equal(rdzv__put_u8(&b, 0), 0);
+    assert_int_equal(raw_send_sync(a, &b), 0);
+
+    rdzv_client_t *d = must_connect(st->port, NULL, 0);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    char big[200];
+    memset(big, 'v', sizeof big);
+    assert_int_equal(rdzv_client_set(d, "K", big, sizeof big, &err), 0);
+    assert_int_equal(rdzv_client_ping(d, &err), 0);
+    assert_true(raw_closed(a));
+    assert_true(raw_closed(c));
+    ddp_buf_t v = DDP_BUF_INIT;
+    assert_int_equal(rdzv_client_get(d, "__rdzv/r/end/0", 0, &v, &err), 0);
+    assert_non_null(memmem(v.data, v.len, "round 0 ended: node 0 (a) lost", 30));
+    /* K and two end keys: C ran round 1 alone, and its closing ended that round too. */
+    int64_t nkeys = 0;
+    assert_int_equal(rdzv_client_num_keys(d, &nkeys, &err), 0);
+    assert_int_equal(nkeys, 3);
+    const char *end1[] = {"__rdzv/r/end/1"}; /* its value names C: over the cap to read */
+    int ready = 0;
+    assert_int_equal(rdzv_client_check(d, end1, 1, &ready, &err), 0);
+    assert_int_equal(ready, 1);
+    ddp_buf_free(&v);
+    ddp_buf_free(&b);
+    rdzv_client_free(d);
+    close(a);
+    close(c);
+    server_down(st);
+}
+
+/* A round of 20 members closes in one batch of answers (the server looks the connections up in
+ * a sorted index then, not the list): every member gets its own answer, and connections that
+ * are not members, opened in between, get nothing. */
+static void test_round_answers_by_member(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    enum { N = 20 };
+    int fd[N], other[N];
+    ddp_buf_t b = DDP_BUF_INIT;
+    for (int i = 0; i < N; i++) {
+        other[i] = raw_connect(st->port);
+        fd[i] = raw_connect(st->port);
+        char host[16];
+        snprintf(host, sizeof host, "n%d", i);
+        rdzv_join_req_t q = {0};
+        snprintf(q.run_id, sizeof q.run_id, "many");
+        snprintf(q.host, sizeof q.host, "%s", host);
+        q.want_node_rank = N - 1 - i; /* ranks in the reverse of the join order */
+        q.nproc = 1;
+        q.cfg.min_nodes = q.cfg.max_nodes = N;
+        assert_int_equal(rdzv__join_req_encode(&b, &q), 0);
+        if (i < N - 1)
+            assert_int_equal(raw_send_sync(fd[i], &b), 0);
+        else
+            assert_int_equal(write(fd[i], b.data, b.len), (ssize_t)b.len);
+        ddp_buf_reset(&b);
+    }
+    int seen[N] = {0};
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    for (int i = 0; i < N; i++) {
+        uint8_t in[256];
+        size_t n = 0, need = 0;
+        long rn = 0;
+        ddp_err_t err;
+        ddp_err_clear(&err);
+        while ((rn = rdzv__round_reply_parse(in, n, &rep, &need, &err)) == 0) {
+            ssize_t r = read(fd[i], in + n, need - n);
+            assert_true(r > 0);
+            n += (size_t)r;
+        }
+        assert_true(rn > 0);
+        assert_int_equal(rep.cmd, RDZV_CMD_RDZV_JOIN);
+        assert_int_equal(rep.status, 0);
+        assert_int_equal(rep.join.group_rank, N - 1 - i);
+        assert_int_equal(rep.join.group_world_size, N);
+        assert_string_equal(rep.join.master_addr, "n19");
+        seen[rep.join.group_rank]++;
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], 1);
+    /* A HEARTBEAT from a connection that is no member: status 1, round and state 0. */
+    assert_int_equal(rdzv__heartbeat_req_encode(&b, "many"), 0);
+    assert_int_equal(write(other[0], b.data, b.len), (ssize_t)b.len);
+    ddp_buf_reset(&b);
+    uint8_t hb[18];
+    size_t got = 0;
+    while (got < sizeof hb) {
+        ssize_t r = read(other[0], hb + got, sizeof hb - got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    assert_int_equal(hb[0], RDZV_CMD_RDZV_HEARTBEAT);
+    assert_int_equal(hb[1], 1);
+    assert_int_equal(rdzv__get_u64(hb + 2), 0);
+    assert_int_equal(rdzv__get_u64(hb + 10), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(raw_send_sync(other[i], &b), 0); /* nothing came before the PING's */
+        close(other[i]);
+        close(fd[i]);
+    }
+    ddp_buf_free(&rep.text);
+    ddp_buf_free(&b);
+    server_down(st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commands),
@@ -457,6 +648,8 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_server_start_errors),
+        cmocka_unit_test(test_close_members_inside_wake),
+        cmocka_unit_test(test_round_answers_by_member),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * simulated: every event gets its own now_ms. */
 #include <errno.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -305,6 +306,38 @@ static void test_restart_count_survives_reconnect(void **state) {
     assert_non_null(a);
     assert_int_equal(a->res.restarts_used, 1);
     assert_int_equal(a->res.round, 1);
+}
+
+/* Heap bytes in use (glibc), or 0 where malloc is replaced (ASan): the test then skips. */
+static size_t heap_used(void) {
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A run whose members all left keeps its restart count, not arrays sized for every member it
+ * had: 20000 parked joins, then all closed, must not leave megabytes behind for an hour. */
+static void test_empty_run_frees_arrays(void **state) {
+    fx_t *f = *state;
+    size_t base = heap_used();
+    if (base == 0)
+        skip();
+    for (uint64_t i = 1; i <= 20000; i++)
+        join_ok(f->rs, "big", i, -1, 65536, 65536, 0, &f->out);
+    rdzv_actions_close(&f->out); /* room reserved for 2 actions per member: not the run's */
+    size_t full = heap_used();
+    for (uint64_t i = 1; i <= 20000; i++)
+        rdzv_runs_leave(f->rs, i, 1, &f->out);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_count(f->rs), 1);
+    rdzv_actions_close(&f->out);
+    size_t left = heap_used();
+    print_message("heap: %zu joined, %zu after all left\n", full - base, left - base);
+    assert_true(full - base > (size_t)10 << 20);
+    /* What stays: the run and the member hash's buckets (256 KiB at this size). */
+    assert_true(left - base < (size_t)1 << 20);
+    /* The run still works: a new round forms. */
+    join_ok(f->rs, "big", 30001, -1, 65536, 65536, 2, &f->out);
+    assert_int_equal(f->out.n, 0);
 }
 
 /* ---- liveness and membership ---- */
@@ -804,6 +837,7 @@ int main(void) {
         T(test_fail_ends_round_and_counts),
         T(test_max_restarts_spent),
         T(test_restart_count_survives_reconnect),
+        T(test_empty_run_frees_arrays),
         T(test_leave_running_ends_round),
         T(test_leave_joiner_drops),
         T(test_heartbeat_silence),
