@@ -349,7 +349,9 @@ int agent_run(const launch_spec_t *spec, char *const *worker_argv) {
     int rc = agent_setup(a, &err);
     if (rc == 0) {
         a->state = a->rdzv ? SUP_JOINING : SUP_RUNNING;
-        if (a->state == SUP_RUNNING && agent__group_start(a) < 0) {
+        if (a->state == SUP_JOINING)
+            agent__rdzv_join(a);
+        else if (agent__group_start(a) < 0) {
             agent__group_signal(a, SIGKILL);
             a->exit_code = AGENT_EXIT_INTERNAL;
             a->state = SUP_DONE;

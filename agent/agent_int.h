@@ -159,10 +159,11 @@ void agent__shutdown_loop(agent_t *a);
 int agent__pick_free_port(const char *addr);
 /* rdzv.c: nonzero when the spec asks for a multi-node (c10d) rendezvous. */
 int agent__rdzv_wanted(const launch_spec_t *sp);
-/* rdzv.c: hosts the store when the endpoint is ours, connects, and sends the first JOIN; the
- * outcome arrives as EV_JOINED or EV_RDZV_ERROR. Returns 0 or an exit code (logged). */
+/* rdzv.c: hosts the store when the endpoint is ours and connects; agent_run then sends the first
+ * JOIN (agent__rdzv_join). Returns 0 or an exit code (logged). */
 int agent__rdzv_start(agent_t *a);
-/* rdzv.c: joins the next round (after the group of the previous one is down). */
+/* rdzv.c: joins the first round, or the next one once the group of the previous one is down;
+ * the outcome arrives as EV_JOINED or EV_RDZV_ERROR (state SUP_JOINING). */
 void agent__rdzv_join(agent_t *a);
 /* rdzv.c: reports a failure of the running round's group (counts against max_restarts). */
 void agent__rdzv_report_failure(agent_t *a, const char *what);

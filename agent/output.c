@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "ddp_log.h"
@@ -135,10 +136,15 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd,
         goto fail;
     }
     s->pipe.data = s;
-    if (uv_pipe_open(&s->pipe, fd) < 0 ||
-        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0) {
-        DDP_WARN("unable to read the output of rank %d", rank);
+    int rc = uv_pipe_open(&s->pipe, fd);
+    if (rc < 0)
+        close(fd); /* the handle did not adopt it */
+    if (rc < 0 || (rc = uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read)) < 0) {
+        DDP_WARN("unable to read the output of rank %d: %s", rank, uv_strerror(rc));
+        /* s is freed in its close callback: returning it would leave the worker a pointer that
+         * agent__stream_finish dereferences after the free. */
         agent__stream_finish(s);
+        return NULL;
     }
     return s;
 fail:
@@ -163,17 +169,23 @@ void agent__stream_finish(agent_stream_t *s) {
     s->closing = 1;
     uv_read_stop((uv_stream_t *)&s->pipe);
     /* The worker has exited: what it wrote is already in the pipe. Drain it without blocking
-     * (a grandchild may still hold the write end, so EOF is not awaited). */
+     * (a grandchild may still hold the write end, so EOF is not awaited), and no more than the
+     * pipe holds now: a grandchild that keeps writing would otherwise hold the agent in this
+     * loop, away from signals and supervision, for as long as it runs. */
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0) {
-        for (;;) {
-            ssize_t n = read(fd, read_buf, sizeof read_buf);
-            if (n > 0)
+    int avail = 0;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 && ioctl(fd, FIONREAD, &avail) == 0) {
+        size_t left = avail > 0 ? (size_t)avail : 0;
+        while (left > 0) {
+            ssize_t n = read(fd, read_buf, left < sizeof read_buf ? left : sizeof read_buf);
+            if (n > 0) {
                 feed(s, read_buf, (size_t)n);
-            else if (n < 0 && errno == EINTR)
+                left -= (size_t)n;
+            } else if (n < 0 && errno == EINTR) {
                 continue;
-            else
+            } else {
                 break;
+            }
         }
     }
     flush_partial(s);

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -43,8 +44,9 @@ struct agent_rdzv {
     uint64_t linger_until;
     int hb_pending;
     uint64_t hb_sent_ms;
-    int barrier_phase;   /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
-    int64_t watch_round; /* the round the watch WAIT is for, -1 none */
+    int barrier_phase;         /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
+    uint64_t barrier_deadline; /* uv_now() ms when the exit barrier's close_timeout runs out */
+    int64_t watch_round;       /* the round the watch WAIT is for, -1 none */
     int stopping;
 };
 
@@ -363,6 +365,18 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
     (void)status; /* a lost store shows up on the watch connection */
 }
 
+/* Queues one RDZV_HEARTBEAT on the control connection. */
+static void heartbeat_send(struct agent_rdzv *r) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    if (rdzv__heartbeat_req_encode(&frame, r->a->spec->rdzv_id) == 0 &&
+        rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_HEARTBEAT", on_heartbeat, r,
+                         NULL) == 0) {
+        r->hb_pending = 1;
+        r->hb_sent_ms = uv_now(r->a->loop);
+    }
+    ddp_buf_free(&frame);
+}
+
 static void on_hb_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     agent_t *a = r->a;
@@ -384,14 +398,7 @@ static void on_hb_timer(uv_timer_t *t) {
         }
         return;
     }
-    ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv__heartbeat_req_encode(&frame, a->spec->rdzv_id) == 0 &&
-        rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_HEARTBEAT", on_heartbeat, r,
-                         NULL) == 0) {
-        r->hb_pending = 1;
-        r->hb_sent_ms = uv_now(a->loop);
-    }
-    ddp_buf_free(&frame);
+    heartbeat_send(r);
 }
 
 static void on_linger(uv_timer_t *t) {
@@ -431,6 +438,47 @@ static void barrier_key(agent_t *a, const char *what, char *key, size_t cap) {
     snprintf(key, cap, "__rdzv/%s/%lld/exit%s", a->spec->rdzv_id, (long long)a->round, what);
 }
 
+static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t len,
+                            const char *errtext);
+
+/* Waits on ctl for the exit barrier's done key, half a keep-alive interval at a time. A parked
+ * WAIT holds back every later request on its connection, heartbeats included, and the server
+ * declares a member silent for keep_alive_interval x keep_alive_max_attempt dead: waiting out
+ * close_timeout in one piece ended the round under the nodes whose workers were still running,
+ * so one node finishing 15 s before another failed the job. Each slice's end lets the
+ * heartbeat out. Returns 0 or a negative code (on_barrier_wait will not run). */
+static int barrier_wait(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    char key[RDZV_RUN_ID_MAX + 64];
+    barrier_key(a, "/done", key, sizeof key);
+    const char *keys[1] = {key};
+    uint64_t now = uv_now(a->loop);
+    uint64_t left = r->barrier_deadline > now ? r->barrier_deadline - now : 1;
+    /* Half an interval: a heartbeat queued behind the WAIT goes out at most that late. */
+    uint64_t slice = (uint64_t)(a->spec->rdzv_opts.keep_alive_interval * 1000) / 2;
+    if (slice == 0 || slice > left)
+        slice = left;
+    if (slice > INT_MAX)
+        slice = INT_MAX;
+    return rdzv_aclient_wait(r->ctl, keys, 1, (int)slice, on_barrier_wait, r, NULL);
+}
+
+static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t len,
+                            const char *errtext) {
+    struct agent_rdzv *r = arg;
+    if (status == DDP_ETIMEOUT && !r->stopping && uv_now(r->a->loop) < r->barrier_deadline) {
+        /* A slice ran out, not close_timeout: heartbeat (unless one is queued), wait again. */
+        if (!r->hb_pending)
+            heartbeat_send(r);
+        int rc = barrier_wait(r);
+        if (rc == 0)
+            return;
+        status = rc;
+        errtext = "unable to send the exit barrier request";
+    }
+    on_barrier_done(arg, status, reply, len, errtext);
+}
+
 static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t len,
                            const char *errtext) {
     struct agent_rdzv *r = arg;
@@ -451,9 +499,8 @@ static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t l
         /* The last node to arrive releases the others. */
         rc = rdzv_aclient_set(r->ctl, key, "1", 1, on_barrier_done, r, NULL);
     } else {
-        const char *keys[1] = {key};
-        int bound = (int)(a->spec->rdzv_opts.close_timeout * 1000);
-        rc = rdzv_aclient_wait(r->ctl, keys, 1, bound, on_barrier_done, r, NULL);
+        r->barrier_deadline = uv_now(a->loop) + (uint64_t)(a->spec->rdzv_opts.close_timeout * 1000);
+        rc = barrier_wait(r);
     }
     if (rc < 0)
         on_barrier_done(r, rc, NULL, 0, "unable to send the exit barrier request");
@@ -514,6 +561,13 @@ int agent__rdzv_start(agent_t *a) {
     r->watch_round = -1;
     int is_static = sp->rdzv_backend != NULL && strcmp(sp->rdzv_backend, "static") == 0;
     const char *host = is_static ? sp->master_addr : sp->rdzv_host;
+    if (strlen(sp->rdzv_id) > RDZV_RUN_ID_MAX) {
+        /* The server knows the run by at most this many characters: a longer id would be cut
+         * in the JOIN but not in the keys the agents watch, and heartbeats could not be sent. */
+        DDP_ERROR("--rdzv_id: '%.32s...' is longer than %d characters", sp->rdzv_id,
+                  RDZV_RUN_ID_MAX);
+        return AGENT_EXIT_USAGE;
+    }
     r->port = is_static ? (sp->master_port > 0 ? sp->master_port : LAUNCH_DEFAULT_MASTER_PORT)
                         : (sp->rdzv_port > 0 ? sp->rdzv_port : LAUNCH_DEFAULT_C10D_PORT);
     if (host == NULL || *host == '\0') {
@@ -568,7 +622,8 @@ int agent__rdzv_start(agent_t *a) {
     r->linger_timer.data = r;
     uint64_t hb = (uint64_t)(sp->rdzv_opts.keep_alive_interval * 1000);
     uv_timer_start(&r->hb_timer, on_hb_timer, hb, hb);
-    agent__rdzv_join(a);
+    /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
+     * would feed the state table before the agent is in SUP_JOINING. */
     return 0;
 }
 

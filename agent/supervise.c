@@ -229,6 +229,10 @@ static void joined(agent_t *a, agent_worker_t *w) {
         a->fatal = 1;
         a->stop_signal = SIGKILL;
         a->state = SUP_SHUTDOWN;
+        /* When not even the first worker started, no GROUP_DOWN will come to end the shutdown,
+         * and the rendezvous connections would keep the loop (and the job) waiting forever. */
+        if (a->running == 0)
+            finish_shutdown(a, NULL);
     }
 }
 

@@ -1,8 +1,10 @@
 /* ddprun: parse the command line (and PET_* / SLURM_* environment), resolve the worker count and
  * the program to exec, then hand the job to the agent. Usage errors exit 2 with one line. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "ddp_buf.h"
@@ -17,7 +19,27 @@ static int usage_error(const ddp_err_t *err, int rc) {
     return AGENT_EXIT_USAGE;
 }
 
+/* Opens /dev/null on whichever of fds 0-2 is closed. Returns 0, or -1 when that fails. */
+static int std_fds_open(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0)
+            continue;
+        /* The lowest free number: fd itself, since the ones below it are open. */
+        int got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (got != fd) {
+            if (got >= 0)
+                close(got);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    /* Started with stderr (or stdout) closed, ddprun would hand that number to its first pipe or
+     * its event loop's epoll fd, then log into it: libuv aborted on the result. */
+    if (std_fds_open() < 0)
+        return AGENT_EXIT_INTERNAL;
     ddp_log_init("agent", DDP_LOG_WARN);
     if (argc > 1 && strcmp(argv[1], "status") == 0)
         return launch_status_main(argc - 1, argv + 1);

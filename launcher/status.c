@@ -97,7 +97,8 @@ int launch_status_main(int argc, char **argv) {
             return usage("flag name too long");
         memcpy(name, a, n);
         name[n] = '\0';
-        for (char *p = name + 2; *p; p++)
+        /* From the third character: "-" or "" must not send the scan past the name's end. */
+        for (char *p = name + (n > 2 ? 2 : n); *p; p++)
             if (*p == '-')
                 *p = '_';
         if (strcmp(name, "--json") == 0) {
@@ -109,18 +110,22 @@ int launch_status_main(int argc, char **argv) {
                    "The job token comes from DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE.\n");
             return 0;
         }
-        v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (v == NULL)
-            return usage("a flag lacks its value");
-        if (strcmp(name, "--rdzv_endpoint") == 0)
-            endpoint = v;
-        else if (strcmp(name, "--rdzv_id") == 0)
-            id = v;
-        else {
+        if (strcmp(name, "--rdzv_endpoint") != 0 && strcmp(name, "--rdzv_id") != 0) {
+            /* Before taking a value: an unknown flag is named as such, not as lacking one. */
             char msg[128];
-            snprintf(msg, sizeof msg, "unknown flag '%s'", a);
+            snprintf(msg, sizeof msg, "unknown flag '%.64s'", a);
             return usage(msg);
         }
+        v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (v == NULL) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s needs a value", name);
+            return usage(msg);
+        }
+        if (strcmp(name, "--rdzv_endpoint") == 0)
+            endpoint = v;
+        else
+            id = v;
     }
     if (endpoint == NULL || id == NULL)
         return usage("--rdzv_endpoint and --rdzv_id are required");

@@ -213,6 +213,27 @@ run_ddprun "$TMP/noexec.out" --standalone --nproc_per_node=2 --max_restarts=3 "$
 verdict "exec failure -> exit 126, no restart"
 check "exec failure is named in the summary" grep -q "unable to exec .*noexec" "$TMP/noexec.out"
 
+# 16b. A worker's child that keeps writing to the worker's stdout after the worker exited must not
+# hold the agent draining that pipe forever: ddprun still finishes, and the writer is swept.
+printf '#!/bin/sh\nyes spew &\nsleep 0.3\nexit 0\n' > "$TMP/spew.sh"; chmod +x "$TMP/spew.sh"
+t0=$(date +%s%N)
+timeout -k 1 4 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/spew.sh" >"$TMP/spew.out" 2>&1
+rc=$?
+t1=$(date +%s%N)
+rm -f "$TMP/spew.out"
+[ $rc -eq 0 ] && [ $(( (t1 - t0) / 1000000 )) -lt 3000 ]
+verdict "a child spewing after its worker exited: ddprun exits 0 promptly (rc $rc)"
+check "the spewing child is gone" no_leftovers
+
+# 16c. Started with stdout or stderr closed (a daemon, `2>&-`): the worker output pipes used to get
+# fd 1 or 2 and libuv aborted closing them.
+FW_LINES=2 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" >&- 2>"$TMP/closed1.out"
+rc1=$?
+FW_LINES=2 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" >"$TMP/closed2.out" 2>&-
+rc2=$?
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(grep -c 'from rank' "$TMP/closed2.out")" = 4 ]
+verdict "stdout or stderr closed at start: ddprun runs the job, exit 0 ($rc1, $rc2)"
+
 # 16. Python targets: .py runs under python3 -u; -m runs a module.
 if command -v python3 >/dev/null; then
     mkdir -p "$TMP/py/pkg"

@@ -57,6 +57,13 @@ json_ok() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 
 check "ddprun status --json is valid JSON with 2 members" json_ok
 [ $src = 1 ] && grep -q "nosuch" "$TMP/stat2.txt"
 verdict "ddprun status of an unknown run: exit 1, says so"
+"$DDPRUN" status --rdzv_id=stat --rdzv-endpoint >"$TMP/stat3.txt" 2>&1; src=$?
+[ $src = 2 ] && grep -q -- "--rdzv_endpoint needs a value" "$TMP/stat3.txt"
+verdict "ddprun status: a flag without its value is named, exit 2"
+"$DDPRUN" status --bogus --rdzv_id=stat >"$TMP/stat4.txt" 2>&1; src=$?
+[ $src = 2 ] && grep -q -- "unknown flag '--bogus'" "$TMP/stat4.txt" && \
+    "$DDPRUN" status "" - >/dev/null 2>&1; [ $? = 2 ]
+verdict "ddprun status: an unknown or empty flag is refused, exit 2"
 unset FW_DIR FW_SLEEP_MS
 
 # 2. A worker failure on one node restarts the group on every node; restarts counted.
@@ -154,6 +161,37 @@ verdict "static backend: both nodes exit 0"
 [ "$(g_of 2)" = 1 ] && [ "$(g_of 3)" = 1 ] && [ "$(g_of 0)" = 0 ]
 verdict "static backend: --node_rank decides the ranks (node 1 started first has ranks 2,3)"
 unset FW_DIR FW_SLEEP_MS
+# 8. Nodes that finish apart: the first waits at the exit barrier while the second still runs for
+# longer than the keep-alive bound (0.6 s). The waiting node must keep heartbeating, or the server
+# declares it dead and ends the round under the node still running.
+PORT=$(free_port); RUN=apart; d=$TMP/apart; mkdir -p "$d"
+export FW_DIR=$d
+FW_SLEEP_MS=100 agent ap0 2 "$FW"; a=$LAST
+sleep 0.1
+FW_SLEEP_MS=2500 agent ap1 2 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+[ "$ra" = 0 ] && [ "$rb" = 0 ] && [ ! -f "$d/sig.2.0" ] && [ ! -f "$d/env.2.1" ]
+verdict "nodes finishing 2.4 s apart: both exit 0, no worker stopped or restarted"
+unset FW_DIR
+
+# 9. The round closes but not even the first worker can start (its log directory cannot be
+# made): the node fails at once with exit 1 instead of waiting forever.
+PORT=$(free_port); RUN=nostart; mkdir -p "$TMP/nostart"; : > "$TMP/nostart/attempt_0"
+t0=$(date +%s%N)
+timeout -k 5 20 "$DDPRUN" --nnodes=1:2 --nproc_per_node=2 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$RUN" --rdzv_conf="$CONF" \
+    --log_dir "$TMP/nostart" "$FW" >"$TMP/nostart.out" 2>&1; rc=$?
+t1=$(date +%s%N)
+[ $rc = 1 ] && [ $(( (t1 - t0) / 1000000 )) -lt 10000 ] && grep -q "attempt_0/0" "$TMP/nostart.out"
+verdict "no worker can start after the rendezvous: exit 1 at once, naming the path"
+# 10. A run id longer than the server keeps is refused up front, naming the flag (it used to be cut
+# in the JOIN only: failures could not be reported and the other nodes exited 0).
+long_id=$(printf 'j%.0s' $(seq 200))
+timeout -k 5 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$(free_port)" --rdzv_id="$long_id" --rdzv_conf="$CONF" "$FW" \
+    >"$TMP/longid.out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q -- "--rdzv_id" "$TMP/longid.out"
+verdict "an --rdzv_id over 128 characters: exit 2 naming the flag"
 check "nothing left at the end" no_leftovers
 
 finish
