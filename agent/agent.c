@@ -40,6 +40,10 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
     w->status = status;
     w->exit_ms = ddp_now_ms();
     w->exit_wall = time(NULL);
+    /* Its process group goes with it, now: what the worker left there is orphaned, and the
+     * pgid must never be signalled later, when the number may belong to another process. */
+    kill(-w->pid, SIGKILL);
+    agent__guard_update(a, w->pid, 0);
     agent__stream_finish(w->out);
     agent__stream_finish(w->err);
     w->out = w->err = NULL;

@@ -95,12 +95,13 @@ static void note_failure(agent_t *a, agent_worker_t *w) {
 /* Kills whatever is left of the attempt: process groups (grandchildren) and orphans the agent
  * adopted as subreaper, so that no process of one attempt survives into the next. */
 static void sweep_leftovers(agent_t *a) {
+    /* Reaped workers took their process groups with them (agent.c, worker_exited); a worker
+     * still running here would be a bug, but its group is not left behind either. */
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
-        if (w->pid > 0) {
+        if (w->state == WORKER_RUNNING && w->pid > 0) {
             kill(-w->pid, SIGKILL);
             agent__guard_update(a, w->pid, 0);
-            w->pid = 0;
         }
     }
     agent__kill_adopted(a);
