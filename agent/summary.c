@@ -71,8 +71,8 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
         int sig = WTERMSIG(x->status);
         fprintf(f, "  exitcode  : -%d (pid: %d)\n", sig, (int)x->pid);
         fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
-        fprintf(f, "  traceback : Signal %d (SIG%s) received by PID %d\n", sig,
-                sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", (int)x->pid);
+        fprintf(f, "  traceback : Signal %d (%s) received by PID %d\n", sig,
+                launch_signal_name(sig), (int)x->pid);
     } else {
         int code = WEXITSTATUS(x->status);
         fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);
@@ -96,8 +96,8 @@ void agent__summary_print(agent_t *a) {
     const char *sep = "============================================================";
     const char *thin = "------------------------------------------------------------";
     /* Name the user's program (the script, not python3), as torchrun does. */
-    const char *prog = a->spec->prog_argv && a->spec->prog_argc > 0 ? a->spec->prog_argv[0]
-                                                                   : a->argv[0];
+    const char *prog =
+        a->spec->prog_argv && a->spec->prog_argc > 0 ? a->spec->prog_argv[0] : a->argv[0];
     fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, prog, thin);
     if (a->nfailures <= 1)
         fputs("  <NO_OTHER_FAILURES>\n", f);

@@ -67,8 +67,8 @@ static void fail_and_stop(agent_t *a, agent_worker_t *w) {
         /* The whole job restarts: the server ends the round for every node and counts it. */
         char what[RDZV_WHAT_MAX + 1];
         if (WIFSIGNALED(w->status))
-            snprintf(what, sizeof what, "rank %d (%.64s) killed by SIG%s", w->rank, a->hostname,
-                     sigabbrev_np(WTERMSIG(w->status)));
+            snprintf(what, sizeof what, "rank %d (%.64s) killed by %s", w->rank, a->hostname,
+                     launch_signal_name(WTERMSIG(w->status)));
         else
             snprintf(what, sizeof what, "rank %d (%.64s) exited with code %d", w->rank, a->hostname,
                      WEXITSTATUS(w->status));
@@ -188,7 +188,7 @@ static void begin_shutdown(agent_t *a, agent_worker_t *w) {
         finish(a, 128 + a->stop_signal);
         return;
     }
-    DDP_WARN("received SIG%s: forwarding it to %d worker(s)", sigabbrev_np(a->stop_signal),
+    DDP_WARN("received %s: forwarding it to %d worker(s)", launch_signal_name(a->stop_signal),
              a->running);
     agent__group_signal(a, a->stop_signal);
     start_kill_timer(a);
