@@ -36,6 +36,7 @@ typedef struct agent_stream {
     int tag;        /* prefix console lines with the rank (--tee) */
     int file_fd;    /* per-rank log file (--tee), or -1 */
     int closing;
+    int after_cr;   /* the last line out ended with CR (its LF may follow in the next read) */
     ddp_buf_t line; /* bytes after the last newline */
 } agent_stream_t;
 
@@ -108,10 +109,10 @@ struct agent {
     int64_t round;           /* DDPRUN_ROUND: the attempt, or the rendezvous round */
     int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
     struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
-    int running;     /* workers not yet reaped */
-    int succeeded;   /* workers of this attempt that exited 0 */
-    int exit_code;   /* what agent_run returns */
-    int stop_signal; /* signal that started a shutdown, else 0 */
+    int running;             /* workers not yet reaped */
+    int succeeded;           /* workers of this attempt that exited 0 */
+    int exit_code;           /* what agent_run returns */
+    int stop_signal;         /* signal that started a shutdown, else 0 */
     int kill_sent;
 
     agent_worker_t *workers;

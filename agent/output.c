@@ -68,6 +68,20 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (p[i] != '\n' && p[i] != '\r')
             continue;
+        /* CRLF is one line end; a lone CR (a progress bar) ends a line too. */
+        if (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n')
+            i++;
+        if (p[i] == '\n' && i == start && s->line.len == 0 && s->after_cr) {
+            /* The LF of a CRLF split across two reads: it belongs to the line already out. */
+            if (s->file_fd >= 0)
+                write_all(s->file_fd, p + i, 1);
+            if (s->console_fd >= 0)
+                write_all(s->console_fd, p + i, 1);
+            s->after_cr = 0;
+            start = i + 1;
+            continue;
+        }
+        s->after_cr = p[i] == '\r';
         if (s->line.len > 0) {
             if (ddp_buf_append(&s->line, p + start, i + 1 - start) == 0)
                 emit(s, s->line.data, s->line.len);

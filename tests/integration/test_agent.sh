@@ -170,6 +170,14 @@ check "--tee: each line carries the right rank" [ $tagok -eq 1 ]
 check "--tee: per-rank log files written" \
     [ "$(grep -c 'from rank 2' "$TMP/teelogs/attempt_0/2/stdout.log" 2>/dev/null)" = 300 ]
 
+# 12b. --tee with CRLF line ends (also split across writes): one tagged line each, no empty ones.
+printf '#!/bin/sh\nprintf "a\\r\\nb\\r\\n"; printf "c\\r"; sleep 0.1; printf "\\nd\\n"\n' > "$TMP/crlf.sh"
+chmod +x "$TMP/crlf.sh"
+run_ddprun "$TMP/crlf.out" --standalone --nproc_per_node=1 --tee 3 --log_dir "$TMP/crlflogs" \
+    "$TMP/crlf.sh"
+[ "$(grep -c '^\[rank0\]: ' "$TMP/crlf.out")" = 4 ] && ! grep -qE '^\[rank0\]: \r?$' "$TMP/crlf.out"
+verdict "--tee: CRLF ends one line (4 tagged lines, none empty)"
+
 # 13. --redirects: output only in files.
 FW_LINES=5 run_ddprun "$TMP/redir.out" --standalone --nproc_per_node=2 --redirects 3 \
     --log_dir "$TMP/redirlogs" "$FW"
