@@ -80,7 +80,7 @@ int agent__base_env_build(agent_t *a) {
         static int warned; /* once per run, not once per rendezvous round */
         if (!warned++)
             DDP_WARN("setting OMP_NUM_THREADS=1 for each worker to avoid overloading the machine; "
-                 "set it yourself to tune");
+                     "set it yourself to tune");
         rc = ddp_strv_setenv(e, "OMP_NUM_THREADS", "1");
     }
     rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_ADDR", "%s", a->store_addr);

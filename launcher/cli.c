@@ -758,7 +758,9 @@ static const opt_t *find_short(char ch) {
     return NULL;
 }
 
-static void print_version(void) { printf("ddprun %s\n", DDPRUN_VERSION); }
+static void print_version(void) {
+    printf("ddprun %s\n", DDPRUN_VERSION);
+}
 
 /* Applies one option occurrence. flag is the spelling shown in messages. */
 static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const char *val,

@@ -39,7 +39,9 @@ static int bad(ddp_err_t *err, const char *s, size_t off, const char *what) {
                        s, strlen(s) > QUOTE_MAX ? "..." : "", off, what);
 }
 
-static int is_sep(char c) { return c == ',' || isspace((unsigned char)c); }
+static int is_sep(char c) {
+    return c == ',' || isspace((unsigned char)c);
+}
 
 static int is_name_char(char c) {
     return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';

@@ -91,22 +91,22 @@ typedef enum {
 } launch_nproc_kind_t;
 
 typedef struct launch_spec {
-    int min_nodes, max_nodes;        /* --nnodes N or MIN:MAX; default 1:1 */
-    int node_rank;                   /* --node_rank; default 0 */
-    launch_nproc_kind_t nproc_kind;  /* --nproc_per_node kind */
-    int nproc_per_node;              /* resolved count (launch_nproc_resolve fills it) */
-    char *rdzv_backend;              /* "static" (default), "c10d" */
-    char *rdzv_endpoint;             /* host[:port]; NULL when not given */
-    char *rdzv_id;                   /* default "none" */
-    char *rdzv_conf;                 /* raw "k=v,..."; NULL when not given */
-    int standalone;                  /* --standalone */
-    int max_restarts;                /* default 0 */
-    double monitor_interval;         /* seconds; accepted for compatibility, default 0.1 */
-    char *role;                      /* default "default" */
-    char *log_dir;                   /* NULL = a fresh directory under $TMPDIR only when needed */
-    launch_std_map_t redirects;      /* -r/--redirects */
-    launch_std_map_t tee;            /* -t/--tee */
-    int *local_ranks_filter;         /* NULL = every rank shown on the console */
+    int min_nodes, max_nodes;       /* --nnodes N or MIN:MAX; default 1:1 */
+    int node_rank;                  /* --node_rank; default 0 */
+    launch_nproc_kind_t nproc_kind; /* --nproc_per_node kind */
+    int nproc_per_node;             /* resolved count (launch_nproc_resolve fills it) */
+    char *rdzv_backend;             /* "static" (default), "c10d" */
+    char *rdzv_endpoint;            /* host[:port]; NULL when not given */
+    char *rdzv_id;                  /* default "none" */
+    char *rdzv_conf;                /* raw "k=v,..."; NULL when not given */
+    int standalone;                 /* --standalone */
+    int max_restarts;               /* default 0 */
+    double monitor_interval;        /* seconds; accepted for compatibility, default 0.1 */
+    char *role;                     /* default "default" */
+    char *log_dir;                  /* NULL = a fresh directory under $TMPDIR only when needed */
+    launch_std_map_t redirects;     /* -r/--redirects */
+    launch_std_map_t tee;           /* -t/--tee */
+    int *local_ranks_filter;        /* NULL = every rank shown on the console */
     int n_local_ranks_filter;
     char *master_addr;               /* default "127.0.0.1" */
     int master_port;                 /* default 29500; -1 when not given explicitly */
@@ -116,16 +116,16 @@ typedef struct launch_spec {
     char *run_path;                  /* --run_path (script given as path under python3) */
     int signals[LAUNCH_MAX_SIGNALS]; /* --signals_to_handle, default TERM,INT,HUP,QUIT */
     int n_signals;
-    double shutdown_timeout;         /* seconds before SIGKILL; default 30 */
-    int verbose;                     /* -v count */
-    char *const *prog_argv;          /* training program and its args (borrowed from argv) */
+    double shutdown_timeout; /* seconds before SIGKILL; default 30 */
+    int verbose;             /* -v count */
+    char *const *prog_argv;  /* training program and its args (borrowed from argv) */
     int prog_argc;
     /* Added by the launcher module (cli.c): */
-    unsigned long long given;        /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
-    char *rdzv_host;                 /* host part of rdzv_endpoint (brackets of [v6] removed) */
-    int rdzv_port;                   /* port part of rdzv_endpoint; -1 when absent */
-    launch_rdzv_conf_t rdzv_opts;    /* rdzv_conf parsed and validated, defaults filled */
-    char *start_method;              /* --start_method spawn|fork|forkserver: accepted, unused */
+    unsigned long long given;     /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
+    char *rdzv_host;              /* host part of rdzv_endpoint (brackets of [v6] removed) */
+    int rdzv_port;                /* port part of rdzv_endpoint; -1 when absent */
+    launch_rdzv_conf_t rdzv_opts; /* rdzv_conf parsed and validated, defaults filled */
+    char *start_method;           /* --start_method spawn|fork|forkserver: accepted, unused */
 } launch_spec_t;
 
 /* Fills spec from argv and PET_* variables (command line wins). On a usage error returns

@@ -79,9 +79,7 @@ int launch_nproc_resolve(launch_spec_t *spec, ddp_err_t *err) {
             return ddp_err_set(err, DDP_EUSAGE, "--nproc_per_node: %d is not a positive count",
                                spec->nproc_per_node);
         return 0;
-    case LAUNCH_NPROC_CPU:
-        spec->nproc_per_node = launch_cpu_count();
-        return 0;
+    case LAUNCH_NPROC_CPU: spec->nproc_per_node = launch_cpu_count(); return 0;
     case LAUNCH_NPROC_GPU:
         n = launch_gpu_count(why, sizeof why);
         if (n <= 0)

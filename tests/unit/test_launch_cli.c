@@ -140,25 +140,41 @@ static void ck_nproc(const launch_spec_t *s) {
     assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
     assert_int_equal(s->nproc_per_node, 4);
 }
-static void ck_node_rank(const launch_spec_t *s) { assert_int_equal(s->node_rank, 3); }
-static void ck_backend(const launch_spec_t *s) { assert_string_equal(s->rdzv_backend, "c10d"); }
+static void ck_node_rank(const launch_spec_t *s) {
+    assert_int_equal(s->node_rank, 3);
+}
+static void ck_backend(const launch_spec_t *s) {
+    assert_string_equal(s->rdzv_backend, "c10d");
+}
 static void ck_endpoint(const launch_spec_t *s) {
     assert_string_equal(s->rdzv_endpoint, "head:1234");
     assert_string_equal(s->rdzv_host, "head");
     assert_int_equal(s->rdzv_port, 1234);
 }
-static void ck_id(const launch_spec_t *s) { assert_string_equal(s->rdzv_id, "job7"); }
+static void ck_id(const launch_spec_t *s) {
+    assert_string_equal(s->rdzv_id, "job7");
+}
 static void ck_conf(const launch_spec_t *s) {
     assert_string_equal(s->rdzv_conf, "join_timeout=5, is_host=1");
     assert_true(s->rdzv_opts.join_timeout == 5);
     assert_int_equal(s->rdzv_opts.is_host, 1);
     assert_true(s->rdzv_opts.read_timeout == 60);
 }
-static void ck_restarts(const launch_spec_t *s) { assert_int_equal(s->max_restarts, 3); }
-static void ck_monitor(const launch_spec_t *s) { assert_true(s->monitor_interval == 0.5); }
-static void ck_start(const launch_spec_t *s) { assert_string_equal(s->start_method, "fork"); }
-static void ck_role(const launch_spec_t *s) { assert_string_equal(s->role, "trainer"); }
-static void ck_log_dir(const launch_spec_t *s) { assert_string_equal(s->log_dir, "/tmp"); }
+static void ck_restarts(const launch_spec_t *s) {
+    assert_int_equal(s->max_restarts, 3);
+}
+static void ck_monitor(const launch_spec_t *s) {
+    assert_true(s->monitor_interval == 0.5);
+}
+static void ck_start(const launch_spec_t *s) {
+    assert_string_equal(s->start_method, "fork");
+}
+static void ck_role(const launch_spec_t *s) {
+    assert_string_equal(s->role, "trainer");
+}
+static void ck_log_dir(const launch_spec_t *s) {
+    assert_string_equal(s->log_dir, "/tmp");
+}
 static void ck_redirects(const launch_spec_t *s) {
     assert_int_equal(s->redirects.dflt, 3);
     assert_int_equal(s->redirects.n, 0);
@@ -175,16 +191,24 @@ static void ck_filter(const launch_spec_t *s) {
     assert_int_equal(s->local_ranks_filter[0], 0);
     assert_int_equal(s->local_ranks_filter[1], 2);
 }
-static void ck_maddr(const launch_spec_t *s) { assert_string_equal(s->master_addr, "10.0.0.1"); }
-static void ck_mport(const launch_spec_t *s) { assert_int_equal(s->master_port, 1234); }
-static void ck_laddr(const launch_spec_t *s) { assert_string_equal(s->local_addr, "n1"); }
+static void ck_maddr(const launch_spec_t *s) {
+    assert_string_equal(s->master_addr, "10.0.0.1");
+}
+static void ck_mport(const launch_spec_t *s) {
+    assert_int_equal(s->master_port, 1234);
+}
+static void ck_laddr(const launch_spec_t *s) {
+    assert_string_equal(s->local_addr, "n1");
+}
 static void ck_signals(const launch_spec_t *s) {
     assert_int_equal(s->n_signals, 3);
     assert_int_equal(s->signals[0], SIGUSR1);
     assert_int_equal(s->signals[1], SIGTERM);
     assert_int_equal(s->signals[2], SIGUSR2);
 }
-static void ck_shutdown(const launch_spec_t *s) { assert_true(s->shutdown_timeout == 5); }
+static void ck_shutdown(const launch_spec_t *s) {
+    assert_true(s->shutdown_timeout == 5);
+}
 
 static const flag_case_t value_flags[] = {
     {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
@@ -232,21 +256,11 @@ static void test_value_flags_all_spellings(void **state) {
             ddp_err_t e;
             int rc;
             switch (form) {
-            case 0:
-                rc = parse(&s, &e, eqd, "prog", END);
-                break;
-            case 1:
-                rc = parse(&s, &e, dashed, c->val, "prog", END);
-                break;
-            case 2:
-                rc = parse(&s, &e, equ, "prog", END);
-                break;
-            case 3:
-                rc = parse(&s, &e, under, c->val, "prog", END);
-                break;
-            default:
-                rc = parse_env(&s, &e, envp, "prog", END);
-                break;
+            case 0: rc = parse(&s, &e, eqd, "prog", END); break;
+            case 1: rc = parse(&s, &e, dashed, c->val, "prog", END); break;
+            case 2: rc = parse(&s, &e, equ, "prog", END); break;
+            case 3: rc = parse(&s, &e, under, c->val, "prog", END); break;
+            default: rc = parse_env(&s, &e, envp, "prog", END); break;
             }
             if (rc != 0)
                 print_error("%s form %d: %s\n", c->name, form, e.text);
