@@ -95,6 +95,26 @@ grep -qx TERM "$d/sig.0.0" && grep -qx TERM "$d/sig.1.0"
 verdict "every worker received SIGTERM"
 check "nothing left after SIGTERM" no_leftovers
 
+# 7a. SIGINT, SIGHUP and SIGQUIT are forwarded too, and ddprun exits 128+N.
+for sig in INT HUP QUIT; do
+    d=$TMP/sig$sig; mkdir -p "$d"
+    FW_DIR=$d FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 \
+        --shutdown_timeout=0.3 "$FW" >"$TMP/sig$sig.out" 2>&1 &
+    pid=$!
+    wait_for_files "$d/pid.0.0" "$d/pid.1.0"
+    sleep 0.1
+    kill -$sig "$(child_pid $pid)"
+    wait $pid; rc=$?
+    want=$((128 + $(kill -l $sig)))
+    # fake_worker records INT and HUP (and keeps running, so the shutdown timeout ends it);
+    # QUIT's default action ends it at once without a record.
+    if [ $sig = QUIT ]; then got=ok; else
+        grep -qx $sig "$d/sig.0.0" && grep -qx $sig "$d/sig.1.0" && got=ok || got=missing; fi
+    [ $rc -eq $want ] && [ $got = ok ]
+    verdict "SIG$sig reaches every worker; ddprun exits $want (got $rc, records $got)"
+done
+check "nothing left after INT/HUP/QUIT" no_leftovers
+
 # 7b. Slurm's linuxproc (or a shell's process group) signals the workers a moment before ddprun:
 # that is the job being stopped, not a failure to restart from.
 d=$TMP/extterm; mkdir -p "$d"
