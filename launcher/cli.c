@@ -248,6 +248,10 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
         if (ddp_parse_seconds(val, &d) < 0 || d <= 0)
             return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a positive number of seconds",
                                flag, key, VQ, val);
+        /* Timeouts become int milliseconds in the agent and the server: keep them in range. */
+        if (d < LAUNCH_RDZV_CONF_MIN_S || d > LAUNCH_RDZV_CONF_MAX_S)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is outside %g..%g seconds", flag,
+                               key, VQ, val, LAUNCH_RDZV_CONF_MIN_S, LAUNCH_RDZV_CONF_MAX_S);
         *secs[i].dst = d;
         return 0;
     }
@@ -1009,7 +1013,8 @@ void launch_usage(void) {
         "                              timeout=600 heartbeat|keep_alive_interval=5\n"
         "                              keep_alive_max_attempt=3 read_timeout=60 is_host=auto\n"
         "  --master_addr ADDR          static backend master (default 127.0.0.1)\n"
-        "  --master_port PORT          static backend port (default 29500 with several nodes; on one\n"
+        "  --master_port PORT          static backend port (default 29500 with several nodes; on "
+        "one\n"
         "                              node a free port, so that jobs never race for 29500)\n"
         "  --local_addr ADDR           this node's address as the others see it (default: host)\n"
         "\n"

@@ -56,6 +56,10 @@ typedef enum launch_opt {
 /* Nonzero when flag opt was given explicitly (command line, PET_*, or forced by --standalone). */
 #define LAUNCH_GIVEN(spec, opt) ((int)(((spec)->given >> (opt)) & 1u))
 
+/* Bounds of the --rdzv_conf durations: 1 ms to about 23 days (they become int milliseconds). */
+#define LAUNCH_RDZV_CONF_MIN_S 0.001
+#define LAUNCH_RDZV_CONF_MAX_S 2000000.0
+
 /* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
 typedef struct launch_rdzv_conf {
     double join_timeout;        /* 600 s */

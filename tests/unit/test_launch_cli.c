@@ -453,6 +453,9 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--rdzv_conf", "foo=1", "--rdzv_conf: unknown key 'foo'");
     expect_bad("--rdzv_conf", "join_timeout=-1", "--rdzv_conf: join_timeout='-1'");
     expect_bad("--rdzv_conf", "read_timeout=0", "--rdzv_conf: read_timeout='0'");
+    expect_bad("--rdzv_conf", "join_timeout=1e9", "--rdzv_conf: join_timeout='1e9' is outside");
+    expect_bad("--rdzv_conf", "keep_alive_interval=0.0001",
+               "keep_alive_interval='0.0001' is outside");
     expect_bad("--rdzv_conf", "timeout=abc", "--rdzv_conf: timeout='abc'");
     expect_bad("--rdzv_conf", "keep_alive_max_attempt=0", "keep_alive_max_attempt='0'");
     expect_bad("--rdzv_conf", "is_host=maybe", "--rdzv_conf: is_host='maybe'");
