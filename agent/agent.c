@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,11 +20,8 @@
 
 #include "ddp_log.h"
 #include "ddp_time.h"
+#include "rdzv_client.h"
 #include "rdzv_server.h"
-
-static int is_termination_signal(int sig) {
-    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
-}
 
 static agent_worker_t *worker_by_pid(agent_t *a, pid_t pid) {
     for (int i = 0; i < a->nproc; i++)
@@ -38,7 +34,6 @@ static agent_worker_t *worker_by_pid(agent_t *a, pid_t pid) {
 static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
     w->state = WORKER_EXITED;
     w->status = status;
-    w->exit_ms = ddp_now_ms();
     w->exit_wall = time(NULL);
     /* Its process group goes with it, now: what the worker left there is orphaned, and the
      * pgid must never be signalled later, when the number may belong to another process. */
@@ -86,7 +81,7 @@ static void on_sigchld(uv_signal_t *h, int sig) {
 
 static void on_signal(uv_signal_t *h, int sig) {
     agent_t *a = h->data;
-    if (!is_termination_signal(sig)) {
+    if (!agent__is_termination_signal(sig)) {
         /* SIGUSR1/SIGUSR2 and the like are messages for the workers (e.g. Slurm's --signal
          * warning before the time limit): forward them and carry on. */
         DDP_INFO("forwarding %s to the workers", launch_signal_name(sig));
@@ -234,33 +229,26 @@ static int run_dir_setup(agent_t *a) {
     return 0;
 }
 
-static int token_make(agent_t *a, uint8_t token[32]) {
-    size_t got = 0;
-    while (got < 32) {
-        ssize_t n = getrandom(token + got, 32 - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        got += (size_t)n;
-    }
-    for (int i = 0; i < 32; i++)
-        snprintf(a->token_hex + 2 * i, 3, "%02x", token[i]);
-    return 0;
-}
-
 /* One node: the job store on 127.0.0.1 with a fresh token only our workers receive, and a free
  * MASTER_PORT for PyTorch workers. Returns 0 or an exit code (logged). */
 static int local_store_start(agent_t *a, ddp_err_t *err) {
     const launch_spec_t *sp = a->spec;
     int rc;
-    uint8_t token[32];
-    if ((rc = token_make(a, token)) < 0) {
-        DDP_ERROR("unable to generate the job token: %s", strerror(-rc));
+    ddp_buf_t token = DDP_BUF_INIT, hex = DDP_BUF_INIT;
+    if ((rc = rdzv_token_generate(&token, 32, err)) < 0 ||
+        (rc = rdzv_token_to_hex(token.data, token.len, &hex)) < 0) {
+        DDP_ERROR("unable to generate the job token: %s",
+                  err->text[0] ? err->text : ddp_strerror(rc));
+        ddp_buf_free(&token);
         return AGENT_EXIT_INTERNAL;
     }
-    rdzv_server_opts_t so = {.host = "127.0.0.1", .port = 0, .token = token, .token_len = 32};
-    if ((rc = rdzv_server_start(a->loop, &so, &a->store, err)) < 0) {
+    snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
+    ddp_buf_free(&hex);
+    rdzv_server_opts_t so = {
+        .host = "127.0.0.1", .port = 0, .token = token.data, .token_len = token.len};
+    rc = rdzv_server_start(a->loop, &so, &a->store, err);
+    ddp_buf_free(&token); /* the server keeps its own copy */
+    if (rc < 0) {
         DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
         return AGENT_EXIT_INTERNAL;
     }

@@ -4,6 +4,7 @@
 #define AGENT_INT_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -30,7 +31,6 @@ typedef struct agent_worker agent_worker_t;
  * its uv_close callback, so a restart never waits for the previous attempt's pipes. */
 typedef struct agent_stream {
     uv_pipe_t pipe; /* must stay first: the handle's data points back here */
-    agent_t *agent;
     int rank;       /* global rank for the "[rankN]: " tag */
     int console_fd; /* 1 or 2, or -1 when this stream is not shown on the console */
     int tag;        /* prefix console lines with the rank (--tee) */
@@ -49,7 +49,6 @@ struct agent_worker {
     agent_worker_state_t state;
     int status;       /* wait status once exited */
     int exec_errno;   /* errno reported by a failed exec, else 0 */
-    uint64_t exit_ms; /* monotonic time of exit */
     time_t exit_wall; /* wall-clock time of exit (summary) */
     char error_file[PATH_MAX];
     agent_stream_t *out, *err;
@@ -86,7 +85,6 @@ typedef struct agent_failure {
     int status;
     int exec_errno;
     time_t when;
-    uint64_t when_ms;
     char error_file[PATH_MAX];
 } agent_failure_t;
 
@@ -110,10 +108,8 @@ struct agent {
     int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
     struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
     int running;             /* workers not yet reaped */
-    int succeeded;           /* workers of this attempt that exited 0 */
     int exit_code;           /* what agent_run returns */
     int stop_signal;         /* signal that started a shutdown, else 0 */
-    int kill_sent;
 
     agent_worker_t *workers;
     agent_failure_t *failures; /* failures of the current attempt, in order of exit */
@@ -132,6 +128,11 @@ struct agent {
     int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
     pid_t guard_pid;
 };
+
+/* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
+static inline int agent__is_termination_signal(int sig) {
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
 
 /* spawn.c: fork and exec every worker of attempt a->attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);

@@ -140,7 +140,6 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd,
     agent_stream_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         goto fail;
-    s->agent = a;
     s->rank = rank;
     s->console_fd = console_fd;
     s->tag = tag;

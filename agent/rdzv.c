@@ -178,26 +178,26 @@ static void on_conn_lost(void *arg, int status, const char *errtext) {
     store_lost(arg, errtext);
 }
 
+/* Parses a complete reply; rep->text must be freed by the caller. */
+static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep) {
+    memset(rep, 0, sizeof *rep);
+    size_t need = 0;
+    return rdzv__round_reply_parse(reply, len, rep, &need, NULL) > 0 ? 0 : DDP_EPROTO;
+}
+
 /* Parser for rdzv_aclient_raw: the length of one rendezvous reply. */
 static long round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
     (void)arg;
     rdzv_round_reply_t rep;
     memset(&rep, 0, sizeof rep);
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    long n = rdzv__round_reply_parse(buf, len, &rep, need, &err);
+    long n = rdzv__round_reply_parse(buf, len, &rep, need, NULL);
     ddp_buf_free(&rep.text);
     return n;
 }
 
-/* Parses a complete reply; rep->text must be freed by the caller. */
-static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep) {
-    memset(rep, 0, sizeof *rep);
-    size_t need = 0;
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    long n = rdzv__round_reply_parse(reply, len, rep, &need, &err);
-    return n > 0 ? 0 : DDP_EPROTO;
+/* The key the server SETs when round `round` ends (its value says why). */
+static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
+    snprintf(key, cap, "__rdzv/%s/end/%lld", r->a->spec->rdzv_id, (long long)round);
 }
 
 static void on_round_reason(void *arg, int status, const uint8_t *reply, size_t len,
@@ -224,7 +224,7 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
     /* The server stored why the round ended (a failure, a lost node, a scale-up) as the key's
      * value: say it, for the user watching this node. */
     char key[RDZV_RUN_ID_MAX + 64];
-    snprintf(key, sizeof key, "__rdzv/%s/end/%lld", r->a->spec->rdzv_id, (long long)r->watch_round);
+    end_key(r, r->watch_round, key, sizeof key);
     if (r->a->state == SUP_RUNNING)
         rdzv_aclient_get(r->watch, key, 0, on_round_reason, r, NULL);
     r->watch_round = -1;
@@ -234,7 +234,7 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
 /* Arms the watch for the end of round. */
 static void watch_round(struct agent_rdzv *r, int64_t round) {
     char key[RDZV_RUN_ID_MAX + 64];
-    snprintf(key, sizeof key, "__rdzv/%s/end/%lld", r->a->spec->rdzv_id, (long long)round);
+    end_key(r, round, key, sizeof key);
     const char *keys[1] = {key};
     ddp_err_t err;
     ddp_err_clear(&err);

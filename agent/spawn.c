@@ -244,19 +244,22 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     }
     unlink(w->error_file);
 
-    ddp_strv_t env = DDP_STRV_INIT;
-    for (size_t i = 0; i < a->base_env.n && rc == 0; i++)
-        rc = ddp_strv_push(&env, a->base_env.v[i]);
-    rc = rc ? rc : ddp_strv_setenv(&env, "RANK", "%d", w->rank);
-    rc = rc ? rc : ddp_strv_setenv(&env, "ROLE_RANK", "%d", w->rank);
-    rc = rc ? rc : ddp_strv_setenv(&env, "LOCAL_RANK", "%d", w->local_rank);
-    rc = rc ? rc : ddp_strv_setenv(&env, "TORCHELASTIC_RESTART_COUNT", "%d", a->attempt);
-    rc = rc ? rc : ddp_strv_setenv(&env, "TORCHELASTIC_ERROR_FILE", "%s", w->error_file);
-    rc = rc ? rc : ddp_strv_setenv(&env, "DDPRUN_ROUND", "%lld", (long long)a->round);
-    if (rc < 0) {
-        ddp_strv_free(&env);
-        return rc;
+    /* The worker's environment: the round's shared entries, borrowed from base_env (which
+     * holds none of these names: they are in owned_vars), then its own. */
+    ddp_strv_t own = DDP_STRV_INIT;
+    rc = ddp_strv_pushf(&own, "RANK=%d", w->rank);
+    rc = rc ? rc : ddp_strv_pushf(&own, "ROLE_RANK=%d", w->rank);
+    rc = rc ? rc : ddp_strv_pushf(&own, "LOCAL_RANK=%d", w->local_rank);
+    rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
+    rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
+    rc = rc ? rc : ddp_strv_pushf(&own, "DDPRUN_ROUND=%lld", (long long)a->round);
+    char **envp = rc ? NULL : malloc((a->base_env.n + own.n + 1) * sizeof *envp);
+    if (envp == NULL) {
+        ddp_strv_free(&own);
+        return rc ? rc : -ENOMEM;
     }
+    memcpy(envp, a->base_env.v, a->base_env.n * sizeof *envp);
+    memcpy(envp + a->base_env.n, own.v, (own.n + 1) * sizeof *envp); /* with the NULL */
 
     stream_plan_t out = {-1, -1, -1, -1, 0}, err = {-1, -1, -1, -1, 0};
     if ((rc = plan_stream(a, w, dir, 1, &out)) < 0 || (rc = plan_stream(a, w, dir, 2, &err)) < 0)
@@ -265,7 +268,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     /* posix_spawn's technique: clone(CLONE_VM | CLONE_VFORK) copies no page tables and resumes
      * the agent once the child has exec'd. Signals stay blocked across it so that no libuv
      * handler runs in the child before it resets them; the child clears its mask before exec. */
-    child_args_t args = {a, out.child_fd, err.child_fd, getpid(), env.v, 0};
+    child_args_t args = {a, out.child_fd, err.child_fd, getpid(), envp, 0};
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
@@ -301,22 +304,22 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     w->err = err.pipe_rd >= 0
                  ? agent__stream_open(a, err.pipe_rd, w->rank, err.console, err.tag, err.file_fd)
                  : NULL;
-    ddp_strv_free(&env);
+    free(envp);
+    ddp_strv_free(&own);
     DDP_DEBUG("started rank %d (local %d) pid %d", w->rank, w->local_rank, (int)pid);
     return 0;
 
 fail:
     plan_close(&out);
     plan_close(&err);
-    ddp_strv_free(&env);
+    free(envp);
+    ddp_strv_free(&own);
     return rc;
 }
 
 int agent__group_start(agent_t *a) {
     a->running = 0;
-    a->succeeded = 0;
     a->nfailures = 0;
-    a->kill_sent = 0;
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         w->local_rank = i;

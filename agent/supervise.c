@@ -26,20 +26,11 @@
 #include "rdzv_round_int.h"
 #include "rdzv_server.h"
 
-static int is_termination_signal(int sig) {
-    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
-}
-
 typedef void (*sup_action_t)(agent_t *a, agent_worker_t *w);
 
 static void do_nothing(agent_t *a, agent_worker_t *w) {
     (void)a;
     (void)w;
-}
-
-static void count_ok(agent_t *a, agent_worker_t *w) {
-    (void)w;
-    a->succeeded++;
 }
 
 static void record_failure(agent_t *a, agent_worker_t *w) {
@@ -50,7 +41,6 @@ static void record_failure(agent_t *a, agent_worker_t *w) {
     f->status = w->status;
     f->exec_errno = w->exec_errno;
     f->when = w->exit_wall;
-    f->when_ms = w->exit_ms;
     snprintf(f->error_file, sizeof f->error_file, "%s", w->error_file);
 }
 
@@ -155,7 +145,7 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     if (delay > AGENT_RESTART_CAP_MS)
         delay = AGENT_RESTART_CAP_MS;
     int st = a->failures[0].status;
-    if (WIFSIGNALED(st) && is_termination_signal(WTERMSIG(st)) &&
+    if (WIFSIGNALED(st) && agent__is_termination_signal(WTERMSIG(st)) &&
         delay < AGENT_EXTERNAL_TERM_GRACE_MS)
         delay = AGENT_EXTERNAL_TERM_GRACE_MS;
     /* The restart itself is announced when it happens: a signal may still cancel it. */
@@ -199,7 +189,6 @@ static void escalate(agent_t *a, agent_worker_t *w) {
     (void)w;
     DDP_WARN("second signal: killing %d worker(s) now", a->running);
     agent__group_signal(a, SIGKILL);
-    a->kill_sent = 1;
 }
 
 static void kill_all(agent_t *a, agent_worker_t *w) {
@@ -207,7 +196,6 @@ static void kill_all(agent_t *a, agent_worker_t *w) {
     DDP_WARN("%d worker(s) still running after --shutdown_timeout=%gs: sending SIGKILL", a->running,
              a->spec->shutdown_timeout);
     agent__group_signal(a, SIGKILL);
-    a->kill_sent = 1;
 }
 
 static void finish_shutdown(agent_t *a, agent_worker_t *w) {
@@ -277,11 +265,11 @@ static void barrier_done(agent_t *a, agent_worker_t *w) {
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     /*               WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
      *               JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE */
-    [SUP_RUNNING] =  {count_ok,   fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
+    [SUP_RUNNING] =  {do_nothing, fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
                       do_nothing, round_ended,   rdzv_failed,     do_nothing},
-    [SUP_STOPPING] = {count_ok,   note_failure,  restart_or_fail, begin_shutdown, kill_all,
+    [SUP_STOPPING] = {do_nothing, note_failure,  restart_or_fail, begin_shutdown, kill_all,
                       do_nothing, do_nothing,    rdzv_failed,     do_nothing},
-    [SUP_SHUTDOWN] = {count_ok,   note_failure,  finish_shutdown, escalate,       kill_all,
+    [SUP_SHUTDOWN] = {do_nothing, note_failure,  finish_shutdown, escalate,       kill_all,
                       do_nothing, do_nothing,    do_nothing,      do_nothing},
     [SUP_JOINING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                       joined,     do_nothing,    rdzv_failed,     do_nothing},
