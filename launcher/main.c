@@ -66,14 +66,6 @@ int main(int argc, char **argv) {
     }
     if ((rc = launch_nproc_resolve(&spec, &err)) < 0)
         goto usage;
-    /* Defaults the parser leaves unset ("not given"). */
-    if (spec.master_addr == NULL && (spec.master_addr = strdup("127.0.0.1")) == NULL)
-        goto nomem;
-    if (spec.role == NULL && (spec.role = strdup("default")) == NULL)
-        goto nomem;
-    if (spec.rdzv_id == NULL && (spec.rdzv_id = strdup("none")) == NULL)
-        goto nomem;
-
     launch_argv_t prog;
     if ((rc = launch_program_argv(&spec, &prog, &err)) < 0)
         goto usage;
