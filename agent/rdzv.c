@@ -185,16 +185,6 @@ static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep
     return rdzv__round_reply_parse(reply, len, rep, &need, NULL) > 0 ? 0 : DDP_EPROTO;
 }
 
-/* Parser for rdzv_aclient_raw: the length of one rendezvous reply. */
-static long round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
-    (void)arg;
-    rdzv_round_reply_t rep;
-    memset(&rep, 0, sizeof rep);
-    long n = rdzv__round_reply_parse(buf, len, &rep, need, NULL);
-    ddp_buf_free(&rep.text);
-    return n;
-}
-
 /* The key the server SETs when round `round` ends (its value says why). */
 static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
     snprintf(key, cap, "__rdzv/%s/end/%lld", r->a->spec->rdzv_id, (long long)round);
@@ -315,7 +305,7 @@ void agent__rdzv_join(agent_t *a) {
     snprintf(what, sizeof what, "RDZV_JOIN run '%s'", sp->rdzv_id);
     int rc = rdzv__join_req_encode(&frame, &req);
     if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, round_reply_len, RDZV_ACLIENT_PARKS,
+        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, RDZV_ACLIENT_PARKS,
                               (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS, what, on_join, r,
                               &err);
     ddp_buf_free(&frame);
@@ -347,8 +337,8 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     ddp_err_clear(&err);
     int rc = rdzv__fail_req_encode(&frame, a->spec->rdzv_id, a->round, what);
     if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_FAIL", on_fail_reply, r,
-                              &err);
+        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, 0, -1, "RDZV_FAIL",
+                              on_fail_reply, r, &err);
     ddp_buf_free(&frame);
     if (rc < 0)
         DDP_WARN("unable to report the failure to the rendezvous: %s",
@@ -369,8 +359,8 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
 static void heartbeat_send(struct agent_rdzv *r) {
     ddp_buf_t frame = DDP_BUF_INIT;
     if (rdzv__heartbeat_req_encode(&frame, r->a->spec->rdzv_id) == 0 &&
-        rdzv_aclient_raw(r->ctl, &frame, round_reply_len, 0, -1, "RDZV_HEARTBEAT", on_heartbeat, r,
-                         NULL) == 0) {
+        rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, 0, -1, "RDZV_HEARTBEAT",
+                         on_heartbeat, r, NULL) == 0) {
         r->hb_pending = 1;
         r->hb_sent_ms = uv_now(r->a->loop);
     }

@@ -21,15 +21,6 @@ typedef struct status_req {
     char errtext[512];
 } status_req_t;
 
-static long reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
-    (void)arg;
-    rdzv_round_reply_t rep;
-    memset(&rep, 0, sizeof rep);
-    long n = rdzv__round_reply_parse(buf, len, &rep, need, NULL);
-    ddp_buf_free(&rep.text);
-    return n;
-}
-
 static void on_reply(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
     status_req_t *q = arg;
     q->done = 1;
@@ -154,7 +145,8 @@ int launch_status_main(int argc, char **argv) {
     ddp_buf_t frame = DDP_BUF_INIT;
     if (rdzv_aclient_connect(&loop, &co, on_connect, &q, &c, &err) < 0 ||
         rdzv__status_req_encode(&frame, id) < 0 ||
-        rdzv_aclient_raw(c, &frame, reply_len, 0, -1, "RDZV_STATUS", on_reply, &q, &err) < 0) {
+        rdzv_aclient_raw(c, &frame, rdzv__round_reply_len, 0, -1, "RDZV_STATUS", on_reply, &q,
+                         &err) < 0) {
         q.done = 1;
         q.rc = DDP_EPROTO;
         snprintf(q.errtext, sizeof q.errtext, "%s", err.text);

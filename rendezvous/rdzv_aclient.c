@@ -1080,6 +1080,12 @@ size_t rdzv_aclient_pending(const rdzv_aclient_t *c) {
     return c->npending;
 }
 
+/* Starts r's frame: the command byte, then the key blob. */
+static int put_cmd_key(req_t *r, uint8_t cmd, const char *key) {
+    int rc = rdzv__put_u8(&r->frame, cmd);
+    return rc ? rc : rdzv__put_blob(&r->frame, key, strlen(key));
+}
+
 static int value_ok(rdzv_aclient_t *c, req_t *r, size_t len, ddp_err_t *err) {
     if (len <= RDZV_MAX_VALUE_LEN)
         return 0;
@@ -1098,8 +1104,7 @@ int rdzv_aclient_set(rdzv_aclient_t *c, const char *key, const void *val, size_t
     if (rc < 0)
         return rc;
     r->nonce = ++c->ping_seq;
-    rc = rdzv__put_u8(&r->frame, RDZV_CMD_SET);
-    rc = rc ? rc : rdzv__put_blob(&r->frame, key, strlen(key));
+    rc = put_cmd_key(r, RDZV_CMD_SET, key);
     rc = rc ? rc : rdzv__put_blob(&r->frame, val, len);
     /* SET has no reply; the PING behind it is answered only after the SET was applied. */
     rc = rc ? rc : rdzv__put_u8(&r->frame, RDZV_CMD_PING);
@@ -1115,8 +1120,7 @@ int rdzv_aclient_get(rdzv_aclient_t *c, const char *key, int timeout_ms, rdzv_ac
         return rc;
     r->parks = timeout_ms != 0;
     r->timeout_ms = timeout_ms;
-    rc = rdzv__put_u8(&r->frame, RDZV_CMD_GET_WAIT);
-    rc = rc ? rc : rdzv__put_blob(&r->frame, key, strlen(key));
+    rc = put_cmd_key(r, RDZV_CMD_GET_WAIT, key);
     rc = rc ? rc : rdzv__put_u8(&r->frame, timeout_ms == 0 ? RDZV_GETW_NOWAIT : RDZV_GETW_BLOCK);
     return submit(c, r, rc, err);
 }
@@ -1127,8 +1131,7 @@ int rdzv_aclient_add(rdzv_aclient_t *c, const char *key, int64_t delta, rdzv_acb
     int rc = req_new(c, K_ADD, "ADD", key, cb, arg, &r, err);
     if (rc < 0)
         return rc;
-    rc = rdzv__put_u8(&r->frame, RDZV_CMD_ADD);
-    rc = rc ? rc : rdzv__put_blob(&r->frame, key, strlen(key));
+    rc = put_cmd_key(r, RDZV_CMD_ADD, key);
     rc = rc ? rc : rdzv__put_i64(&r->frame, delta);
     return submit(c, r, rc, err);
 }
@@ -1177,8 +1180,7 @@ int rdzv_aclient_compare_set(rdzv_aclient_t *c, const char *key, const void *exp
     rc = value_ok(c, r, expected_len > desired_len ? expected_len : desired_len, err);
     if (rc < 0)
         return rc;
-    rc = rdzv__put_u8(&r->frame, RDZV_CMD_COMPARE_SET);
-    rc = rc ? rc : rdzv__put_blob(&r->frame, key, strlen(key));
+    rc = put_cmd_key(r, RDZV_CMD_COMPARE_SET, key);
     rc = rc ? rc : rdzv__put_blob(&r->frame, expected, expected_len);
     rc = rc ? rc : rdzv__put_blob(&r->frame, desired, desired_len);
     return submit(c, r, rc, err);
@@ -1190,8 +1192,7 @@ int rdzv_aclient_delete(rdzv_aclient_t *c, const char *key, rdzv_acb_t cb, void 
     int rc = req_new(c, K_DELETE, "DELETE_KEY", key, cb, arg, &r, err);
     if (rc < 0)
         return rc;
-    rc = rdzv__put_u8(&r->frame, RDZV_CMD_DELETE_KEY);
-    rc = rc ? rc : rdzv__put_blob(&r->frame, key, strlen(key));
+    rc = put_cmd_key(r, RDZV_CMD_DELETE_KEY, key);
     return submit(c, r, rc, err);
 }
 

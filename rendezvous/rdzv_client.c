@@ -147,8 +147,7 @@ static int recv_exact(rdzv_client_t *c, void *dst, size_t n, uint64_t deadline) 
 static int reply_ready(rdzv_client_t *c, uint64_t deadline) {
     if (c->roff < c->rlen)
         return 1;
-    int rc = wait_fd(c->fd, POLLIN, deadline);
-    return rc;
+    return wait_fd(c->fd, POLLIN, deadline);
 }
 
 static int recv_u8(rdzv_client_t *c, uint8_t *v, uint64_t deadline) {
@@ -207,6 +206,47 @@ static int check_usable(rdzv_client_t *c, ddp_err_t *err) {
 
 static int put_key(rdzv_client_t *c, const char *key) {
     return rdzv__put_blob(&c->w, key, strlen(key));
+}
+
+/* Records a failed encode (the only cause is memory); the stream is untouched, so the client
+ * stays usable. */
+static int oom(rdzv_client_t *c, int rc, ddp_err_t *err) {
+    return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+}
+
+static int check_count(rdzv_client_t *c, size_t n, ddp_err_t *err) {
+    if (n > RDZV_MAX_KEYS_PER_REQ)
+        return ddp_err_set(err, DDP_ETOOBIG, "%s: %zu keys in one request (limit %zu)", c->peer, n,
+                           RDZV_MAX_KEYS_PER_REQ);
+    return 0;
+}
+
+static int check_value(rdzv_client_t *c, size_t len, ddp_err_t *err) {
+    if (len > RDZV_MAX_VALUE_LEN)
+        return ddp_err_set(err, DDP_ETOOBIG, "%s: value of %zu bytes over the %zu limit", c->peer,
+                           len, RDZV_MAX_VALUE_LEN);
+    return 0;
+}
+
+/* Starts a request in c->w with its command byte once the client is known to be usable. */
+static int begin_req(rdzv_client_t *c, uint8_t cmd, ddp_err_t *err) {
+    int rc = check_usable(c, err);
+    if (rc < 0)
+        return rc;
+    rc = rdzv__put_u8(&c->w, cmd);
+    return rc < 0 ? oom(c, rc, err) : 0;
+}
+
+/* Starts a one-key request in c->w: the client usable and the key within limits, checked
+ * before anything is encoded, then cmd and key. */
+static int begin_key_req(rdzv_client_t *c, uint8_t cmd, const char *key, ddp_err_t *err) {
+    int rc = check_usable(c, err);
+    rc = rc ? rc : check_key(c, key, err);
+    if (rc < 0)
+        return rc;
+    rc = rdzv__put_u8(&c->w, cmd);
+    rc = rc ? rc : put_key(c, key);
+    return rc < 0 ? oom(c, rc, err) : 0;
 }
 
 /* Sends the request in c->w within the I/O timeout. */
@@ -291,7 +331,7 @@ static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *e
         rc = rc ? rc : rdzv__put_u32(&c->w, c->ping_seq);
     }
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+        return oom(c, rc, err);
     rc = send_all(c, dl);
     if (rc < 0)
         return fail(c, rc, err, "the handshake");
@@ -415,38 +455,25 @@ int rdzv_client_authenticated(const rdzv_client_t *c) {
 
 /* ---- commands ---- */
 
-int rdzv_client_set(rdzv_client_t *c, const char *key, const void *val, size_t len,
-                    ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : check_key(c, key, err);
+/* SET and APPEND: key and value, no reply. */
+static int send_key_value(rdzv_client_t *c, uint8_t cmd, const char *key, const void *val,
+                          size_t len, ddp_err_t *err) {
+    int rc = begin_key_req(c, cmd, key, err);
+    rc = rc ? rc : check_value(c, len, err);
     if (rc < 0)
         return rc;
-    if (len > RDZV_MAX_VALUE_LEN)
-        return ddp_err_set(err, DDP_ETOOBIG, "%s: value of %zu bytes over the %zu limit", c->peer,
-                           len, RDZV_MAX_VALUE_LEN);
-    rc = rdzv__put_u8(&c->w, RDZV_CMD_SET);
-    rc = rc ? rc : put_key(c, key);
-    rc = rc ? rc : rdzv__put_blob(&c->w, val, len);
-    if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
-    return send_req(c, "SET", err);
+    rc = rdzv__put_blob(&c->w, val, len);
+    return rc < 0 ? oom(c, rc, err) : send_req(c, rdzv__cmd_name(cmd), err);
+}
+
+int rdzv_client_set(rdzv_client_t *c, const char *key, const void *val, size_t len,
+                    ddp_err_t *err) {
+    return send_key_value(c, RDZV_CMD_SET, key, val, len, err);
 }
 
 int rdzv_client_append(rdzv_client_t *c, const char *key, const void *val, size_t len,
                        ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : check_key(c, key, err);
-    if (rc < 0)
-        return rc;
-    if (len > RDZV_MAX_VALUE_LEN)
-        return ddp_err_set(err, DDP_ETOOBIG, "%s: value of %zu bytes over the %zu limit", c->peer,
-                           len, RDZV_MAX_VALUE_LEN);
-    rc = rdzv__put_u8(&c->w, RDZV_CMD_APPEND);
-    rc = rc ? rc : put_key(c, key);
-    rc = rc ? rc : rdzv__put_blob(&c->w, val, len);
-    if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
-    return send_req(c, "APPEND", err);
+    return send_key_value(c, RDZV_CMD_APPEND, key, val, len, err);
 }
 
 /* After a wait ran out: CANCEL_WAIT and read what comes back. *released is set to 1 when the
@@ -457,7 +484,7 @@ static int cancel_wait(rdzv_client_t *c, int getw, ddp_buf_t *got, int *released
     uint64_t dl = deadline_in(c->io_timeout_ms);
     int rc = rdzv__put_u8(&c->w, RDZV_CMD_CANCEL_WAIT);
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+        return oom(c, rc, err);
     rc = send_req(c, "CANCEL_WAIT", err);
     if (rc < 0)
         return rc;
@@ -481,16 +508,13 @@ static int cancel_wait(rdzv_client_t *c, int getw, ddp_buf_t *got, int *released
 
 int rdzv_client_get(rdzv_client_t *c, const char *key, int timeout_ms, ddp_buf_t *out,
                     ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : check_key(c, key, err);
+    int rc = begin_key_req(c, RDZV_CMD_GET_WAIT, key, err);
     if (rc < 0)
         return rc;
     char kr[100];
-    rc = rdzv__put_u8(&c->w, RDZV_CMD_GET_WAIT);
-    rc = rc ? rc : put_key(c, key);
-    rc = rc ? rc : rdzv__put_u8(&c->w, timeout_ms == 0 ? RDZV_GETW_NOWAIT : RDZV_GETW_BLOCK);
+    rc = rdzv__put_u8(&c->w, timeout_ms == 0 ? RDZV_GETW_NOWAIT : RDZV_GETW_BLOCK);
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+        return oom(c, rc, err);
     rc = send_req(c, "GET", err);
     if (rc < 0)
         return rc;
@@ -526,19 +550,16 @@ int rdzv_client_get(rdzv_client_t *c, const char *key, int timeout_ms, ddp_buf_t
 int rdzv_client_compare_set(rdzv_client_t *c, const char *key, const void *expected,
                             size_t expected_len, const void *desired, size_t desired_len,
                             ddp_buf_t *out, ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : check_key(c, key, err);
+    int rc = begin_key_req(c, RDZV_CMD_COMPARE_SET, key, err);
     if (rc < 0)
         return rc;
     if (expected_len > RDZV_MAX_VALUE_LEN || desired_len > RDZV_MAX_VALUE_LEN)
         return ddp_err_set(err, DDP_ETOOBIG, "%s: value over the %zu-byte limit", c->peer,
                            RDZV_MAX_VALUE_LEN);
-    rc = rdzv__put_u8(&c->w, RDZV_CMD_COMPARE_SET);
-    rc = rc ? rc : put_key(c, key);
-    rc = rc ? rc : rdzv__put_blob(&c->w, expected, expected_len);
+    rc = rdzv__put_blob(&c->w, expected, expected_len);
     rc = rc ? rc : rdzv__put_blob(&c->w, desired, desired_len);
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+        return oom(c, rc, err);
     rc = send_req(c, "COMPARE_SET", err);
     if (rc < 0)
         return rc;
@@ -548,15 +569,12 @@ int rdzv_client_compare_set(rdzv_client_t *c, const char *key, const void *expec
 
 int rdzv_client_add(rdzv_client_t *c, const char *key, int64_t delta, int64_t *result,
                     ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : check_key(c, key, err);
+    int rc = begin_key_req(c, RDZV_CMD_ADD, key, err);
     if (rc < 0)
         return rc;
-    rc = rdzv__put_u8(&c->w, RDZV_CMD_ADD);
-    rc = rc ? rc : put_key(c, key);
-    rc = rc ? rc : rdzv__put_i64(&c->w, delta);
+    rc = rdzv__put_i64(&c->w, delta);
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+        return oom(c, rc, err);
     rc = send_req(c, "ADD", err);
     if (rc < 0)
         return rc;
@@ -579,23 +597,22 @@ int rdzv_client_add(rdzv_client_t *c, const char *key, int64_t delta, int64_t *r
 
 /* Appends a u64 count and the keys. */
 static int put_keys(rdzv_client_t *c, const char *const *keys, size_t n, ddp_err_t *err) {
-    if (n > RDZV_MAX_KEYS_PER_REQ)
-        return ddp_err_set(err, DDP_ETOOBIG, "%s: %zu keys in one request (limit %zu)", c->peer, n,
-                           RDZV_MAX_KEYS_PER_REQ);
-    int rc = rdzv__put_u64(&c->w, n);
+    int rc = check_count(c, n, err);
+    if (rc < 0)
+        return rc;
+    rc = rdzv__put_u64(&c->w, n);
     for (size_t i = 0; i < n && rc == 0; i++) {
         rc = check_key(c, keys[i], err);
         if (rc < 0)
             return rc;
         rc = put_key(c, keys[i]);
     }
-    return rc < 0 ? ddp_err_set(err, rc, "%s: out of memory", c->peer) : 0;
+    return rc < 0 ? oom(c, rc, err) : 0;
 }
 
 int rdzv_client_check(rdzv_client_t *c, const char *const *keys, size_t n, int *ready,
                       ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_CHECK);
+    int rc = begin_req(c, RDZV_CMD_CHECK, err);
     rc = rc ? rc : put_keys(c, keys, n, err);
     rc = rc ? rc : send_req(c, "CHECK", err);
     if (rc < 0)
@@ -610,8 +627,7 @@ int rdzv_client_check(rdzv_client_t *c, const char *const *keys, size_t n, int *
 
 int rdzv_client_wait(rdzv_client_t *c, const char *const *keys, size_t n, int timeout_ms,
                      ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_WAIT);
+    int rc = begin_req(c, RDZV_CMD_WAIT, err);
     rc = rc ? rc : put_keys(c, keys, n, err);
     rc = rc ? rc : send_req(c, "WAIT", err);
     if (rc < 0)
@@ -646,8 +662,7 @@ int rdzv_client_wait(rdzv_client_t *c, const char *const *keys, size_t n, int ti
 }
 
 int rdzv_client_num_keys(rdzv_client_t *c, int64_t *n, ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_GETNUMKEYS);
+    int rc = begin_req(c, RDZV_CMD_GETNUMKEYS, err);
     rc = rc ? rc : send_req(c, "GETNUMKEYS", err);
     if (rc < 0)
         return rc;
@@ -656,10 +671,7 @@ int rdzv_client_num_keys(rdzv_client_t *c, int64_t *n, ddp_err_t *err) {
 }
 
 int rdzv_client_delete(rdzv_client_t *c, const char *key, int *deleted, ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : check_key(c, key, err);
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_DELETE_KEY);
-    rc = rc ? rc : put_key(c, key);
+    int rc = begin_key_req(c, RDZV_CMD_DELETE_KEY, key, err);
     rc = rc ? rc : send_req(c, "DELETE_KEY", err);
     if (rc < 0)
         return rc;
@@ -679,8 +691,7 @@ int rdzv_client_multi_get(rdzv_client_t *c, const char *const *keys, size_t n, i
         if (rc < 0)
             return rc;
     }
-    int rc = check_usable(c, err);
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_MULTI_GET);
+    int rc = begin_req(c, RDZV_CMD_MULTI_GET, err);
     rc = rc ? rc : put_keys(c, keys, n, err);
     rc = rc ? rc : send_req(c, "MULTI_GET", err);
     if (rc < 0)
@@ -697,25 +708,21 @@ int rdzv_client_multi_get(rdzv_client_t *c, const char *const *keys, size_t n, i
 int rdzv_client_multi_set(rdzv_client_t *c, const char *const *keys, const void *const *vals,
                           const size_t *lens, size_t n, ddp_err_t *err) {
     int rc = check_usable(c, err);
+    rc = rc ? rc : check_count(c, n, err);
     if (rc < 0)
         return rc;
-    if (n > RDZV_MAX_KEYS_PER_REQ)
-        return ddp_err_set(err, DDP_ETOOBIG, "%s: %zu keys in one request (limit %zu)", c->peer, n,
-                           RDZV_MAX_KEYS_PER_REQ);
     rc = rdzv__put_u8(&c->w, RDZV_CMD_MULTI_SET);
     rc = rc ? rc : rdzv__put_u64(&c->w, n);
     for (size_t i = 0; i < n && rc == 0; i++) {
         rc = check_key(c, keys[i], err);
+        rc = rc ? rc : check_value(c, lens[i], err);
         if (rc < 0)
             return rc;
-        if (lens[i] > RDZV_MAX_VALUE_LEN)
-            return ddp_err_set(err, DDP_ETOOBIG, "%s: value of %zu bytes over the %zu limit",
-                               c->peer, lens[i], RDZV_MAX_VALUE_LEN);
         rc = put_key(c, keys[i]);
         rc = rc ? rc : rdzv__put_blob(&c->w, vals[i], lens[i]);
     }
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", c->peer);
+        return oom(c, rc, err);
     if (c->w.len > RDZV_MAX_FRAME_LEN)
         return ddp_err_set(err, DDP_ETOOBIG, "%s: MULTI_SET of %zu bytes over the %zu frame limit",
                            c->peer, c->w.len, RDZV_MAX_FRAME_LEN);
@@ -723,11 +730,14 @@ int rdzv_client_multi_set(rdzv_client_t *c, const char *const *keys, const void 
 }
 
 int rdzv_client_ping(rdzv_client_t *c, ddp_err_t *err) {
-    int rc = check_usable(c, err);
+    int rc = begin_req(c, RDZV_CMD_PING, err);
+    if (rc < 0)
+        return rc;
     uint32_t nonce = ++c->ping_seq;
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_PING);
-    rc = rc ? rc : rdzv__put_u32(&c->w, nonce);
-    rc = rc ? rc : send_req(c, "PING", err);
+    rc = rdzv__put_u32(&c->w, nonce);
+    if (rc < 0)
+        return oom(c, rc, err);
+    rc = send_req(c, "PING", err);
     if (rc < 0)
         return rc;
     uint32_t echo;
@@ -742,8 +752,7 @@ int rdzv_client_ping(rdzv_client_t *c, ddp_err_t *err) {
 }
 
 int rdzv_client_stats(rdzv_client_t *c, ddp_buf_t *out, ddp_err_t *err) {
-    int rc = check_usable(c, err);
-    rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_STATS);
+    int rc = begin_req(c, RDZV_CMD_STATS, err);
     rc = rc ? rc : send_req(c, "STATS", err);
     if (rc < 0)
         return rc;

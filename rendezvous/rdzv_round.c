@@ -1272,3 +1272,12 @@ long rdzv__round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t 
         *need = c.need;
     return rc;
 }
+
+long rdzv__round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
+    (void)arg;
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    long n = rdzv__round_reply_parse(buf, len, &rep, need, NULL);
+    ddp_buf_free(&rep.text);
+    return n;
+}

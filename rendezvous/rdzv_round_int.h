@@ -253,4 +253,9 @@ typedef struct rdzv_round_reply {
 long rdzv__round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *rep, size_t *need,
                              ddp_err_t *err);
 
+/* How long the rendezvous reply at the start of buf[0..len) is: a reply parser for
+ * rdzv_aclient_raw (arg unused). Returns the length, 0 with *need set when incomplete, or a
+ * negative code for a malformed reply. */
+long rdzv__round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need);
+
 #endif

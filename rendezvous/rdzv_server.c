@@ -1129,11 +1129,12 @@ static size_t process(conn_t *c, const uint8_t *buf, size_t len) {
         rdzv_req_t req;
         long n = rdzv__frame_parse(buf + off, len - off, &s->lim, &req, &need, &err);
         if (n < 0) {
-            if (strcmp(rdzv__cmd_name(buf[off]), "UNKNOWN") == 0)
+            const char *name = rdzv__cmd_name(buf[off]);
+            if (strcmp(name, "UNKNOWN") == 0)
                 conn_fail(c, &s->st.bad_frames, "malformed frame: %s", err.text);
             else
-                conn_fail(c, &s->st.bad_frames, "malformed %s frame: %s (byte %ld)",
-                          rdzv__cmd_name(buf[off]), err.text, err.offset);
+                conn_fail(c, &s->st.bad_frames, "malformed %s frame: %s (byte %ld)", name, err.text,
+                          err.offset);
             break;
         }
         if (n == 0) {
