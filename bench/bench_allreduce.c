@@ -111,6 +111,7 @@ static int run_rank(const opts_t *o) {
                "busbw(GB/s)", "#wrong");
     }
     double last_busbw = 0;
+    int bad = 0; /* a wrong sum at any size fails the run, not only at the last one */
     for (int64_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 2) {
         size_t count = (size_t)bytes / sizeof(float);
         /* Correctness: every rank contributes rank + 1, so every value must be n(n+1)/2. */
@@ -141,16 +142,20 @@ static int run_rank(const opts_t *o) {
         if (fw > 100000)
             fw = 100000;
         if (gpu) {
-            /* The count travels through the store: NCCL broadcasts device memory only. */
-            char v[32];
-            size_t vl = 0;
-            snprintf(v, sizeof v, "%.0f", fw);
+            /* The count travels through the store: NCCL broadcasts device memory only. Every rank
+             * must make the same number of calls, so a rank that misses it stops here. */
             char key[64];
+            size_t vl = 0;
             snprintf(key, sizeof key, "bench/iters/%lld", (long long)bytes);
-            if (rank == 0)
-                ddpw_store_set(w, key, v, strlen(v) + 1, NULL);
-            else if (ddpw_store_get(w, key, v, sizeof v, &vl, -1, NULL) == 0)
-                fw = (float)atof(v);
+            rc = rank == 0 ? ddpw_store_set(w, key, &fw, sizeof fw, &e)
+                           : ddpw_store_get(w, key, &fw, sizeof fw, &vl, -1, &e);
+            if (rc == 0 && vl != sizeof fw && rank != 0)
+                rc = -EPROTO;
+            if (rc != 0) {
+                fprintf(stderr, "rank %d: iteration count (store key %s): %s\n", rank, key,
+                        e.code != 0 ? e.text : ddp_strerror(rc));
+                return 1;
+            }
         } else
             ddpw_broadcast(w, &fw, sizeof fw, 0, NULL);
         int want = (int)fw;
@@ -166,8 +171,7 @@ static int run_rank(const opts_t *o) {
             printf("  %12lld %12zu %12.1f %12.2f %12.2f %7zu\n", (long long)bytes, count, us, algbw,
                    busbw, wrong);
         fflush(stdout);
-        if (wrong)
-            rc = 1;
+        bad |= wrong != 0;
     }
     if (rank == 0)
         printf("# busbw at the largest size: %.2f GB/s (memcpy %.2f GB/s, ratio %.2f)\n",
@@ -178,22 +182,34 @@ static int run_rank(const opts_t *o) {
 #endif
     free(host);
     ddpw_free(w);
-    return rc != 0;
+    return bad;
 }
 
+static void bad_arg(const char *flag, const char *what, const char *v) __attribute__((noreturn));
+static void bad_arg(const char *flag, const char *what, const char *v) {
+    fprintf(stderr, "bench_allreduce: %s: %s '%s'\n", flag, what, v);
+    exit(2);
+}
+
+/* A byte count with an optional K or M suffix, in [4, 16 GiB]. */
 static int64_t size_arg(const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end == 'K' || *end == 'k')
-        x <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        x <<= 20, end++;
-    if (end == v || *end != '\0' || errno != 0 || x < 4 || x > (1ll << 34)) {
-        fprintf(stderr, "bench_allreduce: %s: bad size '%s'\n", flag, v);
-        exit(2);
-    }
-    return x;
+    size_t n = strlen(v);
+    int shift = 0;
+    if (n > 0 && (v[n - 1] == 'K' || v[n - 1] == 'k'))
+        shift = 10;
+    else if (n > 0 && (v[n - 1] == 'M' || v[n - 1] == 'm'))
+        shift = 20;
+    char num[32];
+    if (shift)
+        n--;
+    if (n >= sizeof num)
+        bad_arg(flag, "bad size", v);
+    memcpy(num, v, n);
+    num[n] = '\0';
+    int64_t x;
+    if (ddp_parse_i64(num, 0, (1ll << 34) >> shift, &x) != 0 || (x << shift) < 4)
+        bad_arg(flag, "bad size", v);
+    return x << shift;
 }
 
 int main(int argc, char **argv) {
@@ -207,10 +223,8 @@ int main(int argc, char **argv) {
         int64_t v;
         switch (c) {
         case 'n':
-            if (ddp_parse_i64(optarg, 1, 64, &v) != 0) {
-                fprintf(stderr, "bench_allreduce: --ranks: bad value '%s'\n", optarg);
-                return 2;
-            }
+            if (ddp_parse_i64(optarg, 1, 64, &v) != 0)
+                bad_arg("--ranks", "not an integer in [1, 64]:", optarg);
             o.ranks = (int)v;
             break;
         case 'b': o.min_bytes = size_arg("--min-bytes", optarg); break;
@@ -223,7 +237,13 @@ int main(int argc, char **argv) {
             }
             o.backend = optarg[0] == 'c' ? DDPW_BACKEND_CPU : DDPW_BACKEND_NCCL;
             break;
-        case 's': o.seconds = atof(optarg) > 0 ? atof(optarg) : 3.0; break;
+        case 's': {
+            double x;
+            if (ddp_parse_seconds(optarg, &x) != 0)
+                bad_arg("--seconds", "not a non-negative number:", optarg);
+            o.seconds = x > 0 ? x : 3.0; /* 0: the default */
+            break;
+        }
         default:
             fprintf(stderr, "usage: bench_allreduce [--ranks N] [--min-bytes B] "
                             "[--max-bytes B] [--chunk B] [--seconds S] [--backend cpu|nccl]\n");

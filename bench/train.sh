@@ -25,6 +25,7 @@ w1=$(median "$TMP/w1.jsonl")
 STORE_PID=$!
 for _ in $(seq 200); do grep -q 'listening on' "$TMP/store.out" 2>/dev/null && break; sleep 0.05; done
 PORT=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\).*/\1/p' "$TMP/store.out" | head -1)
+[ -n "$PORT" ] || { echo "# ddp-rendezvous did not report its port within 10 s"; cat "$TMP/store.out"; exit 1; }
 pids=()
 for r in 0 1; do
     RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 DDPRUN_STORE_ADDR=127.0.0.1 \

@@ -43,11 +43,11 @@ static int env_str(const char *name, char *out, size_t cap, ddp_err_t *err) {
 int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
     memset(env, 0, sizeof *env);
     int64_t v;
+    int rc;
     int distributed = getenv("RANK") != NULL || getenv("WORLD_SIZE") != NULL;
     if (!distributed) {
         env->world_size = env->local_world_size = 1;
     } else {
-        int rc;
         if ((rc = env_int("WORLD_SIZE", 1, 1 << 20, 0, 1, &v, err)) != 0)
             return rc;
         env->world_size = (int)v;
@@ -64,7 +64,6 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
             return rc;
         env->group_rank = (int)v;
     }
-    int rc;
     if ((rc = env_int("TORCHELASTIC_RESTART_COUNT", 0, INT32_MAX, 1, 0, &v, err)) != 0)
         return rc;
     env->restart_count = (int)v;

@@ -160,6 +160,12 @@ void ddpw__nccl_free(ddpw_nccl_t *n) {
     free(n);
 }
 
+/* Aborts the handle's communicator after a failure: later calls see it gone. */
+static void abort_comm(ddpw_t *w) {
+    ncclCommAbort(w->nccl->comm);
+    w->nccl->comm = NULL;
+}
+
 /* A call on a non-blocking communicator may return ncclInProgress while it is still being
  * enqueued; NCCL wants no other call on the communicator until the state settles. Polls (bounded)
  * and returns 0 or a DDP_E* code, aborting the communicator on error or timeout. */
@@ -172,8 +178,7 @@ static int settle(ddpw_t *w, ncclResult_t r, const char *what, ddp_err_t *err) {
         if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
             break;
         if (r == ncclInProgress && ddp_now_ms() >= deadline) {
-            ncclCommAbort(comm);
-            w->nccl->comm = NULL;
+            abort_comm(w);
             return ddp_err_set(err, DDP_ETIMEOUT, "%s: still enqueuing after %d ms; aborted", what,
                                w->timeout_ms);
         }
@@ -184,8 +189,7 @@ static int settle(ddpw_t *w, ncclResult_t r, const char *what, ddp_err_t *err) {
         return 0;
     int rc = ddp_err_set(err, DDP_ENCCL, "%s: %s (%s)", what, ncclGetErrorString(r),
                          ncclGetLastError(comm));
-    ncclCommAbort(comm);
-    w->nccl->comm = NULL;
+    abort_comm(w);
     return rc;
 }
 
@@ -201,13 +205,11 @@ static int wait_stream(ddpw_t *w, cudaStream_t stream, const char *what, ddp_err
         ncclResult_t st = ncclSuccess;
         ncclCommGetAsyncError(w->nccl->comm, &st);
         if (st != ncclSuccess && st != ncclInProgress) {
-            ncclCommAbort(w->nccl->comm);
-            w->nccl->comm = NULL;
+            abort_comm(w);
             return ddp_err_set(err, DDP_ENCCL, "%s: %s", what, ncclGetErrorString(st));
         }
         if (ddp_now_ms() >= deadline) {
-            ncclCommAbort(w->nccl->comm);
-            w->nccl->comm = NULL;
+            abort_comm(w);
             return ddp_err_set(err, DDP_ETIMEOUT, "%s: timed out after %d ms; communicator aborted",
                                what, w->timeout_ms);
         }

@@ -167,8 +167,12 @@ static int map_segment(ddpw_shm_t *s, int fd, int create, ddp_err_t *err, const 
         return ddp_err_set(err, -errno, "unable to size shared memory %s: %s", name,
                            strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size != s->map_len)
-        return ddp_err_set(err, DDP_EPROTO, "shared memory %s has the wrong size", name);
+    if (fstat(fd, &st) != 0)
+        return ddp_err_set(err, -errno, "unable to stat shared memory %s: %s", name,
+                           strerror(errno));
+    if ((size_t)st.st_size != s->map_len)
+        return ddp_err_set(err, DDP_EPROTO, "shared memory %s has %lld bytes, expected %zu", name,
+                           (long long)st.st_size, s->map_len);
     /* MAP_POPULATE: first touch of fresh memory costs ~15 us per page here, so take every
      * fault now, once, instead of inside the first collectives. */
     void *p = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);

@@ -73,8 +73,12 @@ static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, v
         }
         uint64_t now = ddp_now_ms();
         if (now >= deadline)
-            return ddp_err_set(err, DDP_ETIMEOUT, "cpu collective: node ring timed out after %d ms",
-                               w->timeout_ms);
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "cpu collective: node ring timed out after %d ms (%s node %d's "
+                               "leader)",
+                               w->timeout_ms, rlen > 0 ? "receiving from" : "sending to",
+                               rlen > 0 ? (w->tcp->node + w->tcp->nodes - 1) % w->tcp->nodes
+                                        : (w->tcp->node + 1) % w->tcp->nodes);
         int k = poll(p, (nfds_t)n, (int)(deadline - now > 100 ? 100 : deadline - now));
         if (k < 0 && errno != EINTR)
             return ddp_err_set(err, -errno, "cpu collective: poll: %s", strerror(errno));

@@ -61,6 +61,11 @@ static int cmp_desc(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* Formats DIR/ckpt-<step>.bin into out (cap bytes). */
+static void ckpt_path(char *out, size_t cap, const char *dir, unsigned long long step) {
+    snprintf(out, cap, "%s/ckpt-%020llu.bin", dir, step);
+}
+
 /* Lists the steps of DIR's checkpoint files, newest first, into steps (cap). */
 static int list_steps(const char *dir, unsigned long long *steps, size_t cap, size_t *n) {
     *n = 0;
@@ -105,7 +110,7 @@ int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, c
     h.checksum = c;
 
     char tmp[4096], final[4096];
-    snprintf(final, sizeof final, "%s/ckpt-%020llu.bin", dir, (unsigned long long)m->step);
+    ckpt_path(final, sizeof final, dir, (unsigned long long)m->step);
     snprintf(tmp, sizeof tmp, "%s/.ckpt-%020llu.tmp.%ld", dir, (unsigned long long)m->step,
              (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
@@ -137,7 +142,7 @@ int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, c
         size_t n = 0;
         if (list_steps(dir, steps, CKPT_MAX_FILES, &n) == 0)
             for (size_t i = (size_t)keep; i < n; i++) {
-                snprintf(final, sizeof final, "%s/ckpt-%020llu.bin", dir, steps[i]);
+                ckpt_path(final, sizeof final, dir, steps[i]);
                 unlink(final);
             }
     }
@@ -149,14 +154,19 @@ static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, 
                     float *state, size_t state_len, char *why, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(why, cap, "%s", strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(why, cap, "%s", strerror(e));
+        return -e;
     }
     ckpt_hdr_t h;
     size_t want_p = shape->nparams * sizeof(float), want_s = state_len * sizeof(float);
     struct stat st;
     int rc = DDP_ECORRUPT;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof h + want_p + want_s) {
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, cap, "fstat: %s", strerror(errno));
+        goto out;
+    }
+    if ((size_t)st.st_size != sizeof h + want_p + want_s) {
         snprintf(why, cap, "size %lld, expected %zu (torn or for another model)",
                  (long long)st.st_size, sizeof h + want_p + want_s);
         goto out;
@@ -220,7 +230,7 @@ int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, 
                            strerror(-rc));
     char path[4096], why[128];
     for (size_t i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "%s/ckpt-%020llu.bin", dir, steps[i]);
+        ckpt_path(path, sizeof path, dir, steps[i]);
         if (load_one(path, shape, m, params, state, state_len, why, sizeof why) == 0) {
             *found = 1;
             snprintf(used, cap, "%s", path);

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,20 +84,16 @@ static void usage_error(const char *fmt, ...) {
 
 static int64_t num_arg(const char *flag, const char *v, int64_t min, int64_t max) {
     int64_t x;
-    if (ddp_parse_i64(v, min, max, &x) != 0) {
-        char range[64];
-        snprintf(range, sizeof range, "[%lld, %lld]", (long long)min, (long long)max);
-        fprintf(stderr, "train: %s: '%s' is not an integer in %s (see --help)\n", flag, v, range);
-        exit(2);
-    }
+    if (ddp_parse_i64(v, min, max, &x) != 0)
+        usage_error("%s: '%s' is not an integer in [%lld, %lld]", flag, v, (long long)min,
+                    (long long)max);
     return x;
 }
 
+/* A non-negative finite decimal: the same grammar as a duration in seconds. */
 static double real_arg(const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end != '\0' || errno != 0 || !isfinite(x) || x < 0)
+    double x;
+    if (ddp_parse_seconds(v, &x) != 0)
         usage_error("%s: '%s' is not a non-negative number", flag, v);
     return x;
 }
@@ -220,7 +215,7 @@ static void parse_args(int argc, char **argv, args_t *a) {
         }
     }
     if (optind < argc)
-        usage_error("unexpected argument '%s'%s", argv[optind], "");
+        usage_error("unexpected argument '%s'", argv[optind]);
     if (!a->lr_set)
         a->lr = a->optim == OPT_ADAM ? 0.001 : 0.05;
 }
@@ -516,20 +511,19 @@ static void train_loop(trainer_t *t, ckpt_meta_t *meta) {
             double esec = (double)(tend - te) / 1e9;
             double eps = esec > 0 ? (double)ecount * t->world / esec : 0;
             double ev = evaluate(t);
+            double el = ecount ? eloss / (double)ecount : 0;
+            double eacc = ecount ? (double)ecorrect / (double)ecount : 0;
             if (tty && !a->quiet)
                 printf("\n");
             if (!a->quiet)
                 printf("epoch %llu/%d done: step %llu loss %.4f acc %.3f eval_accuracy %.4f\n",
-                       (unsigned long long)epoch + 1, a->epochs, (unsigned long long)step,
-                       ecount ? eloss / (double)ecount : 0,
-                       ecount ? (double)ecorrect / (double)ecount : 0, ev);
+                       (unsigned long long)epoch + 1, a->epochs, (unsigned long long)step, el, eacc,
+                       ev);
             if (t->metrics != NULL) {
                 fprintf(t->metrics,
                         "{\"step\":%llu,\"epoch\":%llu,\"loss\":%.6f,\"accuracy\":%.6f,"
                         "\"eval_accuracy\":%.6f,\"samples_per_s\":%.1f,\"epoch_end\":true}\n",
-                        (unsigned long long)step, (unsigned long long)epoch,
-                        ecount ? eloss / (double)ecount : 0,
-                        ecount ? (double)ecorrect / (double)ecount : 0, ev, eps);
+                        (unsigned long long)step, (unsigned long long)epoch, el, eacc, ev, eps);
                 fflush(t->metrics);
             }
             fflush(stdout);
@@ -577,23 +571,20 @@ int main(int argc, char **argv) {
 
     /* The data and the model shape come first: a usage error is reported before any wait. */
     const char *layers = a.layers ? a.layers : DEFAULT_LAYERS;
+    char spec[256]; /* outlives the block: layers may point here until the banner */
     if (a.data != NULL) {
         if ((rc = train_data_load_csv(&t.data, a.data, &e)) != 0)
             die_err(t.rank, "--data", rc, &e);
-        char spec[256];
         if (a.layers == NULL) {
             snprintf(spec, sizeof spec, "%d," DEFAULT_HIDDEN ",%d", t.data.dim, t.data.classes);
             layers = spec;
         }
-        if ((rc = mlp_shape_parse(&t.shape, layers, &e)) != 0) {
-            fprintf(stderr, "train: %s\n", e.text);
-            return 2;
-        }
-    } else {
-        if ((rc = mlp_shape_parse(&t.shape, layers, &e)) != 0) {
-            fprintf(stderr, "train: %s\n", e.text);
-            return 2;
-        }
+    }
+    if ((rc = mlp_shape_parse(&t.shape, layers, &e)) != 0) {
+        fprintf(stderr, "train: %s\n", e.text);
+        return 2;
+    }
+    if (a.data == NULL) {
         rc = train_data_synth(&t.data, (size_t)a.samples, t.shape.sizes[0],
                               t.shape.sizes[t.shape.nsizes - 1], (uint64_t)a.data_seed, &e);
         if (rc != 0)
