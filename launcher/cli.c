@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ddp_parse.h"
+#include "launch_int.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -40,7 +41,9 @@ static int usage(ddp_err_t *err, const char *flag, const char *val, const char *
                        strlen(val) > VQ ? "..." : "", what);
 }
 
-static int set_str(char **dst, const char *val) {
+/* Replaces *dst with a copy of val (the old string is freed only once the copy exists).
+ * Returns 0, or -ENOMEM with *dst unchanged. */
+int launch__str_set(char **dst, const char *val) {
     char *p = strdup(val);
     if (p == NULL)
         return -ENOMEM;
@@ -52,7 +55,7 @@ static int set_str(char **dst, const char *val) {
 static int nonempty_str(char **dst, const char *flag, const char *val, ddp_err_t *err) {
     if (*val == '\0')
         return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
-    return set_str(dst, val);
+    return launch__str_set(dst, val);
 }
 
 static int get_int(const char *flag, const char *val, int64_t min, int64_t max, int *out,
@@ -137,7 +140,7 @@ static int apply_rdzv_backend(launch_spec_t *spec, const char *flag, const char 
             return usage(err, flag, val, "is not supported by ddprun (use c10d)");
         return usage(err, flag, val, "is not a rendezvous backend (static or c10d)");
     }
-    return set_str(&spec->rdzv_backend, val);
+    return launch__str_set(&spec->rdzv_backend, val);
 }
 
 int launch_endpoint_split(const char *flag, const char *ep, char **host, int *port,
@@ -188,7 +191,7 @@ static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char
     int port, rc = launch_endpoint_split(flag, val, &host, &port, err);
     if (rc < 0)
         return rc;
-    if ((rc = set_str(&spec->rdzv_endpoint, val)) < 0) {
+    if ((rc = launch__str_set(&spec->rdzv_endpoint, val)) < 0) {
         free(host);
         return rc;
     }
@@ -315,7 +318,7 @@ static int apply_rdzv_conf(launch_spec_t *spec, const char *flag, const char *va
         spec->rdzv_conf = NULL;
         return 0;
     }
-    return set_str(&spec->rdzv_conf, val);
+    return launch__str_set(&spec->rdzv_conf, val);
 }
 
 static int apply_max_restarts(launch_spec_t *spec, const char *flag, const char *val,
@@ -331,7 +334,7 @@ static int apply_start_method(launch_spec_t *spec, const char *flag, const char 
                               ddp_err_t *err) {
     if (strcmp(val, "spawn") != 0 && strcmp(val, "fork") != 0 && strcmp(val, "forkserver") != 0)
         return usage(err, flag, val, "is not spawn, fork or forkserver");
-    return set_str(&spec->start_method, val);
+    return launch__str_set(&spec->start_method, val);
 }
 
 static int apply_role(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
@@ -389,7 +392,7 @@ static int apply_log_dir(launch_spec_t *spec, const char *flag, const char *val,
     if (*val == '\0')
         return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
     int rc = check_log_dir(flag, val, err);
-    return rc < 0 ? rc : set_str(&spec->log_dir, val);
+    return rc < 0 ? rc : launch__str_set(&spec->log_dir, val);
 }
 
 int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, ddp_err_t *err) {
@@ -648,7 +651,7 @@ static int apply_run_path(launch_spec_t *spec, const char *flag, const char *val
         return rc;
     free(spec->run_path);
     spec->run_path = NULL;
-    return on ? set_str(&spec->run_path, "") : 0;
+    return on ? launch__str_set(&spec->run_path, "") : 0;
 }
 
 static const opt_t opts[] = {
@@ -706,15 +709,15 @@ static void spec_defaults(launch_spec_t *spec) {
 }
 
 static int default_strings(launch_spec_t *spec) {
-    if (spec->rdzv_backend == NULL && set_str(&spec->rdzv_backend, "static") < 0)
+    if (spec->rdzv_backend == NULL && launch__str_set(&spec->rdzv_backend, "static") < 0)
         return -ENOMEM;
-    if (spec->rdzv_id == NULL && set_str(&spec->rdzv_id, "none") < 0)
+    if (spec->rdzv_id == NULL && launch__str_set(&spec->rdzv_id, "none") < 0)
         return -ENOMEM;
-    if (spec->role == NULL && set_str(&spec->role, "default") < 0)
+    if (spec->role == NULL && launch__str_set(&spec->role, "default") < 0)
         return -ENOMEM;
-    if (spec->master_addr == NULL && set_str(&spec->master_addr, "127.0.0.1") < 0)
+    if (spec->master_addr == NULL && launch__str_set(&spec->master_addr, "127.0.0.1") < 0)
         return -ENOMEM;
-    if (spec->start_method == NULL && set_str(&spec->start_method, "spawn") < 0)
+    if (spec->start_method == NULL && launch__str_set(&spec->start_method, "spawn") < 0)
         return -ENOMEM;
     return 0;
 }
@@ -885,9 +888,10 @@ static void random_id(char out[37]) {
 static int apply_standalone_rules(launch_spec_t *spec) {
     char id[37];
     random_id(id);
-    if (set_str(&spec->rdzv_backend, "c10d") < 0 ||
-        set_str(&spec->rdzv_endpoint, "localhost:0") < 0 ||
-        set_str(&spec->rdzv_host, "localhost") < 0 || set_str(&spec->rdzv_id, id) < 0)
+    if (launch__str_set(&spec->rdzv_backend, "c10d") < 0 ||
+        launch__str_set(&spec->rdzv_endpoint, "localhost:0") < 0 ||
+        launch__str_set(&spec->rdzv_host, "localhost") < 0 ||
+        launch__str_set(&spec->rdzv_id, id) < 0)
         return -ENOMEM;
     spec->rdzv_port = 0;
     spec->min_nodes = spec->max_nodes = 1;
@@ -946,7 +950,7 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
     }
     spec->prog_argv = argv + i;
     spec->prog_argc = argc - i;
-    if (spec->run_path != NULL && (rc = set_str(&spec->run_path, argv[i])) < 0)
+    if (spec->run_path != NULL && (rc = launch__str_set(&spec->run_path, argv[i])) < 0)
         goto out;
     if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
         goto out;

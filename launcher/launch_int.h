@@ -6,4 +6,8 @@
  * at a fake driver or at a missing file. Not thread-safe; call before counting. */
 void launch__nproc_set_cuda_lib(const char *soname);
 
+/* Replaces *dst with a copy of val (cli.c); the old string is freed only once the copy exists.
+ * Returns 0, or -ENOMEM with *dst unchanged. */
+int launch__str_set(char **dst, const char *val);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ddp_parse.h"
+#include "launch_int.h"
 
 #define EQ 32 /* environment values are quoted up to this many characters */
 
@@ -102,15 +103,6 @@ static int check_one_task(launch_getenv_fn fn, void *ctx, const launch_slurm_t *
                        most, var, v, nflag, ntasks);
 }
 
-static int set_str(char **dst, const char *val) {
-    char *p = strdup(val);
-    if (p == NULL)
-        return -ENOMEM;
-    free(*dst);
-    *dst = p;
-    return 0;
-}
-
 /* Counts the entries of CUDA_VISIBLE_DEVICES ("0,1", "GPU-uuid,..."); 0 for "", "NoDevFiles". */
 static int count_cvd(const char *v) {
     if (v == NULL || *v == '\0' || strcmp(v, "NoDevFiles") == 0)
@@ -188,7 +180,7 @@ static int derive_rdzv(launch_spec_t *spec, launch_slurm_t *s, const char *step_
     } else {
         char id[72];
         snprintf(id, sizeof id, "%s.%s", s->job_id, s->step_id);
-        if ((rc = set_str(&spec->rdzv_id, id)) < 0)
+        if ((rc = launch__str_set(&spec->rdzv_id, id)) < 0)
             return rc;
         if (s->in_step)
             line(s, "rdzv_id=%s from SLURM_JOB_ID=%s and %s=%s", id, s->job_id, step_var,
@@ -199,7 +191,7 @@ static int derive_rdzv(launch_spec_t *spec, launch_slurm_t *s, const char *step_
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_BACKEND)) {
         line(s, "rdzv_backend=%s kept (given explicitly)", spec->rdzv_backend);
     } else {
-        if ((rc = set_str(&spec->rdzv_backend, "c10d")) < 0)
+        if ((rc = launch__str_set(&spec->rdzv_backend, "c10d")) < 0)
             return rc;
         line(s, "rdzv_backend=c10d (the Slurm default)");
     }
@@ -213,8 +205,8 @@ static int derive_rdzv(launch_spec_t *spec, launch_slurm_t *s, const char *step_
                            "no rendezvous host (give --rdzv_endpoint)");
     char ep[LAUNCH_HOSTNAME_MAX + 16];
     snprintf(ep, sizeof ep, "%s:%d", s->head, s->port);
-    if ((rc = set_str(&spec->rdzv_endpoint, ep)) < 0 ||
-        (rc = set_str(&spec->rdzv_host, s->head)) < 0)
+    if ((rc = launch__str_set(&spec->rdzv_endpoint, ep)) < 0 ||
+        (rc = launch__str_set(&spec->rdzv_host, s->head)) < 0)
         return rc;
     spec->rdzv_port = s->port;
     line(s, "rdzv_endpoint=%.64s from the first host of %s=%.40s, port %d+%d*(job %% %d)+step slot",

@@ -230,6 +230,12 @@ max_mtime() {
     done; done
     echo "$m"
 }
+# survivors_reform T0: waits for a's and b's round 1; det/ref: ms from T0 to their stop/restart.
+survivors_reform() {
+    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
+    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $1)
+    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $1)
+}
 env_of() { sed -n "s/^$2=//p" "$1" 2>/dev/null; }
 # same_var VAR VALUE PATTERN...: every matching file has VAR=VALUE (and at least one matches).
 same_var() {
@@ -383,9 +389,7 @@ if wait_count 6 10 "$D/[abc]/env.*.0"; then
     kc=$(ddprun_of c)
     t0=$(now_ms)
     kill -KILL "$kc"
-    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
-    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $t0)
-    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $t0)
+    survivors_reform $t0
 fi
 WAIT_S=10 wait_all $HOSTS
 exec 2>&3 3>&-
@@ -412,9 +416,7 @@ det="" ref="" stale=""
 if wait_count 6 10 "$D/[abc]/env.*.0"; then
     t0=$(now_ms)
     ip -n "${P}br" link set vc down
-    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
-    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $t0)
-    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $t0)
+    survivors_reform $t0
     ip -n "${P}br" link set vc up
     t1=$(now_ms)
     wait_agent c 4
@@ -445,9 +447,7 @@ if wait_count 6 10 "$D/[abc]/env.*.0"; then
     sc=$(ddprun_of c)
     t0=$(now_ms)
     kill -STOP "$sc"
-    wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
-    det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $t0)
-    ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $t0)
+    survivors_reform $t0
     kill -CONT "$sc"
     t1=$(now_ms)
     wait_agent c 3

@@ -110,26 +110,19 @@ wait_files() {
 }
 # job_state JOB: COMPLETED, RUNNING, PENDING... ("" when unknown).
 job_state() { sl scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
-# wait_job_gone JOB SECS: bounded wait until JOB is neither pending, running nor completing.
-wait_job_gone() {
-    local deadline=$(( $(date +%s) + $2 ))
-    while [ "$(date +%s)" -lt $deadline ]; do
-        [ -z "$(sl squeue -h -j "$1" -o %T 2>/dev/null)" ] && return 0
-        sleep 0.1
-    done
-    echo "# job $1 still there after $2 s: $(sl squeue -h -j "$1" -o '%T %R' 2>&1)"
-    return 1
-}
-# wait_job_state JOB STATE SECS
+# wait_job_state JOB STATE SECS: bounded wait until squeue lists JOB in STATE ("": not at all).
 wait_job_state() {
-    local deadline=$(( $(date +%s) + $3 ))
+    local deadline=$(( $(date +%s) + $3 )) what="not $2"
+    [ -z "$2" ] && what="still there"
     while [ "$(date +%s)" -lt $deadline ]; do
         [ "$(sl squeue -h -j "$1" -o %T 2>/dev/null)" = "$2" ] && return 0
         sleep 0.1
     done
-    echo "# job $1 not $2 after $3 s: $(sl squeue -h -j "$1" -o '%T %R' 2>&1)"
+    echo "# job $1 $what after $3 s: $(sl squeue -h -j "$1" -o '%T %R' 2>&1)"
     return 1
 }
+# wait_job_gone JOB SECS: bounded wait until JOB is neither pending, running nor completing.
+wait_job_gone() { wait_job_state "$1" "" "$2"; }
 # port JOB STEP: the rendezvous port ddprun derives (launcher/launch_slurm.h).
 port() { echo $(( 29400 + 8 * ($1 % 400) + $2 )); }
 

@@ -93,8 +93,10 @@ static int run(fenv_t *f, launch_spec_t *spec, launch_slurm_t *sl, ddp_err_t *e,
     va_list ap;
     va_start(ap, e);
     const char *a;
-    while ((a = va_arg(ap, const char *)) != NULL)
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        assert_true(argc < 30); /* room for "./train" and the NULL */
         argv[argc++] = (char *)a;
+    }
     va_end(ap);
     argv[argc++] = "./train";
     argv[argc] = NULL;
@@ -113,6 +115,24 @@ static int has_line(const launch_slurm_t *sl, const char *needle) {
     for (int i = 0; i < sl->n_lines; i++)
         print_message("  line: %s\n", sl->lines[i]);
     return 0;
+}
+
+/* Loads file (plus kv, when not NULL), derives, and expects code with needle in the error text. */
+static void expect_refused(const char *file, const char *kv, int code, const char *needle) {
+    fenv_t f;
+    launch_spec_t s;
+    launch_slurm_t sl;
+    ddp_err_t e;
+    fenv_load(&f, file);
+    if (kv != NULL)
+        fenv_add(&f, kv);
+    int rc = run(&f, &s, &sl, &e, END);
+    if (rc != code || strstr(e.text, needle) == NULL)
+        print_error("%s %s: rc %d '%s'\n", file, kv != NULL ? kv : "", rc, e.text);
+    assert_int_equal(rc, code);
+    assert_non_null(strstr(e.text, needle));
+    launch_spec_free(&s);
+    fenv_free(&f);
 }
 
 static void test_single_node(void **state) {
@@ -199,31 +219,11 @@ static void test_refuses_tasks_per_node(void **state) {
         {"ntasks_2x2.env", "srun -N2 --ntasks-per-node=1 ddprun"},
         {"uneven_tasks.env", "3 ddprun tasks on a node (SLURM_STEP_TASKS_PER_NODE=3,1(x3))"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fenv_t f;
-        launch_spec_t s;
-        launch_slurm_t sl;
-        ddp_err_t e;
-        fenv_load(&f, cases[i].file);
-        int rc = run(&f, &s, &sl, &e, END);
-        if (rc != DDP_EUSAGE || strstr(e.text, cases[i].needle) == NULL)
-            print_error("%s: rc %d '%s'\n", cases[i].file, rc, e.text);
-        assert_int_equal(rc, DDP_EUSAGE);
-        assert_non_null(strstr(e.text, cases[i].needle));
-        launch_spec_free(&s);
-        fenv_free(&f);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_refused(cases[i].file, NULL, DDP_EUSAGE, cases[i].needle);
     /* Without SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE decides. */
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "ntasks4.env");
-    fenv_add(&f, "SLURM_STEP_TASKS_PER_NODE=");
-    assert_int_equal(run(&f, &s, &sl, &e, END), DDP_EUSAGE);
-    assert_non_null(strstr(e.text, "(SLURM_NTASKS_PER_NODE=4)"));
-    launch_spec_free(&s);
-    fenv_free(&f);
+    expect_refused("ntasks4.env", "SLURM_STEP_TASKS_PER_NODE=", DDP_EUSAGE,
+                   "(SLURM_NTASKS_PER_NODE=4)");
 }
 
 /* sbatch --ntasks-per-node=4 then srun -N2 -n2: the step's own count (1 per node) wins. */
@@ -368,21 +368,8 @@ static void test_bad_environment(void **state) {
         {"SLURM_STEP_TASKS_PER_NODE=1(", "SLURM_STEP_TASKS_PER_NODE: malformed count list",
          DDP_EENV},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fenv_t f;
-        launch_spec_t s;
-        launch_slurm_t sl;
-        ddp_err_t e;
-        fenv_load(&f, "multi_node_gpu.env");
-        fenv_add(&f, cases[i].kv);
-        int rc = run(&f, &s, &sl, &e, END);
-        if (rc != cases[i].code || strstr(e.text, cases[i].needle) == NULL)
-            print_error("%s: rc %d '%s'\n", cases[i].kv, rc, e.text);
-        assert_int_equal(rc, cases[i].code);
-        assert_non_null(strstr(e.text, cases[i].needle));
-        launch_spec_free(&s);
-        fenv_free(&f);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_refused("multi_node_gpu.env", cases[i].kv, cases[i].code, cases[i].needle);
     /* No nodelist at all: no rendezvous host, unless --rdzv_endpoint is given. */
     fenv_t f = {.n = 0};
     launch_spec_t s;
