@@ -48,7 +48,8 @@ if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
     PIN=(taskset -c 1)
     export BENCH_SERVER_CPU=1
 fi
-head -c 32 /dev/urandom >"$TMP/token"
+# The last byte is fixed: a token file's trailing newline is stripped.
+{ head -c 31 /dev/urandom; printf k; } >"$TMP/token"
 HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
 start auth "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
 start open "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error

@@ -75,6 +75,15 @@ child_pid() {
     return 1
 }
 
+# random_token FILE: 32 random bytes for a --token-file / DDPRUN_TOKEN_FILE, and prints their hex.
+# A token file's one trailing newline (and CR) is stripped, as `echo secret > file` expects, so the
+# last byte is fixed to a letter: a random 0x0a there would make the token one byte shorter than the
+# hex the test expects (that flaked once in 256 runs).
+random_token() {
+    { head -c 31 /dev/urandom; printf k; } >"$1"
+    od -An -tx1 -v "$1" | tr -d ' \n'
+}
+
 # finish: cleanup and exit status for the suite.
 finish() {
     no_leftovers 1 >/dev/null 2>&1 || true

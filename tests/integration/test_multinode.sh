@@ -124,7 +124,7 @@ check "scale-up did not count as a restart" no_restart_counted
 unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
 
 # 6. A standalone ddp-rendezvous daemon serves the rendezvous, with a job token on every side.
-head -c 32 /dev/urandom > "$TMP/token"
+tokhex=$(random_token "$TMP/token")
 "$BIN/ddp-rendezvous" --port 0 --token-file "$TMP/token" >"$TMP/daemon.out" 2>"$TMP/daemon.err" &
 dpid=$!
 wait_for "$TMP/daemon.out" '^listening on ' 5
@@ -134,9 +134,8 @@ agent dm0 2 "$FW"; a=$LAST; agent dm1 2 "$FW"; b=$LAST
 wait $a; ra=$?; wait $b; rb=$?
 [ "$ra" = 0 ] && [ "$rb" = 0 ] && [ "$(cat "$d"/env.*.0 | grep -c '^WORLD_SIZE=4$')" = 4 ]
 verdict "two agents rendezvous on an authenticated ddp-rendezvous daemon"
-tokhex=$(od -An -tx1 "$TMP/token" | tr -d ' \n')
 check "workers receive the job token for the store" grep -qx "DDPRUN_STORE_TOKEN=$tokhex" "$d/env.3.0"
-head -c 32 /dev/urandom > "$TMP/badtoken"
+random_token "$TMP/badtoken" >/dev/null
 DDPRUN_TOKEN_FILE=$TMP/badtoken timeout 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 \
     --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=daemon2 --rdzv_conf="$CONF" \
     "$FW" >"$TMP/badtok.out" 2>&1; rc=$?

@@ -46,8 +46,7 @@ check "bad port exits 2 naming --port" test "$rc" = 2 -a -n "$(grep -- '--port' 
 "$D" --port 0 >/dev/null 2>"$TMP/u.err"; rc=$?
 check "no token and no --no-auth exits 2" test "$rc" = 2
 
-head -c 32 /dev/urandom >"$TMP/token"
-TOKEN_HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
+TOKEN_HEX=$(random_token "$TMP/token")
 printf 'short\n' >"$TMP/short"
 "$D" --port 0 --token-file "$TMP/short" >/dev/null 2>"$TMP/u.err"; rc=$?
 check "a token shorter than 16 bytes is refused" test "$rc" = 1
