@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ddp_time.h"
@@ -127,6 +128,75 @@ static int local_addr(ddpw_t *w, struct sockaddr_storage *ss, socklen_t *len, dd
     return rc;
 }
 
+/* Waits until the non-blocking connect on fd settles or deadline passes (a connect that has
+ * already settled is seen even at the deadline). Returns 0 (connected), the connect's errno, or -1
+ * when the deadline passed first. */
+static int connect_wait(int fd, uint64_t deadline) {
+    for (;;) {
+        uint64_t now = ddp_now_ms(), left = now < deadline ? deadline - now : 0;
+        struct pollfd p = {fd, POLLOUT, 0};
+        int k = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+        if (k < 0 && errno != EINTR)
+            return errno;
+        if (k == 0 || (k < 0 && left == 0))
+            return -1;
+        if (k < 0)
+            continue;
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            return errno;
+        return soerr;
+    }
+}
+
+/* Connects to node `next`'s leader at ai (peer = "ADDR:PORT" for messages) before deadline.
+ * Non-blocking connect + poll, so an unreachable leader costs the deadline, not the kernel's SYN
+ * retries (minutes). A refusal (the leader not listening yet, or gone) is retried with a short
+ * doubling backoff until the deadline. Returns the connected fd, or a negative code (DDP_ETIMEOUT
+ * when it timed out or kept being refused, else -errno) with err naming the peer. */
+static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, const char *peer,
+                          uint64_t deadline, ddp_err_t *err) {
+    int rank = next * w->env.local_world_size;
+    uint64_t backoff = 5;
+    int refused = 0;
+    for (;;) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+            return ddp_err_set(err, -errno,
+                               "cpu backend: unable to connect to node %d's leader (rank %d) at "
+                               "%s: socket: %s",
+                               next, rank, peer, strerror(errno));
+        int e = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+        if (e == EINPROGRESS || e == EINTR) /* after EINTR the connect goes on in the background */
+            e = connect_wait(fd, deadline);
+        if (e == 0)
+            return fd;
+        close(fd);
+        if (e < 0 && !refused)
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "cpu backend: connecting to node %d's leader (rank %d) at %s timed "
+                               "out after %d ms (no answer)",
+                               next, rank, peer, w->timeout_ms);
+        if (e > 0 && e != ECONNREFUSED)
+            return ddp_err_set(err, -e,
+                               "cpu backend: unable to connect to node %d's leader (rank %d) at "
+                               "%s: %s",
+                               next, rank, peer, strerror(e));
+        refused = 1;
+        uint64_t now = ddp_now_ms();
+        if (e < 0 || now >= deadline) /* refused, then no answer before the deadline: refused */
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "cpu backend: node %d's leader (rank %d) at %s refused the "
+                               "connection until the %d ms timeout (nothing listening there)",
+                               next, rank, peer, w->timeout_ms);
+        uint64_t nap = backoff < deadline - now ? backoff : deadline - now;
+        struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff = backoff * 2 > 100 ? 100 : backoff * 2;
+    }
+}
+
 static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     char key[64], val[128];
     size_t len = 0;
@@ -135,7 +205,7 @@ static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     if ((rc = ddpw_store_get(w, key, val, sizeof val - 1, &len, -1, err)) != 0)
         return rc;
     val[len] = '\0';
-    char host[100], port[16];
+    char host[100], port[16], peer[128];
     if (sscanf(val, "%99s %15s", host, port) != 2)
         return ddp_err_set(err, DDP_EPROTO, "store key %s: malformed address '%s'", key, val);
     struct addrinfo hints = {0}, *ai = NULL;
@@ -143,24 +213,13 @@ static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
     if (getaddrinfo(host, port, &hints, &ai) != 0)
         return ddp_err_set(err, DDP_EPROTO, "store key %s: bad address '%s'", key, val);
+    snprintf(peer, sizeof peer, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
     uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
-    for (;;) {
-        t->fd_next = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (t->fd_next >= 0 && connect(t->fd_next, ai->ai_addr, ai->ai_addrlen) == 0)
-            break;
-        int e = errno;
-        if (t->fd_next >= 0)
-            close(t->fd_next);
-        t->fd_next = -1;
-        if (ddp_now_ms() >= deadline || (e != ECONNREFUSED && e != EINTR)) {
-            freeaddrinfo(ai);
-            return ddp_err_set(err, e == ECONNREFUSED ? DDP_ETIMEOUT : -e,
-                               "cpu backend: unable to connect to node %d's leader at %s:%s: %s",
-                               next, host, port, strerror(e));
-        }
-        usleep(20000);
-    }
+    rc = connect_leader(w, next, ai, peer, deadline, err);
     freeaddrinfo(ai);
+    if (rc < 0)
+        return rc;
+    t->fd_next = rc;
     set_sock_opts(t->fd_next);
     hello_t h = {TCP_MAGIC, (uint32_t)t->node, w->env.round, run_hash(w)};
     if ((rc = exchange(w, t->fd_next, &h, sizeof h, -1, NULL, 0, err)) != 0)

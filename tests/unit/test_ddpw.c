@@ -1,9 +1,13 @@
 /* Unit tests of libddpw: environment parsing, the error file, CPU collectives across forked
  * ranks (2 and 3, several sizes and chunkings, bitwise against a rank-order reference), bounded
- * waits, a dead peer, and the NCCL unique-id exchange through a real store across rounds. The
- * store runs in a thread of this process (rdzv_server on its own libuv loop, 127.0.0.1:0). */
+ * waits, a dead peer, the TCP ring's bounded connect (refused, timed out), and the NCCL unique-id
+ * exchange through a real store across rounds. The store runs in a thread of this process
+ * (rdzv_server on its own libuv loop, 127.0.0.1:0). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -438,6 +443,90 @@ static void test_dead_node(void **state) {
     assert_int_equal(run_ranks(2, dead_node_child, NULL), 0);
 }
 
+/* ---- the ring's connect is bounded ---- */
+/* Rank 0 of two one-rank "nodes" reads node 1's leader address from the store (the test puts
+ * "127.0.0.1 port" there) and must give up within its 400 ms timeout with DDP_ETIMEOUT and one
+ * line naming node 1, its rank, its address and `want` ("refused" or "timed out"). */
+static void ring_connect_fails(const char *what, uint16_t port, const char *want) {
+    char run[64], key[DDPW_KEY_MAX], val[64], addr[32];
+    snprintf(run, sizeof run, "ringconn-%s-%d", what, (int)getpid());
+    snprintf(key, sizeof key, "ddpw/%s/0/cpu/tcp/1", run);
+    snprintf(val, sizeof val, "127.0.0.1 %u", port);
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    rdzv_client_opts_t co = {.host = "127.0.0.1", .port = (uint16_t)g_port};
+    rdzv_client_t *c = NULL;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(rdzv_client_connect(&co, &c, &e), 0);
+    assert_int_equal(rdzv_client_set(c, key, val, strlen(val), &e), 0);
+    rdzv_client_free(c);
+
+    ddpw_env_t env;
+    env_for(&env, 0, 2, 0, run);
+    env.local_world_size = 1; /* two nodes of one rank: rank 0 leads node 0 */
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = 400;
+    ddpw_t *w = NULL;
+    uint64_t t0 = ddp_now_ms();
+    int rc = ddpw_init_env(&w, &env, &o, &e);
+    uint64_t took = ddp_now_ms() - t0;
+    if (rc != DDP_ETIMEOUT || took < 350 || took > 3000 || strstr(e.text, "node 1") == NULL ||
+        strstr(e.text, "(rank 1)") == NULL || strstr(e.text, addr) == NULL ||
+        strstr(e.text, want) == NULL || strchr(e.text, '\n') != NULL)
+        fail_msg("%s: rc %d after %llu ms: '%s'", what, rc, (unsigned long long)took, e.text);
+    assert_null(w);
+}
+
+/* A bound 127.0.0.1 TCP socket; listening with backlog when backlog >= 0. Returns its port. */
+static uint16_t loopback_socket(int *fd, int backlog) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(*fd >= 0);
+    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
+    if (backlog >= 0)
+        assert_int_equal(listen(*fd, backlog), 0);
+    assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &al), 0);
+    return ntohs(a.sin_port);
+}
+
+/* Refused: a port that is bound (so nobody else takes it) but not listening answers RST. */
+static void test_ring_connect_refused(void **state) {
+    (void)state;
+    int fd;
+    uint16_t port = loopback_socket(&fd, -1);
+    ring_connect_fails("refused", port, "refused");
+    close(fd);
+}
+
+/* Timed out: a listener whose accept queue is full drops SYNs, so without the poll deadline the
+ * connect would wait for the kernel's SYN retries (about two minutes). */
+static void test_ring_connect_timeout(void **state) {
+    (void)state;
+    int lfd, fill[8], n = 0, pending = 0;
+    uint16_t port = loopback_socket(&lfd, 0);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    /* Connect (never accepted) until one connect stays pending: the queue is then full. */
+    while (!pending && n < 8) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        assert_true(fd >= 0);
+        fill[n++] = fd;
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            continue;
+        assert_int_equal(errno, EINPROGRESS);
+        struct pollfd p = {fd, POLLOUT, 0};
+        pending = poll(&p, 1, 100) == 0;
+    }
+    if (!pending)
+        fail_msg("could not fill the accept queue of a loopback listener (%d connects)", n);
+    ring_connect_fails("timeout", port, "timed out");
+    for (int i = 0; i < n; i++)
+        close(fill[i]);
+    close(lfd);
+}
+
 /* ---- NCCL id exchange through the store ---- */
 #ifdef DDP_HAVE_CUDA
 typedef struct id_arg {
@@ -522,11 +611,17 @@ static void test_nccl_without_gpu(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_env_single),       cmocka_unit_test(test_env_errors),
-        cmocka_unit_test(test_error_file),       cmocka_unit_test(test_cpu_collectives),
-        cmocka_unit_test(test_init_timeout),     cmocka_unit_test(test_dead_peer),
-        cmocka_unit_test(test_dead_node),        cmocka_unit_test(test_nccl_id_exchange),
+        cmocka_unit_test(test_env_single),
+        cmocka_unit_test(test_env_errors),
+        cmocka_unit_test(test_error_file),
+        cmocka_unit_test(test_cpu_collectives),
+        cmocka_unit_test(test_init_timeout),
+        cmocka_unit_test(test_dead_peer),
+        cmocka_unit_test(test_dead_node),
+        cmocka_unit_test(test_nccl_id_exchange),
         cmocka_unit_test(test_nccl_without_gpu),
+        cmocka_unit_test(test_ring_connect_refused),
+        cmocka_unit_test(test_ring_connect_timeout),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
