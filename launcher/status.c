@@ -40,33 +40,46 @@ static void on_connect(void *arg, int status, const char *errtext) {
     }
 }
 
-static void print_table(json_t *root) {
+/* The table's text for field key of o: "-" when it is missing or not of the expected type, so that
+ * an older or newer server's reply never prints "(null)" or a made-up 0. */
+#define NO_VALUE "-"
+
+static const char *str_field(const json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    return s != NULL ? s : NO_VALUE;
+}
+
+/* An integer field into buf (24 bytes); negative values are "-" when !neg_ok. */
+static const char *int_field(const json_t *o, const char *key, int neg_ok, char *buf) {
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || (!neg_ok && json_integer_value(v) < 0))
+        return NO_VALUE;
+    snprintf(buf, 24, "%lld", (long long)json_integer_value(v));
+    return buf;
+}
+
+static void print_table(const json_t *root) {
+    char round[24], used[24], max[24], lo[24], hi[24];
     json_t *last = json_object_get(root, "last_failure");
-    printf("run %s: round %lld, %s, restarts %lld of %lld, nodes min %lld max %lld\n",
-           json_string_value(json_object_get(root, "run")),
-           (long long)json_integer_value(json_object_get(root, "round")),
-           json_string_value(json_object_get(root, "state")),
-           (long long)json_integer_value(json_object_get(root, "restarts_used")),
-           (long long)json_integer_value(json_object_get(root, "max_restarts")),
-           (long long)json_integer_value(json_object_get(root, "min_nodes")),
-           (long long)json_integer_value(json_object_get(root, "max_nodes")));
+    printf("run %s: round %s, %s, restarts %s of %s, nodes min %s max %s\n", str_field(root, "run"),
+           int_field(root, "round", 1, round), str_field(root, "state"),
+           int_field(root, "restarts_used", 1, used), int_field(root, "max_restarts", 1, max),
+           int_field(root, "min_nodes", 1, lo), int_field(root, "max_nodes", 1, hi));
     if (json_is_string(last) && json_string_length(last) > 0)
         printf("last failure: %s\n", json_string_value(last));
     printf("%-10s %-40s %-6s %-10s %s\n", "node_rank", "host", "nproc", "state", "silent");
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(root, "members"), i, m) {
-        json_int_t gr = json_integer_value(json_object_get(m, "group_rank"));
-        char rank[24];
-        if (json_is_integer(json_object_get(m, "group_rank")) && gr >= 0)
-            snprintf(rank, sizeof rank, "%lld", (long long)gr);
+        char rank[24], nproc[24], silent[32];
+        json_t *ms = json_object_get(m, "silent_ms");
+        if (json_is_integer(ms))
+            snprintf(silent, sizeof silent, "%.1fs", (double)json_integer_value(ms) / 1000.0);
         else
-            snprintf(rank, sizeof rank, "-");
-        printf("%-10s %-40s %-6lld %-10s %.1fs\n", rank,
-               json_string_value(json_object_get(m, "host")),
-               (long long)json_integer_value(json_object_get(m, "nproc")),
-               json_string_value(json_object_get(m, "state")),
-               json_integer_value(json_object_get(m, "silent_ms")) / 1000.0);
+            snprintf(silent, sizeof silent, "%s", NO_VALUE);
+        printf("%-10s %-40s %-6s %-10s %s\n", int_field(m, "group_rank", 0, rank),
+               str_field(m, "host"), int_field(m, "nproc", 1, nproc), str_field(m, "state"),
+               silent);
     }
 }
 
@@ -169,10 +182,10 @@ int launch_status_main(int argc, char **argv) {
         if (rdzv__round_reply_parse(q.reply.data, q.reply.len, &rep, &need, NULL) <= 0 ||
             rep.status != 0) {
             fprintf(stderr, "ddprun status: %s\n",
-                    rep.text.data ? (char *)rep.text.data : "unknown run or bad reply");
+                    rep.text.len > 0 ? (char *)rep.text.data : "unknown run or bad reply");
             code = 1;
         } else if (json_out) {
-            printf("%s\n", (char *)rep.text.data);
+            printf("%s\n", rep.text.len > 0 ? (char *)rep.text.data : "");
         } else {
             json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL);
             if (root == NULL) {

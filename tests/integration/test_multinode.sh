@@ -65,6 +65,33 @@ verdict "ddprun status: a flag without its value is named, exit 2"
     "$DDPRUN" status "" - >/dev/null 2>&1; [ $? = 2 ]
 verdict "ddprun status: an unknown or empty flag is refused, exit 2"
 unset FW_DIR FW_SLEEP_MS
+# A server whose STATUS JSON lacks fields or has them ill-typed (an older or newer store): the
+# table prints "-" there, never "(null)" or a made-up 0. The fake store answers VALIDATE + PING,
+# then one RDZV_STATUS (u8 0x53, u8 0, u64 length, JSON).
+python3 - "$TMP/fake.port" <<'PY' &
+import socket, struct, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); s.settimeout(10)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+c, _ = s.accept(); c.settimeout(10)
+hs = b""
+while len(hs) < 10: hs += c.recv(10 - len(hs))   # VALIDATE (5 bytes) + PING (5 bytes)
+c.sendall(hs[6:10])                               # the PING's nonce back
+c.recv(4096)                                      # RDZV_STATUS run
+j = b'{"run": "odd", "round": "one", "members": [{"group_rank": 0, "nproc": "2"}, 7]}'
+c.sendall(bytes([0x53, 0]) + struct.pack("<Q", len(j)) + j)
+c.recv(1)
+PY
+fake=$!
+for i in $(seq 100); do [ -f "$TMP/fake.port" ] && break; sleep 0.05; done
+env -u DDPRUN_TOKEN -u DDPRUN_TOKEN_FILE timeout -k 2 10 "$DDPRUN" status \
+    --rdzv_endpoint="127.0.0.1:$(cat "$TMP/fake.port" 2>/dev/null)" --rdzv_id=odd \
+    >"$TMP/stat5.txt" 2>&1; src=$?
+wait $fake
+[ $src = 0 ] && ! grep -q "(null)" "$TMP/stat5.txt" && \
+    grep -q "^run odd: round -, -, restarts - of -, nodes min - max -$" "$TMP/stat5.txt" && \
+    grep -qE '^0 +- +- +- +-$' "$TMP/stat5.txt" && grep -qE '^- +- +- +- +-$' "$TMP/stat5.txt"
+verdict "ddprun status: missing or ill-typed fields print as -, never (null)"
 
 # 2. A worker failure on one node restarts the group on every node; restarts counted.
 PORT=$(free_port); RUN=fail1; d=$TMP/fail1; mkdir -p "$d"
