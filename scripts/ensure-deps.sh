@@ -11,8 +11,9 @@ for arg in "$@"; do
     case "$arg" in
     --test)
         # clang: libFuzzer; slurm + munge: tests/integration/test_slurm.sh;
-        # python3-torch: tests/integration/test_torch.sh (PyTorch 1.13, /usr/bin/python3).
-        pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch) ;;
+        # python3-torch: tests/integration/test_torch.sh (PyTorch 1.13, /usr/bin/python3);
+        # python3-venv: scripts/ensure-torch2.sh (PyTorch 2.x from PyPI, TCPStore compatibility).
+        pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv) ;;
     --bench)
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools) ;;
     *)
