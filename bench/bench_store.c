@@ -11,6 +11,8 @@
  *                                             the last), GET(128-byte id); wall time
  *   bench_store idle-rss PORT PID N           server RSS growth per idle connection
  * A token in DDPRUN_STORE_TOKEN (hex) makes every connection authenticate (ddprun only).
+ * BENCH_SERVER_PID adds the server's CPU time (from /proc) to throughput and rendezvous rows,
+ * next to the client's own.
  * Output: markdown table rows on stdout. Every phase is bounded (60 s). */
 #include <errno.h>
 #include <netinet/in.h>
@@ -533,9 +535,11 @@ static int run_engine(engine_t *e, uint64_t until_ns, int (*stop)(engine_t *)) {
                 c->got += (size_t)r;
                 if (c->got < c->want)
                     continue;
+                /* One request in flight: the next reply cannot be here before the request just
+                 * sent is served, and level-triggered epoll reports it when it is, so no recv
+                 * is spent on EAGAIN (the same for every server). */
                 on_reply(e, c);
-                if (c->state == C_DONE)
-                    break;
+                break;
             }
         }
     }
@@ -593,17 +597,62 @@ static void engine_free(engine_t *e) {
     close(e->ep);
 }
 
+/* CPU seconds (user + system) process pid has used, from /proc/PID/stat; -1 when unknown. */
+static double proc_cpu_s(int pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ut, st;
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The server's PID from BENCH_SERVER_PID (its CPU time is read from /proc), or 0. */
+static int server_pid(void) {
+    int64_t pid = 0;
+    const char *sp = getenv("BENCH_SERVER_PID");
+    if (sp == NULL || ddp_parse_i64(sp, 1, INT32_MAX, &pid) < 0)
+        return 0;
+    return (int)pid;
+}
+
+static double self_cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Prints | clients | pairs/s | requests/s | server CPU us per pair | client CPU us per pair |
+ * (server CPU "-" without BENCH_SERVER_PID): with both sides near 100% of a CPU, the CPU each
+ * spends per pair says which is the bottleneck. */
 static void bench_throughput(int clients, double secs) {
     engine_t e;
     engine_init(&e, clients, 0);
+    int spid = server_pid();
     /* Connect everyone, warm up for a fifth of the time, then count. */
     run_engine(&e, 0, stop_all_connected);
     run_engine(&e, ddp_now_ns() + (uint64_t)(secs * 0.2e9), stop_never);
     e.ops = 0;
+    double s0 = spid ? proc_cpu_s(spid) : -1, c0 = self_cpu_s();
     uint64_t t0 = ddp_now_ns();
     run_engine(&e, t0 + (uint64_t)(secs * 1e9), stop_never);
     double dt = (double)(ddp_now_ns() - t0) / 1e9;
-    printf("| %d | %.0f | %.0f |\n", clients, (double)e.ops / dt, 2.0 * (double)e.ops / dt);
+    double s1 = spid ? proc_cpu_s(spid) : -1, c1 = self_cpu_s();
+    double pairs = e.ops > 0 ? (double)e.ops : 1;
+    char scpu[32] = "-";
+    if (s0 >= 0 && s1 >= 0)
+        snprintf(scpu, sizeof scpu, "%.2f", (s1 - s0) * 1e6 / pairs);
+    printf("| %d | %.0f | %.0f | %s | %.2f |\n", clients, (double)e.ops / dt,
+           2.0 * (double)e.ops / dt, scpu, (c1 - c0) * 1e6 / pairs);
     engine_free(&e);
 }
 
@@ -627,13 +676,19 @@ static void bench_rendezvous(int n) {
     recv_all(fd, &echo, 4);
     close(fd);
     ddp_buf_free(&b);
+    int spid = server_pid();
+    double s0 = spid ? proc_cpu_s(spid) : -1, c0 = self_cpu_s();
     uint64_t t0 = ddp_now_ns();
     int rc = run_engine(&e, 0, stop_all_done);
     double dt = (double)(ddp_now_ns() - t0) / 1e9;
+    double s1 = spid ? proc_cpu_s(spid) : -1, c1 = self_cpu_s();
+    char scpu[32] = "-";
+    if (s0 >= 0 && s1 >= 0)
+        snprintf(scpu, sizeof scpu, "%.2f", s1 - s0);
     if (rc < 0)
-        printf("| %d | timed out (%d done) | |\n", n, e.done);
+        printf("| %d | timed out (%d done) | | | |\n", n, e.done);
     else
-        printf("| %d | %.3f | %.0f |\n", n, dt, (double)n / dt);
+        printf("| %d | %.3f | %.0f | %s | %.2f |\n", n, dt, (double)n / dt, scpu, c1 - c0);
     engine_free(&e);
 }
 

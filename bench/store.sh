@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Store benchmarks (make bench runs every bench/*.sh with BUILD set). Starts ddp-rendezvous on
 # 127.0.0.1 port 0 (with a token, and with --no-auth for a like-for-like comparison), PyTorch's
-# TCPStore when a Python with torch 2.x is found (TORCH_PYTHON, default python3), and
+# TCPStore when a Python with torch 2.x is found (see TORCH_PYTHON below), and
 # redis-server when installed; drives them all with build/bench/bench_store; prints markdown.
 #   BUILD=build bench/store.sh            (STORE_BENCH_QUICK=1: fewer iterations, N<=4096)
 set -u
@@ -9,7 +9,12 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 B=$BUILD/bench/bench_store
 D=$BUILD/ddp-rendezvous
-TORCH_PYTHON=${TORCH_PYTHON:-python3}
+# TCPStore reference: TORCH_PYTHON, else the venv scripts/ensure-torch2.sh makes, else python3.
+TORCH_PYTHON=${TORCH_PYTHON:-}
+if [ -z "$TORCH_PYTHON" ]; then
+    TORCH_PYTHON=python3
+    [ -x .cache/torch2/bin/python ] && TORCH_PYTHON=.cache/torch2/bin/python
+fi
 QUICK=${STORE_BENCH_QUICK:-0}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/storebench.XXXXXX")
 PIDS=()
@@ -53,6 +58,7 @@ fi
 HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
 start auth "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
 start open "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error
+start floor "${PIN[@]}" "$BUILD/bench/bench_floor"
 servers=("ddprun+auth:auth:$HEX" "ddprun:open:")
 if "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
     if start torch "${PIN[@]}" "$TORCH_PYTHON" bench/store_torch_server.py; then
@@ -81,44 +87,51 @@ reps=3
 echo "### Throughput: SET then GET of each client's own key, one request in flight"
 echo
 echo "Median of $reps runs of ${secs} s each; the servers take turns within each round, so that"
-echo "other load on the machine hits them alike."
+echo "other load on the machine hits them alike. CPU columns: CPU time (user + system) per pair"
+echo "of the server process and of the client, in the run with the median rate. \"floor\" is"
+echo "bench_floor: one read and one write per request, canned replies, no store."
 echo
-echo "| server | clients | SET+GET pairs/s | requests/s | x TCPStore |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| server | clients | SET+GET pairs/s | requests/s | x TCPStore | server CPU us/pair | client CPU us/pair |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+tp_servers=("${servers[@]}" "floor (kernel floor):floor:")
 for c in 1 16 64 256; do
     for r in $(seq 1 $reps); do
-        for s in "${servers[@]}"; do
+        for s in "${tp_servers[@]}"; do
             rest=${s#*:}; name=${rest%%:*}; tok=${rest#*:}
-            eval "port=\$PORT_$name"
-            DDPRUN_STORE_TOKEN=$tok "$B" throughput "$port" "$c" "$secs" |
-                awk -F'|' '{gsub(/ /, "", $3); print $3}' >>"$TMP/tp_${name}_$c"
+            eval "port=\$PORT_$name; spid=\$PID_$name"
+            # rows: pairs/s server-us client-us
+            DDPRUN_STORE_TOKEN=$tok BENCH_SERVER_PID=$spid "$B" throughput "$port" "$c" "$secs" |
+                awk -F'|' '{gsub(/ /, ""); print $3, $5, $6}' >>"$TMP/tp_${name}_$c"
         done
     done
+    median_row() { sort -n "$1" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'; }
     ref=
-    [ -f "$TMP/tp_torch_$c" ] && ref=$(sort -n "$TMP/tp_torch_$c" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    for s in "${servers[@]}"; do
+    [ -f "$TMP/tp_torch_$c" ] && ref=$(median_row "$TMP/tp_torch_$c" | cut -d' ' -f1)
+    for s in "${tp_servers[@]}"; do
         label=${s%%:*}; rest=${s#*:}; name=${rest%%:*}
-        med=$(sort -n "$TMP/tp_${name}_$c" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+        read -r med scpu ccpu <<<"$(median_row "$TMP/tp_${name}_$c")"
         ratio=-
         [ -n "$ref" ] && [ "${ref:-0}" != 0 ] && ratio=$(awk -v a="$med" -v b="$ref" 'BEGIN {printf "%.2f", a / b}')
-        echo "| $label | $c | $med | $((med * 2)) | $ratio |"
+        echo "| $label | $c | $med | $((med * 2)) | $ratio | $scpu | $ccpu |"
     done
 done
 echo
 
 echo "### Rendezvous: N connections each ADD(count), WAIT(barrier set by the last), GET(128 B id)"
 echo
-echo "| server | N | seconds | ranks/s |"
-echo "| --- | --- | --- | --- |"
+echo "CPU columns: CPU seconds (user + system) the server process and the client used in the run."
+echo
+echo "| server | N | seconds | ranks/s | server CPU s | client CPU s |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for s in "${servers[@]}"; do
     label=${s%%:*}; rest=${s#*:}; name=${rest%%:*}; tok=${rest#*:}
-    eval "port=\$PORT_$name"
+    eval "port=\$PORT_$name; spid=\$PID_$name"
     ns=$sizes
     # TCPStore stalls ~5 s for about every 25 new connections here (see docs/BENCHMARKS.md):
     # one size is enough to show it, and the bench stops each run after 60 s.
     [ "$name" = torch ] && ns="128 1024"
     for n in $ns; do
-        DDPRUN_STORE_TOKEN=$tok timeout 120 "$B" rendezvous "$port" "$n" | sed "s/^| /| $label | /"
+        DDPRUN_STORE_TOKEN=$tok BENCH_SERVER_PID=$spid timeout 120 "$B" rendezvous "$port" "$n" | sed "s/^| /| $label | /"
     done
 done
 echo

@@ -34,6 +34,10 @@ BENCHES += $(BUILD)/bench/bench_store
 $(BUILD)/bench/bench_store: $(BUILD)/obj/bench/bench_store.o $(BUILD)/librdzv.a \
     $(BUILD)/libddpcommon.a
 	$(LINK)
+# The kernel's floor for bench_store's throughput workload (canned replies, no store).
+BENCHES += $(BUILD)/bench/bench_floor
+$(BUILD)/bench/bench_floor: $(BUILD)/obj/bench/bench_floor.o
+	$(LINK)
 
 # make fuzz [FUZZ_SECONDS=60]: libFuzzer on the frame parser (clang, ASan+UBSan) in build-fuzz/,
 # seeded from fuzz/corpus/rdzv_frame and the golden frames; new inputs stay in build-fuzz/.
