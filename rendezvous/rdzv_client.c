@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_net.h"
 #include "ddp_time.h"
 #include "rdzv_auth_int.h"
 #include "rdzv_frame_int.h"
@@ -42,33 +43,12 @@ struct rdzv_client {
 /* ---- deadlines and raw I/O ---- */
 
 /* Milliseconds left until deadline (UINT64_MAX = none), for poll: -1 forever, >= 0 otherwise. */
-static int ms_left(uint64_t deadline) {
-    if (deadline == UINT64_MAX)
-        return -1;
-    uint64_t now = ddp_now_ms();
-    if (now >= deadline)
-        return 0;
-    uint64_t left = deadline - now;
-    return left > 0x7fffffff ? 0x7fffffff : (int)left;
-}
 
 static uint64_t deadline_in(int ms) {
     return ms < 0 ? UINT64_MAX : ddp_now_ms() + (uint64_t)ms;
 }
 
 /* Waits for events on fd until deadline. Returns 1 ready, 0 timed out, or -errno. */
-static int wait_fd(int fd, short events, uint64_t deadline) {
-    for (;;) {
-        struct pollfd p = {fd, events, 0};
-        int rc = poll(&p, 1, ms_left(deadline));
-        if (rc > 0)
-            return 1;
-        if (rc == 0)
-            return 0;
-        if (errno != EINTR)
-            return -errno;
-    }
-}
 
 static int fail(rdzv_client_t *c, int code, ddp_err_t *err, const char *what) {
     c->broken = 1;
@@ -94,7 +74,7 @@ static int send_all(rdzv_client_t *c, uint64_t deadline) {
             continue;
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return errno == EPIPE || errno == ECONNRESET ? DDP_ECLOSED : -errno;
-        int rc = wait_fd(c->fd, POLLOUT, deadline);
+        int rc = ddp_wait_fd(c->fd, POLLOUT, deadline);
         if (rc <= 0)
             return rc == 0 ? DDP_ETIMEOUT : rc;
     }
@@ -136,7 +116,7 @@ static int recv_exact(rdzv_client_t *c, void *dst, size_t n, uint64_t deadline) 
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return errno == ECONNRESET ? DDP_ECLOSED : -errno;
-        int rc = wait_fd(c->fd, POLLIN, deadline);
+        int rc = ddp_wait_fd(c->fd, POLLIN, deadline);
         if (rc <= 0)
             return rc == 0 ? DDP_ETIMEOUT : rc;
     }
@@ -147,7 +127,7 @@ static int recv_exact(rdzv_client_t *c, void *dst, size_t n, uint64_t deadline) 
 static int reply_ready(rdzv_client_t *c, uint64_t deadline) {
     if (c->roff < c->rlen)
         return 1;
-    return wait_fd(c->fd, POLLIN, deadline);
+    return ddp_wait_fd(c->fd, POLLIN, deadline);
 }
 
 static int recv_u8(rdzv_client_t *c, uint8_t *v, uint64_t deadline) {
@@ -277,33 +257,12 @@ static int try_connect(const char *host, uint16_t port, uint64_t deadline, int *
     }
     int last = -ECONNREFUSED;
     for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-            last = -errno;
-            continue;
-        }
-        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (rc < 0 && errno == EINPROGRESS) {
-            rc = wait_fd(fd, POLLOUT, deadline);
-            if (rc == 1) {
-                int soerr = 0;
-                socklen_t sl = sizeof soerr;
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-                errno = soerr;
-                rc = soerr == 0 ? 0 : -1;
-            } else {
-                errno = rc == 0 ? ETIMEDOUT : -rc;
-                rc = -1;
-            }
-        }
-        if (rc == 0) {
+        int fd = ddp_tcp_connect(ai->ai_addr, ai->ai_addrlen, deadline, 0);
+        if (fd >= 0) {
             freeaddrinfo(res);
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             return fd;
         }
-        last = -errno;
-        close(fd);
+        last = fd;
     }
     freeaddrinfo(res);
     return last;
@@ -418,7 +377,7 @@ int rdzv_client_connect(const rdzv_client_opts_t *opts, rdzv_client_t **out, ddp
             return code;
         }
         /* Exponential backoff with jitter, never past the deadline. */
-        uint64_t left = (uint64_t)ms_left(deadline);
+        uint64_t left = (uint64_t)ddp_ms_left(deadline);
         uint64_t nap = backoff / 2 + (uint64_t)(rand() % (int)(backoff / 2 + 1));
         if (nap > left)
             nap = left;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_net.h"
 #include "ddp_time.h"
 
 #define TCP_MAGIC 0x44445754u /* "TWDD" */
@@ -46,11 +47,19 @@ static uint64_t run_hash(const ddpw_t *w) {
     return h;
 }
 
-static void set_sock_opts(int fd) {
-    int one = 1, buf = 4 << 20;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+/* Socket buffers of the ring's connections, set before connect() and on the listener (accepted
+ * sockets inherit them): TCP agrees the window scale in the handshake, from the size then. */
+#define RING_SOCK_BUF (4 << 20)
+
+static void set_buf_sizes(int fd) {
+    int buf = RING_SOCK_BUF;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+static void set_sock_opts(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
@@ -128,31 +137,9 @@ static int local_addr(ddpw_t *w, struct sockaddr_storage *ss, socklen_t *len, dd
     return rc;
 }
 
-/* Waits until the non-blocking connect on fd settles or deadline passes (a connect that has
- * already settled is seen even at the deadline). Returns 0 (connected), the connect's errno, or -1
- * when the deadline passed first. */
-static int connect_wait(int fd, uint64_t deadline) {
-    for (;;) {
-        uint64_t now = ddp_now_ms(), left = now < deadline ? deadline - now : 0;
-        struct pollfd p = {fd, POLLOUT, 0};
-        int k = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
-        if (k < 0 && errno != EINTR)
-            return errno;
-        if (k == 0 || (k < 0 && left == 0))
-            return -1;
-        if (k < 0)
-            continue;
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
-            return errno;
-        return soerr;
-    }
-}
-
 /* Connects to node `next`'s leader at ai (peer = "ADDR:PORT" for messages) before deadline.
- * Non-blocking connect + poll, so an unreachable leader costs the deadline, not the kernel's SYN
- * retries (minutes). A refusal (the leader not listening yet, or gone) is retried with a short
+ * ddp_tcp_connect bounds each try by the deadline, not by the kernel's SYN retries (minutes).
+ * A refusal (the leader not listening yet, or gone) is retried with a short
  * doubling backoff until the deadline. Returns the connected fd, or a negative code (DDP_ETIMEOUT
  * when it timed out or kept being refused, else -errno) with err naming the peer. */
 static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, const char *peer,
@@ -161,31 +148,22 @@ static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, 
     uint64_t backoff = 5;
     int refused = 0;
     for (;;) {
-        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-            return ddp_err_set(err, -errno,
-                               "cpu backend: unable to connect to node %d's leader (rank %d) at "
-                               "%s: socket: %s",
-                               next, rank, peer, strerror(errno));
-        int e = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
-        if (e == EINPROGRESS || e == EINTR) /* after EINTR the connect goes on in the background */
-            e = connect_wait(fd, deadline);
-        if (e == 0)
+        int fd = ddp_tcp_connect(ai->ai_addr, ai->ai_addrlen, deadline, RING_SOCK_BUF);
+        if (fd >= 0)
             return fd;
-        close(fd);
-        if (e < 0 && !refused)
+        if (fd == -ETIMEDOUT && !refused)
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu backend: connecting to node %d's leader (rank %d) at %s timed "
                                "out after %d ms (no answer)",
                                next, rank, peer, w->timeout_ms);
-        if (e > 0 && e != ECONNREFUSED)
-            return ddp_err_set(err, -e,
+        if (fd != -ETIMEDOUT && fd != -ECONNREFUSED)
+            return ddp_err_set(err, fd,
                                "cpu backend: unable to connect to node %d's leader (rank %d) at "
                                "%s: %s",
-                               next, rank, peer, strerror(e));
+                               next, rank, peer, strerror(-fd));
         refused = 1;
         uint64_t now = ddp_now_ms();
-        if (e < 0 || now >= deadline) /* refused, then no answer before the deadline: refused */
+        if (fd == -ETIMEDOUT || now >= deadline) /* refused, then no answer: refused */
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu backend: node %d's leader (rank %d) at %s refused the "
                                "connection until the %d ms timeout (nothing listening there)",
@@ -219,8 +197,7 @@ static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     freeaddrinfo(ai);
     if (rc < 0)
         return rc;
-    t->fd_next = rc;
-    set_sock_opts(t->fd_next);
+    t->fd_next = rc; /* non-blocking, TCP_NODELAY */
     hello_t h = {TCP_MAGIC, (uint32_t)t->node, w->env.round, run_hash(w)};
     if ((rc = exchange(w, t->fd_next, &h, sizeof h, -1, NULL, 0, err)) != 0)
         return rc;
@@ -287,6 +264,8 @@ int ddpw__tcp_setup(ddpw_t *w, ddp_err_t *err) {
     else
         ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
     int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd >= 0)
+        set_buf_sizes(lfd);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&ss, sl) != 0 || listen(lfd, 16) != 0 ||
         getsockname(lfd, (struct sockaddr *)&ss, &sl) != 0) {
         rc = ddp_err_set(err, -errno, "cpu backend: unable to listen for node peers: %s",

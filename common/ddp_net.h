@@ -1,0 +1,24 @@
+/* ddp_net: TCP helpers shared by the store client (rendezvous/) and the CPU backend's ring
+ * (worker_template/). Every wait is bounded by a deadline on the ddp_now_ms() clock, so an
+ * unreachable peer costs the caller's timeout, never the kernel's SYN retries (minutes). */
+#ifndef DDP_NET_H
+#define DDP_NET_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Milliseconds from now until deadline for poll(): 0 once it has passed, -1 (forever) for
+ * UINT64_MAX, at most INT32_MAX. */
+int ddp_ms_left(uint64_t deadline);
+
+/* Waits until fd is ready for events (POLLIN, POLLOUT) or deadline passes (EINTR retried).
+ * Returns 1 when ready, 0 when the deadline came first, or -errno. */
+int ddp_wait_fd(int fd, short events, uint64_t deadline);
+
+/* Connects a new TCP socket of addr's family to addr before deadline. bufsize > 0 sets
+ * SO_SNDBUF and SO_RCVBUF before connecting (TCP agrees the window scale in the handshake).
+ * Returns the connected fd (non-blocking, close-on-exec, TCP_NODELAY), or -errno: -ETIMEDOUT
+ * when the deadline came first, -ECONNREFUSED when nothing listens there. */
+int ddp_tcp_connect(const struct sockaddr *addr, socklen_t addrlen, uint64_t deadline, int bufsize);
+
+#endif
