@@ -1,11 +1,13 @@
-/* bench_floor: the kernel's floor for bench_store's throughput workload, not a store.
+/* bench_floor: the kernel's floor for bench_store's workloads, not a store.
  *
- * One thread, one epoll loop, level-triggered, one read() and one write() per request batch:
- * it parses just enough of the TCPStore frames bench_store sends (VALIDATE, PING, SET, GET) to
- * answer them with canned replies (PING's echo, a GET of 16 'f' bytes), and keeps no keys. Any
- * store server pays at least these system calls and this TCP work per request; the gap between
- * this row and a real server in bench/store.sh is what the server's own code costs, and the
- * ratio of this row to TCPStore bounds what any server could show against it on this machine.
+ * One thread, one epoll loop, level-triggered, one read() per readable connection and one
+ * write() per batch of replies. It parses just enough of the TCPStore frames bench_store sends
+ * (VALIDATE, PING, SET, GET, ADD, WAIT) and keeps keys in a fixed open-addressing table with no
+ * limits, no authentication, no memory accounting and no event library; a WAIT on an absent key
+ * parks until a SET of that key. Any store server pays at least these system calls and this
+ * TCP work per request: the gap between this row and a real server in bench/store.sh is what
+ * that server's own code costs, and this row's ratio to TCPStore bounds what any server could
+ * show against TCPStore on the machine.
  *
  *   bench_floor           prints "listening on 127.0.0.1:PORT", serves until SIGTERM */
 #include <errno.h>
@@ -23,18 +25,56 @@
 
 #define MAX_CONNS 65536
 #define IN_CAP 4096
-#define REPLY_LEN 16
+#define OUT_CAP 4096
+#define TABLE_SIZE 4096 /* keys: a few per run of the benchmark */
 
 typedef struct {
     uint8_t in[IN_CAP];
     size_t len;
+    uint8_t *wait_key; /* a parked WAIT's key (malloc'd), or NULL */
+    size_t wait_klen;
 } floor_conn_t;
 
+typedef struct {
+    uint8_t *key, *val;
+    size_t klen, vlen;
+} slot_t;
+
 static floor_conn_t *conns[MAX_CONNS];
+static slot_t table[TABLE_SIZE];
+static int nparked, nslots_used;
 
 static void die(const char *what) {
     fprintf(stderr, "bench_floor: %s: %s\n", what, strerror(errno));
     exit(1);
+}
+
+/* The slot of key: its own, or the empty one where it would go (set_value keeps a quarter free). */
+static slot_t *slot_of(const uint8_t *key, size_t klen) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    for (size_t i = h % TABLE_SIZE;; i = (i + 1) % TABLE_SIZE)
+        if (table[i].key == NULL || (table[i].klen == klen && memcmp(table[i].key, key, klen) == 0))
+            return &table[i];
+}
+
+static slot_t *set_value(const uint8_t *key, size_t klen, const void *val, size_t vlen) {
+    slot_t *sl = slot_of(key, klen);
+    if (sl->key == NULL) {
+        if (++nslots_used > TABLE_SIZE * 3 / 4) {
+            fprintf(stderr, "bench_floor: more than %d keys\n", TABLE_SIZE * 3 / 4);
+            exit(1);
+        }
+        sl->key = malloc(klen ? klen : 1);
+        memcpy(sl->key, key, klen);
+        sl->klen = klen;
+    }
+    free(sl->val);
+    sl->val = malloc(vlen ? vlen : 1);
+    memcpy(sl->val, val, vlen);
+    sl->vlen = vlen;
+    return sl;
 }
 
 /* Length of a blob (u64 length + bytes) at p, or 0 when it is not all there. */
@@ -46,13 +86,39 @@ static size_t blob_len(const uint8_t *p, size_t avail) {
     return n <= avail - 8 ? 8 + (size_t)n : 0;
 }
 
-/* Parses one whole frame at p: returns its length and appends its reply to out (*olen), or
- * returns 0 when the frame is not all there yet, or -1 for a command this floor does not know. */
-static long one_frame(const uint8_t *p, size_t avail, uint8_t *out, size_t *olen) {
-    if (avail < 1)
-        return 0;
+static void drop(int ep, int fd) {
+    epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
+    if (conns[fd]->wait_key != NULL)
+        nparked--;
+    free(conns[fd]->wait_key);
+    free(conns[fd]);
+    conns[fd] = NULL;
+}
+
+/* A SET of key releases the WAITs parked on it. */
+static void release_waits(int ep, const uint8_t *key, size_t klen) {
+    uint8_t stop = RDZV_WAIT_STOP_WAITING;
+    for (int fd = 0; fd < MAX_CONNS && nparked > 0; fd++) {
+        floor_conn_t *c = conns[fd];
+        if (c == NULL || c->wait_key == NULL || c->wait_klen != klen ||
+            memcmp(c->wait_key, key, klen) != 0)
+            continue;
+        free(c->wait_key);
+        c->wait_key = NULL;
+        nparked--;
+        if (write(fd, &stop, 1) != 1)
+            drop(ep, fd);
+    }
+}
+
+/* Serves one whole frame at p: returns its length with its reply appended to out (*olen), 0 when
+ * the frame is not all there yet, or -1 for a command this floor does not know. */
+static long one_frame(int ep, floor_conn_t *c, const uint8_t *p, size_t avail, uint8_t *out,
+                      size_t *olen) {
     size_t k, v;
-    switch (p[0]) {
+    switch (avail > 0 ? p[0] : 0xff) {
+    case 0xff: return 0;
     case RDZV_CMD_VALIDATE: return avail >= 5 ? 5 : 0;
     case RDZV_CMD_PING:
         if (avail < 5)
@@ -63,25 +129,57 @@ static long one_frame(const uint8_t *p, size_t avail, uint8_t *out, size_t *olen
     case RDZV_CMD_SET:
         if ((k = blob_len(p + 1, avail - 1)) == 0 || (v = blob_len(p + 1 + k, avail - 1 - k)) == 0)
             return 0;
+        set_value(p + 9, k - 8, p + 1 + k + 8, v - 8);
+        if (nparked > 0)
+            release_waits(ep, p + 9, k - 8);
         return (long)(1 + k + v);
     case RDZV_CMD_GET: {
         if ((k = blob_len(p + 1, avail - 1)) == 0)
             return 0;
-        uint64_t n = REPLY_LEN;
+        slot_t *sl = slot_of(p + 9, k - 8);
+        uint64_t n = sl->key != NULL ? sl->vlen : 0;
+        if (*olen + 8 + n > OUT_CAP)
+            return -1;
         memcpy(out + *olen, &n, 8);
-        memset(out + *olen + 8, 'f', REPLY_LEN);
-        *olen += 8 + REPLY_LEN;
+        memcpy(out + *olen + 8, sl->val, n);
+        *olen += 8 + n;
         return (long)(1 + k);
+    }
+    case RDZV_CMD_ADD: {
+        if ((k = blob_len(p + 1, avail - 1)) == 0 || avail < 1 + k + 8)
+            return 0;
+        int64_t add, cur = 0;
+        memcpy(&add, p + 1 + k, 8);
+        slot_t *sl = slot_of(p + 9, k - 8);
+        if (sl->key != NULL && sl->vlen == 8)
+            memcpy(&cur, sl->val, 8);
+        cur += add;
+        set_value(p + 9, k - 8, &cur, 8);
+        memcpy(out + *olen, &cur, 8);
+        *olen += 8;
+        return (long)(1 + k + 8);
+    }
+    case RDZV_CMD_WAIT: { /* one key, as bench_store sends */
+        uint64_t nkeys;
+        if (avail < 9 || (k = blob_len(p + 9, avail - 9)) == 0)
+            return 0;
+        memcpy(&nkeys, p + 1, 8);
+        if (nkeys != 1)
+            return -1;
+        slot_t *sl = slot_of(p + 17, k - 8);
+        if (sl->key != NULL) {
+            out[(*olen)++] = RDZV_WAIT_STOP_WAITING;
+        } else {
+            uint8_t *key = malloc(k - 8 ? k - 8 : 1);
+            memcpy(key, p + 17, k - 8);
+            c->wait_key = key;
+            c->wait_klen = k - 8;
+            nparked++;
+        }
+        return (long)(9 + k);
     }
     default: return -1;
     }
-}
-
-static void drop(int ep, int fd) {
-    epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-    close(fd);
-    free(conns[fd]);
-    conns[fd] = NULL;
 }
 
 static void on_readable(int ep, int fd) {
@@ -94,11 +192,11 @@ static void on_readable(int ep, int fd) {
         return;
     }
     c->len += (size_t)r;
-    uint8_t out[IN_CAP];
+    uint8_t out[OUT_CAP];
     size_t olen = 0, off = 0;
     long n = 0;
-    while (olen + 8 + REPLY_LEN <= sizeof out &&
-           (n = one_frame(c->in + off, c->len - off, out, &olen)) > 0)
+    while (olen + 256 <= sizeof out && c->wait_key == NULL &&
+           (n = one_frame(ep, c, c->in + off, c->len - off, out, &olen)) > 0)
         off += (size_t)n;
     if (n < 0 || (off == 0 && c->len == IN_CAP)) {
         drop(ep, fd);
@@ -121,7 +219,7 @@ int main(void) {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t al = sizeof a;
-    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4096) < 0 ||
+    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 65535) < 0 ||
         getsockname(l, (struct sockaddr *)&a, &al) < 0)
         die("listen");
     int ep = epoll_create1(EPOLL_CLOEXEC);
