@@ -322,11 +322,12 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     return 0;
 }
 
-int agent_run(const launch_spec_t *spec, char *const *worker_argv) {
+int agent_run(const launch_spec_t *spec, const char *path, char *const *worker_argv) {
     agent_t agent;
     memset(&agent, 0, sizeof agent);
     agent_t *a = &agent;
     a->spec = spec;
+    a->path = path;
     a->argv = worker_argv;
     a->guard_fd = -1;
     a->exit_code = AGENT_EXIT_INTERNAL;

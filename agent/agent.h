@@ -13,9 +13,10 @@ enum {
     AGENT_EXIT_INTERNAL = 3,
 };
 
-/* Runs the job described by spec with worker_argv (argv[0] is the resolved path to exec) until it
- * succeeds, fails for good or is stopped by a signal. Returns ddprun's exit code: 0, 1 (job failed,
- * summary printed), 3 (agent could not start: message logged), or 128+N after signal N. */
-int agent_run(const launch_spec_t *spec, char *const *worker_argv);
+/* Runs the job described by spec, workers exec'ing path (resolved, so that no search happens after
+ * fork) with worker_argv (argv[0] as the user gave it, as torchrun passes it), until it succeeds,
+ * fails for good or is stopped by a signal. Returns ddprun's exit code: 0, 1 (job failed, summary
+ * printed), 3 (agent could not start: message logged), or 128+N after signal N. */
+int agent_run(const launch_spec_t *spec, const char *path, char *const *worker_argv);
 
 #endif

@@ -90,7 +90,8 @@ typedef struct agent_failure {
 
 struct agent {
     const launch_spec_t *spec;
-    char *const *argv;
+    const char *path;  /* what workers exec: the program or python, resolved */
+    char *const *argv; /* their argv, argv[0] as the user gave it */
     uv_loop_t *loop;
     uv_signal_t sigchld;
     uv_signal_t sigs[LAUNCH_MAX_SIGNALS + 2];

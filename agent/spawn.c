@@ -214,7 +214,7 @@ static int child_main(void *arg) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(c->a->argv[0], c->a->argv, c->envp);
+    execve(c->a->path, c->a->argv, c->envp);
 fail:
     c->exec_errno = errno;
     _exit(errno == ENOENT ? 127 : 126);
@@ -291,8 +291,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     a->running++;
     agent__guard_update(a, pid, 1);
     if (w->exec_errno != 0)
-        DDP_ERROR("unable to exec %s for rank %d: %s", a->argv[0], w->rank,
-                  strerror(w->exec_errno));
+        DDP_ERROR("unable to exec %s for rank %d: %s", a->path, w->rank, strerror(w->exec_errno));
 
     if (out.child_fd >= 0)
         close(out.child_fd);

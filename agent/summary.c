@@ -78,8 +78,7 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
         fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);
         fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
         if (x->exec_errno != 0)
-            fprintf(f, "  traceback : unable to exec %s: %s\n", a->argv[0],
-                    strerror(x->exec_errno));
+            fprintf(f, "  traceback : unable to exec %s: %s\n", a->path, strerror(x->exec_errno));
         else if (msg) {
             fputs("  traceback : ", f);
             print_indented(f, msg);

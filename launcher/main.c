@@ -69,14 +69,7 @@ int main(int argc, char **argv) {
     launch_argv_t prog;
     if ((rc = launch_program_argv(&spec, &prog, &err)) < 0)
         goto usage;
-    /* The agent execs prog.path with argv[0] as given; pass the resolved path as argv[0] so
-     * that execve needs no search after fork. */
-    free(prog.argv[0]);
-    if ((prog.argv[0] = strdup(prog.path)) == NULL) {
-        launch_argv_free(&prog);
-        goto nomem;
-    }
-    rc = agent_run(&spec, prog.argv);
+    rc = agent_run(&spec, prog.path, prog.argv);
     launch_argv_free(&prog);
     launch_spec_free(&spec);
     return rc;
@@ -84,8 +77,4 @@ int main(int argc, char **argv) {
 usage:
     launch_spec_free(&spec);
     return usage_error(&err, rc);
-nomem:
-    launch_spec_free(&spec);
-    fprintf(stderr, "ddprun: out of memory\n");
-    return AGENT_EXIT_INTERNAL;
 }

@@ -13,7 +13,8 @@
  *   FW_IGNORE_TERM=1     ignore SIGTERM
  *   FW_TERM_EXIT=n       on SIGTERM, exit n (default: die by SIGTERM)
  *   FW_CHILD=1           fork a grandchild that sleeps FW_SLEEP_MS (tests orphan handling)
- *   FW_DIR=dir           write dir/pid.<rank>.<attempt> and dir/env.<rank>.<attempt>, and
+ *   FW_DIR=dir           write dir/pid.<rank>.<attempt>, dir/env.<rank>.<attempt>,
+ *                        dir/argv.<rank>.<attempt> (one argument per line, argv[0] first), and
  *                        dir/sig.<rank>.<attempt> with the names of signals received;
  *                        t.<rank>.<attempt> holds CLOCK_MONOTONIC ns at start and, for a failing
  *                        rank, tfail.<rank>.<attempt> the time just before it fails. <attempt>
@@ -81,7 +82,7 @@ static void sleep_ms(int ms) {
         ;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     int rank = env_int("RANK", 0);
     int attempt = env_int("TORCHELASTIC_RESTART_COUNT", 0);
     /* Files are named by round: on several nodes a membership change starts a new round
@@ -103,6 +104,13 @@ int main(void) {
         if (f) {
             for (char **e = environ; *e; e++)
                 fprintf(f, "%s\n", *e);
+            fclose(f);
+        }
+        snprintf(p, sizeof p, "%s/argv.%d.%d", dir, rank, round);
+        f = fopen(p, "w");
+        if (f) {
+            for (int i = 0; i < argc; i++)
+                fprintf(f, "%s\n", argv[i]);
             fclose(f);
         }
         snprintf(sig_path, sizeof sig_path, "%s/sig.%d.%d", dir, rank, round);

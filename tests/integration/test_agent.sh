@@ -47,6 +47,12 @@ d=$TMP/dash; mkdir -p "$d"
 FW_DIR=$d run_ddprun "$TMP/dash.out" --standalone --nproc-per-node 2 --max-restarts=0 "$FW"
 [ -f "$d/pid.1.0" ] && [ ! -f "$d/pid.2.0" ]
 verdict "dashed spellings work (--nproc-per-node 2)"
+# The program found through PATH, as torchrun --no_python runs it: argv[0] is the name as given.
+d=$TMP/argv0; mkdir -p "$d"
+FW_DIR=$d PATH="$(dirname "$FW"):$PATH" run_ddprun "$TMP/argv0.out" --standalone \
+    --nproc_per_node=1 fake_worker "a b" c
+check "workers get argv as given, argv[0] unresolved (fake_worker, 'a b', c)" \
+    [ "$(cat "$d/argv.0.0" 2>/dev/null | tr '\n' '|')" = "fake_worker|a b|c|" ]
 
 # 3. A failing worker: the group stops, the summary names rank, exit code and error file.
 FW_RANK=1 FW_EXIT=3 FW_ERROR="loss is NaN" FW_SLEEP_MS=20000 \
