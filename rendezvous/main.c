@@ -57,16 +57,6 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
     return 2;
 }
 
-/* Parses a size flag in [1, max]. */
-static int size_flag(const char *name, const char *arg, int64_t max, size_t *out) {
-    int64_t v;
-    if (ddp_parse_i64(arg, 1, max, &v) < 0)
-        return -1;
-    (void)name;
-    *out = (size_t)v;
-    return 0;
-}
-
 int main(int argc, char **argv) {
     enum {
         O_HOST = 256,
@@ -102,6 +92,22 @@ int main(int argc, char **argv) {
     rdzv_server_opts_t o = {0};
     o.host = "127.0.0.1";
     o.port = 29400;
+    /* The store's limits: each flag's bound, how its error names the range, and its field. */
+    const struct {
+        int opt;
+        const char *flag;
+        int64_t max;
+        const char *range;
+        size_t *dst;
+    } limits[] = {
+        {O_MAX_KEY, "--max-key-len", (int64_t)RDZV_MAX_KEY_LEN * 8, "a size in 1..65536",
+         &o.max_key_len},
+        {O_MAX_VALUE, "--max-value-len", (int64_t)1 << 30, "a size in 1..2^30", &o.max_value_len},
+        {O_MAX_KEYS, "--max-keys", (int64_t)1 << 24, "a count in 1..2^24", &o.max_keys_per_req},
+        {O_MAX_CONNS, "--max-conns", (int64_t)1 << 24, "a count in 1..2^24", &o.max_conns},
+        {O_MAX_OUT, "--max-out-buf", (int64_t)1 << 40, "a byte count", &o.max_out_buf},
+        {O_MAX_MEM, "--max-mem", (int64_t)1 << 50, "a byte count", &o.max_total_mem},
+    };
     const char *token_file = NULL;
     int level = DDP_LOG_WARN, verbose = 0, opt;
     int64_t v;
@@ -118,28 +124,18 @@ int main(int argc, char **argv) {
         case O_TOKEN_FILE: token_file = a; break;
         case O_NO_AUTH: o.no_auth = 1; break;
         case O_MAX_KEY:
-            if (size_flag("--max-key-len", a, (int64_t)RDZV_MAX_KEY_LEN * 8, &o.max_key_len) < 0)
-                return usage_error("--max-key-len: '%s' is not a size in 1..65536", a);
-            break;
         case O_MAX_VALUE:
-            if (size_flag("--max-value-len", a, (int64_t)1 << 30, &o.max_value_len) < 0)
-                return usage_error("--max-value-len: '%s' is not a size in 1..2^30", a);
-            break;
         case O_MAX_KEYS:
-            if (size_flag("--max-keys", a, (int64_t)1 << 24, &o.max_keys_per_req) < 0)
-                return usage_error("--max-keys: '%s' is not a count in 1..2^24", a);
-            break;
         case O_MAX_CONNS:
-            if (size_flag("--max-conns", a, (int64_t)1 << 24, &o.max_conns) < 0)
-                return usage_error("--max-conns: '%s' is not a count in 1..2^24", a);
-            break;
         case O_MAX_OUT:
-            if (size_flag("--max-out-buf", a, (int64_t)1 << 40, &o.max_out_buf) < 0)
-                return usage_error("--max-out-buf: '%s' is not a byte count", a);
-            break;
         case O_MAX_MEM:
-            if (size_flag("--max-mem", a, (int64_t)1 << 50, &o.max_total_mem) < 0)
-                return usage_error("--max-mem: '%s' is not a byte count", a);
+            for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+                if (limits[i].opt != opt)
+                    continue;
+                if (ddp_parse_i64(a, 1, limits[i].max, &v) < 0)
+                    return usage_error("%s: '%s' is not %s", limits[i].flag, a, limits[i].range);
+                *limits[i].dst = (size_t)v;
+            }
             break;
         case O_IDLE:
             if (ddp_parse_i64(a, 1, 86400000, &v) < 0)
