@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "ddp_log.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
@@ -31,6 +33,11 @@
 /* The hosting agent keeps the store up after the exit barrier until the other nodes have hung
  * up (they have their answer then), for at most this long. */
 #define AGENT_HOST_LINGER_MS 2000
+/* While a JOIN is parked, a line now and then says who has joined, so that a rendezvous waiting
+ * for a missing node is not silent for all of join_timeout (600 s by default): first after
+ * min(10 s, join_timeout / 4), then at doubling gaps up to a minute. */
+#define AGENT_JOIN_REPORT_FIRST_MS 10000
+#define AGENT_JOIN_REPORT_MAX_MS 60000
 
 struct agent_rdzv {
     agent_t *a;
@@ -47,6 +54,10 @@ struct agent_rdzv {
     int barrier_phase;         /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
     uint64_t barrier_deadline; /* uv_now() ms when the exit barrier's close_timeout runs out */
     int64_t watch_round;       /* the round the watch WAIT is for, -1 none */
+    uint64_t join_sent_ms;     /* uv_now() when the parked JOIN was sent */
+    uint64_t join_report_at;   /* uv_now() of the next waiting line */
+    uint64_t join_report_gap;
+    int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int stopping;
 };
 
@@ -251,8 +262,11 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
         return;
     }
     if (rep.status != 0) {
-        DDP_ERROR("rendezvous '%s': %s", a->spec->rdzv_id,
-                  rep.text.data ? (char *)rep.text.data : "refused");
+        const char *why = rep.text.len > 0 ? (const char *)rep.text.data : "refused";
+        if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
+            DDP_ERROR("%s", why);
+        else
+            DDP_ERROR("rendezvous '%s': %s", a->spec->rdzv_id, why);
         ddp_buf_free(&rep.text);
         emit(a, EV_RDZV_ERROR);
         return;
@@ -309,6 +323,10 @@ void agent__rdzv_join(agent_t *a) {
                               (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS, what, on_join, r,
                               &err);
     ddp_buf_free(&frame);
+    uint64_t first = (uint64_t)req.cfg.join_timeout_ms / 4;
+    r->join_sent_ms = uv_now(a->loop);
+    r->join_report_gap = first < AGENT_JOIN_REPORT_FIRST_MS ? first : AGENT_JOIN_REPORT_FIRST_MS;
+    r->join_report_at = r->join_sent_ms + r->join_report_gap;
     if (rc < 0) {
         DDP_ERROR("unable to join rendezvous '%s': %s", sp->rdzv_id,
                   err.text[0] ? err.text : ddp_strerror(rc));
@@ -367,13 +385,76 @@ static void heartbeat_send(struct agent_rdzv *r) {
     ddp_buf_free(&frame);
 }
 
+/* The run's status, asked for while this node's JOIN is parked: one line saying who is there. */
+static void on_join_status(void *arg, int status, const uint8_t *reply, size_t len,
+                           const char *errtext) {
+    (void)errtext;
+    struct agent_rdzv *r = arg;
+    agent_t *a = r->a;
+    r->join_status_pending = 0;
+    if (status != 0 || r->stopping || a->state != SUP_JOINING)
+        return; /* a lost store shows up through the connections' own callbacks */
+    rdzv_round_reply_t rep;
+    if (round_reply(reply, len, &rep) < 0) {
+        ddp_buf_free(&rep.text);
+        return;
+    }
+    json_t *root = rep.status == 0 && rep.text.len > 0
+                       ? json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL)
+                       : NULL;
+    ddp_buf_free(&rep.text);
+    if (root == NULL)
+        return;
+    json_t *members = json_object_get(root, "members");
+    size_t joining = 0, i;
+    json_t *m;
+    json_array_foreach(members, i, m) {
+        const char *st = json_string_value(json_object_get(m, "state"));
+        joining += st != NULL && strcmp(st, "joining") == 0;
+    }
+    const launch_spec_t *sp = a->spec;
+    size_t running = json_array_size(members) - joining;
+    char others[48] = "";
+    if (running > 0)
+        snprintf(others, sizeof others, ", %zu running the last round", running);
+    DDP_WARN("rendezvous '%s' at %s:%d: waiting %llu s for nodes: %zu of min %d joined round %lld "
+             "(max %d)%s; join_timeout %g s",
+             sp->rdzv_id, r->addr, r->port,
+             (unsigned long long)((uv_now(a->loop) - r->join_sent_ms) / 1000), joining,
+             sp->min_nodes, (long long)json_integer_value(json_object_get(root, "round")),
+             sp->max_nodes, others, sp->rdzv_opts.join_timeout);
+    json_decref(root);
+}
+
+/* Called on every heartbeat tick while joining: asks for the run's status when a line is due.
+ * The watch connection carries it: during a JOIN it holds no WAIT. */
+static void join_progress(struct agent_rdzv *r) {
+    uint64_t now = uv_now(r->a->loop);
+    if (r->join_status_pending || r->watch == NULL || now < r->join_report_at)
+        return;
+    r->join_report_gap = r->join_report_gap * 2 < AGENT_JOIN_REPORT_MAX_MS
+                             ? r->join_report_gap * 2
+                             : AGENT_JOIN_REPORT_MAX_MS;
+    r->join_report_at = now + r->join_report_gap;
+    ddp_buf_t frame = DDP_BUF_INIT;
+    if (rdzv__status_req_encode(&frame, r->a->spec->rdzv_id) == 0 &&
+        rdzv_aclient_raw(r->watch, &frame, rdzv__round_reply_len, 0, -1, "RDZV_STATUS",
+                         on_join_status, r, NULL) == 0)
+        r->join_status_pending = 1;
+    ddp_buf_free(&frame);
+}
+
 static void on_hb_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     agent_t *a = r->a;
     const launch_spec_t *sp = a->spec;
-    /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
-    if (a->state == SUP_JOINING || r->stopping)
+    if (r->stopping)
         return;
+    /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
+    if (a->state == SUP_JOINING) {
+        join_progress(r);
+        return;
+    }
     if (r->hb_pending) {
         /* The server declares a node dead after this much silence: a node that hears nothing
          * back for as long is cut off (network, a stopped store) and must not go on alone. */

@@ -38,6 +38,17 @@ m=$(cat "$d"/env.*.0 | grep '^MASTER_PORT=' | sort -u | wc -l)
 g=$(cat "$d"/env.*.0 | grep -E '^GROUP_RANK=[01]$' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')
 [ "$m" = 1 ] && [ "$g" = "2 2 " ]
 verdict "one MASTER_PORT for all, two workers per GROUP_RANK ($g)"
+
+# 1b. A node alone where two are needed: lines say who is there while it waits, then it gives up
+# at join_timeout with exit 1 (first line after join_timeout / 4).
+PORT=$(free_port); RUN=lone
+timeout -k 5 20 "$DDPRUN" --nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=lone \
+    --rdzv_conf=join_timeout=2,keep_alive_interval=0.1 "$FW" >"$TMP/lone.out" 2>&1; rc=$?
+check "a lone node gives up at join_timeout: exit 1, '1 of min 2 nodes joined within join_timeout=2s'" \
+    [ "$rc" = 1 -a -n "$(grep -F "rendezvous 'lone' round 0: 1 of min 2 nodes joined within join_timeout=2s" "$TMP/lone.out")" ]
+check "while it waits it says so: 'waiting N s for nodes: 1 of min 2 joined round 0 (max 3)'" \
+    grep -qE "rendezvous 'lone' at 127.0.0.1:$PORT: waiting [0-9]+ s for nodes: 1 of min 2 joined round 0 \(max 3\)" "$TMP/lone.out"
 check "nothing left after a two-node job" no_leftovers
 unset FW_DIR FW_SLEEP_MS
 
