@@ -132,13 +132,9 @@ __attribute__((format(printf, 3, 4))) static void slog(rdzv_server_t *s, int lev
     s->log_fn(s->log_arg, level, msg);
 }
 
-static int slog_on(const rdzv_server_t *s, int level) {
-    return s->log_fn != NULL && level <= s->log_level;
-}
-
-/* The peer's address for log lines, looked up on first use: most connections never log one,
- * and getpeername is a system call per connection. Once the peer has reset the connection the
- * address can be gone; the connection's number stands in then. */
+/* The peer's address for log lines. on_connection looks it up at once: a peer that sends a bad
+ * frame and resets the connection must still be named, and after the reset getpeername fails
+ * (the connection's number stands in then, as when the reset came before the accept). */
 static const char *conn_peer(conn_t *c) {
     if (c->peer[0] != '\0')
         return c->peer;
@@ -378,9 +374,7 @@ static void on_write(uv_write_t *req, int status) {
     if (c->closing)
         return;
     if (status < 0) {
-        if (slog_on(c->s, DDP_LOG_DEBUG))
-            slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c),
-                 uv_strerror(status));
+        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(status));
         conn_close(c);
         return;
     }
@@ -414,8 +408,7 @@ static void start_write(conn_t *c) {
     c->wreq.data = c;
     int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc < 0) {
-        if (slog_on(c->s, DDP_LOG_DEBUG))
-            slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(rc));
+        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(rc));
         conn_close(c);
         return;
     }
@@ -436,8 +429,7 @@ static void conn_flush(conn_t *c) {
     uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)chunk);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n < 0 && n != UV_EAGAIN) {
-        if (slog_on(c->s, DDP_LOG_DEBUG))
-            slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(n));
+        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(n));
         conn_close(c);
         return;
     }
@@ -816,8 +808,7 @@ static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
     }
     c->state = ST_READY;
     hs_unlink(c);
-    if (slog_on(s, DDP_LOG_DEBUG))
-        slog(s, DDP_LOG_DEBUG, "authenticated %s", conn_peer(c));
+    slog(s, DDP_LOG_DEBUG, "authenticated %s", conn_peer(c));
     if (reply_u8(c, RDZV_AUTH_OK) == 0)
         reply_bytes(c, mine, RDZV_AUTH_MAC_LEN);
 }
@@ -986,9 +977,8 @@ static void round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
             if (rdzv__join_reply_encode_err(&b, rc, err.text) == 0)
                 reply_buf(c, &b);
         } else {
-            if (slog_on(s, DDP_LOG_DEBUG))
-                slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", conn_peer(c), r->join.host,
-                     r->join.run_id);
+            slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", conn_peer(c), r->join.host,
+                 r->join.run_id);
         }
         break;
     }
@@ -1197,7 +1187,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         if (c->in.len > 0 && !c->closing)
             conn_fail(c, &s->st.bad_frames, "connection ended inside a %s frame (%zu bytes)",
                       rdzv__cmd_name(c->in.data[0]), c->in.len);
-        else if (!c->closing && slog_on(s, DDP_LOG_DEBUG))
+        else if (!c->closing)
             slog(s, DDP_LOG_DEBUG, "%s closed the connection%s%s", conn_peer(c),
                  nread == UV_EOF ? "" : ": ", nread == UV_EOF ? "" : uv_strerror((int)nread));
         conn_close(c);
@@ -1276,10 +1266,10 @@ static void on_connection(uv_stream_t *ls, int status) {
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         return;
     }
+    conn_peer(c);
     if (s->st.conns >= s->max_conns || s->closing) {
-        if (slog_on(s, DDP_LOG_DEBUG))
-            slog(s, DDP_LOG_DEBUG, "refused %s: connection limit %zu reached", conn_peer(c),
-                 s->max_conns);
+        slog(s, DDP_LOG_DEBUG, "refused %s: connection limit %zu reached", conn_peer(c),
+             s->max_conns);
         s->st.conns_refused++;
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         return;
@@ -1310,8 +1300,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     else
         s->hs_head = c;
     s->hs_tail = c;
-    if (slog_on(s, DDP_LOG_DEBUG))
-        slog(s, DDP_LOG_DEBUG, "accepted %s", conn_peer(c));
+    slog(s, DDP_LOG_DEBUG, "accepted %s", conn_peer(c));
 }
 
 /* Closes connections that have not finished their handshake in time (oldest first). */
