@@ -132,9 +132,9 @@ __attribute__((format(printf, 3, 4))) static void slog(rdzv_server_t *s, int lev
     s->log_fn(s->log_arg, level, msg);
 }
 
-/* The peer's address for log lines. on_connection looks it up at once: a peer that sends a bad
- * frame and resets the connection must still be named, and after the reset getpeername fails
- * (the connection's number stands in then, as when the reset came before the accept). */
+/* The peer's address for log lines. on_connection looks it up at once, while the connection is
+ * surely up: a peer must be named in the line that closes it, whatever it did before (when
+ * getpeername fails, the connection's number stands in). */
 static const char *conn_peer(conn_t *c) {
     if (c->peer[0] != '\0')
         return c->peer;

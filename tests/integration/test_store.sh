@@ -147,6 +147,19 @@ timeout 5 "$H/store_client" "$PORT_B" set-size mem/one 1500000 >/dev/null; rc1=$
 timeout 5 "$H/store_client" "$PORT_B" set-size mem/two 1500000 >/dev/null 2>&1; rc2=$?
 check "--max-mem: a SET past the memory limit closes only its connection" \
     test "$rc1" = 0 -a "$rc2" = 5 -a -n "$(grep -E 'memory limit \(4194304 bytes\)' "$TMP/B.err")"
+# A peer that sends half a frame and resets (SO_LINGER 0) is named in the one warning line.
+python3 - "$PORT_B" <<'PY'
+import socket, struct, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE) + b"\x0d" + struct.pack("<I", 7))
+assert c.recv(4) == struct.pack("<I", 7)  # PING echoed: the daemon has accepted us
+c.sendall(b"\x01" + struct.pack("<Q", 3) + b"abc" + struct.pack("<Q", 100) + b"xy")
+c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+c.close()
+PY
+wait_for "$TMP/B.err" 'inside a SET frame' 5 >/dev/null
+check "half a frame, then a reset: one warning naming the peer (127.0.0.1:port)" \
+    grep -qE 'W closing connection from 127\.0\.0\.1:[0-9]+: connection ended inside a SET frame' "$TMP/B.err"
 check "the store still serves after the memory refusal" \
     test "$(timeout 5 "$H/store_client" "$PORT_B" ping)" = pong
 pids=()
