@@ -266,8 +266,9 @@ static int local_store_start(agent_t *a, ddp_err_t *err) {
     }
 
     snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
+    /* -EINVAL: --virtual_local_rank with too few visible devices (logged), a usage error. */
     if ((rc = agent__base_env_build(a)) < 0)
-        return AGENT_EXIT_INTERNAL;
+        return rc == -EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_INTERNAL;
     return 0;
 }
 

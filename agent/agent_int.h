@@ -31,13 +31,18 @@ typedef struct agent_worker agent_worker_t;
  * its uv_close callback, so a restart never waits for the previous attempt's pipes. */
 typedef struct agent_stream {
     uv_pipe_t pipe; /* must stay first: the handle's data points back here */
-    int rank;       /* global rank for the "[rankN]: " tag */
+    int rank;       /* global rank */
     int console_fd; /* 1 or 2, or -1 when this stream is not shown on the console */
-    int tag;        /* prefix console lines with the rank (--tee) */
+    int tag;        /* prefix console lines (--tee) with prefix */
     int file_fd;    /* per-rank log file (--tee), or -1 */
     int closing;
     int after_cr;   /* the last line out ended with CR (its LF may follow in the next read) */
     ddp_buf_t line; /* bytes after the last newline */
+    /* --log_line_prefix_template rendered once when the worker starts ("[default0]:") */
+    char prefix[LAUNCH_PREFIX_MAX];
+    size_t prefix_len;
+    char *const *filters; /* --duplicate_std{out,err}_filters (borrowed from the spec), or NULL */
+    int dup_fd;           /* attempt_N/filtered_std{out,err}.log when filters is set, else -1 */
 } agent_stream_t;
 
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;

@@ -1,9 +1,12 @@
 /* Worker output routing: pipes read on the agent's loop, split into lines, written to the console
  * with one write(2) per line (so lines from different ranks never interleave mid-line), tagged
- * "[rankN]: " under --tee, and copied raw to the per-rank log file. */
+ * under --tee with the --log_line_prefix_template prefix (torchrun's "[default0]:" by default),
+ * copied raw to the per-rank log file, and, for --duplicate_std{out,err}_filters, tagged lines
+ * that match a filter copied to attempt_N/filtered_std{out,err}.log. */
 #include "agent_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,14 @@ static void write_all(int fd, const uint8_t *buf, size_t len) {
     }
 }
 
+/* Nonzero when the line contains one of the filter strings (torchrun: `needle in line`). */
+static int line_matches(char *const *filters, const uint8_t *p, size_t n) {
+    for (char *const *f = filters; *f != NULL; f++)
+        if (memmem(p, n, *f, strlen(*f)) != NULL)
+            return 1;
+    return 0;
+}
+
 /* Emits one line (with its terminator, if any) to the file and the console. */
 static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
     if (s->file_fd >= 0)
@@ -46,17 +57,20 @@ static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
         write_all(s->console_fd, p, n);
         return;
     }
+    int dup = s->dup_fd >= 0 && line_matches(s->filters, p, n);
     /* One buffer, one write: tag and line must reach the terminal together. A line longer
      * than the buffer goes out as several tagged pieces. */
-    static uint8_t out[AGENT_MAX_LINE + 64];
+    static uint8_t out[LAUNCH_PREFIX_MAX + AGENT_MAX_LINE + 1];
     do {
         size_t piece = n < AGENT_MAX_LINE ? n : AGENT_MAX_LINE;
-        int t = snprintf((char *)out, 64, "[rank%d]: ", s->rank);
-        memcpy(out + t, p, piece);
-        size_t len = (size_t)t + piece;
+        memcpy(out, s->prefix, s->prefix_len);
+        memcpy(out + s->prefix_len, p, piece);
+        size_t len = s->prefix_len + piece;
         if (piece < n && out[len - 1] != '\n')
             out[len++] = '\n';
         write_all(s->console_fd, out, len);
+        if (dup)
+            write_all(s->dup_fd, out, len);
         p += piece;
         n -= piece;
     } while (n > 0);
@@ -135,6 +149,32 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     }
 }
 
+/* A tee'd stream shown on the console: its prefix, and its filtered file when filters are set
+ * (torchrun duplicates only the lines it tails to the console). */
+static void stream_tag_init(agent_t *a, agent_stream_t *s) {
+    const launch_spec_t *sp = a->spec;
+    s->dup_fd = -1;
+    if (!s->tag)
+        return;
+    s->prefix_len =
+        launch_prefix_render(sp->log_line_prefix_template, sp->role, s->rank - a->rank_base,
+                             s->rank, a->hostname, s->prefix, sizeof s->prefix);
+    char *const *filters = s->console_fd == 1   ? sp->dup_stdout_filters
+                           : s->console_fd == 2 ? sp->dup_stderr_filters
+                                                : NULL;
+    if (filters == NULL || !a->log_layout)
+        return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->run_dir, a->attempt,
+             s->console_fd == 1 ? "stdout" : "stderr");
+    /* O_APPEND: every rank's stream appends whole lines to the one file of the attempt. */
+    s->dup_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (s->dup_fd < 0)
+        DDP_WARN("unable to open %s for rank %d: %s", path, s->rank, strerror(errno));
+    else
+        s->filters = filters;
+}
+
 agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
                                    int file_fd) {
     agent_stream_t *s = calloc(1, sizeof *s);
@@ -144,7 +184,10 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd,
     s->console_fd = console_fd;
     s->tag = tag;
     s->file_fd = file_fd;
+    stream_tag_init(a, s);
     if (uv_pipe_init(a->loop, &s->pipe, 0) < 0) {
+        if (s->dup_fd >= 0)
+            close(s->dup_fd);
         free(s);
         goto fail;
     }
@@ -172,6 +215,8 @@ static void on_stream_closed(uv_handle_t *h) {
     agent_stream_t *s = h->data;
     if (s->file_fd >= 0)
         close(s->file_fd);
+    if (s->dup_fd >= 0)
+        close(s->dup_fd);
     ddp_buf_free(&s->line);
     free(s);
 }

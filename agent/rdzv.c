@@ -284,8 +284,10 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     DDP_INFO("rendezvous '%s' round %lld: node %d of %d, ranks %d..%d of %d, master %s:%d",
              a->spec->rdzv_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
              a->rank_base + a->nproc - 1, a->world_size, a->master_addr, a->master_port);
-    if (agent__base_env_build(a) < 0) {
-        DDP_ERROR("unable to build the workers' environment: out of memory");
+    int rc = agent__base_env_build(a);
+    if (rc < 0) {
+        if (rc != -EINVAL) /* -EINVAL (--virtual_local_rank short of devices) is logged already */
+            DDP_ERROR("unable to build the workers' environment: out of memory");
         emit(a, EV_RDZV_ERROR);
         return;
     }

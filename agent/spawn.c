@@ -51,14 +51,69 @@ static int is_owned(const char *entry) {
     return 0;
 }
 
+/* --virtual_local_rank, as torchrun's _set_local_rank_env: the parent's HIP_VISIBLE_DEVICES when
+ * it is set and not empty (ROCm reads it first), else CUDA_VISIBLE_DEVICES. *var names the one
+ * used. Returns its value, or NULL when neither is set (each worker then gets its local rank). */
+static const char *visible_devices(const char **var) {
+    const char *v = getenv("HIP_VISIBLE_DEVICES");
+    if (v != NULL && *v != '\0') {
+        *var = "HIP_VISIBLE_DEVICES";
+        return v;
+    }
+    *var = "CUDA_VISIBLE_DEVICES";
+    return getenv(*var);
+}
+
+/* Copies entry idx of the comma-separated list, without surrounding blanks (Python's strip()),
+ * into out. Returns 0, or -1 when the list has fewer entries. */
+static int device_entry(const char *list, int idx, char *out, size_t cap) {
+    for (int i = 0; i < idx; i++) {
+        list = strchr(list, ',');
+        if (list == NULL)
+            return -1;
+        list++;
+    }
+    const char *end = strchr(list, ',');
+    if (end == NULL)
+        end = list + strlen(list);
+    while (list < end && (*list == ' ' || *list == '\t'))
+        list++;
+    while (end > list && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    snprintf(out, cap, "%.*s", (int)(end - list), list);
+    return 0;
+}
+
+/* Nonzero for the visible-device variables a worker gets its own value of. */
+static int is_virtual_owned(const launch_spec_t *sp, const char *entry) {
+    const char *var;
+    if (!sp->virtual_local_rank)
+        return 0;
+    int hip = visible_devices(&var) != NULL && strcmp(var, "HIP_VISIBLE_DEVICES") == 0;
+    return strncmp(entry, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
+           (hip && strncmp(entry, "HIP_VISIBLE_DEVICES=", 20) == 0);
+}
+
+/* The environment every worker shares (agent_int.h). Returns 0, -ENOMEM, or -EINVAL (logged) when
+ * --virtual_local_rank finds fewer visible devices than workers. */
 int agent__base_env_build(agent_t *a) {
     const launch_spec_t *sp = a->spec;
     ddp_strv_t *e = &a->base_env;
     int rc = 0;
+    if (sp->virtual_local_rank) {
+        /* The CLI checks this when the worker count is a number; gpu/auto/Slurm come later. */
+        const char *var, *list = visible_devices(&var);
+        char dev[256]; /* an entry may be a GPU or MIG UUID */
+        if (list != NULL && device_entry(list, a->nproc - 1, dev, sizeof dev) < 0) {
+            DDP_ERROR("--virtual_local_rank: local rank %d has no device in %s=%s", a->nproc - 1,
+                      var, list);
+            return -EINVAL;
+        }
+    }
     /* Rebuilt for every rendezvous round: sizes, ranks and the master change with membership. */
     ddp_strv_free(e);
     for (char **p = environ; p && *p && rc == 0; p++)
-        if (!is_owned(*p))
+        if (!is_owned(*p) && !is_virtual_owned(sp, *p))
             rc = ddp_strv_push(e, *p);
     rc = rc ? rc : ddp_strv_setenv(e, "LOCAL_WORLD_SIZE", "%d", a->nproc);
     rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);
@@ -249,7 +304,18 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     ddp_strv_t own = DDP_STRV_INIT;
     rc = ddp_strv_pushf(&own, "RANK=%d", w->rank);
     rc = rc ? rc : ddp_strv_pushf(&own, "ROLE_RANK=%d", w->rank);
-    rc = rc ? rc : ddp_strv_pushf(&own, "LOCAL_RANK=%d", w->local_rank);
+    int local_rank_env = a->spec->virtual_local_rank ? 0 : w->local_rank;
+    rc = rc ? rc : ddp_strv_pushf(&own, "LOCAL_RANK=%d", local_rank_env);
+    if (rc == 0 && a->spec->virtual_local_rank) {
+        /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
+        const char *var, *list = visible_devices(&var);
+        char dev[256]; /* an entry may be a GPU or MIG UUID */
+        if (list == NULL || device_entry(list, w->local_rank, dev, sizeof dev) < 0)
+            snprintf(dev, sizeof dev, "%d", w->local_rank);
+        rc = ddp_strv_pushf(&own, "CUDA_VISIBLE_DEVICES=%s", dev);
+        if (rc == 0 && strcmp(var, "HIP_VISIBLE_DEVICES") == 0)
+            rc = ddp_strv_pushf(&own, "HIP_VISIBLE_DEVICES=%s", dev);
+    }
     rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
     rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
     rc = rc ? rc : ddp_strv_pushf(&own, "DDPRUN_ROUND=%lld", (long long)a->round);
@@ -316,9 +382,42 @@ fail:
     return rc;
 }
 
+/* --duplicate_std{out,err}_filters: each attempt starts attempt_N/filtered_std{out,err}.log
+ * empty, as torchrun does; the streams append to it (agent/output.c). Only in the log layout:
+ * without log files there is no tee'd line to duplicate. Returns 0 or -errno (logged). */
+static int filtered_files_reset(agent_t *a) {
+    const launch_spec_t *sp = a->spec;
+    if (!a->log_layout || (sp->dup_stdout_filters == NULL && sp->dup_stderr_filters == NULL))
+        return 0;
+    char dir[3200];
+    snprintf(dir, sizeof dir, "%s/attempt_%d", a->run_dir, a->attempt);
+    int rc = make_dirs(dir);
+    if (rc < 0) {
+        DDP_ERROR("unable to create %s: %s", dir, strerror(-rc));
+        return rc;
+    }
+    for (int std = 1; std <= 2; std++) {
+        if ((std == 1 ? sp->dup_stdout_filters : sp->dup_stderr_filters) == NULL)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/filtered_%s.log", dir, std == 1 ? "stdout" : "stderr");
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            rc = -errno;
+            DDP_ERROR("unable to open %s: %s", path, strerror(errno));
+            return rc;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
 int agent__group_start(agent_t *a) {
     a->running = 0;
     a->nfailures = 0;
+    int frc = filtered_files_reset(a);
+    if (frc < 0)
+        return frc;
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         w->local_rank = i;

@@ -609,12 +609,199 @@ static int apply_shutdown(launch_spec_t *spec, const char *flag, const char *val
     return get_seconds(flag, val, &spec->shutdown_timeout, err);
 }
 
+/* torchrun loads the torchrun.logs_specs entry point of that name; the only one torch itself
+ * registers is "default" (DefaultLogsSpecs, which ddprun implements). Others are Python plugins. */
 static int apply_logs_specs(launch_spec_t *spec, const char *flag, const char *val,
                             ddp_err_t *err) {
     (void)spec;
-    (void)val;
-    return ddp_err_set(err, DDP_EUSAGE, "%s: log spec plugins are not supported (use --log_dir)",
-                       flag);
+    if (strcmp(val, "default") == 0)
+        return 0;
+    return usage(err, flag, val,
+                 "is a Python log spec plugin, which ddprun cannot load (only 'default'; "
+                 "use --log_dir)");
+}
+
+/* ---- --log_line_prefix_template: Python string.Template, as torchrun's safe_substitute ---- */
+
+static const char *const prefix_macros[] = {"role_name", "local_rank", "rank", "hostname"};
+#define N_PREFIX_MACROS (sizeof prefix_macros / sizeof prefix_macros[0])
+
+/* Length of the identifier ([_a-zA-Z][_a-zA-Z0-9]*) at p, 0 when there is none. */
+static size_t ident_len(const char *p) {
+    size_t n = 0;
+    if (!(isalpha((unsigned char)*p) || *p == '_'))
+        return 0;
+    while (isalnum((unsigned char)p[n]) || p[n] == '_')
+        n++;
+    return n;
+}
+
+/* Finds the placeholder a '$' at t starts: *name and *nlen are its identifier, *skip the
+ * characters it spans. Returns the index in prefix_macros; -1 for an unknown identifier; -3 for
+ * "$$" (skip 2); -2 when t starts no placeholder (a lone '$' that stays as written). */
+static int macro_at(const char *t, const char **name, size_t *nlen, size_t *skip) {
+    if (t[1] == '$') {
+        *skip = 2;
+        return -3;
+    }
+    const char *id = t[1] == '{' ? t + 2 : t + 1;
+    size_t n = ident_len(id);
+    if (n == 0 || (t[1] == '{' && id[n] != '}'))
+        return -2;
+    *name = id;
+    *nlen = n;
+    *skip = (size_t)(id - t) + n + (t[1] == '{');
+    for (size_t i = 0; i < N_PREFIX_MACROS; i++)
+        if (strlen(prefix_macros[i]) == n && strncmp(prefix_macros[i], id, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+int launch_prefix_template_check(const char *flag, const char *tmpl, ddp_err_t *err) {
+    if (strlen(tmpl) > LAUNCH_MAX_PREFIX_TEMPLATE)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: longer than %d characters", flag,
+                           LAUNCH_MAX_PREFIX_TEMPLATE);
+    for (const char *t = tmpl; *t; t++) {
+        const char *name = NULL;
+        size_t n = 0, skip = 1;
+        if (*t != '$')
+            continue;
+        int m = macro_at(t, &name, &n, &skip);
+        if (m == -1)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "%s: unknown macro '%.*s' (known: ${role_name}, ${local_rank}, "
+                               "${rank}, ${hostname})",
+                               flag, (int)(n < VQ ? n : VQ), name);
+        if (m != -2)
+            t += skip - 1;
+    }
+    return 0;
+}
+
+/* Appends n bytes of s to out (len so far, cap with room for the NUL), cutting at the end. */
+static size_t put(char *out, size_t len, size_t cap, const char *s, size_t n) {
+    if (len + n > cap - 1)
+        n = cap - 1 - len;
+    memcpy(out + len, s, n);
+    return len + n;
+}
+
+size_t launch_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
+                            const char *hostname, char *out, size_t cap) {
+    if (cap == 0)
+        return 0;
+    if (tmpl == NULL)
+        tmpl = LAUNCH_DEFAULT_LOG_LINE_PREFIX;
+    size_t len = 0;
+    for (const char *t = tmpl; *t; t++) {
+        const char *name = NULL;
+        size_t n = 0, skip = 1;
+        int m = *t == '$' ? macro_at(t, &name, &n, &skip) : -2;
+        char num[16];
+        const char *v;
+        if (m == -2 || m == -1) { /* not a placeholder, or unknown: kept as written */
+            v = t;
+            skip = m == -1 ? skip : 1;
+        } else if (m == -3) {
+            v = "$";
+        } else if (m == 0) {
+            v = role;
+        } else if (m == 3) {
+            v = hostname;
+        } else {
+            snprintf(num, sizeof num, "%d", m == 1 ? local_rank : rank);
+            v = num;
+        }
+        len = put(out, len, cap, v, v == t ? skip : strlen(v));
+        t += skip - 1;
+    }
+    out[len] = '\0';
+    return len;
+}
+
+static int apply_prefix_template(launch_spec_t *spec, const char *flag, const char *val,
+                                 ddp_err_t *err) {
+    int rc = launch_prefix_template_check(flag, val, err);
+    if (rc < 0)
+        return rc;
+    if (*val == '\0') { /* torchrun: an empty template means the default */
+        free(spec->log_line_prefix_template);
+        spec->log_line_prefix_template = NULL;
+        return 0;
+    }
+    return launch__str_set(&spec->log_line_prefix_template, val);
+}
+
+/* torch.distributed.elastic.events knows two handlers; ddprun logs its events itself. */
+static int apply_event_log_handler(launch_spec_t *spec, const char *flag, const char *val,
+                                   ddp_err_t *err) {
+    if (strcmp(val, "null") != 0 && strcmp(val, "console") != 0)
+        return usage(err, flag, val, "is not an event log handler (null or console)");
+    return launch__str_set(&spec->event_log_handler, val);
+}
+
+static void filters_free(char **v) {
+    for (char **p = v; p != NULL && *p != NULL; p++)
+        free(*p);
+    free(v);
+}
+
+/* "a,b,,c" -> {"a", "b,c"} as torchrun's comma_separated_list (",," is a literal comma). Empty
+ * items are dropped: an empty string would match every line. Returns 0, DDP_EUSAGE or -ENOMEM;
+ * *out is NULL when nothing is left. */
+static int filters_parse(const char *flag, const char *val, char ***out, ddp_err_t *err) {
+    size_t len = strlen(val);
+    char **v = calloc(LAUNCH_MAX_DUP_FILTERS + 1, sizeof *v);
+    char *item = malloc(len + 1);
+    int n = 0, rc = 0;
+    if (v == NULL || item == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0, k = 0; i <= len; i++) {
+        if (i < len && val[i] == ',' && val[i + 1] == ',') {
+            item[k++] = ',';
+            i++;
+            continue;
+        }
+        if (i < len && val[i] != ',') {
+            item[k++] = val[i];
+            continue;
+        }
+        if (k == 0)
+            continue;
+        if (n == LAUNCH_MAX_DUP_FILTERS) {
+            rc = ddp_err_set(err, DDP_EUSAGE, "%s: more than %d filters", flag,
+                             LAUNCH_MAX_DUP_FILTERS);
+            goto out;
+        }
+        if ((v[n++] = strndup(item, k)) == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        k = 0;
+    }
+out:
+    free(item);
+    if (rc < 0 || n == 0) {
+        filters_free(v);
+        v = NULL;
+    }
+    if (rc == 0) {
+        filters_free(*out);
+        *out = v;
+    }
+    return rc;
+}
+
+static int apply_dup_stdout(launch_spec_t *spec, const char *flag, const char *val,
+                            ddp_err_t *err) {
+    return filters_parse(flag, val, &spec->dup_stdout_filters, err);
+}
+
+static int apply_dup_stderr(launch_spec_t *spec, const char *flag, const char *val,
+                            ddp_err_t *err) {
+    return filters_parse(flag, val, &spec->dup_stderr_filters, err);
 }
 
 /* Boolean flags: on the command line they take no value; PET_* gives 0/1 (or true/false). */
@@ -641,6 +828,11 @@ static int apply_no_python(launch_spec_t *spec, const char *flag, const char *va
 
 static int apply_module(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     return apply_bool(&spec->module, flag, val, err);
+}
+
+static int apply_virtual_local_rank(launch_spec_t *spec, const char *flag, const char *val,
+                                    ddp_err_t *err) {
+    return apply_bool(&spec->virtual_local_rank, flag, val, err);
 }
 
 /* --run_path is a switch in torchrun. While parsing, spec->run_path is "" for "on"; it gets the
@@ -682,6 +874,16 @@ static const opt_t opts[] = {
      apply_signals},
     {LAUNCH_OPT_SHUTDOWN_TIMEOUT, "shutdown-timeout", 0, 1, "PET_SHUTDOWN_TIMEOUT", apply_shutdown},
     {LAUNCH_OPT_LOGS_SPECS, "logs-specs", 0, 1, NULL, apply_logs_specs},
+    {LAUNCH_OPT_LOG_LINE_PREFIX_TEMPLATE, "log-line-prefix-template", 0, 1,
+     "PET_LOG_LINE_PREFIX_TEMPLATE", apply_prefix_template},
+    {LAUNCH_OPT_EVENT_LOG_HANDLER, "event-log-handler", 0, 1, "PET_EVENT_LOG_HANDLER",
+     apply_event_log_handler},
+    {LAUNCH_OPT_DUPLICATE_STDOUT_FILTERS, "duplicate-stdout-filters", 0, 1,
+     "PET_DUPLICATE_STDOUT_FILTERS", apply_dup_stdout},
+    {LAUNCH_OPT_DUPLICATE_STDERR_FILTERS, "duplicate-stderr-filters", 0, 1,
+     "PET_DUPLICATE_STDERR_FILTERS", apply_dup_stderr},
+    {LAUNCH_OPT_VIRTUAL_LOCAL_RANK, "virtual-local-rank", 0, 0, "PET_VIRTUAL_LOCAL_RANK",
+     apply_virtual_local_rank},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, NULL},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, NULL},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, NULL},
@@ -718,6 +920,8 @@ static int default_strings(launch_spec_t *spec) {
     if (spec->master_addr == NULL && launch__str_set(&spec->master_addr, "127.0.0.1") < 0)
         return -ENOMEM;
     if (spec->start_method == NULL && launch__str_set(&spec->start_method, "spawn") < 0)
+        return -ENOMEM;
+    if (spec->event_log_handler == NULL && launch__str_set(&spec->event_log_handler, "null") < 0)
         return -ENOMEM;
     return 0;
 }
@@ -867,6 +1071,51 @@ static int apply_pet(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
     return 0;
 }
 
+/* torchrun's own variables, read when neither the flag nor its PET_* variable set the value:
+ * TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (also when the flag gave ""), and
+ * TORCH_ELASTIC_SHUTDOWN_TIMEOUT as the default of --shutdown_timeout. */
+static int apply_torch_env(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
+                           ddp_err_t *err) {
+    const char *v = getenv_fn(ctx, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+    int rc;
+    if (spec->log_line_prefix_template == NULL && v != NULL &&
+        (rc = apply_prefix_template(spec, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", v, err)) < 0)
+        return rc;
+    v = getenv_fn(ctx, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+    if (!LAUNCH_GIVEN(spec, LAUNCH_OPT_SHUTDOWN_TIMEOUT) && v != NULL &&
+        (rc = get_seconds("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", v, &spec->shutdown_timeout, err)) < 0)
+        return rc;
+    return 0;
+}
+
+/* Entries of a CUDA_VISIBLE_DEVICES-style list ("" counts one, as Python's split does). */
+static int list_entries(const char *v) {
+    int n = 1;
+    for (; *v; v++)
+        n += *v == ',';
+    return n;
+}
+
+/* --virtual_local_rank gives local rank i the i-th visible device: with an explicit worker count
+ * and a visible-device list, a list that is too short is a usage error before anything starts
+ * (torchrun raises the same ValueError when it starts the workers). */
+static int check_virtual_devices(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
+                                 ddp_err_t *err) {
+    if (!spec->virtual_local_rank || spec->nproc_kind != LAUNCH_NPROC_NUM ||
+        !LAUNCH_GIVEN(spec, LAUNCH_OPT_NPROC_PER_NODE))
+        return 0;
+    const char *var = "HIP_VISIBLE_DEVICES", *v = getenv_fn(ctx, var);
+    if (v == NULL || *v == '\0') { /* HIP's list wins on ROCm only when it is not empty */
+        var = "CUDA_VISIBLE_DEVICES";
+        v = getenv_fn(ctx, var);
+    }
+    if (v == NULL || list_entries(v) >= spec->nproc_per_node)
+        return 0;
+    return ddp_err_set(err, DDP_EUSAGE,
+                       "--virtual_local_rank: %d workers but %s='%.*s' lists %d device(s)",
+                       spec->nproc_per_node, var, VQ, v, list_entries(v));
+}
+
 /* A random rendezvous id like torchrun's uuid4 for --standalone. */
 static void random_id(char out[37]) {
     unsigned char b[16];
@@ -941,7 +1190,8 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         if (rc != 0)
             goto out;
     }
-    if ((rc = apply_pet(spec, getenv_fn, ctx, err)) < 0)
+    if ((rc = apply_pet(spec, getenv_fn, ctx, err)) < 0 ||
+        (rc = apply_torch_env(spec, getenv_fn, ctx, err)) < 0)
         goto out;
     if (i >= argc) {
         rc = ddp_err_set(err, DDP_EUSAGE,
@@ -954,7 +1204,8 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         goto out;
     if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
         goto out;
-    if ((rc = check_combinations(spec, err)) < 0)
+    if ((rc = check_combinations(spec, err)) < 0 ||
+        (rc = check_virtual_devices(spec, getenv_fn, ctx, err)) < 0)
         goto out;
     rc = default_strings(spec);
 out:
@@ -984,6 +1235,10 @@ void launch_spec_free(launch_spec_t *spec) {
     free(spec->run_path);
     free(spec->rdzv_host);
     free(spec->start_method);
+    free(spec->log_line_prefix_template);
+    free(spec->event_log_handler);
+    filters_free(spec->dup_stdout_filters);
+    filters_free(spec->dup_stderr_filters);
     memset(spec, 0, sizeof *spec);
 }
 
@@ -1028,18 +1283,34 @@ void launch_usage(void) {
         "                              worker exits at once)\n"
         "  --signals_to_handle LIST    signals forwarded to workers, names with or without SIG\n"
         "                              or numbers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)\n"
-        "  --shutdown_timeout SECS     grace after SIGTERM before SIGKILL (default 30)\n"
+        "  --shutdown_timeout SECS     grace after SIGTERM before SIGKILL (default 30, or\n"
+        "                              $TORCH_ELASTIC_SHUTDOWN_TIMEOUT when set)\n"
         "  --role NAME                 worker role (default default)\n"
         "  --start_method M            spawn|fork|forkserver, accepted and ignored (default "
         "spawn)\n"
+        "  --event_log_handler NAME    null|console, accepted for compatibility (default null;\n"
+        "                              ddprun logs its events to stderr either way)\n"
+        "  --virtual_local_rank        every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES "
+        "set\n"
+        "                              to its own device (entry LOCAL_RANK of the visible list)\n"
         "\n"
         "Output:\n"
         "  --log_dir DIR               per-rank files under DIR/attempt_N/<local_rank>/\n"
         "  -r, --redirects 0-3|MAP     streams to files only: 0 none, 1 stdout, 2 stderr, 3 both;\n"
         "                              MAP like 0:1,1:2 per local rank (default 0)\n"
-        "  -t, --tee 0-3|MAP           streams to files and the console, tagged [rankN]: (default "
-        "0)\n"
+        "  -t, --tee 0-3|MAP           streams to files and the console, tagged (default 0)\n"
+        "  --log_line_prefix_template T\n"
+        "                              tag of tee'd console lines; macros ${role_name},\n"
+        "                              ${local_rank}, ${rank}, ${hostname} (default\n"
+        "                              '[${role_name}${local_rank}]:', as torchrun;\n"
+        "                              $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE too)\n"
         "  --local_ranks_filter LIST   local ranks shown on the console, like 0,2 (default all)\n"
+        "  --duplicate_stdout_filters LIST\n"
+        "  --duplicate_stderr_filters LIST\n"
+        "                              tee'd console lines containing any of the comma-separated\n"
+        "                              strings (`,,` is a comma) are also written, tagged, to\n"
+        "                              attempt_N/filtered_stdout.log / filtered_stderr.log\n"
+        "  --logs_specs default        torchrun's log spec plugin name; only the built-in one\n"
         "\n"
         "Program:\n"
         "  --no_python                 execute the program directly, even a .py file\n"

@@ -18,6 +18,14 @@
 #define LAUNCH_DEFAULT_MASTER_PORT 29500
 #define LAUNCH_DEFAULT_C10D_PORT 29400
 
+/* --log_line_prefix_template: torchrun's default tag of a tee'd console line, the longest template
+ * accepted, and the most bytes a rendered prefix keeps (a longer one is cut). */
+#define LAUNCH_DEFAULT_LOG_LINE_PREFIX "[${role_name}${local_rank}]:"
+#define LAUNCH_MAX_PREFIX_TEMPLATE 256
+#define LAUNCH_PREFIX_MAX 1024
+/* --duplicate_std{out,err}_filters: at most this many filter strings each. */
+#define LAUNCH_MAX_DUP_FILTERS 64
+
 /* One id per flag. Bit (1ull << LAUNCH_OPT_x) of launch_spec_t.given is set when the flag came from
  * the command line or from its PET_* variable (--standalone sets the bits of what it forces).
  * Derivation from SLURM_* (launch_slurm_derive) only fills fields whose bit is clear. */
@@ -47,6 +55,11 @@ typedef enum launch_opt {
     LAUNCH_OPT_SIGNALS_TO_HANDLE,
     LAUNCH_OPT_SHUTDOWN_TIMEOUT,
     LAUNCH_OPT_LOGS_SPECS,
+    LAUNCH_OPT_LOG_LINE_PREFIX_TEMPLATE,
+    LAUNCH_OPT_EVENT_LOG_HANDLER,
+    LAUNCH_OPT_DUPLICATE_STDOUT_FILTERS,
+    LAUNCH_OPT_DUPLICATE_STDERR_FILTERS,
+    LAUNCH_OPT_VIRTUAL_LOCAL_RANK,
     LAUNCH_OPT_VERBOSE,
     LAUNCH_OPT_HELP,
     LAUNCH_OPT_VERSION,
@@ -125,11 +138,16 @@ typedef struct launch_spec {
     char *const *prog_argv;  /* training program and its args (borrowed from argv) */
     int prog_argc;
     /* Added by the launcher module (cli.c): */
-    unsigned long long given;     /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
-    char *rdzv_host;              /* host part of rdzv_endpoint (brackets of [v6] removed) */
-    int rdzv_port;                /* port part of rdzv_endpoint; -1 when absent */
-    launch_rdzv_conf_t rdzv_opts; /* rdzv_conf parsed and validated, defaults filled */
-    char *start_method;           /* --start_method spawn|fork|forkserver: accepted, unused */
+    unsigned long long given;       /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
+    char *rdzv_host;                /* host part of rdzv_endpoint (brackets of [v6] removed) */
+    int rdzv_port;                  /* port part of rdzv_endpoint; -1 when absent */
+    launch_rdzv_conf_t rdzv_opts;   /* rdzv_conf parsed and validated, defaults filled */
+    char *start_method;             /* --start_method spawn|fork|forkserver: accepted, unused */
+    int virtual_local_rank;         /* --virtual_local_rank: LOCAL_RANK=0, one device per worker */
+    char *log_line_prefix_template; /* NULL = LAUNCH_DEFAULT_LOG_LINE_PREFIX */
+    char *event_log_handler;        /* "null" (default) or "console": accepted, unused */
+    char **dup_stdout_filters;      /* NULL-terminated strings; NULL = no duplication */
+    char **dup_stderr_filters;      /* same for stderr */
 } launch_spec_t;
 
 /* Fills spec from argv and PET_* variables (command line wins). On a usage error returns
@@ -180,6 +198,17 @@ int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, d
  * last_call_timeout, close_timeout, timeout, heartbeat, keep_alive_interval,
  * keep_alive_max_attempt, read_timeout, is_host. Returns 0 or DDP_EUSAGE naming the key. */
 int launch_rdzv_conf_parse(const char *flag, const char *s, launch_rdzv_conf_t *c, ddp_err_t *err);
+
+/* Checks a --log_line_prefix_template value (Python string.Template syntax: ${name}, $name, $$).
+ * Macros: role_name, local_rank, rank, hostname. Returns 0, or DDP_EUSAGE naming flag and the
+ * unknown macro. */
+int launch_prefix_template_check(const char *flag, const char *tmpl, ddp_err_t *err);
+
+/* Renders tmpl (checked by launch_prefix_template_check; NULL = the default) for one worker into
+ * out, NUL-terminated and cut to cap - 1 bytes. An unknown macro is left as written, as Python's
+ * safe_substitute does. Returns the length written. */
+size_t launch_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
+                            const char *hostname, char *out, size_t cap);
 
 /* Signal number for "SIGTERM", "TERM", "term" or "15"; 0 when unknown. */
 int launch_signal_parse(const char *name);

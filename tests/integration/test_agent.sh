@@ -165,6 +165,24 @@ verdict "stubborn workers are SIGKILLed after the shutdown timeout"
 check "the shutdown timeout is logged" grep -q "shutdown_timeout" "$TMP/stubborn.out"
 check "nothing left after a stubborn shutdown" no_leftovers
 
+# 9b. TORCH_ELASTIC_SHUTDOWN_TIMEOUT is the default of --shutdown_timeout (torchrun's variable).
+d=$TMP/stubenv; mkdir -p "$d"
+FW_DIR=$d FW_IGNORE_TERM=1 FW_SLEEP_MS=20000 TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0.5 \
+    timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" >"$TMP/stubenv.out" 2>&1 &
+pid=$!
+wait_for_files "$d/pid.0.0" "$d/pid.1.0"
+sleep 0.1
+t0=$(date +%s%N)
+kill -TERM "$(child_pid $pid)"
+wait $pid; rc=$?
+t1=$(date +%s%N)
+[ $rc -eq 143 ] && [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+verdict "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0.5: stubborn workers SIGKILLed within 5 s (rc $rc)"
+check "nothing left after TORCH_ELASTIC_SHUTDOWN_TIMEOUT" no_leftovers
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT=never run_ddprun "$TMP/stubenv2.out" --standalone "$FW"; rc=$?
+[ $rc -eq 2 ] && grep -q "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: 'never'" "$TMP/stubenv2.out"
+verdict "a bad TORCH_ELASTIC_SHUTDOWN_TIMEOUT -> exit 2 naming it"
+
 # 10. SIGKILL of ddprun leaves no worker and no grandchild behind.
 d=$TMP/kill9; mkdir -p "$d"
 FW_DIR=$d FW_CHILD=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone \
@@ -180,16 +198,16 @@ check "SIGKILL of ddprun: no worker or grandchild survives" no_leftovers 3
 FW_CHILD=1 FW_SLEEP_MS=200 run_ddprun "$TMP/orphan.out" --standalone --nproc_per_node=2 "$FW"
 check "orphaned grandchildren are cleaned up" no_leftovers
 
-# 12. --tee: every line tagged with its rank, never torn.
+# 12. --tee: every line tagged with torchrun's default prefix [<role><local_rank>]:, never torn.
 FW_LINES=300 FW_LINE_LEN=100 run_ddprun "$TMP/tee.out" --standalone --nproc_per_node=4 \
     --tee 3 --log_dir "$TMP/teelogs" "$FW"
-n=$(grep -cE '^\[rank[0-3]\]: line [0-9]+ from rank [0-3]x+$' "$TMP/tee.out")
-bad=$(grep -vE '^\[rank[0-3]\]: line [0-9]+ from rank [0-3]x+$|^ddprun\[' "$TMP/tee.out" | wc -l)
+n=$(grep -cE '^\[default[0-3]\]:line [0-9]+ from rank [0-3]x+$' "$TMP/tee.out")
+bad=$(grep -vE '^\[default[0-3]\]:line [0-9]+ from rank [0-3]x+$|^ddprun\[' "$TMP/tee.out" | wc -l)
 [ "$n" -eq 1200 ] && [ "$bad" -eq 0 ]
 verdict "--tee: 1200 whole tagged lines, none torn ($n good, $bad bad)"
 tagok=1
 for r in 0 1 2 3; do
-    m=$(grep -cE "^\[rank$r\]: line [0-9]+ from rank $r" "$TMP/tee.out")
+    m=$(grep -cE "^\[default$r\]:line [0-9]+ from rank $r" "$TMP/tee.out")
     [ "$m" -eq 300 ] || tagok=0
 done
 check "--tee: each line carries the right rank" [ $tagok -eq 1 ]
@@ -201,8 +219,106 @@ printf '#!/bin/sh\nprintf "a\\r\\nb\\r\\n"; printf "c\\r"; sleep 0.1; printf "\\
 chmod +x "$TMP/crlf.sh"
 run_ddprun "$TMP/crlf.out" --standalone --nproc_per_node=1 --tee 3 --log_dir "$TMP/crlflogs" \
     "$TMP/crlf.sh"
-[ "$(grep -c '^\[rank0\]: ' "$TMP/crlf.out")" = 4 ] && ! grep -qE '^\[rank0\]: \r?$' "$TMP/crlf.out"
+[ "$(grep -c '^\[default0\]:' "$TMP/crlf.out")" = 4 ] && ! grep -qE '^\[default0\]:\r?$' "$TMP/crlf.out"
 verdict "--tee: CRLF ends one line (4 tagged lines, none empty)"
+
+# 12c. --log_line_prefix_template: torchrun's macros, rendered per worker; PET_* and torchrun's
+# TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE work too.
+host=$(hostname)
+FW_LINES=3 run_ddprun "$TMP/pfx.out" --standalone --nproc_per_node=2 --tee 1 --role trainer \
+    --log-line-prefix-template '${hostname}:${rank}/${role_name}${local_rank}| ' "$FW"
+[ "$(grep -cE "^$host:([01])/trainer\\1\\| line [0-9] from rank \\1\$" "$TMP/pfx.out")" = 6 ]
+verdict "--log-line-prefix-template: 6 lines tagged '$host:<rank>/trainer<local_rank>| '"
+FW_LINES=2 PET_LOG_LINE_PREFIX_TEMPLATE='<$rank>' run_ddprun "$TMP/pfxpet.out" --standalone \
+    --nproc_per_node=2 --tee 3 "$FW"
+[ "$(grep -cE '^<[01]>line [0-9] from rank [01]$' "$TMP/pfxpet.out")" = 4 ]
+verdict "PET_LOG_LINE_PREFIX_TEMPLATE tags the lines"
+FW_LINES=2 TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='{$local_rank}' run_ddprun "$TMP/pfxte.out" \
+    --standalone --nproc_per_node=2 --tee 3 "$FW"
+[ "$(grep -cE '^\{[01]\}line [0-9] from rank [01]$' "$TMP/pfxte.out")" = 4 ]
+verdict "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE tags the lines"
+d=$TMP/pfxbad; mkdir -p "$d"
+FW_DIR=$d run_ddprun "$TMP/pfxbad.out" --standalone --log_line_prefix_template '${node}' "$FW"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$TMP/pfxbad.out")" = 1 ] && \
+    grep -q -- "--log_line_prefix_template: unknown macro 'node'" "$TMP/pfxbad.out" && \
+    [ ! -f "$d/pid.0.0" ]
+verdict "unknown \${macro} -> exit 2, one line naming the flag, nothing started"
+
+# 12d. --duplicate_stdout_filters / --duplicate_stderr_filters: tee'd console lines that contain
+# a filter are also written, tagged, to attempt_N/filtered_std{out,err}.log (shown ranks only).
+FW_LINES=12 run_ddprun "$TMP/dup.out" --standalone --nproc_per_node=3 --tee 3 \
+    --local_ranks_filter 0,1 --log_dir "$TMP/duplogs" --duplicate-stdout-filters 'line 1 ,line 3 ' \
+    --duplicate_stderr_filters 'line 11' "$FW"; rc=$?
+fo=$TMP/duplogs/attempt_0/filtered_stdout.log; fe=$TMP/duplogs/attempt_0/filtered_stderr.log
+[ $rc -eq 0 ] && [ "$(sort "$fo" | tr '\n' '|')" = \
+    "[default0]:line 1 from rank 0|[default0]:line 3 from rank 0|[default1]:line 1 from rank 1|[default1]:line 3 from rank 1|" ]
+verdict "--duplicate-stdout-filters: matching tee'd lines of shown ranks, tagged, in filtered_stdout.log"
+[ -f "$fe" ] && [ ! -s "$fe" ] && [ "$(grep -c 'from rank' "$TMP/dup.out")" = 24 ] && \
+    [ "$(wc -l < "$TMP/duplogs/attempt_0/2/stdout.log")" = 12 ]
+verdict "console and per-rank logs unchanged; filtered_stderr.log created, empty"
+FW_LINES=12 FW_STDERR=1 run_ddprun "$TMP/dup2.out" --standalone --nproc_per_node=2 --tee 2 \
+    --log_dir "$TMP/dup2logs" --duplicate_stderr_filters 'line 11,' "$FW"; rc=$?
+[ $rc -eq 0 ] && [ ! -e "$TMP/dup2logs/attempt_0/filtered_stdout.log" ] && \
+    [ "$(sort "$TMP/dup2logs/attempt_0/filtered_stderr.log" | tr '\n' '|')" = \
+    "[default0]:line 11 from rank 0|[default1]:line 11 from rank 1|" ]
+verdict "--duplicate_stderr_filters: matching stderr lines in filtered_stderr.log"
+d=$TMP/duprs; mkdir -p "$d"
+FW_DIR=$d FW_LINES=2 FW_RANK=1 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 PET_DUPLICATE_STDOUT_FILTERS='line 0' \
+    run_ddprun "$TMP/duprs.out" --standalone --nproc_per_node=2 --tee 3 --max_restarts 1 \
+    --log_dir "$TMP/duprslogs" "$FW"; rc=$?
+[ $rc -eq 0 ] && grep -qx "\[default1\]:line 0 from rank 1" "$TMP/duprslogs/attempt_0/filtered_stdout.log" \
+    && [ "$(wc -l < "$TMP/duprslogs/attempt_1/filtered_stdout.log")" = 2 ]
+verdict "PET_DUPLICATE_STDOUT_FILTERS: one filtered file per attempt"
+
+# 12e. --virtual-local-rank: LOCAL_RANK=0 and each worker sees only its own device.
+d=$TMP/vlr; mkdir -p "$d"
+FW_DIR=$d CUDA_VISIBLE_DEVICES="5, 7" run_ddprun "$TMP/vlr.out" --standalone --nproc_per_node=2 \
+    --virtual-local-rank "$FW"; rc=$?
+[ $rc -eq 0 ] && grep -qx "LOCAL_RANK=0" "$d/env.0.0" && grep -qx "LOCAL_RANK=0" "$d/env.1.0" && \
+    grep -qx "RANK=1" "$d/env.1.0" && grep -qx "CUDA_VISIBLE_DEVICES=5" "$d/env.0.0" && \
+    grep -qx "CUDA_VISIBLE_DEVICES=7" "$d/env.1.0" && \
+    [ "$(grep -c '^CUDA_VISIBLE_DEVICES=' "$d/env.1.0")" = 1 ]
+verdict "--virtual-local-rank: LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=5 and =7 (the parent's entries)"
+d=$TMP/vlr2; mkdir -p "$d"
+(unset CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES
+ FW_DIR=$d PET_VIRTUAL_LOCAL_RANK=1 run_ddprun "$TMP/vlr2.out" --standalone --nproc_per_node=2 "$FW")
+grep -qx "LOCAL_RANK=0" "$d/env.1.0" && grep -qx "CUDA_VISIBLE_DEVICES=0" "$d/env.0.0" && \
+    grep -qx "CUDA_VISIBLE_DEVICES=1" "$d/env.1.0"
+verdict "PET_VIRTUAL_LOCAL_RANK=1 without a visible list: CUDA_VISIBLE_DEVICES=<local_rank>"
+d=$TMP/vlr3; mkdir -p "$d"
+FW_DIR=$d CUDA_VISIBLE_DEVICES=5,7 run_ddprun "$TMP/vlr3.out" --standalone --nproc_per_node=2 "$FW"
+grep -qx "LOCAL_RANK=1" "$d/env.1.0" && grep -qx "CUDA_VISIBLE_DEVICES=5,7" "$d/env.1.0"
+verdict "without the flag: LOCAL_RANK=<local_rank>, CUDA_VISIBLE_DEVICES inherited"
+d=$TMP/vlr4; mkdir -p "$d"
+FW_DIR=$d CUDA_VISIBLE_DEVICES=3 run_ddprun "$TMP/vlr4.out" --standalone --nproc_per_node=2 \
+    --virtual_local_rank "$FW"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$TMP/vlr4.out")" = 1 ] && \
+    grep -q -- "--virtual_local_rank: 2 workers but CUDA_VISIBLE_DEVICES='3'" "$TMP/vlr4.out" && \
+    [ ! -f "$d/pid.0.0" ]
+verdict "--virtual_local_rank with too few devices -> exit 2, one line, nothing started"
+if [ "$(nproc)" -ge 2 ]; then
+    FW_DIR=$d CUDA_VISIBLE_DEVICES=3 run_ddprun "$TMP/vlr5.out" --standalone --nproc_per_node=cpu \
+        --virtual_local_rank "$FW"; rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--virtual_local_rank: local rank 1 has no device" "$TMP/vlr5.out" \
+        && [ ! -f "$d/pid.0.0" ]
+    verdict "--nproc_per_node=cpu: the agent finds the short list, exit 2, nothing started"
+else
+    ok "--nproc_per_node=cpu with a short device list (skipped: one CPU)"
+fi
+
+# 12f. Accepted for compatibility: --event_log_handler null|console, --logs_specs default.
+run_ddprun "$TMP/evh.out" --standalone --event-log-handler console --logs_specs=default "$FW"; rc=$?
+check "--event-log-handler console and --logs_specs default are accepted" [ $rc -eq 0 ]
+PET_EVENT_LOG_HANDLER=null run_ddprun "$TMP/evh2.out" --standalone --logs-specs default "$FW"; rc=$?
+check "PET_EVENT_LOG_HANDLER=null and --logs-specs default are accepted" [ $rc -eq 0 ]
+run_ddprun "$TMP/evh3.out" --standalone --event_log_handler=file "$FW"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$TMP/evh3.out")" = 1 ] && \
+    grep -q -- "--event_log_handler: 'file' is not an event log handler (null or console)" \
+    "$TMP/evh3.out"
+verdict "--event_log_handler file -> exit 2 naming the flag and the allowed values"
+run_ddprun "$TMP/lsp.out" --standalone --logs-specs custom "$FW"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$TMP/lsp.out")" = 1 ] && grep -q -- "--logs-specs: 'custom'" "$TMP/lsp.out"
+verdict "--logs-specs custom -> exit 2, one line naming the flag"
 
 # 13. --redirects: output only in files.
 FW_LINES=5 run_ddprun "$TMP/redir.out" --standalone --nproc_per_node=2 --redirects 3 \

@@ -115,6 +115,11 @@ static void test_defaults(void **state) {
     assert_true(s.rdzv_opts.read_timeout == 60);
     assert_int_equal(s.rdzv_opts.is_host, -1);
     assert_string_equal(s.start_method, "spawn");
+    assert_int_equal(s.virtual_local_rank, 0);
+    assert_null(s.log_line_prefix_template); /* torchrun's "[${role_name}${local_rank}]:" */
+    assert_string_equal(s.event_log_handler, "null");
+    assert_null(s.dup_stdout_filters);
+    assert_null(s.dup_stderr_filters);
     assert_int_equal(s.given, 0);
     assert_int_equal(s.prog_argc, 3);
     assert_ptr_equal(s.prog_argv, argv_buf + 1); /* borrowed from argv */
@@ -210,6 +215,26 @@ static void ck_shutdown(const launch_spec_t *s) {
     assert_true(s->shutdown_timeout == 5);
 }
 
+static void ck_prefix(const launch_spec_t *s) {
+    assert_string_equal(s->log_line_prefix_template, "${hostname}:${rank}: ");
+}
+static void ck_event(const launch_spec_t *s) {
+    assert_string_equal(s->event_log_handler, "console");
+}
+static void ck_dup_out(const launch_spec_t *s) {
+    assert_non_null(s->dup_stdout_filters);
+    assert_string_equal(s->dup_stdout_filters[0], "apple");
+    assert_string_equal(s->dup_stdout_filters[1], "or,ange");
+    assert_null(s->dup_stdout_filters[2]);
+    assert_null(s->dup_stderr_filters);
+}
+static void ck_dup_err(const launch_spec_t *s) {
+    assert_non_null(s->dup_stderr_filters);
+    assert_string_equal(s->dup_stderr_filters[0], "NaN");
+    assert_null(s->dup_stderr_filters[1]);
+    assert_null(s->dup_stdout_filters);
+}
+
 static const flag_case_t value_flags[] = {
     {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
     {"nproc-per-node", "4", LAUNCH_OPT_NPROC_PER_NODE, ck_nproc},
@@ -231,6 +256,11 @@ static const flag_case_t value_flags[] = {
     {"local-addr", "n1", LAUNCH_OPT_LOCAL_ADDR, ck_laddr},
     {"signals-to-handle", "SIGUSR1,TERM,usr2,SIGTERM", LAUNCH_OPT_SIGNALS_TO_HANDLE, ck_signals},
     {"shutdown-timeout", "5", LAUNCH_OPT_SHUTDOWN_TIMEOUT, ck_shutdown},
+    {"log-line-prefix-template", "${hostname}:${rank}: ", LAUNCH_OPT_LOG_LINE_PREFIX_TEMPLATE,
+     ck_prefix},
+    {"event-log-handler", "console", LAUNCH_OPT_EVENT_LOG_HANDLER, ck_event},
+    {"duplicate-stdout-filters", "apple,or,,ange", LAUNCH_OPT_DUPLICATE_STDOUT_FILTERS, ck_dup_out},
+    {"duplicate-stderr-filters", "NaN", LAUNCH_OPT_DUPLICATE_STDERR_FILTERS, ck_dup_err},
 };
 
 /* Every value flag: --dashed=v, --dashed v, --under_scored=v, --under_scored v, PET_UNDER=v. */
@@ -315,6 +345,162 @@ static void test_bool_flags_all_spellings(void **state) {
     assert_non_null(strstr(e.text, "PET_STANDALONE"));
     assert_int_equal(parse(&s, &e, "--standalone=1", "x", END), DDP_EUSAGE);
     assert_string_equal(e.text, "--standalone takes no value");
+    assert_int_equal(parse(&s, &e, "--virtual-local-rank", "x", END), 0);
+    assert_int_equal(s.virtual_local_rank, 1);
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_VIRTUAL_LOCAL_RANK));
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--virtual_local_rank", "x", END), 0);
+    assert_int_equal(s.virtual_local_rank, 1);
+    launch_spec_free(&s);
+    const char *envv[] = {"PET_VIRTUAL_LOCAL_RANK=1", NULL};
+    assert_int_equal(parse_env(&s, &e, envv, "x", END), 0);
+    assert_int_equal(s.virtual_local_rank, 1);
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_VIRTUAL_LOCAL_RANK));
+    launch_spec_free(&s);
+    const char *envvbad[] = {"PET_VIRTUAL_LOCAL_RANK=sometimes", NULL};
+    assert_int_equal(parse_env(&s, &e, envvbad, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "PET_VIRTUAL_LOCAL_RANK"));
+    assert_int_equal(parse(&s, &e, "--virtual_local_rank=1", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--virtual_local_rank takes no value");
+}
+
+/* --virtual_local_rank with an explicit worker count checks the visible-device list up front. */
+static void test_virtual_local_rank_devices(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    const char *two[] = {"CUDA_VISIBLE_DEVICES=4, 6", NULL};
+    assert_int_equal(parse_env(&s, &e, two, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
+                     0);
+    launch_spec_free(&s);
+    assert_int_equal(parse_env(&s, &e, two, "--virtual_local_rank", "--nproc_per_node=3", "x", END),
+                     DDP_EUSAGE);
+    assert_string_equal(e.text, "--virtual_local_rank: 3 workers but CUDA_VISIBLE_DEVICES='4, 6' "
+                                "lists 2 device(s)");
+    /* A non-empty HIP_VISIBLE_DEVICES is the list that counts (ROCm reads it first). */
+    const char *hip[] = {"CUDA_VISIBLE_DEVICES=0,1,2", "HIP_VISIBLE_DEVICES=1", NULL};
+    assert_int_equal(parse_env(&s, &e, hip, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
+                     DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "HIP_VISIBLE_DEVICES='1'"));
+    const char *hip0[] = {"CUDA_VISIBLE_DEVICES=0,1", "HIP_VISIBLE_DEVICES=", NULL};
+    assert_int_equal(
+        parse_env(&s, &e, hip0, "--virtual_local_rank", "--nproc_per_node=2", "x", END), 0);
+    launch_spec_free(&s);
+    /* Without the flag, or without a list (device i for local rank i), nothing is checked. */
+    assert_int_equal(parse_env(&s, &e, two, "--nproc_per_node=3", "x", END), 0);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--virtual_local_rank", "--nproc_per_node=8", "x", END), 0);
+    launch_spec_free(&s);
+    /* gpu/auto are resolved later; the agent checks those. */
+    assert_int_equal(
+        parse_env(&s, &e, two, "--virtual_local_rank", "--nproc_per_node=cpu", "x", END), 0);
+    launch_spec_free(&s);
+}
+
+/* torchrun's own variables: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE and
+ * TORCH_ELASTIC_SHUTDOWN_TIMEOUT, below the flag and its PET_* variable. */
+static void test_torch_env_defaults(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    const char *sd[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=7", NULL};
+    assert_int_equal(parse_env(&s, &e, sd, "x", END), 0);
+    assert_true(s.shutdown_timeout == 7);
+    assert_false(LAUNCH_GIVEN(&s, LAUNCH_OPT_SHUTDOWN_TIMEOUT)); /* a default, not a flag */
+    launch_spec_free(&s);
+    assert_int_equal(parse_env(&s, &e, sd, "--shutdown_timeout=3", "x", END), 0);
+    assert_true(s.shutdown_timeout == 3);
+    launch_spec_free(&s);
+    const char *sdpet[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=7", "PET_SHUTDOWN_TIMEOUT=4", NULL};
+    assert_int_equal(parse_env(&s, &e, sdpet, "x", END), 0);
+    assert_true(s.shutdown_timeout == 4);
+    launch_spec_free(&s);
+    const char *sdbad[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon", NULL};
+    assert_int_equal(parse_env(&s, &e, sdbad, "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text,
+                        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: 'soon' is not a number of seconds");
+    /* A bad value the command line overrides is never read. */
+    assert_int_equal(parse_env(&s, &e, sdbad, "--shutdown-timeout", "1", "x", END), 0);
+    launch_spec_free(&s);
+
+    const char *pt[] = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=<${rank}>", NULL};
+    assert_int_equal(parse_env(&s, &e, pt, "x", END), 0);
+    assert_string_equal(s.log_line_prefix_template, "<${rank}>");
+    launch_spec_free(&s);
+    /* torchrun: `args.log_line_prefix_template or os.getenv(...)`: "" falls through. */
+    assert_int_equal(parse_env(&s, &e, pt, "--log_line_prefix_template=", "x", END), 0);
+    assert_string_equal(s.log_line_prefix_template, "<${rank}>");
+    launch_spec_free(&s);
+    assert_int_equal(parse_env(&s, &e, pt, "--log_line_prefix_template=$rank:", "x", END), 0);
+    assert_string_equal(s.log_line_prefix_template, "$rank:");
+    launch_spec_free(&s);
+    const char *ptbad[] = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=${node}", NULL};
+    assert_int_equal(parse_env(&s, &e, ptbad, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: unknown macro 'node'"));
+}
+
+/* Python string.Template semantics, rendered once per worker. */
+static void test_prefix_render(void **state) {
+    (void)state;
+    char out[LAUNCH_PREFIX_MAX];
+    size_t n = launch_prefix_render(NULL, "default", 3, 11, "h", out, sizeof out);
+    assert_string_equal(out, "[default3]:");
+    assert_int_equal(n, strlen(out));
+    launch_prefix_render("${hostname}:${rank}: ", "r", 0, 12, "r12i0n8", out, sizeof out);
+    assert_string_equal(out, "r12i0n8:12: ");
+    launch_prefix_render("$role_name/$local_rank $$ ${rank}x $9 ${ $", "trainer", 2, 5, "h", out,
+                         sizeof out);
+    assert_string_equal(out, "trainer/2 $ 5x $9 ${ $");
+    launch_prefix_render("[${role_name}]", "averyveryverylongrole", 0, 0, "h", out, 8);
+    assert_string_equal(out, "[averyv"); /* cut to the buffer */
+    launch_prefix_render("", "r", 0, 0, "h", out, sizeof out);
+    assert_string_equal(out, "");
+
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(launch_prefix_template_check("--t", "$$foo ${rank}$rank $5 ${", &e), 0);
+    assert_int_equal(launch_prefix_template_check("--t", "${rankx}", &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--t: unknown macro 'rankx' (known: ${role_name}, ${local_rank}, "
+                                "${rank}, ${hostname})");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_prefix_template_check("--t", "$host:", &e), DDP_EUSAGE);
+    char big[LAUNCH_MAX_PREFIX_TEMPLATE + 2];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ddp_err_clear(&e);
+    assert_int_equal(launch_prefix_template_check("--t", big, &e), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "longer than"));
+}
+
+/* --duplicate_std*_filters: torchrun's comma_separated_list (",," is a comma); empty items and
+ * an empty value mean no filter. */
+static void test_duplicate_filters(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--duplicate_stdout_filters", ",a,,,b,", "x", END), 0);
+    assert_string_equal(s.dup_stdout_filters[0], "a,");
+    assert_string_equal(s.dup_stdout_filters[1], "b");
+    assert_null(s.dup_stdout_filters[2]);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--duplicate-stderr-filters=", "x", END), 0);
+    assert_null(s.dup_stderr_filters);
+    launch_spec_free(&s);
+    /* The last occurrence wins, as argparse. */
+    assert_int_equal(
+        parse(&s, &e, "--duplicate-stdout-filters=a", "--duplicate-stdout-filters=b", "x", END), 0);
+    assert_string_equal(s.dup_stdout_filters[0], "b");
+    assert_null(s.dup_stdout_filters[1]);
+    launch_spec_free(&s);
+    char many[4 * (LAUNCH_MAX_DUP_FILTERS + 1)];
+    size_t k = 0;
+    for (int i = 0; i <= LAUNCH_MAX_DUP_FILTERS; i++) {
+        many[k++] = 'x';
+        many[k++] = ',';
+    }
+    many[k - 1] = '\0';
+    assert_int_equal(parse(&s, &e, "--duplicate_stdout_filters", many, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--duplicate_stdout_filters: more than 64 filters"));
 }
 
 static void test_nproc_kinds(void **state) {
@@ -436,6 +622,16 @@ static void test_unknown_and_prefix(void **state) {
     launch_spec_free(&s);
     assert_int_equal(parse(&s, &e, "--logs_specs", "x", "prog", END), DDP_EUSAGE);
     assert_non_null(strstr(e.text, "--logs_specs"));
+    /* torch's own entry point name is the behaviour ddprun has; both spellings. */
+    assert_int_equal(parse(&s, &e, "--logs_specs", "default", "prog", END), 0);
+    assert_true(LAUNCH_GIVEN(&s, LAUNCH_OPT_LOGS_SPECS));
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--logs-specs=default", "prog", END), 0);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--logs-specs=my_specs", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text,
+                        "--logs-specs: 'my_specs' is a Python log spec plugin, which ddprun "
+                        "cannot load (only 'default'; use --log_dir)");
 }
 
 static void test_bad_values_name_the_flag(void **state) {
@@ -468,6 +664,16 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--log_dir", "/etc/passwd", "--log_dir: '/etc/passwd' is not a directory");
     expect_bad("--log_dir", "/etc/passwd/x", "--log_dir: '/etc/passwd/x'");
     expect_bad("--redirects", "4", "--redirects: '4' is not 0-3");
+    expect_bad("--event_log_handler", "file",
+               "--event_log_handler: 'file' is not an event log "
+               "handler (null or console)");
+    expect_bad("--event-log-handler", "", "--event-log-handler: '' is not an event log handler");
+    expect_bad("--log_line_prefix_template", "${node}:",
+               "--log_line_prefix_template: unknown "
+               "macro 'node'");
+    expect_bad("--log-line-prefix-template", "$ranks",
+               "--log-line-prefix-template: unknown macro "
+               "'ranks'");
     expect_bad("-r", "0:5", "-r: '0:5'");
     expect_bad("--tee", "a", "--tee: 'a'");
     expect_bad("--tee", "0:1,0:2", "--tee: local rank 0 given twice");
@@ -612,6 +818,15 @@ static void test_help(void **state) {
         "--redirects",
         "--tee",
         "--local_ranks_filter",
+        "--log_line_prefix_template",
+        "${role_name}",
+        "--event_log_handler",
+        "--duplicate_stdout_filters",
+        "--duplicate_stderr_filters",
+        "filtered_stdout.log",
+        "--virtual_local_rank",
+        "--logs_specs",
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
         "--no_python",
         "--module",
         "--run_path",
@@ -790,6 +1005,10 @@ int main(void) {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_value_flags_all_spellings),
         cmocka_unit_test(test_bool_flags_all_spellings),
+        cmocka_unit_test(test_virtual_local_rank_devices),
+        cmocka_unit_test(test_torch_env_defaults),
+        cmocka_unit_test(test_prefix_render),
+        cmocka_unit_test(test_duplicate_filters),
         cmocka_unit_test(test_nproc_kinds),
         cmocka_unit_test(test_nnodes_forms),
         cmocka_unit_test(test_short_flags),
