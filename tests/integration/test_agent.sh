@@ -150,33 +150,31 @@ verdict "SIGUSR1 forwarded to workers"
 check "the job finishes normally after SIGUSR1" [ $rc -eq 0 ]
 
 # 9. A worker that ignores SIGTERM is killed after --shutdown_timeout.
-d=$TMP/stubborn; mkdir -p "$d"
-FW_DIR=$d FW_IGNORE_TERM=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone \
-    --nproc_per_node=2 --shutdown_timeout=0.5 "$FW" >"$TMP/stubborn.out" 2>&1 &
-pid=$!
-wait_for_files "$d/pid.0.0" "$d/pid.1.0"
-sleep 0.1
-t0=$(date +%s%N)
-kill -TERM "$(child_pid $pid)"
-wait $pid; rc=$?
-t1=$(date +%s%N)
-[ $rc -eq 143 ] && [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+# stubborn_stop NAME ARGS...: ddprun with 2 workers that ignore SIGTERM (the caller's environment
+# passes through), SIGTERM once both run; sets rc and stop_ms (from the SIGTERM to the exit).
+stubborn_stop() {
+    local name=$1; shift
+    local d=$TMP/$name t0
+    mkdir -p "$d"
+    FW_DIR=$d FW_IGNORE_TERM=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone \
+        --nproc_per_node=2 "$@" "$FW" >"$TMP/$name.out" 2>&1 &
+    local pid=$!
+    wait_for_files "$d/pid.0.0" "$d/pid.1.0"
+    sleep 0.1
+    t0=$(date +%s%N)
+    kill -TERM "$(child_pid $pid)"
+    wait $pid; rc=$?
+    stop_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
+stubborn_stop stubborn --shutdown_timeout=0.5
+[ $rc -eq 143 ] && [ $stop_ms -lt 5000 ]
 verdict "stubborn workers are SIGKILLed after the shutdown timeout"
 check "the shutdown timeout is logged" grep -q "shutdown_timeout" "$TMP/stubborn.out"
 check "nothing left after a stubborn shutdown" no_leftovers
 
 # 9b. TORCH_ELASTIC_SHUTDOWN_TIMEOUT is the default of --shutdown_timeout (torchrun's variable).
-d=$TMP/stubenv; mkdir -p "$d"
-FW_DIR=$d FW_IGNORE_TERM=1 FW_SLEEP_MS=20000 TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0.5 \
-    timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" >"$TMP/stubenv.out" 2>&1 &
-pid=$!
-wait_for_files "$d/pid.0.0" "$d/pid.1.0"
-sleep 0.1
-t0=$(date +%s%N)
-kill -TERM "$(child_pid $pid)"
-wait $pid; rc=$?
-t1=$(date +%s%N)
-[ $rc -eq 143 ] && [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0.5 stubborn_stop stubenv
+[ $rc -eq 143 ] && [ $stop_ms -lt 5000 ]
 verdict "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0.5: stubborn workers SIGKILLed within 5 s (rc $rc)"
 check "nothing left after TORCH_ELASTIC_SHUTDOWN_TIMEOUT" no_leftovers
 TORCH_ELASTIC_SHUTDOWN_TIMEOUT=never run_ddprun "$TMP/stubenv2.out" --standalone "$FW"; rc=$?
