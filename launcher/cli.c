@@ -309,16 +309,20 @@ int launch_rdzv_conf_parse(const char *flag, const char *s, launch_rdzv_conf_t *
     return rc;
 }
 
+/* *dst = a copy of val, or NULL (the default) when val is empty. Returns 0 or -ENOMEM. */
+static int str_set_or_unset(char **dst, const char *val) {
+    if (*val != '\0')
+        return launch__str_set(dst, val);
+    free(*dst);
+    *dst = NULL;
+    return 0;
+}
+
 static int apply_rdzv_conf(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     int rc = launch_rdzv_conf_parse(flag, val, &spec->rdzv_opts, err);
     if (rc < 0)
         return rc;
-    if (*val == '\0') {
-        free(spec->rdzv_conf);
-        spec->rdzv_conf = NULL;
-        return 0;
-    }
-    return launch__str_set(&spec->rdzv_conf, val);
+    return str_set_or_unset(&spec->rdzv_conf, val);
 }
 
 static int apply_max_restarts(launch_spec_t *spec, const char *flag, const char *val,
@@ -724,12 +728,7 @@ static int apply_prefix_template(launch_spec_t *spec, const char *flag, const ch
     int rc = launch_prefix_template_check(flag, val, err);
     if (rc < 0)
         return rc;
-    if (*val == '\0') { /* torchrun: an empty template means the default */
-        free(spec->log_line_prefix_template);
-        spec->log_line_prefix_template = NULL;
-        return 0;
-    }
-    return launch__str_set(&spec->log_line_prefix_template, val);
+    return str_set_or_unset(&spec->log_line_prefix_template, val); /* empty: the default */
 }
 
 /* torch.distributed.elastic.events knows two handlers; ddprun logs its events itself. */
