@@ -1180,6 +1180,17 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = sizeof c->s->rbuf;
 }
 
+/* Sends the ACK of what c has read now. A read that ended in whole commands and queued no reply
+ * (a SET, a parked WAIT) would leave its ACK to the delayed-ACK timer (40 ms), and a client that
+ * keeps Nagle on holds its next request until that ACK: every SET then GET would stall 40 ms.
+ * TCP_QUICKACK = 2 (even, non-zero) pushes the pending ACK and stays in delayed-ACK mode. */
+static void ack_now(conn_t *c) {
+    uv_os_fd_t fd;
+    int push = 2;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &push, sizeof push);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     conn_t *c = st->data;
     rdzv_server_t *s = c->s;
@@ -1196,9 +1207,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     if (nread == 0 || c->closing || c->close_after_write)
         return;
     const uint8_t *data = (const uint8_t *)buf->base;
-    size_t n = (size_t)nread;
+    size_t n = (size_t)nread, used = 0;
     if (c->in.len == 0) {
-        size_t used = process(c, data, n);
+        used = process(c, data, n);
         if (!c->closing && used < n) {
             if (!mem_allows(s, n - used)) {
                 conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached",
@@ -1227,13 +1238,15 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
             return;
         }
         if (c->in.len >= c->need) {
-            size_t used = process(c, c->in.data, c->in.len);
+            used = process(c, c->in.data, c->in.len);
             if (c->closing)
                 return;
             ddp_buf_consume(&c->in, used);
             buf_trim(s, &c->in);
         }
     }
+    if (used > 0 && c->in.len == 0 && c->out.len == 0 && !c->closing)
+        ack_now(c);
     conn_flush(c);
 }
 

@@ -147,6 +147,8 @@ timeout 5 "$H/store_client" "$PORT_B" set-size mem/one 1500000 >/dev/null; rc1=$
 timeout 5 "$H/store_client" "$PORT_B" set-size mem/two 1500000 >/dev/null 2>&1; rc2=$?
 check "--max-mem: a SET past the memory limit closes only its connection" \
     test "$rc1" = 0 -a "$rc2" = 5 -a -n "$(grep -E 'memory limit \(4194304 bytes\)' "$TMP/B.err")"
+check "the store still serves after the memory refusal" \
+    test "$(timeout 5 "$H/store_client" "$PORT_B" ping)" = pong
 # A peer that sends half a frame and resets (SO_LINGER 0) is named in the one warning line.
 python3 - "$PORT_B" <<'PY'
 import socket, struct, sys
@@ -160,8 +162,27 @@ PY
 wait_for "$TMP/B.err" 'inside a SET frame' 5 >/dev/null
 check "half a frame, then a reset: one warning naming the peer (127.0.0.1:port)" \
     grep -qE 'W closing connection from 127\.0\.0\.1:[0-9]+: connection ended inside a SET frame' "$TMP/B.err"
-check "the store still serves after the memory refusal" \
-    test "$(timeout 5 "$H/store_client" "$PORT_B" ping)" = pong
+# A client with Nagle on (no TCP_NODELAY) that sends SET, then GET, as two writes waits for the
+# SET's ACK before the GET leaves: the daemon must ACK at once (a delayed ACK is 40 ms a pair).
+nagle_s=$(python3 - "$PORT_B" <<'PY'
+import socket, struct, sys, time
+def blob(b): return struct.pack("<Q", len(b)) + b
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+c.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE) + b"\x0d" + struct.pack("<I", 7))
+assert c.recv(4) == struct.pack("<I", 7)
+t = time.monotonic()
+for i in range(50):
+    c.sendall(b"\x01" + blob(b"nagle") + blob(b"v" * 16))
+    c.sendall(b"\x03" + blob(b"nagle"))
+    got = b""
+    while len(got) < 24:
+        got += c.recv(64)
+print("%.2f" % (time.monotonic() - t))
+PY
+)
+check "a Nagle client's 50 SET-then-GET pairs are not held by delayed ACKs (${nagle_s:-?} s, stalled: 2 s)" \
+    awk -v t="${nagle_s:-9}" 'BEGIN { exit !(t < 1.0) }'
 pids=()
 for i in 1 2 3 4; do
     timeout 10 "$H/store_client" "$PORT_B" get conn/gate 8000 >/dev/null 2>&1 &
