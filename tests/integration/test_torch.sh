@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Drop-in compatibility with real PyTorch (Debian's python3-torch): an unmodified script that calls
-# init_process_group("gloo") with env:// runs under ddprun, and @record's error file reaches the
-# failure summary.
+# Drop-in compatibility with real PyTorch: an unmodified script that calls init_process_group("gloo")
+# with env:// runs under ddprun, and @record's error file reaches the failure summary. Runs with
+# Debian's python3-torch (1.13, /usr/bin/python3) and with TORCH_PYTHON (PyTorch 2.x from PyPI,
+# scripts/ensure-torch2.sh; .ci/run sets it), each that is there.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
-PY=${TORCH_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c 'import torch.distributed' 2>/dev/null; then
-    ok "# SKIP PyTorch not importable by $PY (apt-get install python3-torch)"
+pys=()
+for py in /usr/bin/python3 ${TORCH_PYTHON:-}; do
+    if "$py" -c 'import torch.distributed' 2>/dev/null; then
+        pys+=("$py")
+    elif [ "$py" = "${TORCH_PYTHON:-}" ]; then
+        not_ok "TORCH_PYTHON=$py cannot import torch.distributed"
+    fi
+done
+if [ ${#pys[@]} -eq 0 ]; then
+    ok "# SKIP PyTorch not importable by /usr/bin/python3 (apt-get install python3-torch)"
     finish; exit
 fi
-export PYTHON_EXEC=$PY
 
 cat > "$TMP/allreduce.py" <<'PY'
 import os, sys
@@ -33,19 +40,24 @@ def main():
 if __name__ == "__main__":
     main()
 PY
-
-timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" \
-    >"$TMP/ok.out" 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "torch rank 0/2 sum 3" "$TMP/ok.out" && \
-    grep -q "torch rank 1/2 sum 3" "$TMP/ok.out"
-verdict "init_process_group(env://) + all_reduce under ddprun"
-[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/ok.out" | tail -20
-
-timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" fail \
-    >"$TMP/fail.out" 2>&1; rc=$?
-check "a worker's exception fails the job (exit 1)" [ $rc -eq 1 ]
-check "@record's error file reaches the summary" grep -q "RuntimeError: boom from rank 1" "$TMP/fail.out"
 root_cause_is_rank1() { grep -A4 "Root Cause" "$TMP/fail.out" | grep -q "rank      : 1"; }
-check "the summary names rank 1 as the root cause" root_cause_is_rank1
-check "nothing left after the PyTorch job" no_leftovers
+
+for py in "${pys[@]}"; do
+    export PYTHON_EXEC=$py
+    v="torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+    timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" \
+        >"$TMP/ok.out" 2>&1; rc=$?
+    [ $rc -eq 0 ] && grep -q "torch rank 0/2 sum 3" "$TMP/ok.out" && \
+        grep -q "torch rank 1/2 sum 3" "$TMP/ok.out"
+    verdict "$v: init_process_group(env://) + all_reduce under ddprun"
+    [ $rc -eq 0 ] || sed 's/^/# /' "$TMP/ok.out" | tail -20
+
+    timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" fail \
+        >"$TMP/fail.out" 2>&1; rc=$?
+    check "$v: a worker's exception fails the job (exit 1)" [ $rc -eq 1 ]
+    check "$v: @record's error file reaches the summary" \
+        grep -q "RuntimeError: boom from rank 1" "$TMP/fail.out"
+    check "$v: the summary names rank 1 as the root cause" root_cause_is_rank1
+    check "$v: nothing left after the PyTorch job" no_leftovers
+done
 finish
