@@ -829,6 +829,21 @@ static int apply_module(launch_spec_t *spec, const char *flag, const char *val, 
     return apply_bool(&spec->module, flag, val, err);
 }
 
+/* torchrun 2.x flags ddprun does not implement: refused by name with what to do instead, rather
+ * than as unknown flags, so that a torchrun command line that uses them says why it stops. */
+static int apply_numa_binding(launch_spec_t *spec, const char *flag, const char *val,
+                              ddp_err_t *err) {
+    (void)spec;
+    return usage(err, flag, val,
+                 "is not supported by ddprun yet: drop it, or bind in the program (numactl)");
+}
+
+static int apply_print_completion(launch_spec_t *spec, const char *flag, const char *val,
+                                  ddp_err_t *err) {
+    (void)spec;
+    return usage(err, flag, val, "is not supported by ddprun (ddprun --help lists the flags)");
+}
+
 static int apply_virtual_local_rank(launch_spec_t *spec, const char *flag, const char *val,
                                     ddp_err_t *err) {
     return apply_bool(&spec->virtual_local_rank, flag, val, err);
@@ -883,6 +898,8 @@ static const opt_t opts[] = {
      "PET_DUPLICATE_STDERR_FILTERS", apply_dup_stderr},
     {LAUNCH_OPT_VIRTUAL_LOCAL_RANK, "virtual-local-rank", 0, 0, "PET_VIRTUAL_LOCAL_RANK",
      apply_virtual_local_rank},
+    {LAUNCH_OPT_NUMA_BINDING, "numa-binding", 0, 1, "PET_NUMA_BINDING", apply_numa_binding},
+    {LAUNCH_OPT_PRINT_COMPLETION, "print-completion", 0, 1, NULL, apply_print_completion},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, NULL},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, NULL},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, NULL},

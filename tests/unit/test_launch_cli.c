@@ -632,6 +632,12 @@ static void test_unknown_and_prefix(void **state) {
     assert_string_equal(e.text,
                         "--logs-specs: 'my_specs' is a Python log spec plugin, which ddprun "
                         "cannot load (only 'default'; use --log_dir)");
+    /* torchrun 2.x flags ddprun lacks are refused by name, saying so, not as unknown flags. */
+    assert_int_equal(parse(&s, &e, "--numa-binding", "node", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--numa-binding: 'node' is not supported by ddprun yet: drop it, "
+                                "or bind in the program (numactl)");
+    assert_int_equal(parse(&s, &e, "--print_completion=bash", "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--print_completion: 'bash' is not supported by ddprun"));
 }
 
 static void test_bad_values_name_the_flag(void **state) {
