@@ -11,13 +11,11 @@
  * N ranks itself; under ddprun it runs as one rank of the job. Rank 0 prints the table. */
 #include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <uv.h>
 
 #ifdef DDP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -34,21 +32,6 @@ typedef struct opts {
     double seconds;
     ddpw_backend_t backend;
 } opts_t;
-
-static uv_loop_t g_loop;
-static uv_async_t g_stop;
-static rdzv_server_t *g_srv;
-
-static void on_stop(uv_async_t *a) {
-    rdzv_server_close(g_srv, NULL, NULL);
-    uv_close((uv_handle_t *)a, NULL);
-}
-
-static void *server_main(void *arg) {
-    (void)arg;
-    uv_run(&g_loop, UV_RUN_DEFAULT);
-    return NULL;
-}
 
 static double memcpy_gbs(size_t bytes, double seconds) {
     char *a = malloc(bytes), *b = malloc(bytes);
@@ -260,17 +243,15 @@ int main(int argc, char **argv) {
     so.no_auth = 1;
     ddp_err_t e;
     ddp_err_clear(&e);
-    if (uv_loop_init(&g_loop) != 0 || rdzv_server_start(&g_loop, &so, &g_srv, &e) != 0) {
+    rdzv_server_thread_t *store;
+    if (rdzv_server_thread_start(&so, &store, &e) != 0) {
         fprintf(stderr, "bench_allreduce: store: %s\n", e.text);
         return 1;
     }
-    uv_async_init(&g_loop, &g_stop, on_stop);
     char port[16], world[16], run[64];
-    snprintf(port, sizeof port, "%u", rdzv_server_port(g_srv));
+    snprintf(port, sizeof port, "%u", rdzv_server_thread_port(store));
     snprintf(world, sizeof world, "%d", o.ranks);
     snprintf(run, sizeof run, "bench-%d", (int)getpid());
-    pthread_t thr;
-    pthread_create(&thr, NULL, server_main, NULL);
     pid_t pids[64];
     for (int r = 0; r < o.ranks; r++) {
         pids[r] = fork();
@@ -294,7 +275,6 @@ int main(int argc, char **argv) {
         if (waitpid(pids[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             failed++;
     }
-    uv_async_send(&g_stop);
-    pthread_join(thr, NULL);
+    rdzv_server_thread_stop(store);
     return failed ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 # rendezvous/: the store. librdzv.a (codec, auth, server, client), the ddp-rendezvous daemon,
 # its unit tests, integration helpers, benchmark and libFuzzer target.
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
-                 rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_aclient.c
+                 rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_aclient.c \
+                 rendezvous/rdzv_server_thread.c
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
 INSTALL_HEADERS += rendezvous/rdzv_client.h rendezvous/rdzv_server.h

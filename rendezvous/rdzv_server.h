@@ -72,4 +72,19 @@ void rdzv_server_log_to_ddp(void *arg, int level, const char *msg);
 /* The bound address as "ADDR:PORT" ("[ADDR]:PORT" for IPv6); borrowed, valid until close. */
 const char *rdzv_server_addr(const rdzv_server_t *s);
 
+/* The store served on a thread of its own, for programs without a libuv loop of their own (the
+ * worker library's tests, benchmarks). rdzv_server_thread.c, linked only by those who call it. */
+typedef struct rdzv_server_thread rdzv_server_thread_t;
+
+/* Starts the store (as rdzv_server_start, on a loop of the new thread). Returns 0, or a negative
+ * code described in err (nothing left running). */
+int rdzv_server_thread_start(const rdzv_server_opts_t *opts, rdzv_server_thread_t **out,
+                             ddp_err_t *err);
+
+/* The port it listens on. */
+uint16_t rdzv_server_thread_port(const rdzv_server_thread_t *t);
+
+/* Closes the store, joins the thread and frees t (NULL is a no-op). */
+void rdzv_server_thread_stop(rdzv_server_thread_t *t);
+
 #endif

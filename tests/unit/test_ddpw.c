@@ -8,7 +8,6 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,7 +20,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -31,47 +29,28 @@
 #include "rdzv_server.h"
 
 /* ---- the store in a thread ---- */
-static uv_loop_t g_loop;
-static uv_async_t g_stop;
-static rdzv_server_t *g_srv;
-static pthread_t g_thr;
+static rdzv_server_thread_t *g_store;
 static _Atomic int g_port;
-
-static void on_stop(uv_async_t *a) {
-    rdzv_server_close(g_srv, NULL, NULL);
-    uv_close((uv_handle_t *)a, NULL);
-}
-
-static void *server_main(void *arg) {
-    (void)arg;
-    uv_run(&g_loop, UV_RUN_DEFAULT);
-    return NULL;
-}
 
 static int group_setup(void **state) {
     (void)state;
-    if (uv_loop_init(&g_loop) != 0)
-        return -1;
     rdzv_server_opts_t o;
     memset(&o, 0, sizeof o);
     o.host = "127.0.0.1";
     o.no_auth = 1;
     ddp_err_t e;
     ddp_err_clear(&e);
-    if (rdzv_server_start(&g_loop, &o, &g_srv, &e) != 0) {
+    if (rdzv_server_thread_start(&o, &g_store, &e) != 0) {
         fprintf(stderr, "server: %s\n", e.text);
         return -1;
     }
-    g_port = rdzv_server_port(g_srv);
-    uv_async_init(&g_loop, &g_stop, on_stop);
-    return pthread_create(&g_thr, NULL, server_main, NULL) == 0 ? 0 : -1;
+    g_port = rdzv_server_thread_port(g_store);
+    return 0;
 }
 
 static int group_teardown(void **state) {
     (void)state;
-    uv_async_send(&g_stop);
-    pthread_join(g_thr, NULL);
-    uv_loop_close(&g_loop);
+    rdzv_server_thread_stop(g_store);
     return 0;
 }
 
@@ -84,6 +63,23 @@ static void env_for(ddpw_env_t *env, int rank, int world, int64_t round, const c
     snprintf(env->store_host, sizeof env->store_host, "127.0.0.1");
     env->store_port = (uint16_t)g_port;
     snprintf(env->run_id, sizeof env->run_id, "%s", run);
+}
+
+/* ddpw_init_env on the CPU backend with timeout_ms and chunk bytes (0: the default); on failure
+ * says why on stderr, naming the rank, and returns NULL. */
+static ddpw_t *cpu_init(ddpw_env_t *env, int timeout_ms, size_t chunk) {
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = timeout_ms;
+    o.cpu_chunk_bytes = chunk;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w = NULL;
+    if (ddpw_init_env(&w, env, &o, &e) != 0) {
+        fprintf(stderr, "rank %d init: %s\n", env->rank, e.text);
+        return NULL;
+    }
+    return w;
 }
 
 /* ---- environment ---- */
@@ -231,17 +227,11 @@ static int child_collectives(int rank, const coll_case_t *c, const char *run) {
     env.local_world_size = c->world / nodes;
     env.local_rank = rank % env.local_world_size;
     env.group_rank = rank / env.local_world_size;
-    ddpw_opts_t o = DDPW_OPTS_INIT;
-    o.backend = DDPW_BACKEND_CPU;
-    o.timeout_ms = 20000;
-    o.cpu_chunk_bytes = c->chunk;
+    ddpw_t *w = cpu_init(&env, 20000, c->chunk);
+    if (w == NULL)
+        return 1;
     ddp_err_t e;
     ddp_err_clear(&e);
-    ddpw_t *w;
-    if (ddpw_init_env(&w, &env, &o, &e) != 0) {
-        fprintf(stderr, "rank %d init: %s\n", rank, e.text);
-        return 1;
-    }
     float *buf = malloc(c->count * sizeof(float) + 1);
     int bad = 0;
     for (int rep = 0; rep < 3 && !bad; rep++) {
@@ -377,14 +367,11 @@ static int dead_child(int rank, const void *arg) {
     char run[64];
     snprintf(run, sizeof run, "dead-%d", (int)getppid());
     env_for(&env, rank, 2, 0, run);
-    ddpw_opts_t o = DDPW_OPTS_INIT;
-    o.backend = DDPW_BACKEND_CPU;
-    o.timeout_ms = 20000;
+    ddpw_t *w = cpu_init(&env, 20000, 0);
+    if (w == NULL)
+        return 1;
     ddp_err_t e;
     ddp_err_clear(&e);
-    ddpw_t *w;
-    if (ddpw_init_env(&w, &env, &o, &e) != 0)
-        return 1;
     if (rank == 1)
         _exit(0);
     float x[64] = {0};
@@ -414,16 +401,11 @@ static int dead_node_child(int rank, const void *arg) {
     env.local_world_size = 1;
     env.local_rank = 0;
     env.group_rank = rank;
-    ddpw_opts_t o = DDPW_OPTS_INIT;
-    o.backend = DDPW_BACKEND_CPU;
-    o.timeout_ms = 20000;
+    ddpw_t *w = cpu_init(&env, 20000, 0);
+    if (w == NULL)
+        return 1;
     ddp_err_t e;
     ddp_err_clear(&e);
-    ddpw_t *w;
-    if (ddpw_init_env(&w, &env, &o, &e) != 0) {
-        fprintf(stderr, "rank %d init: %s\n", rank, e.text);
-        return 1;
-    }
     float x[1000] = {0};
     if (ddpw_allreduce(w, x, 1000, DDPW_SUM, &e) != 0)
         return 1;
@@ -540,16 +522,11 @@ static int id_child(int rank, const void *arg) {
     snprintf(run, sizeof run, "nccl-%d", (int)getppid());
     ddpw_env_t env;
     env_for(&env, rank, 3, a->round, run);
-    ddpw_opts_t o = DDPW_OPTS_INIT;
-    o.backend = DDPW_BACKEND_CPU;
-    o.timeout_ms = 10000;
+    ddpw_t *w = cpu_init(&env, 10000, 0);
+    if (w == NULL)
+        return 1;
     ddp_err_t e;
     ddp_err_clear(&e);
-    ddpw_t *w;
-    if (ddpw_init_env(&w, &env, &o, &e) != 0) {
-        fprintf(stderr, "rank %d: %s\n", rank, e.text);
-        return 1;
-    }
     unsigned char id[129];
     id[0] = (unsigned char)rank;
     int rc = ddpw__nccl_id_exchange(w, id + 1, &e);

@@ -32,32 +32,14 @@
 static const char good_token[] = "0123456789abcdef-test-token";
 
 typedef struct server_thread {
-    uv_loop_t loop;
-    uv_async_t stop;
-    rdzv_server_t *s;
-    pthread_t th;
+    rdzv_server_thread_t *t;
     uint16_t port;
 } server_thread_t;
-
-static void on_stop(uv_async_t *a) {
-    server_thread_t *st = a->data;
-    rdzv_server_close(st->s, NULL, NULL);
-    uv_close((uv_handle_t *)a, NULL);
-}
-
-static void *run_loop(void *arg) {
-    server_thread_t *st = arg;
-    uv_run(&st->loop, UV_RUN_DEFAULT);
-    return NULL;
-}
 
 static server_thread_t *server_up(const void *token, size_t token_len, size_t max_out_buf,
                                   int auth_idle_ms) {
     server_thread_t *st = calloc(1, sizeof *st);
     assert_non_null(st);
-    assert_int_equal(uv_loop_init(&st->loop), 0);
-    assert_int_equal(uv_async_init(&st->loop, &st->stop, on_stop), 0);
-    st->stop.data = st;
     rdzv_server_opts_t o = {0};
     o.host = "127.0.0.1";
     o.port = 0;
@@ -68,19 +50,15 @@ static server_thread_t *server_up(const void *token, size_t token_len, size_t ma
     o.auth_idle_ms = auth_idle_ms;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_server_start(&st->loop, &o, &st->s, &err);
-    if (rc < 0)
+    if (rdzv_server_thread_start(&o, &st->t, &err) < 0)
         fail_msg("server start: %s", err.text);
-    st->port = rdzv_server_port(st->s);
+    st->port = rdzv_server_thread_port(st->t);
     assert_true(st->port > 0);
-    assert_int_equal(pthread_create(&st->th, NULL, run_loop, st), 0);
     return st;
 }
 
 static void server_down(server_thread_t *st) {
-    uv_async_send(&st->stop);
-    pthread_join(st->th, NULL);
-    assert_int_equal(uv_loop_close(&st->loop), 0);
+    rdzv_server_thread_stop(st->t);
     free(st);
 }
 

@@ -1,0 +1,73 @@
+/* rdzv_server_thread: the store on a thread of its own (rdzv_server.h). The thread runs the loop
+ * until rdzv_server_thread_stop wakes it (uv_async_send, the one libuv call that is safe from
+ * another thread) to close the server; the loop then runs out of handles and the thread ends. */
+#include "rdzv_server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rdzv_server_thread {
+    uv_loop_t loop;
+    uv_async_t stop;
+    rdzv_server_t *srv;
+    pthread_t thread;
+};
+
+static void on_stop(uv_async_t *a) {
+    rdzv_server_thread_t *t = a->data;
+    rdzv_server_close(t->srv, NULL, NULL);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *serve(void *arg) {
+    rdzv_server_thread_t *t = arg;
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+int rdzv_server_thread_start(const rdzv_server_opts_t *opts, rdzv_server_thread_t **out,
+                             ddp_err_t *err) {
+    *out = NULL;
+    rdzv_server_thread_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return ddp_err_set(err, -ENOMEM, "store thread: out of memory");
+    int rc = uv_loop_init(&t->loop);
+    if (rc < 0) {
+        free(t);
+        return ddp_err_set(err, rc, "store thread: unable to create a loop: %s", uv_strerror(rc));
+    }
+    rc = rdzv_server_start(&t->loop, opts, &t->srv, err);
+    if (rc == 0 && (rc = uv_async_init(&t->loop, &t->stop, on_stop)) < 0) {
+        ddp_err_set(err, rc, "store thread: %s", uv_strerror(rc));
+        rdzv_server_close(t->srv, NULL, NULL);
+    }
+    t->stop.data = t;
+    if (rc == 0 && (rc = pthread_create(&t->thread, NULL, serve, t)) != 0) {
+        rc = ddp_err_set(err, -rc, "store thread: unable to start a thread: %s", strerror(rc));
+        rdzv_server_close(t->srv, NULL, NULL);
+        uv_close((uv_handle_t *)&t->stop, NULL);
+    }
+    if (rc != 0) {
+        uv_run(&t->loop, UV_RUN_DEFAULT); /* lets what was opened close */
+        uv_loop_close(&t->loop);
+        free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+uint16_t rdzv_server_thread_port(const rdzv_server_thread_t *t) {
+    return rdzv_server_port(t->srv);
+}
+
+void rdzv_server_thread_stop(rdzv_server_thread_t *t) {
+    if (t == NULL)
+        return;
+    uv_async_send(&t->stop);
+    pthread_join(t->thread, NULL);
+    uv_loop_close(&t->loop);
+    free(t);
+}
