@@ -132,12 +132,10 @@ __attribute__((format(printf, 3, 4))) static void slog(rdzv_server_t *s, int lev
     s->log_fn(s->log_arg, level, msg);
 }
 
-/* The peer's address for log lines. on_connection looks it up at once, while the connection is
- * surely up: a peer must be named in the line that closes it, whatever it did before (when
- * getpeername fails, the connection's number stands in). */
-static const char *conn_peer(conn_t *c) {
-    if (c->peer[0] != '\0')
-        return c->peer;
+/* Fills c->peer, the address log lines name, when the connection is accepted: it is surely up
+ * then, so every closing line names the peer whatever it did before (getpeername can fail after
+ * a reset; the connection's number stands in when it fails here). */
+static void peer_name(conn_t *c) {
     struct sockaddr_storage sa;
     int salen = sizeof sa;
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -152,7 +150,6 @@ static const char *conn_peer(conn_t *c) {
         uv_ip4_name(a4, ip, sizeof ip);
         snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(a4->sin_port));
     }
-    return c->peer;
 }
 
 /* Adds (or, with a wrapped negative, removes) bytes from the memory account. */
@@ -374,7 +371,7 @@ static void on_write(uv_write_t *req, int status) {
     if (c->closing)
         return;
     if (status < 0) {
-        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(status));
+        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", c->peer, uv_strerror(status));
         conn_close(c);
         return;
     }
@@ -408,7 +405,7 @@ static void start_write(conn_t *c) {
     c->wreq.data = c;
     int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc < 0) {
-        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(rc));
+        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", c->peer, uv_strerror(rc));
         conn_close(c);
         return;
     }
@@ -429,7 +426,7 @@ static void conn_flush(conn_t *c) {
     uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)chunk);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n < 0 && n != UV_EAGAIN) {
-        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", conn_peer(c), uv_strerror(n));
+        slog(c->s, DDP_LOG_DEBUG, "unable to write to %s: %s", c->peer, uv_strerror(n));
         conn_close(c);
         return;
     }
@@ -459,7 +456,7 @@ __attribute__((format(printf, 3, 4))) static void conn_fail(conn_t *c, uint64_t 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    slog(c->s, DDP_LOG_WARN, "closing connection from %s: %s", conn_peer(c), msg);
+    slog(c->s, DDP_LOG_WARN, "closing connection from %s: %s", c->peer, msg);
     if (counter != NULL)
         (*counter)++;
     conn_close(c);
@@ -800,7 +797,7 @@ static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
     c->auth = NULL;
     if (!rdzv__auth_equal(want, r->val.p)) {
         slog(s, DDP_LOG_WARN, "closing connection from %s: authentication refused (wrong token)",
-             conn_peer(c));
+             c->peer);
         s->st.auth_refused++;
         reply_u8(c, RDZV_AUTH_REFUSED);
         c->close_after_write = 1;
@@ -808,7 +805,7 @@ static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
     }
     c->state = ST_READY;
     hs_unlink(c);
-    slog(s, DDP_LOG_DEBUG, "authenticated %s", conn_peer(c));
+    slog(s, DDP_LOG_DEBUG, "authenticated %s", c->peer);
     if (reply_u8(c, RDZV_AUTH_OK) == 0)
         reply_bytes(c, mine, RDZV_AUTH_MAC_LEN);
 }
@@ -913,7 +910,7 @@ static void rounds_after(rdzv_server_t *s) {
             }
             case RDZV_ACT_CLOSE: {
                 conn_t *c = conn_index_find(s, &ix, a->member);
-                slog(s, DDP_LOG_WARN, "%s: %s", c ? conn_peer(c) : "member", a->text);
+                slog(s, DDP_LOG_WARN, "%s: %s", c ? c->peer : "member", a->text);
                 if (c != NULL)
                     conn_close(c);
                 break;
@@ -972,12 +969,12 @@ static void round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     case RDZV_CMD_RDZV_JOIN: {
         int rc = rdzv_runs_join(s->runs, c->id, &r->join, now, &s->acts, &err);
         if (rc < 0) {
-            slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", conn_peer(c),
+            slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", c->peer,
                  r->join.run_id, err.text);
             if (rdzv__join_reply_encode_err(&b, rc, err.text) == 0)
                 reply_buf(c, &b);
         } else {
-            slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", conn_peer(c), r->join.host,
+            slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", c->peer, r->join.host,
                  r->join.run_id);
         }
         break;
@@ -1199,7 +1196,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
             conn_fail(c, &s->st.bad_frames, "connection ended inside a %s frame (%zu bytes)",
                       rdzv__cmd_name(c->in.data[0]), c->in.len);
         else if (!c->closing)
-            slog(s, DDP_LOG_DEBUG, "%s closed the connection%s%s", conn_peer(c),
+            slog(s, DDP_LOG_DEBUG, "%s closed the connection%s%s", c->peer,
                  nread == UV_EOF ? "" : ": ", nread == UV_EOF ? "" : uv_strerror((int)nread));
         conn_close(c);
         return;
@@ -1279,10 +1276,9 @@ static void on_connection(uv_stream_t *ls, int status) {
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         return;
     }
-    conn_peer(c);
+    peer_name(c);
     if (s->st.conns >= s->max_conns || s->closing) {
-        slog(s, DDP_LOG_DEBUG, "refused %s: connection limit %zu reached", conn_peer(c),
-             s->max_conns);
+        slog(s, DDP_LOG_DEBUG, "refused %s: connection limit %zu reached", c->peer, s->max_conns);
         s->st.conns_refused++;
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         return;
@@ -1313,7 +1309,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     else
         s->hs_head = c;
     s->hs_tail = c;
-    slog(s, DDP_LOG_DEBUG, "accepted %s", conn_peer(c));
+    slog(s, DDP_LOG_DEBUG, "accepted %s", c->peer);
 }
 
 /* Closes connections that have not finished their handshake in time (oldest first). */

@@ -123,14 +123,14 @@ static void env_done(env_t *e) {
     assert_int_equal(uv_loop_close(&e->loop), 0);
 }
 
-/* Connect outcome. */
-typedef struct conn_res {
+/* A connect outcome or an on_close notification: same callback shape. */
+typedef struct status_res {
     int called, status, seq;
     char text[400];
-} conn_res_t;
+} status_res_t;
 
-static void on_conn(void *arg, int status, const char *errtext) {
-    conn_res_t *r = arg;
+static void on_status(void *arg, int status, const char *errtext) {
+    status_res_t *r = arg;
     r->called++;
     r->status = status;
     r->seq = ++g_seq;
@@ -149,12 +149,12 @@ static rdzv_client_opts_t opts_for(uint16_t port, const char *token, int connect
     return o;
 }
 
-static rdzv_aclient_t *start_client(env_t *e, const rdzv_client_opts_t *o, conn_res_t *cr) {
+static rdzv_aclient_t *start_client(env_t *e, const rdzv_client_opts_t *o, status_res_t *cr) {
     rdzv_aclient_t *c = NULL;
     ddp_err_t err;
     ddp_err_clear(&err);
     memset(cr, 0, sizeof *cr);
-    if (rdzv_aclient_connect(&e->loop, o, on_conn, cr, &c, &err) < 0)
+    if (rdzv_aclient_connect(&e->loop, o, on_status, cr, &c, &err) < 0)
         fail_msg("connect: %s", err.text);
     assert_non_null(c);
     return c;
@@ -162,7 +162,7 @@ static rdzv_aclient_t *start_client(env_t *e, const rdzv_client_opts_t *o, conn_
 
 /* Connects to the test's server and waits until ready. */
 static rdzv_aclient_t *client_up(env_t *e, const char *token) {
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(e->port, token, 3000, 3000);
     rdzv_aclient_t *c = start_client(e, &o, &cr);
     run_until(e, &cr.called);
@@ -221,7 +221,7 @@ static void test_connect_no_auth(void **state) {
     assert_int_equal(rdzv_aclient_authenticated(c), 0);
     /* A client with a token talking to a server without one proceeds unauthenticated; by name,
      * through getaddrinfo ("localhost" may try ::1 first, which refuses: next address). */
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 3000);
     o.host = "localhost";
     rdzv_aclient_t *c2 = start_client(&e, &o, &cr);
@@ -244,7 +244,7 @@ static void test_wrong_token(void **state) {
     env_t e;
     env_init(&e);
     srv_start(&e, good_token, 0);
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(e.port, "wrong-token-wrong-token", 3000, 3000);
     rdzv_aclient_t *c = start_client(&e, &o, &cr);
     res_t r = {0};
@@ -280,7 +280,7 @@ static void test_pipelined(void **state) {
     env_t e;
     env_init(&e);
     srv_start(&e, good_token, 0);
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 3000);
     rdzv_aclient_t *c = start_client(&e, &o, &cr);
     res_t *r = calloc(3 * NPIPE, sizeof *r);
@@ -391,20 +391,6 @@ static void test_wait_released_by_other_client(void **state) {
     env_done(&e);
 }
 
-/* on_close notification. */
-typedef struct lost {
-    int called, status, seq;
-    char text[400];
-} lost_t;
-
-static void on_lost(void *arg, int status, const char *errtext) {
-    lost_t *l = arg;
-    l->called++;
-    l->status = status;
-    l->seq = ++g_seq;
-    snprintf(l->text, sizeof l->text, "%s", errtext ? errtext : "");
-}
-
 static void on_kill_server(uv_timer_t *t) {
     env_t *e = t->data;
     rdzv_server_close(e->srv, set_flag, &e->srv_closed);
@@ -417,8 +403,8 @@ static void test_server_closed_mid_request(void **state) {
     env_init(&e);
     srv_start(&e, good_token, 0);
     rdzv_aclient_t *c = client_up(&e, good_token);
-    lost_t l = {0};
-    rdzv_aclient_on_close(c, on_lost, &l);
+    status_res_t l = {0};
+    rdzv_aclient_on_close(c, on_status, &l);
     res_t r[5];
     memset(r, 0, sizeof r);
     assert_int_equal(rdzv_aclient_add(c, "x", 1, rec_cb, &r[0], NULL), 0);
@@ -506,7 +492,7 @@ static void test_close_while_pending(void **state) {
         assert_int_equal(r[i].called, 1);
 
     /* Closing while still connecting: the connect callback gets DDP_ECANCELED first. */
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(free_port(&e), NULL, 3000, 3000);
     memset(&cl, 0, sizeof cl);
     cl.c = start_client(&e, &o, &cr);
@@ -574,7 +560,7 @@ static void test_connect_retry(void **state) {
     assert_int_equal(uv_timer_init(&e.loop, &later), 0);
     later.data = &e;
     assert_int_equal(uv_timer_start(&later, on_start_server, 100, 0), 0);
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(e.port, good_token, 5000, 3000);
     uint64_t t0 = ddp_now_ms();
     rdzv_aclient_t *c = start_client(&e, &o, &cr);
@@ -597,7 +583,7 @@ static void test_connect_timeout(void **state) {
     (void)state;
     env_t e;
     env_init(&e);
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(free_port(&e), good_token, 300, 3000);
     uint64_t t0 = ddp_now_ms();
     rdzv_aclient_t *c = start_client(&e, &o, &cr);
@@ -645,7 +631,7 @@ static void test_handshake_timeout(void **state) {
     struct sockaddr_storage ss;
     int len = sizeof ss;
     assert_int_equal(uv_tcp_getsockname(&si.lis, (struct sockaddr *)&ss, &len), 0);
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o =
         opts_for(ntohs(((struct sockaddr_in *)&ss)->sin_port), good_token, 3000, 200);
     uint64_t t0 = ddp_now_ms();
@@ -729,11 +715,11 @@ static void test_io_timeout(void **state) {
     env_t e;
     env_init(&e);
     srv_start(&e, good_token, 0);
-    conn_res_t cr;
+    status_res_t cr;
     rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 200);
     rdzv_aclient_t *c = start_client(&e, &o, &cr);
-    lost_t l = {0};
-    rdzv_aclient_on_close(c, on_lost, &l);
+    status_res_t l = {0};
+    rdzv_aclient_on_close(c, on_status, &l);
     ddp_buf_t f = DDP_BUF_INIT;
     assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_PING), 0);
     assert_int_equal(rdzv__put_u32(&f, 7), 0);
@@ -853,8 +839,8 @@ static void test_cancel_race_and_bad_reply(void **state) {
     fake_t f;
     e.port = fake_start(&e, &f);
     rdzv_aclient_t *c = client_up(&e, NULL);
-    lost_t l = {0};
-    rdzv_aclient_on_close(c, on_lost, &l);
+    status_res_t l = {0};
+    rdzv_aclient_on_close(c, on_status, &l);
     res_t g = {0}, w = {0}, p = {0}, bad = {0}, after = {0};
     const char *keys[] = {"k1", "k2"};
     /* Released just as the timeout struck: the value wins over DDP_ETIMEOUT. */
@@ -886,8 +872,8 @@ static void test_raw_parked_timeout(void **state) {
     env_init(&e);
     srv_start(&e, good_token, 0);
     rdzv_aclient_t *c = client_up(&e, good_token);
-    lost_t l = {0};
-    rdzv_aclient_on_close(c, on_lost, &l);
+    status_res_t l = {0};
+    rdzv_aclient_on_close(c, on_status, &l);
     ddp_buf_t f = DDP_BUF_INIT;
     assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_WAIT), 0);
     assert_int_equal(rdzv__put_u64(&f, 1), 0);
