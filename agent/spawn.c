@@ -84,12 +84,9 @@ static int device_entry(const char *list, int idx, char *out, size_t cap) {
     return 0;
 }
 
-/* Nonzero for the visible-device variables a worker gets its own value of. */
-static int is_virtual_owned(const launch_spec_t *sp, const char *entry) {
-    const char *var;
-    if (!sp->virtual_local_rank)
-        return 0;
-    int hip = visible_devices(&var) != NULL && strcmp(var, "HIP_VISIBLE_DEVICES") == 0;
+/* Nonzero for the visible-device variables a worker gets its own value of under
+ * --virtual_local_rank: CUDA's, and HIP's when that is the list in use (hip). */
+static int is_virtual_owned(int hip, const char *entry) {
     return strncmp(entry, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
            (hip && strncmp(entry, "HIP_VISIBLE_DEVICES=", 20) == 0);
 }
@@ -99,10 +96,11 @@ static int is_virtual_owned(const launch_spec_t *sp, const char *entry) {
 int agent__base_env_build(agent_t *a) {
     const launch_spec_t *sp = a->spec;
     ddp_strv_t *e = &a->base_env;
-    int rc = 0;
+    int rc = 0, hip = 0;
     if (sp->virtual_local_rank) {
         /* The CLI checks this when the worker count is a number; gpu/auto/Slurm come later. */
         const char *var, *list = visible_devices(&var);
+        hip = list != NULL && strcmp(var, "HIP_VISIBLE_DEVICES") == 0;
         char dev[256]; /* an entry may be a GPU or MIG UUID */
         if (list != NULL && device_entry(list, a->nproc - 1, dev, sizeof dev) < 0) {
             DDP_ERROR("--virtual_local_rank: local rank %d has no device in %s=%s", a->nproc - 1,
@@ -113,7 +111,7 @@ int agent__base_env_build(agent_t *a) {
     /* Rebuilt for every rendezvous round: sizes, ranks and the master change with membership. */
     ddp_strv_free(e);
     for (char **p = environ; p && *p && rc == 0; p++)
-        if (!is_owned(*p) && !is_virtual_owned(sp, *p))
+        if (!is_owned(*p) && !(sp->virtual_local_rank && is_virtual_owned(hip, *p)))
             rc = ddp_strv_push(e, *p);
     rc = rc ? rc : ddp_strv_setenv(e, "LOCAL_WORLD_SIZE", "%d", a->nproc);
     rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);

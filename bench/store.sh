@@ -95,6 +95,8 @@ echo "bench_floor: a bare epoll loop with a fixed key table, one read and one wr
 echo
 echo "| server | clients | SET+GET pairs/s | requests/s | x TCPStore | server CPU us/pair | client CPU us/pair |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
+# median_row FILE: the middle line of FILE sorted by its first number.
+median_row() { sort -n "$1" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'; }
 for c in 1 16 64 256; do
     for r in $(seq 1 $reps); do
         for s in "${servers[@]}" "$floor_server"; do
@@ -105,7 +107,6 @@ for c in 1 16 64 256; do
                 awk -F'|' '{gsub(/ /, ""); print $3, $5, $6}' >>"$TMP/tp_${name}_$c"
         done
     done
-    median_row() { sort -n "$1" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'; }
     ref=
     [ -f "$TMP/tp_torch_$c" ] && ref=$(median_row "$TMP/tp_torch_$c" | cut -d' ' -f1)
     for s in "${servers[@]}" "$floor_server"; do
