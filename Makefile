@@ -42,7 +42,10 @@ PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
-CPPFLAGS += -D_GNU_SOURCE -Icommon -Irendezvous -Iworker_template -Iagent -Ilauncher
+# Only the public headers (each library's include/) are on every object's path; a module's own
+# directory (its private *_int.h headers) is added for its own objects and tests in its module.mk.
+PUBLIC_INCLUDES := -Icommon/include -Irendezvous/include -Iworker_template/include -Iagent/include
+CPPFLAGS += -D_GNU_SOURCE $(PUBLIC_INCLUDES)
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=c11 -fPIC $(WARN) -MMD -MP $(PKG_CFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread -lm -ldl
@@ -136,7 +139,7 @@ install: all
 	install -m 755 $(BUILD)/ddprun $(BUILD)/ddp-rendezvous $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
 	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(INSTALL_HEADERS) common/ddp_err.h common/ddp_buf.h \
+	install -m 644 $(INSTALL_HEADERS) common/include/ddp_err.h common/include/ddp_buf.h \
 	    $(DESTDIR)$(PREFIX)/include/ddprun/
 
 deps:
@@ -148,7 +151,7 @@ format:
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-	    -D_GNU_SOURCE -Icommon -Irendezvous $$(git ls-files '*.c')
+	    -D_GNU_SOURCE $(PUBLIC_INCLUDES) -Irendezvous $$(git ls-files '*.c')
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -5,7 +5,7 @@ RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_
                  rendezvous/rdzv_server_thread.c
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
-INSTALL_HEADERS += rendezvous/rdzv_client.h rendezvous/rdzv_server.h
+INSTALL_HEADERS += rendezvous/include/rdzv_client.h rendezvous/include/rdzv_server.h
 
 BINS += $(BUILD)/ddp-rendezvous
 $(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
@@ -23,6 +23,11 @@ UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient
 $(BUILD)/tests/unit/test_rdzv_aclient: $(BUILD)/obj/tests/unit/test_rdzv_aclient.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/obj/tests/unit/test_rdzv_%.o: CFLAGS += $(CMOCKA_CFLAGS)
+$(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += -Irendezvous
+
+# The store's benchmarks and test helpers speak its wire protocol through its private headers.
+$(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/bench_rdzv_join.o $(BUILD)/obj/bench/bench_store.o \
+    $(BUILD)/obj/tests/helpers/store_hostile.o: CPPFLAGS += -Irendezvous
 
 # Integration helpers (tests/integration/test_store.sh drives them).
 STORE_HELPERS := store_client store_hostile store_swarm
@@ -56,7 +61,7 @@ run_fuzzer = echo "  FUZZ    $(1) for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz_$
 fuzz:
 	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_frame $(FUZZ_DIR)/artifacts/
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_frame"
-	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon -Irendezvous \
+	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    fuzz/fuzz_rdzv_frame.c rendezvous/rdzv_frame.c common/ddp_err.c common/ddp_buf.c \
 	    -o $(FUZZ_DIR)/fuzz_rdzv_frame
@@ -65,7 +70,7 @@ fuzz:
 	@$(call run_fuzzer,rdzv_frame,$(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame)
 	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_round
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_round"
-	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon -Irendezvous \
+	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_frame.c common/ddp_err.c \
 	    common/ddp_buf.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \

@@ -5,7 +5,7 @@ DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/d
              worker_template/ddpw_errfile.c
 $(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
 LIBS += $(BUILD)/libddpw.a
-INSTALL_HEADERS += worker_template/ddpw.h
+INSTALL_HEADERS += worker_template/include/ddpw.h
 # The reduction loops want vectorizing (-O3); the rest of the tree keeps $(OPT).
 $(BUILD)/obj/worker_template/ddpw_shm.o: CFLAGS += -O3
 
@@ -41,3 +41,4 @@ gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/ddp-r
 	@BUILD=$(BUILD) worker_template/gpu_check.sh
 $(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train
+$(BUILD)/obj/tests/unit/test_ddpw.o: CPPFLAGS += -Iworker_template
