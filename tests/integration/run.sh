@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every tests/integration/test_*.sh (or those named as arguments) under a timeout. Each suite
-# prints TAP-like "ok N - name" / "not ok N - name" lines; this prints the total at the end:
-#   integration: N passed, N failed
+# prints TAP lines: "ok N - name", "not ok N - name", and "ok N - name # SKIP reason" for a check
+# that cannot run on this machine (lib.sh's skip). This prints the total at the end:
+#   integration: N passed, N failed, N skipped
+# A skip is never counted as a pass. A suite fails as a whole when it exits non-zero without a
+# "not ok" line, or when it reports no check at all.
 set -u
 cd "$(dirname "$0")/../.."
 export BUILD=${BUILD:-build}
@@ -9,21 +12,32 @@ suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(tests/integration/test_*.sh)
 passed=0
 failed=0
+skipped=0
 for s in "${suites[@]}"; do
-    [ -f "$s" ] || continue
+    if [ ! -f "$s" ]; then
+        echo "not ok 0 - $s: no such suite"
+        failed=$((failed + 1))
+        continue
+    fi
     echo "# suite $(basename "$s")"
     out=$(mktemp)
     timeout -k 10 ${SUITE_TIMEOUT:-300} bash "$s" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
-    p=$(grep -cE '^ok [0-9]+' "$out")
+    # The directive as TAP harnesses read it: case-insensitive, "# SKIP", "#skip", "# Skipped".
+    k=$(grep -ciE '^ok [0-9]+( .*)? #[[:space:]]*skip' "$out")
+    p=$(( $(grep -cE '^ok [0-9]+' "$out") - k ))
     f=$(grep -cE '^not ok [0-9]+' "$out")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "not ok 0 - $(basename "$s") exited with status $rc"
         f=1
+    elif [ $((p + f + k)) -eq 0 ]; then
+        echo "not ok 0 - $(basename "$s") reported no check"
+        f=1
     fi
     passed=$((passed + p))
     failed=$((failed + f))
+    skipped=$((skipped + k))
     rm -f "$out"
 done
-echo "integration: $passed passed, $failed failed"
+echo "integration: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -301,7 +301,7 @@ if [ "$(nproc)" -ge 2 ]; then
         && [ ! -f "$d/pid.0.0" ]
     verdict "--nproc_per_node=cpu: the agent finds the short list, exit 2, nothing started"
 else
-    ok "--nproc_per_node=cpu with a short device list (skipped: one CPU)"
+    skip "--nproc_per_node=cpu: the agent finds the short list, exit 2, nothing started" "one CPU"
 fi
 
 # 12f. Accepted for compatibility: --event_log_handler null|console, --logs_specs default.
@@ -347,7 +347,7 @@ run_ddprun "$TMP/bad4.out" --standalone --log_dir /proc/ddprun-no "$FW"; rc=$?
 verdict "unusable --log_dir -> exit 2 naming it"
 run_ddprun "$TMP/bad5.out" --standalone --nproc_per_node=gpu "$FW"; rc=$?
 if nvidia-smi -L >/dev/null 2>&1; then
-    ok "--nproc_per_node=gpu on a GPU machine (skipped check)"
+    skip "--nproc_per_node=gpu without a GPU -> clear error, exit 2" "a GPU is present"
 else
     [ $rc -eq 2 ] && grep -qi "no CUDA device" "$TMP/bad5.out"
     verdict "--nproc_per_node=gpu without a GPU -> clear error, exit 2"

@@ -18,10 +18,10 @@ for v in $(compgen -e | grep '^SLURM_' || true); do unset "$v"; done
 T0=$(date +%s%N)
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
-# skip REASON NAME...: one "ok N - # SKIP" line per test that cannot run.
-skip() {
+# skip_tests REASON NAME...: lib.sh's skip for each named test that cannot run.
+skip_tests() {
     local why=$1 t; shift
-    for t in "$@"; do ok "# SKIP $why: $t"; done
+    for t in "$@"; do skip "$t" "$why"; done
 }
 
 SINGLE_TESTS=("srun ddprun runs with derived settings" "-v names nnodes and node_rank sources"
@@ -45,12 +45,12 @@ MULTI_TESTS=("netns cluster: srun -N2 runs on two nodes" "multi-node -v: nnodes 
     "multi-node job: nothing left")
 
 if [ "$(id -u)" != 0 ]; then
-    skip "not root (the Slurm daemons run as root)" "${SINGLE_TESTS[@]}" "${LINUXPROC_TESTS[@]}" "${MULTI_TESTS[@]}"
+    skip_tests "not root (the Slurm daemons run as root)" "${SINGLE_TESTS[@]}" "${LINUXPROC_TESTS[@]}" "${MULTI_TESTS[@]}"
     finish; exit
 fi
 for f in "$DDPRUN" "$FW"; do
     if [ ! -x "$f" ]; then
-        skip "$f not built" "${SINGLE_TESTS[@]}" "${LINUXPROC_TESTS[@]}" "${MULTI_TESTS[@]}"
+        skip_tests "$f not built" "${SINGLE_TESTS[@]}" "${LINUXPROC_TESTS[@]}" "${MULTI_TESTS[@]}"
         finish; exit
     fi
 done
@@ -132,7 +132,7 @@ port() { echo $(( 29400 + 8 * ($1 % 400) + $2 )); }
 CG=cgroup
 [ -w /sys/fs/cgroup/freezer ] || CG=linuxproc
 if ! up --proctrack $CG --gpus 2 --killwait 10; then
-    skip "Slurm did not start (log above)" "${SINGLE_TESTS[@]}" "${LINUXPROC_TESTS[@]}" "${MULTI_TESTS[@]}"
+    skip_tests "Slurm did not start (log above)" "${SINGLE_TESTS[@]}" "${LINUXPROC_TESTS[@]}" "${MULTI_TESTS[@]}"
     finish; exit
 fi
 NODE=$(. "$SLURM_HARNESS_DIR/state.env"; echo "$NODES")
@@ -188,7 +188,7 @@ if [ -x "$TRAIN" ]; then
     verdict "srun -N1 ddprun train: world 2 trains an epoch, exit 0"
     [ $rc -eq 0 ] || tail -5 "$TMP/train.out" | sed 's/^/#   /'
 else
-    skip "$TRAIN not built" "srun ddprun train"
+    skip_tests "$TRAIN not built" "srun ddprun train"
 fi
 
 # 4. A second step of one job gets its own rendezvous id and port; ddprun run by the batch script
@@ -254,7 +254,7 @@ EOF
     verdict "requeue: train resumes from its checkpoint and job $J4 completes ($st, $(ms_since "$t") ms)"
     [ "$st" = COMPLETED ] || tail -12 "$TMP/ex2/out" | sed 's/^/#   /'
 else
-    skip "$TRAIN not built" "sbatch single-node.sbatch completes" \
+    skip_tests "$TRAIN not built" "sbatch single-node.sbatch completes" \
         "requeue: SLURM_RESTART_COUNT reaches the workers" "requeue: train resumes from its checkpoint"
 fi
 
@@ -293,7 +293,7 @@ if [ $CG = cgroup ]; then
     check "scancel (cgroup): job $JOBID leaves the queue" wait_job_gone "$JOBID" 10
     check "scancel (cgroup): no worker or grandchild left" no_leftovers 3
 else
-    skip "no writable cgroup-v1 freezer for proctrack/cgroup" "scancel (cgroup): every worker gets SIGTERM" \
+    skip_tests "no writable cgroup-v1 freezer for proctrack/cgroup" "scancel (cgroup): every worker gets SIGTERM" \
         "scancel (cgroup): srun exits 143 quickly" "scancel (cgroup): job gone" "scancel (cgroup): no process left"
 fi
 
@@ -362,7 +362,7 @@ if up --proctrack linuxproc --gpus 0 --killwait 10; then
     wait_job_gone "$JOBID" 10 && no_leftovers 3
     verdict "scancel (linuxproc): job $JOBID leaves the queue, no process left"
 else
-    skip "Slurm with proctrack/linuxproc did not start" "${LINUXPROC_TESTS[@]}"
+    skip_tests "Slurm with proctrack/linuxproc did not start" "${LINUXPROC_TESTS[@]}"
 fi
 
 # ------------------------------------------------------------------------- several nodes (netns)
@@ -410,11 +410,11 @@ if command -v ip >/dev/null && up 4 --proctrack $CG --gpus 2 --killwait 10; then
         verdict "sbatch -N2 multi-node.sbatch: job $JX $st, world 4"
         [ "$st" = COMPLETED ] || tail -8 "$TMP/exm/out" | sed 's/^/#   /'
     else
-        skip "$TRAIN not built" "sbatch -N2 multi-node.sbatch completes"
+        skip_tests "$TRAIN not built" "sbatch -N2 multi-node.sbatch completes"
     fi
     check "multi-node: nothing left" no_leftovers 3
 else
-    skip "no multi-node cluster (needs ip from iproute2; log above)" "${MULTI_TESTS[@]}"
+    skip_tests "no multi-node cluster (needs ip from iproute2; log above)" "${MULTI_TESTS[@]}"
 fi
 
 down
