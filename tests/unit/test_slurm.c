@@ -51,8 +51,9 @@ static void fenv_free(fenv_t *f) {
 
 static char datadir[PATH_MAX];
 
-/* tests/data/slurm from the repository root, or found from the binary (build/tests/unit/x). */
-static int setup(void **state) {
+/* Group setup: tests/data/slurm from the repository root, or found from the binary
+ * (build/tests/unit/x). Fails the whole group when neither has the recorded environments. */
+static int find_datadir(void **state) {
     (void)state;
     if (access("tests/data/slurm/single_node.env", R_OK) == 0) {
         snprintf(datadir, sizeof datadir, "tests/data/slurm");
@@ -65,9 +66,18 @@ static int setup(void **state) {
     exe[n] = '\0';
     *strrchr(exe, '/') = '\0';
     snprintf(datadir, sizeof datadir, "%s/../../../tests/data/slurm", exe);
+    char probe[PATH_MAX + 64];
+    snprintf(probe, sizeof probe, "%s/single_node.env", datadir);
+    if (access(probe, R_OK) != 0) {
+        print_error("no recorded environments: neither tests/data/slurm nor %s has "
+                    "single_node.env (run from the repository root)\n",
+                    datadir);
+        return -1;
+    }
     return 0;
 }
 
+/* Replaces f with the recorded environment in datadir/name; one without a variable fails. */
 static void fenv_load(fenv_t *f, const char *name) {
     char path[PATH_MAX + 64], line[512];
     snprintf(path, sizeof path, "%s/%s", datadir, name);
@@ -75,7 +85,7 @@ static void fenv_load(fenv_t *f, const char *name) {
     if (fp == NULL)
         print_error("cannot open %s\n", path);
     assert_non_null(fp);
-    f->n = 0;
+    fenv_free(f);
     while (fgets(line, sizeof line, fp) != NULL) {
         line[strcspn(line, "\n")] = '\0';
         if (line[0] == '#' || strchr(line, '=') == NULL)
@@ -83,15 +93,49 @@ static void fenv_load(fenv_t *f, const char *name) {
         fenv_add(f, line);
     }
     fclose(fp);
+    if (f->n == 0)
+        print_error("%s holds no KEY=VALUE line\n", path);
+    assert_true(f->n > 0);
 }
 
-/* Parses "ddprun <args...> ./train" with the PET_* variables of f, then derives from f. */
-static int run(fenv_t *f, launch_spec_t *spec, launch_slurm_t *sl, ddp_err_t *e, ...) {
+/* One test's environment and what ddprun made of it. */
+typedef struct slurm_case {
+    fenv_t f;
+    launch_spec_t s;
+    launch_slurm_t sl;
+    ddp_err_t e;
+} slurm_case_t;
+
+/* Fixture: the recorded environment named by the test's prestate (NULL: an empty one). */
+static int case_setup(void **state) {
+    const char *file = *state;
+    slurm_case_t *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    if (file != NULL)
+        fenv_load(&t->f, file);
+    *state = t;
+    return 0;
+}
+
+static int case_teardown(void **state) {
+    slurm_case_t *t = *state;
+    launch_spec_free(&t->s);
+    fenv_free(&t->f);
+    free(t);
+    return 0;
+}
+
+#define SLURM_TEST(fn, file)                                                                       \
+    cmocka_unit_test_prestate_setup_teardown(fn, case_setup, case_teardown, file)
+
+/* Parses "ddprun <args...> ./train" (the args end with END) with the PET_* variables of t->f into
+ * t->s, freeing what an earlier run left there, then derives from t->f into out. */
+static int run_into(slurm_case_t *t, launch_slurm_t *out, ...) {
     char *argv[32];
     int argc = 0;
     argv[argc++] = "ddprun";
     va_list ap;
-    va_start(ap, e);
+    va_start(ap, out);
     const char *a;
     while ((a = va_arg(ap, const char *)) != NULL) {
         assert_true(argc < 30); /* room for "./train" and the NULL */
@@ -100,13 +144,17 @@ static int run(fenv_t *f, launch_spec_t *spec, launch_slurm_t *sl, ddp_err_t *e,
     va_end(ap);
     argv[argc++] = "./train";
     argv[argc] = NULL;
-    ddp_err_clear(e);
-    int rc = launch_cli_parse_env(argc, argv, fenv_get, f, spec, e);
+    launch_spec_free(&t->s);
+    ddp_err_clear(&t->e);
+    int rc = launch_cli_parse_env(argc, argv, fenv_get, &t->f, &t->s, &t->e);
     if (rc != 0)
-        print_error("parse: %s\n", e->text);
+        print_error("parse: %s\n", t->e.text);
     assert_int_equal(rc, 0);
-    return launch_slurm_derive(spec, fenv_get, f, sl, e);
+    return launch_slurm_derive(&t->s, fenv_get, &t->f, out, &t->e);
 }
+
+/* run_into the case's own t->sl. */
+#define run(t, ...) run_into((t), &(t)->sl, __VA_ARGS__)
 
 static int has_line(const launch_slurm_t *sl, const char *needle) {
     for (int i = 0; i < sl->n_lines; i++)
@@ -118,98 +166,77 @@ static int has_line(const launch_slurm_t *sl, const char *needle) {
 }
 
 /* Loads file (plus kv, when not NULL), derives, and expects code with needle in the error text. */
-static void expect_refused(const char *file, const char *kv, int code, const char *needle) {
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, file);
+static void expect_refused(slurm_case_t *t, const char *file, const char *kv, int code,
+                           const char *needle) {
+    fenv_load(&t->f, file);
     if (kv != NULL)
-        fenv_add(&f, kv);
-    int rc = run(&f, &s, &sl, &e, END);
-    if (rc != code || strstr(e.text, needle) == NULL)
-        print_error("%s %s: rc %d '%s'\n", file, kv != NULL ? kv : "", rc, e.text);
+        fenv_add(&t->f, kv);
+    int rc = run(t, END);
+    if (rc != code || strstr(t->e.text, needle) == NULL)
+        print_error("%s %s: rc %d '%s'\n", file, kv != NULL ? kv : "", rc, t->e.text);
     assert_int_equal(rc, code);
-    assert_non_null(strstr(e.text, needle));
-    launch_spec_free(&s);
-    fenv_free(&f);
+    assert_non_null(strstr(t->e.text, needle));
 }
 
 static void test_single_node(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "single_node.env");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_true(sl.detected);
-    assert_true(sl.in_step);
-    assert_int_equal(s.min_nodes, 1);
-    assert_int_equal(s.max_nodes, 1);
-    assert_int_equal(s.node_rank, 0);
-    assert_string_equal(s.rdzv_id, "1.0");
-    assert_string_equal(s.rdzv_backend, "c10d");
-    assert_string_equal(sl.head, "vm");
-    assert_int_equal(sl.port, 29400 + 8 * 1 + 0);
-    assert_string_equal(s.rdzv_endpoint, "vm:29408");
-    assert_string_equal(s.rdzv_host, "vm");
-    assert_int_equal(s.rdzv_port, 29408);
-    assert_int_equal(s.nproc_kind, LAUNCH_NPROC_NUM);
-    assert_int_equal(s.nproc_per_node, 1); /* no GPU variables: the default stays */
-    assert_true(has_line(&sl, "nnodes=1 from SLURM_STEP_NUM_NODES=1"));
-    assert_true(has_line(&sl, "nproc_per_node unchanged"));
-    launch_spec_free(&s);
-    fenv_free(&f);
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    const launch_slurm_t *sl = &t->sl;
+    assert_int_equal(run(t, END), 0);
+    assert_true(sl->detected);
+    assert_true(sl->in_step);
+    assert_int_equal(s->min_nodes, 1);
+    assert_int_equal(s->max_nodes, 1);
+    assert_int_equal(s->node_rank, 0);
+    assert_string_equal(s->rdzv_id, "1.0");
+    assert_string_equal(s->rdzv_backend, "c10d");
+    assert_string_equal(sl->head, "vm");
+    assert_int_equal(sl->port, 29400 + 8 * 1 + 0);
+    assert_string_equal(s->rdzv_endpoint, "vm:29408");
+    assert_string_equal(s->rdzv_host, "vm");
+    assert_int_equal(s->rdzv_port, 29408);
+    assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
+    assert_int_equal(s->nproc_per_node, 1); /* no GPU variables: the default stays */
+    assert_true(has_line(sl, "nnodes=1 from SLURM_STEP_NUM_NODES=1"));
+    assert_true(has_line(sl, "nproc_per_node unchanged"));
 }
 
 static void test_multi_node_gpu(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "multi_node_gpu.env");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_int_equal(s.min_nodes, 2);
-    assert_int_equal(s.max_nodes, 2);
-    assert_int_equal(s.node_rank, 1);
-    assert_string_equal(s.rdzv_id, "57.0");
-    assert_string_equal(s.rdzv_endpoint, "n1:29856"); /* 29400 + 8 * 57 */
-    assert_int_equal(s.nproc_kind, LAUNCH_NPROC_NUM);
-    assert_int_equal(s.nproc_per_node, 2);
-    assert_true(has_line(&sl, "nproc_per_node=2 from SLURM_GPUS_ON_NODE=2"));
-    assert_true(has_line(&sl, "node_rank=1 from SLURM_NODEID=1"));
-    assert_true(has_line(&sl, "from the first host of SLURM_STEP_NODELIST=n[1-2]"));
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    const launch_slurm_t *sl = &t->sl;
+    assert_int_equal(run(t, END), 0);
+    assert_int_equal(s->min_nodes, 2);
+    assert_int_equal(s->max_nodes, 2);
+    assert_int_equal(s->node_rank, 1);
+    assert_string_equal(s->rdzv_id, "57.0");
+    assert_string_equal(s->rdzv_endpoint, "n1:29856"); /* 29400 + 8 * 57 */
+    assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
+    assert_int_equal(s->nproc_per_node, 2);
+    assert_true(has_line(sl, "nproc_per_node=2 from SLURM_GPUS_ON_NODE=2"));
+    assert_true(has_line(sl, "node_rank=1 from SLURM_NODEID=1"));
+    assert_true(has_line(sl, "from the first host of SLURM_STEP_NODELIST=n[1-2]"));
     ddp_buf_t buf = DDP_BUF_INIT;
-    assert_int_equal(launch_slurm_describe(&sl, &buf), 0);
+    assert_int_equal(launch_slurm_describe(sl, &buf), 0);
     assert_non_null(strstr((char *)buf.data, "slurm: nnodes=2 from SLURM_STEP_NUM_NODES=2\n"));
     assert_non_null(strstr((char *)buf.data, "slurm: rdzv_id=57.0 from SLURM_JOB_ID=57"));
     ddp_buf_free(&buf);
-    launch_spec_free(&s);
-    fenv_free(&f);
 }
 
 /* `srun -N2 -r2` in a 4-node job: head and rank come from the step, not from the job. */
 static void test_step_on_subset(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "step_subset.env");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_int_equal(s.max_nodes, 2);
-    assert_int_equal(s.node_rank, 1);
-    assert_string_equal(sl.head, "n3");
-    assert_string_equal(s.rdzv_endpoint, "n3:30042"); /* 29400 + 8 * 80 + 2 */
-    assert_string_equal(s.rdzv_id, "80.2");
-    launch_spec_free(&s);
-    fenv_free(&f);
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    assert_int_equal(run(t, END), 0);
+    assert_int_equal(s->max_nodes, 2);
+    assert_int_equal(s->node_rank, 1);
+    assert_string_equal(t->sl.head, "n3");
+    assert_string_equal(s->rdzv_endpoint, "n3:30042"); /* 29400 + 8 * 80 + 2 */
+    assert_string_equal(s->rdzv_id, "80.2");
 }
 
 static void test_refuses_tasks_per_node(void **state) {
-    (void)state;
+    slurm_case_t *t = *state;
     static const struct {
         const char *file, *needle;
     } cases[] = {
@@ -220,87 +247,61 @@ static void test_refuses_tasks_per_node(void **state) {
         {"uneven_tasks.env", "3 ddprun tasks on a node (SLURM_STEP_TASKS_PER_NODE=3,1(x3))"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_refused(cases[i].file, NULL, DDP_EUSAGE, cases[i].needle);
+        expect_refused(t, cases[i].file, NULL, DDP_EUSAGE, cases[i].needle);
     /* Without SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE decides. */
-    expect_refused("ntasks4.env", "SLURM_STEP_TASKS_PER_NODE=", DDP_EUSAGE,
+    expect_refused(t, "ntasks4.env", "SLURM_STEP_TASKS_PER_NODE=", DDP_EUSAGE,
                    "(SLURM_NTASKS_PER_NODE=4)");
 }
 
 /* sbatch --ntasks-per-node=4 then srun -N2 -n2: the step's own count (1 per node) wins. */
 static void test_inherited_ntasks_accepted(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "inherited_ntasks.env");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_int_equal(s.max_nodes, 2);
-    assert_int_equal(sl.restart_count, 2);
-    assert_true(has_line(&sl, "requeued 2 times"));
-    launch_spec_free(&s);
-    fenv_free(&f);
+    slurm_case_t *t = *state;
+    assert_int_equal(run(t, END), 0);
+    assert_int_equal(t->s.max_nodes, 2);
+    assert_int_equal(t->sl.restart_count, 2);
+    assert_true(has_line(&t->sl, "requeued 2 times"));
 }
 
 /* ddprun straight in an sbatch script: one node, whatever SLURM_NNODES says. */
 static void test_batch_step(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "batch_step.env");
-    assert_int_equal(launch_slurm_detect(fenv_get, &f), 1);
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_false(sl.in_step);
-    assert_int_equal(s.max_nodes, 1);
-    assert_int_equal(s.node_rank, 0);
-    assert_string_equal(s.rdzv_id, "21.batch");
-    assert_string_equal(s.rdzv_endpoint, "n1:29575"); /* 29400 + 8 * 21 + 7 (batch slot) */
-    assert_int_equal(s.nproc_per_node, 2);
-    assert_true(has_line(&sl, "batch step"));
-    launch_spec_free(&s);
-    fenv_free(&f);
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    assert_int_equal(launch_slurm_detect(fenv_get, &t->f), 1);
+    assert_int_equal(run(t, END), 0);
+    assert_false(t->sl.in_step);
+    assert_int_equal(s->max_nodes, 1);
+    assert_int_equal(s->node_rank, 0);
+    assert_string_equal(s->rdzv_id, "21.batch");
+    assert_string_equal(s->rdzv_endpoint, "n1:29575"); /* 29400 + 8 * 21 + 7 (batch slot) */
+    assert_int_equal(s->nproc_per_node, 2);
+    assert_true(has_line(&t->sl, "batch step"));
 }
 
 static void test_cvd_and_padding(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "gres_cvd.env");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_int_equal(s.nproc_per_node, 3);
-    assert_true(has_line(&sl, "nproc_per_node=3 from CUDA_VISIBLE_DEVICES=0,1,2"));
-    assert_string_equal(s.rdzv_endpoint, "gpu-a01:29413"); /* 29400 + 8 * (4001 % 400) + 5 */
-    launch_spec_free(&s);
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    assert_int_equal(run(t, END), 0);
+    assert_int_equal(s->nproc_per_node, 3);
+    assert_true(has_line(&t->sl, "nproc_per_node=3 from CUDA_VISIBLE_DEVICES=0,1,2"));
+    assert_string_equal(s->rdzv_endpoint, "gpu-a01:29413"); /* 29400 + 8 * (4001 % 400) + 5 */
     /* Without the step's list the job's is used; its first host keeps the padding. */
-    fenv_add(&f, "SLURM_STEP_NODELIST=");
-    fenv_add(&f, "CUDA_VISIBLE_DEVICES=NoDevFiles");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_string_equal(sl.head, "gpu-a01");
-    assert_int_equal(s.nproc_per_node, 1);
-    launch_spec_free(&s);
-    fenv_free(&f);
+    fenv_add(&t->f, "SLURM_STEP_NODELIST=");
+    fenv_add(&t->f, "CUDA_VISIBLE_DEVICES=NoDevFiles");
+    assert_int_equal(run(t, END), 0);
+    assert_string_equal(t->sl.head, "gpu-a01");
+    assert_int_equal(s->nproc_per_node, 1);
 }
 
 static void test_not_slurm(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "salloc_shell.env");
-    assert_int_equal(launch_slurm_detect(fenv_get, &f), 0);
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_false(sl.detected);
-    assert_int_equal(sl.n_lines, 0);
-    assert_string_equal(s.rdzv_backend, "static");
-    assert_null(s.rdzv_endpoint);
-    assert_string_equal(s.rdzv_id, "none");
-    launch_spec_free(&s);
-    fenv_free(&f);
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    assert_int_equal(launch_slurm_detect(fenv_get, &t->f), 0);
+    assert_int_equal(run(t, END), 0);
+    assert_false(t->sl.detected);
+    assert_int_equal(t->sl.n_lines, 0);
+    assert_string_equal(s->rdzv_backend, "static");
+    assert_null(s->rdzv_endpoint);
+    assert_string_equal(s->rdzv_id, "none");
     fenv_t none = {.n = 0};
     assert_int_equal(launch_slurm_detect(fenv_get, &none), 0);
     fenv_add(&none, "SLURM_JOBID=5"); /* the old spellings count too */
@@ -310,46 +311,38 @@ static void test_not_slurm(void **state) {
 }
 
 static void test_explicit_flags_win(void **state) {
-    (void)state;
-    fenv_t f;
-    launch_spec_t s;
-    launch_slurm_t sl;
-    ddp_err_t e;
-    fenv_load(&f, "multi_node_gpu.env");
-    assert_int_equal(run(&f, &s, &sl, &e, "--nnodes=1:3", "--node_rank=2", "--rdzv_id=mine",
+    slurm_case_t *t = *state;
+    const launch_spec_t *s = &t->s;
+    assert_int_equal(run(t, "--nnodes=1:3", "--node_rank=2", "--rdzv_id=mine",
                          "--rdzv_endpoint=head:1", "--rdzv_backend=static", "--nproc_per_node=gpu",
                          END),
                      0);
-    assert_int_equal(s.min_nodes, 1);
-    assert_int_equal(s.max_nodes, 3);
-    assert_int_equal(s.node_rank, 2);
-    assert_string_equal(s.rdzv_id, "mine");
-    assert_string_equal(s.rdzv_endpoint, "head:1");
-    assert_string_equal(s.rdzv_backend, "static");
-    assert_int_equal(s.nproc_kind, LAUNCH_NPROC_GPU);
-    assert_true(has_line(&sl, "nnodes=1:3 kept"));
-    assert_true(has_line(&sl, "nproc_per_node kept"));
-    launch_spec_free(&s);
+    assert_int_equal(s->min_nodes, 1);
+    assert_int_equal(s->max_nodes, 3);
+    assert_int_equal(s->node_rank, 2);
+    assert_string_equal(s->rdzv_id, "mine");
+    assert_string_equal(s->rdzv_endpoint, "head:1");
+    assert_string_equal(s->rdzv_backend, "static");
+    assert_int_equal(s->nproc_kind, LAUNCH_NPROC_GPU);
+    assert_true(has_line(&t->sl, "nnodes=1:3 kept"));
+    assert_true(has_line(&t->sl, "nproc_per_node kept"));
     /* PET_* counts as explicit too. */
-    fenv_add(&f, "PET_NNODES=3");
-    fenv_add(&f, "PET_NPROC_PER_NODE=8");
-    assert_int_equal(run(&f, &s, &sl, &e, END), 0);
-    assert_int_equal(s.max_nodes, 3);
-    assert_int_equal(s.node_rank, 1); /* still derived */
-    assert_int_equal(s.nproc_per_node, 8);
-    launch_spec_free(&s);
+    fenv_add(&t->f, "PET_NNODES=3");
+    fenv_add(&t->f, "PET_NPROC_PER_NODE=8");
+    assert_int_equal(run(t, END), 0);
+    assert_int_equal(s->max_nodes, 3);
+    assert_int_equal(s->node_rank, 1); /* still derived */
+    assert_int_equal(s->nproc_per_node, 8);
     /* --standalone under Slurm: one local node; only nproc is derived. */
-    assert_int_equal(run(&f, &s, &sl, &e, "--standalone", END), 0);
-    assert_int_equal(s.max_nodes, 1);
-    assert_int_equal(s.node_rank, 0);
-    assert_string_equal(s.rdzv_endpoint, "localhost:0");
-    assert_int_equal(s.nproc_per_node, 8);
-    launch_spec_free(&s);
-    fenv_free(&f);
+    assert_int_equal(run(t, "--standalone", END), 0);
+    assert_int_equal(s->max_nodes, 1);
+    assert_int_equal(s->node_rank, 0);
+    assert_string_equal(s->rdzv_endpoint, "localhost:0");
+    assert_int_equal(s->nproc_per_node, 8);
 }
 
 static void test_bad_environment(void **state) {
-    (void)state;
+    slurm_case_t *t = *state;
     static const struct {
         const char *kv, *needle;
         int code;
@@ -369,20 +362,15 @@ static void test_bad_environment(void **state) {
          DDP_EENV},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_refused("multi_node_gpu.env", cases[i].kv, cases[i].code, cases[i].needle);
+        expect_refused(t, "multi_node_gpu.env", cases[i].kv, cases[i].code, cases[i].needle);
     /* No nodelist at all: no rendezvous host, unless --rdzv_endpoint is given. */
-    fenv_t f = {.n = 0};
-    launch_spec_t s;
-    ddp_err_t e;
-    fenv_add(&f, "SLURM_JOB_ID=7");
-    fenv_add(&f, "SLURM_STEP_ID=0");
-    assert_int_equal(run(&f, &s, NULL, &e, END), DDP_EENV);
-    assert_non_null(strstr(e.text, "give --rdzv_endpoint"));
-    launch_spec_free(&s);
-    assert_int_equal(run(&f, &s, NULL, &e, "--rdzv_endpoint=h", END), 0);
-    assert_string_equal(s.rdzv_id, "7.0");
-    launch_spec_free(&s);
-    fenv_free(&f);
+    fenv_free(&t->f);
+    fenv_add(&t->f, "SLURM_JOB_ID=7");
+    fenv_add(&t->f, "SLURM_STEP_ID=0");
+    assert_int_equal(run_into(t, NULL, END), DDP_EENV);
+    assert_non_null(strstr(t->e.text, "give --rdzv_endpoint"));
+    assert_int_equal(run_into(t, NULL, "--rdzv_endpoint=h", END), 0);
+    assert_string_equal(t->s.rdzv_id, "7.0");
 }
 
 static void test_port_formula(void **state) {
@@ -405,17 +393,17 @@ static void test_port_formula(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single_node),
-        cmocka_unit_test(test_multi_node_gpu),
-        cmocka_unit_test(test_step_on_subset),
-        cmocka_unit_test(test_refuses_tasks_per_node),
-        cmocka_unit_test(test_inherited_ntasks_accepted),
-        cmocka_unit_test(test_batch_step),
-        cmocka_unit_test(test_cvd_and_padding),
-        cmocka_unit_test(test_not_slurm),
-        cmocka_unit_test(test_explicit_flags_win),
-        cmocka_unit_test(test_bad_environment),
+        SLURM_TEST(test_single_node, "single_node.env"),
+        SLURM_TEST(test_multi_node_gpu, "multi_node_gpu.env"),
+        SLURM_TEST(test_step_on_subset, "step_subset.env"),
+        SLURM_TEST(test_refuses_tasks_per_node, NULL),
+        SLURM_TEST(test_inherited_ntasks_accepted, "inherited_ntasks.env"),
+        SLURM_TEST(test_batch_step, "batch_step.env"),
+        SLURM_TEST(test_cvd_and_padding, "gres_cvd.env"),
+        SLURM_TEST(test_not_slurm, "salloc_shell.env"),
+        SLURM_TEST(test_explicit_flags_win, "multi_node_gpu.env"),
+        SLURM_TEST(test_bad_environment, NULL),
         cmocka_unit_test(test_port_formula),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, find_datadir, NULL);
 }
