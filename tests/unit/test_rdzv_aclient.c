@@ -59,13 +59,15 @@ static int64_t res_i64(const res_t *r) {
     return v;
 }
 
-/* One test's loop, guard timer and server. */
+/* One test's loop, guard timer, server and client (the fixture's, or NULL). */
 typedef struct env {
     uv_loop_t loop;
     uv_timer_t guard;
     rdzv_server_t *srv;
     uint16_t port;
     int srv_closed;
+    rdzv_aclient_t *c;
+    int body_done; /* the test body returned (see TEST) */
 } env_t;
 
 static void on_guard(uv_timer_t *t) {
@@ -177,6 +179,86 @@ static void client_close(env_t *e, rdzv_aclient_t *c) {
     run_until(e, &closed);
 }
 
+static void on_handle_closed(uv_handle_t *h) {
+    *(int *)h->data = 1;
+}
+
+/* Closes a handle that lives in the test body's frame and runs the loop until libuv is done with
+ * it, so that nothing refers to it once the body returns. */
+static void close_now(env_t *e, void *handle) {
+    uv_handle_t *h = handle;
+    int closed = 0;
+    h->data = &closed;
+    uv_close(h, on_handle_closed);
+    run_until(e, &closed);
+}
+
+/* Closes the fixture's client before the teardown would (a test that checks what closing did). */
+static void env_client_close(env_t *e) {
+    client_close(e, e->c);
+    e->c = NULL;
+}
+
+/* ---- fixtures ----
+ * Each test gets a fresh env_t in *state: its loop with the guard timer (setup_loop); also the
+ * store server, with good_token (setup_server) or without a token (setup_open_server); also a
+ * client of that server, connected and authenticated, in e->c (setup_client). A test body closes
+ * what it made itself (timers and listeners in its frame, clients whose callbacks point at its
+ * locals) before it returns. The teardown closes the fixture's client and server, runs the loop
+ * until nothing is left and checks uv_loop_close() == 0, which proves that the client released
+ * every handle. */
+
+static int setup_loop(void **state) {
+    env_t *e = calloc(1, sizeof *e);
+    assert_non_null(e);
+    env_init(e);
+    *state = e;
+    return 0;
+}
+
+static int setup_server(void **state) {
+    setup_loop(state);
+    srv_start(*state, good_token, 0);
+    return 0;
+}
+
+static int setup_open_server(void **state) {
+    setup_loop(state);
+    srv_start(*state, NULL, 0);
+    return 0;
+}
+
+static int setup_client(void **state) {
+    setup_server(state);
+    env_t *e = *state;
+    e->c = client_up(e, good_token);
+    return 0;
+}
+
+static int teardown(void **state) {
+    env_t *e = *state;
+    /* After a failed assertion the body's frame is gone, and with it what its handles and
+     * callbacks point at: the loop is left as it is (the test has failed already). */
+    if (!e->body_done)
+        return 0;
+    if (e->c != NULL)
+        env_client_close(e);
+    env_done(e);
+    free(e);
+    return 0;
+}
+
+/* TEST(name) { ... }: a test body over the fixture's env_t *e. The cmocka test name() runs it and
+ * notes that it returned, which the teardown needs to know. */
+#define TEST(name)                                                                                 \
+    static void name##_body(env_t *e);                                                             \
+    static void name(void **state) {                                                               \
+        env_t *env_ = *state;                                                                      \
+        name##_body(env_);                                                                         \
+        env_->body_done = 1;                                                                       \
+    }                                                                                              \
+    static void name##_body(env_t *e)
+
 /* A free TCP port on 127.0.0.1: bound once by the kernel's choice, then released. */
 static uint16_t free_port(env_t *e) {
     uv_tcp_t t;
@@ -195,94 +277,74 @@ static uint16_t free_port(env_t *e) {
 
 /* ---- tests ---- */
 
-static void test_connect_auth_ok(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *c = client_up(&e, good_token);
+TEST(test_connect_auth_ok) {
+    rdzv_aclient_t *c = e->c;
     assert_int_equal(rdzv_aclient_authenticated(c), 1);
     res_t r = {0};
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, NULL), 0);
     assert_int_equal(r.called, 0); /* never synchronous */
-    run_until(&e, &r.called);
+    run_until(e, &r.called);
     assert_int_equal(r.status, 0);
     assert_int_equal(rdzv_aclient_pending(c), 0);
-    client_close(&e, c);
-    env_done(&e);
 }
 
-static void test_connect_no_auth(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, NULL, 0);
-    rdzv_aclient_t *c = client_up(&e, NULL);
+TEST(test_connect_no_auth) {
+    rdzv_aclient_t *c = client_up(e, NULL);
     assert_int_equal(rdzv_aclient_authenticated(c), 0);
     /* A client with a token talking to a server without one proceeds unauthenticated; by name,
      * through getaddrinfo ("localhost" may try ::1 first, which refuses: next address). */
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 3000);
+    rdzv_client_opts_t o = opts_for(e->port, good_token, 3000, 3000);
     o.host = "localhost";
-    rdzv_aclient_t *c2 = start_client(&e, &o, &cr);
-    run_until(&e, &cr.called);
+    rdzv_aclient_t *c2 = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
     if (cr.status != 0)
         fail_msg("connect: %s", cr.text);
     assert_int_equal(strncmp(rdzv_aclient_peer(c2), "localhost:", 10), 0);
     assert_int_equal(rdzv_aclient_authenticated(c2), 0);
     res_t r = {0};
     assert_int_equal(rdzv_aclient_set(c2, "k", "v", 1, rec_cb, &r, NULL), 0);
-    run_until(&e, &r.called);
+    run_until(e, &r.called);
     assert_int_equal(r.status, 0);
-    client_close(&e, c);
-    client_close(&e, c2);
-    env_done(&e);
+    client_close(e, c);
+    client_close(e, c2);
 }
 
-static void test_wrong_token(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
+TEST(test_wrong_token) {
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(e.port, "wrong-token-wrong-token", 3000, 3000);
-    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    rdzv_client_opts_t o = opts_for(e->port, "wrong-token-wrong-token", 3000, 3000);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
     res_t r = {0};
     assert_int_equal(rdzv_aclient_add(c, "x", 1, rec_cb, &r, NULL), 0); /* queued meanwhile */
-    run_until(&e, &cr.called);
+    run_until(e, &cr.called);
     assert_int_equal(cr.status, DDP_EAUTH);
     assert_non_null(strstr(cr.text, "refused the token"));
-    run_until(&e, &r.called);
+    run_until(e, &r.called);
     assert_int_equal(r.status, DDP_ECLOSED);
     assert_true(r.seq > cr.seq);
     ddp_err_t err;
     ddp_err_clear(&err);
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, &err), DDP_ECLOSED);
     assert_non_null(strstr(err.text, "127.0.0.1:"));
-    client_close(&e, c);
+    client_close(e, c);
     assert_int_equal(r.called, 1);
     assert_int_equal(cr.called, 1);
 
     /* No token at all against a server that needs one. */
-    o = opts_for(e.port, NULL, 3000, 3000);
-    c = start_client(&e, &o, &cr);
-    run_until(&e, &cr.called);
+    o = opts_for(e->port, NULL, 3000, 3000);
+    c = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
     assert_int_equal(cr.status, DDP_EAUTH);
     assert_non_null(strstr(cr.text, "DDPRUN_STORE_TOKEN"));
-    client_close(&e, c);
-    env_done(&e);
+    client_close(e, c);
 }
 
 #define NPIPE 1000
 
-static void test_pipelined(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
+TEST(test_pipelined) {
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 3000);
-    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    rdzv_client_opts_t o = opts_for(e->port, good_token, 3000, 3000);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
     res_t *r = calloc(3 * NPIPE, sizeof *r);
     assert_non_null(r);
     /* Submitted before the handshake ends: queued, then all sent in one burst. */
@@ -295,7 +357,7 @@ static void test_pipelined(void **state) {
         assert_int_equal(rdzv_aclient_get(c, key, 0, rec_cb, &r[3 * i + 2], NULL), 0);
     }
     assert_int_equal(rdzv_aclient_pending(c), 3 * NPIPE);
-    run_until(&e, &r[3 * NPIPE - 1].called);
+    run_until(e, &r[3 * NPIPE - 1].called);
     assert_int_equal(cr.status, 0);
     for (int i = 0; i < 3 * NPIPE; i++) {
         assert_int_equal(r[i].called, 1);
@@ -310,40 +372,33 @@ static void test_pipelined(void **state) {
     }
     assert_int_equal(rdzv_aclient_pending(c), 0);
     free(r);
-    client_close(&e, c);
-    env_done(&e);
+    client_close(e, c);
 }
 
-static void test_get_timeout(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *c = client_up(&e, good_token);
+TEST(test_get_timeout) {
+    rdzv_aclient_t *c = e->c;
     res_t g = {0}, w = {0}, s = {0}, g2 = {0};
     uint64_t t0 = ddp_now_ms();
     assert_int_equal(rdzv_aclient_get(c, "absent", 150, rec_cb, &g, NULL), 0);
-    run_until(&e, &g.called);
+    run_until(e, &g.called);
     uint64_t took = ddp_now_ms() - t0;
     assert_int_equal(g.status, DDP_ETIMEOUT);
     assert_true(took >= 140 && took < 3000);
     char want[128];
     snprintf(want, sizeof want, "127.0.0.1:%u: timed out after 150 ms waiting for key 'absent'",
-             e.port);
+             e->port);
     assert_string_equal(g.text, want);
     /* WAIT times out the same way; the connection stays usable afterwards. */
     const char *keys[] = {"nokey"};
     assert_int_equal(rdzv_aclient_wait(c, keys, 1, 50, rec_cb, &w, NULL), 0);
     assert_int_equal(rdzv_aclient_set(c, "absent", "here", 4, rec_cb, &s, NULL), 0);
     assert_int_equal(rdzv_aclient_get(c, "absent", 1000, rec_cb, &g2, NULL), 0);
-    run_until(&e, &g2.called);
+    run_until(e, &g2.called);
     assert_int_equal(w.status, DDP_ETIMEOUT);
     assert_int_equal(s.status, 0);
     assert_int_equal(g2.status, 0);
     assert_string_equal(g2.val, "here");
     assert_true(w.seq < s.seq && s.seq < g2.seq);
-    client_close(&e, c);
-    env_done(&e);
 }
 
 /* Sets keys "a" and "b" from a second client after a delay. */
@@ -359,25 +414,21 @@ static void on_setter(uv_timer_t *t) {
     assert_int_equal(rdzv_aclient_set(st->c, "b", "B", 1, rec_cb, &st->rb, NULL), 0);
 }
 
-static void test_wait_released_by_other_client(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *watch = client_up(&e, good_token);
+TEST(test_wait_released_by_other_client) {
+    rdzv_aclient_t *watch = client_up(e, good_token);
     setter_t st;
     memset(&st, 0, sizeof st);
-    st.c = client_up(&e, good_token);
+    st.c = client_up(e, good_token);
     res_t w = {0}, g = {0}, a = {0};
     const char *keys[] = {"a", "b"};
     assert_int_equal(rdzv_aclient_wait(watch, keys, 2, 5000, rec_cb, &w, NULL), 0);
     /* Held behind the parked WAIT (the server would answer them first otherwise). */
     assert_int_equal(rdzv_aclient_get(watch, "b", 5000, rec_cb, &g, NULL), 0);
     assert_int_equal(rdzv_aclient_add(watch, "n", 5, rec_cb, &a, NULL), 0);
-    assert_int_equal(uv_timer_init(&e.loop, &st.t), 0);
+    assert_int_equal(uv_timer_init(&e->loop, &st.t), 0);
     st.t.data = &st;
     assert_int_equal(uv_timer_start(&st.t, on_setter, 50, 0), 0);
-    run_until(&e, &a.called);
+    run_until(e, &a.called);
     assert_int_equal(w.status, 0);
     assert_int_equal(g.status, 0);
     assert_string_equal(g.val, "B");
@@ -385,10 +436,9 @@ static void test_wait_released_by_other_client(void **state) {
     assert_int_equal(res_i64(&a), 5);
     assert_true(w.seq < g.seq && g.seq < a.seq);
     assert_true(st.ra.called == 1 && st.rb.called == 1);
-    uv_close((uv_handle_t *)&st.t, NULL);
-    client_close(&e, watch);
-    client_close(&e, st.c);
-    env_done(&e);
+    close_now(e, &st.t);
+    client_close(e, watch);
+    client_close(e, st.c);
 }
 
 static void on_kill_server(uv_timer_t *t) {
@@ -397,12 +447,8 @@ static void on_kill_server(uv_timer_t *t) {
     e->srv = NULL;
 }
 
-static void test_server_closed_mid_request(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *c = client_up(&e, good_token);
+TEST(test_server_closed_mid_request) {
+    rdzv_aclient_t *c = e->c;
     status_res_t l = {0};
     rdzv_aclient_on_close(c, on_status, &l);
     res_t r[5];
@@ -413,10 +459,10 @@ static void test_server_closed_mid_request(void **state) {
     assert_int_equal(rdzv_aclient_add(c, "q2", 1, rec_cb, &r[3], NULL), 0);
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r[4], NULL), 0);
     uv_timer_t kill;
-    assert_int_equal(uv_timer_init(&e.loop, &kill), 0);
-    kill.data = &e;
+    assert_int_equal(uv_timer_init(&e->loop, &kill), 0);
+    kill.data = e;
     assert_int_equal(uv_timer_start(&kill, on_kill_server, 50, 0), 0);
-    run_until(&e, &l.called);
+    run_until(e, &l.called);
     assert_int_equal(r[0].status, 0);
     for (int i = 1; i < 5; i++) {
         assert_int_equal(r[i].called, 1);
@@ -431,14 +477,13 @@ static void test_server_closed_mid_request(void **state) {
     ddp_err_clear(&err);
     res_t late = {0};
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &late, &err), DDP_ECLOSED);
-    run_until(&e, &e.srv_closed);
-    uv_close((uv_handle_t *)&kill, NULL);
-    client_close(&e, c);
+    run_until(e, &e->srv_closed);
+    close_now(e, &kill);
+    env_client_close(e);
     for (int i = 0; i < 5; i++)
         assert_int_equal(r[i].called, 1);
     assert_int_equal(l.called, 1);
     assert_int_equal(late.called, 0);
-    env_done(&e);
 }
 
 /* Closes a client from a timer and records when close_cb ran. */
@@ -460,24 +505,20 @@ static void on_closer(uv_timer_t *t) {
     rdzv_aclient_close(cl->c, on_closed, cl); /* a second call is ignored */
 }
 
-static void test_close_while_pending(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
+TEST(test_close_while_pending) {
     closer_t cl;
     memset(&cl, 0, sizeof cl);
-    cl.c = client_up(&e, good_token);
+    cl.c = client_up(e, good_token);
     res_t r[4];
     memset(r, 0, sizeof r);
     assert_int_equal(rdzv_aclient_get(cl.c, "never", -1, rec_cb, &r[0], NULL), 0);
     assert_int_equal(rdzv_aclient_add(cl.c, "n", 1, rec_cb, &r[1], NULL), 0);
     assert_int_equal(rdzv_aclient_set(cl.c, "s", "1", 1, rec_cb, &r[2], NULL), 0);
     assert_int_equal(rdzv_aclient_ping(cl.c, rec_cb, &r[3], NULL), 0);
-    assert_int_equal(uv_timer_init(&e.loop, &cl.t), 0);
+    assert_int_equal(uv_timer_init(&e->loop, &cl.t), 0);
     cl.t.data = &cl;
     assert_int_equal(uv_timer_start(&cl.t, on_closer, 30, 0), 0);
-    run_until(&e, &cl.closed);
+    run_until(e, &cl.closed);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(r[i].called, 1);
         assert_int_equal(r[i].status, DDP_ECANCELED);
@@ -485,26 +526,24 @@ static void test_close_while_pending(void **state) {
     }
     assert_non_null(strstr(r[0].text, "key 'never'"));
     /* Nothing runs after close_cb. */
-    uv_close((uv_handle_t *)&cl.t, NULL);
-    uv_run(&e.loop, UV_RUN_NOWAIT);
+    close_now(e, &cl.t);
     assert_int_equal(cl.closed, 1);
     for (int i = 0; i < 4; i++)
         assert_int_equal(r[i].called, 1);
 
     /* Closing while still connecting: the connect callback gets DDP_ECANCELED first. */
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(free_port(&e), NULL, 3000, 3000);
+    rdzv_client_opts_t o = opts_for(free_port(e), NULL, 3000, 3000);
     memset(&cl, 0, sizeof cl);
-    cl.c = start_client(&e, &o, &cr);
+    cl.c = start_client(e, &o, &cr);
     res_t q = {0};
     assert_int_equal(rdzv_aclient_ping(cl.c, rec_cb, &q, NULL), 0);
     rdzv_aclient_close(cl.c, on_closed, &cl);
     assert_int_equal(cr.called, 0);
-    run_until(&e, &cl.closed);
+    run_until(e, &cl.closed);
     assert_int_equal(cr.status, DDP_ECANCELED);
     assert_int_equal(q.status, DDP_ECANCELED);
     assert_true(cr.seq < q.seq && q.seq < cl.close_seq);
-    env_done(&e);
 }
 
 /* A callback that closes its own client. */
@@ -523,27 +562,22 @@ static void close_from_cb(void *arg, int status, const uint8_t *reply, size_t le
     assert_int_equal(rdzv_aclient_ping(sc->c, rec_cb, &dummy, NULL), DDP_ECANCELED);
 }
 
-static void test_close_in_callback(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, NULL, 0);
+TEST(test_close_in_callback) {
     self_close_t sc;
     memset(&sc, 0, sizeof sc);
-    sc.c = client_up(&e, NULL);
+    sc.c = client_up(e, NULL);
     res_t r[2];
     memset(r, 0, sizeof r);
     assert_int_equal(rdzv_aclient_add(sc.c, "n", 1, close_from_cb, &sc, NULL), 0);
     assert_int_equal(rdzv_aclient_add(sc.c, "n", 1, rec_cb, &r[0], NULL), 0);
     assert_int_equal(rdzv_aclient_get(sc.c, "never", 5000, rec_cb, &r[1], NULL), 0);
-    run_until(&e, &sc.cl.closed);
+    run_until(e, &sc.cl.closed);
     assert_int_equal(sc.r.status, 0);
     /* The second ADD's reply may already be in the same read: it is canceled all the same. */
     assert_int_equal(r[0].called, 1);
     assert_int_equal(r[1].called, 1);
     assert_int_equal(r[1].status, DDP_ECANCELED);
     assert_true(r[1].seq < sc.cl.close_seq);
-    env_done(&e);
 }
 
 static void on_start_server(uv_timer_t *t) {
@@ -551,20 +585,17 @@ static void on_start_server(uv_timer_t *t) {
     srv_start(e, good_token, e->port);
 }
 
-static void test_connect_retry(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    e.port = free_port(&e);
+TEST(test_connect_retry) {
+    e->port = free_port(e);
     uv_timer_t later;
-    assert_int_equal(uv_timer_init(&e.loop, &later), 0);
-    later.data = &e;
+    assert_int_equal(uv_timer_init(&e->loop, &later), 0);
+    later.data = e;
     assert_int_equal(uv_timer_start(&later, on_start_server, 100, 0), 0);
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(e.port, good_token, 5000, 3000);
+    rdzv_client_opts_t o = opts_for(e->port, good_token, 5000, 3000);
     uint64_t t0 = ddp_now_ms();
-    rdzv_aclient_t *c = start_client(&e, &o, &cr);
-    run_until(&e, &cr.called);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
     uint64_t took = ddp_now_ms() - t0;
     if (cr.status != 0)
         fail_msg("connect: %s", cr.text);
@@ -572,24 +603,20 @@ static void test_connect_retry(void **state) {
     assert_int_equal(rdzv_aclient_authenticated(c), 1);
     res_t r = {0};
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, NULL), 0);
-    run_until(&e, &r.called);
+    run_until(e, &r.called);
     assert_int_equal(r.status, 0);
-    uv_close((uv_handle_t *)&later, NULL);
-    client_close(&e, c);
-    env_done(&e);
+    close_now(e, &later);
+    client_close(e, c);
 }
 
-static void test_connect_timeout(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
+TEST(test_connect_timeout) {
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(free_port(&e), good_token, 300, 3000);
+    rdzv_client_opts_t o = opts_for(free_port(e), good_token, 300, 3000);
     uint64_t t0 = ddp_now_ms();
-    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
     res_t r = {0};
     assert_int_equal(rdzv_aclient_set(c, "k", "v", 1, rec_cb, &r, NULL), 0);
-    run_until(&e, &r.called);
+    run_until(e, &r.called);
     uint64_t took = ddp_now_ms() - t0;
     assert_int_equal(cr.status, DDP_ETIMEOUT);
     assert_true(took >= 290 && took < 3000);
@@ -597,9 +624,8 @@ static void test_connect_timeout(void **state) {
     assert_non_null(strstr(cr.text, "in 300 ms"));
     assert_int_equal(r.status, DDP_ECLOSED);
     assert_non_null(strstr(r.text, "key 'k'"));
-    client_close(&e, c);
+    client_close(e, c);
     assert_int_equal(cr.called, 1);
-    env_done(&e);
 }
 
 /* A listener that accepts and never answers: the handshake must time out. */
@@ -616,14 +642,11 @@ static void on_silent_conn(uv_stream_t *s, int status) {
     si->accepted = 1;
 }
 
-static void test_handshake_timeout(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
+TEST(test_handshake_timeout) {
     silent_t si;
     memset(&si, 0, sizeof si);
     struct sockaddr_in a;
-    assert_int_equal(uv_tcp_init(&e.loop, &si.lis), 0);
+    assert_int_equal(uv_tcp_init(&e->loop, &si.lis), 0);
     si.lis.data = &si;
     assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
     assert_int_equal(uv_tcp_bind(&si.lis, (const struct sockaddr *)&a, 0), 0);
@@ -635,17 +658,16 @@ static void test_handshake_timeout(void **state) {
     rdzv_client_opts_t o =
         opts_for(ntohs(((struct sockaddr_in *)&ss)->sin_port), good_token, 3000, 200);
     uint64_t t0 = ddp_now_ms();
-    rdzv_aclient_t *c = start_client(&e, &o, &cr);
-    run_until(&e, &cr.called);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
     uint64_t took = ddp_now_ms() - t0;
     assert_int_equal(cr.status, DDP_ETIMEOUT);
     assert_non_null(strstr(cr.text, "no reply within 200 ms to AUTH_HELLO"));
     assert_true(took >= 190 && took < 3000);
     assert_int_equal(si.accepted, 1);
-    client_close(&e, c);
-    uv_close((uv_handle_t *)&si.peer, NULL);
-    uv_close((uv_handle_t *)&si.lis, NULL);
-    env_done(&e);
+    client_close(e, c);
+    close_now(e, &si.peer);
+    close_now(e, &si.lis);
 }
 
 /* A parser for a PING's 4-byte echo. */
@@ -668,12 +690,8 @@ static long parse_greedy(void *arg, const uint8_t *buf, size_t len, size_t *need
     return 0;
 }
 
-static void test_raw(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *c = client_up(&e, good_token);
+TEST(test_raw) {
+    rdzv_aclient_t *c = e->c;
     ddp_buf_t f = DDP_BUF_INIT;
     res_t st = {0}, pg = {0};
     assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_STATS), 0);
@@ -683,7 +701,7 @@ static void test_raw(void **state) {
     assert_int_equal(rdzv__put_u8(&f, RDZV_CMD_PING), 0);
     assert_int_equal(rdzv__put_u32(&f, 0xfeedbeefu), 0);
     assert_int_equal(rdzv_aclient_raw(c, &f, parse_u32, 0, -1, NULL, rec_cb, &pg, NULL), 0);
-    run_until(&e, &pg.called);
+    run_until(e, &pg.called);
     assert_int_equal(st.status, 0);
     const uint8_t *p;
     size_t n;
@@ -699,25 +717,19 @@ static void test_raw(void **state) {
     assert_int_equal(rdzv_aclient_delete(c, "cas", rec_cb, &d1, NULL), 0);
     assert_int_equal(rdzv_aclient_delete(c, "cas", rec_cb, &d2, NULL), 0);
     assert_int_equal(rdzv_aclient_get(c, "cas", 0, rec_cb, &gn, NULL), 0);
-    run_until(&e, &gn.called);
+    run_until(e, &gn.called);
     assert_string_equal(cas.val, "new");
     assert_int_equal(res_i64(&d1), 1);
     assert_int_equal(res_i64(&d2), 0);
     assert_int_equal(gn.status, DDP_ENOKEY);
     assert_non_null(strstr(gn.text, "no key 'cas'"));
     ddp_buf_free(&f);
-    client_close(&e, c);
-    env_done(&e);
 }
 
-static void test_io_timeout(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
+TEST(test_io_timeout) {
     status_res_t cr;
-    rdzv_client_opts_t o = opts_for(e.port, good_token, 3000, 200);
-    rdzv_aclient_t *c = start_client(&e, &o, &cr);
+    rdzv_client_opts_t o = opts_for(e->port, good_token, 3000, 200);
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
     status_res_t l = {0};
     rdzv_aclient_on_close(c, on_status, &l);
     ddp_buf_t f = DDP_BUF_INIT;
@@ -726,15 +738,14 @@ static void test_io_timeout(void **state) {
     res_t g = {0}, after = {0};
     assert_int_equal(rdzv_aclient_raw(c, &f, parse_greedy, 0, -1, "GREEDY", rec_cb, &g, NULL), 0);
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &after, NULL), 0);
-    run_until(&e, &l.called);
+    run_until(e, &l.called);
     assert_int_equal(g.status, DDP_ETIMEOUT);
     assert_non_null(strstr(g.text, "no reply within 200 ms to request GREEDY"));
     assert_int_equal(after.status, DDP_ECLOSED);
     assert_int_equal(l.status, DDP_ETIMEOUT);
     assert_true(g.seq < after.seq && after.seq < l.seq);
     ddp_buf_free(&f);
-    client_close(&e, c);
-    env_done(&e);
+    client_close(e, c);
 }
 
 /* A scripted server (no token): it parses requests with the store's own codec, echoes PINGs,
@@ -825,20 +836,17 @@ static uint16_t fake_start(env_t *e, fake_t *f) {
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-static void fake_stop(fake_t *f) {
+static void fake_stop(env_t *e, fake_t *f) {
     if (f->peer_open)
-        uv_close((uv_handle_t *)&f->peer, NULL);
-    uv_close((uv_handle_t *)&f->lis, NULL);
+        close_now(e, &f->peer);
+    close_now(e, &f->lis);
     ddp_buf_free(&f->in);
 }
 
-static void test_cancel_race_and_bad_reply(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
+TEST(test_cancel_race_and_bad_reply) {
     fake_t f;
-    e.port = fake_start(&e, &f);
-    rdzv_aclient_t *c = client_up(&e, NULL);
+    e->port = fake_start(e, &f);
+    rdzv_aclient_t *c = client_up(e, NULL);
     status_res_t l = {0};
     rdzv_aclient_on_close(c, on_status, &l);
     res_t g = {0}, w = {0}, p = {0}, bad = {0}, after = {0};
@@ -847,7 +855,7 @@ static void test_cancel_race_and_bad_reply(void **state) {
     assert_int_equal(rdzv_aclient_get(c, "slow", 50, rec_cb, &g, NULL), 0);
     assert_int_equal(rdzv_aclient_wait(c, keys, 2, 50, rec_cb, &w, NULL), 0);
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &p, NULL), 0);
-    run_until(&e, &p.called);
+    run_until(e, &p.called);
     assert_int_equal(g.status, 0);
     assert_string_equal(g.val, "late");
     assert_int_equal(w.status, 0);
@@ -855,23 +863,18 @@ static void test_cancel_race_and_bad_reply(void **state) {
     /* A reply that breaks the protocol: that request gets DDP_EPROTO, the rest DDP_ECLOSED. */
     assert_int_equal(rdzv_aclient_get(c, "x", 0, rec_cb, &bad, NULL), 0);
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &after, NULL), 0);
-    run_until(&e, &l.called);
+    run_until(e, &l.called);
     assert_int_equal(bad.status, DDP_EPROTO);
     assert_non_null(strstr(bad.text, "malformed reply to GET key 'x'"));
     assert_int_equal(after.status, DDP_ECLOSED);
     assert_int_equal(l.status, DDP_EPROTO);
-    client_close(&e, c);
-    fake_stop(&f);
-    env_done(&e);
+    client_close(e, c);
+    fake_stop(e, &f);
 }
 
 /* A raw request the server parks (here a WAIT frame) with a client-side timeout. */
-static void test_raw_parked_timeout(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *c = client_up(&e, good_token);
+TEST(test_raw_parked_timeout) {
+    rdzv_aclient_t *c = e->c;
     status_res_t l = {0};
     rdzv_aclient_on_close(c, on_status, &l);
     ddp_buf_t f = DDP_BUF_INIT;
@@ -884,7 +887,7 @@ static void test_raw_parked_timeout(void **state) {
                                       "JOIN-like", rec_cb, &r, NULL),
                      0);
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &held, NULL), 0); /* held behind it */
-    run_until(&e, &l.called);
+    run_until(e, &l.called);
     uint64_t took = ddp_now_ms() - t0;
     assert_int_equal(r.status, DDP_ETIMEOUT);
     assert_non_null(strstr(r.text, "timed out after 100 ms waiting for the reply to JOIN-like"));
@@ -892,16 +895,11 @@ static void test_raw_parked_timeout(void **state) {
     assert_int_equal(held.status, DDP_ECLOSED);
     assert_int_equal(l.status, DDP_ETIMEOUT);
     ddp_buf_free(&f);
-    client_close(&e, c);
-    env_done(&e);
+    env_client_close(e); /* l is in this frame */
 }
 
-static void test_limits(void **state) {
-    (void)state;
-    env_t e;
-    env_init(&e);
-    srv_start(&e, good_token, 0);
-    rdzv_aclient_t *c = client_up(&e, good_token);
+TEST(test_limits) {
+    rdzv_aclient_t *c = e->c;
     rdzv_aclient_set_out_limit(c, 1000);
     char big[4000];
     memset(big, 'x', sizeof big);
@@ -929,34 +927,33 @@ static void test_limits(void **state) {
     assert_non_null(strstr(err.text, "limit 8192"));
     free(key);
     assert_int_equal(rdzv_aclient_pending(c), (size_t)accepted + 1);
-    client_close(&e, c);
+    env_client_close(e);
     assert_int_equal(r.called, 0);
     assert_int_equal(held.status, DDP_ECANCELED);
     for (int i = 0; i < accepted; i++)
         assert_int_equal(many[i].status, DDP_ECANCELED);
     free(many);
-    env_done(&e);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_connect_auth_ok),
-        cmocka_unit_test(test_connect_no_auth),
-        cmocka_unit_test(test_wrong_token),
-        cmocka_unit_test(test_pipelined),
-        cmocka_unit_test(test_get_timeout),
-        cmocka_unit_test(test_wait_released_by_other_client),
-        cmocka_unit_test(test_server_closed_mid_request),
-        cmocka_unit_test(test_close_while_pending),
-        cmocka_unit_test(test_close_in_callback),
-        cmocka_unit_test(test_connect_retry),
-        cmocka_unit_test(test_connect_timeout),
-        cmocka_unit_test(test_handshake_timeout),
-        cmocka_unit_test(test_raw),
-        cmocka_unit_test(test_io_timeout),
-        cmocka_unit_test(test_cancel_race_and_bad_reply),
-        cmocka_unit_test(test_raw_parked_timeout),
-        cmocka_unit_test(test_limits),
+        cmocka_unit_test_setup_teardown(test_connect_auth_ok, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_connect_no_auth, setup_open_server, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_token, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_get_timeout, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_released_by_other_client, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_server_closed_mid_request, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_close_while_pending, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_close_in_callback, setup_open_server, teardown),
+        cmocka_unit_test_setup_teardown(test_connect_retry, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_handshake_timeout, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_raw, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_io_timeout, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_race_and_bad_reply, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_parked_timeout, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_limits, setup_client, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
