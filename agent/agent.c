@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 #include "rdzv_server.h"
@@ -48,7 +49,7 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
         DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
     } else if (WIFSIGNALED(status)) {
         DDP_DEBUG("rank %d (pid %d) killed by %s", w->rank, (int)w->pid,
-                  launch_signal_name(WTERMSIG(status)));
+                  ddp_signal_name(WTERMSIG(status)));
     } else {
         DDP_DEBUG("rank %d (pid %d) exited %d", w->rank, (int)w->pid, WEXITSTATUS(status));
     }
@@ -84,7 +85,7 @@ static void on_signal(uv_signal_t *h, int sig) {
     if (!agent__is_termination_signal(sig)) {
         /* SIGUSR1/SIGUSR2 and the like are messages for the workers (e.g. Slurm's --signal
          * warning before the time limit): forward them and carry on. */
-        DDP_INFO("forwarding %s to the workers", launch_signal_name(sig));
+        DDP_INFO("forwarding %s to the workers", ddp_signal_name(sig));
         agent__group_signal(a, sig);
         return;
     }

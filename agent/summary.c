@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ddp_buf.h"
+#include "ddp_signal.h"
 
 char *agent__error_file_message(const char *path, char **timestamp_out) {
     if (timestamp_out)
@@ -72,7 +73,7 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
         fprintf(f, "  exitcode  : -%d (pid: %d)\n", sig, (int)x->pid);
         fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
         fprintf(f, "  traceback : Signal %d (%s) received by PID %d\n", sig,
-                launch_signal_name(sig), (int)x->pid);
+                ddp_signal_name(sig), (int)x->pid);
     } else {
         int code = WEXITSTATUS(x->status);
         fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);

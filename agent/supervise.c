@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_round_int.h"
 #include "rdzv_server.h"
@@ -58,7 +59,7 @@ static void fail_and_stop(agent_t *a, agent_worker_t *w) {
         char what[RDZV_WHAT_MAX + 1];
         if (WIFSIGNALED(w->status))
             snprintf(what, sizeof what, "rank %d (%.64s) killed by %s", w->rank, a->hostname,
-                     launch_signal_name(WTERMSIG(w->status)));
+                     ddp_signal_name(WTERMSIG(w->status)));
         else
             snprintf(what, sizeof what, "rank %d (%.64s) exited with code %d", w->rank, a->hostname,
                      WEXITSTATUS(w->status));
@@ -178,7 +179,7 @@ static void begin_shutdown(agent_t *a, agent_worker_t *w) {
         finish(a, 128 + a->stop_signal);
         return;
     }
-    DDP_WARN("received %s: forwarding it to %d worker(s)", launch_signal_name(a->stop_signal),
+    DDP_WARN("received %s: forwarding it to %d worker(s)", ddp_signal_name(a->stop_signal),
              a->running);
     agent__group_signal(a, a->stop_signal);
     start_kill_timer(a);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ddp_parse.h"
+#include "ddp_signal.h"
 #include "launch_int.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
@@ -524,52 +525,6 @@ static int apply_local_addr(launch_spec_t *spec, const char *flag, const char *v
     return nonempty_str(&spec->local_addr, flag, val, err);
 }
 
-static const struct {
-    const char *name;
-    int sig;
-} sigtab[] = {
-    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
-    {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},
-    {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
-    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
-    {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},     {"STOP", SIGSTOP},
-    {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
-    {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
-    {"WINCH", SIGWINCH},   {"IO", SIGIO},     {"POLL", SIGPOLL},     {"PWR", SIGPWR},
-    {"SYS", SIGSYS},
-};
-
-int launch_signal_parse(const char *name) {
-    int64_t v;
-    if (ddp_parse_i64(name, 1, 64, &v) == 0)
-        return (int)v;
-    if (strncasecmp(name, "SIG", 3) == 0)
-        name += 3;
-    for (size_t i = 0; i < sizeof sigtab / sizeof sigtab[0]; i++)
-        if (strcasecmp(name, sigtab[i].name) == 0)
-            return sigtab[i].sig;
-    return 0;
-}
-
-const char *launch_signal_name(int sig) {
-    static const char *const names[] = {
-        [SIGHUP] = "SIGHUP",       [SIGINT] = "SIGINT",       [SIGQUIT] = "SIGQUIT",
-        [SIGILL] = "SIGILL",       [SIGTRAP] = "SIGTRAP",     [SIGABRT] = "SIGABRT",
-        [SIGBUS] = "SIGBUS",       [SIGFPE] = "SIGFPE",       [SIGKILL] = "SIGKILL",
-        [SIGUSR1] = "SIGUSR1",     [SIGSEGV] = "SIGSEGV",     [SIGUSR2] = "SIGUSR2",
-        [SIGPIPE] = "SIGPIPE",     [SIGALRM] = "SIGALRM",     [SIGTERM] = "SIGTERM",
-        [SIGSTKFLT] = "SIGSTKFLT", [SIGCHLD] = "SIGCHLD",     [SIGCONT] = "SIGCONT",
-        [SIGSTOP] = "SIGSTOP",     [SIGTSTP] = "SIGTSTP",     [SIGTTIN] = "SIGTTIN",
-        [SIGTTOU] = "SIGTTOU",     [SIGURG] = "SIGURG",       [SIGXCPU] = "SIGXCPU",
-        [SIGXFSZ] = "SIGXFSZ",     [SIGVTALRM] = "SIGVTALRM", [SIGPROF] = "SIGPROF",
-        [SIGWINCH] = "SIGWINCH",   [SIGIO] = "SIGIO",         [SIGPWR] = "SIGPWR",
-        [SIGSYS] = "SIGSYS",
-    };
-    if (sig > 0 && (size_t)sig < sizeof names / sizeof names[0] && names[sig] != NULL)
-        return names[sig];
-    return "SIG?";
-}
-
 static int apply_signals(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     char *copy = strdup(val);
     if (copy == NULL)
@@ -578,14 +533,14 @@ static int apply_signals(launch_spec_t *spec, const char *flag, const char *val,
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         tok = trim(tok);
-        int s = launch_signal_parse(tok);
+        int s = ddp_signal_parse(tok);
         if (s == 0 || s > SIGRTMAX) {
             rc = ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s' is not a signal", flag, VQ, tok);
             break;
         }
         if (s == SIGKILL || s == SIGSTOP) {
             rc = ddp_err_set(err, DDP_EUSAGE, "%s: %s cannot be handled", flag,
-                             launch_signal_name(s));
+                             ddp_signal_name(s));
             break;
         }
         int dup = 0;

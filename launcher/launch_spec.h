@@ -212,12 +212,6 @@ int launch_prefix_template_check(const char *flag, const char *tmpl, ddp_err_t *
 size_t launch_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
                             const char *hostname, char *out, size_t cap);
 
-/* Signal number for "SIGTERM", "TERM", "term" or "15"; 0 when unknown. */
-int launch_signal_parse(const char *name);
-
-/* "SIGTERM" for 15 ("SIG?" for unknown). Static string. */
-const char *launch_signal_name(int sig);
-
 /* Resolves nproc_kind into nproc_per_node (GPU count via libcuda, CUDA_VISIBLE_DEVICES honoured).
  * Returns 0, or DDP_ENOGPU with a message for "gpu" on a machine without one. */
 int launch_nproc_resolve(launch_spec_t *spec, ddp_err_t *err);

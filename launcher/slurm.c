@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ddp_devices.h"
 #include "ddp_parse.h"
 #include "launch_int.h"
 
@@ -101,22 +102,6 @@ static int check_one_task(launch_getenv_fn fn, void *ctx, const launch_slurm_t *
                        "%d ddprun tasks on a node (%s=%.16s); ddprun starts the workers itself, "
                        "run one per node: srun %s--ntasks-per-node=1 ddprun ...%s",
                        most, var, v, nflag, ntasks);
-}
-
-/* Counts the entries of CUDA_VISIBLE_DEVICES ("0,1", "GPU-uuid,..."); 0 for "", "NoDevFiles". */
-static int count_cvd(const char *v) {
-    if (v == NULL || *v == '\0' || strcmp(v, "NoDevFiles") == 0)
-        return 0;
-    int n = 0, in = 0;
-    for (const char *p = v; *p; p++) {
-        if (*p == ',')
-            in = 0;
-        else if (!in && *p != ' ') {
-            in = 1;
-            n++;
-        }
-    }
-    return n;
 }
 
 static int derive_nnodes(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, launch_slurm_t *s,
@@ -227,10 +212,13 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
     if (n > 0) {
         line(s, "nproc_per_node=%d from SLURM_GPUS_ON_NODE=%s", n, v);
     } else {
-        v = env(fn, ctx, "CUDA_VISIBLE_DEVICES");
-        n = count_cvd(v);
+        /* Slurm's gres plugin sets the list: one worker per device it makes visible. */
+        const char *var;
+        v = ddp_devices_select(env(fn, ctx, "HIP_VISIBLE_DEVICES"),
+                               env(fn, ctx, "CUDA_VISIBLE_DEVICES"), &var);
+        n = ddp_devices_count(v);
         if (n > 0)
-            line(s, "nproc_per_node=%d from CUDA_VISIBLE_DEVICES=%.64s", n, v);
+            line(s, "nproc_per_node=%d from %s=%.64s", n, var, v);
     }
     if (n > 0) {
         spec->nproc_kind = LAUNCH_NPROC_NUM;

@@ -756,20 +756,6 @@ static void test_endpoint_split(void **state) {
     assert_int_equal(launch_endpoint_split("--x", "[::1]x", &h, &p, &e), DDP_EUSAGE);
 }
 
-static void test_signal_names(void **state) {
-    (void)state;
-    assert_int_equal(launch_signal_parse("SIGTERM"), SIGTERM);
-    assert_int_equal(launch_signal_parse("term"), SIGTERM);
-    assert_int_equal(launch_signal_parse("USR1"), SIGUSR1);
-    assert_int_equal(launch_signal_parse("12"), 12);
-    assert_int_equal(launch_signal_parse("SIG"), 0);
-    assert_int_equal(launch_signal_parse("0"), 0);
-    assert_string_equal(launch_signal_name(SIGKILL), "SIGKILL");
-    assert_string_equal(launch_signal_name(SIGUSR2), "SIGUSR2");
-    assert_string_equal(launch_signal_name(0), "SIG?");
-    assert_string_equal(launch_signal_name(1000), "SIG?");
-}
-
 /* Runs fn with stdout captured into buf. */
 static void capture_stdout(void (*fn)(void *), void *arg, char *buf, size_t cap) {
     fflush(stdout);
@@ -1025,7 +1011,6 @@ int main(void) {
         cmocka_unit_test(test_combinations),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_endpoint_split),
-        cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_help),
         cmocka_unit_test_setup_teardown(test_argv_python, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_direct, prog_setup, prog_teardown),
