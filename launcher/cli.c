@@ -182,9 +182,8 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
 static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char *val,
                                ddp_err_t *err) {
     if (*val == '\0') { /* torchrun's default is "": not given */
-        free(spec->rdzv_endpoint);
         free(spec->rdzv_host);
-        spec->rdzv_endpoint = spec->rdzv_host = NULL;
+        spec->rdzv_host = NULL;
         spec->rdzv_port = -1;
         return 0;
     }
@@ -192,10 +191,6 @@ static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char
     int port, rc = launch_endpoint_split(flag, val, &host, &port, err);
     if (rc < 0)
         return rc;
-    if ((rc = launch__str_set(&spec->rdzv_endpoint, val)) < 0) {
-        free(host);
-        return rc;
-    }
     free(spec->rdzv_host);
     spec->rdzv_host = host;
     spec->rdzv_port = port;
@@ -400,8 +395,8 @@ static int apply_log_dir(launch_spec_t *spec, const char *flag, const char *val,
     return rc < 0 ? rc : launch__str_set(&spec->log_dir, val);
 }
 
-int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, ddp_err_t *err) {
-    launch_std_map_t r = {0};
+int launch_std_map_parse(const char *flag, const char *s, agent_std_map_t *m, ddp_err_t *err) {
+    agent_std_map_t r = {0};
     int64_t v;
     if (strchr(s, ':') == NULL) {
         if (ddp_parse_i64(s, 0, 3, &v) < 0)
@@ -431,9 +426,9 @@ int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, d
             if (r.rank[i] == rank)
                 return ddp_err_set(err, DDP_EUSAGE, "%s: local rank %lld given twice", flag,
                                    (long long)rank);
-        if (r.n == LAUNCH_MAX_STD_OVERRIDES)
+        if (r.n == AGENT_MAX_STD_OVERRIDES)
             return ddp_err_set(err, DDP_EUSAGE, "%s: more than %d local ranks", flag,
-                               LAUNCH_MAX_STD_OVERRIDES);
+                               AGENT_MAX_STD_OVERRIDES);
         r.rank[r.n] = (int)rank;
         r.mask[r.n] = (int)v;
         r.n++;
@@ -443,13 +438,6 @@ int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, d
     }
     *m = r;
     return 0;
-}
-
-int launch_std_for(const launch_std_map_t *m, int local_rank) {
-    for (int i = 0; i < m->n; i++)
-        if (m->rank[i] == local_rank)
-            return m->mask[i];
-    return m->dflt;
 }
 
 static int apply_redirects(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
@@ -529,7 +517,7 @@ static int apply_signals(launch_spec_t *spec, const char *flag, const char *val,
     char *copy = strdup(val);
     if (copy == NULL)
         return -ENOMEM;
-    int sigs[LAUNCH_MAX_SIGNALS], n = 0, rc = 0;
+    int sigs[AGENT_MAX_SIGNALS], n = 0, rc = 0;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         tok = trim(tok);
@@ -548,8 +536,8 @@ static int apply_signals(launch_spec_t *spec, const char *flag, const char *val,
             dup |= sigs[i] == s;
         if (dup)
             continue;
-        if (n == LAUNCH_MAX_SIGNALS) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: more than %d signals", flag, LAUNCH_MAX_SIGNALS);
+        if (n == AGENT_MAX_SIGNALS) {
+            rc = ddp_err_set(err, DDP_EUSAGE, "%s: more than %d signals", flag, AGENT_MAX_SIGNALS);
             break;
         }
         sigs[n++] = s;
@@ -580,107 +568,9 @@ static int apply_logs_specs(launch_spec_t *spec, const char *flag, const char *v
                  "use --log_dir)");
 }
 
-/* ---- --log_line_prefix_template: Python string.Template, as torchrun's safe_substitute ---- */
-
-static const char *const prefix_macros[] = {"role_name", "local_rank", "rank", "hostname"};
-#define N_PREFIX_MACROS (sizeof prefix_macros / sizeof prefix_macros[0])
-
-/* Length of the identifier ([_a-zA-Z][_a-zA-Z0-9]*) at p, 0 when there is none. */
-static size_t ident_len(const char *p) {
-    size_t n = 0;
-    if (!(isalpha((unsigned char)*p) || *p == '_'))
-        return 0;
-    while (isalnum((unsigned char)p[n]) || p[n] == '_')
-        n++;
-    return n;
-}
-
-/* Finds the placeholder a '$' at t starts: *name and *nlen are its identifier, *skip the
- * characters it spans. Returns the index in prefix_macros; -1 for an unknown identifier; -3 for
- * "$$" (skip 2); -2 when t starts no placeholder (a lone '$' that stays as written). */
-static int macro_at(const char *t, const char **name, size_t *nlen, size_t *skip) {
-    if (t[1] == '$') {
-        *skip = 2;
-        return -3;
-    }
-    const char *id = t[1] == '{' ? t + 2 : t + 1;
-    size_t n = ident_len(id);
-    if (n == 0 || (t[1] == '{' && id[n] != '}'))
-        return -2;
-    *name = id;
-    *nlen = n;
-    *skip = (size_t)(id - t) + n + (t[1] == '{');
-    for (size_t i = 0; i < N_PREFIX_MACROS; i++)
-        if (strlen(prefix_macros[i]) == n && strncmp(prefix_macros[i], id, n) == 0)
-            return (int)i;
-    return -1;
-}
-
-int launch_prefix_template_check(const char *flag, const char *tmpl, ddp_err_t *err) {
-    if (strlen(tmpl) > LAUNCH_MAX_PREFIX_TEMPLATE)
-        return ddp_err_set(err, DDP_EUSAGE, "%s: longer than %d characters", flag,
-                           LAUNCH_MAX_PREFIX_TEMPLATE);
-    for (const char *t = tmpl; *t; t++) {
-        const char *name = NULL;
-        size_t n = 0, skip = 1;
-        if (*t != '$')
-            continue;
-        int m = macro_at(t, &name, &n, &skip);
-        if (m == -1)
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "%s: unknown macro '%.*s' (known: ${role_name}, ${local_rank}, "
-                               "${rank}, ${hostname})",
-                               flag, (int)(n < VQ ? n : VQ), name);
-        if (m != -2)
-            t += skip - 1;
-    }
-    return 0;
-}
-
-/* Appends n bytes of s to out (len so far, cap with room for the NUL), cutting at the end. */
-static size_t put(char *out, size_t len, size_t cap, const char *s, size_t n) {
-    if (len + n > cap - 1)
-        n = cap - 1 - len;
-    memcpy(out + len, s, n);
-    return len + n;
-}
-
-size_t launch_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
-                            const char *hostname, char *out, size_t cap) {
-    if (cap == 0)
-        return 0;
-    if (tmpl == NULL)
-        tmpl = LAUNCH_DEFAULT_LOG_LINE_PREFIX;
-    size_t len = 0;
-    for (const char *t = tmpl; *t; t++) {
-        const char *name = NULL;
-        size_t n = 0, skip = 1;
-        int m = *t == '$' ? macro_at(t, &name, &n, &skip) : -2;
-        char num[16];
-        const char *v;
-        if (m == -2 || m == -1) { /* not a placeholder, or unknown: kept as written */
-            v = t;
-            skip = m == -1 ? skip : 1;
-        } else if (m == -3) {
-            v = "$";
-        } else if (m == 0) {
-            v = role;
-        } else if (m == 3) {
-            v = hostname;
-        } else {
-            snprintf(num, sizeof num, "%d", m == 1 ? local_rank : rank);
-            v = num;
-        }
-        len = put(out, len, cap, v, v == t ? skip : strlen(v));
-        t += skip - 1;
-    }
-    out[len] = '\0';
-    return len;
-}
-
 static int apply_prefix_template(launch_spec_t *spec, const char *flag, const char *val,
                                  ddp_err_t *err) {
-    int rc = launch_prefix_template_check(flag, val, err);
+    int rc = agent_prefix_check(flag, val, err);
     if (rc < 0)
         return rc;
     return str_set_or_unset(&spec->log_line_prefix_template, val); /* empty: the default */
@@ -958,17 +848,17 @@ static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const ch
     return 0;
 }
 
-/* Handles a flag that does its work at once (--help, --version). Returns 1 when it did. */
-static int immediate(const opt_t *o) {
-    if (o->id == LAUNCH_OPT_HELP) {
+/* Handles a flag that does its work at once (--help, --version): prints, and marks spec as
+ * having nothing to run. Returns 1 when it did. */
+static int immediate(launch_spec_t *spec, const opt_t *o) {
+    if (o->id == LAUNCH_OPT_HELP)
         launch_usage();
-        return 1;
-    }
-    if (o->id == LAUNCH_OPT_VERSION) {
+    else if (o->id == LAUNCH_OPT_VERSION)
         print_version();
-        return 1;
-    }
-    return 0;
+    else
+        return 0;
+    spec->info_printed = 1;
+    return 1;
 }
 
 /* Parses "-r3", "-r 3", "-mv", "-vvv". *i is advanced past consumed arguments. */
@@ -979,8 +869,8 @@ static int parse_short(int argc, char *const *argv, int *i, launch_spec_t *spec,
         char flag[3] = {'-', *p, '\0'};
         if (o == NULL)
             return ddp_err_set(err, DDP_EUSAGE, "unknown flag '%s' (see ddprun --help)", flag);
-        if (immediate(o))
-            return 1;
+        if (immediate(spec, o))
+            return 0;
         if (!o->takes_value) {
             int rc = apply(spec, o, flag, NULL, err);
             if (rc < 0)
@@ -1012,8 +902,8 @@ static int parse_long(int argc, char *const *argv, int *i, launch_spec_t *spec, 
     if (!o->takes_value) {
         if (eq != NULL)
             return ddp_err_set(err, DDP_EUSAGE, "%s takes no value", flag);
-        if (immediate(o))
-            return 1;
+        if (immediate(spec, o))
+            return 0;
         return apply(spec, o, flag, NULL, err);
     }
     const char *val = eq != NULL ? eq + 1 : NULL;
@@ -1059,34 +949,6 @@ static int apply_torch_env(launch_spec_t *spec, launch_getenv_fn getenv_fn, void
     return 0;
 }
 
-/* Entries of a CUDA_VISIBLE_DEVICES-style list ("" counts one, as Python's split does). */
-static int list_entries(const char *v) {
-    int n = 1;
-    for (; *v; v++)
-        n += *v == ',';
-    return n;
-}
-
-/* --virtual_local_rank gives local rank i the i-th visible device: with an explicit worker count
- * and a visible-device list, a list that is too short is a usage error before anything starts
- * (torchrun raises the same ValueError when it starts the workers). */
-static int check_virtual_devices(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
-                                 ddp_err_t *err) {
-    if (!spec->virtual_local_rank || spec->nproc_kind != LAUNCH_NPROC_NUM ||
-        !LAUNCH_GIVEN(spec, LAUNCH_OPT_NPROC_PER_NODE))
-        return 0;
-    const char *var = "HIP_VISIBLE_DEVICES", *v = getenv_fn(ctx, var);
-    if (v == NULL || *v == '\0') { /* HIP's list wins on ROCm only when it is not empty */
-        var = "CUDA_VISIBLE_DEVICES";
-        v = getenv_fn(ctx, var);
-    }
-    if (v == NULL || list_entries(v) >= spec->nproc_per_node)
-        return 0;
-    return ddp_err_set(err, DDP_EUSAGE,
-                       "--virtual_local_rank: %d workers but %s='%.*s' lists %d device(s)",
-                       spec->nproc_per_node, var, VQ, v, list_entries(v));
-}
-
 /* A random rendezvous id like torchrun's uuid4 for --standalone. */
 static void random_id(char out[37]) {
     unsigned char b[16];
@@ -1109,7 +971,6 @@ static int apply_standalone_rules(launch_spec_t *spec) {
     char id[37];
     random_id(id);
     if (launch__str_set(&spec->rdzv_backend, "c10d") < 0 ||
-        launch__str_set(&spec->rdzv_endpoint, "localhost:0") < 0 ||
         launch__str_set(&spec->rdzv_host, "localhost") < 0 ||
         launch__str_set(&spec->rdzv_id, id) < 0)
         return -ENOMEM;
@@ -1158,7 +1019,7 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
             break; /* the program */
         rc = a[1] == '-' ? parse_long(argc, argv, &i, spec, err)
                          : parse_short(argc, argv, &i, spec, err);
-        if (rc != 0)
+        if (rc < 0 || spec->info_printed)
             goto out;
     }
     if ((rc = apply_pet(spec, getenv_fn, ctx, err)) < 0 ||
@@ -1175,14 +1036,13 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         goto out;
     if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
         goto out;
-    if ((rc = check_combinations(spec, err)) < 0 ||
-        (rc = check_virtual_devices(spec, getenv_fn, ctx, err)) < 0)
+    if ((rc = check_combinations(spec, err)) < 0)
         goto out;
     rc = default_strings(spec);
 out:
     if (rc < 0 && err != NULL && err->code == 0)
         ddp_err_set(err, rc, "unable to parse the command line: %s", ddp_strerror(rc));
-    if (rc != 0)
+    if (rc < 0)
         launch_spec_free(spec);
     return rc;
 }
@@ -1195,7 +1055,6 @@ void launch_spec_free(launch_spec_t *spec) {
     if (spec == NULL)
         return;
     free(spec->rdzv_backend);
-    free(spec->rdzv_endpoint);
     free(spec->rdzv_id);
     free(spec->rdzv_conf);
     free(spec->role);

@@ -181,21 +181,27 @@ static int derive_rdzv(launch_spec_t *spec, launch_slurm_t *s, const char *step_
         line(s, "rdzv_backend=c10d (the Slurm default)");
     }
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT)) {
-        line(s, "rdzv_endpoint=%.96s kept (given explicitly)", spec->rdzv_endpoint);
+        /* As given: an IPv6 address in brackets, the port only when there was one. */
+        const char *h = spec->rdzv_host ? spec->rdzv_host : "";
+        int v6 = strchr(h, ':') != NULL;
+        char port[16] = "";
+        if (spec->rdzv_port >= 0)
+            snprintf(port, sizeof port, ":%d", spec->rdzv_port);
+        line(s, "rdzv_endpoint=%s%.96s%s%s kept (given explicitly)", v6 ? "[" : "", h,
+             v6 ? "]" : "", port);
         return 0;
     }
     if (nl == NULL)
         return ddp_err_set(err, DDP_EENV,
                            "SLURM_STEP_NODELIST and SLURM_JOB_NODELIST are unset: "
                            "no rendezvous host (give --rdzv_endpoint)");
-    char ep[LAUNCH_HOSTNAME_MAX + 16];
-    snprintf(ep, sizeof ep, "%s:%d", s->head, s->port);
-    if ((rc = launch__str_set(&spec->rdzv_endpoint, ep)) < 0 ||
-        (rc = launch__str_set(&spec->rdzv_host, s->head)) < 0)
+    if ((rc = launch__str_set(&spec->rdzv_host, s->head)) < 0)
         return rc;
     spec->rdzv_port = s->port;
-    line(s, "rdzv_endpoint=%.64s from the first host of %s=%.40s, port %d+%d*(job %% %d)+step slot",
-         ep, nl_var, nl, LAUNCH_SLURM_PORT_BASE, LAUNCH_SLURM_STEP_SLOTS, LAUNCH_SLURM_JOB_SLOTS);
+    line(s,
+         "rdzv_endpoint=%.64s:%d from the first host of %s=%.40s, port %d+%d*(job %% %d)+step slot",
+         s->head, s->port, nl_var, nl, LAUNCH_SLURM_PORT_BASE, LAUNCH_SLURM_STEP_SLOTS,
+         LAUNCH_SLURM_JOB_SLOTS);
     return 0;
 }
 
