@@ -1,7 +1,7 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), and the job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
-LAUNCH_SRCS := launcher/cli.c launcher/program.c launcher/nproc.c launcher/hostlist.c \
+LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c launcher/nproc.c launcher/hostlist.c \
                launcher/slurm.c launcher/job.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
