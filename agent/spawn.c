@@ -234,11 +234,11 @@ fail:
  * static stack serves every spawn. */
 static char child_stack[64 * 1024] __attribute__((aligned(64)));
 
-/* Starts one worker. Returns 0 or -errno (logged). */
-static int worker_spawn(agent_t *a, agent_worker_t *w) {
-    char dir[3200];
-    int rc = 0;
-    snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
+/* The worker's directory (dir, cap bytes) and error file, created and emptied for this attempt.
+ * Returns 0 or -errno (logged). */
+static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
+    int rc;
+    snprintf(dir, cap, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
     if (a->log_layout) {
         /* torchrun's layout: <log_dir>/attempt_N/<local_rank>/{stdout,stderr}.log, error.json */
         rc = make_dirs(dir);
@@ -253,32 +253,51 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
                  w->local_rank);
     }
     unlink(w->error_file);
+    return 0;
+}
 
-    /* The worker's environment: the round's shared entries, borrowed from base_env (which
-     * holds none of these names: they are in owned_vars), then its own. */
-    ddp_strv_t own = DDP_STRV_INIT;
-    rc = ddp_strv_pushf(&own, "RANK=%d", w->rank);
-    rc = rc ? rc : ddp_strv_pushf(&own, "ROLE_RANK=%d", w->rank);
+/* The worker's environment: the round's shared entries, borrowed from base_env (which holds
+ * none of these names: they are in owned_vars), then its own, kept in own. Returns the envp
+ * (caller frees the array, not the strings; free own after it), or NULL with *rcp set. */
+static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *rcp) {
+    int rc = ddp_strv_pushf(own, "RANK=%d", w->rank);
+    rc = rc ? rc : ddp_strv_pushf(own, "ROLE_RANK=%d", w->rank);
     int local_rank_env = a->job->virtual_local_rank ? 0 : w->local_rank;
-    rc = rc ? rc : ddp_strv_pushf(&own, "LOCAL_RANK=%d", local_rank_env);
+    rc = rc ? rc : ddp_strv_pushf(own, "LOCAL_RANK=%d", local_rank_env);
     if (rc == 0 && a->job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
         char dev[256]; /* an entry may be a GPU or MIG UUID */
         rc = agent__worker_device(a->job, w->local_rank, dev, sizeof dev);
-        rc = rc ? rc : ddp_strv_pushf(&own, "CUDA_VISIBLE_DEVICES=%s", dev);
+        rc = rc ? rc : ddp_strv_pushf(own, "CUDA_VISIBLE_DEVICES=%s", dev);
         if (rc == 0 && strcmp(a->job->devices_var, "HIP_VISIBLE_DEVICES") == 0)
-            rc = ddp_strv_pushf(&own, "HIP_VISIBLE_DEVICES=%s", dev);
+            rc = ddp_strv_pushf(own, "HIP_VISIBLE_DEVICES=%s", dev);
     }
-    rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
-    rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
-    rc = rc ? rc : ddp_strv_pushf(&own, "DDPRUN_ROUND=%lld", (long long)a->round);
-    char **envp = rc ? NULL : malloc((a->base_env.n + own.n + 1) * sizeof *envp);
+    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
+    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
+    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_ROUND=%lld", (long long)a->round);
+    char **envp = rc ? NULL : malloc((a->base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
-        ddp_strv_free(&own);
-        return rc ? rc : -ENOMEM;
+        *rcp = rc ? rc : -ENOMEM;
+        return NULL;
     }
     memcpy(envp, a->base_env.v, a->base_env.n * sizeof *envp);
-    memcpy(envp + a->base_env.n, own.v, (own.n + 1) * sizeof *envp); /* with the NULL */
+    memcpy(envp + a->base_env.n, own->v, (own->n + 1) * sizeof *envp); /* with the NULL */
+    return envp;
+}
+
+/* Long: the clone and the hand-over of its fds read best in one piece, with one fail path. */
+/* Starts one worker. Returns 0 or -errno (logged). */
+static int worker_spawn(agent_t *a, agent_worker_t *w) {
+    char dir[3200];
+    int rc = worker_files(a, w, dir, sizeof dir);
+    if (rc < 0)
+        return rc;
+    ddp_strv_t own = DDP_STRV_INIT;
+    char **envp = worker_envp(a, w, &own, &rc);
+    if (envp == NULL) {
+        ddp_strv_free(&own);
+        return rc;
+    }
 
     stream_plan_t out = {-1, -1, -1, -1, 0}, err = {-1, -1, -1, -1, 0};
     if ((rc = plan_stream(a, w, dir, 1, &out)) < 0 || (rc = plan_stream(a, w, dir, 2, &err)) < 0)

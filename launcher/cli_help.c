@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+/* Long: one help text, kept as the user reads it. */
 void launch_usage(void) {
     fputs(
         "usage: ddprun [flags] program [args...]\n"
@@ -92,6 +93,7 @@ void launch_usage(void) {
         "  0        every worker succeeded\n"
         "  1        the job failed; the summary names the rank, host and exit code or signal\n"
         "  2        usage error: one line names the flag, value or path; nothing was started\n"
+        "  3        ddprun itself could not run the job (the reason is logged)\n"
         "  126/127  the program is not executable / not found (when found out late)\n"
         "  128+N    ddprun was killed by signal N\n",
         stdout);

@@ -235,6 +235,7 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
     return 0;
 }
 
+/* Long: the derivation steps in their documented order, one line each. */
 int launch_slurm_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
                         launch_slurm_t *out, ddp_err_t *err) {
     launch_slurm_t local = {0};

@@ -89,6 +89,7 @@ static int usage(const char *msg) {
     return 2;
 }
 
+/* Long: the flag loop and the one request, read top to bottom like a small main. */
 int launch_status_main(int argc, char **argv) {
     const char *endpoint = NULL, *id = NULL;
     int json_out = 0;
