@@ -1,6 +1,6 @@
 /* The per-node agent: hosts the job's store, forks and supervises the workers, restarts the
  * group on failure and prints the failure summary. It runs an agent_job_t, the job resolved from
- * the command line by the launcher; it knows nothing of flags or of the launcher. */
+ * the command line by the launcher, and depends on nothing of the launcher. */
 #ifndef AGENT_H
 #define AGENT_H
 
