@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 #include "rdzv_server.h"
@@ -48,7 +49,7 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
         DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
     } else if (WIFSIGNALED(status)) {
         DDP_DEBUG("rank %d (pid %d) killed by %s", w->rank, (int)w->pid,
-                  launch_signal_name(WTERMSIG(status)));
+                  ddp_signal_name(WTERMSIG(status)));
     } else {
         DDP_DEBUG("rank %d (pid %d) exited %d", w->rank, (int)w->pid, WEXITSTATUS(status));
     }
@@ -84,7 +85,7 @@ static void on_signal(uv_signal_t *h, int sig) {
     if (!agent__is_termination_signal(sig)) {
         /* SIGUSR1/SIGUSR2 and the like are messages for the workers (e.g. Slurm's --signal
          * warning before the time limit): forward them and carry on. */
-        DDP_INFO("forwarding %s to the workers", launch_signal_name(sig));
+        DDP_INFO("forwarding %s to the workers", ddp_signal_name(sig));
         agent__group_signal(a, sig);
         return;
     }
@@ -182,104 +183,143 @@ static void remove_tree(const char *path) {
     rmdir(path);
 }
 
-static int uses_log_files(const launch_spec_t *sp) {
-    return sp->redirects.dflt || sp->redirects.n || sp->tee.dflt || sp->tee.n;
+static int uses_log_files(const agent_job_t *job) {
+    return job->redirects.dflt || job->redirects.n || job->tee.dflt || job->tee.n;
 }
 
-/* The run directory holds attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}. */
-static int run_dir_setup(agent_t *a) {
-    const launch_spec_t *sp = a->spec;
-    a->log_layout = sp->log_dir != NULL || uses_log_files(sp);
-    if (sp->log_dir != NULL) {
-        if (strlen(sp->log_dir) >= sizeof a->run_dir - 64) {
-            DDP_ERROR("--log_dir: path too long: %.64s...", sp->log_dir);
-            return -ENAMETOOLONG;
-        }
-        snprintf(a->run_dir, sizeof a->run_dir, "%s", sp->log_dir);
-        if (mkdir(a->run_dir, 0755) < 0 && errno != EEXIST) {
-            DDP_ERROR("--log_dir: unable to create %s: %s", a->run_dir, strerror(errno));
-            return -errno;
-        }
-        if (access(a->run_dir, W_OK | X_OK) < 0) {
-            DDP_ERROR("--log_dir: %s is not writable: %s", a->run_dir, strerror(errno));
-            return -errno;
-        }
-        return 0;
+/* --log_dir: the directory must exist or be creatable, and writable. Returns 0 or DDP_EUSAGE
+ * (logged): the flag's value is what is wrong. */
+static int log_dir_setup(agent_t *a, const char *dir) {
+    if (strlen(dir) >= sizeof a->run_dir - 64) {
+        DDP_ERROR("--log_dir: path too long: %.64s...", dir);
+        return DDP_EUSAGE;
     }
+    snprintf(a->run_dir, sizeof a->run_dir, "%s", dir);
+    if (mkdir(a->run_dir, 0755) < 0 && errno != EEXIST) {
+        DDP_ERROR("--log_dir: unable to create %s: %s", a->run_dir, strerror(errno));
+        return DDP_EUSAGE;
+    }
+    if (access(a->run_dir, W_OK | X_OK) < 0) {
+        DDP_ERROR("--log_dir: %s is not writable: %s", a->run_dir, strerror(errno));
+        return DDP_EUSAGE;
+    }
+    return 0;
+}
+
+/* The run directory holds attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}: log_dir, or
+ * a private one. Returns 0 or DDP_EUSAGE (logged; TMPDIR or --log_dir is unusable). */
+static int run_dir_setup(agent_t *a) {
+    const agent_job_t *job = a->job;
+    a->log_layout = job->log_dir != NULL || uses_log_files(job);
+    if (job->log_dir != NULL)
+        return log_dir_setup(a, job->log_dir);
     /* Without log files the directory holds only error files: tmpfs (/dev/shm) makes its
      * creation and removal nearly free, where a disk file system costs a measurable share of a
      * short job's start. TMPDIR, when set, wins. */
     const char *tmp = getenv("TMPDIR");
-    if ((tmp == NULL || *tmp == '\0') && !uses_log_files(sp) && access("/dev/shm", W_OK) == 0)
+    if ((tmp == NULL || *tmp == '\0') && !uses_log_files(job) && access("/dev/shm", W_OK) == 0)
         tmp = "/dev/shm";
     /* The run id is the user's text: keep only characters that are safe in a file name. */
     char id[64];
     size_t n = 0;
-    for (const char *p = sp->rdzv_id; *p && n < sizeof id - 1; p++)
+    for (const char *p = job->run_id; *p && n < sizeof id - 1; p++)
         id[n++] = (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.') ? *p : '_';
     id[n] = '\0';
     snprintf(a->run_dir, sizeof a->run_dir, "%s/ddprun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", id);
     if (mkdtemp(a->run_dir) == NULL) {
         DDP_ERROR("unable to create a run directory %s: %s", a->run_dir, strerror(errno));
-        return -errno;
+        return DDP_EUSAGE;
     }
     a->run_dir_is_temp = 1;
-    if (uses_log_files(sp))
+    if (uses_log_files(job))
         DDP_WARN("no --log_dir given: worker logs go to %s", a->run_dir);
     return 0;
 }
 
-/* One node: the job store on 127.0.0.1 with a fresh token only our workers receive, and a free
- * MASTER_PORT for PyTorch workers. Returns 0 or an exit code (logged). */
-static int local_store_start(agent_t *a, ddp_err_t *err) {
-    const launch_spec_t *sp = a->spec;
-    int rc;
-    ddp_buf_t token = DDP_BUF_INIT, hex = DDP_BUF_INIT;
-    if ((rc = rdzv_token_generate(&token, 32, err)) < 0 ||
-        (rc = rdzv_token_to_hex(token.data, token.len, &hex)) < 0) {
+/* The job token, fresh for a one-node job: only our workers receive it (hex in a->token_hex).
+ * Returns 0 or a negative code (logged). */
+static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
+    ddp_buf_t hex = DDP_BUF_INIT;
+    int rc = rdzv_token_generate(token, 32, err);
+    if (rc == 0)
+        rc = rdzv_token_to_hex(token->data, token->len, &hex);
+    if (rc < 0)
         DDP_ERROR("unable to generate the job token: %s",
                   err->text[0] ? err->text : ddp_strerror(rc));
-        ddp_buf_free(&token);
-        return AGENT_EXIT_INTERNAL;
-    }
-    snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
+    else
+        snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
     ddp_buf_free(&hex);
+    return rc;
+}
+
+/* One node: the job store on 127.0.0.1 with a fresh token, and a free MASTER_PORT for PyTorch
+ * workers unless one was given. Returns 0 or a negative code (logged). */
+static int local_store_start(agent_t *a, ddp_err_t *err) {
+    const agent_job_t *job = a->job;
+    ddp_buf_t token = DDP_BUF_INIT;
+    int rc = local_token_make(a, &token, err);
+    if (rc < 0) {
+        ddp_buf_free(&token);
+        return rc;
+    }
     rdzv_server_opts_t so = {
         .host = "127.0.0.1", .port = 0, .token = token.data, .token_len = token.len};
     rc = rdzv_server_start(a->loop, &so, &a->store, err);
     ddp_buf_free(&token); /* the server keeps its own copy */
     if (rc < 0) {
         DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
-        return AGENT_EXIT_INTERNAL;
+        return rc;
     }
     a->store_port = rdzv_server_port(a->store);
-
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", sp->master_addr);
-    a->master_port = sp->master_port;
-    if (a->master_port < 0 || sp->standalone) {
+    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
+    snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
+    a->master_port = job->master_port;
+    if (a->master_port < 0) {
         a->master_port = agent__pick_free_port(a->master_addr);
         if (a->master_port < 0) {
             DDP_ERROR("unable to pick a free MASTER_PORT on %s: %s", a->master_addr,
                       strerror(-a->master_port));
-            return AGENT_EXIT_INTERNAL;
+            return a->master_port;
         }
     }
-
-    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
-    /* -EINVAL: --virtual_local_rank with too few visible devices (logged), a usage error. */
     if ((rc = agent__base_env_build(a)) < 0)
-        return rc == -EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_INTERNAL;
+        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
+    return rc;
+}
+
+/* Signal handling on the loop: SIGCHLD (reaping) and the job's --signals_to_handle. Returns 0 or
+ * a negative libuv code (logged). A signal that cannot be handled is only warned about. */
+static int signals_start(agent_t *a) {
+    const agent_job_t *job = a->job;
+    a->sigchld.data = a;
+    int rc = uv_signal_init(a->loop, &a->sigchld);
+    if (rc == 0)
+        rc = uv_signal_start(&a->sigchld, on_sigchld, SIGCHLD);
+    if (rc < 0) {
+        DDP_ERROR("unable to watch SIGCHLD: %s", uv_strerror(rc));
+        return rc;
+    }
+    for (int i = 0; i < job->n_signals && i < AGENT_MAX_SIGNALS; i++) {
+        uv_signal_t *h = &a->sigs[a->nsigs];
+        h->data = a;
+        if ((rc = uv_signal_init(a->loop, h)) < 0)
+            return rc;
+        a->nsigs++; /* initialised: closed with the loop even when it does not start */
+        if ((rc = uv_signal_start(h, on_signal, job->signals[i])) < 0)
+            DDP_WARN("--signals_to_handle: unable to handle %s: %s",
+                     ddp_signal_name(job->signals[i]), uv_strerror(rc));
+    }
     return 0;
 }
 
-/* Everything before the first worker starts. Returns 0 or an exit code (logged). */
+/* Everything before the first worker starts. Returns 0 or a negative code (logged). */
 static int agent_setup(agent_t *a, ddp_err_t *err) {
-    const launch_spec_t *sp = a->spec;
+    const agent_job_t *job = a->job;
     int rc;
-    a->nproc = sp->nproc_per_node;
-    a->node_rank = sp->node_rank;
-    a->world_size = sp->max_nodes * a->nproc;
-    a->group_world_size = sp->max_nodes;
+    a->nproc = job->nproc;
+    a->node_rank = job->node_rank > 0 ? job->node_rank : 0;
+    a->world_size = job->max_nodes * a->nproc;
+    a->group_world_size = job->max_nodes;
     a->rank_base = a->node_rank * a->nproc;
     gethostname(a->hostname, sizeof a->hostname - 1);
     /* Orphans of our workers are re-parented to us, so we can reap and kill them. */
@@ -292,96 +332,93 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     if (a->workers == NULL || a->failures == NULL)
         return -ENOMEM;
     if ((rc = run_dir_setup(a)) < 0)
-        return AGENT_EXIT_USAGE;
+        return rc;
     /* Before any libuv signal handler and any socket exists, so the guard inherits neither. */
     if ((rc = agent__guard_start(a)) < 0)
         DDP_WARN("unable to start the orphan guard: %s", strerror(-rc));
-
-    if (agent__rdzv_wanted(sp)) {
-        /* Multi-node: the store, the ranks and the master come from the rendezvous. */
-        if ((rc = agent__rdzv_start(a)) != 0)
-            return rc;
-    } else if ((rc = local_store_start(a, err)) != 0) {
+    /* Multi-node: the store, the ranks and the master come from the rendezvous. */
+    rc = agent__rdzv_wanted(job) ? agent__rdzv_start(a) : local_store_start(a, err);
+    if (rc < 0 || (rc = signals_start(a)) < 0)
         return rc;
-    }
-    a->sigchld.data = a;
-    if (uv_signal_init(a->loop, &a->sigchld) < 0 ||
-        uv_signal_start(&a->sigchld, on_sigchld, SIGCHLD) < 0)
-        return AGENT_EXIT_INTERNAL;
-    for (int i = 0; i < sp->n_signals && i < LAUNCH_MAX_SIGNALS; i++) {
-        uv_signal_t *h = &a->sigs[a->nsigs];
-        h->data = a;
-        if (uv_signal_init(a->loop, h) < 0 || uv_signal_start(h, on_signal, sp->signals[i]) < 0) {
-            DDP_WARN("--signals_to_handle: unable to handle signal %d", sp->signals[i]);
-            continue;
-        }
-        a->nsigs++;
-    }
-    uv_timer_init(a->loop, &a->kill_timer);
-    uv_timer_init(a->loop, &a->restart_timer);
+    if ((rc = uv_timer_init(a->loop, &a->kill_timer)) < 0 ||
+        (rc = uv_timer_init(a->loop, &a->restart_timer)) < 0)
+        return rc;
     a->kill_timer.data = a->restart_timer.data = a;
     return 0;
 }
 
-int agent_run(const launch_spec_t *spec, const char *path, char *const *worker_argv) {
-    agent_t agent;
-    memset(&agent, 0, sizeof agent);
-    agent_t *a = &agent;
-    a->spec = spec;
-    a->path = path;
-    a->argv = worker_argv;
-    a->guard_fd = -1;
-    a->exit_code = AGENT_EXIT_INTERNAL;
-    uv_loop_t loop;
-    if (uv_loop_init(&loop) < 0) {
-        DDP_ERROR("unable to create the event loop");
-        return AGENT_EXIT_INTERNAL;
-    }
-    a->loop = &loop;
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = agent_setup(a, &err);
-    if (rc == 0) {
-        a->state = a->rdzv ? SUP_JOINING : SUP_RUNNING;
-        if (a->state == SUP_JOINING)
-            agent__rdzv_join(a);
-        else if (agent__group_start(a) < 0) {
-            agent__group_signal(a, SIGKILL);
-            a->exit_code = AGENT_EXIT_INTERNAL;
-            a->state = SUP_DONE;
+/* Setup failed, or the first group could not start: reap what started, then close the loop
+ * (uv_run returns once the handles are closed). */
+static void abandon(agent_t *a) {
+    while (a->running > 0) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0)
+            break;
+        agent_worker_t *w = worker_by_pid(a, pid);
+        if (w != NULL) {
+            w->state = WORKER_EXITED;
+            agent__stream_finish(w->out);
+            agent__stream_finish(w->err);
+            a->running--;
         }
-    } else {
-        a->exit_code = rc > 0 ? rc : AGENT_EXIT_INTERNAL;
-        a->state = SUP_DONE;
     }
-    if (a->state == SUP_DONE) {
-        /* Setup failed: reap what started, then close the loop. */
-        while (a->running > 0) {
-            int status;
-            pid_t pid = waitpid(-1, &status, 0);
-            if (pid < 0)
-                break;
-            agent_worker_t *w = worker_by_pid(a, pid);
-            if (w != NULL) {
-                w->state = WORKER_EXITED;
-                agent__stream_finish(w->out);
-                agent__stream_finish(w->err);
-                a->running--;
-            }
-        }
-        agent__shutdown_loop(a);
+    a->state = SUP_DONE;
+    agent__shutdown_loop(a);
+}
+
+/* Sets the job going: the first JOIN, or the first group. Returns 0 or a negative code. */
+static int agent_begin(agent_t *a) {
+    a->state = a->rdzv ? SUP_JOINING : SUP_RUNNING;
+    if (a->state == SUP_JOINING) {
+        agent__rdzv_join(a);
+        return 0;
     }
-    uv_run(a->loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(a->loop) != 0)
-        DDP_DEBUG("event loop closed with handles still open");
+    int rc = agent__group_start(a);
+    if (rc < 0)
+        agent__group_signal(a, SIGKILL);
+    return rc;
+}
+
+/* What agent_run leaves behind: the guard, the private run directory after a success, memory. */
+static void agent_teardown(agent_t *a) {
     agent__guard_stop(a);
     /* A private run directory holding only error files goes away after success; after a
      * failure it stays, since the summary points at the files in it. */
-    if (a->run_dir_is_temp && !a->log_layout && a->exit_code == AGENT_EXIT_OK)
+    int ok = a->error == 0 && !a->result.failed && !a->result.exec_errno && !a->result.signal;
+    if (a->run_dir_is_temp && !a->log_layout && ok)
         remove_tree(a->run_dir);
     agent__rdzv_free(a);
     ddp_strv_free(&a->base_env);
     free(a->workers);
     free(a->failures);
-    return a->exit_code;
+}
+
+int agent_run(const agent_job_t *job, agent_result_t *res) {
+    agent_t agent;
+    memset(&agent, 0, sizeof agent);
+    memset(res, 0, sizeof *res);
+    agent_t *a = &agent;
+    a->job = job;
+    a->guard_fd = -1;
+    uv_loop_t loop;
+    int rc = uv_loop_init(&loop);
+    if (rc < 0) {
+        DDP_ERROR("unable to create the event loop: %s", uv_strerror(rc));
+        return rc;
+    }
+    a->loop = &loop;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0) {
+        a->error = rc;
+        abandon(a);
+    }
+    if ((rc = uv_run(a->loop, UV_RUN_DEFAULT)) != 0)
+        DDP_DEBUG("event loop stopped with %d handle(s) active", rc);
+    if (uv_loop_close(a->loop) != 0)
+        DDP_DEBUG("event loop closed with handles still open");
+    agent_teardown(a);
+    *res = a->result;
+    return a->error;
 }

@@ -39,7 +39,7 @@ typedef struct agent_stream {
     int after_cr;   /* the last line out ended with CR (its LF may follow in the next read) */
     ddp_buf_t line; /* bytes after the last newline */
     /* --log_line_prefix_template rendered once when the worker starts ("[default0]:") */
-    char prefix[LAUNCH_PREFIX_MAX];
+    char prefix[AGENT_PREFIX_MAX];
     size_t prefix_len;
     char *const *filters; /* --duplicate_std{out,err}_filters (borrowed from the spec), or NULL */
     int dup_fd;           /* attempt_N/filtered_std{out,err}.log when filters is set, else -1 */
@@ -94,12 +94,10 @@ typedef struct agent_failure {
 } agent_failure_t;
 
 struct agent {
-    const launch_spec_t *spec;
-    const char *path;  /* what workers exec: the program or python, resolved */
-    char *const *argv; /* their argv, argv[0] as the user gave it */
+    const agent_job_t *job; /* borrowed from agent_run's caller */
     uv_loop_t *loop;
     uv_signal_t sigchld;
-    uv_signal_t sigs[LAUNCH_MAX_SIGNALS + 2];
+    uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
     int nsigs;
     uv_timer_t kill_timer;
     uv_timer_t restart_timer;
@@ -114,7 +112,8 @@ struct agent {
     int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
     struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
     int running;             /* workers not yet reaped */
-    int exit_code;           /* what agent_run returns */
+    agent_result_t result;   /* how the job ended (agent_run's *res) */
+    int error;               /* < 0: the agent itself failed (agent_run returns it) */
     int stop_signal;         /* signal that started a shutdown, else 0 */
 
     agent_worker_t *workers;
@@ -142,10 +141,14 @@ static inline int agent__is_termination_signal(int sig) {
 
 /* spawn.c: fork and exec every worker of attempt a->attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
-/* spawn.c: builds the environment every worker shares. Returns 0 or -errno. */
+/* spawn.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a);
 /* spawn.c: sends sig to every running worker's process group. */
 void agent__group_signal(agent_t *a, int sig);
+/* job.c: the device (its text in the visible list, or the local rank when there is no list) a
+ * worker sees under --virtual_local_rank, into out (cut to cap - 1 bytes). Returns 0, or -ENOENT
+ * when the list has no device for local_rank (agent_job_prepare has refused such a job). */
+int agent__worker_device(const agent_job_t *job, int local_rank, char *out, size_t cap);
 
 /* output.c: opens the read side for one stream of worker w; see agent_stream_t. */
 agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
@@ -160,15 +163,19 @@ void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
 void agent__on_kill_timer(uv_timer_t *t);
 /* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
 void agent__kill_adopted(agent_t *a);
-/* agent.c: closes every handle so that uv_run returns; the exit code is already set. */
+/* agent.c: closes every handle so that uv_run returns; the outcome is already recorded. */
 void agent__shutdown_loop(agent_t *a);
 
 /* agent.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
 int agent__pick_free_port(const char *addr);
-/* rdzv.c: nonzero when the spec asks for a multi-node (c10d) rendezvous. */
-int agent__rdzv_wanted(const launch_spec_t *sp);
+/* rdzv.c: nonzero when the job needs a multi-node rendezvous. */
+int agent__rdzv_wanted(const agent_job_t *job);
+/* rdzv.c: agent_job_prepare's multi-node part: the endpoint given and resolved, the run id short
+ * enough for the protocol, the job token loaded. Returns 0, DDP_EUSAGE (err names the flag or
+ * variable) or -ENOMEM. */
+int agent__rdzv_prepare(agent_job_t *job, ddp_err_t *err);
 /* rdzv.c: hosts the store when the endpoint is ours and connects; agent_run then sends the first
- * JOIN (agent__rdzv_join). Returns 0 or an exit code (logged). */
+ * JOIN (agent__rdzv_join). Returns 0, or DDP_EUSAGE / -errno (logged). */
 int agent__rdzv_start(agent_t *a);
 /* rdzv.c: joins the first round, or the next one once the group of the previous one is down;
  * the outcome arrives as EV_JOINED or EV_RDZV_ERROR (state SUP_JOINING). */
@@ -184,12 +191,6 @@ void agent__rdzv_free(agent_t *a);
 
 /* summary.c: prints the failure summary of the last attempt to stderr. */
 void agent__summary_print(agent_t *a);
-/* agent.c: kill-timer callback (feeds EV_KILL_TIMER). */
-void agent__on_kill_timer(uv_timer_t *t);
-/* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
-void agent__kill_adopted(agent_t *a);
-/* agent.c: closes every handle so that uv_run returns; the exit code is already set. */
-void agent__shutdown_loop(agent_t *a);
 
 /* summary.c: the error file's message (PyTorch format) for a failure; caller frees. NULL if none.
  */

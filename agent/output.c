@@ -60,7 +60,7 @@ static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
     int dup = s->dup_fd >= 0 && line_matches(s->filters, p, n);
     /* One buffer, one write: tag and line must reach the terminal together. A line longer
      * than the buffer goes out as several tagged pieces. */
-    static uint8_t out[LAUNCH_PREFIX_MAX + AGENT_MAX_LINE + 1];
+    static uint8_t out[AGENT_PREFIX_MAX + AGENT_MAX_LINE + 1];
     do {
         size_t piece = n < AGENT_MAX_LINE ? n : AGENT_MAX_LINE;
         memcpy(out, s->prefix, s->prefix_len);
@@ -152,15 +152,15 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 /* A tee'd stream shown on the console: its prefix, and its filtered file when filters are set
  * (torchrun duplicates only the lines it tails to the console). */
 static void stream_tag_init(agent_t *a, agent_stream_t *s) {
-    const launch_spec_t *sp = a->spec;
+    const agent_job_t *job = a->job;
     s->dup_fd = -1;
     if (!s->tag)
         return;
     s->prefix_len =
-        launch_prefix_render(sp->log_line_prefix_template, sp->role, s->rank - a->rank_base,
+        agent_prefix_render(job->prefix_template, job->role, s->rank - a->rank_base,
                              s->rank, a->hostname, s->prefix, sizeof s->prefix);
-    char *const *filters = s->console_fd == 1   ? sp->dup_stdout_filters
-                           : s->console_fd == 2 ? sp->dup_stderr_filters
+    char *const *filters = s->console_fd == 1   ? job->dup_stdout_filters
+                           : s->console_fd == 2 ? job->dup_stderr_filters
                                                 : NULL;
     if (filters == NULL || !a->log_layout)
         return;

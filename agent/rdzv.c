@@ -1,4 +1,4 @@
-/* The agent's side of a multi-node rendezvous (issue 4; docs/ARCHITECTURE.md): host the store
+/* The agent's side of a multi-node rendezvous (docs/ARCHITECTURE.md): host the store
  * when the endpoint is this machine's, JOIN rounds, watch for the end of the running round, send
  * heartbeats, report failures, and leave through a bounded exit barrier. Everything is
  * asynchronous on the agent's loop (rdzv_aclient), so signals are handled during a rendezvous.
@@ -8,20 +8,15 @@
  * when the round ends (a failure, a death, a node joining). */
 #include "agent_int.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <limits.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
+#include "ddp_addr.h"
 #include "ddp_log.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
@@ -42,10 +37,10 @@
 struct agent_rdzv {
     agent_t *a;
     rdzv_aclient_t *ctl, *watch;
-    char addr[INET6_ADDRSTRLEN]; /* the endpoint, numeric */
+    const char *addr; /* the endpoint, numeric (the job's rdzv_addr) */
     int port;
     char host[RDZV_HOST_MAX + 1]; /* this node as the others reach it */
-    ddp_buf_t token;
+    const ddp_buf_t *token;       /* the job's; may be empty */
     uv_timer_t hb_timer;
     uv_timer_t linger_timer;
     uint64_t linger_until;
@@ -61,94 +56,33 @@ struct agent_rdzv {
     int stopping;
 };
 
-int agent__rdzv_wanted(const launch_spec_t *sp) {
-    return sp->max_nodes > 1;
+int agent__rdzv_wanted(const agent_job_t *job) {
+    return job->max_nodes > 1;
 }
 
-/* Resolves host to a numeric address (first of getaddrinfo). Returns 0 or -1 with errtext. */
-static int resolve(const char *host, char *out, size_t cap, const char **why) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int rc = getaddrinfo(host, NULL, &hints, &res);
-    if (rc != 0) {
-        *why = gai_strerror(rc);
-        return -1;
-    }
-    void *sa = res->ai_family == AF_INET6
-                   ? (void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-                   : (void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
-    inet_ntop(res->ai_family, sa, out, (socklen_t)cap);
-    freeaddrinfo(res);
-    return 0;
+/* The flag that names the endpoint of job's backend, for messages. */
+static const char *endpoint_flag(const agent_job_t *job) {
+    return job->backend == AGENT_RDZV_STATIC ? "--master_addr" : "--rdzv_endpoint";
 }
 
-/* Nonzero when addr (numeric) is loopback or one of this machine's interface addresses: the
- * c10d rule for "the endpoint is me" (hostnames alone mislead inside namespaces and clusters). */
-static int is_local_addr(const char *addr) {
-    if (strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0)
-        return 1;
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) < 0)
-        return 0;
-    int found = 0;
-    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-        if (i->ifa_addr == NULL)
-            continue;
-        char buf[INET6_ADDRSTRLEN] = "";
-        if (i->ifa_addr->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf, sizeof buf);
-        else if (i->ifa_addr->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, buf, sizeof buf);
-        found = strcmp(buf, addr) == 0;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
-/* The address this machine uses to reach addr:port: what the other nodes can reach us at.
- * A connected UDP socket sends nothing; getsockname tells the route's source address. */
-static void route_source(const char *addr, int port, char *out, size_t cap) {
-    snprintf(out, cap, "%s", addr);
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    socklen_t len;
-    int fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
-    if (fam == AF_INET) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        inet_pton(AF_INET, addr, &s4->sin_addr);
-        len = sizeof *s4;
-    } else {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        inet_pton(AF_INET6, addr, &s6->sin6_addr);
-        len = sizeof *s6;
-    }
-    int fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return;
-    if (connect(fd, (struct sockaddr *)&ss, len) == 0 &&
-        getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-        if (fam == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)cap);
-        else
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)cap);
-    }
-    close(fd);
-}
-
-/* The job token: DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE. Returns 0 (token may stay empty), or
- * an exit code after logging the variable that is wrong. */
-static int token_load(struct agent_rdzv *r) {
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = rdzv_token_from_job_env(&r->token, &err);
-    if (rc < 0) {
-        DDP_ERROR("%s", err.text);
-        return AGENT_EXIT_USAGE;
-    }
-    return 0;
+int agent__rdzv_prepare(agent_job_t *job, ddp_err_t *err) {
+    if (job->rdzv_host == NULL || *job->rdzv_host == '\0')
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--nnodes=%d:%d needs --rdzv_endpoint=HOST[:PORT] (or --master_addr "
+                           "with --rdzv_backend=static)",
+                           job->min_nodes, job->max_nodes);
+    /* The server knows the run by at most this many characters: a longer id would be cut in the
+     * JOIN but not in the keys the agents watch, and heartbeats could not be sent. */
+    if (strlen(job->run_id) > RDZV_RUN_ID_MAX)
+        return ddp_err_set(err, DDP_EUSAGE, "--rdzv_id: '%.32s...' is longer than %d characters",
+                           job->run_id, RDZV_RUN_ID_MAX);
+    ddp_err_t why;
+    ddp_err_clear(&why);
+    if (ddp_addr_resolve(job->rdzv_host, job->rdzv_addr, sizeof job->rdzv_addr, &why) < 0)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: %s", endpoint_flag(job), why.text);
+    /* The job token: DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE; the message names the variable. */
+    int rc = rdzv_token_from_job_env(&job->token, err);
+    return rc == -ENOMEM ? rc : rc < 0 ? DDP_EUSAGE : 0;
 }
 
 static void emit(agent_t *a, agent_event_t ev) {
@@ -176,7 +110,7 @@ static void on_connected(void *arg, int status, const char *errtext) {
         return;
     DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
               errtext ? errtext : ddp_strerror(status),
-              r->token.len == 0 ? " (agents read the job token from DDPRUN_TOKEN or "
+              r->token->len == 0 ? " (agents read the job token from DDPRUN_TOKEN or "
                                   "DDPRUN_TOKEN_FILE)"
                                 : "");
     /* Stop first, so the other connection's failure does not log the same thing again. */
@@ -198,7 +132,7 @@ static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep
 
 /* The key the server SETs when round `round` ends (its value says why). */
 static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
-    snprintf(key, cap, "__rdzv/%s/end/%lld", r->a->spec->rdzv_id, (long long)round);
+    snprintf(key, cap, "__rdzv/%s/end/%lld", r->a->job->run_id, (long long)round);
 }
 
 static void on_round_reason(void *arg, int status, const uint8_t *reply, size_t len,
@@ -250,7 +184,7 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     if (status == DDP_ECANCELED || r->stopping)
         return;
     if (status != 0) {
-        DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->spec->rdzv_id, r->addr, r->port,
+        DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->job->run_id, r->addr, r->port,
                   errtext ? errtext : ddp_strerror(status));
         emit(a, EV_RDZV_ERROR);
         return;
@@ -266,7 +200,7 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
-            DDP_ERROR("rendezvous '%s': %s", a->spec->rdzv_id, why);
+            DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
         ddp_buf_free(&rep.text);
         emit(a, EV_RDZV_ERROR);
         return;
@@ -282,12 +216,11 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     snprintf(a->master_addr, sizeof a->master_addr, "%s", j->master_addr);
     a->master_port = (int)j->master_port;
     DDP_INFO("rendezvous '%s' round %lld: node %d of %d, ranks %d..%d of %d, master %s:%d",
-             a->spec->rdzv_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
+             a->job->run_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
              a->rank_base + a->nproc - 1, a->world_size, a->master_addr, a->master_port);
     int rc = agent__base_env_build(a);
     if (rc < 0) {
-        if (rc != -EINVAL) /* -EINVAL (--virtual_local_rank short of devices) is logged already */
-            DDP_ERROR("unable to build the workers' environment: out of memory");
+        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
         emit(a, EV_RDZV_ERROR);
         return;
     }
@@ -297,28 +230,27 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
 
 void agent__rdzv_join(agent_t *a) {
     struct agent_rdzv *r = a->rdzv;
-    const launch_spec_t *sp = a->spec;
+    const agent_job_t *job = a->job;
     rdzv_join_req_t req;
     memset(&req, 0, sizeof req);
-    snprintf(req.run_id, sizeof req.run_id, "%s", sp->rdzv_id);
+    snprintf(req.run_id, sizeof req.run_id, "%s", job->run_id);
     snprintf(req.host, sizeof req.host, "%s", r->host);
-    req.want_node_rank =
-        LAUNCH_GIVEN(sp, LAUNCH_OPT_NODE_RANK) || sp->node_rank > 0 ? sp->node_rank : -1;
+    req.want_node_rank = job->node_rank;
     req.nproc = a->nproc;
     int port = agent__pick_free_port(r->host);
-    req.master_port = port > 0 ? port : LAUNCH_DEFAULT_MASTER_PORT;
-    req.cfg.min_nodes = sp->min_nodes;
-    req.cfg.max_nodes = sp->max_nodes;
-    req.cfg.last_call_timeout_ms = (int64_t)(sp->rdzv_opts.last_call_timeout * 1000);
-    req.cfg.join_timeout_ms = (int64_t)(sp->rdzv_opts.join_timeout * 1000);
-    req.cfg.keep_alive_interval_ms = (int64_t)(sp->rdzv_opts.keep_alive_interval * 1000);
-    req.cfg.keep_alive_max_attempt = sp->rdzv_opts.keep_alive_max_attempt;
-    req.cfg.max_restarts = sp->max_restarts;
+    req.master_port = port > 0 ? port : AGENT_DEFAULT_MASTER_PORT;
+    req.cfg.min_nodes = job->min_nodes;
+    req.cfg.max_nodes = job->max_nodes;
+    req.cfg.last_call_timeout_ms = job->rdzv.last_call_timeout_ms;
+    req.cfg.join_timeout_ms = job->rdzv.join_timeout_ms;
+    req.cfg.keep_alive_interval_ms = job->rdzv.keep_alive_interval_ms;
+    req.cfg.keep_alive_max_attempt = job->rdzv.keep_alive_max_attempt;
+    req.cfg.max_restarts = job->max_restarts;
     ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
     char what[RDZV_RUN_ID_MAX + 32];
-    snprintf(what, sizeof what, "RDZV_JOIN run '%s'", sp->rdzv_id);
+    snprintf(what, sizeof what, "RDZV_JOIN run '%s'", job->run_id);
     int rc = rdzv__join_req_encode(&frame, &req);
     if (rc == 0)
         rc = rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, RDZV_ACLIENT_PARKS,
@@ -330,7 +262,7 @@ void agent__rdzv_join(agent_t *a) {
     r->join_report_gap = first < AGENT_JOIN_REPORT_FIRST_MS ? first : AGENT_JOIN_REPORT_FIRST_MS;
     r->join_report_at = r->join_sent_ms + r->join_report_gap;
     if (rc < 0) {
-        DDP_ERROR("unable to join rendezvous '%s': %s", sp->rdzv_id,
+        DDP_ERROR("unable to join rendezvous '%s': %s", job->run_id,
                   err.text[0] ? err.text : ddp_strerror(rc));
         emit(a, EV_RDZV_ERROR);
     }
@@ -345,7 +277,7 @@ static void on_fail_reply(void *arg, int status, const uint8_t *reply, size_t le
         return; /* a lost store shows up on the watch connection */
     if (rep.fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails",
-                 r->a->spec->rdzv_id, (long long)rep.fail.restarts_used,
+                 r->a->job->run_id, (long long)rep.fail.restarts_used,
                  (long long)rep.fail.max_restarts);
     ddp_buf_free(&rep.text);
 }
@@ -355,7 +287,7 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv__fail_req_encode(&frame, a->spec->rdzv_id, a->round, what);
+    int rc = rdzv__fail_req_encode(&frame, a->job->run_id, a->round, what);
     if (rc == 0)
         rc = rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, 0, -1, "RDZV_FAIL",
                               on_fail_reply, r, &err);
@@ -378,7 +310,7 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
 /* Queues one RDZV_HEARTBEAT on the control connection. */
 static void heartbeat_send(struct agent_rdzv *r) {
     ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv__heartbeat_req_encode(&frame, r->a->spec->rdzv_id) == 0 &&
+    if (rdzv__heartbeat_req_encode(&frame, r->a->job->run_id) == 0 &&
         rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, 0, -1, "RDZV_HEARTBEAT",
                          on_heartbeat, r, NULL) == 0) {
         r->hb_pending = 1;
@@ -414,17 +346,17 @@ static void on_join_status(void *arg, int status, const uint8_t *reply, size_t l
         const char *st = json_string_value(json_object_get(m, "state"));
         joining += st != NULL && strcmp(st, "joining") == 0;
     }
-    const launch_spec_t *sp = a->spec;
+    const agent_job_t *job = a->job;
     size_t running = json_array_size(members) - joining;
     char others[48] = "";
     if (running > 0)
         snprintf(others, sizeof others, ", %zu running the last round", running);
     DDP_WARN("rendezvous '%s' at %s:%d: waiting %llu s for nodes: %zu of min %d joined round %lld "
              "(max %d)%s; join_timeout %g s",
-             sp->rdzv_id, r->addr, r->port,
+             job->run_id, r->addr, r->port,
              (unsigned long long)((uv_now(a->loop) - r->join_sent_ms) / 1000), joining,
-             sp->min_nodes, (long long)json_integer_value(json_object_get(root, "round")),
-             sp->max_nodes, others, sp->rdzv_opts.join_timeout);
+             job->min_nodes, (long long)json_integer_value(json_object_get(root, "round")),
+             job->max_nodes, others, job->rdzv.join_timeout_ms / 1000.0);
     json_decref(root);
 }
 
@@ -439,7 +371,7 @@ static void join_progress(struct agent_rdzv *r) {
                              : AGENT_JOIN_REPORT_MAX_MS;
     r->join_report_at = now + r->join_report_gap;
     ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv__status_req_encode(&frame, r->a->spec->rdzv_id) == 0 &&
+    if (rdzv__status_req_encode(&frame, r->a->job->run_id) == 0 &&
         rdzv_aclient_raw(r->watch, &frame, rdzv__round_reply_len, 0, -1, "RDZV_STATUS",
                          on_join_status, r, NULL) == 0)
         r->join_status_pending = 1;
@@ -449,7 +381,7 @@ static void join_progress(struct agent_rdzv *r) {
 static void on_hb_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     agent_t *a = r->a;
-    const launch_spec_t *sp = a->spec;
+    const agent_job_t *job = a->job;
     if (r->stopping)
         return;
     /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
@@ -460,8 +392,8 @@ static void on_hb_timer(uv_timer_t *t) {
     if (r->hb_pending) {
         /* The server declares a node dead after this much silence: a node that hears nothing
          * back for as long is cut off (network, a stopped store) and must not go on alone. */
-        uint64_t bound = (uint64_t)(sp->rdzv_opts.keep_alive_interval * 1000) *
-                         (uint64_t)sp->rdzv_opts.keep_alive_max_attempt;
+        uint64_t bound = (uint64_t)job->rdzv.keep_alive_interval_ms *
+                         (uint64_t)job->rdzv.keep_alive_max_attempt;
         uint64_t waited = uv_now(a->loop) - r->hb_sent_ms;
         if (waited > bound) {
             char why[96];
@@ -495,20 +427,21 @@ static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t 
         return;
     if (status == DDP_ETIMEOUT)
         DDP_WARN("exit barrier: not every node arrived within close_timeout=%gs; leaving anyway",
-                 a->spec->rdzv_opts.close_timeout);
+                 a->job->rdzv.close_timeout_ms / 1000.0);
     else if (status != 0)
         DDP_DEBUG("exit barrier: %s", errtext ? errtext : ddp_strerror(status));
     if (a->store != NULL) {
         /* Hosting: the others may still be reading their answer from our store. */
         r->linger_until = uv_now(a->loop) + AGENT_HOST_LINGER_MS;
-        uv_timer_start(&r->linger_timer, on_linger, 0, 10);
-        return;
+        if (uv_timer_start(&r->linger_timer, on_linger, 0, 10) == 0)
+            return;
+        /* Without the timer there is no lingering: leave at once. */
     }
     emit(a, EV_BARRIER_DONE);
 }
 
 static void barrier_key(agent_t *a, const char *what, char *key, size_t cap) {
-    snprintf(key, cap, "__rdzv/%s/%lld/exit%s", a->spec->rdzv_id, (long long)a->round, what);
+    snprintf(key, cap, "__rdzv/%s/%lld/exit%s", a->job->run_id, (long long)a->round, what);
 }
 
 static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t len,
@@ -528,7 +461,7 @@ static int barrier_wait(struct agent_rdzv *r) {
     uint64_t now = uv_now(a->loop);
     uint64_t left = r->barrier_deadline > now ? r->barrier_deadline - now : 1;
     /* Half an interval: a heartbeat queued behind the WAIT goes out at most that late. */
-    uint64_t slice = (uint64_t)(a->spec->rdzv_opts.keep_alive_interval * 1000) / 2;
+    uint64_t slice = (uint64_t)a->job->rdzv.keep_alive_interval_ms / 2;
     if (slice == 0 || slice > left)
         slice = left;
     if (slice > INT_MAX)
@@ -572,7 +505,7 @@ static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t l
         /* The last node to arrive releases the others. */
         rc = rdzv_aclient_set(r->ctl, key, "1", 1, on_barrier_done, r, NULL);
     } else {
-        r->barrier_deadline = uv_now(a->loop) + (uint64_t)(a->spec->rdzv_opts.close_timeout * 1000);
+        r->barrier_deadline = uv_now(a->loop) + (uint64_t)a->job->rdzv.close_timeout_ms;
         rc = barrier_wait(r);
     }
     if (rc < 0)
@@ -589,17 +522,17 @@ void agent__rdzv_exit_barrier(agent_t *a) {
 }
 
 /* Hosts the store on the endpoint when it is this machine's (or --rdzv_conf is_host=1) and the
- * port is free; another agent on the same machine may already host it. Returns 0 or an exit
- * code. */
+ * port is free; another agent on the same machine may already host it. Returns 0, or
+ * DDP_EUSAGE (logged) when is_host=1 and the endpoint cannot be served. */
 static int maybe_host(struct agent_rdzv *r) {
     agent_t *a = r->a;
-    int is_host = a->spec->rdzv_opts.is_host;
-    if (is_host == 0 || (is_host < 0 && !is_local_addr(r->addr)))
+    int is_host = a->job->rdzv.is_host;
+    if (is_host == 0 || (is_host < 0 && !ddp_addr_is_local(r->addr)))
         return 0;
     rdzv_server_opts_t so = {.host = r->addr, .port = (uint16_t)r->port};
-    if (r->token.len > 0) {
-        so.token = r->token.data;
-        so.token_len = r->token.len;
+    if (r->token->len > 0) {
+        so.token = r->token->data;
+        so.token_len = r->token->len;
     } else {
         so.no_auth = 1;
     }
@@ -617,87 +550,76 @@ static int maybe_host(struct agent_rdzv *r) {
     if (is_host == 1) {
         DDP_ERROR("--rdzv_conf is_host=1: unable to serve %s:%d: %s", r->addr, r->port,
                   err.text[0] ? err.text : ddp_strerror(rc));
-        return AGENT_EXIT_USAGE;
+        return DDP_EUSAGE;
     }
     /* Busy: another agent here hosts it (c10d's rule); join as a client. */
     DDP_DEBUG("not hosting %s:%d (%s)", r->addr, r->port, err.text);
     return 0;
 }
 
-int agent__rdzv_start(agent_t *a) {
-    const launch_spec_t *sp = a->spec;
-    struct agent_rdzv *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return AGENT_EXIT_INTERNAL;
-    a->rdzv = r;
-    r->a = a;
-    r->watch_round = -1;
-    int is_static = sp->rdzv_backend != NULL && strcmp(sp->rdzv_backend, "static") == 0;
-    const char *host = is_static ? sp->master_addr : sp->rdzv_host;
-    if (strlen(sp->rdzv_id) > RDZV_RUN_ID_MAX) {
-        /* The server knows the run by at most this many characters: a longer id would be cut
-         * in the JOIN but not in the keys the agents watch, and heartbeats could not be sent. */
-        DDP_ERROR("--rdzv_id: '%.32s...' is longer than %d characters", sp->rdzv_id,
-                  RDZV_RUN_ID_MAX);
-        return AGENT_EXIT_USAGE;
-    }
-    r->port = is_static ? (sp->master_port > 0 ? sp->master_port : LAUNCH_DEFAULT_MASTER_PORT)
-                        : (sp->rdzv_port > 0 ? sp->rdzv_port : LAUNCH_DEFAULT_C10D_PORT);
-    if (host == NULL || *host == '\0') {
-        DDP_ERROR("--nnodes=%d:%d needs --rdzv_endpoint=HOST[:PORT] (or --master_addr with "
-                  "--rdzv_backend=static)",
-                  sp->min_nodes, sp->max_nodes);
-        return AGENT_EXIT_USAGE;
-    }
-    const char *why = NULL;
-    if (resolve(host, r->addr, sizeof r->addr, &why) < 0) {
-        DDP_ERROR("--rdzv_endpoint: unable to resolve '%s': %s", host, why);
-        return AGENT_EXIT_USAGE;
-    }
-    int rc = token_load(r);
-    if (rc != 0)
-        return rc;
-    if (r->token.len > 0) {
-        ddp_buf_t hex = DDP_BUF_INIT;
-        if (rdzv_token_to_hex(r->token.data, r->token.len, &hex) == 0)
-            snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
-        ddp_buf_free(&hex);
-    }
-    if (sp->local_addr != NULL)
-        snprintf(r->host, sizeof r->host, "%s", sp->local_addr);
-    else
-        route_source(r->addr, r->port, r->host, sizeof r->host);
-    if ((rc = maybe_host(r)) != 0)
-        return rc;
-    snprintf(a->store_addr, sizeof a->store_addr, "%s", r->addr);
-    a->store_port = (uint16_t)r->port;
-
+/* Opens the two connections to the store (ctl and watch) and starts the heartbeat timer.
+ * Returns 0 or a negative code (logged). */
+static int rdzv_connect(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    const agent_job_t *job = a->job;
     rdzv_client_opts_t co = {
         .host = r->addr,
         .port = (uint16_t)r->port,
-        .token = r->token.len ? r->token.data : NULL,
-        .token_len = r->token.len,
-        .connect_timeout_ms = (int)(sp->rdzv_opts.join_timeout * 1000),
-        .io_timeout_ms = (int)(sp->rdzv_opts.read_timeout * 1000),
+        .token = r->token->len ? r->token->data : NULL,
+        .token_len = r->token->len,
+        .connect_timeout_ms = (int)job->rdzv.join_timeout_ms,
+        .io_timeout_ms = (int)job->rdzv.read_timeout_ms,
     };
     ddp_err_t err;
     ddp_err_clear(&err);
-    if (rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->ctl, &err) < 0 ||
-        rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->watch, &err) < 0) {
-        DDP_ERROR("unable to connect to the rendezvous at %s:%d: %s", r->addr, r->port, err.text);
-        return AGENT_EXIT_INTERNAL;
+    int rc = rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->ctl, &err);
+    if (rc == 0)
+        rc = rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->watch, &err);
+    if (rc < 0) {
+        DDP_ERROR("unable to connect to the rendezvous at %s:%d: %s", r->addr, r->port,
+                  err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
     }
     rdzv_aclient_on_close(r->ctl, on_conn_lost, r);
     rdzv_aclient_on_close(r->watch, on_conn_lost, r);
-    uv_timer_init(a->loop, &r->hb_timer);
-    r->hb_timer.data = r;
-    uv_timer_init(a->loop, &r->linger_timer);
-    r->linger_timer.data = r;
-    uint64_t hb = (uint64_t)(sp->rdzv_opts.keep_alive_interval * 1000);
-    uv_timer_start(&r->hb_timer, on_hb_timer, hb, hb);
+    r->hb_timer.data = r->linger_timer.data = r;
+    uint64_t hb = (uint64_t)job->rdzv.keep_alive_interval_ms;
+    if ((rc = uv_timer_init(a->loop, &r->hb_timer)) < 0 ||
+        (rc = uv_timer_init(a->loop, &r->linger_timer)) < 0 ||
+        (rc = uv_timer_start(&r->hb_timer, on_hb_timer, hb, hb)) < 0)
+        DDP_ERROR("unable to start the heartbeat timer: %s", uv_strerror(rc));
+    return rc;
+}
+
+int agent__rdzv_start(agent_t *a) {
+    const agent_job_t *job = a->job;
+    struct agent_rdzv *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return -ENOMEM;
+    a->rdzv = r;
+    r->a = a;
+    r->watch_round = -1;
+    r->addr = job->rdzv_addr; /* agent_job_prepare resolved it */
+    r->port = job->rdzv_port;
+    r->token = &job->token;
+    if (r->token->len > 0) {
+        ddp_buf_t hex = DDP_BUF_INIT;
+        if (rdzv_token_to_hex(r->token->data, r->token->len, &hex) == 0)
+            snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
+        ddp_buf_free(&hex);
+    }
+    if (job->local_addr != NULL)
+        snprintf(r->host, sizeof r->host, "%s", job->local_addr);
+    else
+        ddp_addr_route_source(r->addr, r->port, r->host, sizeof r->host);
+    int rc = maybe_host(r);
+    if (rc < 0)
+        return rc;
+    snprintf(a->store_addr, sizeof a->store_addr, "%s", r->addr);
+    a->store_port = (uint16_t)r->port;
     /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
      * would feed the state table before the agent is in SUP_JOINING. */
-    return 0;
+    return rdzv_connect(r);
 }
 
 void agent__rdzv_stop(agent_t *a) {
@@ -716,7 +638,6 @@ void agent__rdzv_stop(agent_t *a) {
 void agent__rdzv_free(agent_t *a) {
     if (a->rdzv == NULL)
         return;
-    ddp_buf_free(&a->rdzv->token);
     free(a->rdzv);
     a->rdzv = NULL;
 }

@@ -51,39 +51,6 @@ static int is_owned(const char *entry) {
     return 0;
 }
 
-/* --virtual_local_rank, as torchrun's _set_local_rank_env: the parent's HIP_VISIBLE_DEVICES when
- * it is set and not empty (ROCm reads it first), else CUDA_VISIBLE_DEVICES. *var names the one
- * used. Returns its value, or NULL when neither is set (each worker then gets its local rank). */
-static const char *visible_devices(const char **var) {
-    const char *v = getenv("HIP_VISIBLE_DEVICES");
-    if (v != NULL && *v != '\0') {
-        *var = "HIP_VISIBLE_DEVICES";
-        return v;
-    }
-    *var = "CUDA_VISIBLE_DEVICES";
-    return getenv(*var);
-}
-
-/* Copies entry idx of the comma-separated list, without surrounding blanks (Python's strip()),
- * into out. Returns 0, or -1 when the list has fewer entries. */
-static int device_entry(const char *list, int idx, char *out, size_t cap) {
-    for (int i = 0; i < idx; i++) {
-        list = strchr(list, ',');
-        if (list == NULL)
-            return -1;
-        list++;
-    }
-    const char *end = strchr(list, ',');
-    if (end == NULL)
-        end = list + strlen(list);
-    while (list < end && (*list == ' ' || *list == '\t'))
-        list++;
-    while (end > list && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    snprintf(out, cap, "%.*s", (int)(end - list), list);
-    return 0;
-}
-
 /* Nonzero for the visible-device variables a worker gets its own value of under
  * --virtual_local_rank: CUDA's, and HIP's when that is the list in use (hip). */
 static int is_virtual_owned(int hip, const char *entry) {
@@ -91,38 +58,28 @@ static int is_virtual_owned(int hip, const char *entry) {
            (hip && strncmp(entry, "HIP_VISIBLE_DEVICES=", 20) == 0);
 }
 
-/* The environment every worker shares (agent_int.h). Returns 0, -ENOMEM, or -EINVAL (logged) when
- * --virtual_local_rank finds fewer visible devices than workers. */
+/* The environment every worker shares (agent_int.h). Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a) {
-    const launch_spec_t *sp = a->spec;
+    const agent_job_t *job = a->job;
     ddp_strv_t *e = &a->base_env;
-    int rc = 0, hip = 0;
-    if (sp->virtual_local_rank) {
-        /* The CLI checks this when the worker count is a number; gpu/auto/Slurm come later. */
-        const char *var, *list = visible_devices(&var);
-        hip = list != NULL && strcmp(var, "HIP_VISIBLE_DEVICES") == 0;
-        char dev[256]; /* an entry may be a GPU or MIG UUID */
-        if (list != NULL && device_entry(list, a->nproc - 1, dev, sizeof dev) < 0) {
-            DDP_ERROR("--virtual_local_rank: local rank %d has no device in %s=%s", a->nproc - 1,
-                      var, list);
-            return -EINVAL;
-        }
-    }
+    int rc = 0;
+    /* Under --virtual_local_rank each worker gets its own entry of the list in use. */
+    int hip = job->devices != NULL && strcmp(job->devices_var, "HIP_VISIBLE_DEVICES") == 0;
     /* Rebuilt for every rendezvous round: sizes, ranks and the master change with membership. */
     ddp_strv_free(e);
     for (char **p = environ; p && *p && rc == 0; p++)
-        if (!is_owned(*p) && !(sp->virtual_local_rank && is_virtual_owned(hip, *p)))
+        if (!is_owned(*p) && !(job->virtual_local_rank && is_virtual_owned(hip, *p)))
             rc = ddp_strv_push(e, *p);
     rc = rc ? rc : ddp_strv_setenv(e, "LOCAL_WORLD_SIZE", "%d", a->nproc);
     rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);
     rc = rc ? rc : ddp_strv_setenv(e, "ROLE_WORLD_SIZE", "%d", a->world_size);
     rc = rc ? rc : ddp_strv_setenv(e, "GROUP_RANK", "%d", a->node_rank);
     rc = rc ? rc : ddp_strv_setenv(e, "GROUP_WORLD_SIZE", "%d", a->group_world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_NAME", "%s", sp->role);
+    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_NAME", "%s", job->role);
     rc = rc ? rc : ddp_strv_setenv(e, "MASTER_ADDR", "%s", a->master_addr);
     rc = rc ? rc : ddp_strv_setenv(e, "MASTER_PORT", "%d", a->master_port);
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_MAX_RESTARTS", "%d", sp->max_restarts);
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_RUN_ID", "%s", sp->rdzv_id);
+    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_MAX_RESTARTS", "%d", job->max_restarts);
+    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_RUN_ID", "%s", job->run_id);
     /* Workers that call init_process_group(env://) create their own TCPStore at
      * MASTER_ADDR:MASTER_PORT (rank 0 hosts it), as under torchrun's static backend: ddprun's
      * store requires a token that PyTorch's client cannot present. */
@@ -140,7 +97,7 @@ int agent__base_env_build(agent_t *a) {
     rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_PORT", "%u", (unsigned)a->store_port);
     if (rc == 0 && a->token_hex[0] != '\0')
         rc = ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", sp->rdzv_id);
+    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", job->run_id);
     return rc;
 }
 
@@ -174,11 +131,11 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
-static int rank_shown(const launch_spec_t *sp, int local_rank) {
-    if (sp->local_ranks_filter == NULL)
+static int rank_shown(const agent_job_t *job, int local_rank) {
+    if (job->ranks_shown == NULL)
         return 1;
-    for (int i = 0; i < sp->n_local_ranks_filter; i++)
-        if (sp->local_ranks_filter[i] == local_rank)
+    for (int i = 0; i < job->n_ranks_shown; i++)
+        if (job->ranks_shown[i] == local_rank)
             return 1;
     return 0;
 }
@@ -203,10 +160,10 @@ static void plan_close(stream_plan_t *p) {
 
 /* Decides the routing of stream std (1 = stdout, 2 = stderr) of worker w. Returns 0 or -errno. */
 static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, stream_plan_t *p) {
-    const launch_spec_t *sp = a->spec;
-    int bit = std == 1 ? LAUNCH_STD_OUT : LAUNCH_STD_ERR;
-    int redirect = launch_std_for(&sp->redirects, w->local_rank) & bit;
-    int tee = launch_std_for(&sp->tee, w->local_rank) & bit;
+    const agent_job_t *job = a->job;
+    int bit = std == 1 ? AGENT_STD_OUT : AGENT_STD_ERR;
+    int redirect = agent_std_for(&job->redirects, w->local_rank) & bit;
+    int tee = agent_std_for(&job->tee, w->local_rank) & bit;
     const char *name = std == 1 ? "stdout.log" : "stderr.log";
     *p = (stream_plan_t){-1, -1, -1, -1, tee ? 1 : 0};
     if (redirect && !tee) {
@@ -219,7 +176,7 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
         if (p->file_fd < 0)
             return p->file_fd;
     }
-    p->console = rank_shown(sp, w->local_rank) ? std : -1;
+    p->console = rank_shown(job, w->local_rank) ? std : -1;
     if (p->console < 0 && p->file_fd < 0) {
         p->child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
         return p->child_fd < 0 ? -errno : 0;
@@ -267,7 +224,7 @@ static int child_main(void *arg) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(c->a->path, c->a->argv, c->envp);
+    execve(c->a->job->path, c->a->job->argv, c->envp);
 fail:
     c->exec_errno = errno;
     _exit(errno == ENOENT ? 127 : 126);
@@ -277,11 +234,11 @@ fail:
  * static stack serves every spawn. */
 static char child_stack[64 * 1024] __attribute__((aligned(64)));
 
-/* Starts one worker. Returns 0 or -errno (logged). */
-static int worker_spawn(agent_t *a, agent_worker_t *w) {
-    char dir[3200];
-    int rc = 0;
-    snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
+/* The worker's directory (dir, cap bytes) and error file, created and emptied for this attempt.
+ * Returns 0 or -errno (logged). */
+static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
+    int rc;
+    snprintf(dir, cap, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
     if (a->log_layout) {
         /* torchrun's layout: <log_dir>/attempt_N/<local_rank>/{stdout,stderr}.log, error.json */
         rc = make_dirs(dir);
@@ -296,34 +253,51 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
                  w->local_rank);
     }
     unlink(w->error_file);
+    return 0;
+}
 
-    /* The worker's environment: the round's shared entries, borrowed from base_env (which
-     * holds none of these names: they are in owned_vars), then its own. */
-    ddp_strv_t own = DDP_STRV_INIT;
-    rc = ddp_strv_pushf(&own, "RANK=%d", w->rank);
-    rc = rc ? rc : ddp_strv_pushf(&own, "ROLE_RANK=%d", w->rank);
-    int local_rank_env = a->spec->virtual_local_rank ? 0 : w->local_rank;
-    rc = rc ? rc : ddp_strv_pushf(&own, "LOCAL_RANK=%d", local_rank_env);
-    if (rc == 0 && a->spec->virtual_local_rank) {
+/* The worker's environment: the round's shared entries, borrowed from base_env (which holds
+ * none of these names: they are in owned_vars), then its own, kept in own. Returns the envp
+ * (caller frees the array, not the strings; free own after it), or NULL with *rcp set. */
+static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *rcp) {
+    int rc = ddp_strv_pushf(own, "RANK=%d", w->rank);
+    rc = rc ? rc : ddp_strv_pushf(own, "ROLE_RANK=%d", w->rank);
+    int local_rank_env = a->job->virtual_local_rank ? 0 : w->local_rank;
+    rc = rc ? rc : ddp_strv_pushf(own, "LOCAL_RANK=%d", local_rank_env);
+    if (rc == 0 && a->job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
-        const char *var, *list = visible_devices(&var);
         char dev[256]; /* an entry may be a GPU or MIG UUID */
-        if (list == NULL || device_entry(list, w->local_rank, dev, sizeof dev) < 0)
-            snprintf(dev, sizeof dev, "%d", w->local_rank);
-        rc = ddp_strv_pushf(&own, "CUDA_VISIBLE_DEVICES=%s", dev);
-        if (rc == 0 && strcmp(var, "HIP_VISIBLE_DEVICES") == 0)
-            rc = ddp_strv_pushf(&own, "HIP_VISIBLE_DEVICES=%s", dev);
+        rc = agent__worker_device(a->job, w->local_rank, dev, sizeof dev);
+        rc = rc ? rc : ddp_strv_pushf(own, "CUDA_VISIBLE_DEVICES=%s", dev);
+        if (rc == 0 && strcmp(a->job->devices_var, "HIP_VISIBLE_DEVICES") == 0)
+            rc = ddp_strv_pushf(own, "HIP_VISIBLE_DEVICES=%s", dev);
     }
-    rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
-    rc = rc ? rc : ddp_strv_pushf(&own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
-    rc = rc ? rc : ddp_strv_pushf(&own, "DDPRUN_ROUND=%lld", (long long)a->round);
-    char **envp = rc ? NULL : malloc((a->base_env.n + own.n + 1) * sizeof *envp);
+    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
+    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
+    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_ROUND=%lld", (long long)a->round);
+    char **envp = rc ? NULL : malloc((a->base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
-        ddp_strv_free(&own);
-        return rc ? rc : -ENOMEM;
+        *rcp = rc ? rc : -ENOMEM;
+        return NULL;
     }
     memcpy(envp, a->base_env.v, a->base_env.n * sizeof *envp);
-    memcpy(envp + a->base_env.n, own.v, (own.n + 1) * sizeof *envp); /* with the NULL */
+    memcpy(envp + a->base_env.n, own->v, (own->n + 1) * sizeof *envp); /* with the NULL */
+    return envp;
+}
+
+/* Long: the clone and the hand-over of its fds read best in one piece, with one fail path. */
+/* Starts one worker. Returns 0 or -errno (logged). */
+static int worker_spawn(agent_t *a, agent_worker_t *w) {
+    char dir[3200];
+    int rc = worker_files(a, w, dir, sizeof dir);
+    if (rc < 0)
+        return rc;
+    ddp_strv_t own = DDP_STRV_INIT;
+    char **envp = worker_envp(a, w, &own, &rc);
+    if (envp == NULL) {
+        ddp_strv_free(&own);
+        return rc;
+    }
 
     stream_plan_t out = {-1, -1, -1, -1, 0}, err = {-1, -1, -1, -1, 0};
     if ((rc = plan_stream(a, w, dir, 1, &out)) < 0 || (rc = plan_stream(a, w, dir, 2, &err)) < 0)
@@ -355,7 +329,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     a->running++;
     agent__guard_update(a, pid, 1);
     if (w->exec_errno != 0)
-        DDP_ERROR("unable to exec %s for rank %d: %s", a->path, w->rank, strerror(w->exec_errno));
+        DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank, strerror(w->exec_errno));
 
     if (out.child_fd >= 0)
         close(out.child_fd);
@@ -384,8 +358,8 @@ fail:
  * empty, as torchrun does; the streams append to it (agent/output.c). Only in the log layout:
  * without log files there is no tee'd line to duplicate. Returns 0 or -errno (logged). */
 static int filtered_files_reset(agent_t *a) {
-    const launch_spec_t *sp = a->spec;
-    if (!a->log_layout || (sp->dup_stdout_filters == NULL && sp->dup_stderr_filters == NULL))
+    const agent_job_t *job = a->job;
+    if (!a->log_layout || (job->dup_stdout_filters == NULL && job->dup_stderr_filters == NULL))
         return 0;
     char dir[3200];
     snprintf(dir, sizeof dir, "%s/attempt_%d", a->run_dir, a->attempt);
@@ -395,7 +369,7 @@ static int filtered_files_reset(agent_t *a) {
         return rc;
     }
     for (int std = 1; std <= 2; std++) {
-        if ((std == 1 ? sp->dup_stdout_filters : sp->dup_stderr_filters) == NULL)
+        if ((std == 1 ? job->dup_stdout_filters : job->dup_stderr_filters) == NULL)
             continue;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/filtered_%s.log", dir, std == 1 ? "stdout" : "stderr");

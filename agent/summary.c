@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ddp_buf.h"
+#include "ddp_signal.h"
 
 char *agent__error_file_message(const char *path, char **timestamp_out) {
     if (timestamp_out)
@@ -72,13 +73,13 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
         fprintf(f, "  exitcode  : -%d (pid: %d)\n", sig, (int)x->pid);
         fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
         fprintf(f, "  traceback : Signal %d (%s) received by PID %d\n", sig,
-                launch_signal_name(sig), (int)x->pid);
+                ddp_signal_name(sig), (int)x->pid);
     } else {
         int code = WEXITSTATUS(x->status);
         fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);
         fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
         if (x->exec_errno != 0)
-            fprintf(f, "  traceback : unable to exec %s: %s\n", a->path, strerror(x->exec_errno));
+            fprintf(f, "  traceback : unable to exec %s: %s\n", a->job->path, strerror(x->exec_errno));
         else if (msg) {
             fputs("  traceback : ", f);
             print_indented(f, msg);
@@ -94,9 +95,7 @@ void agent__summary_print(agent_t *a) {
     FILE *f = stderr;
     const char *sep = "============================================================";
     const char *thin = "------------------------------------------------------------";
-    /* Name the user's program (the script, not python3), as torchrun does. */
-    const char *prog =
-        a->spec->prog_argv && a->spec->prog_argc > 0 ? a->spec->prog_argv[0] : a->argv[0];
+    const char *prog = a->job->prog_name;
     fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, prog, thin);
     if (a->nfailures <= 1)
         fputs("  <NO_OTHER_FAILURES>\n", f);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_round_int.h"
 #include "rdzv_server.h"
@@ -45,8 +46,13 @@ static void record_failure(agent_t *a, agent_worker_t *w) {
 }
 
 static void start_kill_timer(agent_t *a) {
-    uint64_t ms = (uint64_t)(a->spec->shutdown_timeout * 1000.0);
-    uv_timer_start(&a->kill_timer, agent__on_kill_timer, ms, 0);
+    uint64_t ms = (uint64_t)a->job->shutdown_timeout_ms;
+    int rc = uv_timer_start(&a->kill_timer, agent__on_kill_timer, ms, 0);
+    if (rc < 0) {
+        /* Without the bound a worker that ignores SIGTERM would hold the job forever. */
+        DDP_WARN("unable to start the shutdown timer (%s): sending SIGKILL now", uv_strerror(rc));
+        agent__group_signal(a, SIGKILL);
+    }
 }
 
 /* RUNNING + a failure: remember it as the root cause and stop the rest of the group. */
@@ -58,7 +64,7 @@ static void fail_and_stop(agent_t *a, agent_worker_t *w) {
         char what[RDZV_WHAT_MAX + 1];
         if (WIFSIGNALED(w->status))
             snprintf(what, sizeof what, "rank %d (%.64s) killed by %s", w->rank, a->hostname,
-                     launch_signal_name(WTERMSIG(w->status)));
+                     ddp_signal_name(WTERMSIG(w->status)));
         else
             snprintf(what, sizeof what, "rank %d (%.64s) exited with code %d", w->rank, a->hostname,
                      WEXITSTATUS(w->status));
@@ -97,8 +103,10 @@ static void sweep_leftovers(agent_t *a) {
     agent__kill_adopted(a);
 }
 
-static void finish(agent_t *a, int code) {
-    a->exit_code = code;
+/* Ends the run. a->result already says how the job ended; error < 0 when the agent itself failed
+ * (agent_run returns it). */
+static void finish(agent_t *a, int error) {
+    a->error = error;
     a->state = SUP_DONE;
     agent__shutdown_loop(a);
 }
@@ -106,12 +114,13 @@ static void finish(agent_t *a, int code) {
 static void on_restart_timer(uv_timer_t *t) {
     agent_t *a = t->data;
     DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
-             a->failures[0].rank, a->attempt, a->spec->max_restarts);
+             a->failures[0].rank, a->attempt, a->job->max_restarts);
     a->state = SUP_RUNNING;
-    if (agent__group_start(a) < 0) {
-        DDP_ERROR("unable to restart the worker group");
+    int rc = agent__group_start(a);
+    if (rc < 0) {
+        DDP_ERROR("unable to restart the worker group: %s", ddp_strerror(rc));
         agent__group_signal(a, SIGKILL);
-        finish(a, AGENT_EXIT_INTERNAL);
+        finish(a, rc);
     }
 }
 
@@ -123,7 +132,8 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     if (a->nfailures > 0 && a->failures[0].exec_errno != 0) {
         /* The program cannot be executed: restarting would fail the same way. */
         agent__summary_print(a);
-        finish(a, a->failures[0].exec_errno == ENOENT ? 127 : 126);
+        a->result.exec_errno = a->failures[0].exec_errno;
+        finish(a, 0);
         return;
     }
     if (a->rdzv != NULL) {
@@ -132,9 +142,10 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         agent__rdzv_join(a);
         return;
     }
-    if (a->attempt >= a->spec->max_restarts) {
+    if (a->attempt >= a->job->max_restarts) {
         agent__summary_print(a);
-        finish(a, AGENT_EXIT_JOB_FAILED);
+        a->result.failed = 1;
+        finish(a, 0);
         return;
     }
     a->attempt++;
@@ -150,8 +161,12 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         delay = AGENT_EXTERNAL_TERM_GRACE_MS;
     /* The restart itself is announced when it happens: a signal may still cancel it. */
     DDP_INFO("worker group failed (rank %d); restart %d of %d in %d ms", a->failures[0].rank,
-             a->attempt, a->spec->max_restarts, (int)delay);
-    uv_timer_start(&a->restart_timer, on_restart_timer, delay, 0);
+             a->attempt, a->job->max_restarts, (int)delay);
+    int rc = uv_timer_start(&a->restart_timer, on_restart_timer, delay, 0);
+    if (rc < 0) {
+        DDP_ERROR("unable to schedule the restart: %s", uv_strerror(rc));
+        finish(a, rc);
+    }
 }
 
 /* RUNNING + group down: every worker exited 0. */
@@ -165,7 +180,7 @@ static void group_succeeded(agent_t *a, agent_worker_t *w) {
         return;
     }
     DDP_INFO("all %d workers finished successfully", a->nproc);
-    finish(a, AGENT_EXIT_OK);
+    finish(a, 0);
 }
 
 /* A termination signal: forward it and wind down (the caller set a->stop_signal). */
@@ -175,10 +190,11 @@ static void begin_shutdown(agent_t *a, agent_worker_t *w) {
     uv_timer_stop(&a->restart_timer);
     if (a->running == 0) {
         sweep_leftovers(a);
-        finish(a, 128 + a->stop_signal);
+        a->result.signal = a->stop_signal;
+        finish(a, 0);
         return;
     }
-    DDP_WARN("received %s: forwarding it to %d worker(s)", launch_signal_name(a->stop_signal),
+    DDP_WARN("received %s: forwarding it to %d worker(s)", ddp_signal_name(a->stop_signal),
              a->running);
     agent__group_signal(a, a->stop_signal);
     start_kill_timer(a);
@@ -194,7 +210,7 @@ static void escalate(agent_t *a, agent_worker_t *w) {
 static void kill_all(agent_t *a, agent_worker_t *w) {
     (void)w;
     DDP_WARN("%d worker(s) still running after --shutdown_timeout=%gs: sending SIGKILL", a->running,
-             a->spec->shutdown_timeout);
+             a->job->shutdown_timeout_ms / 1000.0);
     agent__group_signal(a, SIGKILL);
 }
 
@@ -204,7 +220,11 @@ static void finish_shutdown(agent_t *a, agent_worker_t *w) {
     sweep_leftovers(a);
     if (a->fatal && a->nfailures > 0)
         agent__summary_print(a);
-    finish(a, a->fatal ? AGENT_EXIT_JOB_FAILED : 128 + a->stop_signal);
+    if (a->fatal)
+        a->result.failed = 1;
+    else
+        a->result.signal = a->stop_signal;
+    finish(a, 0);
 }
 
 /* JOINING + the round closed: start this node's workers with the round's ranks. */
@@ -258,7 +278,7 @@ static void rdzv_failed(agent_t *a, agent_worker_t *w) {
 static void barrier_done(agent_t *a, agent_worker_t *w) {
     (void)w;
     DDP_INFO("all %d workers finished successfully", a->nproc);
-    finish(a, AGENT_EXIT_OK);
+    finish(a, 0);
 }
 
 /* clang-format off */

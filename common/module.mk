@@ -1,5 +1,13 @@
-# common/: libddpcommon.a, internal helpers every program links (log, errors, buffers, parsing).
+# common/: libddpcommon.a, internal helpers every program links (log, errors, buffers, parsing,
+# signal names, the visible-device list, address helpers).
 COMMON_SRCS := common/ddp_err.c common/ddp_log.c common/ddp_buf.c common/ddp_parse.c common/ddp_strv.c \
-    common/ddp_net.c
+    common/ddp_net.c common/ddp_signal.c common/ddp_devices.c \
+    common/ddp_addr.c
 $(BUILD)/libddpcommon.a: $(call objs,$(COMMON_SRCS))
 LIBS += $(BUILD)/libddpcommon.a
+
+# Unit tests (cmocka) of the pure helpers.
+UNIT_TESTS += $(BUILD)/tests/unit/test_common_helpers
+$(BUILD)/tests/unit/test_common_helpers: $(BUILD)/obj/tests/unit/test_common_helpers.o \
+    $(BUILD)/libddpcommon.a
+$(BUILD)/obj/tests/unit/test_common_%.o: CFLAGS += $(CMOCKA_CFLAGS)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ddp_parse.h"
+#include "ddp_signal.h"
 #include "launch_int.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
@@ -36,54 +37,11 @@ typedef struct opt {
 
 /* ---- value parsers ------------------------------------------------------------------------ */
 
-static int usage(ddp_err_t *err, const char *flag, const char *val, const char *what) {
-    return ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s%s' %s", flag, VQ, val,
-                       strlen(val) > VQ ? "..." : "", what);
-}
-
-/* Replaces *dst with a copy of val (the old string is freed only once the copy exists).
- * Returns 0, or -ENOMEM with *dst unchanged. */
-int launch__str_set(char **dst, const char *val) {
-    char *p = strdup(val);
-    if (p == NULL)
-        return -ENOMEM;
-    free(*dst);
-    *dst = p;
-    return 0;
-}
-
-static int nonempty_str(char **dst, const char *flag, const char *val, ddp_err_t *err) {
-    if (*val == '\0')
-        return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
-    return launch__str_set(dst, val);
-}
-
-static int get_int(const char *flag, const char *val, int64_t min, int64_t max, int *out,
-                   ddp_err_t *err) {
-    int64_t v;
-    int rc = ddp_parse_i64(val, min, max, &v);
-    if (rc == -ERANGE) {
-        char what[64];
-        snprintf(what, sizeof what, "is out of range (%lld..%lld)", (long long)min, (long long)max);
-        return usage(err, flag, val, what);
-    }
-    if (rc < 0)
-        return usage(err, flag, val, "is not a number");
-    *out = (int)v;
-    return 0;
-}
-
-static int get_seconds(const char *flag, const char *val, double *out, ddp_err_t *err) {
-    if (ddp_parse_seconds(val, out) < 0)
-        return usage(err, flag, val, "is not a number of seconds");
-    return 0;
-}
-
 static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     const char *colon = strchr(val, ':');
     int lo = 0, hi = 0;
     if (colon == NULL) {
-        if (get_int(flag, val, 1, INT32_MAX, &lo, err) < 0)
+        if (launch__int_get(flag, val, 1, INT32_MAX, &lo, err) < 0)
             return DDP_EUSAGE;
         hi = lo;
     } else {
@@ -91,14 +49,14 @@ static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, 
         size_t n = (size_t)(colon - val);
         int64_t a, b;
         if (n >= sizeof buf)
-            return usage(err, flag, val, "is not N or MIN:MAX");
+            return launch__bad_value(err, flag, val, "is not N or MIN:MAX");
         memcpy(buf, val, n);
         buf[n] = '\0';
         if (ddp_parse_i64(buf, 1, INT32_MAX, &a) < 0 ||
             ddp_parse_i64(colon + 1, 1, INT32_MAX, &b) < 0)
-            return usage(err, flag, val, "is not N or MIN:MAX with 1 <= MIN <= MAX");
+            return launch__bad_value(err, flag, val, "is not N or MIN:MAX with 1 <= MIN <= MAX");
         if (a > b)
-            return usage(err, flag, val, "has MIN above MAX");
+            return launch__bad_value(err, flag, val, "has MIN above MAX");
         lo = (int)a;
         hi = (int)b;
     }
@@ -118,9 +76,9 @@ static int apply_nproc(launch_spec_t *spec, const char *flag, const char *val, d
         int64_t v;
         int rc = ddp_parse_i64(val, 1, 65536, &v);
         if (rc == -ERANGE)
-            return usage(err, flag, val, "is out of range (1..65536)");
+            return launch__bad_value(err, flag, val, "is out of range (1..65536)");
         if (rc < 0)
-            return usage(err, flag, val, "is not a number, gpu, cpu or auto");
+            return launch__bad_value(err, flag, val, "is not a number, gpu, cpu or auto");
         spec->nproc_kind = LAUNCH_NPROC_NUM;
         spec->nproc_per_node = (int)v;
         return 0;
@@ -130,60 +88,24 @@ static int apply_nproc(launch_spec_t *spec, const char *flag, const char *val, d
 }
 
 static int apply_node_rank(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return get_int(flag, val, 0, INT32_MAX - 1, &spec->node_rank, err);
+    return launch__int_get(flag, val, 0, INT32_MAX - 1, &spec->node_rank, err);
 }
 
 static int apply_rdzv_backend(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
     if (strcmp(val, "static") != 0 && strcmp(val, "c10d") != 0) {
         if (strncmp(val, "etcd", 4) == 0)
-            return usage(err, flag, val, "is not supported by ddprun (use c10d)");
-        return usage(err, flag, val, "is not a rendezvous backend (static or c10d)");
+            return launch__bad_value(err, flag, val, "is not supported by ddprun (use c10d)");
+        return launch__bad_value(err, flag, val, "is not a rendezvous backend (static or c10d)");
     }
     return launch__str_set(&spec->rdzv_backend, val);
-}
-
-int launch_endpoint_split(const char *flag, const char *ep, char **host, int *port,
-                          ddp_err_t *err) {
-    const char *h = ep, *hend, *p = NULL;
-    *host = NULL;
-    *port = -1;
-    if (*ep == '[') {
-        /* "[::1]:29400": the brackets keep an IPv6 address's colons apart from the port. */
-        h = ep + 1;
-        hend = strchr(h, ']');
-        if (hend == NULL)
-            return usage(err, flag, ep, "has '[' without ']'");
-        if (hend[1] == ':')
-            p = hend + 2;
-        else if (hend[1] != '\0')
-            return usage(err, flag, ep, "is not host[:port]");
-    } else {
-        const char *c = strrchr(ep, ':');
-        if (c != NULL && strchr(ep, ':') != c)
-            return usage(err, flag, ep, "has an IPv6 address without [brackets]");
-        hend = c != NULL ? c : ep + strlen(ep);
-        if (c != NULL)
-            p = c + 1;
-    }
-    if (hend == h)
-        return usage(err, flag, ep, "has no host");
-    if (p != NULL) {
-        int64_t v;
-        if (ddp_parse_i64(p, 0, 65535, &v) < 0)
-            return usage(err, flag, ep, "has a port that is not 0..65535");
-        *port = (int)v;
-    }
-    *host = strndup(h, (size_t)(hend - h));
-    return *host == NULL ? -ENOMEM : 0;
 }
 
 static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char *val,
                                ddp_err_t *err) {
     if (*val == '\0') { /* torchrun's default is "": not given */
-        free(spec->rdzv_endpoint);
         free(spec->rdzv_host);
-        spec->rdzv_endpoint = spec->rdzv_host = NULL;
+        spec->rdzv_host = NULL;
         spec->rdzv_port = -1;
         return 0;
     }
@@ -191,10 +113,6 @@ static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char
     int port, rc = launch_endpoint_split(flag, val, &host, &port, err);
     if (rc < 0)
         return rc;
-    if ((rc = launch__str_set(&spec->rdzv_endpoint, val)) < 0) {
-        free(host);
-        return rc;
-    }
     free(spec->rdzv_host);
     spec->rdzv_host = host;
     spec->rdzv_port = port;
@@ -202,253 +120,41 @@ static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char
 }
 
 static int apply_rdzv_id(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return nonempty_str(&spec->rdzv_id, flag, val, err);
-}
-
-static const char *const conf_keys = "join_timeout, last_call_timeout, close_timeout, timeout, "
-                                     "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
-                                     "read_timeout, is_host";
-
-static void conf_defaults(launch_rdzv_conf_t *c) {
-    c->join_timeout = 600;
-    c->last_call_timeout = 30;
-    c->close_timeout = 30;
-    c->timeout = 600;
-    c->keep_alive_interval = 5;
-    c->keep_alive_max_attempt = 3;
-    c->read_timeout = 60;
-    c->is_host = -1;
-}
-
-static int parse_bool(const char *v) {
-    static const char *const t[] = {"1", "true", "t", "yes", "y", "on"};
-    static const char *const f[] = {"0", "false", "f", "no", "n", "off"};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (strcasecmp(v, t[i]) == 0)
-            return 1;
-        if (strcasecmp(v, f[i]) == 0)
-            return 0;
-    }
-    return -1;
-}
-
-/* Applies one "key=value" (key and value already trimmed). */
-static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, const char *val,
-                    ddp_err_t *err) {
-    struct {
-        const char *key;
-        double *dst;
-    } secs[] = {
-        {"join_timeout", &c->join_timeout},     {"last_call_timeout", &c->last_call_timeout},
-        {"close_timeout", &c->close_timeout},   {"timeout", &c->timeout},
-        {"heartbeat", &c->keep_alive_interval}, {"keep_alive_interval", &c->keep_alive_interval},
-        {"read_timeout", &c->read_timeout},
-    };
-    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
-        if (strcmp(key, secs[i].key) != 0)
-            continue;
-        double d;
-        if (ddp_parse_seconds(val, &d) < 0 || d <= 0)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a positive number of seconds",
-                               flag, key, VQ, val);
-        /* Timeouts become int milliseconds in the agent and the server: keep them in range. */
-        if (d < LAUNCH_RDZV_CONF_MIN_S || d > LAUNCH_RDZV_CONF_MAX_S)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is outside %g..%g seconds", flag,
-                               key, VQ, val, LAUNCH_RDZV_CONF_MIN_S, LAUNCH_RDZV_CONF_MAX_S);
-        *secs[i].dst = d;
-        return 0;
-    }
-    if (strcmp(key, "keep_alive_max_attempt") == 0) {
-        int64_t v;
-        if (ddp_parse_i64(val, 1, 1000000, &v) < 0)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a positive number", flag, key,
-                               VQ, val);
-        c->keep_alive_max_attempt = (int)v;
-        return 0;
-    }
-    if (strcmp(key, "is_host") == 0) {
-        int b = parse_bool(val);
-        if (b < 0)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: is_host='%.*s' is not true or false", flag, VQ,
-                               val);
-        c->is_host = b;
-        return 0;
-    }
-    return ddp_err_set(err, DDP_EUSAGE, "%s: unknown key '%.32s' (known: %s)", flag, key,
-                       conf_keys);
-}
-
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = '\0';
-    return s;
-}
-
-int launch_rdzv_conf_parse(const char *flag, const char *s, launch_rdzv_conf_t *c, ddp_err_t *err) {
-    conf_defaults(c);
-    char *copy = strdup(s);
-    if (copy == NULL)
-        return -ENOMEM;
-    int rc = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(tok, '=');
-        if (eq == NULL) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s' is not key=value", flag, VQ, trim(tok));
-            break;
-        }
-        *eq = '\0';
-        char *key = trim(tok), *val = trim(eq + 1);
-        if ((rc = conf_set(c, flag, key, val, err)) < 0)
-            break;
-    }
-    free(copy);
-    return rc;
-}
-
-/* *dst = a copy of val, or NULL (the default) when val is empty. Returns 0 or -ENOMEM. */
-static int str_set_or_unset(char **dst, const char *val) {
-    if (*val != '\0')
-        return launch__str_set(dst, val);
-    free(*dst);
-    *dst = NULL;
-    return 0;
+    return launch__str_set_nonempty(&spec->rdzv_id, flag, val, err);
 }
 
 static int apply_rdzv_conf(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     int rc = launch_rdzv_conf_parse(flag, val, &spec->rdzv_opts, err);
     if (rc < 0)
         return rc;
-    return str_set_or_unset(&spec->rdzv_conf, val);
+    return launch__str_set_or_unset(&spec->rdzv_conf, val);
 }
 
 static int apply_max_restarts(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
-    return get_int(flag, val, 0, INT32_MAX, &spec->max_restarts, err);
+    return launch__int_get(flag, val, 0, INT32_MAX, &spec->max_restarts, err);
 }
 
 static int apply_monitor(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return get_seconds(flag, val, &spec->monitor_interval, err);
+    return launch__seconds_get(flag, val, &spec->monitor_interval, err);
 }
 
 static int apply_start_method(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
     if (strcmp(val, "spawn") != 0 && strcmp(val, "fork") != 0 && strcmp(val, "forkserver") != 0)
-        return usage(err, flag, val, "is not spawn, fork or forkserver");
+        return launch__bad_value(err, flag, val, "is not spawn, fork or forkserver");
     return launch__str_set(&spec->start_method, val);
 }
 
 static int apply_role(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return nonempty_str(&spec->role, flag, val, err);
-}
-
-/* A log directory must be a writable directory, or creatable under the nearest existing parent. */
-static int check_log_dir(const char *flag, const char *val, ddp_err_t *err) {
-    struct stat st;
-    if (stat(val, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            return usage(err, flag, val, "is not a directory");
-        if (access(val, W_OK | X_OK) != 0)
-            return usage(err, flag, val, "is not writable");
-        return 0;
-    }
-    if (errno != ENOENT)
-        return usage(err, flag, val, "cannot be used (not a directory on the way?)");
-    char *p = strdup(val);
-    if (p == NULL)
-        return -ENOMEM;
-    int rc = 0;
-    for (;;) {
-        char *slash = strrchr(p, '/');
-        while (slash != NULL && slash > p && slash[1] == '\0') { /* trailing slashes */
-            *slash = '\0';
-            slash = strrchr(p, '/');
-        }
-        const char *parent;
-        if (slash == NULL)
-            parent = ".";
-        else if (slash == p)
-            parent = "/";
-        else {
-            *slash = '\0';
-            parent = p;
-        }
-        if (stat(parent, &st) == 0) {
-            if (!S_ISDIR(st.st_mode))
-                rc = usage(err, flag, val, "cannot be created (a parent is not a directory)");
-            else if (access(parent, W_OK | X_OK) != 0)
-                rc = usage(err, flag, val, "cannot be created (parent not writable)");
-            break;
-        }
-        if (errno != ENOENT || parent != p) {
-            rc = usage(err, flag, val, "cannot be created");
-            break;
-        }
-    }
-    free(p);
-    return rc;
+    return launch__str_set_nonempty(&spec->role, flag, val, err);
 }
 
 static int apply_log_dir(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     if (*val == '\0')
         return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
-    int rc = check_log_dir(flag, val, err);
+    int rc = launch__log_dir_check(flag, val, err);
     return rc < 0 ? rc : launch__str_set(&spec->log_dir, val);
-}
-
-int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, ddp_err_t *err) {
-    launch_std_map_t r = {0};
-    int64_t v;
-    if (strchr(s, ':') == NULL) {
-        if (ddp_parse_i64(s, 0, 3, &v) < 0)
-            return usage(err, flag, s, "is not 0-3 or a map like 0:1,1:2");
-        r.dflt = (int)v;
-        *m = r;
-        return 0;
-    }
-    /* Ranks missing from a map get 0 (torchrun's Std.NONE). */
-    const char *p = s;
-    for (;;) {
-        char buf[32];
-        const char *comma = strchr(p, ',');
-        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        if (n >= sizeof buf)
-            return usage(err, flag, s, "is not 0-3 or a map like 0:1,1:2");
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-        char *colon = strchr(buf, ':');
-        int64_t rank;
-        if (colon == NULL)
-            return usage(err, flag, s, "is not 0-3 or a map like 0:1,1:2");
-        *colon = '\0';
-        if (ddp_parse_i64(buf, 0, INT32_MAX, &rank) < 0 || ddp_parse_i64(colon + 1, 0, 3, &v) < 0)
-            return usage(err, flag, s, "is not a map like 0:1,1:2 (local_rank:0-3)");
-        for (int i = 0; i < r.n; i++)
-            if (r.rank[i] == rank)
-                return ddp_err_set(err, DDP_EUSAGE, "%s: local rank %lld given twice", flag,
-                                   (long long)rank);
-        if (r.n == LAUNCH_MAX_STD_OVERRIDES)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: more than %d local ranks", flag,
-                               LAUNCH_MAX_STD_OVERRIDES);
-        r.rank[r.n] = (int)rank;
-        r.mask[r.n] = (int)v;
-        r.n++;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
-    *m = r;
-    return 0;
-}
-
-int launch_std_for(const launch_std_map_t *m, int local_rank) {
-    for (int i = 0; i < m->n; i++)
-        if (m->rank[i] == local_rank)
-            return m->mask[i];
-    return m->dflt;
 }
 
 static int apply_redirects(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
@@ -459,158 +165,38 @@ static int apply_tee(launch_spec_t *spec, const char *flag, const char *val, ddp
     return launch_std_map_parse(flag, val, &spec->tee, err);
 }
 
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 static int apply_ranks_filter(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
+    int *v, n, rc = launch__ranks_parse(flag, val, &v, &n, err);
+    if (rc < 0)
+        return rc;
     free(spec->local_ranks_filter);
-    spec->local_ranks_filter = NULL;
-    spec->n_local_ranks_filter = 0;
-    if (*val == '\0')
-        return 0;
-    size_t n = 1;
-    for (const char *p = val; *p; p++)
-        n += *p == ',';
-    int *v = calloc(n, sizeof *v);
-    char *copy = strdup(val);
-    int rc = 0, k = 0;
-    if (v == NULL || copy == NULL) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        int64_t r;
-        if (ddp_parse_i64(trim(tok), 0, INT32_MAX, &r) < 0) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s' is not a local rank (list like 0,2)",
-                             flag, VQ, tok);
-            goto out;
-        }
-        v[k++] = (int)r;
-    }
-    if (k == 0) {
-        rc = usage(err, flag, val, "is not a list of local ranks like 0,2");
-        goto out;
-    }
-    qsort(v, (size_t)k, sizeof *v, cmp_int);
-    int u = 0;
-    for (int i = 0; i < k; i++)
-        if (u == 0 || v[u - 1] != v[i])
-            v[u++] = v[i];
     spec->local_ranks_filter = v;
-    spec->n_local_ranks_filter = u;
-    v = NULL;
-out:
-    free(v);
-    free(copy);
-    return rc;
+    spec->n_local_ranks_filter = n;
+    return 0;
 }
 
 static int apply_master_addr(launch_spec_t *spec, const char *flag, const char *val,
                              ddp_err_t *err) {
-    return nonempty_str(&spec->master_addr, flag, val, err);
+    return launch__str_set_nonempty(&spec->master_addr, flag, val, err);
 }
 
 static int apply_master_port(launch_spec_t *spec, const char *flag, const char *val,
                              ddp_err_t *err) {
-    return get_int(flag, val, 1, 65535, &spec->master_port, err);
+    return launch__int_get(flag, val, 1, 65535, &spec->master_port, err);
 }
 
 static int apply_local_addr(launch_spec_t *spec, const char *flag, const char *val,
                             ddp_err_t *err) {
-    return nonempty_str(&spec->local_addr, flag, val, err);
-}
-
-static const struct {
-    const char *name;
-    int sig;
-} sigtab[] = {
-    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
-    {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},
-    {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
-    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
-    {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},     {"STOP", SIGSTOP},
-    {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
-    {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
-    {"WINCH", SIGWINCH},   {"IO", SIGIO},     {"POLL", SIGPOLL},     {"PWR", SIGPWR},
-    {"SYS", SIGSYS},
-};
-
-int launch_signal_parse(const char *name) {
-    int64_t v;
-    if (ddp_parse_i64(name, 1, 64, &v) == 0)
-        return (int)v;
-    if (strncasecmp(name, "SIG", 3) == 0)
-        name += 3;
-    for (size_t i = 0; i < sizeof sigtab / sizeof sigtab[0]; i++)
-        if (strcasecmp(name, sigtab[i].name) == 0)
-            return sigtab[i].sig;
-    return 0;
-}
-
-const char *launch_signal_name(int sig) {
-    static const char *const names[] = {
-        [SIGHUP] = "SIGHUP",       [SIGINT] = "SIGINT",       [SIGQUIT] = "SIGQUIT",
-        [SIGILL] = "SIGILL",       [SIGTRAP] = "SIGTRAP",     [SIGABRT] = "SIGABRT",
-        [SIGBUS] = "SIGBUS",       [SIGFPE] = "SIGFPE",       [SIGKILL] = "SIGKILL",
-        [SIGUSR1] = "SIGUSR1",     [SIGSEGV] = "SIGSEGV",     [SIGUSR2] = "SIGUSR2",
-        [SIGPIPE] = "SIGPIPE",     [SIGALRM] = "SIGALRM",     [SIGTERM] = "SIGTERM",
-        [SIGSTKFLT] = "SIGSTKFLT", [SIGCHLD] = "SIGCHLD",     [SIGCONT] = "SIGCONT",
-        [SIGSTOP] = "SIGSTOP",     [SIGTSTP] = "SIGTSTP",     [SIGTTIN] = "SIGTTIN",
-        [SIGTTOU] = "SIGTTOU",     [SIGURG] = "SIGURG",       [SIGXCPU] = "SIGXCPU",
-        [SIGXFSZ] = "SIGXFSZ",     [SIGVTALRM] = "SIGVTALRM", [SIGPROF] = "SIGPROF",
-        [SIGWINCH] = "SIGWINCH",   [SIGIO] = "SIGIO",         [SIGPWR] = "SIGPWR",
-        [SIGSYS] = "SIGSYS",
-    };
-    if (sig > 0 && (size_t)sig < sizeof names / sizeof names[0] && names[sig] != NULL)
-        return names[sig];
-    return "SIG?";
+    return launch__str_set_nonempty(&spec->local_addr, flag, val, err);
 }
 
 static int apply_signals(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    char *copy = strdup(val);
-    if (copy == NULL)
-        return -ENOMEM;
-    int sigs[LAUNCH_MAX_SIGNALS], n = 0, rc = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        tok = trim(tok);
-        int s = launch_signal_parse(tok);
-        if (s == 0 || s > SIGRTMAX) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s' is not a signal", flag, VQ, tok);
-            break;
-        }
-        if (s == SIGKILL || s == SIGSTOP) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: %s cannot be handled", flag,
-                             launch_signal_name(s));
-            break;
-        }
-        int dup = 0;
-        for (int i = 0; i < n; i++)
-            dup |= sigs[i] == s;
-        if (dup)
-            continue;
-        if (n == LAUNCH_MAX_SIGNALS) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: more than %d signals", flag, LAUNCH_MAX_SIGNALS);
-            break;
-        }
-        sigs[n++] = s;
-    }
-    free(copy);
-    if (rc < 0)
-        return rc;
-    if (n == 0)
-        return usage(err, flag, val, "names no signal");
-    memcpy(spec->signals, sigs, sizeof sigs[0] * (size_t)n);
-    spec->n_signals = n;
-    return 0;
+    return launch__signals_parse(flag, val, spec->signals, &spec->n_signals, err);
 }
 
 static int apply_shutdown(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return get_seconds(flag, val, &spec->shutdown_timeout, err);
+    return launch__seconds_get(flag, val, &spec->shutdown_timeout, err);
 }
 
 /* torchrun loads the torchrun.logs_specs entry point of that name; the only one torch itself
@@ -620,187 +206,35 @@ static int apply_logs_specs(launch_spec_t *spec, const char *flag, const char *v
     (void)spec;
     if (strcmp(val, "default") == 0)
         return 0;
-    return usage(err, flag, val,
+    return launch__bad_value(err, flag, val,
                  "is a Python log spec plugin, which ddprun cannot load (only 'default'; "
                  "use --log_dir)");
 }
 
-/* ---- --log_line_prefix_template: Python string.Template, as torchrun's safe_substitute ---- */
-
-static const char *const prefix_macros[] = {"role_name", "local_rank", "rank", "hostname"};
-#define N_PREFIX_MACROS (sizeof prefix_macros / sizeof prefix_macros[0])
-
-/* Length of the identifier ([_a-zA-Z][_a-zA-Z0-9]*) at p, 0 when there is none. */
-static size_t ident_len(const char *p) {
-    size_t n = 0;
-    if (!(isalpha((unsigned char)*p) || *p == '_'))
-        return 0;
-    while (isalnum((unsigned char)p[n]) || p[n] == '_')
-        n++;
-    return n;
-}
-
-/* Finds the placeholder a '$' at t starts: *name and *nlen are its identifier, *skip the
- * characters it spans. Returns the index in prefix_macros; -1 for an unknown identifier; -3 for
- * "$$" (skip 2); -2 when t starts no placeholder (a lone '$' that stays as written). */
-static int macro_at(const char *t, const char **name, size_t *nlen, size_t *skip) {
-    if (t[1] == '$') {
-        *skip = 2;
-        return -3;
-    }
-    const char *id = t[1] == '{' ? t + 2 : t + 1;
-    size_t n = ident_len(id);
-    if (n == 0 || (t[1] == '{' && id[n] != '}'))
-        return -2;
-    *name = id;
-    *nlen = n;
-    *skip = (size_t)(id - t) + n + (t[1] == '{');
-    for (size_t i = 0; i < N_PREFIX_MACROS; i++)
-        if (strlen(prefix_macros[i]) == n && strncmp(prefix_macros[i], id, n) == 0)
-            return (int)i;
-    return -1;
-}
-
-int launch_prefix_template_check(const char *flag, const char *tmpl, ddp_err_t *err) {
-    if (strlen(tmpl) > LAUNCH_MAX_PREFIX_TEMPLATE)
-        return ddp_err_set(err, DDP_EUSAGE, "%s: longer than %d characters", flag,
-                           LAUNCH_MAX_PREFIX_TEMPLATE);
-    for (const char *t = tmpl; *t; t++) {
-        const char *name = NULL;
-        size_t n = 0, skip = 1;
-        if (*t != '$')
-            continue;
-        int m = macro_at(t, &name, &n, &skip);
-        if (m == -1)
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "%s: unknown macro '%.*s' (known: ${role_name}, ${local_rank}, "
-                               "${rank}, ${hostname})",
-                               flag, (int)(n < VQ ? n : VQ), name);
-        if (m != -2)
-            t += skip - 1;
-    }
-    return 0;
-}
-
-/* Appends n bytes of s to out (len so far, cap with room for the NUL), cutting at the end. */
-static size_t put(char *out, size_t len, size_t cap, const char *s, size_t n) {
-    if (len + n > cap - 1)
-        n = cap - 1 - len;
-    memcpy(out + len, s, n);
-    return len + n;
-}
-
-size_t launch_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
-                            const char *hostname, char *out, size_t cap) {
-    if (cap == 0)
-        return 0;
-    if (tmpl == NULL)
-        tmpl = LAUNCH_DEFAULT_LOG_LINE_PREFIX;
-    size_t len = 0;
-    for (const char *t = tmpl; *t; t++) {
-        const char *name = NULL;
-        size_t n = 0, skip = 1;
-        int m = *t == '$' ? macro_at(t, &name, &n, &skip) : -2;
-        char num[16];
-        const char *v;
-        if (m == -2 || m == -1) { /* not a placeholder, or unknown: kept as written */
-            v = t;
-            skip = m == -1 ? skip : 1;
-        } else if (m == -3) {
-            v = "$";
-        } else if (m == 0) {
-            v = role;
-        } else if (m == 3) {
-            v = hostname;
-        } else {
-            snprintf(num, sizeof num, "%d", m == 1 ? local_rank : rank);
-            v = num;
-        }
-        len = put(out, len, cap, v, v == t ? skip : strlen(v));
-        t += skip - 1;
-    }
-    out[len] = '\0';
-    return len;
-}
-
 static int apply_prefix_template(launch_spec_t *spec, const char *flag, const char *val,
                                  ddp_err_t *err) {
-    int rc = launch_prefix_template_check(flag, val, err);
+    int rc = agent_prefix_check(flag, val, err);
     if (rc < 0)
         return rc;
-    return str_set_or_unset(&spec->log_line_prefix_template, val); /* empty: the default */
+    return launch__str_set_or_unset(&spec->log_line_prefix_template, val); /* empty: the default */
 }
 
 /* torch.distributed.elastic.events knows two handlers; ddprun logs its events itself. */
 static int apply_event_log_handler(launch_spec_t *spec, const char *flag, const char *val,
                                    ddp_err_t *err) {
     if (strcmp(val, "null") != 0 && strcmp(val, "console") != 0)
-        return usage(err, flag, val, "is not an event log handler (null or console)");
+        return launch__bad_value(err, flag, val, "is not an event log handler (null or console)");
     return launch__str_set(&spec->event_log_handler, val);
-}
-
-static void filters_free(char **v) {
-    for (char **p = v; p != NULL && *p != NULL; p++)
-        free(*p);
-    free(v);
-}
-
-/* "a,b,,c" -> {"a", "b,c"} as torchrun's comma_separated_list (",," is a literal comma). Empty
- * items are dropped: an empty string would match every line. Returns 0, DDP_EUSAGE or -ENOMEM;
- * *out is NULL when nothing is left. */
-static int filters_parse(const char *flag, const char *val, char ***out, ddp_err_t *err) {
-    size_t len = strlen(val);
-    char **v = calloc(LAUNCH_MAX_DUP_FILTERS + 1, sizeof *v);
-    char *item = malloc(len + 1);
-    int n = 0, rc = 0;
-    if (v == NULL || item == NULL) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0, k = 0; i <= len; i++) {
-        if (i < len && val[i] == ',' && val[i + 1] == ',') {
-            item[k++] = ',';
-            i++;
-            continue;
-        }
-        if (i < len && val[i] != ',') {
-            item[k++] = val[i];
-            continue;
-        }
-        if (k == 0)
-            continue;
-        if (n == LAUNCH_MAX_DUP_FILTERS) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: more than %d filters", flag,
-                             LAUNCH_MAX_DUP_FILTERS);
-            goto out;
-        }
-        if ((v[n++] = strndup(item, k)) == NULL) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        k = 0;
-    }
-out:
-    free(item);
-    if (rc < 0 || n == 0) {
-        filters_free(v);
-        v = NULL;
-    }
-    if (rc == 0) {
-        filters_free(*out);
-        *out = v;
-    }
-    return rc;
 }
 
 static int apply_dup_stdout(launch_spec_t *spec, const char *flag, const char *val,
                             ddp_err_t *err) {
-    return filters_parse(flag, val, &spec->dup_stdout_filters, err);
+    return launch__filters_parse(flag, val, &spec->dup_stdout_filters, err);
 }
 
 static int apply_dup_stderr(launch_spec_t *spec, const char *flag, const char *val,
                             ddp_err_t *err) {
-    return filters_parse(flag, val, &spec->dup_stderr_filters, err);
+    return launch__filters_parse(flag, val, &spec->dup_stderr_filters, err);
 }
 
 /* Boolean flags: on the command line they take no value; PET_* gives 0/1 (or true/false). */
@@ -809,9 +243,9 @@ static int apply_bool(int *dst, const char *flag, const char *val, ddp_err_t *er
         *dst = 1;
         return 0;
     }
-    int b = parse_bool(val);
+    int b = launch__bool_parse(val);
     if (b < 0)
-        return usage(err, flag, val, "is not 0 or 1");
+        return launch__bad_value(err, flag, val, "is not 0 or 1");
     *dst = b;
     return 0;
 }
@@ -834,14 +268,14 @@ static int apply_module(launch_spec_t *spec, const char *flag, const char *val, 
 static int apply_numa_binding(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
     (void)spec;
-    return usage(err, flag, val,
+    return launch__bad_value(err, flag, val,
                  "is not supported by ddprun yet: drop it, or bind in the program (numactl)");
 }
 
 static int apply_print_completion(launch_spec_t *spec, const char *flag, const char *val,
                                   ddp_err_t *err) {
     (void)spec;
-    return usage(err, flag, val, "is not supported by ddprun (ddprun --help lists the flags)");
+    return launch__bad_value(err, flag, val, "is not supported by ddprun (ddprun --help lists the flags)");
 }
 
 static int apply_virtual_local_rank(launch_spec_t *spec, const char *flag, const char *val,
@@ -923,7 +357,7 @@ static void spec_defaults(launch_spec_t *spec) {
     spec->signals[3] = SIGQUIT;
     spec->n_signals = 4;
     spec->shutdown_timeout = 30;
-    conf_defaults(&spec->rdzv_opts);
+    launch__rdzv_conf_defaults(&spec->rdzv_opts);
 }
 
 static int default_strings(launch_spec_t *spec) {
@@ -1003,17 +437,17 @@ static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const ch
     return 0;
 }
 
-/* Handles a flag that does its work at once (--help, --version). Returns 1 when it did. */
-static int immediate(const opt_t *o) {
-    if (o->id == LAUNCH_OPT_HELP) {
+/* Handles a flag that does its work at once (--help, --version): prints, and marks spec as
+ * having nothing to run. Returns 1 when it did. */
+static int immediate(launch_spec_t *spec, const opt_t *o) {
+    if (o->id == LAUNCH_OPT_HELP)
         launch_usage();
-        return 1;
-    }
-    if (o->id == LAUNCH_OPT_VERSION) {
+    else if (o->id == LAUNCH_OPT_VERSION)
         print_version();
-        return 1;
-    }
-    return 0;
+    else
+        return 0;
+    spec->info_printed = 1;
+    return 1;
 }
 
 /* Parses "-r3", "-r 3", "-mv", "-vvv". *i is advanced past consumed arguments. */
@@ -1024,8 +458,8 @@ static int parse_short(int argc, char *const *argv, int *i, launch_spec_t *spec,
         char flag[3] = {'-', *p, '\0'};
         if (o == NULL)
             return ddp_err_set(err, DDP_EUSAGE, "unknown flag '%s' (see ddprun --help)", flag);
-        if (immediate(o))
-            return 1;
+        if (immediate(spec, o))
+            return 0;
         if (!o->takes_value) {
             int rc = apply(spec, o, flag, NULL, err);
             if (rc < 0)
@@ -1057,8 +491,8 @@ static int parse_long(int argc, char *const *argv, int *i, launch_spec_t *spec, 
     if (!o->takes_value) {
         if (eq != NULL)
             return ddp_err_set(err, DDP_EUSAGE, "%s takes no value", flag);
-        if (immediate(o))
-            return 1;
+        if (immediate(spec, o))
+            return 0;
         return apply(spec, o, flag, NULL, err);
     }
     const char *val = eq != NULL ? eq + 1 : NULL;
@@ -1099,37 +533,9 @@ static int apply_torch_env(launch_spec_t *spec, launch_getenv_fn getenv_fn, void
         return rc;
     v = getenv_fn(ctx, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
     if (!LAUNCH_GIVEN(spec, LAUNCH_OPT_SHUTDOWN_TIMEOUT) && v != NULL &&
-        (rc = get_seconds("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", v, &spec->shutdown_timeout, err)) < 0)
+        (rc = launch__seconds_get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", v, &spec->shutdown_timeout, err)) < 0)
         return rc;
     return 0;
-}
-
-/* Entries of a CUDA_VISIBLE_DEVICES-style list ("" counts one, as Python's split does). */
-static int list_entries(const char *v) {
-    int n = 1;
-    for (; *v; v++)
-        n += *v == ',';
-    return n;
-}
-
-/* --virtual_local_rank gives local rank i the i-th visible device: with an explicit worker count
- * and a visible-device list, a list that is too short is a usage error before anything starts
- * (torchrun raises the same ValueError when it starts the workers). */
-static int check_virtual_devices(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
-                                 ddp_err_t *err) {
-    if (!spec->virtual_local_rank || spec->nproc_kind != LAUNCH_NPROC_NUM ||
-        !LAUNCH_GIVEN(spec, LAUNCH_OPT_NPROC_PER_NODE))
-        return 0;
-    const char *var = "HIP_VISIBLE_DEVICES", *v = getenv_fn(ctx, var);
-    if (v == NULL || *v == '\0') { /* HIP's list wins on ROCm only when it is not empty */
-        var = "CUDA_VISIBLE_DEVICES";
-        v = getenv_fn(ctx, var);
-    }
-    if (v == NULL || list_entries(v) >= spec->nproc_per_node)
-        return 0;
-    return ddp_err_set(err, DDP_EUSAGE,
-                       "--virtual_local_rank: %d workers but %s='%.*s' lists %d device(s)",
-                       spec->nproc_per_node, var, VQ, v, list_entries(v));
 }
 
 /* A random rendezvous id like torchrun's uuid4 for --standalone. */
@@ -1154,7 +560,6 @@ static int apply_standalone_rules(launch_spec_t *spec) {
     char id[37];
     random_id(id);
     if (launch__str_set(&spec->rdzv_backend, "c10d") < 0 ||
-        launch__str_set(&spec->rdzv_endpoint, "localhost:0") < 0 ||
         launch__str_set(&spec->rdzv_host, "localhost") < 0 ||
         launch__str_set(&spec->rdzv_id, id) < 0)
         return -ENOMEM;
@@ -1203,7 +608,7 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
             break; /* the program */
         rc = a[1] == '-' ? parse_long(argc, argv, &i, spec, err)
                          : parse_short(argc, argv, &i, spec, err);
-        if (rc != 0)
+        if (rc < 0 || spec->info_printed)
             goto out;
     }
     if ((rc = apply_pet(spec, getenv_fn, ctx, err)) < 0 ||
@@ -1220,14 +625,13 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         goto out;
     if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
         goto out;
-    if ((rc = check_combinations(spec, err)) < 0 ||
-        (rc = check_virtual_devices(spec, getenv_fn, ctx, err)) < 0)
+    if ((rc = check_combinations(spec, err)) < 0)
         goto out;
     rc = default_strings(spec);
 out:
     if (rc < 0 && err != NULL && err->code == 0)
         ddp_err_set(err, rc, "unable to parse the command line: %s", ddp_strerror(rc));
-    if (rc != 0)
+    if (rc < 0)
         launch_spec_free(spec);
     return rc;
 }
@@ -1240,7 +644,6 @@ void launch_spec_free(launch_spec_t *spec) {
     if (spec == NULL)
         return;
     free(spec->rdzv_backend);
-    free(spec->rdzv_endpoint);
     free(spec->rdzv_id);
     free(spec->rdzv_conf);
     free(spec->role);
@@ -1253,100 +656,7 @@ void launch_spec_free(launch_spec_t *spec) {
     free(spec->start_method);
     free(spec->log_line_prefix_template);
     free(spec->event_log_handler);
-    filters_free(spec->dup_stdout_filters);
-    filters_free(spec->dup_stderr_filters);
+    launch__filters_free(spec->dup_stdout_filters);
+    launch__filters_free(spec->dup_stderr_filters);
     memset(spec, 0, sizeof *spec);
-}
-
-void launch_usage(void) {
-    fputs(
-        "usage: ddprun [flags] program [args...]\n"
-        "       ddprun [flags] -m module [args...]\n"
-        "\n"
-        "Starts nproc_per_node copies of program on this node, as torchrun does, and supervises\n"
-        "them. A program ending in .py runs as `python3 -u program` ($PYTHON_EXEC when set);\n"
-        "anything else is executed directly. Flags stop at the program or at `--`; the rest is\n"
-        "the program's. Every flag has a dashed and an underscored spelling (--nproc-per-node,\n"
-        "--nproc_per_node), takes `--flag=value` or `--flag value`, and can come from the\n"
-        "environment as PET_<FLAG> (PET_NPROC_PER_NODE=4); the command line wins.\n"
-        "\n"
-        "Job shape:\n"
-        "  --nnodes N|MIN:MAX          nodes in the job (default 1:1)\n"
-        "  --nproc_per_node N|gpu|cpu|auto\n"
-        "                              workers on this node (default 1); gpu = CUDA devices\n"
-        "                              visible (CUDA_VISIBLE_DEVICES honoured), cpu = usable\n"
-        "                              CPUs, auto = GPUs if any else CPUs\n"
-        "  --node_rank N               this node's rank for the static backend (default 0)\n"
-        "  --standalone                single node: c10d store hosted by ddprun on localhost:0,\n"
-        "                              a random rdzv_id, nnodes 1:1\n"
-        "\n"
-        "Rendezvous:\n"
-        "  --rdzv_backend static|c10d  (default static)\n"
-        "  --rdzv_endpoint HOST[:PORT] (c10d port default 29400; [v6addr]:port for IPv6)\n"
-        "  --rdzv_id ID                job id shared by all nodes (default none)\n"
-        "  --rdzv_conf K=V,...         join_timeout=600 last_call_timeout=30 close_timeout=30\n"
-        "                              timeout=600 heartbeat|keep_alive_interval=5\n"
-        "                              keep_alive_max_attempt=3 read_timeout=60 is_host=auto\n"
-        "  --master_addr ADDR          static backend master (default 127.0.0.1)\n"
-        "  --master_port PORT          static backend port (default 29500 with several nodes; on "
-        "one\n"
-        "                              node a free port, so that jobs never race for 29500)\n"
-        "  --local_addr ADDR           this node's address as the others see it (default: host)\n"
-        "\n"
-        "Supervision:\n"
-        "  --max_restarts N            restarts of the worker group before failing (default 0)\n"
-        "  --monitor_interval SECS     accepted for compatibility (default 0.1; ddprun reacts to\n"
-        "                              worker exits at once)\n"
-        "  --signals_to_handle LIST    signals forwarded to workers, names with or without SIG\n"
-        "                              or numbers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)\n"
-        "  --shutdown_timeout SECS     grace after SIGTERM before SIGKILL (default 30, or\n"
-        "                              $TORCH_ELASTIC_SHUTDOWN_TIMEOUT when set)\n"
-        "  --role NAME                 worker role (default default)\n"
-        "  --start_method M            spawn|fork|forkserver, accepted and ignored (default "
-        "spawn)\n"
-        "  --event_log_handler NAME    null|console, accepted for compatibility (default null;\n"
-        "                              ddprun logs its events to stderr either way)\n"
-        "  --virtual_local_rank        every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES "
-        "set\n"
-        "                              to its own device (entry LOCAL_RANK of the visible list)\n"
-        "\n"
-        "Output:\n"
-        "  --log_dir DIR               per-rank files under DIR/attempt_N/<local_rank>/\n"
-        "  -r, --redirects 0-3|MAP     streams to files only: 0 none, 1 stdout, 2 stderr, 3 both;\n"
-        "                              MAP like 0:1,1:2 per local rank (default 0)\n"
-        "  -t, --tee 0-3|MAP           streams to files and the console, tagged (default 0)\n"
-        "  --log_line_prefix_template T\n"
-        "                              tag of tee'd console lines; macros ${role_name},\n"
-        "                              ${local_rank}, ${rank}, ${hostname} (default\n"
-        "                              '[${role_name}${local_rank}]:', as torchrun;\n"
-        "                              $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE too)\n"
-        "  --local_ranks_filter LIST   local ranks shown on the console, like 0,2 (default all)\n"
-        "  --duplicate_stdout_filters LIST\n"
-        "  --duplicate_stderr_filters LIST\n"
-        "                              tee'd console lines containing any of the comma-separated\n"
-        "                              strings (`,,` is a comma) are also written, tagged, to\n"
-        "                              attempt_N/filtered_stdout.log / filtered_stderr.log\n"
-        "  --logs_specs default        torchrun's log spec plugin name; only the built-in one\n"
-        "\n"
-        "Program:\n"
-        "  --no_python                 execute the program directly, even a .py file\n"
-        "  -m, --module                run program as a Python module: python3 -u -m program\n"
-        "  --run_path                  run program under python3 -u whatever its name\n"
-        "\n"
-        "ddprun itself:\n"
-        "  -v, --verbose               more log lines (repeat for more; DDPRUN_LOG_LEVEL too)\n"
-        "  -h, --help                  this text\n"
-        "  --version                   print the version\n"
-        "\n"
-        "Under Slurm (srun --ntasks-per-node=1 ddprun program) nnodes, node_rank, rdzv_id,\n"
-        "rdzv_backend, rdzv_endpoint and nproc_per_node come from SLURM_* unless given; -v shows\n"
-        "what was derived from which variable.\n"
-        "\n"
-        "Exit codes:\n"
-        "  0        every worker succeeded\n"
-        "  1        the job failed; the summary names the rank, host and exit code or signal\n"
-        "  2        usage error: one line names the flag, value or path; nothing was started\n"
-        "  126/127  the program is not executable / not found (when found out late)\n"
-        "  128+N    ddprun was killed by signal N\n",
-        stdout);
 }

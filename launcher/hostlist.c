@@ -198,6 +198,7 @@ static int parse_item(const char *s, size_t *i, item_t *it, ddp_err_t *err) {
     return 0;
 }
 
+/* Long: one pass of the hostlist grammar, with its error messages. */
 int launch_hostlist_parse(const char *s, launch_hostlist_t *out, ddp_err_t *err) {
     memset(out, 0, sizeof *out);
     if (s == NULL)
@@ -277,6 +278,7 @@ static int bad_counts(ddp_err_t *err, const char *s, size_t off, const char *wha
                        QUOTE_MAX, s, strlen(s) > QUOTE_MAX ? "..." : "", off, what);
 }
 
+/* Long: one pass of the counts grammar, with its error messages. */
 int launch_counts_parse(const char *s, launch_counts_t *out, ddp_err_t *err) {
     memset(out, 0, sizeof *out);
     if (s == NULL)

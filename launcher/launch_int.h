@@ -2,12 +2,45 @@
 #ifndef LAUNCH_INT_H
 #define LAUNCH_INT_H
 
+#include <stdint.h>
+
+#include "launch_spec.h"
+
 /* Makes launch_gpu_count dlopen soname instead of "libcuda.so.1" (NULL restores it). Tests point it
  * at a fake driver or at a missing file. Not thread-safe; call before counting. */
 void launch__nproc_set_cuda_lib(const char *soname);
 
-/* Replaces *dst with a copy of val (cli.c); the old string is freed only once the copy exists.
+/* cli_values.c: the value parsers of the option table. Each returns 0, DDP_EUSAGE with a one-line
+ * message naming flag (and quoting the value), or -ENOMEM; outputs are untouched on error. */
+
+/* Records "<flag>: '<val>' <what>" in err. Returns DDP_EUSAGE. */
+int launch__bad_value(ddp_err_t *err, const char *flag, const char *val, const char *what);
+/* Replaces *dst with a copy of val; the old string is freed only once the copy exists.
  * Returns 0, or -ENOMEM with *dst unchanged. */
 int launch__str_set(char **dst, const char *val);
+/* launch__str_set, refusing an empty value. */
+int launch__str_set_nonempty(char **dst, const char *flag, const char *val, ddp_err_t *err);
+/* *dst = a copy of val, or NULL (the default) when val is empty. Returns 0 or -ENOMEM. */
+int launch__str_set_or_unset(char **dst, const char *val);
+/* An integer in min..max into *out. */
+int launch__int_get(const char *flag, const char *val, int64_t min, int64_t max, int *out,
+                    ddp_err_t *err);
+/* A number of seconds (>= 0) into *out. */
+int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_t *err);
+/* 1 for 1/true/t/yes/y/on, 0 for 0/false/f/no/n/off (any case), -1 otherwise. */
+int launch__bool_parse(const char *v);
+/* torchrun's --rdzv_conf defaults. */
+void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c);
+/* A --log_dir must be a writable directory, or creatable under its nearest existing parent. */
+int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err);
+/* "0,2,2" -> *out = {0, 2} (sorted, unique; caller frees), *n = 2; "" -> NULL, 0. */
+int launch__ranks_parse(const char *flag, const char *val, int **out, int *n, ddp_err_t *err);
+/* "TERM,SIGUSR1,2" -> out[0..*n) (at most AGENT_MAX_SIGNALS, no repeats, not KILL or STOP). */
+int launch__signals_parse(const char *flag, const char *val, int *out, int *n, ddp_err_t *err);
+/* "a,b,,c" -> {"a", "b,c", NULL} as torchrun's comma_separated_list; replaces *out (NULL when
+ * nothing is left). Free with launch__filters_free. */
+int launch__filters_parse(const char *flag, const char *val, char ***out, ddp_err_t *err);
+/* Frees a NULL-terminated filter list. NULL-safe. */
+void launch__filters_free(char **v);
 
 #endif

@@ -77,7 +77,7 @@ typedef struct launch_slurm {
 } launch_slurm_t;
 
 /* Fills the fields of spec that were not given explicitly (see LAUNCH_GIVEN) from a Slurm step's
- * environment, and records what it did in out (may be NULL). Rules (issue 5):
+ * environment, and records what it did in out (may be NULL). Rules:
  *   nnodes       SLURM_STEP_NUM_NODES, else SLURM_NNODES (1 in a batch step: it runs on one node)
  *   node_rank    SLURM_NODEID (counted within the step)
  *   rdzv_id      SLURM_JOB_ID "." step id

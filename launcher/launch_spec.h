@@ -1,28 +1,18 @@
 /* launch_spec_t: everything the command line (and PET_* / SLURM_* environment) says about a job,
- * produced by launch_cli_parse (launcher/cli.c) and consumed by the agent (agent/agent.c). */
+ * produced by launch_cli_parse (launcher/cli.c). It is the launcher's own: launch_job_build
+ * (launcher/job.c) resolves it into the agent_job_t the agent runs. */
 #ifndef LAUNCH_SPEC_H
 #define LAUNCH_SPEC_H
 
 #include <stddef.h>
 
+#include "agent.h"
 #include "ddp_err.h"
-
-#define LAUNCH_MAX_SIGNALS 16
-#define LAUNCH_MAX_STD_OVERRIDES 64
 
 #ifndef DDPRUN_VERSION
 #define DDPRUN_VERSION "0.1.0"
 #endif
 
-/* torchrun's defaults that the spec leaves to the agent (it keeps -1 / NULL for "not given"). */
-#define LAUNCH_DEFAULT_MASTER_PORT 29500
-#define LAUNCH_DEFAULT_C10D_PORT 29400
-
-/* --log_line_prefix_template: torchrun's default tag of a tee'd console line, the longest template
- * accepted, and the most bytes a rendered prefix keeps (a longer one is cut). */
-#define LAUNCH_DEFAULT_LOG_LINE_PREFIX "[${role_name}${local_rank}]:"
-#define LAUNCH_MAX_PREFIX_TEMPLATE 256
-#define LAUNCH_PREFIX_MAX 1024
 /* --duplicate_std{out,err}_filters: at most this many filter strings each. */
 #define LAUNCH_MAX_DUP_FILTERS 64
 
@@ -91,17 +81,6 @@ typedef struct launch_rdzv_conf {
  * parsers take one so that tests can feed recorded environments. */
 typedef const char *(*launch_getenv_fn)(void *ctx, const char *name);
 
-/* Which streams of a worker go to a file (--redirects) or to file and console (--tee). */
-enum { LAUNCH_STD_NONE = 0, LAUNCH_STD_OUT = 1, LAUNCH_STD_ERR = 2, LAUNCH_STD_ALL = 3 };
-
-/* "-r 3" or "-r 0:1,1:2": a default mask and per-local-rank overrides. */
-typedef struct launch_std_map {
-    int dflt;
-    int n;
-    int rank[LAUNCH_MAX_STD_OVERRIDES];
-    int mask[LAUNCH_MAX_STD_OVERRIDES];
-} launch_std_map_t;
-
 typedef enum {
     LAUNCH_NPROC_NUM = 0, /* nproc_per_node holds the number */
     LAUNCH_NPROC_GPU,     /* one per visible CUDA device; error when there is none */
@@ -115,7 +94,6 @@ typedef struct launch_spec {
     launch_nproc_kind_t nproc_kind; /* --nproc_per_node kind */
     int nproc_per_node;             /* resolved count (launch_nproc_resolve fills it) */
     char *rdzv_backend;             /* "static" (default), "c10d" */
-    char *rdzv_endpoint;            /* host[:port]; NULL when not given */
     char *rdzv_id;                  /* default "none" */
     char *rdzv_conf;                /* raw "k=v,..."; NULL when not given */
     int standalone;                 /* --standalone */
@@ -123,8 +101,8 @@ typedef struct launch_spec {
     double monitor_interval;        /* seconds; accepted for compatibility, default 0.1 */
     char *role;                     /* default "default" */
     char *log_dir;                  /* NULL = a fresh directory under $TMPDIR only when needed */
-    launch_std_map_t redirects;     /* -r/--redirects */
-    launch_std_map_t tee;           /* -t/--tee */
+    agent_std_map_t redirects;      /* -r/--redirects */
+    agent_std_map_t tee;            /* -t/--tee */
     int *local_ranks_filter;        /* NULL = every rank shown on the console */
     int n_local_ranks_filter;
     char *master_addr;               /* default "127.0.0.1" */
@@ -133,7 +111,7 @@ typedef struct launch_spec {
     int no_python;                   /* --no_python */
     int module;                      /* -m/--module */
     char *run_path;                  /* --run_path (script given as path under python3) */
-    int signals[LAUNCH_MAX_SIGNALS]; /* --signals_to_handle, default TERM,INT,HUP,QUIT */
+    int signals[AGENT_MAX_SIGNALS];  /* --signals_to_handle, default TERM,INT,HUP,QUIT */
     int n_signals;
     double shutdown_timeout; /* seconds before SIGKILL; default 30 */
     int verbose;             /* -v count */
@@ -141,26 +119,28 @@ typedef struct launch_spec {
     int prog_argc;
     /* Added by the launcher module (cli.c): */
     unsigned long long given;       /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
-    char *rdzv_host;                /* host part of rdzv_endpoint (brackets of [v6] removed) */
-    int rdzv_port;                  /* port part of rdzv_endpoint; -1 when absent */
+    char *rdzv_host;                /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
+    int rdzv_port;                  /* --rdzv_endpoint's port; -1 when absent */
     launch_rdzv_conf_t rdzv_opts;   /* rdzv_conf parsed and validated, defaults filled */
     char *start_method;             /* --start_method spawn|fork|forkserver: accepted, unused */
     int virtual_local_rank;         /* --virtual_local_rank: LOCAL_RANK=0, one device per worker */
-    char *log_line_prefix_template; /* NULL = LAUNCH_DEFAULT_LOG_LINE_PREFIX */
+    char *log_line_prefix_template; /* NULL = AGENT_DEFAULT_LOG_LINE_PREFIX */
     char *event_log_handler;        /* "null" (default) or "console": accepted, unused */
     char **dup_stdout_filters;      /* NULL-terminated strings; NULL = no duplication */
     char **dup_stderr_filters;      /* same for stderr */
+    int info_printed;               /* --help or --version was printed: there is nothing to run */
 } launch_spec_t;
 
-/* Fills spec from argv and PET_* variables (command line wins). On a usage error returns
- * DDP_EUSAGE with err->text a one-line message naming the flag ("--nproc_per_node: 'x' is not
- * a number, gpu, cpu or auto"). Strings in spec are owned by spec: free with launch_spec_free.
- * Returns 1 (not an error) when --help was printed and the caller should exit 0. */
+/* Fills spec from argv and PET_* variables (command line wins). Returns 0, or DDP_EUSAGE with
+ * err->text a one-line message naming the flag ("--nproc_per_node: 'x' is not a number, gpu, cpu
+ * or auto"), or -ENOMEM. After --help or --version (printed to stdout) it returns 0 with
+ * spec->info_printed set: the caller exits 0. Strings in spec are owned by spec: free with
+ * launch_spec_free (also safe after an error). */
 int launch_cli_parse(int argc, char *const *argv, launch_spec_t *spec, ddp_err_t *err);
 
 /* launch_cli_parse with the PET_* variables read through getenv_fn(ctx, name) instead of the
- * process environment (getenv_fn NULL = getenv). Same returns; --help and --version print to stdout
- * and return 1. On any error spec is left zeroed (launch_spec_free is still safe to call). */
+ * process environment (getenv_fn NULL = getenv). Same returns. On any error spec is left zeroed
+ * (launch_spec_free is still safe to call). */
 int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn, void *ctx,
                          launch_spec_t *spec, ddp_err_t *err);
 
@@ -194,29 +174,12 @@ void launch_argv_free(launch_argv_t *out);
 
 /* Parses a --redirects/--tee value ("3" or "0:1,1:2") into m. flag names the option in messages.
  * Returns 0 or DDP_EUSAGE. */
-int launch_std_map_parse(const char *flag, const char *s, launch_std_map_t *m, ddp_err_t *err);
+int launch_std_map_parse(const char *flag, const char *s, agent_std_map_t *m, ddp_err_t *err);
 
 /* Parses a --rdzv_conf value into c (defaults first, then the keys given). Keys: join_timeout,
  * last_call_timeout, close_timeout, timeout, heartbeat, keep_alive_interval,
  * keep_alive_max_attempt, read_timeout, is_host. Returns 0 or DDP_EUSAGE naming the key. */
 int launch_rdzv_conf_parse(const char *flag, const char *s, launch_rdzv_conf_t *c, ddp_err_t *err);
-
-/* Checks a --log_line_prefix_template value (Python string.Template syntax: ${name}, $name, $$).
- * Macros: role_name, local_rank, rank, hostname. Returns 0, or DDP_EUSAGE naming flag and the
- * unknown macro. */
-int launch_prefix_template_check(const char *flag, const char *tmpl, ddp_err_t *err);
-
-/* Renders tmpl (checked by launch_prefix_template_check; NULL = the default) for one worker into
- * out, NUL-terminated and cut to cap - 1 bytes. An unknown macro is left as written, as Python's
- * safe_substitute does. Returns the length written. */
-size_t launch_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
-                            const char *hostname, char *out, size_t cap);
-
-/* Signal number for "SIGTERM", "TERM", "term" or "15"; 0 when unknown. */
-int launch_signal_parse(const char *name);
-
-/* "SIGTERM" for 15 ("SIG?" for unknown). Static string. */
-const char *launch_signal_name(int sig);
 
 /* Resolves nproc_kind into nproc_per_node (GPU count via libcuda, CUDA_VISIBLE_DEVICES honoured).
  * Returns 0, or DDP_ENOGPU with a message for "gpu" on a machine without one. */
@@ -230,14 +193,18 @@ int launch_gpu_count(char *why, size_t why_len);
 /* Number of CPUs this process may run on (sched_getaffinity, else online CPUs); at least 1. */
 int launch_cpu_count(void);
 
-/* The std mask for local_rank from a --redirects/--tee map. */
-int launch_std_for(const launch_std_map_t *m, int local_rank);
-
 /* Frees what launch_cli_parse allocated; spec is left zeroed. */
 void launch_spec_free(launch_spec_t *spec);
 
 /* Prints the --help text (flags, defaults, exit codes) to stdout. */
 void launch_usage(void);
+
+/* Resolves spec (parsed, Slurm-derived, nproc resolved) and prog into the job the agent runs:
+ * the backend's endpoint with its default port, durations in milliseconds, the visible-device
+ * list read through getenv_fn(ctx, name) (NULL = getenv). job borrows from spec and prog, which
+ * must outlive it; its prepared fields are left empty (agent_job_prepare fills them). */
+void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
+                      launch_getenv_fn getenv_fn, void *ctx, agent_job_t *job);
 
 /* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
 

@@ -1,5 +1,7 @@
-/* ddprun: parse the command line (and PET_* / SLURM_* environment), resolve the worker count and
- * the program to exec, then hand the job to the agent. Usage errors exit 2 with one line. */
+/* ddprun: parse the command line (and PET_* / SLURM_* environment), resolve the worker count, the
+ * program to exec and the job, then hand the job to the agent. Every usage error is found before
+ * the agent starts and exits 2 with one line; the exit code is decided here, once. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +15,14 @@
 #include "launch_spec.h"
 #include "launch_status.h"
 
+/* ddprun's exit codes (--help, docs/cli.md). 126/127 and 128+N come from the job's end. */
+enum { EXIT_OK = 0, EXIT_JOB_FAILED = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+
 /* Prints "ddprun: <message>" and returns the usage exit code. */
 static int usage_error(const ddp_err_t *err, int rc) {
     fprintf(stderr, "ddprun: %s\n", err->text[0] ? err->text : ddp_strerror(rc));
-    return AGENT_EXIT_USAGE;
+    return EXIT_USAGE;
 }
-
 /* Opens /dev/null on whichever of fds 0-2 is closed. Returns 0, or -1 when that fails. */
 static int std_fds_open(void) {
     for (int fd = 0; fd <= 2; fd++) {
@@ -35,46 +39,84 @@ static int std_fds_open(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    /* Started with stderr (or stdout) closed, ddprun would hand that number to its first pipe or
-     * its event loop's epoll fd, then log into it: libuv aborted on the result. */
-    if (std_fds_open() < 0)
-        return AGENT_EXIT_INTERNAL;
-    ddp_log_init("agent", DDP_LOG_WARN);
-    if (argc > 1 && strcmp(argv[1], "status") == 0)
-        return launch_status_main(argc - 1, argv + 1);
-    launch_spec_t spec;
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = launch_cli_parse(argc, argv, &spec, &err);
-    if (rc == 1)
-        return 0; /* --help or --version */
+/* The exit code for agent_run's return rc and the job's end res: the agent's own failure (2 for a
+ * setting the machine refuses, else 3), then how the job ended. */
+static int exit_code(int rc, const agent_result_t *res) {
     if (rc < 0)
-        return usage_error(&err, rc);
-    if (spec.verbose > 0 && ddp_log_level() < DDP_LOG_INFO + spec.verbose - 1)
-        ddp_log_set_level(DDP_LOG_INFO + spec.verbose - 1);
+        return rc == DDP_EUSAGE ? EXIT_USAGE : EXIT_INTERNAL;
+    if (res->exec_errno != 0)
+        return res->exec_errno == ENOENT ? 127 : 126;
+    if (res->signal != 0)
+        return 128 + res->signal;
+    return res->failed ? EXIT_JOB_FAILED : EXIT_OK;
+}
 
+/* -v on the command line raises the log level (DDPRUN_LOG_LEVEL may have raised it further). */
+static void verbosity_apply(int verbose) {
+    if (verbose > 0 && ddp_log_level() < DDP_LOG_INFO + verbose - 1)
+        ddp_log_set_level(DDP_LOG_INFO + verbose - 1);
+}
+
+/* Slurm derivation (a no-op outside Slurm); -v prints what was derived from which variable.
+ * Returns 0 or a usage error in err. */
+static int slurm_apply(launch_spec_t *spec, ddp_err_t *err) {
     launch_slurm_t slurm;
     memset(&slurm, 0, sizeof slurm);
-    if ((rc = launch_slurm_derive(&spec, NULL, NULL, &slurm, &err)) < 0)
-        goto usage;
-    if (slurm.detected && spec.verbose > 0) {
+    int rc = launch_slurm_derive(spec, NULL, NULL, &slurm, err);
+    if (rc == 0 && slurm.detected && spec->verbose > 0) {
         ddp_buf_t b = DDP_BUF_INIT;
         if (launch_slurm_describe(&slurm, &b) == 0 && b.len > 0)
             fprintf(stderr, "%s", (char *)b.data);
         ddp_buf_free(&b);
     }
-    if ((rc = launch_nproc_resolve(&spec, &err)) < 0)
-        goto usage;
+    return rc;
+}
+
+/* Parses, derives and resolves everything up to a prepared job; every failure here is a usage
+ * error (err says which flag). On success free prog and the job's token. */
+static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *job,
+                       ddp_err_t *err) {
+    int rc = slurm_apply(spec, err);
+    if (rc == 0)
+        rc = launch_nproc_resolve(spec, err);
+    if (rc == 0)
+        rc = launch_program_argv(spec, prog, err);
+    if (rc < 0)
+        return rc;
+    launch_job_build(spec, prog, NULL, NULL, job);
+    if ((rc = agent_job_prepare(job, err)) < 0)
+        launch_argv_free(prog);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    /* Started with stderr (or stdout) closed, ddprun would hand that number to its first pipe or
+     * its event loop's epoll fd, then log into it: libuv aborted on the result. */
+    if (std_fds_open() < 0)
+        return EXIT_INTERNAL;
+    ddp_log_init("agent", DDP_LOG_WARN);
+    if (argc > 1 && strcmp(argv[1], "status") == 0)
+        return launch_status_main(argc - 1, argv + 1);
+    launch_spec_t spec;
     launch_argv_t prog;
-    if ((rc = launch_program_argv(&spec, &prog, &err)) < 0)
-        goto usage;
-    rc = agent_run(&spec, prog.path, prog.argv);
+    agent_job_t job;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = launch_cli_parse(argc, argv, &spec, &err);
+    if (rc == 0 && spec.info_printed) {
+        launch_spec_free(&spec); /* --help or --version */
+        return EXIT_OK;
+    }
+    if (rc == 0)
+        verbosity_apply(spec.verbose);
+    if (rc < 0 || (rc = job_resolve(&spec, &prog, &job, &err)) < 0) {
+        launch_spec_free(&spec);
+        return usage_error(&err, rc);
+    }
+    agent_result_t res;
+    rc = agent_run(&job, &res);
+    agent_job_release(&job);
     launch_argv_free(&prog);
     launch_spec_free(&spec);
-    return rc;
-
-usage:
-    launch_spec_free(&spec);
-    return usage_error(&err, rc);
+    return exit_code(rc, &res);
 }

@@ -1,8 +1,8 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
-# slurm.c). The lead's launcher/main.c links it into build/ddprun.
-LAUNCH_SRCS := launcher/cli.c launcher/program.c launcher/nproc.c launcher/hostlist.c \
-               launcher/slurm.c
+# slurm.c), and the job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
+LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c launcher/nproc.c launcher/hostlist.c \
+               launcher/slurm.c launcher/job.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
 # The launcher's headers are all private; its unit tests see them too. Transitional: status.c
@@ -15,14 +15,14 @@ $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
 UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_nproc \
               $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm
 $(BUILD)/tests/unit/test_launch_cli: $(BUILD)/obj/tests/unit/test_launch_cli.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_hostlist: $(BUILD)/obj/tests/unit/test_hostlist.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_slurm: $(BUILD)/obj/tests/unit/test_slurm.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 # test_launch_nproc dlopens a fake libcuda built next to it (found through /proc/self/exe).
 $(BUILD)/tests/unit/test_launch_nproc: $(BUILD)/obj/tests/unit/test_launch_nproc.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/unit/libfakecuda.so
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/unit/libfakecuda.so
 $(BUILD)/tests/unit/libfakecuda.so: $(BUILD)/obj/tests/unit/test_launch_fakecuda.o
 	@mkdir -p $(@D)
 	@echo "  LD      $@"

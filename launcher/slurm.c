@@ -1,5 +1,5 @@
 /* Slurm step detection and the derivation of nnodes, node rank, rendezvous id/backend/endpoint and
- * nproc from SLURM_* (issue 5), for `srun --ntasks-per-node=1 ddprun program` with no other flag.
+ * nproc from SLURM_*, for `srun --ntasks-per-node=1 ddprun program` with no other flag.
  * Every read goes through a launch_getenv_fn, so tests replay recorded environments. */
 #include "launch_slurm.h"
 
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ddp_devices.h"
 #include "ddp_parse.h"
 #include "launch_int.h"
 
@@ -103,22 +104,6 @@ static int check_one_task(launch_getenv_fn fn, void *ctx, const launch_slurm_t *
                        most, var, v, nflag, ntasks);
 }
 
-/* Counts the entries of CUDA_VISIBLE_DEVICES ("0,1", "GPU-uuid,..."); 0 for "", "NoDevFiles". */
-static int count_cvd(const char *v) {
-    if (v == NULL || *v == '\0' || strcmp(v, "NoDevFiles") == 0)
-        return 0;
-    int n = 0, in = 0;
-    for (const char *p = v; *p; p++) {
-        if (*p == ',')
-            in = 0;
-        else if (!in && *p != ' ') {
-            in = 1;
-            n++;
-        }
-    }
-    return n;
-}
-
 static int derive_nnodes(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, launch_slurm_t *s,
                          size_t listed, ddp_err_t *err) {
     static const char *const vars[] = {"SLURM_STEP_NUM_NODES", "SLURM_NNODES",
@@ -196,21 +181,27 @@ static int derive_rdzv(launch_spec_t *spec, launch_slurm_t *s, const char *step_
         line(s, "rdzv_backend=c10d (the Slurm default)");
     }
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT)) {
-        line(s, "rdzv_endpoint=%.96s kept (given explicitly)", spec->rdzv_endpoint);
+        /* As given: an IPv6 address in brackets, the port only when there was one. */
+        const char *h = spec->rdzv_host ? spec->rdzv_host : "";
+        int v6 = strchr(h, ':') != NULL;
+        char port[16] = "";
+        if (spec->rdzv_port >= 0)
+            snprintf(port, sizeof port, ":%d", spec->rdzv_port);
+        line(s, "rdzv_endpoint=%s%.96s%s%s kept (given explicitly)", v6 ? "[" : "", h,
+             v6 ? "]" : "", port);
         return 0;
     }
     if (nl == NULL)
         return ddp_err_set(err, DDP_EENV,
                            "SLURM_STEP_NODELIST and SLURM_JOB_NODELIST are unset: "
                            "no rendezvous host (give --rdzv_endpoint)");
-    char ep[LAUNCH_HOSTNAME_MAX + 16];
-    snprintf(ep, sizeof ep, "%s:%d", s->head, s->port);
-    if ((rc = launch__str_set(&spec->rdzv_endpoint, ep)) < 0 ||
-        (rc = launch__str_set(&spec->rdzv_host, s->head)) < 0)
+    if ((rc = launch__str_set(&spec->rdzv_host, s->head)) < 0)
         return rc;
     spec->rdzv_port = s->port;
-    line(s, "rdzv_endpoint=%.64s from the first host of %s=%.40s, port %d+%d*(job %% %d)+step slot",
-         ep, nl_var, nl, LAUNCH_SLURM_PORT_BASE, LAUNCH_SLURM_STEP_SLOTS, LAUNCH_SLURM_JOB_SLOTS);
+    line(s,
+         "rdzv_endpoint=%.64s:%d from the first host of %s=%.40s, port %d+%d*(job %% %d)+step slot",
+         s->head, s->port, nl_var, nl, LAUNCH_SLURM_PORT_BASE, LAUNCH_SLURM_STEP_SLOTS,
+         LAUNCH_SLURM_JOB_SLOTS);
     return 0;
 }
 
@@ -227,10 +218,13 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
     if (n > 0) {
         line(s, "nproc_per_node=%d from SLURM_GPUS_ON_NODE=%s", n, v);
     } else {
-        v = env(fn, ctx, "CUDA_VISIBLE_DEVICES");
-        n = count_cvd(v);
+        /* Slurm's gres plugin sets the list: one worker per device it makes visible. */
+        const char *var;
+        v = ddp_devices_select(env(fn, ctx, "HIP_VISIBLE_DEVICES"),
+                               env(fn, ctx, "CUDA_VISIBLE_DEVICES"), &var);
+        n = ddp_devices_count(v);
         if (n > 0)
-            line(s, "nproc_per_node=%d from CUDA_VISIBLE_DEVICES=%.64s", n, v);
+            line(s, "nproc_per_node=%d from %s=%.64s", n, var, v);
     }
     if (n > 0) {
         spec->nproc_kind = LAUNCH_NPROC_NUM;
@@ -241,6 +235,7 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
     return 0;
 }
 
+/* Long: the derivation steps in their documented order, one line each. */
 int launch_slurm_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
                         launch_slurm_t *out, ddp_err_t *err) {
     launch_slurm_t local = {0};

@@ -89,6 +89,7 @@ static int usage(const char *msg) {
     return 2;
 }
 
+/* Long: the flag loop and the one request, read top to bottom like a small main. */
 int launch_status_main(int argc, char **argv) {
     const char *endpoint = NULL, *id = NULL;
     int json_out = 0;
@@ -147,7 +148,7 @@ int launch_status_main(int argc, char **argv) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     rdzv_client_opts_t co = {.host = host,
-                             .port = (uint16_t)(port > 0 ? port : LAUNCH_DEFAULT_C10D_PORT),
+                             .port = (uint16_t)(port > 0 ? port : AGENT_DEFAULT_C10D_PORT),
                              .token = token.len ? token.data : NULL,
                              .token_len = token.len,
                              .connect_timeout_ms = 5000,

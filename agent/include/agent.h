@@ -1,22 +1,129 @@
 /* The per-node agent: hosts the job's store, forks and supervises the workers, restarts the
- * group on failure and prints the failure summary. */
+ * group on failure and prints the failure summary. It runs an agent_job_t, the job resolved from
+ * the command line by the launcher, and depends on nothing of the launcher. */
 #ifndef AGENT_H
 #define AGENT_H
 
-#include "launch_spec.h"
+#include <stddef.h>
+#include <stdint.h>
 
-/* Exit codes of ddprun (documented in --help and the README). */
-enum {
-    AGENT_EXIT_OK = 0,
-    AGENT_EXIT_JOB_FAILED = 1,
-    AGENT_EXIT_USAGE = 2,
-    AGENT_EXIT_INTERNAL = 3,
-};
+#include "ddp_buf.h"
+#include "ddp_err.h"
 
-/* Runs the job described by spec, workers exec'ing path (resolved, so that no search happens after
- * fork) with worker_argv (argv[0] as the user gave it, as torchrun passes it), until it succeeds,
- * fails for good or is stopped by a signal. Returns ddprun's exit code: 0, 1 (job failed, summary
- * printed), 3 (agent could not start: message logged), or 128+N after signal N. */
-int agent_run(const launch_spec_t *spec, const char *path, char *const *worker_argv);
+#define AGENT_MAX_SIGNALS 16
+#define AGENT_MAX_STD_OVERRIDES 64
+
+/* The default port of each rendezvous backend's endpoint (torchrun's). */
+#define AGENT_DEFAULT_MASTER_PORT 29500
+#define AGENT_DEFAULT_C10D_PORT 29400
+
+/* Log line prefix of tee'd console lines: torchrun's default template, the longest template
+ * accepted, and the most bytes a rendered prefix keeps (a longer one is cut). */
+#define AGENT_DEFAULT_LOG_LINE_PREFIX "[${role_name}${local_rank}]:"
+#define AGENT_MAX_PREFIX_TEMPLATE 256
+#define AGENT_PREFIX_MAX 1024
+
+/* Which streams of a worker go to a file (redirects) or to file and console (tee). */
+enum { AGENT_STD_NONE = 0, AGENT_STD_OUT = 1, AGENT_STD_ERR = 2, AGENT_STD_ALL = 3 };
+
+/* A per-local-rank stream mask: a default and overrides ("3", or "0:1,1:2"). */
+typedef struct agent_std_map {
+    int dflt;
+    int n;
+    int rank[AGENT_MAX_STD_OVERRIDES];
+    int mask[AGENT_MAX_STD_OVERRIDES];
+} agent_std_map_t;
+
+typedef enum agent_rdzv_backend {
+    AGENT_RDZV_STATIC = 0, /* the endpoint is --master_addr:--master_port */
+    AGENT_RDZV_C10D,       /* the endpoint is --rdzv_endpoint */
+} agent_rdzv_backend_t;
+
+/* Rendezvous timing and hosting (torchrun's --rdzv_conf), in milliseconds. */
+typedef struct agent_rdzv_opts {
+    int64_t join_timeout_ms;
+    int64_t last_call_timeout_ms;
+    int64_t close_timeout_ms;
+    int64_t keep_alive_interval_ms;
+    int keep_alive_max_attempt;
+    int64_t read_timeout_ms;
+    int is_host; /* -1: host the store when the endpoint is this machine's; else 0 or 1 */
+} agent_rdzv_opts_t;
+
+/* The job one agent runs. Every pointer is borrowed from the caller and must stay valid until
+ * agent_run returns; agent_job_prepare fills the last two fields (free with agent_job_release).
+ * Multi-node (max_nodes > 1) jobs meet at the rendezvous endpoint rdzv_host:rdzv_port; one-node
+ * jobs host a private store and ignore the rendezvous fields. */
+typedef struct agent_job {
+    int min_nodes, max_nodes;
+    int node_rank;      /* wanted node rank; -1 = the rendezvous assigns one */
+    int nproc;          /* workers on this node */
+    int max_restarts;   /* restarts of the worker group before the job fails */
+    const char *role;   /* ROLE_NAME */
+    const char *run_id; /* --rdzv_id: TORCHELASTIC_RUN_ID, the rendezvous run */
+    agent_rdzv_backend_t backend;
+    const char *rdzv_host; /* the rendezvous endpoint (NULL or "" = none given) */
+    int rdzv_port;         /* its port, the backend's default applied */
+    agent_rdzv_opts_t rdzv;
+    const char *master_addr; /* one node: MASTER_ADDR for the workers */
+    int master_port;         /* one node: MASTER_PORT, or -1 to pick a free one */
+    const char *local_addr;  /* this node's address as the others see it; NULL = the route's */
+    const char *log_dir;     /* NULL: a private run directory, and log files only when needed */
+    agent_std_map_t redirects, tee;
+    const int *ranks_shown; /* local ranks shown on the console (sorted); NULL = all */
+    int n_ranks_shown;
+    const char *prefix_template;     /* checked by agent_prefix_check; NULL = the default */
+    char *const *dup_stdout_filters; /* NULL-terminated; NULL = no filtered copy */
+    char *const *dup_stderr_filters;
+    int signals[AGENT_MAX_SIGNALS]; /* forwarded to the workers; TERM/INT/HUP/QUIT stop the job */
+    int n_signals;
+    int64_t shutdown_timeout_ms; /* SIGTERM to SIGKILL */
+    int virtual_local_rank;      /* LOCAL_RANK=0 and one visible device per worker */
+    const char *devices_var;     /* the visible-device list in use (ddp_devices_select) */
+    const char *devices;         /* its value; NULL = unset */
+    const char *path;            /* what workers exec, resolved (no search after fork) */
+    char *const *argv;           /* their argv, argv[0] as the user gave it */
+    const char *prog_name;       /* the user's program, named by the summary */
+    /* Filled by agent_job_prepare: */
+    char rdzv_addr[64]; /* rdzv_host resolved to a numeric address */
+    ddp_buf_t token;    /* the job token (DDPRUN_TOKEN or DDPRUN_TOKEN_FILE); may stay empty */
+} agent_job_t;
+
+/* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
+typedef struct agent_result {
+    int failed;     /* the job failed; the summary was printed */
+    int exec_errno; /* nonzero: the program could not be executed (ENOENT: not found) */
+    int signal;     /* nonzero: a termination signal stopped the job */
+} agent_result_t;
+
+/* Checks job against what the agent can run and resolves what it needs before anything starts:
+ * the worker count against a --virtual_local_rank device list, and for a multi-node job the
+ * endpoint (given, resolvable), the run id (short enough for the rendezvous protocol) and the
+ * job token. Returns 0, DDP_EUSAGE with err naming the flag or variable, or -ENOMEM. On success
+ * free the token with agent_job_release. */
+int agent_job_prepare(agent_job_t *job, ddp_err_t *err);
+
+/* Frees what agent_job_prepare filled. NULL-safe. */
+void agent_job_release(agent_job_t *job);
+
+/* Runs the prepared job until it succeeds, fails for good or is stopped by a signal. Returns 0
+ * with *res saying how the job ended, or a negative code when the agent could not run it (logged):
+ * DDP_EUSAGE for a setting the machine refuses (an unusable log directory, is_host=1 with the
+ * endpoint's port taken), -errno otherwise. */
+int agent_run(const agent_job_t *job, agent_result_t *res);
+
+/* The stream mask (AGENT_STD_*) of local_rank in m. */
+int agent_std_for(const agent_std_map_t *m, int local_rank);
+
+/* Checks a log line prefix template (Python string.Template syntax: ${name}, $name, $$; macros
+ * role_name, local_rank, rank, hostname). Returns 0, or DDP_EUSAGE naming flag and the unknown
+ * macro (or the length limit). */
+int agent_prefix_check(const char *flag, const char *tmpl, ddp_err_t *err);
+
+/* Renders tmpl (checked; NULL = the default) for one worker into out, NUL-terminated and cut to
+ * cap - 1 bytes. An unknown macro is left as written, as Python's safe_substitute does. Returns
+ * the length written. */
+size_t agent_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
+                           const char *hostname, char *out, size_t cap);
 
 #endif

@@ -297,9 +297,9 @@ verdict "--virtual_local_rank with too few devices -> exit 2, one line, nothing 
 if [ "$(nproc)" -ge 2 ]; then
     FW_DIR=$d CUDA_VISIBLE_DEVICES=3 run_ddprun "$TMP/vlr5.out" --standalone --nproc_per_node=cpu \
         --virtual_local_rank "$FW"; rc=$?
-    [ $rc -eq 2 ] && grep -q -- "--virtual_local_rank: local rank 1 has no device" "$TMP/vlr5.out" \
-        && [ ! -f "$d/pid.0.0" ]
-    verdict "--nproc_per_node=cpu: the agent finds the short list, exit 2, nothing started"
+    [ $rc -eq 2 ] && grep -q -- "--virtual_local_rank: 2 workers but CUDA_VISIBLE_DEVICES='3'" \
+        "$TMP/vlr5.out" && [ ! -f "$d/pid.0.0" ]
+    verdict "--nproc_per_node=cpu: the short list is found once the count is known, exit 2"
 else
     skip "--nproc_per_node=cpu: the agent finds the short list, exit 2, nothing started" "one CPU"
 fi

@@ -86,7 +86,7 @@ static void test_defaults(void **state) {
     assert_int_equal(s.nproc_per_node, 1);
     assert_int_equal(s.node_rank, 0);
     assert_string_equal(s.rdzv_backend, "static");
-    assert_null(s.rdzv_endpoint);
+    assert_null(s.rdzv_host);
     assert_int_equal(s.rdzv_port, -1);
     assert_string_equal(s.rdzv_id, "none");
     assert_null(s.rdzv_conf);
@@ -152,7 +152,6 @@ static void ck_backend(const launch_spec_t *s) {
     assert_string_equal(s->rdzv_backend, "c10d");
 }
 static void ck_endpoint(const launch_spec_t *s) {
-    assert_string_equal(s->rdzv_endpoint, "head:1234");
     assert_string_equal(s->rdzv_host, "head");
     assert_int_equal(s->rdzv_port, 1234);
 }
@@ -187,9 +186,9 @@ static void ck_redirects(const launch_spec_t *s) {
 static void ck_tee(const launch_spec_t *s) {
     assert_int_equal(s->tee.dflt, 0);
     assert_int_equal(s->tee.n, 2);
-    assert_int_equal(launch_std_for(&s->tee, 0), LAUNCH_STD_OUT);
-    assert_int_equal(launch_std_for(&s->tee, 1), LAUNCH_STD_ERR);
-    assert_int_equal(launch_std_for(&s->tee, 2), LAUNCH_STD_NONE);
+    assert_int_equal(agent_std_for(&s->tee, 0), AGENT_STD_OUT);
+    assert_int_equal(agent_std_for(&s->tee, 1), AGENT_STD_ERR);
+    assert_int_equal(agent_std_for(&s->tee, 2), AGENT_STD_NONE);
 }
 static void ck_filter(const launch_spec_t *s) {
     assert_int_equal(s->n_local_ranks_filter, 2);
@@ -364,37 +363,78 @@ static void test_bool_flags_all_spellings(void **state) {
     assert_string_equal(e.text, "--virtual_local_rank takes no value");
 }
 
-/* --virtual_local_rank with an explicit worker count checks the visible-device list up front. */
+/* Parses "ddprun" + the arguments with envp as the environment, resolves the job (nproc as
+ * parsed; envp's visible-device list) and prepares it, as launcher/main.c does before the agent
+ * starts. Returns the first error, or 0. */
+static int prepare_env(ddp_err_t *e, const char *const *envp, ...) {
+    launch_spec_t s;
+    va_list ap;
+    va_start(ap, envp);
+    int rc = parse_v(&s, e, envp, ap);
+    va_end(ap);
+    if (rc < 0)
+        return rc;
+    char *argv[] = {"x", NULL};
+    launch_argv_t prog = {"x", argv, 1};
+    agent_job_t job;
+    launch_job_build(&s, &prog, fake_env, (void *)envp, &job);
+    rc = agent_job_prepare(&job, e);
+    if (rc == 0)
+        agent_job_release(&job);
+    launch_spec_free(&s);
+    return rc;
+}
+
+/* --virtual_local_rank checks the worker count against the visible-device list before anything
+ * starts, whatever gave the count. */
 static void test_virtual_local_rank_devices(void **state) {
     (void)state;
-    launch_spec_t s;
     ddp_err_t e;
     const char *two[] = {"CUDA_VISIBLE_DEVICES=4, 6", NULL};
-    assert_int_equal(parse_env(&s, &e, two, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
+    assert_int_equal(prepare_env(&e, two, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
                      0);
-    launch_spec_free(&s);
-    assert_int_equal(parse_env(&s, &e, two, "--virtual_local_rank", "--nproc_per_node=3", "x", END),
+    assert_int_equal(prepare_env(&e, two, "--virtual_local_rank", "--nproc_per_node=3", "x", END),
                      DDP_EUSAGE);
     assert_string_equal(e.text, "--virtual_local_rank: 3 workers but CUDA_VISIBLE_DEVICES='4, 6' "
                                 "lists 2 device(s)");
     /* A non-empty HIP_VISIBLE_DEVICES is the list that counts (ROCm reads it first). */
     const char *hip[] = {"CUDA_VISIBLE_DEVICES=0,1,2", "HIP_VISIBLE_DEVICES=1", NULL};
-    assert_int_equal(parse_env(&s, &e, hip, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
+    assert_int_equal(prepare_env(&e, hip, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
                      DDP_EUSAGE);
     assert_non_null(strstr(e.text, "HIP_VISIBLE_DEVICES='1'"));
     const char *hip0[] = {"CUDA_VISIBLE_DEVICES=0,1", "HIP_VISIBLE_DEVICES=", NULL};
-    assert_int_equal(
-        parse_env(&s, &e, hip0, "--virtual_local_rank", "--nproc_per_node=2", "x", END), 0);
-    launch_spec_free(&s);
+    assert_int_equal(prepare_env(&e, hip0, "--virtual_local_rank", "--nproc_per_node=2", "x", END),
+                     0);
+    /* Slurm's "no GPU" list makes no device visible. */
+    const char *nodev[] = {"CUDA_VISIBLE_DEVICES=NoDevFiles", NULL};
+    assert_int_equal(prepare_env(&e, nodev, "--virtual_local_rank", "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "lists 0 device(s)"));
     /* Without the flag, or without a list (device i for local rank i), nothing is checked. */
-    assert_int_equal(parse_env(&s, &e, two, "--nproc_per_node=3", "x", END), 0);
-    launch_spec_free(&s);
-    assert_int_equal(parse(&s, &e, "--virtual_local_rank", "--nproc_per_node=8", "x", END), 0);
-    launch_spec_free(&s);
-    /* gpu/auto are resolved later; the agent checks those. */
-    assert_int_equal(
-        parse_env(&s, &e, two, "--virtual_local_rank", "--nproc_per_node=cpu", "x", END), 0);
-    launch_spec_free(&s);
+    assert_int_equal(prepare_env(&e, two, "--nproc_per_node=3", "x", END), 0);
+    assert_int_equal(prepare_env(&e, NULL, "--virtual_local_rank", "--nproc_per_node=8", "x", END),
+                     0);
+}
+
+/* A multi-node job's usage errors are found before the agent starts: no endpoint, a run id longer
+ * than the rendezvous protocol keeps. */
+static void test_multinode_prepare(void **state) {
+    (void)state;
+    ddp_err_t e;
+    assert_int_equal(prepare_env(&e, NULL, "--nnodes=2", "--rdzv_backend=c10d", "x", END),
+                     DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--nnodes=2:2 needs --rdzv_endpoint"));
+    char id[300];
+    memset(id, 'a', sizeof id - 1);
+    id[sizeof id - 1] = '\0';
+    char flag[320];
+    snprintf(flag, sizeof flag, "--rdzv_id=%s", id);
+    assert_int_equal(prepare_env(&e, NULL, "--nnodes=2", "--rdzv_backend=c10d",
+                                 "--rdzv_endpoint=127.0.0.1:1", flag, "x", END),
+                     DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--rdzv_id: 'aaa"));
+    assert_int_equal(prepare_env(&e, NULL, "--nnodes=2", "--rdzv_backend=c10d",
+                                 "--rdzv_endpoint=127.0.0.1:1", "--rdzv_id=j", "x", END),
+                     0);
 }
 
 /* torchrun's own variables: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE and
@@ -442,33 +482,33 @@ static void test_torch_env_defaults(void **state) {
 /* Python string.Template semantics, rendered once per worker. */
 static void test_prefix_render(void **state) {
     (void)state;
-    char out[LAUNCH_PREFIX_MAX];
-    size_t n = launch_prefix_render(NULL, "default", 3, 11, "h", out, sizeof out);
+    char out[AGENT_PREFIX_MAX];
+    size_t n = agent_prefix_render(NULL, "default", 3, 11, "h", out, sizeof out);
     assert_string_equal(out, "[default3]:");
     assert_int_equal(n, strlen(out));
-    launch_prefix_render("${hostname}:${rank}: ", "r", 0, 12, "r12i0n8", out, sizeof out);
+    agent_prefix_render("${hostname}:${rank}: ", "r", 0, 12, "r12i0n8", out, sizeof out);
     assert_string_equal(out, "r12i0n8:12: ");
-    launch_prefix_render("$role_name/$local_rank $$ ${rank}x $9 ${ $", "trainer", 2, 5, "h", out,
+    agent_prefix_render("$role_name/$local_rank $$ ${rank}x $9 ${ $", "trainer", 2, 5, "h", out,
                          sizeof out);
     assert_string_equal(out, "trainer/2 $ 5x $9 ${ $");
-    launch_prefix_render("[${role_name}]", "averyveryverylongrole", 0, 0, "h", out, 8);
+    agent_prefix_render("[${role_name}]", "averyveryverylongrole", 0, 0, "h", out, 8);
     assert_string_equal(out, "[averyv"); /* cut to the buffer */
-    launch_prefix_render("", "r", 0, 0, "h", out, sizeof out);
+    agent_prefix_render("", "r", 0, 0, "h", out, sizeof out);
     assert_string_equal(out, "");
 
     ddp_err_t e;
     ddp_err_clear(&e);
-    assert_int_equal(launch_prefix_template_check("--t", "$$foo ${rank}$rank $5 ${", &e), 0);
-    assert_int_equal(launch_prefix_template_check("--t", "${rankx}", &e), DDP_EUSAGE);
+    assert_int_equal(agent_prefix_check("--t", "$$foo ${rank}$rank $5 ${", &e), 0);
+    assert_int_equal(agent_prefix_check("--t", "${rankx}", &e), DDP_EUSAGE);
     assert_string_equal(e.text, "--t: unknown macro 'rankx' (known: ${role_name}, ${local_rank}, "
                                 "${rank}, ${hostname})");
     ddp_err_clear(&e);
-    assert_int_equal(launch_prefix_template_check("--t", "$host:", &e), DDP_EUSAGE);
-    char big[LAUNCH_MAX_PREFIX_TEMPLATE + 2];
+    assert_int_equal(agent_prefix_check("--t", "$host:", &e), DDP_EUSAGE);
+    char big[AGENT_MAX_PREFIX_TEMPLATE + 2];
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     ddp_err_clear(&e);
-    assert_int_equal(launch_prefix_template_check("--t", big, &e), DDP_EUSAGE);
+    assert_int_equal(agent_prefix_check("--t", big, &e), DDP_EUSAGE);
     assert_non_null(strstr(e.text, "longer than"));
 }
 
@@ -546,7 +586,7 @@ static void test_short_flags(void **state) {
     assert_int_equal(s.verbose, 4);
     launch_spec_free(&s);
     assert_int_equal(parse(&s, &e, "-t=0:3", "-mv", "mod", END), 0);
-    assert_int_equal(launch_std_for(&s.tee, 0), LAUNCH_STD_ALL);
+    assert_int_equal(agent_std_for(&s.tee, 0), AGENT_STD_ALL);
     assert_int_equal(s.module, 1);
     assert_int_equal(s.verbose, 1);
     launch_spec_free(&s);
@@ -723,7 +763,6 @@ static void test_standalone(void **state) {
                      0);
     assert_int_equal(s.standalone, 1);
     assert_string_equal(s.rdzv_backend, "c10d");
-    assert_string_equal(s.rdzv_endpoint, "localhost:0");
     assert_string_equal(s.rdzv_host, "localhost");
     assert_int_equal(s.rdzv_port, 0);
     assert_int_equal(s.min_nodes, 1);
@@ -756,20 +795,6 @@ static void test_endpoint_split(void **state) {
     assert_int_equal(launch_endpoint_split("--x", "[::1]x", &h, &p, &e), DDP_EUSAGE);
 }
 
-static void test_signal_names(void **state) {
-    (void)state;
-    assert_int_equal(launch_signal_parse("SIGTERM"), SIGTERM);
-    assert_int_equal(launch_signal_parse("term"), SIGTERM);
-    assert_int_equal(launch_signal_parse("USR1"), SIGUSR1);
-    assert_int_equal(launch_signal_parse("12"), 12);
-    assert_int_equal(launch_signal_parse("SIG"), 0);
-    assert_int_equal(launch_signal_parse("0"), 0);
-    assert_string_equal(launch_signal_name(SIGKILL), "SIGKILL");
-    assert_string_equal(launch_signal_name(SIGUSR2), "SIGUSR2");
-    assert_string_equal(launch_signal_name(0), "SIG?");
-    assert_string_equal(launch_signal_name(1000), "SIG?");
-}
-
 /* Runs fn with stdout captured into buf. */
 static void capture_stdout(void (*fn)(void *), void *arg, char *buf, size_t cap) {
     fflush(stdout);
@@ -792,11 +817,16 @@ static void run_usage(void *arg) {
     launch_usage();
 }
 
+/* -h and --version: 0 (not an error) with info_printed set, and nothing left to run. arg gets
+ * 10 * (-h's verdict) + --version's, each 1 when as expected. */
 static void run_help_parse(void *arg) {
     launch_spec_t s;
     ddp_err_t e;
-    *(int *)arg = parse(&s, &e, "--nnodes=2", (const char *)"-h", "x", END) * 10 +
-                  parse(&s, &e, "--version", END);
+    int h = parse(&s, &e, "--nnodes=2", (const char *)"-h", "x", END) == 0 && s.info_printed;
+    launch_spec_free(&s);
+    int v = parse(&s, &e, "--version", END) == 0 && s.info_printed;
+    launch_spec_free(&s);
+    *(int *)arg = h * 10 + v;
 }
 
 static void test_help(void **state) {
@@ -856,7 +886,7 @@ static void test_help(void **state) {
     }
     int rc = -1;
     capture_stdout(run_help_parse, &rc, buf, sizeof buf);
-    assert_int_equal(rc, 11); /* -h returned 1, --version returned 1 */
+    assert_int_equal(rc, 11); /* -h and --version: 0 with info_printed */
     assert_non_null(strstr(buf, "usage: ddprun"));
     assert_non_null(strstr(buf, "ddprun " DDPRUN_VERSION));
 }
@@ -1012,6 +1042,7 @@ int main(void) {
         cmocka_unit_test(test_value_flags_all_spellings),
         cmocka_unit_test(test_bool_flags_all_spellings),
         cmocka_unit_test(test_virtual_local_rank_devices),
+        cmocka_unit_test(test_multinode_prepare),
         cmocka_unit_test(test_torch_env_defaults),
         cmocka_unit_test(test_prefix_render),
         cmocka_unit_test(test_duplicate_filters),
@@ -1025,7 +1056,6 @@ int main(void) {
         cmocka_unit_test(test_combinations),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_endpoint_split),
-        cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_help),
         cmocka_unit_test_setup_teardown(test_argv_python, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_direct, prog_setup, prog_teardown),

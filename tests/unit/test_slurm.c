@@ -192,7 +192,6 @@ static void test_single_node(void **state) {
     assert_string_equal(s->rdzv_backend, "c10d");
     assert_string_equal(sl->head, "vm");
     assert_int_equal(sl->port, 29400 + 8 * 1 + 0);
-    assert_string_equal(s->rdzv_endpoint, "vm:29408");
     assert_string_equal(s->rdzv_host, "vm");
     assert_int_equal(s->rdzv_port, 29408);
     assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
@@ -210,7 +209,8 @@ static void test_multi_node_gpu(void **state) {
     assert_int_equal(s->max_nodes, 2);
     assert_int_equal(s->node_rank, 1);
     assert_string_equal(s->rdzv_id, "57.0");
-    assert_string_equal(s->rdzv_endpoint, "n1:29856"); /* 29400 + 8 * 57 */
+    assert_string_equal(s->rdzv_host, "n1");
+    assert_int_equal(s->rdzv_port, 29856); /* 29400 + 8 * 57 */
     assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
     assert_int_equal(s->nproc_per_node, 2);
     assert_true(has_line(sl, "nproc_per_node=2 from SLURM_GPUS_ON_NODE=2"));
@@ -231,7 +231,8 @@ static void test_step_on_subset(void **state) {
     assert_int_equal(s->max_nodes, 2);
     assert_int_equal(s->node_rank, 1);
     assert_string_equal(t->sl.head, "n3");
-    assert_string_equal(s->rdzv_endpoint, "n3:30042"); /* 29400 + 8 * 80 + 2 */
+    assert_string_equal(s->rdzv_host, "n3");
+    assert_int_equal(s->rdzv_port, 30042); /* 29400 + 8 * 80 + 2 */
     assert_string_equal(s->rdzv_id, "80.2");
 }
 
@@ -272,7 +273,8 @@ static void test_batch_step(void **state) {
     assert_int_equal(s->max_nodes, 1);
     assert_int_equal(s->node_rank, 0);
     assert_string_equal(s->rdzv_id, "21.batch");
-    assert_string_equal(s->rdzv_endpoint, "n1:29575"); /* 29400 + 8 * 21 + 7 (batch slot) */
+    assert_string_equal(s->rdzv_host, "n1");
+    assert_int_equal(s->rdzv_port, 29575); /* 29400 + 8 * 21 + 7 (batch slot) */
     assert_int_equal(s->nproc_per_node, 2);
     assert_true(has_line(&t->sl, "batch step"));
 }
@@ -283,7 +285,8 @@ static void test_cvd_and_padding(void **state) {
     assert_int_equal(run(t, END), 0);
     assert_int_equal(s->nproc_per_node, 3);
     assert_true(has_line(&t->sl, "nproc_per_node=3 from CUDA_VISIBLE_DEVICES=0,1,2"));
-    assert_string_equal(s->rdzv_endpoint, "gpu-a01:29413"); /* 29400 + 8 * (4001 % 400) + 5 */
+    assert_string_equal(s->rdzv_host, "gpu-a01");
+    assert_int_equal(s->rdzv_port, 29413); /* 29400 + 8 * (4001 % 400) + 5 */
     /* Without the step's list the job's is used; its first host keeps the padding. */
     fenv_add(&t->f, "SLURM_STEP_NODELIST=");
     fenv_add(&t->f, "CUDA_VISIBLE_DEVICES=NoDevFiles");
@@ -300,7 +303,7 @@ static void test_not_slurm(void **state) {
     assert_false(t->sl.detected);
     assert_int_equal(t->sl.n_lines, 0);
     assert_string_equal(s->rdzv_backend, "static");
-    assert_null(s->rdzv_endpoint);
+    assert_null(s->rdzv_host);
     assert_string_equal(s->rdzv_id, "none");
     fenv_t none = {.n = 0};
     assert_int_equal(launch_slurm_detect(fenv_get, &none), 0);
@@ -321,7 +324,8 @@ static void test_explicit_flags_win(void **state) {
     assert_int_equal(s->max_nodes, 3);
     assert_int_equal(s->node_rank, 2);
     assert_string_equal(s->rdzv_id, "mine");
-    assert_string_equal(s->rdzv_endpoint, "head:1");
+    assert_string_equal(s->rdzv_host, "head");
+    assert_int_equal(s->rdzv_port, 1);
     assert_string_equal(s->rdzv_backend, "static");
     assert_int_equal(s->nproc_kind, LAUNCH_NPROC_GPU);
     assert_true(has_line(&t->sl, "nnodes=1:3 kept"));
@@ -337,7 +341,8 @@ static void test_explicit_flags_win(void **state) {
     assert_int_equal(run(t, "--standalone", END), 0);
     assert_int_equal(s->max_nodes, 1);
     assert_int_equal(s->node_rank, 0);
-    assert_string_equal(s->rdzv_endpoint, "localhost:0");
+    assert_string_equal(s->rdzv_host, "localhost");
+    assert_int_equal(s->rdzv_port, 0);
     assert_int_equal(s->nproc_per_node, 8);
 }
 

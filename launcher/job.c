@@ -1,0 +1,80 @@
+/* launch_job_build: the launcher's parse result (launch_spec_t) resolved into the job the agent
+ * runs (agent_job_t): the rendezvous endpoint of the chosen backend with its default port,
+ * durations in milliseconds, and the visible-device list in use. */
+#include "launch_spec.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ddp_devices.h"
+
+/* Seconds (already range-checked by the parser) as int64 milliseconds. */
+static int64_t ms(double s) {
+    return (int64_t)(s * 1000.0);
+}
+
+static void rdzv_opts_build(const launch_rdzv_conf_t *c, agent_rdzv_opts_t *o) {
+    o->join_timeout_ms = ms(c->join_timeout);
+    o->last_call_timeout_ms = ms(c->last_call_timeout);
+    o->close_timeout_ms = ms(c->close_timeout);
+    o->keep_alive_interval_ms = ms(c->keep_alive_interval);
+    o->keep_alive_max_attempt = c->keep_alive_max_attempt;
+    o->read_timeout_ms = ms(c->read_timeout);
+    o->is_host = c->is_host;
+}
+
+/* The rendezvous endpoint: static meets at --master_addr:--master_port, c10d at
+ * --rdzv_endpoint; a port that is absent (or 0) is the backend's default. */
+static void endpoint_build(const launch_spec_t *spec, agent_job_t *job) {
+    if (job->backend == AGENT_RDZV_STATIC) {
+        job->rdzv_host = spec->master_addr;
+        job->rdzv_port = spec->master_port > 0 ? spec->master_port : AGENT_DEFAULT_MASTER_PORT;
+    } else {
+        job->rdzv_host = spec->rdzv_host;
+        job->rdzv_port = spec->rdzv_port > 0 ? spec->rdzv_port : AGENT_DEFAULT_C10D_PORT;
+    }
+}
+
+void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
+                      launch_getenv_fn getenv_fn, void *ctx, agent_job_t *job) {
+    if (getenv_fn == NULL)
+        getenv_fn = launch_getenv_process;
+    memset(job, 0, sizeof *job);
+    job->min_nodes = spec->min_nodes;
+    job->max_nodes = spec->max_nodes;
+    /* Slurm derives node_rank without marking it given: any rank above 0 was asked for. */
+    job->node_rank = LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) || spec->node_rank > 0
+                         ? spec->node_rank
+                         : -1;
+    job->nproc = spec->nproc_per_node;
+    job->max_restarts = spec->max_restarts;
+    job->role = spec->role;
+    job->run_id = spec->rdzv_id;
+    job->backend = spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "static") == 0
+                       ? AGENT_RDZV_STATIC
+                       : AGENT_RDZV_C10D;
+    endpoint_build(spec, job);
+    rdzv_opts_build(&spec->rdzv_opts, &job->rdzv);
+    job->master_addr = spec->master_addr;
+    /* --standalone never uses 29500: a free port, so that jobs on one machine never race. */
+    job->master_port = spec->standalone ? -1 : spec->master_port;
+    job->local_addr = spec->local_addr;
+    job->log_dir = spec->log_dir;
+    job->redirects = spec->redirects;
+    job->tee = spec->tee;
+    job->ranks_shown = spec->local_ranks_filter;
+    job->n_ranks_shown = spec->n_local_ranks_filter;
+    job->prefix_template = spec->log_line_prefix_template;
+    job->dup_stdout_filters = spec->dup_stdout_filters;
+    job->dup_stderr_filters = spec->dup_stderr_filters;
+    memcpy(job->signals, spec->signals, sizeof job->signals);
+    job->n_signals = spec->n_signals;
+    job->shutdown_timeout_ms = ms(spec->shutdown_timeout);
+    job->virtual_local_rank = spec->virtual_local_rank;
+    job->devices = ddp_devices_select(getenv_fn(ctx, "HIP_VISIBLE_DEVICES"),
+                                      getenv_fn(ctx, "CUDA_VISIBLE_DEVICES"), &job->devices_var);
+    job->path = prog->path;
+    job->argv = prog->argv;
+    /* The summary names the user's program (the script, not python3), as torchrun does. */
+    job->prog_name = spec->prog_argc > 0 ? spec->prog_argv[0] : prog->argv[0];
+}

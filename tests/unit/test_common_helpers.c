@@ -1,0 +1,112 @@
+/* Unit tests for common/: signal names both ways (ddp_signal) and the visible-device list rule
+ * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "ddp_devices.h"
+#include "ddp_signal.h"
+
+static void test_signal_parse(void **state) {
+    (void)state;
+    assert_int_equal(ddp_signal_parse("SIGTERM"), SIGTERM);
+    assert_int_equal(ddp_signal_parse("term"), SIGTERM);
+    assert_int_equal(ddp_signal_parse("sigusr1"), SIGUSR1);
+    assert_int_equal(ddp_signal_parse("USR2"), SIGUSR2);
+    assert_int_equal(ddp_signal_parse("15"), 15);
+    assert_int_equal(ddp_signal_parse("12"), 12);
+    assert_int_equal(ddp_signal_parse("64"), 64);
+    assert_int_equal(ddp_signal_parse("IOT"), SIGABRT); /* an alias */
+    assert_int_equal(ddp_signal_parse("0"), 0);
+    assert_int_equal(ddp_signal_parse("65"), 0);
+    assert_int_equal(ddp_signal_parse("SIG"), 0);
+    assert_int_equal(ddp_signal_parse("TERMX"), 0);
+    assert_int_equal(ddp_signal_parse(""), 0);
+}
+
+static void test_signal_name(void **state) {
+    (void)state;
+    assert_string_equal(ddp_signal_name(SIGTERM), "SIGTERM");
+    assert_string_equal(ddp_signal_name(SIGKILL), "SIGKILL");
+    assert_string_equal(ddp_signal_name(SIGABRT), "SIGABRT");
+    assert_string_equal(ddp_signal_name(SIGIO), "SIGIO");
+    assert_string_equal(ddp_signal_name(0), "SIG?");
+    assert_string_equal(ddp_signal_name(-1), "SIG?");
+    assert_string_equal(ddp_signal_name(40), "SIG?");
+    assert_string_equal(ddp_signal_name(1000), "SIG?");
+    /* Every name reads back as its number. */
+    for (int s = 1; s < 32; s++)
+        if (strcmp(ddp_signal_name(s), "SIG?") != 0)
+            assert_int_equal(ddp_signal_parse(ddp_signal_name(s)), s);
+}
+
+static void test_devices_select(void **state) {
+    (void)state;
+    const char *var = NULL;
+    assert_null(ddp_devices_select(NULL, NULL, &var));
+    assert_string_equal(var, "CUDA_VISIBLE_DEVICES");
+    assert_string_equal(ddp_devices_select(NULL, "0,1", &var), "0,1");
+    assert_string_equal(var, "CUDA_VISIBLE_DEVICES");
+    assert_string_equal(ddp_devices_select("1", "0,1,2", &var), "1");
+    assert_string_equal(var, "HIP_VISIBLE_DEVICES");
+    /* An empty HIP list is not the one in use. */
+    assert_string_equal(ddp_devices_select("", "0,1", &var), "0,1");
+    assert_string_equal(var, "CUDA_VISIBLE_DEVICES");
+}
+
+static void test_devices_count(void **state) {
+    (void)state;
+    assert_int_equal(ddp_devices_count(NULL), -1); /* unset: no restriction */
+    assert_int_equal(ddp_devices_count(""), 0);
+    assert_int_equal(ddp_devices_count("NoDevFiles"), 0); /* Slurm's step without GPUs */
+    assert_int_equal(ddp_devices_count("0"), 1);
+    assert_int_equal(ddp_devices_count("0,1,2"), 3);
+    assert_int_equal(ddp_devices_count("5, 7"), 2);
+    assert_int_equal(ddp_devices_count(" 4 ,\t6 "), 2);
+    assert_int_equal(ddp_devices_count("1gpu2,2"), 2); /* strtoul: "1gpu2" is 1 */
+    assert_int_equal(ddp_devices_count("0,1,-1,2"), 2); /* a negative entry ends the list */
+    assert_int_equal(ddp_devices_count("0,,1"), 1);     /* so does an empty one */
+    assert_int_equal(ddp_devices_count("0,1,"), 2);
+    assert_int_equal(ddp_devices_count("0,0"), 0); /* a repeat empties it */
+    assert_int_equal(ddp_devices_count("1,01"), 0);
+    assert_int_equal(ddp_devices_count("GPU-aa,GPU-bb"), 2);
+    assert_int_equal(ddp_devices_count("GPU-aa,0,GPU-bb"), 1);
+    assert_int_equal(ddp_devices_count("MIG-x,MIG-y,MIG-x"), 0);
+    assert_int_equal(ddp_devices_count("MIG-x,GPU-y"), 1);
+    assert_int_equal(ddp_devices_count("0,GPU-aa"), 1);
+}
+
+static void test_devices_entry(void **state) {
+    (void)state;
+    char out[32];
+    assert_int_equal(ddp_devices_entry("5, 7", 0, out, sizeof out), 0);
+    assert_string_equal(out, "5");
+    assert_int_equal(ddp_devices_entry("5, 7", 1, out, sizeof out), 0);
+    assert_string_equal(out, "7");
+    assert_int_equal(ddp_devices_entry("5, 7", 2, out, sizeof out), -ENOENT);
+    assert_string_equal(out, "");
+    assert_int_equal(ddp_devices_entry("GPU-abcdef, GPU-123", 1, out, sizeof out), 0);
+    assert_string_equal(out, "GPU-123");
+    assert_int_equal(ddp_devices_entry("GPU-abcdef", 0, out, 6), 0); /* cut to the buffer */
+    assert_string_equal(out, "GPU-a");
+    assert_int_equal(ddp_devices_entry("0,-1,2", 2, out, sizeof out), -ENOENT);
+    assert_int_equal(ddp_devices_entry("", 0, out, sizeof out), -ENOENT);
+    assert_int_equal(ddp_devices_entry(NULL, 0, out, sizeof out), -ENOENT);
+    assert_int_equal(ddp_devices_entry("0,1", -1, out, sizeof out), -ENOENT);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_signal_parse),   cmocka_unit_test(test_signal_name),
+        cmocka_unit_test(test_devices_select), cmocka_unit_test(test_devices_count),
+        cmocka_unit_test(test_devices_entry),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
