@@ -4,6 +4,5 @@ AGENT_SRCS := agent/agent.c agent/spawn.c agent/output.c agent/supervise.c agent
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 
-# Transitional: agent.h still takes the launcher's launch_spec_t, and the agent reads the
-# rendezvous codec from rendezvous/rdzv_round_int.h.
-$(call objs,$(AGENT_SRCS)): CPPFLAGS += -Ilauncher -Irendezvous
+# Transitional: agent.h still takes the launcher's launch_spec_t.
+$(call objs,$(AGENT_SRCS)): CPPFLAGS += -Ilauncher

@@ -5,9 +5,8 @@ LAUNCH_SRCS := launcher/cli.c launcher/program.c launcher/nproc.c launcher/hostl
                launcher/slurm.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
-# The launcher's headers are all private; its unit tests see them too. Transitional: status.c
-# reads the rendezvous codec from rendezvous/rdzv_round_int.h.
-$(BUILD)/obj/launcher/%.o: CPPFLAGS += -Irendezvous -Ilauncher
+# The launcher's headers are all private; its unit tests see them too.
+$(BUILD)/obj/launcher/%.o: CPPFLAGS += -Ilauncher
 $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
     $(BUILD)/obj/tests/unit/test_hostlist.o: CPPFLAGS += -Ilauncher
 

@@ -892,11 +892,11 @@ static void rounds_after(rdzv_server_t *s) {
             ddp_buf_t b = DDP_BUF_INIT;
             switch (a->kind) {
             case RDZV_ACT_REPLY_OK:
-                if (rdzv__join_reply_encode_ok(&b, &a->res) == 0)
+                if (rdzv_join_reply_encode_ok(&b, &a->res) == 0)
                     reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_REPLY_ERR:
-                if (rdzv__join_reply_encode_err(&b, a->code, a->text) == 0)
+                if (rdzv_join_reply_encode_err(&b, a->code, a->text) == 0)
                     reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_END_ROUND: {
@@ -971,7 +971,7 @@ static void round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         if (rc < 0) {
             slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", c->peer,
                  r->join.run_id, err.text);
-            if (rdzv__join_reply_encode_err(&b, rc, err.text) == 0)
+            if (rdzv_join_reply_encode_err(&b, rc, err.text) == 0)
                 reply_buf(c, &b);
         } else {
             slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", c->peer, r->join.host,
@@ -983,14 +983,14 @@ static void round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         int64_t round = 0; /* docs/protocol-rdzv.md: both 0 for a non-member */
         int state = 0;
         int rc = rdzv_runs_heartbeat(s->runs, r->join.run_id, c->id, now, &round, &state);
-        if (rdzv__heartbeat_reply_encode(&b, rc == 0, round, state) == 0)
+        if (rdzv_heartbeat_reply_encode(&b, rc == 0, round, state) == 0)
             reply_buf(c, &b);
         break;
     }
     case RDZV_CMD_RDZV_FAIL: {
         rdzv_fail_reply_t rep;
         rdzv_runs_fail(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, &rep);
-        if (rdzv__fail_reply_encode(&b, &rep) == 0)
+        if (rdzv_fail_reply_encode(&b, &rep) == 0)
             reply_buf(c, &b);
         break;
     }
@@ -999,7 +999,7 @@ static void round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         int rc = rdzv_runs_status_json(s->runs, r->join.run_id, now, &json, &err);
         const char *text = rc == 0 ? (const char *)json.data : err.text;
         size_t n = rc == 0 ? json.len : strlen(err.text);
-        if (rdzv__status_reply_encode(&b, rc == 0, text, n) == 0)
+        if (rdzv_status_reply_encode(&b, rc == 0, text, n) == 0)
             reply_buf(c, &b);
         ddp_buf_free(&json);
         break;
@@ -1133,7 +1133,7 @@ static size_t process(conn_t *c, const uint8_t *buf, size_t len) {
         ddp_err_clear(&err);
         if (buf[off] >= RDZV_CMD_RDZV_JOIN && buf[off] <= RDZV_CMD_RDZV_STATUS) {
             rdzv_round_req_t rreq;
-            long rn = rdzv__round_req_parse(buf + off, len - off, &rreq, &need, &err);
+            long rn = rdzv_round_req_parse(buf + off, len - off, &rreq, &need, &err);
             if (rn < 0) {
                 conn_fail(c, &s->st.bad_frames, "malformed rendezvous frame 0x%02x: %s (byte %ld)",
                           buf[off], err.text, err.offset);
