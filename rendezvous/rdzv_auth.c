@@ -16,6 +16,7 @@
 
 #include "ddp_err.h"
 #include "rdzv_client.h"
+#include "rdzv_frame_int.h"
 
 static const char *const role_labels[] = {"ddprun-store-auth-v1 client",
                                           "ddprun-store-auth-v1 server"};
@@ -57,6 +58,42 @@ int rdzv__random(void *buf, size_t n) {
         n -= (size_t)got;
     }
     return 0;
+}
+
+int rdzv__handshake_hello_encode(rdzv_handshake_t *hs, ddp_buf_t *b) {
+    int with_token = hs->token != NULL && hs->token_len > 0;
+    if (with_token && hs->token_len > RDZV_TOKEN_MAX_LEN)
+        return DDP_EUSAGE;
+    if (with_token && rdzv__random(hs->cnonce, sizeof hs->cnonce) < 0)
+        return DDP_EAUTH;
+    size_t start = b->len;
+    int rc = rdzv__put_u8(b, RDZV_CMD_VALIDATE);
+    rc = rc ? rc : rdzv__put_u32(b, RDZV_VALIDATE_MAGIC);
+    if (with_token) {
+        rc = rc ? rc : rdzv__put_u8(b, RDZV_CMD_AUTH_HELLO);
+        rc = rc ? rc : ddp_buf_append(b, hs->cnonce, sizeof hs->cnonce);
+    } else {
+        rc = rc ? rc : rdzv__put_u8(b, RDZV_CMD_PING);
+        rc = rc ? rc : rdzv__put_u32(b, hs->ping_nonce);
+    }
+    if (rc < 0)
+        b->len = start;
+    return rc;
+}
+
+int rdzv__handshake_proof_encode(rdzv_handshake_t *hs, const uint8_t snonce[RDZV_AUTH_NONCE_LEN],
+                                 ddp_buf_t *b) {
+    uint8_t mac[RDZV_AUTH_MAC_LEN];
+    if (rdzv__auth_mac(hs->token, hs->token_len, RDZV_ROLE_CLIENT, snonce, hs->cnonce, mac) < 0 ||
+        rdzv__auth_mac(hs->token, hs->token_len, RDZV_ROLE_SERVER, snonce, hs->cnonce, hs->smac) <
+            0)
+        return DDP_EAUTH;
+    size_t start = b->len;
+    int rc = rdzv__put_u8(b, RDZV_CMD_AUTH_PROOF);
+    rc = rc ? rc : ddp_buf_append(b, mac, sizeof mac);
+    if (rc < 0)
+        b->len = start;
+    return rc;
 }
 
 static int hexval(int ch) {

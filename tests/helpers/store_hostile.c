@@ -96,32 +96,27 @@ static void put_validate(ddp_buf_t *b) {
     rdzv__put_u32(b, RDZV_VALIDATE_MAGIC);
 }
 
-/* VALIDATE plus, when a token is set, the HMAC handshake. Returns 0 or -1. */
+/* The client handshake (rdzv__handshake_*_encode): VALIDATE, then the HMAC exchange when a
+ * token is set, else a PING whose echo is read. Returns 0 or -1. */
 static int handshake(void) {
     ddp_buf_t tok = DDP_BUF_INIT, b = DDP_BUF_INIT;
     if (rdzv_token_from_env(&tok, NULL) < 0)
         return -1;
-    put_validate(&b);
-    int rc = 0;
-    if (tok.len > 0) {
-        uint8_t cn[32] = {1, 2, 3}, sn[32], mac[32], st, smac[32];
-        rdzv__put_u8(&b, RDZV_CMD_AUTH_HELLO);
-        ddp_buf_append(&b, cn, 32);
-        rc = send_buf(&b);
-        ddp_buf_reset(&b);
-        if (rc == 0)
-            rc = recv_exact(&st, 1) < 0 || st != 0 || recv_exact(sn, 32) < 0 ? -1 : 0;
-        if (rc == 0) {
-            rdzv__auth_mac(tok.data, tok.len, RDZV_ROLE_CLIENT, sn, cn, mac);
-            rdzv__put_u8(&b, RDZV_CMD_AUTH_PROOF);
-            ddp_buf_append(&b, mac, 32);
-            rc = send_buf(&b);
-        }
-        if (rc == 0)
-            rc = recv_exact(&st, 1) < 0 || st != 0 || recv_exact(smac, 32) < 0 ? -1 : 0;
-    } else {
-        rc = send_buf(&b);
-    }
+    rdzv_handshake_t hs = {.token = tok.data, .token_len = tok.len, .ping_nonce = 77};
+    int rc = rdzv__handshake_hello_encode(&hs, &b) < 0 || send_buf(&b) < 0 ? -1 : 0;
+    ddp_buf_reset(&b);
+    uint8_t st, reply[RDZV_PROOF_REPLY_LEN];
+    uint32_t echo = 0;
+    if (rc == 0 && tok.len == 0)
+        rc = recv_exact(&echo, 4) < 0 || echo != hs.ping_nonce ? -1 : 0;
+    else if (rc == 0)
+        rc = recv_exact(&st, 1) < 0 || st != RDZV_AUTH_CHALLENGE ||
+                     recv_exact(reply, RDZV_AUTH_NONCE_LEN) < 0 ||
+                     rdzv__handshake_proof_encode(&hs, reply, &b) < 0 || send_buf(&b) < 0 ||
+                     recv_exact(reply, RDZV_PROOF_REPLY_LEN) < 0 || reply[0] != RDZV_AUTH_OK ||
+                     !rdzv__auth_equal(reply + 1, hs.smac)
+                 ? -1
+                 : 0;
     ddp_buf_free(&tok);
     ddp_buf_free(&b);
     return rc;
