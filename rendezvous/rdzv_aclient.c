@@ -599,12 +599,14 @@ static void start_handshake(rdzv_aclient_t *c) {
     /* Without a token, like PyTorch's client: VALIDATE, then a PING proves the server accepted
      * us (reply_len checks the echo against r->nonce). */
     r->nonce = ++c->ping_seq;
-    c->hs = (rdzv_handshake_t){.token = c->token, .token_len = c->token_len, .ping_nonce = r->nonce};
+    c->hs =
+        (rdzv_handshake_t){.token = c->token, .token_len = c->token_len, .ping_nonce = r->nonce};
     int rc = rdzv__handshake_hello_encode(&c->hs, &r->frame);
     if (rc < 0) {
         req_free(r);
-        connect_fail(c, rc, rc == DDP_EAUTH ? "libcrypto has no randomness"
-                                            : "out of memory for the handshake");
+        connect_fail(c, rc,
+                     rc == DDP_EAUTH ? "libcrypto has no randomness"
+                                     : "out of memory for the handshake");
         return;
     }
     send_internal(c, r);
@@ -642,8 +644,9 @@ static void handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, siz
         if (rc < 0) {
             if (p != NULL)
                 req_free(p);
-            connect_fail(c, rc, rc == DDP_EAUTH ? "libcrypto failed to compute a MAC"
-                                                : "out of memory for the handshake");
+            connect_fail(c, rc,
+                         rc == DDP_EAUTH ? "libcrypto failed to compute a MAC"
+                                         : "out of memory for the handshake");
             return;
         }
         send_internal(c, p);

@@ -114,7 +114,7 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
 }
 
 long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
-                           ddp_err_t *err) {
+                          ddp_err_t *err) {
     cur_t c = {buf, len, 0, 0, err, DDP_EFRAME};
     memset(req, 0, sizeof *req);
     uint8_t cmd;
@@ -289,7 +289,7 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
 }
 
 long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *rep, size_t *need,
-                             ddp_err_t *err) {
+                            ddp_err_t *err) {
     cur_t c = {buf, len, 0, 0, err, DDP_EPROTO};
     ddp_buf_t text = rep->text;
     memset(rep, 0, sizeof *rep);

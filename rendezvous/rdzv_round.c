@@ -48,7 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef enum member_state {
     MEMBER_JOINING,
     MEMBER_RUNNING,
