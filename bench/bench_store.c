@@ -10,7 +10,8 @@
  *   bench_store rendezvous PORT N             N connections: ADD(count), WAIT(barrier set by
  *                                             the last), GET(128-byte id); wall time
  *   bench_store idle-rss PORT PID N           server RSS growth per idle connection
- * A token in DDPRUN_STORE_TOKEN (hex) makes every connection authenticate (ddprun only).
+ * A job token (rdzv_token_load: DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) makes every
+ * connection authenticate (ddprun only).
  * BENCH_SERVER_PID adds the server's CPU time (from /proc) to throughput and rendezvous rows,
  * next to the client's own.
  * Output: markdown table rows on stdout. Every phase is bounded (60 s). */
@@ -724,7 +725,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     ddp_err_t err;
     ddp_err_clear(&err);
-    if (rdzv_token_from_env(&token, &err) < 0) {
+    if (rdzv_token_load(NULL, &token, NULL, &err) < 0) {
         fprintf(stderr, "bench_store: %s\n", err.text);
         return 2;
     }

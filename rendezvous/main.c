@@ -24,8 +24,9 @@ static const char usage_text[] =
     "                      [-v ...] [--log-level error|warn|info|debug]\n"
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
-    "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed); without it\n"
-    "                     the token is read from DDPRUN_STORE_TOKEN (hex) when set\n"
+    "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
+    "                     without it: DDPRUN_TOKEN (hex), DDPRUN_TOKEN_FILE, DDPRUN_STORE_TOKEN\n"
+    "                     (hex), the first one set\n"
     "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
@@ -168,20 +169,19 @@ int main(int argc, char **argv) {
     ddp_err_clear(&err);
     if (token_file != NULL && o.no_auth)
         return usage_error("%s: choose one of --token-file and --no-auth", "--no-auth");
-    if (token_file != NULL) {
-        if (rdzv_token_from_file(token_file, &tok, &err) < 0) {
+    if (!o.no_auth) {
+        const char *source = NULL;
+        if (rdzv_token_load(token_file, &tok, &source, &err) < 0) {
             ddp_log(DDP_LOG_ERROR, "%s", err.text);
-            return 1;
-        }
-    } else if (!o.no_auth) {
-        if (rdzv_token_from_env(&tok, &err) < 0) {
-            ddp_log(DDP_LOG_ERROR, "%s", err.text);
-            return 2;
+            /* A file that cannot be read fails the start (1); a malformed variable is usage. */
+            return source != NULL && strcmp(source, RDZV_TOKEN_ENV) != 0 &&
+                           strcmp(source, RDZV_TOKEN_HEX_ENV) != 0
+                       ? 1
+                       : 2;
         }
         if (tok.len == 0)
-            return usage_error("%s: one of --token-file, --no-auth or DDPRUN_STORE_TOKEN is "
-                               "required",
-                               "--token-file");
+            return usage_error("%s: one of --token-file, --no-auth or %s is required",
+                               "--token-file", RDZV_TOKEN_ENV_NAMES);
     }
     if (!o.no_auth && tok.len < RDZV_TOKEN_MIN_LEN_DAEMON) {
         ddp_log(DDP_LOG_ERROR, "the token is %zu bytes; use at least %zu random bytes", tok.len,

@@ -729,7 +729,7 @@ static void conn_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *f
             connect_fail(c, DDP_EAUTH,
                          "server closed the connection at PING: it requires a token (%s) or is "
                          "at its connection limit",
-                         RDZV_TOKEN_ENV);
+                         RDZV_TOKEN_ENV_NAMES);
         else
             connect_fail(c, code, "%s", reason);
         return;

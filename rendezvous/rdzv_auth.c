@@ -106,22 +106,23 @@ static int hexval(int ch) {
     return -1;
 }
 
-int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
+/* Decodes hex into tok (replaced); errors name `name`, the variable the hex came from. */
+static int hex_decode(const char *hex, const char *name, ddp_buf_t *tok, ddp_err_t *err) {
     ddp_buf_reset(tok);
     if (hex == NULL || *hex == '\0')
         return 0;
     size_t n = strlen(hex);
     if (n % 2 != 0 || n / 2 > RDZV_TOKEN_MAX_LEN)
         return ddp_err_set(err, DDP_EENV, "%s: expected an even number of hex digits (at most %zu)",
-                           RDZV_TOKEN_ENV, 2 * RDZV_TOKEN_MAX_LEN);
+                           name, 2 * RDZV_TOKEN_MAX_LEN);
     int rc = ddp_buf_reserve(tok, n / 2);
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", RDZV_TOKEN_ENV);
+        return ddp_err_set(err, rc, "%s: out of memory", name);
     for (size_t i = 0; i < n; i += 2) {
         int hi = hexval((unsigned char)hex[i]), lo = hexval((unsigned char)hex[i + 1]);
         if (hi < 0 || lo < 0) {
             ddp_buf_reset(tok);
-            return ddp_err_set(err, DDP_EENV, "%s: not a hex digit at position %zu", RDZV_TOKEN_ENV,
+            return ddp_err_set(err, DDP_EENV, "%s: not a hex digit at position %zu", name,
                                hi < 0 ? i : i + 1);
         }
         tok->data[tok->len++] = (uint8_t)(hi << 4 | lo);
@@ -129,8 +130,8 @@ int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
     return 0;
 }
 
-int rdzv_token_from_env(ddp_buf_t *tok, ddp_err_t *err) {
-    return rdzv_token_from_hex(getenv(RDZV_TOKEN_ENV), tok, err);
+int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
+    return hex_decode(hex, RDZV_TOKEN_ENV, tok, err);
 }
 
 int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
@@ -209,18 +210,35 @@ int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex) {
     return 0;
 }
 
-int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err) {
+/* A non-empty environment variable, or NULL. */
+static const char *env_set(const char *name) {
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err) {
     ddp_buf_reset(tok);
-    const char *hex = getenv("DDPRUN_TOKEN"), *file = getenv("DDPRUN_TOKEN_FILE");
+    const char *v, *from = NULL;
+    int rc = 0;
     ddp_err_t e;
     ddp_err_clear(&e);
-    int rc = 0;
-    const char *var = NULL;
-    if (hex != NULL && *hex != '\0')
-        rc = rdzv_token_from_hex(hex, tok, &e), var = "DDPRUN_TOKEN";
-    else if (file != NULL && *file != '\0')
-        rc = rdzv_token_from_file(file, tok, &e), var = "DDPRUN_TOKEN_FILE";
+    if (file != NULL)
+        from = "--token-file", rc = rdzv_token_from_file(file, tok, &e);
+    else if ((v = env_set(RDZV_TOKEN_HEX_ENV)) != NULL)
+        from = RDZV_TOKEN_HEX_ENV, rc = hex_decode(v, from, tok, &e);
+    else if ((v = env_set(RDZV_TOKEN_FILE_ENV)) != NULL)
+        from = RDZV_TOKEN_FILE_ENV, rc = rdzv_token_from_file(v, tok, &e);
+    else if ((v = env_set(RDZV_TOKEN_ENV)) != NULL)
+        from = RDZV_TOKEN_ENV, rc = hex_decode(v, from, tok, &e);
+    if (source != NULL)
+        *source = from;
+    if (rc < 0 && strcmp(from, RDZV_TOKEN_FILE_ENV) == 0)
+        return ddp_err_set(err, rc, "%s: %s", from, e.text[0] ? e.text : ddp_strerror(rc));
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: %s", var, e.text[0] ? e.text : ddp_strerror(rc));
+        return ddp_err_set(err, rc, "%s", e.text[0] ? e.text : ddp_strerror(rc));
     return 0;
+}
+
+int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err) {
+    return rdzv_token_load(NULL, tok, NULL, err);
 }

@@ -4,9 +4,10 @@
  * EOF), no-validate (SET first), unauth (VALIDATE then SET on a token server), idle (connect and
  * stay silent), slow-reader (pipeline GETs of a large value without reading), torch-compat (the
  * byte exchange of a PyTorch TCPStore client; checks every reply byte).
- * The token (hex in DDPRUN_STORE_TOKEN) is used by slow-reader. Prints "closed after N ms" when
- * the server closed the connection, "ok" for torch-compat; exit 0 when the server behaved as
- * expected, 1 otherwise. Every wait is bounded (10 s). */
+ * The token (rdzv_token_load: DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) is used by
+ * slow-reader. Prints "closed after N ms" when the server closed the connection, "ok" for
+ * torch-compat; exit 0 when the server behaved as expected, 1 otherwise. Every wait is bounded (10
+ * s). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -100,7 +101,7 @@ static void put_validate(ddp_buf_t *b) {
  * token is set, else a PING whose echo is read. Returns 0 or -1. */
 static int handshake(void) {
     ddp_buf_t tok = DDP_BUF_INIT, b = DDP_BUF_INIT;
-    if (rdzv_token_from_env(&tok, NULL) < 0)
+    if (rdzv_token_load(NULL, &tok, NULL, NULL) < 0)
         return -1;
     rdzv_handshake_t hs = {.token = tok.data, .token_len = tok.len, .ping_nonce = 77};
     int rc = rdzv__handshake_hello_encode(&hs, &b) < 0 || send_buf(&b) < 0 ? -1 : 0;
