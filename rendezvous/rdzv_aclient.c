@@ -968,6 +968,30 @@ static void on_timer_closed(uv_handle_t *h) {
 
 /* ---- public API ---- */
 
+/* Initialises c's four timers. On failure the ones already initialised are closed, c is freed
+ * once they are (the connect callback is dropped, as documented) and the error is returned. */
+static int timers_init(rdzv_aclient_t *c, uv_loop_t *loop, ddp_err_t *err) {
+    uv_timer_t *timers[4] = {&c->t_conn, &c->t_retry, &c->t_io, &c->t_wait};
+    for (int i = 0; i < 4; i++) {
+        int rc = uv_timer_init(loop, timers[i]); /* cannot fail in libuv 1.x; checked anyway */
+        if (rc < 0) {
+            /* Handles already initialised must be closed before c is freed: do it the normal
+             * way, through close (the connect callback is dropped, as documented). */
+            ddp_err_set(err, rc, "%s: unable to create a timer: %s", c->peer, uv_strerror(rc));
+            c->conn_cb = NULL;
+            c->state = S_CLOSING;
+            for (int j = 0; j < i; j++)
+                uv_close((uv_handle_t *)timers[j], on_timer_closed);
+            if (i == 0)
+                maybe_finish(c); /* frees c */
+            return rc;
+        }
+        timers[i]->data = c;
+        c->open_handles++;
+    }
+    return 0;
+}
+
 int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_aconnect_cb cb,
                          void *arg, rdzv_aclient_t **out, ddp_err_t *err) {
     *out = NULL;
@@ -996,25 +1020,10 @@ int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_a
     c->conn_cb = cb;
     c->conn_arg = arg;
     c->creq.data = c->wreq.data = c->gai.data = c;
-    uv_timer_t *timers[4] = {&c->t_conn, &c->t_retry, &c->t_io, &c->t_wait};
-    for (int i = 0; i < 4; i++) {
-        int rc = uv_timer_init(loop, timers[i]); /* cannot fail in libuv 1.x; checked anyway */
-        if (rc < 0) {
-            /* Handles already initialised must be closed before c is freed: do it the normal
-             * way, through close (the connect callback is dropped, as documented). */
-            c->conn_cb = NULL;
-            c->state = S_CLOSING;
-            for (int j = 0; j < i; j++)
-                uv_close((uv_handle_t *)timers[j], on_timer_closed);
-            if (i == 0)
-                maybe_finish(c);
-            return ddp_err_set(err, rc, "%s: unable to create a timer: %s", opts->host,
-                               uv_strerror(rc));
-        }
-        timers[i]->data = c;
-        c->open_handles++;
-    }
-    int rc = uv_timer_start(&c->t_conn, on_conn_timer, (uint64_t)c->connect_ms, 0);
+    int rc = timers_init(c, loop, err);
+    if (rc < 0)
+        return rc;
+    rc = uv_timer_start(&c->t_conn, on_conn_timer, (uint64_t)c->connect_ms, 0);
     if (rc < 0) {
         rdzv_aclient_close(c, NULL, NULL);
         return ddp_err_set(err, rc, "%s: unable to start a timer", c->peer);

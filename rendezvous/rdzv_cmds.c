@@ -246,10 +246,77 @@ static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
         return;
     }
     c->state = ST_READY;
-    rdzv__hs_unlink(c);
+    rdzv__conn_ready(c);
     rdzv__slog(s, DDP_LOG_DEBUG, "authenticated %s", c->peer);
     if (rdzv__reply_u8(c, RDZV_AUTH_OK) == 0)
         rdzv__reply_bytes(c, mine, RDZV_AUTH_MAC_LEN);
+}
+
+static void cmd_validate(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    if (r->u32 != RDZV_VALIDATE_MAGIC) {
+        rdzv__conn_fail(c, &s->st.bad_frames, "bad VALIDATE magic 0x%08x", r->u32);
+        return;
+    }
+    c->state = s->token_len > 0 ? ST_AUTH : ST_READY;
+    if (c->state == ST_READY)
+        rdzv__conn_ready(c);
+}
+
+static void cmd_get(conn_t *c, const rdzv_req_t *r) {
+    entry_t *e = rdzv__keys_lookup(c->s, &r->key);
+    int present = e != NULL && e->present;
+    rdzv__reply_blob(c, present ? e->val : NULL, present ? e->vlen : 0);
+}
+
+static void cmd_check(conn_t *c, const rdzv_req_t *r) {
+    const uint8_t *cur = r->list.p;
+    int ready = 1;
+    for (uint64_t i = 0; i < r->nkeys && ready; i++) {
+        rdzv_slice_t k;
+        rdzv__list_next(&cur, 0, &k, NULL);
+        entry_t *e = rdzv__keys_lookup(c->s, &k);
+        ready = e != NULL && e->present;
+    }
+    rdzv__reply_u8(c, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
+}
+
+static void cmd_delete(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    int64_t deleted = e != NULL && e->present;
+    if (deleted) {
+        e->present = 0;
+        s->st.keys--;
+        mem_acct(s, e->vcap, 0);
+        free(e->val);
+        e->val = NULL;
+        e->vlen = e->vcap = 0;
+        rdzv__keys_maybe_remove(s, e);
+    }
+    rdzv__reply_i64(c, deleted);
+}
+
+static void cmd_multi_get(conn_t *c, const rdzv_req_t *r) {
+    const uint8_t *cur = r->list.p;
+    for (uint64_t i = 0; i < r->nkeys; i++) {
+        rdzv_slice_t k;
+        rdzv__list_next(&cur, 0, &k, NULL);
+        entry_t *e = rdzv__keys_lookup(c->s, &k);
+        int present = e != NULL && e->present;
+        if (rdzv__reply_blob(c, present ? e->val : NULL, present ? e->vlen : 0) < 0)
+            return;
+    }
+}
+
+static void cmd_multi_set(conn_t *c, const rdzv_req_t *r) {
+    const uint8_t *cur = r->list.p;
+    for (uint64_t i = 0; i < r->nkeys; i++) {
+        rdzv_slice_t k, v;
+        rdzv__list_next(&cur, 1, &k, &v);
+        if (set_value(c, &k, v.p, v.n) < 0)
+            return;
+    }
 }
 
 /* Runs one request. The connection may be closing afterwards. */
@@ -257,79 +324,21 @@ static void dispatch(conn_t *c, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
     switch (r->cmd) {
-    case RDZV_CMD_VALIDATE:
-        if (r->u32 != RDZV_VALIDATE_MAGIC) {
-            rdzv__conn_fail(c, &s->st.bad_frames, "bad VALIDATE magic 0x%08x", r->u32);
-            return;
-        }
-        c->state = s->token_len > 0 ? ST_AUTH : ST_READY;
-        if (c->state == ST_READY)
-            rdzv__hs_unlink(c);
-        return;
+    case RDZV_CMD_VALIDATE: cmd_validate(c, r); return;
     case RDZV_CMD_AUTH_HELLO: cmd_auth_hello(c, r); return;
     case RDZV_CMD_AUTH_PROOF: cmd_auth_proof(c, r); return;
     case RDZV_CMD_PING: rdzv__reply_u32(c, r->u32); return;
     case RDZV_CMD_SET: set_value(c, &r->key, r->val.p, r->val.n); return;
     case RDZV_CMD_COMPARE_SET: cmd_compare_set(c, r); return;
-    case RDZV_CMD_GET: {
-        entry_t *e = rdzv__keys_lookup(s, &r->key);
-        int present = e != NULL && e->present;
-        rdzv__reply_blob(c, present ? e->val : NULL, present ? e->vlen : 0);
-        return;
-    }
+    case RDZV_CMD_GET: cmd_get(c, r); return;
     case RDZV_CMD_ADD: cmd_add(c, r); return;
-    case RDZV_CMD_CHECK: {
-        const uint8_t *cur = r->list.p;
-        int ready = 1;
-        for (uint64_t i = 0; i < r->nkeys && ready; i++) {
-            rdzv_slice_t k;
-            rdzv__list_next(&cur, 0, &k, NULL);
-            entry_t *e = rdzv__keys_lookup(s, &k);
-            ready = e != NULL && e->present;
-        }
-        rdzv__reply_u8(c, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
-        return;
-    }
+    case RDZV_CMD_CHECK: cmd_check(c, r); return;
     case RDZV_CMD_WAIT: cmd_wait(c, r); return;
     case RDZV_CMD_GETNUMKEYS: rdzv__reply_i64(c, (int64_t)s->st.keys); return;
-    case RDZV_CMD_DELETE_KEY: {
-        entry_t *e = rdzv__keys_lookup(s, &r->key);
-        int64_t deleted = e != NULL && e->present;
-        if (deleted) {
-            e->present = 0;
-            s->st.keys--;
-            mem_acct(s, e->vcap, 0);
-            free(e->val);
-            e->val = NULL;
-            e->vlen = e->vcap = 0;
-            rdzv__keys_maybe_remove(s, e);
-        }
-        rdzv__reply_i64(c, deleted);
-        return;
-    }
+    case RDZV_CMD_DELETE_KEY: cmd_delete(c, r); return;
     case RDZV_CMD_APPEND: cmd_append(c, r); return;
-    case RDZV_CMD_MULTI_GET: {
-        const uint8_t *cur = r->list.p;
-        for (uint64_t i = 0; i < r->nkeys; i++) {
-            rdzv_slice_t k;
-            rdzv__list_next(&cur, 0, &k, NULL);
-            entry_t *e = rdzv__keys_lookup(s, &k);
-            int present = e != NULL && e->present;
-            if (rdzv__reply_blob(c, present ? e->val : NULL, present ? e->vlen : 0) < 0)
-                return;
-        }
-        return;
-    }
-    case RDZV_CMD_MULTI_SET: {
-        const uint8_t *cur = r->list.p;
-        for (uint64_t i = 0; i < r->nkeys; i++) {
-            rdzv_slice_t k, v;
-            rdzv__list_next(&cur, 1, &k, &v);
-            if (set_value(c, &k, v.p, v.n) < 0)
-                return;
-        }
-        return;
-    }
+    case RDZV_CMD_MULTI_GET: cmd_multi_get(c, r); return;
+    case RDZV_CMD_MULTI_SET: cmd_multi_set(c, r); return;
     case RDZV_CMD_CANCEL_WAIT:
         rdzv__wait_clear(c);
         rdzv__reply_u8(c, RDZV_WAIT_CANCELED);

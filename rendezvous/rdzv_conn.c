@@ -23,23 +23,17 @@
 static void peer_name(conn_t *c) {
     struct sockaddr_storage sa;
     int salen = sizeof sa;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) != 0) {
+    uint16_t port;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) != 0)
         snprintf(c->peer, sizeof c->peer, "connection %llu", (unsigned long long)c->id);
-    } else if (sa.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&sa;
-        uv_ip6_name(a6, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(a6->sin6_port));
-    } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&sa;
-        uv_ip4_name(a4, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(a4->sin_port));
-    }
+    else
+        rdzv__addr_format(&sa, c->peer, sizeof c->peer, &port);
 }
 
 /* ---- connections: close, handshake list, output ---- */
 
-void rdzv__hs_unlink(conn_t *c) {
+/* Takes c off the handshake list (it is ready, or closing). */
+static void hs_unlink(conn_t *c) {
     rdzv_server_t *s = c->s;
     if (!c->in_hs)
         return;
@@ -68,13 +62,17 @@ static void on_conn_closed(uv_handle_t *h) {
     rdzv__server_maybe_free(s);
 }
 
+void rdzv__conn_ready(conn_t *c) {
+    hs_unlink(c);
+}
+
 void rdzv__conn_close(conn_t *c) {
     rdzv_server_t *s = c->s;
     if (c->closing)
         return;
     c->closing = 1;
     rdzv__wait_clear(c);
-    rdzv__hs_unlink(c);
+    hs_unlink(c);
     if (c->prev)
         c->prev->next = c->next;
     else

@@ -402,13 +402,10 @@ static void run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_acti
     }
 }
 
-/* Closes the collecting round: the first min(njoin, max) joiners form the group. Ranks: a valid,
- * unclaimed want_node_rank first; then the member's rank in its previous round when free; then
- * the gaps in join order. Every group member gets its REPLY_OK. O(n). */
-static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
-    size_t n = r->njoin;
-    if ((int64_t)n > r->cfg.max_nodes)
-        n = (size_t)r->cfg.max_nodes;
+/* Gives the first n joiners group ranks in r->group, in three passes: a valid, unclaimed
+ * want_node_rank first; then the member's rank in its previous round when free; then the gaps
+ * in join order. O(n). */
+static void ranks_assign(rdzv_run_t *r, size_t n) {
     /* cap_group was reserved by the caller's event (see group_reserve). */
     rdzv_member_t **slot = r->group;
     for (size_t i = 0; i < n; i++) {
@@ -440,6 +437,16 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         slot[gap] = m;
         m->group_rank = (int64_t)gap;
     }
+}
+
+/* Closes the collecting round: the first min(njoin, max) joiners form the group (ranks_assign),
+ * and every group member gets its REPLY_OK. O(n). */
+static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    size_t n = r->njoin;
+    if ((int64_t)n > r->cfg.max_nodes)
+        n = (size_t)r->cfg.max_nodes;
+    ranks_assign(r, n);
+    rdzv_member_t **slot = r->group;
     r->ngroup = n;
     /* The rest keep waiting, in order. */
     memmove(r->joiners, r->joiners + n, (r->njoin - n) * sizeof *r->joiners);
@@ -625,6 +632,27 @@ static rdzv_round_cfg_t cfg_defaults(rdzv_round_cfg_t c) {
     return c;
 }
 
+/* Makes m, a new member with connection id member, known to the registry and to run r. */
+static void member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_t member) {
+    m->id = member;
+    m->run = r;
+    m->prev_rank = -1;
+    m->group_rank = -1;
+    size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
+    m->hnext = rs->mem_buckets[h];
+    rs->mem_buckets[h] = m;
+    rs->nmembers++;
+    m->rnext = r->mhead;
+    if (r->mhead != NULL)
+        r->mhead->rprev = m;
+    r->mhead = m;
+    r->nmembers++;
+    member_hash_grow(rs);
+}
+
+static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_running,
+                     uint64_t now_ms, rdzv_actions_t *out);
+
 int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req, uint64_t now_ms,
                    rdzv_actions_t *out, ddp_err_t *err) {
     int rc = join_validate(req, err);
@@ -663,22 +691,8 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
             run_free(rs, r);
         return ddp_err_set(err, -ENOMEM, "rendezvous '%s': out of memory", req->run_id);
     }
-    if (m->run == NULL) {
-        m->id = member;
-        m->run = r;
-        m->prev_rank = -1;
-        m->group_rank = -1;
-        size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
-        m->hnext = rs->mem_buckets[h];
-        rs->mem_buckets[h] = m;
-        rs->nmembers++;
-        m->rnext = r->mhead;
-        if (r->mhead != NULL)
-            r->mhead->rprev = m;
-        r->mhead = m;
-        r->nmembers++;
-        member_hash_grow(rs);
-    }
+    if (m->run == NULL)
+        member_link(rs, r, m, member);
     int was_running = m->state == MEMBER_RUNNING && r->state == RDZV_RUN_RUNNING;
     copy_str(m->host, sizeof m->host, req->host);
     m->want_rank = req->want_node_rank;
@@ -686,6 +700,14 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     m->master_port = req->master_port;
     m->join_ms = now_ms;
     m->last_seen_ms = now_ms;
+    return join_park(rs, r, m, was_running, now_ms, out);
+}
+
+/* Parks m's JOIN in r and runs what it sets off: the end of the running round when m was in
+ * its group (a membership change) or when the group has room (a scale-up), else the usual check
+ * for a round that can close. Returns 0. */
+static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_running,
+                     uint64_t now_ms, rdzv_actions_t *out) {
     char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
     if (was_running) {
         /* A member of the running group joining again has left it: a membership change. */

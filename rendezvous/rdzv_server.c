@@ -121,10 +121,26 @@ static int listen_socket(const char *host, uint16_t port, ddp_err_t *err) {
     return fd;
 }
 
-int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_server_t **out,
-                      ddp_err_t *err) {
-    *out = NULL;
-    if (loop == NULL || opts == NULL || opts->host == NULL || *opts->host == '\0')
+void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port) {
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+        if (uv_ip6_name(a6, ip, sizeof ip) != 0)
+            snprintf(ip, sizeof ip, "?");
+        *port = ntohs(a6->sin6_port);
+        snprintf(out, cap, "[%s]:%u", ip, *port);
+    } else {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+        if (uv_ip4_name(a4, ip, sizeof ip) != 0)
+            snprintf(ip, sizeof ip, "?");
+        *port = ntohs(a4->sin_port);
+        snprintf(out, cap, "%s:%u", ip, *port);
+    }
+}
+
+/* Refuses options that cannot make a store. Returns 0 or DDP_EUSAGE (err filled). */
+static int opts_check(const rdzv_server_opts_t *opts, ddp_err_t *err) {
+    if (opts == NULL || opts->host == NULL || *opts->host == '\0')
         return ddp_err_set(err, DDP_EUSAGE, "rdzv_server_start: a loop and a host are required");
     int has_token = opts->token != NULL && opts->token_len > 0;
     if (has_token == !!opts->no_auth)
@@ -135,10 +151,11 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     if (opts->token_len > RDZV_TOKEN_MAX_LEN)
         return ddp_err_set(err, DDP_EUSAGE, "store token longer than %zu bytes",
                            RDZV_TOKEN_MAX_LEN);
-    rdzv_server_t *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return ddp_err_set(err, -ENOMEM, "out of memory for the store");
-    s->loop = loop;
+    return 0;
+}
+
+/* Copies the limits (0 = the default of rdzv_limits.h) and the token into s. */
+static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->lim.max_key_len = or_default(opts->max_key_len, RDZV_MAX_KEY_LEN);
     s->lim.max_value_len = or_default(opts->max_value_len, RDZV_MAX_VALUE_LEN);
     s->lim.max_keys = or_default(opts->max_keys_per_req, RDZV_MAX_KEYS_PER_REQ);
@@ -149,10 +166,50 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     s->max_out_buf = or_default(opts->max_out_buf, RDZV_MAX_OUT_BUF);
     s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
     s->auth_idle_ms = opts->auth_idle_ms > 0 ? (uint64_t)opts->auth_idle_ms : RDZV_AUTH_IDLE_MS;
-    if (has_token) {
+    if (opts->token != NULL && opts->token_len > 0) {
         memcpy(s->token, opts->token, opts->token_len);
         s->token_len = opts->token_len;
     }
+}
+
+/* Serves on the bound socket fd: the listener handle adopts it, and the handshake-deadline timer
+ * starts. Returns 0 or a libuv code; on error the handles opened so far stay for
+ * rdzv_server_close (fd is closed when the listener did not adopt it). */
+static int serve_fd(rdzv_server_t *s, int fd) {
+    int rc = uv_tcp_init(s->loop, &s->listener);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    s->listener.data = s;
+    s->live_handles = 1;
+    if ((rc = uv_tcp_open(&s->listener, fd)) < 0) {
+        close(fd); /* not adopted by the handle */
+        return rc;
+    }
+    if ((rc = uv_listen((uv_stream_t *)&s->listener, 65535, on_connection)) < 0)
+        return rc;
+    if ((rc = uv_timer_init(s->loop, &s->timer)) < 0)
+        return rc;
+    s->timer.data = s;
+    s->live_handles++;
+    uint64_t tick = s->auth_idle_ms / 4;
+    tick = tick < 20 ? 20 : tick > 1000 ? 1000 : tick;
+    return uv_timer_start(&s->timer, on_timer, tick, tick);
+}
+
+int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_server_t **out,
+                      ddp_err_t *err) {
+    *out = NULL;
+    int rc = loop == NULL ? ddp_err_set(err, DDP_EUSAGE, "rdzv_server_start: a loop is required")
+                          : opts_check(opts, err);
+    if (rc < 0)
+        return rc;
+    rdzv_server_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory for the store");
+    s->loop = loop;
+    opts_apply(s, opts);
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
     if (s->buckets == NULL || rdzv__random(&s->seed, sizeof s->seed) < 0) {
@@ -169,42 +226,10 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     }
     struct sockaddr_storage sa;
     socklen_t salen = sizeof sa;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0) {
-        if (sa.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
-            s->port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-            snprintf(s->addr, sizeof s->addr, "[%s]:%u", ip, s->port);
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
-            s->port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-            snprintf(s->addr, sizeof s->addr, "%s:%u", ip, s->port);
-        }
-    }
-    int rc = uv_tcp_init(loop, &s->listener);
-    if (rc < 0) {
-        close(fd);
-        free(s->buckets);
-        free(s);
-        return ddp_err_set(err, rc, "unable to listen on %s: %s", opts->host, uv_strerror(rc));
-    }
-    s->listener.data = s;
-    s->live_handles = 1;
-    rc = uv_tcp_open(&s->listener, fd);
-    if (rc < 0)
-        close(fd); /* not adopted by the handle */
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, 65535, on_connection);
-    if (rc == 0) {
-        rc = uv_timer_init(loop, &s->timer);
-        if (rc == 0) {
-            s->timer.data = s;
-            s->live_handles++;
-            uint64_t tick = s->auth_idle_ms / 4;
-            tick = tick < 20 ? 20 : tick > 1000 ? 1000 : tick;
-            rc = uv_timer_start(&s->timer, on_timer, tick, tick);
-        }
-    }
+    snprintf(s->addr, sizeof s->addr, "%s", opts->host);
+    if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0)
+        rdzv__addr_format(&sa, s->addr, sizeof s->addr, &s->port);
+    rc = serve_fd(s, fd);
     if (rc < 0) {
         /* The handles go through uv_close; the memory is freed once the loop runs. */
         ddp_err_set(err, rc, "unable to listen on %s: %s", s->addr, uv_strerror(rc));

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include "ddp_buf.h"
@@ -146,6 +147,9 @@ static inline void buf_release(rdzv_server_t *s, ddp_buf_t *b) {
 __attribute__((format(printf, 3, 4))) void rdzv__slog(rdzv_server_t *s, int level, const char *fmt,
                                                       ...);
 
+/* Writes sa as "IP:PORT" or "[IP]:PORT" into out (cap bytes) and its port into *port. */
+void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port);
+
 /* Frees the server once it is closing and its last handle is closed (conn close callbacks). */
 void rdzv__server_maybe_free(rdzv_server_t *s);
 
@@ -166,8 +170,9 @@ __attribute__((format(printf, 3, 4))) void rdzv__conn_fail(conn_t *c, uint64_t *
 /* Hands queued replies to the kernel. */
 void rdzv__conn_flush(conn_t *c);
 
-/* Takes c off the handshake list (it authenticated, or is closing). */
-void rdzv__hs_unlink(conn_t *c);
+/* c finished its handshake (VALIDATE, and authentication when the server has a token): it leaves
+ * the handshake list and its deadline. */
+void rdzv__conn_ready(conn_t *c);
 
 /* Reply helpers: append to c->out and keep the memory account; on allocation failure or past the
  * output cap the connection is cut off. They return 0 or -1 (connection closing). */

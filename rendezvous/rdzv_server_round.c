@@ -125,10 +125,13 @@ void rdzv__rounds_after(rdzv_server_t *s) {
     if (!s->rtimer_live)
         return;
     uint64_t next = rdzv_runs_next_deadline(s->runs), now = uv_now(s->loop);
-    if (next == UINT64_MAX)
-        uv_timer_stop(&s->rtimer);
-    else
-        uv_timer_start(&s->rtimer, on_rtimer, next > now ? next - now : 0, 0);
+    int rc = next == UINT64_MAX
+                 ? uv_timer_stop(&s->rtimer)
+                 : uv_timer_start(&s->rtimer, on_rtimer, next > now ? next - now : 0, 0);
+    /* Neither fails on an initialised timer; were it to, deadlines would go unnoticed, so say so.
+     */
+    if (rc < 0)
+        rdzv__slog(s, DDP_LOG_ERROR, "unable to arm the rendezvous timer: %s", uv_strerror(rc));
 }
 
 static void on_rtimer(uv_timer_t *t) {
