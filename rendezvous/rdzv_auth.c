@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -134,11 +135,35 @@ int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
     return hex_decode(hex, RDZV_TOKEN_ENV, tok, err);
 }
 
-int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
-    ddp_buf_reset(tok);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Opens a token file for reading: a regular file (a symlink to one is followed) that only its
+ * owner may access, as ssh wants of a private key. O_NONBLOCK keeps a FIFO or device given by
+ * mistake from blocking the open; fstat then refuses it. Returns the fd, or an error in err. */
+static int token_file_open(const char *path, ddp_err_t *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return ddp_err_set(err, -errno, "unable to open token file %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = ddp_err_set(err, -errno, "unable to stat token file %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = ddp_err_set(err, DDP_EUSAGE, "token file %s: not a regular file", path);
+    else if ((st.st_mode & 077) != 0)
+        rc = ddp_err_set(err, DDP_EUSAGE,
+                         "token file %s: mode %04o lets group or others read it; run: chmod 600 %s",
+                         path, (unsigned)(st.st_mode & 07777), path);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
+    ddp_buf_reset(tok);
+    int fd = token_file_open(path, err);
+    if (fd < 0)
+        return fd;
     int rc = 0;
     for (;;) {
         if (tok->len > RDZV_TOKEN_MAX_LEN + 2) {

@@ -120,9 +120,11 @@ int rdzv_client_barrier(rdzv_client_t *c, const char *name, int64_t world_size, 
  * source. */
 int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err);
 
-/* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes.
- * tok's contents are replaced (tok stays owned by the caller). Errors: -errno naming the file,
- * DDP_EUSAGE (empty), DDP_ETOOBIG. */
+/* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes. The
+ * file must be a regular file (symlinks are followed) with no access for group or others (mode
+ * 600 or 400). tok's contents are replaced (tok stays owned by the caller). Errors: -errno naming
+ * the file, DDP_EUSAGE (empty, not a regular file, or readable by others: the text names the mode
+ * and the chmod to run), DDP_ETOOBIG. */
 int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err);
 
 /* rdzv_token_load(NULL, tok, NULL, err): the token from the environment alone. */
