@@ -386,9 +386,7 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
             rdzv_round_req_t rreq;
             long rn = rdzv_round_req_parse(buf + off, len - off, &rreq, &need, &err);
             if (rn < 0) {
-                rdzv__conn_fail(c, &s->st.bad_frames,
-                                "malformed rendezvous frame 0x%02x: %s (byte %ld)", buf[off],
-                                err.text, err.offset);
+                rdzv__round_refuse(c, buf[off], (int)rn, &err);
                 break;
             }
             if (rn == 0) {

@@ -46,8 +46,20 @@ static void cur_mark(cur_t *c, size_t at) {
         c->err->offset = (long)at;
 }
 
+/* What cur_str accepts: any bytes; a non-empty string with no NUL; a non-empty string of
+ * printable ASCII (names that end up in log lines and terminals: run ids, hosts). */
+enum { STR_ANY = 0, STR_TEXT = 1, STR_NAME = 2 };
+
+/* Returns the offset of the first byte of p[0..n) that is not printable ASCII, or n. */
+static size_t unprintable_at(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n && p[i] >= 0x20 && p[i] <= 0x7e)
+        i++;
+    return i;
+}
+
 /* Reads a blob of 0..max bytes: into dst (NUL-terminated, cap > max) when dst is not NULL, else
- * appended to buf. With text set it must be non-empty and hold no NUL. Returns 1, 0 or error. */
+ * appended to buf, checked as text says (STR_*). Returns 1, 0 or error. */
 static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, const char *what) {
     size_t at = c->off;
     if (!cur_want(c, 8))
@@ -60,9 +72,16 @@ static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, co
     if (!cur_want(c, 8 + (size_t)n))
         return 0;
     const uint8_t *p = c->buf + c->off + 8;
-    if (text && (n == 0 || memchr(p, '\0', (size_t)n) != NULL)) {
+    if (text != STR_ANY && (n == 0 || memchr(p, '\0', (size_t)n) != NULL)) {
         cur_mark(c, at);
         return ddp_err_set(c->err, c->bad, "%s is empty or holds a NUL byte", what);
+    }
+    size_t bad = text == STR_NAME ? unprintable_at(p, (size_t)n) : (size_t)n;
+    if (bad < n) {
+        cur_mark(c, at);
+        return ddp_err_set(c->err, c->bad,
+                           "%s holds byte 0x%02x at position %zu: only printable ASCII is allowed",
+                           what, p[bad], bad);
     }
     if (dst != NULL) {
         memcpy(dst, p, (size_t)n);
@@ -89,10 +108,10 @@ static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, co
 
 static long req_fields(cur_t *c, rdzv_round_req_t *q) {
     rdzv_join_req_t *j = &q->join;
-    STEP(cur_str(c, j->run_id, NULL, RDZV_RUN_ID_MAX, 1, "run id"));
+    STEP(cur_str(c, j->run_id, NULL, RDZV_RUN_ID_MAX, STR_NAME, "run id"));
     switch (q->cmd) {
     case RDZV_CMD_RDZV_JOIN:
-        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, 1, "host"));
+        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
         STEP(cur_i64(c, &j->want_node_rank));
         STEP(cur_i64(c, &j->nproc));
         STEP(cur_i64(c, &j->master_port));
@@ -106,7 +125,7 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
         break;
     case RDZV_CMD_RDZV_FAIL:
         STEP(cur_i64(c, &q->round));
-        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, 0, "failure text"));
+        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "failure text"));
         break;
     default: break; /* HEARTBEAT, STATUS: the run id only */
     }
@@ -261,12 +280,12 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
             STEP(cur_i64(c, &j->group_world_size));
             STEP(cur_i64(c, &j->rank_base));
             STEP(cur_i64(c, &j->world_size));
-            STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, 1, "master_addr"));
+            STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, STR_TEXT, "master_addr"));
             STEP(cur_i64(c, &j->master_port));
             STEP(cur_i64(c, &j->restarts_used));
         } else if (p->status == 1) {
             STEP(cur_i64(c, &p->code));
-            STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, 0, "error text"));
+            STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));
         } else {
             return ddp_err_set(c->err, DDP_EPROTO, "JOIN reply status %u unknown", p->status);
         }
@@ -283,7 +302,7 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
         STEP(cur_i64(c, &p->fail.restarts_used));
         STEP(cur_i64(c, &p->fail.max_restarts));
         break;
-    default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, 0, "status")); break;
+    default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, STR_ANY, "status")); break;
     }
     return (long)c->off;
 }

@@ -219,6 +219,11 @@ void rdzv__wait_clear(conn_t *c);
 /* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS) from c. */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r);
 
+/* Refuses c's malformed rendezvous frame cmd (parse error code, err naming the field): answers
+ * JOIN and STATUS with an error reply that names it, logs one warning naming the peer, and
+ * closes c once the reply is written. */
+void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err);
+
 /* Carries out the actions the rendezvous produced, then re-arms its timer. */
 void rdzv__rounds_after(rdzv_server_t *s);
 

@@ -212,3 +212,28 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     ddp_buf_free(&b);
     rdzv__rounds_after(s);
 }
+
+void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
+    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS"};
+    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_STATUS
+                           ? names[cmd - RDZV_CMD_RDZV_JOIN]
+                           : "rendezvous";
+    char text[RDZV_ROUND_TEXT_MAX];
+    snprintf(text, sizeof text, "malformed %s: %s (byte %ld)", name, err->text, err->offset);
+    /* JOIN and STATUS replies carry an error text: the client learns which field was wrong. */
+    ddp_buf_t b = DDP_BUF_INIT;
+    int rc = -1;
+    if (cmd == RDZV_CMD_RDZV_JOIN)
+        rc = rdzv_join_reply_encode_err(&b, code, text);
+    else if (cmd == RDZV_CMD_RDZV_STATUS)
+        rc = rdzv_status_reply_encode(&b, 0, text, strlen(text));
+    if (rc == 0)
+        rc = rdzv__reply_bytes(c, b.data, b.len);
+    ddp_buf_free(&b);
+    if (c->closing)
+        return;
+    rdzv__slog(c->s, DDP_LOG_WARN, "closing connection from %s: %s", c->peer, text);
+    c->s->st.bad_frames++;
+    c->close_after_write = 1;
+    rdzv__conn_flush(c);
+}

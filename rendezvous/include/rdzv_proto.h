@@ -20,7 +20,8 @@ enum {
     RDZV_CMD_RDZV_STATUS = 0x53,    /* -> JSON of the run */
 };
 
-/* Bounds, in bytes, of the strings the rendezvous commands carry. */
+/* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
+ * printable ASCII (0x20-0x7e): the store refuses any other byte. */
 #define RDZV_RUN_ID_MAX 128                            /* run id (--rdzv_id) */
 #define RDZV_HOST_MAX 255                              /* address the other nodes reach a node at */
 #define RDZV_WHAT_MAX 255                              /* FAIL's description of the failure */
@@ -109,8 +110,9 @@ typedef struct rdzv_round_req {
 /* Parses one rendezvous request (buf[0] is its command, 0x50-0x53) from buf[0..len) (server
  * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
  * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
- * string) or DDP_ETOOBIG (string over its bound) with err
- * naming the field and err->offset its byte. Nothing is allocated or borrowed. */
+ * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
+ * its bound) with err naming the field and err->offset its byte. Nothing is allocated or borrowed.
+ */
 long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
                           ddp_err_t *err);
 

@@ -101,6 +101,9 @@ check "missing token refused (exit 4, says which variable)" \
     test "$rc" = 4 -a -n "$(grep DDPRUN_STORE_TOKEN "$TMP/auth2.err")"
 check "refused authentication logged with the peer address" \
     grep -qE 'W closing connection from 127\.0\.0\.1:[0-9]+: authentication refused' "$TMP/A.err"
+out=$(timeout 12 "$H/store_hostile" "$P" rdzv-ctl)
+check "a JOIN whose host holds control bytes gets an error reply naming the field" \
+    test -n "$(printf '%s' "$out" | grep -E 'malformed JOIN: host holds byte 0x1b .*printable ASCII')"
 out=$(env -u DDPRUN_STORE_TOKEN timeout 12 "$H/store_hostile" "$P" unauth)
 check "commands before authentication close the connection" \
     grep -q 'GETNUMKEYS before authentication' "$TMP/A.err"

@@ -737,6 +737,30 @@ static void test_wire_bad_requests(void **state) {
     ddp_buf_append(&b, &n, 8);
     ddp_buf_append(&b, "a\0b", 3);
     assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
+    /* Run ids and hosts are printable ASCII: ESC, BEL, CR, LF and DEL are refused, naming the
+     * field and the byte. */
+    const char *bad[] = {"job\x1b[2J", "job\x07", "job\r", "job\n", "job\x7f", "job\xc3\xa9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rdzv_join_req_t q;
+        memset(&q, 0, sizeof q);
+        snprintf(q.run_id, sizeof q.run_id, "%s", bad[i]);
+        snprintf(q.host, sizeof q.host, "10.0.0.1");
+        q.nproc = 1;
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
+        assert_non_null(strstr(err.text, "run id"));
+        assert_non_null(strstr(err.text, "printable ASCII"));
+        snprintf(q.run_id, sizeof q.run_id, "job7");
+        snprintf(q.host, sizeof q.host, "%s", bad[i]);
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
+        assert_non_null(strstr(err.text, "host"));
+        assert_int_equal(err.offset, 13);
+    }
     /* Encoders refuse what the parser would. */
     ddp_buf_reset(&b);
     assert_int_equal(rdzv_status_req_encode(&b, ""), -EINVAL);
