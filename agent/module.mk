@@ -4,6 +4,3 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/super
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
-
-# Transitional: the agent reads the rendezvous codec from rendezvous/rdzv_round_int.h.
-$(call objs,$(AGENT_SRCS)): CPPFLAGS += -Irendezvous

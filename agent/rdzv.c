@@ -20,7 +20,7 @@
 #include "ddp_log.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
-#include "rdzv_round_int.h"
+#include "rdzv_proto.h"
 #include "rdzv_server.h"
 
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */
@@ -127,7 +127,7 @@ static void on_conn_lost(void *arg, int status, const char *errtext) {
 static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep) {
     memset(rep, 0, sizeof *rep);
     size_t need = 0;
-    return rdzv__round_reply_parse(reply, len, rep, &need, NULL) > 0 ? 0 : DDP_EPROTO;
+    return rdzv_round_reply_parse(reply, len, rep, &need, NULL) > 0 ? 0 : DDP_EPROTO;
 }
 
 /* The key the server SETs when round `round` ends (its value says why). */
@@ -251,9 +251,9 @@ void agent__rdzv_join(agent_t *a) {
     ddp_err_clear(&err);
     char what[RDZV_RUN_ID_MAX + 32];
     snprintf(what, sizeof what, "RDZV_JOIN run '%s'", job->run_id);
-    int rc = rdzv__join_req_encode(&frame, &req);
+    int rc = rdzv_join_req_encode(&frame, &req);
     if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, RDZV_ACLIENT_PARKS,
+        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, RDZV_ACLIENT_PARKS,
                               (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS, what, on_join, r,
                               &err);
     ddp_buf_free(&frame);
@@ -287,9 +287,9 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv__fail_req_encode(&frame, a->job->run_id, a->round, what);
+    int rc = rdzv_fail_req_encode(&frame, a->job->run_id, a->round, what);
     if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, 0, -1, "RDZV_FAIL",
+        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, 0, -1, "RDZV_FAIL",
                               on_fail_reply, r, &err);
     ddp_buf_free(&frame);
     if (rc < 0)
@@ -310,8 +310,8 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
 /* Queues one RDZV_HEARTBEAT on the control connection. */
 static void heartbeat_send(struct agent_rdzv *r) {
     ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv__heartbeat_req_encode(&frame, r->a->job->run_id) == 0 &&
-        rdzv_aclient_raw(r->ctl, &frame, rdzv__round_reply_len, 0, -1, "RDZV_HEARTBEAT",
+    if (rdzv_heartbeat_req_encode(&frame, r->a->job->run_id) == 0 &&
+        rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, 0, -1, "RDZV_HEARTBEAT",
                          on_heartbeat, r, NULL) == 0) {
         r->hb_pending = 1;
         r->hb_sent_ms = uv_now(r->a->loop);
@@ -371,8 +371,8 @@ static void join_progress(struct agent_rdzv *r) {
                              : AGENT_JOIN_REPORT_MAX_MS;
     r->join_report_at = now + r->join_report_gap;
     ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv__status_req_encode(&frame, r->a->job->run_id) == 0 &&
-        rdzv_aclient_raw(r->watch, &frame, rdzv__round_reply_len, 0, -1, "RDZV_STATUS",
+    if (rdzv_status_req_encode(&frame, r->a->job->run_id) == 0 &&
+        rdzv_aclient_raw(r->watch, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS",
                          on_join_status, r, NULL) == 0)
         r->join_status_pending = 1;
     ddp_buf_free(&frame);

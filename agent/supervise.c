@@ -24,7 +24,7 @@
 #include "ddp_log.h"
 #include "ddp_signal.h"
 #include "ddp_time.h"
-#include "rdzv_round_int.h"
+#include "rdzv_proto.h"
 #include "rdzv_server.h"
 
 typedef void (*sup_action_t)(agent_t *a, agent_worker_t *w);

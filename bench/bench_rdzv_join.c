@@ -15,7 +15,7 @@
 
 #include "ddp_buf.h"
 #include "rdzv_frame_int.h"
-#include "rdzv_round_int.h"
+#include "rdzv_proto.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -68,7 +68,7 @@ static double run_once(int port, int n, int run) {
         req.cfg.min_nodes = n;
         req.cfg.max_nodes = n;
         req.cfg.join_timeout_ms = 60000;
-        rdzv__join_req_encode(&frames[i], &req);
+        rdzv_join_req_encode(&frames[i], &req);
     }
     for (int i = 0; i < n; i++)
         if (write_all(fds[i], frames[i].data, frames[i].len) < 0)

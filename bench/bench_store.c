@@ -10,7 +10,8 @@
  *   bench_store rendezvous PORT N             N connections: ADD(count), WAIT(barrier set by
  *                                             the last), GET(128-byte id); wall time
  *   bench_store idle-rss PORT PID N           server RSS growth per idle connection
- * A token in DDPRUN_STORE_TOKEN (hex) makes every connection authenticate (ddprun only).
+ * A job token (rdzv_token_load: DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) makes every
+ * connection authenticate (ddprun only).
  * BENCH_SERVER_PID adds the server's CPU time (from /proc) to throughput and rendezvous rows,
  * next to the client's own.
  * Output: markdown table rows on stdout. Every phase is bounded (60 s). */
@@ -109,30 +110,29 @@ static void recv_all(int fd, void *p, size_t n) {
     }
 }
 
-/* Blocking VALIDATE (+ HMAC handshake when a token is set) on fd. */
+/* Blocking client handshake on fd (rdzv__handshake_*_encode): VALIDATE, then the HMAC exchange
+ * when a token is set, else a PING whose echo is read. */
 static void handshake_blocking(int fd) {
     ddp_buf_t b = DDP_BUF_INIT;
-    rdzv__put_u8(&b, RDZV_CMD_VALIDATE);
-    rdzv__put_u32(&b, RDZV_VALIDATE_MAGIC);
+    rdzv_handshake_t hs = {.token = token.data, .token_len = token.len, .ping_nonce = 1};
+    if (rdzv__handshake_hello_encode(&hs, &b) < 0)
+        die("handshake");
+    send_all(fd, b.data, b.len);
+    ddp_buf_reset(&b);
     if (token.len > 0) {
-        uint8_t cn[32], sn[33], mac[32], ok[33];
-        rdzv__random(cn, 32);
-        rdzv__put_u8(&b, RDZV_CMD_AUTH_HELLO);
-        ddp_buf_append(&b, cn, 32);
+        uint8_t sn[RDZV_HELLO_REPLY_LEN], ok[RDZV_PROOF_REPLY_LEN];
+        recv_all(fd, sn, sizeof sn);
+        if (rdzv__handshake_proof_encode(&hs, sn + 1, &b) < 0)
+            die("handshake");
         send_all(fd, b.data, b.len);
-        recv_all(fd, sn, 33);
-        rdzv__auth_mac(token.data, token.len, RDZV_ROLE_CLIENT, sn + 1, cn, mac);
-        ddp_buf_reset(&b);
-        rdzv__put_u8(&b, RDZV_CMD_AUTH_PROOF);
-        ddp_buf_append(&b, mac, 32);
-        send_all(fd, b.data, b.len);
-        recv_all(fd, ok, 33);
-        if (ok[0] != 0) {
+        recv_all(fd, ok, sizeof ok);
+        if (ok[0] != RDZV_AUTH_OK) {
             fprintf(stderr, "bench_store: token refused\n");
             exit(1);
         }
     } else {
-        send_all(fd, b.data, b.len);
+        uint8_t echo[4];
+        recv_all(fd, echo, sizeof echo);
     }
     ddp_buf_free(&b);
 }
@@ -341,7 +341,7 @@ typedef struct bconn {
     int fd;
     int state;
     size_t want, got;
-    uint8_t cnonce[32];
+    rdzv_handshake_t hs;
     uint8_t in[256];
     ddp_buf_t out;
 } bconn_t;
@@ -418,36 +418,28 @@ static void next_request(engine_t *e, bconn_t *c) {
 }
 
 static void on_ready_conn(bconn_t *c) {
-    rdzv__put_u8(&c->out, RDZV_CMD_VALIDATE);
-    rdzv__put_u32(&c->out, RDZV_VALIDATE_MAGIC);
-    if (token.len > 0) {
-        rdzv__random(c->cnonce, 32);
-        rdzv__put_u8(&c->out, RDZV_CMD_AUTH_HELLO);
-        ddp_buf_append(&c->out, c->cnonce, 32);
-        conn_send(c);
-        expect(c, C_HELLO, 33);
-    } else {
-        /* As PyTorch's client does: VALIDATE, then a PING whose echo ends the handshake. */
-        rdzv__put_u8(&c->out, RDZV_CMD_PING);
-        rdzv__put_u32(&c->out, 1);
-        conn_send(c);
+    /* With no token, as PyTorch's client does: VALIDATE, then a PING whose echo ends the
+     * handshake. */
+    c->hs = (rdzv_handshake_t){.token = token.data, .token_len = token.len, .ping_nonce = 1};
+    if (rdzv__handshake_hello_encode(&c->hs, &c->out) < 0)
+        die("handshake");
+    conn_send(c);
+    if (token.len > 0)
+        expect(c, C_HELLO, RDZV_HELLO_REPLY_LEN);
+    else
         expect(c, C_PING, 4);
-    }
 }
 
 /* A whole reply for c's state has arrived. */
 static void on_reply(engine_t *e, bconn_t *c) {
     char key[128];
     switch (c->state) {
-    case C_HELLO: {
-        uint8_t mac[32];
-        rdzv__auth_mac(token.data, token.len, RDZV_ROLE_CLIENT, c->in + 1, c->cnonce, mac);
-        rdzv__put_u8(&c->out, RDZV_CMD_AUTH_PROOF);
-        ddp_buf_append(&c->out, mac, 32);
+    case C_HELLO:
+        if (rdzv__handshake_proof_encode(&c->hs, c->in + 1, &c->out) < 0)
+            die("handshake");
         conn_send(c);
-        expect(c, C_PROOF, 33);
+        expect(c, C_PROOF, RDZV_PROOF_REPLY_LEN);
         return;
-    }
     case C_PROOF:
         if (c->in[0] != 0) {
             fprintf(stderr, "bench_store: token refused\n");
@@ -733,7 +725,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     ddp_err_t err;
     ddp_err_clear(&err);
-    if (rdzv_token_from_env(&token, &err) < 0) {
+    if (rdzv_token_load(NULL, &token, NULL, &err) < 0) {
         fprintf(stderr, "bench_store: %s\n", err.text);
         return 2;
     }

@@ -55,6 +55,7 @@ if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 fi
 # The last byte is fixed: a token file's trailing newline is stripped.
 { head -c 31 /dev/urandom; printf k; } >"$TMP/token"
+chmod 600 "$TMP/token" # the store reads only private token files
 HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
 start auth "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
 start open "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error

@@ -25,11 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (reply) {
         rdzv_round_reply_t rep;
         memset(&rep, 0, sizeof rep);
-        n = rdzv__round_reply_parse(data, size, &rep, &need, &err);
+        n = rdzv_round_reply_parse(data, size, &rep, &need, &err);
         ddp_buf_free(&rep.text);
     } else {
         rdzv_round_req_t req;
-        n = rdzv__round_req_parse(data, size, &req, &need, &err);
+        n = rdzv_round_req_parse(data, size, &req, &need, &err);
         if (n > 0 && (memchr(req.join.run_id, 0, sizeof req.join.run_id) == NULL ||
                       memchr(req.join.host, 0, sizeof req.join.host) == NULL))
             abort(); /* strings are always terminated */

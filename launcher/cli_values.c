@@ -18,6 +18,7 @@
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
+#include "rdzv_proto.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -106,14 +107,15 @@ static const char *const conf_keys = "join_timeout, last_call_timeout, close_tim
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
                                      "read_timeout, is_host";
 
+/* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
-    c->join_timeout = 600;
-    c->last_call_timeout = 30;
-    c->close_timeout = 30;
-    c->timeout = 600;
-    c->keep_alive_interval = 5;
-    c->keep_alive_max_attempt = 3;
-    c->read_timeout = 60;
+    c->join_timeout = RDZV_DEFAULT_JOIN_TIMEOUT_MS / 1000.0;
+    c->last_call_timeout = RDZV_DEFAULT_LAST_CALL_TIMEOUT_MS / 1000.0;
+    c->close_timeout = RDZV_DEFAULT_CLOSE_TIMEOUT_MS / 1000.0;
+    c->timeout = RDZV_DEFAULT_TIMEOUT_MS / 1000.0;
+    c->keep_alive_interval = RDZV_DEFAULT_KEEP_ALIVE_INTERVAL_MS / 1000.0;
+    c->keep_alive_max_attempt = RDZV_DEFAULT_KEEP_ALIVE_MAX_ATTEMPT;
+    c->read_timeout = RDZV_DEFAULT_READ_TIMEOUT_MS / 1000.0;
     c->is_host = -1;
 }
 

@@ -1,13 +1,11 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), and the job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
-LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c launcher/nproc.c launcher/hostlist.c \
-               launcher/slurm.c launcher/job.c
+LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c \
+               launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
-# The launcher's headers are all private; its unit tests see them too. Transitional: status.c
-# reads the rendezvous codec from rendezvous/rdzv_round_int.h.
-$(BUILD)/obj/launcher/%.o: CPPFLAGS += -Irendezvous -Ilauncher
+# The launcher's headers are all private (beside its sources); its unit tests see them too.
 $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
     $(BUILD)/obj/tests/unit/test_hostlist.o: CPPFLAGS += -Ilauncher
 

@@ -13,7 +13,7 @@
 #include "launch_spec.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
-#include "rdzv_round_int.h"
+#include "rdzv_proto.h"
 
 typedef struct status_req {
     int done, rc;
@@ -158,8 +158,8 @@ int launch_status_main(int argc, char **argv) {
     rdzv_aclient_t *c = NULL;
     ddp_buf_t frame = DDP_BUF_INIT;
     if (rdzv_aclient_connect(&loop, &co, on_connect, &q, &c, &err) < 0 ||
-        rdzv__status_req_encode(&frame, id) < 0 ||
-        rdzv_aclient_raw(c, &frame, rdzv__round_reply_len, 0, -1, "RDZV_STATUS", on_reply, &q,
+        rdzv_status_req_encode(&frame, id) < 0 ||
+        rdzv_aclient_raw(c, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS", on_reply, &q,
                          &err) < 0) {
         q.done = 1;
         q.rc = DDP_EPROTO;
@@ -180,7 +180,7 @@ int launch_status_main(int argc, char **argv) {
         rdzv_round_reply_t rep;
         memset(&rep, 0, sizeof rep);
         size_t need = 0;
-        if (rdzv__round_reply_parse(q.reply.data, q.reply.len, &rep, &need, NULL) <= 0 ||
+        if (rdzv_round_reply_parse(q.reply.data, q.reply.len, &rep, &need, NULL) <= 0 ||
             rep.status != 0) {
             fprintf(stderr, "ddprun status: %s\n",
                     rep.text.len > 0 ? (char *)rep.text.data : "unknown run or bad reply");

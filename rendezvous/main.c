@@ -24,8 +24,9 @@ static const char usage_text[] =
     "                      [-v ...] [--log-level error|warn|info|debug]\n"
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
-    "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed); without it\n"
-    "                     the token is read from DDPRUN_STORE_TOKEN (hex) when set\n"
+    "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
+    "                     without it: DDPRUN_TOKEN (hex), DDPRUN_TOKEN_FILE, DDPRUN_STORE_TOKEN\n"
+    "                     (hex), the first one set\n"
     "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
@@ -57,7 +58,47 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
     return 2;
 }
 
-int main(int argc, char **argv) {
+/* Serves the store until SIGTERM or SIGINT; wipes and frees tok once the server holds its copy.
+ * Returns the exit code. */
+static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    uv_loop_t *loop = uv_default_loop();
+    daemon_state_t d = {0};
+    int rc = rdzv_server_start(loop, opts, &d.server, &err);
+    if (tok->data != NULL)
+        memset(tok->data, 0, tok->cap);
+    ddp_buf_free(tok);
+    if (rc < 0) {
+        ddp_log(DDP_LOG_ERROR, "%s", err.text);
+        (void)uv_run(loop, UV_RUN_NOWAIT); /* closes the failed server's handles; exiting anyway */
+        return 1;
+    }
+    rdzv_server_set_log(d.server, ddp_log_level(), rdzv_server_log_to_ddp, NULL);
+    if (uv_signal_init(loop, &d.sigterm) < 0 || uv_signal_init(loop, &d.sigint) < 0 ||
+        uv_signal_start(&d.sigterm, on_signal, SIGTERM) < 0 ||
+        uv_signal_start(&d.sigint, on_signal, SIGINT) < 0) {
+        ddp_log(DDP_LOG_ERROR, "unable to install signal handlers");
+        return 1;
+    }
+    d.sigterm.data = d.sigint.data = &d;
+    printf("listening on %s\n", rdzv_server_addr(d.server));
+    fflush(stdout);
+    ddp_log(DDP_LOG_INFO, "serving the store on %s (%s)", rdzv_server_addr(d.server),
+            opts->no_auth ? "no authentication" : "token authentication");
+    (void)uv_run(loop, UV_RUN_DEFAULT); /* ends when every handle is closed: checked just below */
+    rc = uv_loop_close(loop);
+    if (rc < 0)
+        ddp_log(DDP_LOG_WARN, "event loop closed with handles open: %s", uv_strerror(rc));
+    ddp_log(DDP_LOG_INFO, "stopped");
+    return 0;
+}
+
+/* Over 60 lines: the flag table and its switch stay together, one case per flag. */
+/* Parses the flags into o, *token_file and *level. Returns -1 to go on, or the exit code (0 for
+ * --help, 2 with one line naming the flag). */
+static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char **token_file,
+                       int *level) {
     enum {
         O_HOST = 256,
         O_PORT,
@@ -89,9 +130,6 @@ int main(int argc, char **argv) {
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    rdzv_server_opts_t o = {0};
-    o.host = "127.0.0.1";
-    o.port = 29400;
     /* The store's limits: each flag's bound, how its error names the range, and its field. */
     const struct {
         int opt;
@@ -101,28 +139,27 @@ int main(int argc, char **argv) {
         size_t *dst;
     } limits[] = {
         {O_MAX_KEY, "--max-key-len", (int64_t)RDZV_MAX_KEY_LEN * 8, "a size in 1..65536",
-         &o.max_key_len},
-        {O_MAX_VALUE, "--max-value-len", (int64_t)1 << 30, "a size in 1..2^30", &o.max_value_len},
-        {O_MAX_KEYS, "--max-keys", (int64_t)1 << 24, "a count in 1..2^24", &o.max_keys_per_req},
-        {O_MAX_CONNS, "--max-conns", (int64_t)1 << 24, "a count in 1..2^24", &o.max_conns},
-        {O_MAX_OUT, "--max-out-buf", (int64_t)1 << 40, "a byte count", &o.max_out_buf},
-        {O_MAX_MEM, "--max-mem", (int64_t)1 << 50, "a byte count", &o.max_total_mem},
+         &o->max_key_len},
+        {O_MAX_VALUE, "--max-value-len", (int64_t)1 << 30, "a size in 1..2^30", &o->max_value_len},
+        {O_MAX_KEYS, "--max-keys", (int64_t)1 << 24, "a count in 1..2^24", &o->max_keys_per_req},
+        {O_MAX_CONNS, "--max-conns", (int64_t)1 << 24, "a count in 1..2^24", &o->max_conns},
+        {O_MAX_OUT, "--max-out-buf", (int64_t)1 << 40, "a byte count", &o->max_out_buf},
+        {O_MAX_MEM, "--max-mem", (int64_t)1 << 50, "a byte count", &o->max_total_mem},
     };
-    const char *token_file = NULL;
-    int level = DDP_LOG_WARN, verbose = 0, opt;
+    int opt, verbose = 0;
     int64_t v;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
         const char *a = optarg;
         switch (opt) {
-        case O_HOST: o.host = a; break;
+        case O_HOST: o->host = a; break;
         case O_PORT:
             if (ddp_parse_i64(a, 0, 65535, &v) < 0)
                 return usage_error("--port: '%s' is not a port number (0-65535)", a);
-            o.port = (uint16_t)v;
+            o->port = (uint16_t)v;
             break;
-        case O_TOKEN_FILE: token_file = a; break;
-        case O_NO_AUTH: o.no_auth = 1; break;
+        case O_TOKEN_FILE: *token_file = a; break;
+        case O_NO_AUTH: o->no_auth = 1; break;
         case O_MAX_KEY:
         case O_MAX_VALUE:
         case O_MAX_KEYS:
@@ -140,15 +177,15 @@ int main(int argc, char **argv) {
         case O_IDLE:
             if (ddp_parse_i64(a, 1, 86400000, &v) < 0)
                 return usage_error("--auth-idle-ms: '%s' is not a duration in 1..86400000 ms", a);
-            o.auth_idle_ms = (int)v;
+            o->auth_idle_ms = (int)v;
             break;
         case O_LOG_LEVEL: {
             static const char *names[] = {"error", "warn", "info", "debug"};
-            level = -1;
+            *level = -1;
             for (int i = 0; i < 4; i++)
                 if (strcmp(a, names[i]) == 0)
-                    level = i;
-            if (level < 0)
+                    *level = i;
+            if (*level < 0)
                 return usage_error("--log-level: '%s' is not error, warn, info or debug", a);
             break;
         }
@@ -160,70 +197,60 @@ int main(int argc, char **argv) {
     }
     if (optind < argc)
         return usage_error("%s: unexpected argument", argv[optind]);
-    level += verbose;
-    ddp_log_init("rendezvous", level > DDP_LOG_DEBUG ? DDP_LOG_DEBUG : level);
+    *level += verbose;
+    return -1;
+}
 
-    ddp_buf_t tok = DDP_BUF_INIT;
+/* Loads the job token into tok unless o->no_auth, and points o at it. Returns -1 to go on, or
+ * the exit code after one line naming the flag, variable or file. */
+static int load_token(rdzv_server_opts_t *o, const char *token_file, ddp_buf_t *tok) {
     ddp_err_t err;
     ddp_err_clear(&err);
-    if (token_file != NULL && o.no_auth)
+    if (token_file != NULL && o->no_auth)
         return usage_error("%s: choose one of --token-file and --no-auth", "--no-auth");
-    if (token_file != NULL) {
-        if (rdzv_token_from_file(token_file, &tok, &err) < 0) {
+    if (!o->no_auth) {
+        const char *source = NULL;
+        if (rdzv_token_load(token_file, tok, &source, &err) < 0) {
             ddp_log(DDP_LOG_ERROR, "%s", err.text);
-            return 1;
+            /* A file that cannot be read fails the start (1); a malformed variable is usage. */
+            return source != NULL && strcmp(source, RDZV_TOKEN_ENV) != 0 &&
+                           strcmp(source, RDZV_TOKEN_HEX_ENV) != 0
+                       ? 1
+                       : 2;
         }
-    } else if (!o.no_auth) {
-        if (rdzv_token_from_env(&tok, &err) < 0) {
-            ddp_log(DDP_LOG_ERROR, "%s", err.text);
-            return 2;
-        }
-        if (tok.len == 0)
-            return usage_error("%s: one of --token-file, --no-auth or DDPRUN_STORE_TOKEN is "
-                               "required",
-                               "--token-file");
+        if (tok->len == 0)
+            return usage_error("%s: one of --token-file, --no-auth or %s is required",
+                               "--token-file", RDZV_TOKEN_ENV_NAMES);
     }
-    if (!o.no_auth && tok.len < RDZV_TOKEN_MIN_LEN_DAEMON) {
-        ddp_log(DDP_LOG_ERROR, "the token is %zu bytes; use at least %zu random bytes", tok.len,
+    if (!o->no_auth && tok->len < RDZV_TOKEN_MIN_LEN_DAEMON) {
+        ddp_log(DDP_LOG_ERROR, "the token is %zu bytes; use at least %zu random bytes", tok->len,
                 RDZV_TOKEN_MIN_LEN_DAEMON);
-        ddp_buf_free(&tok);
+        ddp_buf_free(tok);
         return 1;
     }
-    o.token = tok.len ? tok.data : NULL;
-    o.token_len = tok.len;
-    if (o.no_auth)
+    o->token = tok->len ? tok->data : NULL;
+    o->token_len = tok->len;
+    if (o->no_auth)
         ddp_log(DDP_LOG_WARN,
                 "serving without authentication (--no-auth): anyone who can reach "
                 "%s can read and write the store",
-                o.host);
+                o->host);
 
-    uv_loop_t *loop = uv_default_loop();
-    daemon_state_t d = {0};
-    int rc = rdzv_server_start(loop, &o, &d.server, &err);
-    if (tok.data != NULL)
-        memset(tok.data, 0, tok.cap);
-    ddp_buf_free(&tok);
-    if (rc < 0) {
-        ddp_log(DDP_LOG_ERROR, "%s", err.text);
-        uv_run(loop, UV_RUN_NOWAIT);
-        return 1;
-    }
-    rdzv_server_set_log(d.server, ddp_log_level(), rdzv_server_log_to_ddp, NULL);
-    if (uv_signal_init(loop, &d.sigterm) < 0 || uv_signal_init(loop, &d.sigint) < 0 ||
-        uv_signal_start(&d.sigterm, on_signal, SIGTERM) < 0 ||
-        uv_signal_start(&d.sigint, on_signal, SIGINT) < 0) {
-        ddp_log(DDP_LOG_ERROR, "unable to install signal handlers");
-        return 1;
-    }
-    d.sigterm.data = d.sigint.data = &d;
-    printf("listening on %s\n", rdzv_server_addr(d.server));
-    fflush(stdout);
-    ddp_log(DDP_LOG_INFO, "serving the store on %s (%s)", rdzv_server_addr(d.server),
-            o.no_auth ? "no authentication" : "token authentication");
-    uv_run(loop, UV_RUN_DEFAULT);
-    rc = uv_loop_close(loop);
-    if (rc < 0)
-        ddp_log(DDP_LOG_WARN, "event loop closed with handles open: %s", uv_strerror(rc));
-    ddp_log(DDP_LOG_INFO, "stopped");
-    return 0;
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    rdzv_server_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.port = 29400;
+    const char *token_file = NULL;
+    int level = DDP_LOG_WARN;
+    int rc = parse_flags(argc, argv, &o, &token_file, &level);
+    if (rc >= 0)
+        return rc;
+    ddp_log_init("rendezvous", level > DDP_LOG_DEBUG ? DDP_LOG_DEBUG : level);
+    ddp_buf_t tok = DDP_BUF_INIT;
+    if ((rc = load_token(&o, token_file, &tok)) >= 0)
+        return rc;
+    return serve(&o, &tok);
 }

@@ -2,10 +2,13 @@
 # its unit tests, integration helpers, benchmark and libFuzzer target.
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
                  rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_aclient.c \
-                 rendezvous/rdzv_server_thread.c
+                 rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
+                 rendezvous/rdzv_server_round.c \
+                 rendezvous/rdzv_server_thread.c rendezvous/rdzv_proto.c
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
-INSTALL_HEADERS += rendezvous/include/rdzv_client.h rendezvous/include/rdzv_server.h
+INSTALL_HEADERS += rendezvous/include/rdzv_client.h rendezvous/include/rdzv_server.h \
+    rendezvous/include/rdzv_proto.h
 
 BINS += $(BUILD)/ddp-rendezvous
 $(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
@@ -18,14 +21,18 @@ $(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
-    $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_frame.o $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_proto.o \
+    $(BUILD)/obj/rendezvous/rdzv_frame.o $(BUILD)/libddpcommon.a
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient
 $(BUILD)/tests/unit/test_rdzv_aclient: $(BUILD)/obj/tests/unit/test_rdzv_aclient.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/obj/tests/unit/test_rdzv_%.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += -Irendezvous
 
-# The store's benchmarks and test helpers speak its wire protocol through its private headers.
+# The store's frame codec (rdzv_frame_int.h), limits and handshake stay private: programs outside
+# rendezvous/ use the clients (rdzv_client.h, rdzv_aclient.h) and the rendezvous codec
+# (rdzv_proto.h). The store's own benchmarks, test helpers and fuzzers below speak raw frames, so
+# they alone get -Irendezvous.
 $(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/bench_rdzv_join.o $(BUILD)/obj/bench/bench_store.o \
     $(BUILD)/obj/tests/helpers/store_hostile.o: CPPFLAGS += -Irendezvous
 
@@ -72,7 +79,7 @@ fuzz:
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_round"
 	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_frame.c common/ddp_err.c \
+	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_proto.c rendezvous/rdzv_frame.c common/ddp_err.c \
 	    common/ddp_buf.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
 	    -o $(FUZZ_DIR)/fuzz_rdzv_round
 	@$(call run_fuzzer,rdzv_round,$(FUZZ_DIR)/corpus/rdzv_round)

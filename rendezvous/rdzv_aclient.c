@@ -87,8 +87,7 @@ struct rdzv_aclient {
     char *host;
     uint8_t *token;
     size_t token_len;
-    uint8_t cnonce[RDZV_AUTH_NONCE_LEN];
-    uint8_t smac[RDZV_AUTH_MAC_LEN]; /* the MAC the server must answer AUTH_PROOF with */
+    rdzv_handshake_t hs; /* the handshake in progress (nonces, the server's expected MAC) */
     uint32_t ping_seq;
     struct sockaddr_storage addrs[MAX_ADDRS];
     int naddrs, addr_i;
@@ -351,8 +350,8 @@ static long reply_len(req_t *r, const uint8_t *buf, size_t len, size_t *need) {
         if (st != RDZV_WAIT_STOP_WAITING)
             return DDP_EPROTO;
         return r->canceling ? fixed(2, len, need) : 1;
-    case K_HELLO: return st == RDZV_AUTH_CHALLENGE ? fixed(1 + RDZV_AUTH_NONCE_LEN, len, need) : 1;
-    case K_PROOF: return st == RDZV_AUTH_OK ? fixed(1 + RDZV_AUTH_MAC_LEN, len, need) : 1;
+    case K_HELLO: return st == RDZV_AUTH_CHALLENGE ? fixed(RDZV_HELLO_REPLY_LEN, len, need) : 1;
+    case K_PROOF: return st == RDZV_AUTH_OK ? fixed(RDZV_PROOF_REPLY_LEN, len, need) : 1;
     default: return DDP_EPROTO;
     }
 }
@@ -597,25 +596,17 @@ static void start_handshake(rdzv_aclient_t *c) {
         connect_fail(c, -ENOMEM, "out of memory for the handshake");
         return;
     }
-    int rc = rdzv__put_u8(&r->frame, RDZV_CMD_VALIDATE);
-    rc = rc ? rc : rdzv__put_u32(&r->frame, RDZV_VALIDATE_MAGIC);
-    if (with_token) {
-        if (rdzv__random(c->cnonce, sizeof c->cnonce) < 0) {
-            req_free(r);
-            connect_fail(c, DDP_EAUTH, "libcrypto has no randomness");
-            return;
-        }
-        rc = rc ? rc : rdzv__put_u8(&r->frame, RDZV_CMD_AUTH_HELLO);
-        rc = rc ? rc : ddp_buf_append(&r->frame, c->cnonce, sizeof c->cnonce);
-    } else {
-        /* Like PyTorch's client: VALIDATE, then a PING proves the server accepted us. */
-        r->nonce = ++c->ping_seq;
-        rc = rc ? rc : rdzv__put_u8(&r->frame, RDZV_CMD_PING);
-        rc = rc ? rc : rdzv__put_u32(&r->frame, r->nonce);
-    }
+    /* Without a token, like PyTorch's client: VALIDATE, then a PING proves the server accepted
+     * us (reply_len checks the echo against r->nonce). */
+    r->nonce = ++c->ping_seq;
+    c->hs =
+        (rdzv_handshake_t){.token = c->token, .token_len = c->token_len, .ping_nonce = r->nonce};
+    int rc = rdzv__handshake_hello_encode(&c->hs, &r->frame);
     if (rc < 0) {
         req_free(r);
-        connect_fail(c, rc, "out of memory for the handshake");
+        connect_fail(c, rc,
+                     rc == DDP_EAUTH ? "libcrypto has no randomness"
+                                     : "out of memory for the handshake");
         return;
     }
     send_internal(c, r);
@@ -648,20 +639,14 @@ static void handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, siz
             connect_fail(c, DDP_EPROTO, "unexpected AUTH_HELLO status %u", buf[0]);
             return;
         }
-        uint8_t mac[RDZV_AUTH_MAC_LEN];
-        const uint8_t *sn = buf + 1;
-        if (rdzv__auth_mac(c->token, c->token_len, RDZV_ROLE_CLIENT, sn, c->cnonce, mac) < 0 ||
-            rdzv__auth_mac(c->token, c->token_len, RDZV_ROLE_SERVER, sn, c->cnonce, c->smac) < 0) {
-            connect_fail(c, DDP_EAUTH, "libcrypto failed to compute a MAC");
-            return;
-        }
         req_t *p = internal_req(K_PROOF, "AUTH_PROOF");
-        int rc = p ? rdzv__put_u8(&p->frame, RDZV_CMD_AUTH_PROOF) : -ENOMEM;
-        rc = rc ? rc : ddp_buf_append(&p->frame, mac, sizeof mac);
+        int rc = p ? rdzv__handshake_proof_encode(&c->hs, buf + 1, &p->frame) : -ENOMEM;
         if (rc < 0) {
             if (p != NULL)
                 req_free(p);
-            connect_fail(c, rc, "out of memory for the handshake");
+            connect_fail(c, rc,
+                         rc == DDP_EAUTH ? "libcrypto failed to compute a MAC"
+                                         : "out of memory for the handshake");
             return;
         }
         send_internal(c, p);
@@ -676,7 +661,7 @@ static void handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, siz
         connect_fail(c, DDP_EPROTO, "unexpected AUTH_PROOF status %u", buf[0]);
         return;
     }
-    if (!rdzv__auth_equal(buf + 1, c->smac)) {
+    if (!rdzv__auth_equal(buf + 1, c->hs.smac)) {
         connect_fail(c, DDP_EAUTH, "the server could not prove it holds the token");
         return;
     }
@@ -744,7 +729,7 @@ static void conn_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *f
             connect_fail(c, DDP_EAUTH,
                          "server closed the connection at PING: it requires a token (%s) or is "
                          "at its connection limit",
-                         RDZV_TOKEN_ENV);
+                         RDZV_TOKEN_ENV_NAMES);
         else
             connect_fail(c, code, "%s", reason);
         return;
@@ -983,6 +968,30 @@ static void on_timer_closed(uv_handle_t *h) {
 
 /* ---- public API ---- */
 
+/* Initialises c's four timers. On failure the ones already initialised are closed, c is freed
+ * once they are (the connect callback is dropped, as documented) and the error is returned. */
+static int timers_init(rdzv_aclient_t *c, uv_loop_t *loop, ddp_err_t *err) {
+    uv_timer_t *timers[4] = {&c->t_conn, &c->t_retry, &c->t_io, &c->t_wait};
+    for (int i = 0; i < 4; i++) {
+        int rc = uv_timer_init(loop, timers[i]); /* cannot fail in libuv 1.x; checked anyway */
+        if (rc < 0) {
+            /* Handles already initialised must be closed before c is freed: do it the normal
+             * way, through close (the connect callback is dropped, as documented). */
+            ddp_err_set(err, rc, "%s: unable to create a timer: %s", c->peer, uv_strerror(rc));
+            c->conn_cb = NULL;
+            c->state = S_CLOSING;
+            for (int j = 0; j < i; j++)
+                uv_close((uv_handle_t *)timers[j], on_timer_closed);
+            if (i == 0)
+                maybe_finish(c); /* frees c */
+            return rc;
+        }
+        timers[i]->data = c;
+        c->open_handles++;
+    }
+    return 0;
+}
+
 int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_aconnect_cb cb,
                          void *arg, rdzv_aclient_t **out, ddp_err_t *err) {
     *out = NULL;
@@ -1011,25 +1020,10 @@ int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_a
     c->conn_cb = cb;
     c->conn_arg = arg;
     c->creq.data = c->wreq.data = c->gai.data = c;
-    uv_timer_t *timers[4] = {&c->t_conn, &c->t_retry, &c->t_io, &c->t_wait};
-    for (int i = 0; i < 4; i++) {
-        int rc = uv_timer_init(loop, timers[i]); /* cannot fail in libuv 1.x; checked anyway */
-        if (rc < 0) {
-            /* Handles already initialised must be closed before c is freed: do it the normal
-             * way, through close (the connect callback is dropped, as documented). */
-            c->conn_cb = NULL;
-            c->state = S_CLOSING;
-            for (int j = 0; j < i; j++)
-                uv_close((uv_handle_t *)timers[j], on_timer_closed);
-            if (i == 0)
-                maybe_finish(c);
-            return ddp_err_set(err, rc, "%s: unable to create a timer: %s", opts->host,
-                               uv_strerror(rc));
-        }
-        timers[i]->data = c;
-        c->open_handles++;
-    }
-    int rc = uv_timer_start(&c->t_conn, on_conn_timer, (uint64_t)c->connect_ms, 0);
+    int rc = timers_init(c, loop, err);
+    if (rc < 0)
+        return rc;
+    rc = uv_timer_start(&c->t_conn, on_conn_timer, (uint64_t)c->connect_ms, 0);
     if (rc < 0) {
         rdzv_aclient_close(c, NULL, NULL);
         return ddp_err_set(err, rc, "%s: unable to start a timer", c->peer);

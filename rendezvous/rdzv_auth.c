@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -16,6 +17,7 @@
 
 #include "ddp_err.h"
 #include "rdzv_client.h"
+#include "rdzv_frame_int.h"
 
 static const char *const role_labels[] = {"ddprun-store-auth-v1 client",
                                           "ddprun-store-auth-v1 server"};
@@ -59,6 +61,42 @@ int rdzv__random(void *buf, size_t n) {
     return 0;
 }
 
+int rdzv__handshake_hello_encode(rdzv_handshake_t *hs, ddp_buf_t *b) {
+    int with_token = hs->token != NULL && hs->token_len > 0;
+    if (with_token && hs->token_len > RDZV_TOKEN_MAX_LEN)
+        return DDP_EUSAGE;
+    if (with_token && rdzv__random(hs->cnonce, sizeof hs->cnonce) < 0)
+        return DDP_EAUTH;
+    size_t start = b->len;
+    int rc = rdzv__put_u8(b, RDZV_CMD_VALIDATE);
+    rc = rc ? rc : rdzv__put_u32(b, RDZV_VALIDATE_MAGIC);
+    if (with_token) {
+        rc = rc ? rc : rdzv__put_u8(b, RDZV_CMD_AUTH_HELLO);
+        rc = rc ? rc : ddp_buf_append(b, hs->cnonce, sizeof hs->cnonce);
+    } else {
+        rc = rc ? rc : rdzv__put_u8(b, RDZV_CMD_PING);
+        rc = rc ? rc : rdzv__put_u32(b, hs->ping_nonce);
+    }
+    if (rc < 0)
+        b->len = start;
+    return rc;
+}
+
+int rdzv__handshake_proof_encode(rdzv_handshake_t *hs, const uint8_t snonce[RDZV_AUTH_NONCE_LEN],
+                                 ddp_buf_t *b) {
+    uint8_t mac[RDZV_AUTH_MAC_LEN];
+    if (rdzv__auth_mac(hs->token, hs->token_len, RDZV_ROLE_CLIENT, snonce, hs->cnonce, mac) < 0 ||
+        rdzv__auth_mac(hs->token, hs->token_len, RDZV_ROLE_SERVER, snonce, hs->cnonce, hs->smac) <
+            0)
+        return DDP_EAUTH;
+    size_t start = b->len;
+    int rc = rdzv__put_u8(b, RDZV_CMD_AUTH_PROOF);
+    rc = rc ? rc : ddp_buf_append(b, mac, sizeof mac);
+    if (rc < 0)
+        b->len = start;
+    return rc;
+}
+
 static int hexval(int ch) {
     if (ch >= '0' && ch <= '9')
         return ch - '0';
@@ -69,22 +107,23 @@ static int hexval(int ch) {
     return -1;
 }
 
-int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
+/* Decodes hex into tok (replaced); errors name `name`, the variable the hex came from. */
+static int hex_decode(const char *hex, const char *name, ddp_buf_t *tok, ddp_err_t *err) {
     ddp_buf_reset(tok);
     if (hex == NULL || *hex == '\0')
         return 0;
     size_t n = strlen(hex);
     if (n % 2 != 0 || n / 2 > RDZV_TOKEN_MAX_LEN)
         return ddp_err_set(err, DDP_EENV, "%s: expected an even number of hex digits (at most %zu)",
-                           RDZV_TOKEN_ENV, 2 * RDZV_TOKEN_MAX_LEN);
+                           name, 2 * RDZV_TOKEN_MAX_LEN);
     int rc = ddp_buf_reserve(tok, n / 2);
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: out of memory", RDZV_TOKEN_ENV);
+        return ddp_err_set(err, rc, "%s: out of memory", name);
     for (size_t i = 0; i < n; i += 2) {
         int hi = hexval((unsigned char)hex[i]), lo = hexval((unsigned char)hex[i + 1]);
         if (hi < 0 || lo < 0) {
             ddp_buf_reset(tok);
-            return ddp_err_set(err, DDP_EENV, "%s: not a hex digit at position %zu", RDZV_TOKEN_ENV,
+            return ddp_err_set(err, DDP_EENV, "%s: not a hex digit at position %zu", name,
                                hi < 0 ? i : i + 1);
         }
         tok->data[tok->len++] = (uint8_t)(hi << 4 | lo);
@@ -92,15 +131,39 @@ int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
     return 0;
 }
 
-int rdzv_token_from_env(ddp_buf_t *tok, ddp_err_t *err) {
-    return rdzv_token_from_hex(getenv(RDZV_TOKEN_ENV), tok, err);
+int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
+    return hex_decode(hex, RDZV_TOKEN_ENV, tok, err);
+}
+
+/* Opens a token file for reading: a regular file (a symlink to one is followed) that only its
+ * owner may access, as ssh wants of a private key. O_NONBLOCK keeps a FIFO or device given by
+ * mistake from blocking the open; fstat then refuses it. Returns the fd, or an error in err. */
+static int token_file_open(const char *path, ddp_err_t *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return ddp_err_set(err, -errno, "unable to open token file %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = ddp_err_set(err, -errno, "unable to stat token file %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = ddp_err_set(err, DDP_EUSAGE, "token file %s: not a regular file", path);
+    else if ((st.st_mode & 077) != 0)
+        rc = ddp_err_set(err, DDP_EUSAGE,
+                         "token file %s: mode %04o lets group or others read it; run: chmod 600 %s",
+                         path, (unsigned)(st.st_mode & 07777), path);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
 }
 
 int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
     ddp_buf_reset(tok);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = token_file_open(path, err);
     if (fd < 0)
-        return ddp_err_set(err, -errno, "unable to open token file %s: %s", path, strerror(errno));
+        return fd;
     int rc = 0;
     for (;;) {
         if (tok->len > RDZV_TOKEN_MAX_LEN + 2) {
@@ -172,18 +235,35 @@ int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex) {
     return 0;
 }
 
-int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err) {
+/* A non-empty environment variable, or NULL. */
+static const char *env_set(const char *name) {
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err) {
     ddp_buf_reset(tok);
-    const char *hex = getenv("DDPRUN_TOKEN"), *file = getenv("DDPRUN_TOKEN_FILE");
+    const char *v, *from = NULL;
+    int rc = 0;
     ddp_err_t e;
     ddp_err_clear(&e);
-    int rc = 0;
-    const char *var = NULL;
-    if (hex != NULL && *hex != '\0')
-        rc = rdzv_token_from_hex(hex, tok, &e), var = "DDPRUN_TOKEN";
-    else if (file != NULL && *file != '\0')
-        rc = rdzv_token_from_file(file, tok, &e), var = "DDPRUN_TOKEN_FILE";
+    if (file != NULL)
+        from = "--token-file", rc = rdzv_token_from_file(file, tok, &e);
+    else if ((v = env_set(RDZV_TOKEN_HEX_ENV)) != NULL)
+        from = RDZV_TOKEN_HEX_ENV, rc = hex_decode(v, from, tok, &e);
+    else if ((v = env_set(RDZV_TOKEN_FILE_ENV)) != NULL)
+        from = RDZV_TOKEN_FILE_ENV, rc = rdzv_token_from_file(v, tok, &e);
+    else if ((v = env_set(RDZV_TOKEN_ENV)) != NULL)
+        from = RDZV_TOKEN_ENV, rc = hex_decode(v, from, tok, &e);
+    if (source != NULL)
+        *source = from;
+    if (rc < 0 && strcmp(from, RDZV_TOKEN_FILE_ENV) == 0)
+        return ddp_err_set(err, rc, "%s: %s", from, e.text[0] ? e.text : ddp_strerror(rc));
     if (rc < 0)
-        return ddp_err_set(err, rc, "%s: %s", var, e.text[0] ? e.text : ddp_strerror(rc));
+        return ddp_err_set(err, rc, "%s", e.text[0] ? e.text : ddp_strerror(rc));
     return 0;
+}
+
+int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err) {
+    return rdzv_token_load(NULL, tok, NULL, err);
 }

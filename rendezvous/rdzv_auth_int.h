@@ -1,12 +1,14 @@
 /* rdzv_auth: the HMAC-SHA256 challenge-response shared by the store server and client
- * (internal). The token itself never crosses the wire: each side proves it holds the token by
- * a MAC over both nonces, bound to its role so that one proof cannot be replayed as the other. */
+ * (internal), and the client's handshake encoder. The token itself never crosses the wire: each
+ * side proves it holds the token by a MAC over both nonces, bound to its role so that one proof
+ * cannot be replayed as the other. */
 #ifndef RDZV_AUTH_INT_H
 #define RDZV_AUTH_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ddp_buf.h"
 #include "rdzv_limits.h"
 
 enum { RDZV_ROLE_CLIENT = 0, RDZV_ROLE_SERVER = 1 };
@@ -22,5 +24,36 @@ int rdzv__auth_equal(const uint8_t a[RDZV_AUTH_MAC_LEN], const uint8_t b[RDZV_AU
 
 /* Fills buf with n cryptographically random bytes. Returns 0 or DDP_EAUTH. */
 int rdzv__random(void *buf, size_t n);
+
+/* The client's side of the store handshake (docs/protocol.md): VALIDATE, then AUTH_HELLO and
+ * AUTH_PROOF when the client holds a token, else a PING whose echo says the server accepted it
+ * (PyTorch's client does the same). Every client of the store (blocking, asynchronous, benchmark,
+ * hostile test helper) encodes it with the two functions below. */
+typedef struct rdzv_handshake {
+    const void *token; /* borrowed; NULL or token_len 0: no authentication (PING) */
+    size_t token_len;
+    uint32_t ping_nonce;                 /* PING: the nonce the server must echo (caller's) */
+    uint8_t cnonce[RDZV_AUTH_NONCE_LEN]; /* AUTH_HELLO: the client nonce (filled by hello) */
+    uint8_t smac[RDZV_AUTH_MAC_LEN];     /* AUTH_PROOF: the MAC the server must answer with */
+} rdzv_handshake_t;
+
+/* Length of the AUTH_HELLO reply with a challenge (status + server nonce), and of the AUTH_PROOF
+ * reply when accepted (status + server MAC). The other statuses come alone (1 byte). */
+#define RDZV_HELLO_REPLY_LEN (1 + RDZV_AUTH_NONCE_LEN)
+#define RDZV_PROOF_REPLY_LEN (1 + RDZV_AUTH_MAC_LEN)
+
+/* Appends the handshake's first frames to b: VALIDATE, then AUTH_HELLO with a fresh random client
+ * nonce (kept in hs->cnonce) when hs has a token, else PING with hs->ping_nonce. The server
+ * answers AUTH_HELLO with a status byte (RDZV_AUTH_CHALLENGE + its 32-byte nonce, or
+ * RDZV_AUTH_NOT_NEEDED) and PING with the 4-byte nonce. Returns 0, -ENOMEM, DDP_EUSAGE (token
+ * longer than RDZV_TOKEN_MAX_LEN) or DDP_EAUTH (no randomness); b is unchanged on error. */
+int rdzv__handshake_hello_encode(rdzv_handshake_t *hs, ddp_buf_t *b);
+
+/* Appends AUTH_PROOF, the client's MAC over snonce (the server nonce of the AUTH_HELLO reply) and
+ * hs->cnonce, to b, and keeps in hs->smac the MAC the server must answer with (compare with
+ * rdzv__auth_equal). Returns 0, -ENOMEM or DDP_EAUTH (libcrypto failed); b is unchanged on
+ * error. */
+int rdzv__handshake_proof_encode(rdzv_handshake_t *hs, const uint8_t snonce[RDZV_AUTH_NONCE_LEN],
+                                 ddp_buf_t *b);
 
 #endif

@@ -268,48 +268,26 @@ static int try_connect(const char *host, uint16_t port, uint64_t deadline, int *
     return last;
 }
 
-/* VALIDATE, then either the HMAC handshake (token) or a PING (no token). */
-static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *err) {
-    uint64_t dl = deadline_in(c->io_timeout_ms);
-    uint8_t cnonce[RDZV_AUTH_NONCE_LEN], snonce[RDZV_AUTH_NONCE_LEN];
-    uint8_t mac[RDZV_AUTH_MAC_LEN], smac[RDZV_AUTH_MAC_LEN];
-    int rc = rdzv__put_u8(&c->w, RDZV_CMD_VALIDATE);
-    rc = rc ? rc : rdzv__put_u32(&c->w, RDZV_VALIDATE_MAGIC);
-    int with_token = o->token != NULL && o->token_len > 0;
-    if (with_token) {
-        if (o->token_len > RDZV_TOKEN_MAX_LEN)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: token longer than %zu bytes", c->peer,
-                               RDZV_TOKEN_MAX_LEN);
-        if (rdzv__random(cnonce, sizeof cnonce) < 0)
-            return ddp_err_set(err, DDP_EAUTH, "%s: libcrypto has no randomness", c->peer);
-        rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_AUTH_HELLO);
-        rc = rc ? rc : ddp_buf_append(&c->w, cnonce, sizeof cnonce);
-    } else {
-        c->ping_seq = (uint32_t)getpid();
-        rc = rc ? rc : rdzv__put_u8(&c->w, RDZV_CMD_PING);
-        rc = rc ? rc : rdzv__put_u32(&c->w, c->ping_seq);
-    }
-    if (rc < 0)
-        return oom(c, rc, err);
-    rc = send_all(c, dl);
+/* The handshake without a token: the PING sent after VALIDATE must come back with its nonce. */
+static int handshake_ping(rdzv_client_t *c, uint64_t dl, ddp_err_t *err) {
+    uint32_t echo = 0;
+    int rc = recv_exact(c, &echo, 4, dl);
+    if (rc == DDP_ECLOSED)
+        return ddp_err_set(err, DDP_EAUTH,
+                           "%s: server closed the connection at PING: it requires a token "
+                           "(%s) or is at its connection limit",
+                           c->peer, RDZV_TOKEN_ENV_NAMES);
     if (rc < 0)
         return fail(c, rc, err, "the handshake");
-    if (!with_token) {
-        uint32_t echo = 0;
-        rc = recv_exact(c, &echo, 4, dl);
-        if (rc == DDP_ECLOSED)
-            return ddp_err_set(err, DDP_EAUTH,
-                               "%s: server closed the connection at PING: it requires a token "
-                               "(%s) or is at its connection limit",
-                               c->peer, RDZV_TOKEN_ENV);
-        if (rc < 0)
-            return fail(c, rc, err, "the handshake");
-        if (echo != c->ping_seq)
-            return ddp_err_set(err, DDP_EPROTO, "%s: PING answered with a wrong nonce", c->peer);
-        return 0;
-    }
-    uint8_t st;
-    rc = recv_u8(c, &st, dl);
+    if (echo != c->ping_seq)
+        return ddp_err_set(err, DDP_EPROTO, "%s: PING answered with a wrong nonce", c->peer);
+    return 0;
+}
+
+/* The HMAC handshake after AUTH_HELLO was sent: the challenge, our proof, the server's proof. */
+static int handshake_auth(rdzv_client_t *c, rdzv_handshake_t *hs, uint64_t dl, ddp_err_t *err) {
+    uint8_t st, snonce[RDZV_AUTH_NONCE_LEN], smac[RDZV_AUTH_MAC_LEN];
+    int rc = recv_u8(c, &st, dl);
     if (rc < 0)
         return fail(c, rc, err, "AUTH_HELLO");
     if (st == RDZV_AUTH_NOT_NEEDED)
@@ -319,11 +297,9 @@ static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *e
     rc = recv_exact(c, snonce, sizeof snonce, dl);
     if (rc < 0)
         return fail(c, rc, err, "AUTH_HELLO");
-    if (rdzv__auth_mac(o->token, o->token_len, RDZV_ROLE_CLIENT, snonce, cnonce, mac) < 0 ||
-        rdzv__auth_mac(o->token, o->token_len, RDZV_ROLE_SERVER, snonce, cnonce, smac) < 0)
+    rc = rdzv__handshake_proof_encode(hs, snonce, &c->w);
+    if (rc == DDP_EAUTH)
         return ddp_err_set(err, DDP_EAUTH, "%s: libcrypto failed to compute a MAC", c->peer);
-    rc = rdzv__put_u8(&c->w, RDZV_CMD_AUTH_PROOF);
-    rc = rc ? rc : ddp_buf_append(&c->w, mac, sizeof mac);
     rc = rc ? rc : send_all(c, dl);
     if (rc < 0)
         return fail(c, rc, err, "AUTH_PROOF");
@@ -334,14 +310,35 @@ static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *e
         return fail(c, rc, err, "AUTH_PROOF");
     if (st != RDZV_AUTH_OK)
         return ddp_err_set(err, DDP_EPROTO, "%s: unexpected AUTH_PROOF status %u", c->peer, st);
-    rc = recv_exact(c, mac, sizeof mac, dl);
+    rc = recv_exact(c, smac, sizeof smac, dl);
     if (rc < 0)
         return fail(c, rc, err, "AUTH_PROOF");
-    if (!rdzv__auth_equal(mac, smac))
+    if (!rdzv__auth_equal(smac, hs->smac))
         return ddp_err_set(err, DDP_EAUTH, "%s: the server could not prove it holds the token",
                            c->peer);
     c->authed = 1;
     return 0;
+}
+
+/* VALIDATE, then either the HMAC handshake (token) or a PING (no token). */
+static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *err) {
+    uint64_t dl = deadline_in(c->io_timeout_ms);
+    c->ping_seq = (uint32_t)getpid();
+    rdzv_handshake_t hs = {.token = o->token, .token_len = o->token_len, .ping_nonce = c->ping_seq};
+    int rc = rdzv__handshake_hello_encode(&hs, &c->w);
+    if (rc == DDP_EUSAGE)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: token longer than %zu bytes", c->peer,
+                           RDZV_TOKEN_MAX_LEN);
+    if (rc == DDP_EAUTH)
+        return ddp_err_set(err, DDP_EAUTH, "%s: libcrypto has no randomness", c->peer);
+    if (rc < 0)
+        return oom(c, rc, err);
+    rc = send_all(c, dl);
+    if (rc < 0)
+        return fail(c, rc, err, "the handshake");
+    if (o->token == NULL || o->token_len == 0)
+        return handshake_ping(c, dl, err);
+    return handshake_auth(c, &hs, dl, err);
 }
 
 int rdzv_client_connect(const rdzv_client_opts_t *opts, rdzv_client_t **out, ddp_err_t *err) {

@@ -134,6 +134,7 @@ static int read_list(cursor_t *c, int with_values, rdzv_req_t *req) {
     return 1;
 }
 
+/* Over 60 lines: one switch over the command codes keeps every frame layout in one place. */
 long rdzv__frame_parse(const uint8_t *buf, size_t len, const rdzv_frame_limits_t *lim,
                        rdzv_req_t *req, size_t *need, ddp_err_t *err) {
     memset(req, 0, sizeof *req);

@@ -1,6 +1,6 @@
 /* rdzv_round: the rendezvous state machines (one per run id) and their registry, as pure logic:
- * events and the time come in, actions go out (rdzv_round_int.h). Also the wire codec of the
- * rendezvous commands 0x50-0x53 (docs/protocol-rdzv.md).
+ * events and the time come in, actions go out (rdzv_round_int.h). The wire codec of the
+ * rendezvous commands is rdzv_proto.c.
  *
  * A run collects joiners for round r, closes the round (assigns group ranks and answers every
  * parked JOIN), runs it, and ends it on a FAIL report, a member's death or a scale-up; round r+1
@@ -47,8 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "rdzv_frame_int.h"
 
 typedef enum member_state {
     MEMBER_JOINING,
@@ -404,13 +402,10 @@ static void run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_acti
     }
 }
 
-/* Closes the collecting round: the first min(njoin, max) joiners form the group. Ranks: a valid,
- * unclaimed want_node_rank first; then the member's rank in its previous round when free; then
- * the gaps in join order. Every group member gets its REPLY_OK. O(n). */
-static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
-    size_t n = r->njoin;
-    if ((int64_t)n > r->cfg.max_nodes)
-        n = (size_t)r->cfg.max_nodes;
+/* Gives the first n joiners group ranks in r->group, in three passes: a valid, unclaimed
+ * want_node_rank first; then the member's rank in its previous round when free; then the gaps
+ * in join order. O(n). */
+static void ranks_assign(rdzv_run_t *r, size_t n) {
     /* cap_group was reserved by the caller's event (see group_reserve). */
     rdzv_member_t **slot = r->group;
     for (size_t i = 0; i < n; i++) {
@@ -442,6 +437,16 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         slot[gap] = m;
         m->group_rank = (int64_t)gap;
     }
+}
+
+/* Closes the collecting round: the first min(njoin, max) joiners form the group (ranks_assign),
+ * and every group member gets its REPLY_OK. O(n). */
+static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    size_t n = r->njoin;
+    if ((int64_t)n > r->cfg.max_nodes)
+        n = (size_t)r->cfg.max_nodes;
+    ranks_assign(r, n);
+    rdzv_member_t **slot = r->group;
     r->ngroup = n;
     /* The rest keep waiting, in order. */
     memmove(r->joiners, r->joiners + n, (r->njoin - n) * sizeof *r->joiners);
@@ -617,15 +622,36 @@ static int join_validate(const rdzv_join_req_t *q, ddp_err_t *err) {
 
 static rdzv_round_cfg_t cfg_defaults(rdzv_round_cfg_t c) {
     if (c.last_call_timeout_ms == 0)
-        c.last_call_timeout_ms = RDZV_DEFAULT_LAST_CALL_MS;
+        c.last_call_timeout_ms = RDZV_DEFAULT_LAST_CALL_TIMEOUT_MS;
     if (c.join_timeout_ms == 0)
         c.join_timeout_ms = RDZV_DEFAULT_JOIN_TIMEOUT_MS;
     if (c.keep_alive_interval_ms == 0)
-        c.keep_alive_interval_ms = RDZV_DEFAULT_KEEP_ALIVE_MS;
+        c.keep_alive_interval_ms = RDZV_DEFAULT_KEEP_ALIVE_INTERVAL_MS;
     if (c.keep_alive_max_attempt == 0)
         c.keep_alive_max_attempt = RDZV_DEFAULT_KEEP_ALIVE_MAX_ATTEMPT;
     return c;
 }
+
+/* Makes m, a new member with connection id member, known to the registry and to run r. */
+static void member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_t member) {
+    m->id = member;
+    m->run = r;
+    m->prev_rank = -1;
+    m->group_rank = -1;
+    size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
+    m->hnext = rs->mem_buckets[h];
+    rs->mem_buckets[h] = m;
+    rs->nmembers++;
+    m->rnext = r->mhead;
+    if (r->mhead != NULL)
+        r->mhead->rprev = m;
+    r->mhead = m;
+    r->nmembers++;
+    member_hash_grow(rs);
+}
+
+static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_running,
+                     uint64_t now_ms, rdzv_actions_t *out);
 
 int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req, uint64_t now_ms,
                    rdzv_actions_t *out, ddp_err_t *err) {
@@ -665,22 +691,8 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
             run_free(rs, r);
         return ddp_err_set(err, -ENOMEM, "rendezvous '%s': out of memory", req->run_id);
     }
-    if (m->run == NULL) {
-        m->id = member;
-        m->run = r;
-        m->prev_rank = -1;
-        m->group_rank = -1;
-        size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
-        m->hnext = rs->mem_buckets[h];
-        rs->mem_buckets[h] = m;
-        rs->nmembers++;
-        m->rnext = r->mhead;
-        if (r->mhead != NULL)
-            r->mhead->rprev = m;
-        r->mhead = m;
-        r->nmembers++;
-        member_hash_grow(rs);
-    }
+    if (m->run == NULL)
+        member_link(rs, r, m, member);
     int was_running = m->state == MEMBER_RUNNING && r->state == RDZV_RUN_RUNNING;
     copy_str(m->host, sizeof m->host, req->host);
     m->want_rank = req->want_node_rank;
@@ -688,6 +700,14 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     m->master_port = req->master_port;
     m->join_ms = now_ms;
     m->last_seen_ms = now_ms;
+    return join_park(rs, r, m, was_running, now_ms, out);
+}
+
+/* Parks m's JOIN in r and runs what it sets off: the end of the running round when m was in
+ * its group (a membership change) or when the group has room (a scale-up), else the usual check
+ * for a round that can close. Returns 0. */
+static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_running,
+                     uint64_t now_ms, rdzv_actions_t *out) {
     char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
     if (was_running) {
         /* A member of the running group joining again has left it: a membership change. */
@@ -969,315 +989,4 @@ int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t no
     if (rc < 0)
         return ddp_err_set(err, rc, "unable to write the status of '%s': out of memory", run_id);
     return 0;
-}
-
-/* ---- wire codec ---- */
-
-/* A read position over buffered bytes (the store's parser works the same way). */
-typedef struct cur {
-    const uint8_t *buf;
-    size_t len, off, need;
-    ddp_err_t *err;
-    int bad; /* error code for malformed input: DDP_EFRAME (requests) or DDP_EPROTO (replies) */
-} cur_t;
-
-/* Returns 1 when n more bytes are buffered, else 0 with need set. */
-static int cur_want(cur_t *c, size_t n) {
-    if (c->len - c->off < n) {
-        c->need = c->off + n;
-        return 0;
-    }
-    return 1;
-}
-
-static int cur_u8(cur_t *c, uint8_t *v) {
-    if (!cur_want(c, 1))
-        return 0;
-    *v = c->buf[c->off++];
-    return 1;
-}
-
-static int cur_i64(cur_t *c, int64_t *v) {
-    if (!cur_want(c, 8))
-        return 0;
-    *v = (int64_t)rdzv__get_u64(c->buf + c->off);
-    c->off += 8;
-    return 1;
-}
-
-/* Records the offset of a bad field; the caller sets the message (first error wins). */
-static void cur_mark(cur_t *c, size_t at) {
-    if (c->err != NULL && c->err->code == 0)
-        c->err->offset = (long)at;
-}
-
-/* Reads a blob of 0..max bytes: into dst (NUL-terminated, cap > max) when dst is not NULL, else
- * appended to buf. With text set it must be non-empty and hold no NUL. Returns 1, 0 or error. */
-static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, const char *what) {
-    size_t at = c->off;
-    if (!cur_want(c, 8))
-        return 0;
-    uint64_t n = rdzv__get_u64(c->buf + c->off);
-    if (n > max) {
-        cur_mark(c, at);
-        return ddp_err_set(c->err, DDP_ETOOBIG, "%s longer than %zu bytes", what, max);
-    }
-    if (!cur_want(c, 8 + (size_t)n))
-        return 0;
-    const uint8_t *p = c->buf + c->off + 8;
-    if (text && (n == 0 || memchr(p, '\0', (size_t)n) != NULL)) {
-        cur_mark(c, at);
-        return ddp_err_set(c->err, c->bad, "%s is empty or holds a NUL byte", what);
-    }
-    if (dst != NULL) {
-        memcpy(dst, p, (size_t)n);
-        dst[n] = '\0';
-    } else if (buf != NULL) {
-        ddp_buf_reset(buf);
-        if (ddp_buf_reserve(buf, (size_t)n + 1) < 0)
-            return -ENOMEM;
-        memcpy(buf->data, p, (size_t)n);
-        buf->len = (size_t)n;
-        buf->data[n] = '\0';
-    }
-    c->off += 8 + (size_t)n;
-    return 1;
-}
-
-/* Runs the reads of one frame: each step returns 1 to go on, 0 (incomplete) or an error. */
-#define STEP(x)                                                                                    \
-    do {                                                                                           \
-        int step_rc_ = (x);                                                                        \
-        if (step_rc_ <= 0)                                                                         \
-            return step_rc_;                                                                       \
-    } while (0)
-
-static long req_fields(cur_t *c, rdzv_round_req_t *q) {
-    rdzv_join_req_t *j = &q->join;
-    STEP(cur_str(c, j->run_id, NULL, RDZV_RUN_ID_MAX, 1, "run id"));
-    switch (q->cmd) {
-    case RDZV_CMD_RDZV_JOIN:
-        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, 1, "host"));
-        STEP(cur_i64(c, &j->want_node_rank));
-        STEP(cur_i64(c, &j->nproc));
-        STEP(cur_i64(c, &j->master_port));
-        STEP(cur_i64(c, &j->cfg.min_nodes));
-        STEP(cur_i64(c, &j->cfg.max_nodes));
-        STEP(cur_i64(c, &j->cfg.last_call_timeout_ms));
-        STEP(cur_i64(c, &j->cfg.join_timeout_ms));
-        STEP(cur_i64(c, &j->cfg.keep_alive_interval_ms));
-        STEP(cur_i64(c, &j->cfg.keep_alive_max_attempt));
-        STEP(cur_i64(c, &j->cfg.max_restarts));
-        break;
-    case RDZV_CMD_RDZV_FAIL:
-        STEP(cur_i64(c, &q->round));
-        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, 0, "failure text"));
-        break;
-    default: break; /* HEARTBEAT, STATUS: the run id only */
-    }
-    return (long)c->off;
-}
-
-long rdzv__round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
-                           ddp_err_t *err) {
-    cur_t c = {buf, len, 0, 0, err, DDP_EFRAME};
-    memset(req, 0, sizeof *req);
-    uint8_t cmd;
-    if (!cur_u8(&c, &cmd)) {
-        *need = 1;
-        return 0;
-    }
-    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_STATUS) {
-        if (err != NULL && err->code == 0)
-            err->offset = 0;
-        return ddp_err_set(err, DDP_EFRAME, "unknown rendezvous command 0x%02x", cmd);
-    }
-    req->cmd = cmd;
-    long rc = req_fields(&c, req);
-    if (rc == 0)
-        *need = c.need;
-    return rc;
-}
-
-/* Appends a NUL-free, non-empty string of at most max bytes as a blob. */
-static int put_str(ddp_buf_t *b, const char *s, size_t max) {
-    size_t n = s != NULL ? strlen(s) : 0;
-    if (n == 0 || n > max)
-        return -EINVAL;
-    return rdzv__put_blob(b, s, n);
-}
-
-/* Encoders undo a partial frame on failure, so b never holds half a request. */
-#define PUT(x)                                                                                     \
-    do {                                                                                           \
-        int put_rc_ = (x);                                                                         \
-        if (put_rc_ < 0) {                                                                         \
-            b->len = start;                                                                        \
-            return put_rc_;                                                                        \
-        }                                                                                          \
-    } while (0)
-
-int rdzv__join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
-    PUT(put_str(b, q->run_id, RDZV_RUN_ID_MAX));
-    PUT(put_str(b, q->host, RDZV_HOST_MAX));
-    const int64_t v[] = {q->want_node_rank,
-                         q->nproc,
-                         q->master_port,
-                         q->cfg.min_nodes,
-                         q->cfg.max_nodes,
-                         q->cfg.last_call_timeout_ms,
-                         q->cfg.join_timeout_ms,
-                         q->cfg.keep_alive_interval_ms,
-                         q->cfg.keep_alive_max_attempt,
-                         q->cfg.max_restarts};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        PUT(rdzv__put_i64(b, v[i]));
-    return 0;
-}
-
-static int run_only_encode(ddp_buf_t *b, uint8_t cmd, const char *run_id) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, cmd));
-    PUT(put_str(b, run_id, RDZV_RUN_ID_MAX));
-    return 0;
-}
-
-int rdzv__heartbeat_req_encode(ddp_buf_t *b, const char *run_id) {
-    return run_only_encode(b, RDZV_CMD_RDZV_HEARTBEAT, run_id);
-}
-
-int rdzv__status_req_encode(ddp_buf_t *b, const char *run_id) {
-    return run_only_encode(b, RDZV_CMD_RDZV_STATUS, run_id);
-}
-
-int rdzv__fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what) {
-    size_t start = b->len;
-    size_t n = what != NULL ? strlen(what) : 0;
-    if (n > RDZV_WHAT_MAX)
-        n = RDZV_WHAT_MAX;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_FAIL, run_id));
-    PUT(rdzv__put_i64(b, round));
-    PUT(rdzv__put_blob(b, what != NULL ? what : "", n));
-    return 0;
-}
-
-int rdzv__join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
-    PUT(rdzv__put_u8(b, 0));
-    PUT(rdzv__put_i64(b, res->round));
-    PUT(rdzv__put_i64(b, res->group_rank));
-    PUT(rdzv__put_i64(b, res->group_world_size));
-    PUT(rdzv__put_i64(b, res->rank_base));
-    PUT(rdzv__put_i64(b, res->world_size));
-    PUT(rdzv__put_blob(b, res->master_addr, strnlen(res->master_addr, RDZV_HOST_MAX)));
-    PUT(rdzv__put_i64(b, res->master_port));
-    PUT(rdzv__put_i64(b, res->restarts_used));
-    return 0;
-}
-
-int rdzv__join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
-    PUT(rdzv__put_u8(b, 1));
-    PUT(rdzv__put_i64(b, code));
-    PUT(rdzv__put_blob(b, text != NULL ? text : "",
-                       text != NULL ? strnlen(text, RDZV_REPLY_TEXT_MAX) : 0));
-    return 0;
-}
-
-int rdzv__heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_HEARTBEAT));
-    PUT(rdzv__put_u8(b, ok ? 0 : 1));
-    PUT(rdzv__put_i64(b, round));
-    PUT(rdzv__put_i64(b, state));
-    return 0;
-}
-
-int rdzv__fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_FAIL));
-    PUT(rdzv__put_u8(b, rep->status));
-    PUT(rdzv__put_i64(b, rep->round));
-    PUT(rdzv__put_i64(b, rep->restarts_used));
-    PUT(rdzv__put_i64(b, rep->max_restarts));
-    return 0;
-}
-
-int rdzv__status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
-    size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_STATUS));
-    PUT(rdzv__put_u8(b, ok ? 0 : 1));
-    PUT(rdzv__put_blob(b, text, n));
-    return 0;
-}
-
-static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
-    STEP(cur_u8(c, &p->status));
-    switch (p->cmd) {
-    case RDZV_CMD_RDZV_JOIN:
-        if (p->status == 0) {
-            rdzv_join_result_t *j = &p->join;
-            STEP(cur_i64(c, &j->round));
-            STEP(cur_i64(c, &j->group_rank));
-            STEP(cur_i64(c, &j->group_world_size));
-            STEP(cur_i64(c, &j->rank_base));
-            STEP(cur_i64(c, &j->world_size));
-            STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, 1, "master_addr"));
-            STEP(cur_i64(c, &j->master_port));
-            STEP(cur_i64(c, &j->restarts_used));
-        } else if (p->status == 1) {
-            STEP(cur_i64(c, &p->code));
-            STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, 0, "error text"));
-        } else {
-            return ddp_err_set(c->err, DDP_EPROTO, "JOIN reply status %u unknown", p->status);
-        }
-        break;
-    case RDZV_CMD_RDZV_HEARTBEAT:
-        STEP(cur_i64(c, &p->round));
-        STEP(cur_i64(c, &p->state));
-        break;
-    case RDZV_CMD_RDZV_FAIL:
-        if (p->status > RDZV_FAIL_RUN_FAILED)
-            return ddp_err_set(c->err, DDP_EPROTO, "FAIL reply status %u unknown", p->status);
-        p->fail.status = p->status;
-        STEP(cur_i64(c, &p->fail.round));
-        STEP(cur_i64(c, &p->fail.restarts_used));
-        STEP(cur_i64(c, &p->fail.max_restarts));
-        break;
-    default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, 0, "status")); break;
-    }
-    return (long)c->off;
-}
-
-long rdzv__round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *rep, size_t *need,
-                             ddp_err_t *err) {
-    cur_t c = {buf, len, 0, 0, err, DDP_EPROTO};
-    ddp_buf_t text = rep->text;
-    memset(rep, 0, sizeof *rep);
-    rep->text = text;
-    ddp_buf_reset(&rep->text);
-    if (!cur_u8(&c, &rep->cmd)) {
-        *need = 1;
-        return 0;
-    }
-    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_STATUS)
-        return ddp_err_set(err, DDP_EPROTO, "unexpected reply 0x%02x to a rendezvous command",
-                           rep->cmd);
-    long rc = reply_fields(&c, rep);
-    if (rc == 0)
-        *need = c.need;
-    return rc;
-}
-
-long rdzv__round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
-    (void)arg;
-    rdzv_round_reply_t rep;
-    memset(&rep, 0, sizeof rep);
-    long n = rdzv__round_reply_parse(buf, len, &rep, need, NULL);
-    ddp_buf_free(&rep.text);
-    return n;
 }

@@ -23,8 +23,18 @@ static void on_stop(uv_async_t *a) {
 
 static void *serve(void *arg) {
     rdzv_server_thread_t *t = arg;
-    uv_run(&t->loop, UV_RUN_DEFAULT);
+    /* Returns once the server and the stop handle are closed; close_loop handles the rest. */
+    (void)uv_run(&t->loop, UV_RUN_DEFAULT);
     return NULL;
+}
+
+/* Lets what is still open on loop close, then closes the loop. uv_run returns non-zero while
+ * handles are active and uv_loop_close UV_EBUSY while some are not yet closed: both mean run
+ * again (a few times at most; the loop is then abandoned rather than waited on forever). */
+static void close_loop(uv_loop_t *loop) {
+    int busy = 1;
+    for (int i = 0; i < 3 && busy; i++)
+        busy = uv_run(loop, UV_RUN_DEFAULT) != 0 || uv_loop_close(loop) != 0;
 }
 
 int rdzv_server_thread_start(const rdzv_server_opts_t *opts, rdzv_server_thread_t **out,
@@ -50,8 +60,7 @@ int rdzv_server_thread_start(const rdzv_server_opts_t *opts, rdzv_server_thread_
         uv_close((uv_handle_t *)&t->stop, NULL);
     }
     if (rc != 0) {
-        uv_run(&t->loop, UV_RUN_DEFAULT); /* lets what was opened close */
-        uv_loop_close(&t->loop);
+        close_loop(&t->loop);
         free(t);
         return rc;
     }
@@ -66,8 +75,11 @@ uint16_t rdzv_server_thread_port(const rdzv_server_thread_t *t) {
 void rdzv_server_thread_stop(rdzv_server_thread_t *t) {
     if (t == NULL)
         return;
-    uv_async_send(&t->stop);
+    /* uv_async_send fails only on a handle that is not an open async; the thread would then
+     * never stop, so it is left running rather than joined forever. */
+    if (uv_async_send(&t->stop) < 0)
+        return;
     pthread_join(t->thread, NULL);
-    uv_loop_close(&t->loop);
+    close_loop(&t->loop);
     free(t);
 }

@@ -33,9 +33,9 @@ typedef struct rdzv_client_opts {
  * Errors: DDP_ETIMEOUT (no listener within the budget), DDP_EAUTH (token refused), -errno. */
 int rdzv_client_connect(const rdzv_client_opts_t *opts, rdzv_client_t **out, ddp_err_t *err);
 
-/* Reads the job token from the environment the agent gives workers (DDPRUN_STORE_TOKEN, hex) or
- * from a file; fills opts->token/token_len with memory owned by the caller's buffer tok.
- * Returns 0 (also when there is no token: token_len stays 0) or DDP_EENV naming the variable. */
+/* Decodes a hex job token (as the agent gives workers in DDPRUN_STORE_TOKEN) into tok (replaced;
+ * owned by the caller). Returns 0 (also for NULL or "": tok stays empty) or DDP_EENV naming
+ * DDPRUN_STORE_TOKEN. */
 int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err);
 
 /* Closes the connection and frees the client. NULL is allowed. */
@@ -102,21 +102,32 @@ int rdzv_client_barrier(rdzv_client_t *c, const char *name, int64_t world_size, 
 
 /* --- Additions (ddprun store v1). --- */
 
-/* The environment variable that carries the job token, hex-encoded, from the agent to its
- * workers (and to ddp-rendezvous when no --token-file is given). */
+/* The job token's environment names (docs/protocol.md, "The job token"). DDPRUN_TOKEN (hex) and
+ * DDPRUN_TOKEN_FILE (a file) are the user's; DDPRUN_STORE_TOKEN (hex) is what an agent hands its
+ * workers, still read everywhere. rdzv_token_load tries them in this order: first set wins. */
+#define RDZV_TOKEN_HEX_ENV "DDPRUN_TOKEN"
+#define RDZV_TOKEN_FILE_ENV "DDPRUN_TOKEN_FILE"
 #define RDZV_TOKEN_ENV "DDPRUN_STORE_TOKEN"
+/* The three, for messages that tell the user where a token goes. */
+#define RDZV_TOKEN_ENV_NAMES "DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN"
 
-/* rdzv_token_from_hex(getenv(RDZV_TOKEN_ENV), tok, err). */
-int rdzv_token_from_env(ddp_buf_t *tok, ddp_err_t *err);
+/* Loads the job token: the one reader of its sources, for agents, `ddprun status`, the daemon,
+ * workers and tools. The first source that is set wins: file (a --token-file flag; NULL for
+ * none), then DDPRUN_TOKEN (hex), then DDPRUN_TOKEN_FILE (a file), then DDPRUN_STORE_TOKEN (hex).
+ * Files are read as rdzv_token_from_file reads them. tok's contents are replaced (it stays owned
+ * by the caller, empty when no source is set). *source (source may be NULL) gets the flag or
+ * variable used, a static string, or NULL. Returns 0, or the reader's error with err naming the
+ * source. */
+int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err);
 
-/* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes.
- * tok's contents are replaced (tok stays owned by the caller). Errors: -errno naming the file,
- * DDP_EUSAGE (empty), DDP_ETOOBIG. */
+/* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes. The
+ * file must be a regular file (symlinks are followed) with no access for group or others (mode
+ * 600 or 400). tok's contents are replaced (tok stays owned by the caller). Errors: -errno naming
+ * the file, DDP_EUSAGE (empty, not a regular file, or readable by others: the text names the mode
+ * and the chmod to run), DDP_ETOOBIG. */
 int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err);
 
-/* The job token a user gives agents and tools: DDPRUN_TOKEN (hex) or else DDPRUN_TOKEN_FILE (a
- * file as rdzv_token_from_file reads it). tok's contents are replaced; it stays empty when
- * neither variable is set. Returns 0, or the error of the reader with err naming the variable. */
+/* rdzv_token_load(NULL, tok, NULL, err): the token from the environment alone. */
 int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err);
 
 /* Fills tok with n random bytes from libcrypto (n = 32 is a good job token). Returns 0,

@@ -1,9 +1,9 @@
 /* store_client: one rdzv_client command from the shell, for tests/integration/test_store.sh.
  *   store_client PORT set KEY VALUE | get KEY TIMEOUT_MS | wait KEY TIMEOUT_MS | add KEY DELTA
  *                     | ping | stats | get-then-ping KEY TIMEOUT_MS | set-size KEY NBYTES
- * The token comes from DDPRUN_STORE_TOKEN (hex). Prints results on stdout; errors on stderr as
- * "store_client: TEXT". Exit: 0 ok, 1 other error, 3 timed out, 4 authentication refused,
- * 5 connection closed. */
+ * The token comes from rdzv_token_load (DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN).
+ * Prints results on stdout; errors on stderr as "store_client: TEXT". Exit: 0 ok, 1 other error, 3
+ * timed out, 4 authentication refused, 5 connection closed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     ddp_err_t err;
     ddp_err_clear(&err);
     ddp_buf_t tok = DDP_BUF_INIT, v = DDP_BUF_INIT;
-    int rc = rdzv_token_from_env(&tok, &err);
+    int rc = rdzv_token_load(NULL, &tok, NULL, &err);
     if (rc < 0)
         return done(rc, &err);
     rdzv_client_opts_t o = {0};

@@ -3,10 +3,12 @@
  * MODE: malformed (unknown command), oversized (key length 2^40), truncated (half a SET, then
  * EOF), no-validate (SET first), unauth (VALIDATE then SET on a token server), idle (connect and
  * stay silent), slow-reader (pipeline GETs of a large value without reading), torch-compat (the
- * byte exchange of a PyTorch TCPStore client; checks every reply byte).
- * The token (hex in DDPRUN_STORE_TOKEN) is used by slow-reader. Prints "closed after N ms" when
- * the server closed the connection, "ok" for torch-compat; exit 0 when the server behaved as
- * expected, 1 otherwise. Every wait is bounded (10 s). */
+ * byte exchange of a PyTorch TCPStore client; checks every reply byte), rdzv-ctl (a JOIN whose
+ * host holds ESC and BEL; prints the store's error reply).
+ * The token (rdzv_token_load: DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) is used by
+ * slow-reader. Prints "closed after N ms" when the server closed the connection, "ok" for
+ * torch-compat; exit 0 when the server behaved as expected, 1 otherwise. Every wait is bounded (10
+ * s). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,6 +26,7 @@
 #include "rdzv_auth_int.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
+#include "rdzv_proto.h"
 
 #define BOUND_MS 10000
 
@@ -96,32 +99,27 @@ static void put_validate(ddp_buf_t *b) {
     rdzv__put_u32(b, RDZV_VALIDATE_MAGIC);
 }
 
-/* VALIDATE plus, when a token is set, the HMAC handshake. Returns 0 or -1. */
+/* The client handshake (rdzv__handshake_*_encode): VALIDATE, then the HMAC exchange when a
+ * token is set, else a PING whose echo is read. Returns 0 or -1. */
 static int handshake(void) {
     ddp_buf_t tok = DDP_BUF_INIT, b = DDP_BUF_INIT;
-    if (rdzv_token_from_env(&tok, NULL) < 0)
+    if (rdzv_token_load(NULL, &tok, NULL, NULL) < 0)
         return -1;
-    put_validate(&b);
-    int rc = 0;
-    if (tok.len > 0) {
-        uint8_t cn[32] = {1, 2, 3}, sn[32], mac[32], st, smac[32];
-        rdzv__put_u8(&b, RDZV_CMD_AUTH_HELLO);
-        ddp_buf_append(&b, cn, 32);
-        rc = send_buf(&b);
-        ddp_buf_reset(&b);
-        if (rc == 0)
-            rc = recv_exact(&st, 1) < 0 || st != 0 || recv_exact(sn, 32) < 0 ? -1 : 0;
-        if (rc == 0) {
-            rdzv__auth_mac(tok.data, tok.len, RDZV_ROLE_CLIENT, sn, cn, mac);
-            rdzv__put_u8(&b, RDZV_CMD_AUTH_PROOF);
-            ddp_buf_append(&b, mac, 32);
-            rc = send_buf(&b);
-        }
-        if (rc == 0)
-            rc = recv_exact(&st, 1) < 0 || st != 0 || recv_exact(smac, 32) < 0 ? -1 : 0;
-    } else {
-        rc = send_buf(&b);
-    }
+    rdzv_handshake_t hs = {.token = tok.data, .token_len = tok.len, .ping_nonce = 77};
+    int rc = rdzv__handshake_hello_encode(&hs, &b) < 0 || send_buf(&b) < 0 ? -1 : 0;
+    ddp_buf_reset(&b);
+    uint8_t st, reply[RDZV_PROOF_REPLY_LEN];
+    uint32_t echo = 0;
+    if (rc == 0 && tok.len == 0)
+        rc = recv_exact(&echo, 4) < 0 || echo != hs.ping_nonce ? -1 : 0;
+    else if (rc == 0)
+        rc = recv_exact(&st, 1) < 0 || st != RDZV_AUTH_CHALLENGE ||
+                     recv_exact(reply, RDZV_AUTH_NONCE_LEN) < 0 ||
+                     rdzv__handshake_proof_encode(&hs, reply, &b) < 0 || send_buf(&b) < 0 ||
+                     recv_exact(reply, RDZV_PROOF_REPLY_LEN) < 0 || reply[0] != RDZV_AUTH_OK ||
+                     !rdzv__auth_equal(reply + 1, hs.smac)
+                 ? -1
+                 : 0;
     ddp_buf_free(&tok);
     ddp_buf_free(&b);
     return rc;
@@ -198,6 +196,42 @@ static int torch_compat(void) {
     return 0;
 }
 
+/* Sends a JOIN whose host holds terminal control bytes (ESC, BEL) after the handshake, and
+ * prints the store's JOIN error reply text. Returns 0 when an error reply arrived. */
+static int rdzv_ctl(void) {
+    if (handshake() < 0)
+        return fprintf(stderr, "store_hostile: handshake failed\n"), 1;
+    rdzv_join_req_t q;
+    memset(&q, 0, sizeof q);
+    snprintf(q.run_id, sizeof q.run_id, "hostile");
+    snprintf(q.host, sizeof q.host, "10.0.0.1\x1b]0;owned\x07");
+    q.nproc = 1;
+    q.cfg.min_nodes = q.cfg.max_nodes = 1;
+    ddp_buf_t b = DDP_BUF_INIT;
+    uint8_t buf[2048];
+    size_t got = 0, need = 0;
+    long n = 0;
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    if (rdzv_join_req_encode(&b, &q) < 0 || send_buf(&b) < 0)
+        return 1;
+    while (n == 0 && got < sizeof buf) {
+        struct pollfd pf = {sock, POLLIN, 0};
+        if (poll(&pf, 1, BOUND_MS) <= 0)
+            break;
+        ssize_t r = recv(sock, buf + got, sizeof buf - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        n = rdzv_round_reply_parse(buf, got, &rep, &need, NULL);
+    }
+    int ok = n > 0 && rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status == 1;
+    printf("%s\n", ok ? (const char *)rep.text.data : "no error reply");
+    ddp_buf_free(&rep.text);
+    ddp_buf_free(&b);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     int64_t port;
     if (argc != 3 || ddp_parse_i64(argv[1], 1, 65535, &port) < 0) {
@@ -216,6 +250,8 @@ int main(int argc, char **argv) {
     int rc = 1;
     if (strcmp(mode, "torch-compat") == 0) {
         rc = torch_compat();
+    } else if (strcmp(mode, "rdzv-ctl") == 0) {
+        rc = rdzv_ctl();
     } else if (strcmp(mode, "idle") == 0) {
         rc = expect_closed(t0);
     } else if (strcmp(mode, "no-validate") == 0) {

@@ -1,5 +1,5 @@
 /* store_swarm: N concurrent clients (one thread each) against one store, for
- * tests/integration/test_store.sh. Each rank connects (token from DDPRUN_STORE_TOKEN), SETs
+ * tests/integration/test_store.sh. Each rank connects (token as rdzv_token_load finds it), SETs
  * swarm/<rank>, meets the others in a barrier, GETs its neighbour's value (a wait released by
  * another client's SET) and ADDs to a counter. Prints "swarm ok N" and exits 0 when every rank
  * succeeded; otherwise prints the first error and exits 1.
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
     ddp_buf_t tok = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    if (rdzv_token_from_env(&tok, &err) < 0) {
+    if (rdzv_token_load(NULL, &tok, NULL, &err) < 0) {
         fprintf(stderr, "store_swarm: %s\n", err.text);
         return 1;
     }

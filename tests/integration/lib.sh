@@ -88,8 +88,10 @@ child_pid() {
 # A token file's one trailing newline (and CR) is stripped, as `echo secret > file` expects, so the
 # last byte is fixed to a letter: a random 0x0a there would make the token one byte shorter than the
 # hex the test expects (that flaked once in 256 runs).
+# The file is private (mode 600): a token file that group or others can read is refused.
 random_token() {
-    { head -c 31 /dev/urandom; printf k; } >"$1"
+    (umask 077 && { head -c 31 /dev/urandom; printf k; } >"$1")
+    chmod 600 "$1"
     od -An -tx1 -v "$1" | tr -d ' \n'
 }
 

@@ -8,7 +8,7 @@
 
 D=$BIN/ddp-rendezvous
 H=$BIN/tests
-unset DDPRUN_STORE_TOKEN
+unset DDPRUN_STORE_TOKEN DDPRUN_TOKEN DDPRUN_TOKEN_FILE
 
 # start_daemon NAME ARGS...: starts the daemon, waits for its "listening on" line; sets
 # PID_<NAME> and PORT_<NAME>; its stdout/stderr go to $TMP/NAME.out / NAME.err.
@@ -48,11 +48,25 @@ check "no token and no --no-auth exits 2" test "$rc" = 2
 
 TOKEN_HEX=$(random_token "$TMP/token")
 printf 'short\n' >"$TMP/short"
+chmod 600 "$TMP/short"
 "$D" --port 0 --token-file "$TMP/short" >/dev/null 2>"$TMP/u.err"; rc=$?
 check "a token shorter than 16 bytes is refused" test "$rc" = 1
+cp "$TMP/token" "$TMP/loose" && chmod 644 "$TMP/loose"
+timeout 5 "$D" --port 0 --token-file "$TMP/loose" >/dev/null 2>"$TMP/u.err"; rc=$?
+check "a token file readable by others is refused: one line with its mode and the chmod to run" \
+    test "$rc" = 1 -a "$(wc -l <"$TMP/u.err")" = 1 -a \
+    -n "$(grep -F "$TMP/loose: mode 0644" "$TMP/u.err" | grep -F "chmod 600 $TMP/loose")"
+DDPRUN_TOKEN_FILE=$TMP/loose timeout 5 "$H/store_client" 1 ping >/dev/null 2>"$TMP/u.err"; rc=$?
+check "clients refuse a loose DDPRUN_TOKEN_FILE too, naming the variable" \
+    test "$rc" != 0 -a "$rc" != 124 -a -n "$(grep -F 'DDPRUN_TOKEN_FILE' "$TMP/u.err" | grep -F 'chmod 600')"
+ln -s "$TMP/token" "$TMP/token.link"
+mkfifo -m 600 "$TMP/fifo"
+timeout 5 "$D" --port 0 --token-file "$TMP/fifo" >/dev/null 2>"$TMP/u.err"; rc=$?
+check "a FIFO as token file fails at once (no hang), naming the file" \
+    test "$rc" = 1 -a -n "$(grep -F "$TMP/fifo: not a regular file" "$TMP/u.err")"
 
 # --- daemon A: token, small output cap and a short handshake deadline ---
-start_daemon A --token-file "$TMP/token" --max-out-buf 1048576 --auth-idle-ms 400
+start_daemon A --token-file "$TMP/token.link" --max-out-buf 1048576 --auth-idle-ms 400
 check "daemon prints exactly one stdout line" test "$(wc -l <"$TMP/A.out")" = 1
 P=$PORT_A
 export DDPRUN_STORE_TOKEN=$TOKEN_HEX
@@ -87,6 +101,9 @@ check "missing token refused (exit 4, says which variable)" \
     test "$rc" = 4 -a -n "$(grep DDPRUN_STORE_TOKEN "$TMP/auth2.err")"
 check "refused authentication logged with the peer address" \
     grep -qE 'W closing connection from 127\.0\.0\.1:[0-9]+: authentication refused' "$TMP/A.err"
+out=$(timeout 12 "$H/store_hostile" "$P" rdzv-ctl)
+check "a JOIN whose host holds control bytes gets an error reply naming the field" \
+    test -n "$(printf '%s' "$out" | grep -E 'malformed JOIN: host holds byte 0x1b .*printable ASCII')"
 out=$(env -u DDPRUN_STORE_TOKEN timeout 12 "$H/store_hostile" "$P" unauth)
 check "commands before authentication close the connection" \
     grep -q 'GETNUMKEYS before authentication' "$TMP/A.err"

@@ -26,7 +26,7 @@
 #include "ddp_time.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
-#include "rdzv_round_int.h"
+#include "rdzv_proto.h"
 #include "rdzv_server.h"
 
 static const char good_token[] = "0123456789abcdef-test-token";
@@ -482,7 +482,7 @@ static void join_frame(ddp_buf_t *b, const char *host) {
     q.want_node_rank = -1;
     q.nproc = 1;
     q.cfg.min_nodes = q.cfg.max_nodes = 1;
-    assert_int_equal(rdzv__join_req_encode(b, &q), 0);
+    assert_int_equal(rdzv_join_req_encode(b, &q), 0);
 }
 
 /* Reentrancy: waking a key answers member A, whose reply is over the output cap, so A is closed;
@@ -560,7 +560,7 @@ static void test_round_answers_by_member(void **state) {
         q.want_node_rank = N - 1 - i; /* ranks in the reverse of the join order */
         q.nproc = 1;
         q.cfg.min_nodes = q.cfg.max_nodes = N;
-        assert_int_equal(rdzv__join_req_encode(&b, &q), 0);
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
         if (i < N - 1)
             assert_int_equal(raw_send_sync(fd[i], &b), 0);
         else
@@ -576,7 +576,7 @@ static void test_round_answers_by_member(void **state) {
         long rn = 0;
         ddp_err_t err;
         ddp_err_clear(&err);
-        while ((rn = rdzv__round_reply_parse(in, n, &rep, &need, &err)) == 0) {
+        while ((rn = rdzv_round_reply_parse(in, n, &rep, &need, &err)) == 0) {
             ssize_t r = read(fd[i], in + n, need - n);
             assert_true(r > 0);
             n += (size_t)r;
@@ -592,7 +592,7 @@ static void test_round_answers_by_member(void **state) {
     for (int i = 0; i < N; i++)
         assert_int_equal(seen[i], 1);
     /* A HEARTBEAT from a connection that is no member: status 1, round and state 0. */
-    assert_int_equal(rdzv__heartbeat_req_encode(&b, "many"), 0);
+    assert_int_equal(rdzv_heartbeat_req_encode(&b, "many"), 0);
     assert_int_equal(write(other[0], b.data, b.len), (ssize_t)b.len);
     ddp_buf_reset(&b);
     uint8_t hb[18];

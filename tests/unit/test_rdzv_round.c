@@ -665,11 +665,11 @@ static void check_all_prefixes_incomplete(const ddp_buf_t *b, int reply) {
         long rc;
         if (reply) {
             rdzv_round_reply_t rep = {0};
-            rc = rdzv__round_reply_parse(b->data, k, &rep, &need, NULL);
+            rc = rdzv_round_reply_parse(b->data, k, &rep, &need, NULL);
             ddp_buf_free(&rep.text);
         } else {
             rdzv_round_req_t q;
-            rc = rdzv__round_req_parse(b->data, k, &q, &need, NULL);
+            rc = rdzv_round_req_parse(b->data, k, &q, &need, NULL);
         }
         assert_int_equal(rc, 0);
         assert_true(need > k && need <= b->len);
@@ -681,20 +681,20 @@ static void test_wire_join_req(void **state) {
     rdzv_join_req_t q = req("job7", "10.0.0.2", 3, 8, 29500, 2, 4);
     q.cfg.max_restarts = 5;
     ddp_buf_t b = DDP_BUF_INIT;
-    assert_int_equal(rdzv__join_req_encode(&b, &q), 0);
+    assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
     assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 10 * 8);
     assert_int_equal(b.data[0], 0x50);
     rdzv_round_req_t p;
     size_t need = 0;
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_JOIN);
     assert_memory_equal(&p.join, &q, sizeof q);
     check_all_prefixes_incomplete(&b, 0);
     /* Pipelined: the first frame's length only. */
-    assert_int_equal(rdzv__heartbeat_req_encode(&b, "job7"), 0);
+    assert_int_equal(rdzv_heartbeat_req_encode(&b, "job7"), 0);
     size_t first = 1 + 8 + 4 + 8 + 8 + 10 * 8;
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)first);
-    assert_int_equal(rdzv__round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)first);
+    assert_int_equal(rdzv_round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_HEARTBEAT);
     assert_string_equal(p.join.run_id, "job7");
     ddp_buf_free(&b);
@@ -707,7 +707,7 @@ static void test_wire_bad_requests(void **state) {
     size_t need = 0;
     ddp_err_t err = {0};
     uint8_t unknown = 0x57;
-    assert_int_equal(rdzv__round_req_parse(&unknown, 1, &p, &need, &err), DDP_EFRAME);
+    assert_int_equal(rdzv_round_req_parse(&unknown, 1, &p, &need, &err), DDP_EFRAME);
     /* A host longer than 255 bytes is refused as soon as its length arrives. */
     ddp_buf_append(&b, "\x50", 1);
     uint64_t n = 4;
@@ -716,7 +716,7 @@ static void test_wire_bad_requests(void **state) {
     n = 256;
     ddp_buf_append(&b, &n, 8);
     ddp_err_clear(&err);
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, &err), DDP_ETOOBIG);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_ETOOBIG);
     assert_int_equal(err.offset, 13);
     assert_non_null(strstr(err.text, "host"));
     /* A negative (huge) run id length. */
@@ -724,26 +724,50 @@ static void test_wire_bad_requests(void **state) {
     ddp_buf_append(&b, "\x53", 1);
     n = UINT64_MAX;
     ddp_buf_append(&b, &n, 8);
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), DDP_ETOOBIG);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), DDP_ETOOBIG);
     /* An empty run id, and a NUL inside one. */
     ddp_buf_reset(&b);
     ddp_buf_append(&b, "\x51", 1);
     n = 0;
     ddp_buf_append(&b, &n, 8);
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
     ddp_buf_reset(&b);
     ddp_buf_append(&b, "\x51", 1);
     n = 3;
     ddp_buf_append(&b, &n, 8);
     ddp_buf_append(&b, "a\0b", 3);
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), DDP_EFRAME);
+    /* Run ids and hosts are printable ASCII: ESC, BEL, CR, LF and DEL are refused, naming the
+     * field and the byte. */
+    const char *bad[] = {"job\x1b[2J", "job\x07", "job\r", "job\n", "job\x7f", "job\xc3\xa9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rdzv_join_req_t q;
+        memset(&q, 0, sizeof q);
+        snprintf(q.run_id, sizeof q.run_id, "%s", bad[i]);
+        snprintf(q.host, sizeof q.host, "10.0.0.1");
+        q.nproc = 1;
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
+        assert_non_null(strstr(err.text, "run id"));
+        assert_non_null(strstr(err.text, "printable ASCII"));
+        snprintf(q.run_id, sizeof q.run_id, "job7");
+        snprintf(q.host, sizeof q.host, "%s", bad[i]);
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
+        assert_non_null(strstr(err.text, "host"));
+        assert_int_equal(err.offset, 13);
+    }
     /* Encoders refuse what the parser would. */
     ddp_buf_reset(&b);
-    assert_int_equal(rdzv__status_req_encode(&b, ""), -EINVAL);
+    assert_int_equal(rdzv_status_req_encode(&b, ""), -EINVAL);
     char longid[RDZV_RUN_ID_MAX + 2];
     memset(longid, 'x', sizeof longid - 1);
     longid[sizeof longid - 1] = '\0';
-    assert_int_equal(rdzv__heartbeat_req_encode(&b, longid), -EINVAL);
+    assert_int_equal(rdzv_heartbeat_req_encode(&b, longid), -EINVAL);
     assert_int_equal(b.len, 0);
     ddp_buf_free(&b);
 }
@@ -751,21 +775,21 @@ static void test_wire_bad_requests(void **state) {
 static void test_wire_fail_status_req(void **state) {
     (void)state;
     ddp_buf_t b = DDP_BUF_INIT;
-    assert_int_equal(rdzv__fail_req_encode(&b, "job7", 3, "rank 5 exited with code 1"), 0);
+    assert_int_equal(rdzv_fail_req_encode(&b, "job7", 3, "rank 5 exited with code 1"), 0);
     rdzv_round_req_t p;
     size_t need = 0;
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_FAIL);
     assert_int_equal(p.round, 3);
     assert_string_equal(p.what, "rank 5 exited with code 1");
     check_all_prefixes_incomplete(&b, 0);
     ddp_buf_reset(&b);
-    assert_int_equal(rdzv__fail_req_encode(&b, "job7", 0, NULL), 0); /* empty text is allowed */
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(rdzv_fail_req_encode(&b, "job7", 0, NULL), 0); /* empty text is allowed */
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
     assert_string_equal(p.what, "");
     ddp_buf_reset(&b);
-    assert_int_equal(rdzv__status_req_encode(&b, "job7"), 0);
-    assert_int_equal(rdzv__round_req_parse(b.data, b.len, &p, &need, NULL), 13);
+    assert_int_equal(rdzv_status_req_encode(&b, "job7"), 0);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_STATUS);
     ddp_buf_free(&b);
 }
@@ -774,43 +798,43 @@ static void test_wire_replies(void **state) {
     (void)state;
     ddp_buf_t b = DDP_BUF_INIT;
     rdzv_join_result_t res = {4, 1, 3, 8, 24, "10.0.0.1", 29500, 2};
-    assert_int_equal(rdzv__join_reply_encode_ok(&b, &res), 0);
+    assert_int_equal(rdzv_join_reply_encode_ok(&b, &res), 0);
     assert_int_equal(b.len, 2 + 5 * 8 + 8 + 8 + 8 + 8);
     rdzv_round_reply_t rep = {0};
     size_t need = 0;
-    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
     assert_int_equal(rep.cmd, RDZV_CMD_RDZV_JOIN);
     assert_int_equal(rep.status, 0);
     assert_memory_equal(&rep.join, &res, sizeof res);
     check_all_prefixes_incomplete(&b, 1);
 
     ddp_buf_reset(&b);
-    assert_int_equal(rdzv__join_reply_encode_err(&b, DDP_ETIMEOUT, "1 of min 2 nodes joined"), 0);
-    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
+    assert_int_equal(rdzv_join_reply_encode_err(&b, DDP_ETIMEOUT, "1 of min 2 nodes joined"), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
     assert_int_equal(rep.status, 1);
     assert_int_equal(rep.code, DDP_ETIMEOUT);
     assert_string_equal((const char *)rep.text.data, "1 of min 2 nodes joined");
     check_all_prefixes_incomplete(&b, 1);
 
     ddp_buf_reset(&b);
-    assert_int_equal(rdzv__heartbeat_reply_encode(&b, 1, 7, RDZV_RUN_RUNNING), 0);
-    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), 18);
+    assert_int_equal(rdzv_heartbeat_reply_encode(&b, 1, 7, RDZV_RUN_RUNNING), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 18);
     assert_int_equal(rep.cmd, RDZV_CMD_RDZV_HEARTBEAT);
     assert_int_equal(rep.round, 7);
     assert_int_equal(rep.state, RDZV_RUN_RUNNING);
 
     ddp_buf_reset(&b);
     rdzv_fail_reply_t fr = {RDZV_FAIL_RUN_FAILED, 5, 4, 3};
-    assert_int_equal(rdzv__fail_reply_encode(&b, &fr), 0);
-    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), 26);
+    assert_int_equal(rdzv_fail_reply_encode(&b, &fr), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 26);
     assert_int_equal(rep.fail.status, RDZV_FAIL_RUN_FAILED);
     assert_int_equal(rep.fail.round, 5);
     assert_int_equal(rep.fail.restarts_used, 4);
     assert_int_equal(rep.fail.max_restarts, 3);
 
     ddp_buf_reset(&b);
-    assert_int_equal(rdzv__status_reply_encode(&b, 1, "{\"round\":1}", 11), 0);
-    assert_int_equal(rdzv__round_reply_parse(b.data, b.len, &rep, &need, NULL), 21);
+    assert_int_equal(rdzv_status_reply_encode(&b, 1, "{\"round\":1}", 11), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 21);
     assert_int_equal(rep.status, 0);
     assert_string_equal((const char *)rep.text.data, "{\"round\":1}");
     check_all_prefixes_incomplete(&b, 1);
@@ -818,9 +842,9 @@ static void test_wire_replies(void **state) {
     /* Unknown reply command and JOIN status are protocol errors. */
     ddp_err_t err = {0};
     uint8_t junk[2] = {0x06, 0};
-    assert_int_equal(rdzv__round_reply_parse(junk, 2, &rep, &need, &err), DDP_EPROTO);
+    assert_int_equal(rdzv_round_reply_parse(junk, 2, &rep, &need, &err), DDP_EPROTO);
     uint8_t badst[2] = {0x50, 9};
-    assert_int_equal(rdzv__round_reply_parse(badst, 2, &rep, &need, NULL), DDP_EPROTO);
+    assert_int_equal(rdzv_round_reply_parse(badst, 2, &rep, &need, NULL), DDP_EPROTO);
     ddp_buf_free(&rep.text);
     ddp_buf_free(&b);
 }

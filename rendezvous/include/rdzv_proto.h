@@ -1,0 +1,162 @@
+/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x53 of the
+ * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
+ * timeouts, the request and reply structures, and their codec (both directions), for the agent,
+ * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
+ * strings, native little-endian 64-bit integers. */
+#ifndef RDZV_PROTO_H
+#define RDZV_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddp_buf.h"
+#include "ddp_err.h"
+
+/* Command codes of the rendezvous (after the store's 0x40-0x4f). */
+enum {
+    RDZV_CMD_RDZV_JOIN = 0x50,      /* park until the round closes -> assignment or error */
+    RDZV_CMD_RDZV_HEARTBEAT = 0x51, /* refresh liveness -> current round and state */
+    RDZV_CMD_RDZV_FAIL = 0x52,      /* the worker group of a round failed -> counted or not */
+    RDZV_CMD_RDZV_STATUS = 0x53,    /* -> JSON of the run */
+};
+
+/* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
+ * printable ASCII (0x20-0x7e): the store refuses any other byte. */
+#define RDZV_RUN_ID_MAX 128                            /* run id (--rdzv_id) */
+#define RDZV_HOST_MAX 255                              /* address the other nodes reach a node at */
+#define RDZV_WHAT_MAX 255                              /* FAIL's description of the failure */
+#define RDZV_ROUND_TEXT_MAX 512                        /* error texts the server writes */
+#define RDZV_REPLY_TEXT_MAX ((size_t)1024)             /* error text a client accepts in a reply */
+#define RDZV_STATUS_JSON_MAX ((size_t)8 * 1024 * 1024) /* STATUS reply a client accepts */
+
+/* Bounds on the numbers of a join. */
+#define RDZV_ROUND_MAX_NODES 65536 /* max_nodes */
+#define RDZV_ROUND_MAX_NPROC 65536 /* nproc of one node */
+#define RDZV_ROUND_MAX_RESTARTS 1000000
+
+/* torchrun's rendezvous defaults (--rdzv_conf keys of the same names), in milliseconds: the one
+ * definition, used by the store where a JOIN says 0 and by the launcher for its flags. */
+#define RDZV_DEFAULT_JOIN_TIMEOUT_MS 600000      /* join_timeout: a round must close within it */
+#define RDZV_DEFAULT_LAST_CALL_TIMEOUT_MS 30000  /* last_call_timeout: wait for more past min */
+#define RDZV_DEFAULT_CLOSE_TIMEOUT_MS 30000      /* close_timeout: to close the rendezvous */
+#define RDZV_DEFAULT_TIMEOUT_MS 600000           /* timeout: store operations of the rendezvous */
+#define RDZV_DEFAULT_KEEP_ALIVE_INTERVAL_MS 5000 /* keep_alive_interval (alias heartbeat) */
+#define RDZV_DEFAULT_KEEP_ALIVE_MAX_ATTEMPT 3    /* missed heartbeats before a node is dead */
+#define RDZV_DEFAULT_READ_TIMEOUT_MS 60000       /* read_timeout: one store read */
+
+/* The configuration of a run, fixed by its first joiner. A 0 timeout or attempt count means
+ * torchrun's default (above). */
+typedef struct rdzv_round_cfg {
+    int64_t min_nodes, max_nodes;
+    int64_t last_call_timeout_ms;
+    int64_t join_timeout_ms;
+    int64_t keep_alive_interval_ms;
+    int64_t keep_alive_max_attempt;
+    int64_t max_restarts;
+} rdzv_round_cfg_t;
+
+/* One JOIN request. Strings are NUL-terminated copies (no borrowing). */
+typedef struct rdzv_join_req {
+    char run_id[RDZV_RUN_ID_MAX + 1];
+    char host[RDZV_HOST_MAX + 1];
+    int64_t want_node_rank; /* -1 = any */
+    int64_t nproc;          /* local world size, >= 1 */
+    int64_t master_port;    /* MASTER_PORT this node offers if it becomes group rank 0 */
+    rdzv_round_cfg_t cfg;
+} rdzv_join_req_t;
+
+/* What a member learns when its round closes. */
+typedef struct rdzv_join_result {
+    int64_t round;
+    int64_t group_rank, group_world_size; /* nodes */
+    int64_t rank_base;                    /* sum of nproc over lower group ranks */
+    int64_t world_size;                   /* sum of nproc */
+    char master_addr[RDZV_HOST_MAX + 1];  /* host of group rank 0 */
+    int64_t master_port;                  /* group rank 0's candidate */
+    int64_t restarts_used;
+} rdzv_join_result_t;
+
+/* States of a run (HEARTBEAT's reply carries one). */
+typedef enum rdzv_run_state {
+    RDZV_RUN_JOINING = 0,
+    RDZV_RUN_LAST_CALL = 1,
+    RDZV_RUN_RUNNING = 2,
+    RDZV_RUN_FAILED = 3,
+} rdzv_run_state_t;
+
+/* The answer to a FAIL. */
+typedef struct rdzv_fail_reply {
+    uint8_t status; /* RDZV_FAIL_COUNTED, RDZV_FAIL_IGNORED or RDZV_FAIL_RUN_FAILED */
+    int64_t round;  /* the run's current round after the event */
+    int64_t restarts_used, max_restarts;
+} rdzv_fail_reply_t;
+
+enum {
+    RDZV_FAIL_COUNTED = 0,    /* round ended, restart counted: re-join */
+    RDZV_FAIL_IGNORED = 1,    /* not the running round (already ended) or not a member of it */
+    RDZV_FAIL_RUN_FAILED = 2, /* counted, and max_restarts is now spent: the run is FAILED */
+};
+
+/* ---- requests ---- */
+
+/* One parsed rendezvous request (any of 0x50-0x53). Strings are NUL-terminated copies. */
+typedef struct rdzv_round_req {
+    uint8_t cmd;
+    rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
+    int64_t round;                /* FAIL */
+    char what[RDZV_WHAT_MAX + 1]; /* FAIL */
+} rdzv_round_req_t;
+
+/* Parses one rendezvous request (buf[0] is its command, 0x50-0x53) from buf[0..len) (server
+ * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
+ * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
+ * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
+ * its bound) with err naming the field and err->offset its byte. Nothing is allocated or borrowed.
+ */
+long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
+                          ddp_err_t *err);
+
+/* Request encoders (client side): append one frame to b. Return 0, -ENOMEM, or -EINVAL when a
+ * string is empty or over its bound; b is unchanged on error. */
+int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *req);
+int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id);
+int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what);
+int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id);
+
+/* ---- replies ---- */
+
+/* Reply encoders (server side): append one reply to b. Return 0 or -ENOMEM (b unchanged).
+ * Texts longer than RDZV_REPLY_TEXT_MAX are cut. */
+int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res);
+int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text);
+int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
+int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep);
+int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
+
+/* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can
+ * tell a parked JOIN's answer from a HEARTBEAT's on the same connection. */
+typedef struct rdzv_round_reply {
+    uint8_t cmd;
+    uint8_t status;          /* JOIN: 0 ok, 1 error; HEARTBEAT/STATUS: 0 ok, 1 unknown; FAIL */
+    rdzv_join_result_t join; /* JOIN ok */
+    int64_t code;            /* JOIN error */
+    int64_t round;           /* HEARTBEAT */
+    int64_t state;           /* HEARTBEAT */
+    rdzv_fail_reply_t fail;  /* FAIL */
+    ddp_buf_t text;          /* JOIN error text, STATUS JSON or error; NUL-terminated; owned:
+                              * free with ddp_buf_free (parse appends to it after a reset) */
+} rdzv_round_reply_t;
+
+/* Parses one rendezvous reply from buf[0..len) (client side). Returns the reply length, 0 when
+ * incomplete (*need set), DDP_EPROTO (unknown command or status) or DDP_ETOOBIG, with err set.
+ * rep->text must start as DDP_BUF_INIT; each call resets and refills it and keeps its memory,
+ * which the caller frees with ddp_buf_free(&rep->text). */
+long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *rep, size_t *need,
+                            ddp_err_t *err);
+
+/* How long the rendezvous reply at the start of buf[0..len) is: a reply parser for
+ * rdzv_aclient_raw (arg unused). Returns the length, 0 with *need set when incomplete, or a
+ * negative code for a malformed reply. */
+long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need);
+
+#endif

@@ -1,0 +1,419 @@
+/* rdzv_cmds: the store's commands (TCPStore's and ddprun's own): which commands each connection
+ * state allows, the parse loop over a connection's input, and one handler per command. */
+#include "rdzv_server_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp_log.h"
+#include "rdzv_auth_int.h"
+
+/* ---- commands ---- */
+
+static int set_value(conn_t *c, const rdzv_slice_t *key, const void *v, size_t n) {
+    rdzv_server_t *s = c->s;
+    entry_t *e = rdzv__keys_get_or_add(s, key);
+    if (e == NULL || rdzv__entry_set(s, e, v, n) < 0) {
+        char kr[300];
+        if (e != NULL)
+            rdzv__keys_maybe_remove(s, e);
+        rdzv__conn_fail(c, &s->st.mem_refused,
+                        "store memory limit (%zu bytes) reached setting key '%s'", s->max_total_mem,
+                        rdzv__key_repr(key->p, key->n, kr, sizeof kr));
+        return -1;
+    }
+    rdzv__keys_wake(s, e);
+    return 0;
+}
+
+/* Parses a stored integer as std::stoll does (TCPStore's ADD): optional blanks and sign, at
+ * least one digit, trailing bytes ignored. Returns 0 or -1. */
+static int parse_stored_int(const uint8_t *p, size_t n, int64_t *out) {
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || (p[i] >= '\t' && p[i] <= '\r')))
+        i++;
+    int neg = 0;
+    if (i < n && (p[i] == '+' || p[i] == '-'))
+        neg = p[i++] == '-';
+    if (i >= n || p[i] < '0' || p[i] > '9')
+        return -1;
+    uint64_t v = 0;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX)
+        return -1;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+static void cmd_add(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    char kr[300];
+    int64_t cur = 0;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    if (e != NULL && e->present && parse_stored_int(e->val, e->vlen, &cur) < 0) {
+        rdzv__conn_fail(c, NULL, "ADD on key '%s' whose value is not an integer",
+                        rdzv__key_repr(r->key.p, r->key.n, kr, sizeof kr));
+        return;
+    }
+    int64_t sum;
+    if (__builtin_add_overflow(cur, r->delta, &sum)) {
+        rdzv__conn_fail(c, NULL, "ADD overflows the value of key '%s'",
+                        rdzv__key_repr(r->key.p, r->key.n, kr, sizeof kr));
+        return;
+    }
+    char num[24];
+    int len = snprintf(num, sizeof num, "%lld", (long long)sum);
+    if (set_value(c, &r->key, num, (size_t)len) == 0)
+        rdzv__reply_i64(c, sum);
+}
+
+static void cmd_compare_set(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    if (e == NULL || !e->present) {
+        if (r->val.n == 0) {
+            if (set_value(c, &r->key, r->val2.p, r->val2.n) == 0)
+                rdzv__reply_blob(c, r->val2.p, r->val2.n);
+        } else {
+            /* TCPStore answers with the expected value when the key is absent. */
+            rdzv__reply_blob(c, r->val.p, r->val.n);
+        }
+        return;
+    }
+    if (e->vlen == r->val.n && (r->val.n == 0 || memcmp(e->val, r->val.p, r->val.n) == 0)) {
+        if (rdzv__entry_set(s, e, r->val2.p, r->val2.n) < 0) {
+            rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached",
+                            s->max_total_mem);
+            return;
+        }
+    }
+    rdzv__reply_blob(c, e->val, e->vlen);
+}
+
+static void cmd_append(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    char kr[300];
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    if (e == NULL || !e->present) {
+        set_value(c, &r->key, r->val.p, r->val.n);
+        return;
+    }
+    if (e->vlen + r->val.n > s->lim.max_value_len) {
+        rdzv__conn_fail(c, &s->st.bad_frames, "APPEND makes key '%s' longer than %zu bytes",
+                        rdzv__key_repr(r->key.p, r->key.n, kr, sizeof kr), s->lim.max_value_len);
+        return;
+    }
+    size_t need = e->vlen + r->val.n;
+    if (need > e->vcap) {
+        size_t cap = e->vcap * 2 > need ? e->vcap * 2 : need;
+        uint8_t *p = NULL;
+        if (!mem_allows(s, cap - e->vcap) || (p = realloc(e->val, cap)) == NULL) {
+            rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached",
+                            s->max_total_mem);
+            return;
+        }
+        mem_acct(s, e->vcap, cap);
+        e->val = p;
+        e->vcap = cap;
+    }
+    if (r->val.n > 0)
+        memcpy(e->val + e->vlen, r->val.p, r->val.n);
+    e->vlen = need;
+    rdzv__keys_wake(s, e);
+}
+
+static void cmd_wait(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    if (c->wait_kind != WAIT_NONE) {
+        rdzv__conn_fail(c, &s->st.bad_frames, "%s while a wait is already parked",
+                        rdzv__cmd_name(r->cmd));
+        return;
+    }
+    const uint8_t *cur = r->list.p;
+    for (uint64_t i = 0; i < r->nkeys; i++) {
+        rdzv_slice_t k;
+        rdzv__list_next(&cur, 0, &k, NULL);
+        entry_t *e = rdzv__keys_lookup(s, &k);
+        if (e != NULL && e->present)
+            continue;
+        if (c->wait_kind == WAIT_NONE) {
+            c->wait_kind = WAIT_KEYS;
+            s->st.waiting++;
+        }
+        if ((e = rdzv__keys_get_or_add(s, &k)) == NULL || rdzv__wait_add(c, e) < 0) {
+            if (e != NULL)
+                rdzv__keys_maybe_remove(s, e);
+            rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in WAIT",
+                            s->max_total_mem);
+            return;
+        }
+    }
+    if (c->wait_kind == WAIT_NONE)
+        rdzv__reply_u8(c, RDZV_WAIT_STOP_WAITING);
+}
+
+static void cmd_get_wait(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    if (e != NULL && e->present) {
+        if (rdzv__reply_u8(c, RDZV_GETW_FOUND) == 0)
+            rdzv__reply_blob(c, e->val, e->vlen);
+        return;
+    }
+    if (r->mode == RDZV_GETW_NOWAIT) {
+        rdzv__reply_u8(c, RDZV_GETW_ABSENT);
+        return;
+    }
+    if (c->wait_kind != WAIT_NONE) {
+        rdzv__conn_fail(c, &s->st.bad_frames, "GET_WAIT while a wait is already parked");
+        return;
+    }
+    c->wait_kind = WAIT_GET;
+    s->st.waiting++;
+    if ((e = rdzv__keys_get_or_add(s, &r->key)) == NULL || rdzv__wait_add(c, e) < 0) {
+        if (e != NULL)
+            rdzv__keys_maybe_remove(s, e);
+        rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in GET_WAIT",
+                        s->max_total_mem);
+    }
+}
+
+static void cmd_stats(conn_t *c) {
+    rdzv_server_t *s = c->s;
+    char text[640];
+    const rdzv_server_stats_t *t = &s->st;
+    int n = snprintf(text, sizeof text,
+                     "conns %llu\nconns_total %llu\nconns_refused %llu\nkeys %llu\n"
+                     "waiting %llu\nmem_used %llu\nrequests %llu\nbad_frames %llu\n"
+                     "auth_refused %llu\nidle_closed %llu\nslow_closed %llu\nmem_refused %llu\n",
+                     (unsigned long long)t->conns, (unsigned long long)t->conns_total,
+                     (unsigned long long)t->conns_refused, (unsigned long long)t->keys,
+                     (unsigned long long)t->waiting, (unsigned long long)t->mem_used,
+                     (unsigned long long)t->requests, (unsigned long long)t->bad_frames,
+                     (unsigned long long)t->auth_refused, (unsigned long long)t->idle_closed,
+                     (unsigned long long)t->slow_closed, (unsigned long long)t->mem_refused);
+    rdzv__reply_blob(c, text, n < 0 ? 0 : (size_t)n);
+}
+
+static void cmd_auth_hello(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    if (s->token_len == 0) {
+        rdzv__reply_u8(c, RDZV_AUTH_NOT_NEEDED);
+        return;
+    }
+    if (c->state != ST_AUTH || c->auth != NULL) {
+        rdzv__conn_fail(c, &s->st.auth_refused, "AUTH_HELLO out of sequence");
+        return;
+    }
+    c->auth = malloc(sizeof *c->auth);
+    if (c->auth == NULL || rdzv__random(c->auth->snonce, RDZV_AUTH_NONCE_LEN) < 0) {
+        rdzv__conn_fail(c, &s->st.mem_refused, "no memory or randomness for a challenge");
+        return;
+    }
+    memcpy(c->auth->cnonce, r->val.p, RDZV_AUTH_NONCE_LEN);
+    if (rdzv__reply_u8(c, RDZV_AUTH_CHALLENGE) == 0)
+        rdzv__reply_bytes(c, c->auth->snonce, RDZV_AUTH_NONCE_LEN);
+}
+
+static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    if (s->token_len == 0 || c->state != ST_AUTH || c->auth == NULL) {
+        rdzv__conn_fail(c, &s->st.auth_refused, "AUTH_PROOF out of sequence");
+        return;
+    }
+    uint8_t want[RDZV_AUTH_MAC_LEN], mine[RDZV_AUTH_MAC_LEN];
+    if (rdzv__auth_mac(s->token, s->token_len, RDZV_ROLE_CLIENT, c->auth->snonce, c->auth->cnonce,
+                       want) < 0 ||
+        rdzv__auth_mac(s->token, s->token_len, RDZV_ROLE_SERVER, c->auth->snonce, c->auth->cnonce,
+                       mine) < 0) {
+        rdzv__conn_fail(c, &s->st.auth_refused, "libcrypto failed to compute a MAC");
+        return;
+    }
+    free(c->auth);
+    c->auth = NULL;
+    if (!rdzv__auth_equal(want, r->val.p)) {
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "closing connection from %s: authentication refused (wrong token)", c->peer);
+        s->st.auth_refused++;
+        rdzv__reply_u8(c, RDZV_AUTH_REFUSED);
+        c->close_after_write = 1;
+        return;
+    }
+    c->state = ST_READY;
+    rdzv__conn_ready(c);
+    rdzv__slog(s, DDP_LOG_DEBUG, "authenticated %s", c->peer);
+    if (rdzv__reply_u8(c, RDZV_AUTH_OK) == 0)
+        rdzv__reply_bytes(c, mine, RDZV_AUTH_MAC_LEN);
+}
+
+static void cmd_validate(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    if (r->u32 != RDZV_VALIDATE_MAGIC) {
+        rdzv__conn_fail(c, &s->st.bad_frames, "bad VALIDATE magic 0x%08x", r->u32);
+        return;
+    }
+    c->state = s->token_len > 0 ? ST_AUTH : ST_READY;
+    if (c->state == ST_READY)
+        rdzv__conn_ready(c);
+}
+
+static void cmd_get(conn_t *c, const rdzv_req_t *r) {
+    entry_t *e = rdzv__keys_lookup(c->s, &r->key);
+    int present = e != NULL && e->present;
+    rdzv__reply_blob(c, present ? e->val : NULL, present ? e->vlen : 0);
+}
+
+static void cmd_check(conn_t *c, const rdzv_req_t *r) {
+    const uint8_t *cur = r->list.p;
+    int ready = 1;
+    for (uint64_t i = 0; i < r->nkeys && ready; i++) {
+        rdzv_slice_t k;
+        rdzv__list_next(&cur, 0, &k, NULL);
+        entry_t *e = rdzv__keys_lookup(c->s, &k);
+        ready = e != NULL && e->present;
+    }
+    rdzv__reply_u8(c, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
+}
+
+static void cmd_delete(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    int64_t deleted = e != NULL && e->present;
+    if (deleted) {
+        e->present = 0;
+        s->st.keys--;
+        mem_acct(s, e->vcap, 0);
+        free(e->val);
+        e->val = NULL;
+        e->vlen = e->vcap = 0;
+        rdzv__keys_maybe_remove(s, e);
+    }
+    rdzv__reply_i64(c, deleted);
+}
+
+static void cmd_multi_get(conn_t *c, const rdzv_req_t *r) {
+    const uint8_t *cur = r->list.p;
+    for (uint64_t i = 0; i < r->nkeys; i++) {
+        rdzv_slice_t k;
+        rdzv__list_next(&cur, 0, &k, NULL);
+        entry_t *e = rdzv__keys_lookup(c->s, &k);
+        int present = e != NULL && e->present;
+        if (rdzv__reply_blob(c, present ? e->val : NULL, present ? e->vlen : 0) < 0)
+            return;
+    }
+}
+
+static void cmd_multi_set(conn_t *c, const rdzv_req_t *r) {
+    const uint8_t *cur = r->list.p;
+    for (uint64_t i = 0; i < r->nkeys; i++) {
+        rdzv_slice_t k, v;
+        rdzv__list_next(&cur, 1, &k, &v);
+        if (set_value(c, &k, v.p, v.n) < 0)
+            return;
+    }
+}
+
+/* Runs one request. The connection may be closing afterwards. */
+static void dispatch(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    s->st.requests++;
+    switch (r->cmd) {
+    case RDZV_CMD_VALIDATE: cmd_validate(c, r); return;
+    case RDZV_CMD_AUTH_HELLO: cmd_auth_hello(c, r); return;
+    case RDZV_CMD_AUTH_PROOF: cmd_auth_proof(c, r); return;
+    case RDZV_CMD_PING: rdzv__reply_u32(c, r->u32); return;
+    case RDZV_CMD_SET: set_value(c, &r->key, r->val.p, r->val.n); return;
+    case RDZV_CMD_COMPARE_SET: cmd_compare_set(c, r); return;
+    case RDZV_CMD_GET: cmd_get(c, r); return;
+    case RDZV_CMD_ADD: cmd_add(c, r); return;
+    case RDZV_CMD_CHECK: cmd_check(c, r); return;
+    case RDZV_CMD_WAIT: cmd_wait(c, r); return;
+    case RDZV_CMD_GETNUMKEYS: rdzv__reply_i64(c, (int64_t)s->st.keys); return;
+    case RDZV_CMD_DELETE_KEY: cmd_delete(c, r); return;
+    case RDZV_CMD_APPEND: cmd_append(c, r); return;
+    case RDZV_CMD_MULTI_GET: cmd_multi_get(c, r); return;
+    case RDZV_CMD_MULTI_SET: cmd_multi_set(c, r); return;
+    case RDZV_CMD_CANCEL_WAIT:
+        rdzv__wait_clear(c);
+        rdzv__reply_u8(c, RDZV_WAIT_CANCELED);
+        return;
+    case RDZV_CMD_GET_WAIT: cmd_get_wait(c, r); return;
+    case RDZV_CMD_STATS: cmd_stats(c); return;
+    default: rdzv__conn_fail(c, &s->st.bad_frames, "unknown command 0x%02x", r->cmd); return;
+    }
+}
+
+/* Checks that cmd is allowed in c's state, before its frame is even buffered. */
+static int state_allows(conn_t *c, uint8_t cmd) {
+    if (c->state == ST_READY) {
+        if (cmd == RDZV_CMD_VALIDATE || cmd == RDZV_CMD_AUTH_PROOF) {
+            rdzv__conn_fail(c, &c->s->st.bad_frames, "%s after the handshake", rdzv__cmd_name(cmd));
+            return 0;
+        }
+        return 1;
+    }
+    if (c->state == ST_NEW) {
+        if (cmd == RDZV_CMD_VALIDATE)
+            return 1;
+        rdzv__conn_fail(c, &c->s->st.bad_frames, "first command is %s (0x%02x), not VALIDATE",
+                        rdzv__cmd_name(cmd), cmd);
+        return 0;
+    }
+    if (cmd == RDZV_CMD_AUTH_HELLO || cmd == RDZV_CMD_AUTH_PROOF)
+        return 1;
+    rdzv__conn_fail(c, &c->s->st.auth_refused, "%s before authentication", rdzv__cmd_name(cmd));
+    return 0;
+}
+
+/* Parses and runs every whole frame in buf. Returns the bytes consumed. */
+size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
+    rdzv_server_t *s = c->s;
+    size_t off = 0;
+    c->need = 0;
+    while (off < len && !c->closing && !c->close_after_write) {
+        if (!state_allows(c, buf[off]))
+            break;
+        size_t need = 0;
+        ddp_err_t err;
+        ddp_err_clear(&err);
+        if (buf[off] >= RDZV_CMD_RDZV_JOIN && buf[off] <= RDZV_CMD_RDZV_STATUS) {
+            rdzv_round_req_t rreq;
+            long rn = rdzv_round_req_parse(buf + off, len - off, &rreq, &need, &err);
+            if (rn < 0) {
+                rdzv__round_refuse(c, buf[off], (int)rn, &err);
+                break;
+            }
+            if (rn == 0) {
+                c->need = need;
+                break;
+            }
+            rdzv__round_dispatch(c, &rreq);
+            off += (size_t)rn;
+            continue;
+        }
+        rdzv_req_t req;
+        long n = rdzv__frame_parse(buf + off, len - off, &s->lim, &req, &need, &err);
+        if (n < 0) {
+            const char *name = rdzv__cmd_name(buf[off]);
+            if (strcmp(name, "UNKNOWN") == 0)
+                rdzv__conn_fail(c, &s->st.bad_frames, "malformed frame: %s", err.text);
+            else
+                rdzv__conn_fail(c, &s->st.bad_frames, "malformed %s frame: %s (byte %ld)", name,
+                                err.text, err.offset);
+            break;
+        }
+        if (n == 0) {
+            c->need = need;
+            break;
+        }
+        dispatch(c, &req);
+        off += (size_t)n;
+    }
+    return off;
+}

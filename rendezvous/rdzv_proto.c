@@ -1,0 +1,337 @@
+/* rdzv_proto: the codec of the rendezvous commands 0x50-0x53 (rdzv_proto.h,
+ * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
+ * reply parser for its clients. */
+#include "rdzv_proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "rdzv_frame_int.h"
+
+/* A read position over buffered bytes (the store's parser works the same way). */
+typedef struct cur {
+    const uint8_t *buf;
+    size_t len, off, need;
+    ddp_err_t *err;
+    int bad; /* error code for malformed input: DDP_EFRAME (requests) or DDP_EPROTO (replies) */
+} cur_t;
+
+/* Returns 1 when n more bytes are buffered, else 0 with need set. */
+static int cur_want(cur_t *c, size_t n) {
+    if (c->len - c->off < n) {
+        c->need = c->off + n;
+        return 0;
+    }
+    return 1;
+}
+
+static int cur_u8(cur_t *c, uint8_t *v) {
+    if (!cur_want(c, 1))
+        return 0;
+    *v = c->buf[c->off++];
+    return 1;
+}
+
+static int cur_i64(cur_t *c, int64_t *v) {
+    if (!cur_want(c, 8))
+        return 0;
+    *v = (int64_t)rdzv__get_u64(c->buf + c->off);
+    c->off += 8;
+    return 1;
+}
+
+/* Records the offset of a bad field; the caller sets the message (first error wins). */
+static void cur_mark(cur_t *c, size_t at) {
+    if (c->err != NULL && c->err->code == 0)
+        c->err->offset = (long)at;
+}
+
+/* What cur_str accepts: any bytes; a non-empty string with no NUL; a non-empty string of
+ * printable ASCII (names that end up in log lines and terminals: run ids, hosts). */
+enum { STR_ANY = 0, STR_TEXT = 1, STR_NAME = 2 };
+
+/* Returns the offset of the first byte of p[0..n) that is not printable ASCII, or n. */
+static size_t unprintable_at(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n && p[i] >= 0x20 && p[i] <= 0x7e)
+        i++;
+    return i;
+}
+
+/* Reads a blob of 0..max bytes: into dst (NUL-terminated, cap > max) when dst is not NULL, else
+ * appended to buf, checked as text says (STR_*). Returns 1, 0 or error. */
+static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, const char *what) {
+    size_t at = c->off;
+    if (!cur_want(c, 8))
+        return 0;
+    uint64_t n = rdzv__get_u64(c->buf + c->off);
+    if (n > max) {
+        cur_mark(c, at);
+        return ddp_err_set(c->err, DDP_ETOOBIG, "%s longer than %zu bytes", what, max);
+    }
+    if (!cur_want(c, 8 + (size_t)n))
+        return 0;
+    const uint8_t *p = c->buf + c->off + 8;
+    if (text != STR_ANY && (n == 0 || memchr(p, '\0', (size_t)n) != NULL)) {
+        cur_mark(c, at);
+        return ddp_err_set(c->err, c->bad, "%s is empty or holds a NUL byte", what);
+    }
+    size_t bad = text == STR_NAME ? unprintable_at(p, (size_t)n) : (size_t)n;
+    if (bad < n) {
+        cur_mark(c, at);
+        return ddp_err_set(c->err, c->bad,
+                           "%s holds byte 0x%02x at position %zu: only printable ASCII is allowed",
+                           what, p[bad], bad);
+    }
+    if (dst != NULL) {
+        memcpy(dst, p, (size_t)n);
+        dst[n] = '\0';
+    } else if (buf != NULL) {
+        ddp_buf_reset(buf);
+        if (ddp_buf_reserve(buf, (size_t)n + 1) < 0)
+            return -ENOMEM;
+        memcpy(buf->data, p, (size_t)n);
+        buf->len = (size_t)n;
+        buf->data[n] = '\0';
+    }
+    c->off += 8 + (size_t)n;
+    return 1;
+}
+
+/* Runs the reads of one frame: each step returns 1 to go on, 0 (incomplete) or an error. */
+#define STEP(x)                                                                                    \
+    do {                                                                                           \
+        int step_rc_ = (x);                                                                        \
+        if (step_rc_ <= 0)                                                                         \
+            return step_rc_;                                                                       \
+    } while (0)
+
+static long req_fields(cur_t *c, rdzv_round_req_t *q) {
+    rdzv_join_req_t *j = &q->join;
+    STEP(cur_str(c, j->run_id, NULL, RDZV_RUN_ID_MAX, STR_NAME, "run id"));
+    switch (q->cmd) {
+    case RDZV_CMD_RDZV_JOIN:
+        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
+        STEP(cur_i64(c, &j->want_node_rank));
+        STEP(cur_i64(c, &j->nproc));
+        STEP(cur_i64(c, &j->master_port));
+        STEP(cur_i64(c, &j->cfg.min_nodes));
+        STEP(cur_i64(c, &j->cfg.max_nodes));
+        STEP(cur_i64(c, &j->cfg.last_call_timeout_ms));
+        STEP(cur_i64(c, &j->cfg.join_timeout_ms));
+        STEP(cur_i64(c, &j->cfg.keep_alive_interval_ms));
+        STEP(cur_i64(c, &j->cfg.keep_alive_max_attempt));
+        STEP(cur_i64(c, &j->cfg.max_restarts));
+        break;
+    case RDZV_CMD_RDZV_FAIL:
+        STEP(cur_i64(c, &q->round));
+        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "failure text"));
+        break;
+    default: break; /* HEARTBEAT, STATUS: the run id only */
+    }
+    return (long)c->off;
+}
+
+long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
+                          ddp_err_t *err) {
+    cur_t c = {buf, len, 0, 0, err, DDP_EFRAME};
+    memset(req, 0, sizeof *req);
+    uint8_t cmd;
+    if (!cur_u8(&c, &cmd)) {
+        *need = 1;
+        return 0;
+    }
+    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_STATUS) {
+        if (err != NULL && err->code == 0)
+            err->offset = 0;
+        return ddp_err_set(err, DDP_EFRAME, "unknown rendezvous command 0x%02x", cmd);
+    }
+    req->cmd = cmd;
+    long rc = req_fields(&c, req);
+    if (rc == 0)
+        *need = c.need;
+    return rc;
+}
+
+/* Appends a NUL-free, non-empty string of at most max bytes as a blob. */
+static int put_str(ddp_buf_t *b, const char *s, size_t max) {
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n == 0 || n > max)
+        return -EINVAL;
+    return rdzv__put_blob(b, s, n);
+}
+
+/* Encoders undo a partial frame on failure, so b never holds half a request. */
+#define PUT(x)                                                                                     \
+    do {                                                                                           \
+        int put_rc_ = (x);                                                                         \
+        if (put_rc_ < 0) {                                                                         \
+            b->len = start;                                                                        \
+            return put_rc_;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(put_str(b, q->run_id, RDZV_RUN_ID_MAX));
+    PUT(put_str(b, q->host, RDZV_HOST_MAX));
+    const int64_t v[] = {q->want_node_rank,
+                         q->nproc,
+                         q->master_port,
+                         q->cfg.min_nodes,
+                         q->cfg.max_nodes,
+                         q->cfg.last_call_timeout_ms,
+                         q->cfg.join_timeout_ms,
+                         q->cfg.keep_alive_interval_ms,
+                         q->cfg.keep_alive_max_attempt,
+                         q->cfg.max_restarts};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        PUT(rdzv__put_i64(b, v[i]));
+    return 0;
+}
+
+static int run_only_encode(ddp_buf_t *b, uint8_t cmd, const char *run_id) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, cmd));
+    PUT(put_str(b, run_id, RDZV_RUN_ID_MAX));
+    return 0;
+}
+
+int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id) {
+    return run_only_encode(b, RDZV_CMD_RDZV_HEARTBEAT, run_id);
+}
+
+int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id) {
+    return run_only_encode(b, RDZV_CMD_RDZV_STATUS, run_id);
+}
+
+int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what) {
+    size_t start = b->len;
+    size_t n = what != NULL ? strlen(what) : 0;
+    if (n > RDZV_WHAT_MAX)
+        n = RDZV_WHAT_MAX;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_FAIL, run_id));
+    PUT(rdzv__put_i64(b, round));
+    PUT(rdzv__put_blob(b, what != NULL ? what : "", n));
+    return 0;
+}
+
+int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, 0));
+    PUT(rdzv__put_i64(b, res->round));
+    PUT(rdzv__put_i64(b, res->group_rank));
+    PUT(rdzv__put_i64(b, res->group_world_size));
+    PUT(rdzv__put_i64(b, res->rank_base));
+    PUT(rdzv__put_i64(b, res->world_size));
+    PUT(rdzv__put_blob(b, res->master_addr, strnlen(res->master_addr, RDZV_HOST_MAX)));
+    PUT(rdzv__put_i64(b, res->master_port));
+    PUT(rdzv__put_i64(b, res->restarts_used));
+    return 0;
+}
+
+int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, 1));
+    PUT(rdzv__put_i64(b, code));
+    PUT(rdzv__put_blob(b, text != NULL ? text : "",
+                       text != NULL ? strnlen(text, RDZV_REPLY_TEXT_MAX) : 0));
+    return 0;
+}
+
+int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_HEARTBEAT));
+    PUT(rdzv__put_u8(b, ok ? 0 : 1));
+    PUT(rdzv__put_i64(b, round));
+    PUT(rdzv__put_i64(b, state));
+    return 0;
+}
+
+int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_FAIL));
+    PUT(rdzv__put_u8(b, rep->status));
+    PUT(rdzv__put_i64(b, rep->round));
+    PUT(rdzv__put_i64(b, rep->restarts_used));
+    PUT(rdzv__put_i64(b, rep->max_restarts));
+    return 0;
+}
+
+int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_STATUS));
+    PUT(rdzv__put_u8(b, ok ? 0 : 1));
+    PUT(rdzv__put_blob(b, text, n));
+    return 0;
+}
+
+static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
+    STEP(cur_u8(c, &p->status));
+    switch (p->cmd) {
+    case RDZV_CMD_RDZV_JOIN:
+        if (p->status == 0) {
+            rdzv_join_result_t *j = &p->join;
+            STEP(cur_i64(c, &j->round));
+            STEP(cur_i64(c, &j->group_rank));
+            STEP(cur_i64(c, &j->group_world_size));
+            STEP(cur_i64(c, &j->rank_base));
+            STEP(cur_i64(c, &j->world_size));
+            STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, STR_TEXT, "master_addr"));
+            STEP(cur_i64(c, &j->master_port));
+            STEP(cur_i64(c, &j->restarts_used));
+        } else if (p->status == 1) {
+            STEP(cur_i64(c, &p->code));
+            STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));
+        } else {
+            return ddp_err_set(c->err, DDP_EPROTO, "JOIN reply status %u unknown", p->status);
+        }
+        break;
+    case RDZV_CMD_RDZV_HEARTBEAT:
+        STEP(cur_i64(c, &p->round));
+        STEP(cur_i64(c, &p->state));
+        break;
+    case RDZV_CMD_RDZV_FAIL:
+        if (p->status > RDZV_FAIL_RUN_FAILED)
+            return ddp_err_set(c->err, DDP_EPROTO, "FAIL reply status %u unknown", p->status);
+        p->fail.status = p->status;
+        STEP(cur_i64(c, &p->fail.round));
+        STEP(cur_i64(c, &p->fail.restarts_used));
+        STEP(cur_i64(c, &p->fail.max_restarts));
+        break;
+    default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, STR_ANY, "status")); break;
+    }
+    return (long)c->off;
+}
+
+long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *rep, size_t *need,
+                            ddp_err_t *err) {
+    cur_t c = {buf, len, 0, 0, err, DDP_EPROTO};
+    ddp_buf_t text = rep->text;
+    memset(rep, 0, sizeof *rep);
+    rep->text = text;
+    ddp_buf_reset(&rep->text);
+    if (!cur_u8(&c, &rep->cmd)) {
+        *need = 1;
+        return 0;
+    }
+    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_STATUS)
+        return ddp_err_set(err, DDP_EPROTO, "unexpected reply 0x%02x to a rendezvous command",
+                           rep->cmd);
+    long rc = reply_fields(&c, rep);
+    if (rc == 0)
+        *need = c.need;
+    return rc;
+}
+
+long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need) {
+    (void)arg;
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    long n = rdzv_round_reply_parse(buf, len, &rep, need, NULL);
+    ddp_buf_free(&rep.text);
+    return n;
+}

@@ -1,0 +1,230 @@
+/* rdzv_server_int: what the files of the store share (internal to rendezvous/): the server, its
+ * connections, the key table's entries and parked waiters, the memory account, and the functions
+ * that cross files.
+ *
+ *   rdzv_server.c        lifecycle: options, listening socket, accept, handshake deadline, close
+ *   rdzv_conn.c          one connection's I/O: accept, read, write, close, replies, limits
+ *   rdzv_cmds.c          the store commands: frame parsing per connection state, dispatch
+ *   rdzv_keys.c          the key table and the waits parked on its keys
+ *   rdzv_server_round.c  the glue to the rendezvous state machines (rdzv_round.c)
+ *
+ * Connection states: NEW (must send VALIDATE) -> AUTH (server has a token: only AUTH_HELLO and
+ * AUTH_PROOF) -> READY. */
+#ifndef RDZV_SERVER_INT_H
+#define RDZV_SERVER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "ddp_buf.h"
+#include "rdzv_frame_int.h"
+#include "rdzv_limits.h"
+#include "rdzv_proto.h"
+#include "rdzv_round_int.h"
+#include "rdzv_server.h"
+
+enum { ST_NEW = 0, ST_AUTH = 1, ST_READY = 2 };
+enum { WAIT_NONE = 0, WAIT_KEYS = 1, WAIT_GET = 2 };
+
+typedef struct entry entry_t;
+typedef struct conn conn_t;
+typedef struct waiter waiter_t;
+
+/* One key: present (it has a value) or absent with parked waiters. */
+struct entry {
+    entry_t *next; /* hash chain */
+    uint64_t hash;
+    waiter_t *waiters; /* doubly linked through e_prev/e_next */
+    uint8_t *val;
+    size_t vlen, vcap;
+    uint32_t klen;
+    uint8_t present;
+    uint8_t key[];
+};
+
+/* One key a parked connection still waits for. */
+struct waiter {
+    conn_t *c;
+    entry_t *e; /* NULL once fired */
+    waiter_t *e_prev, *e_next;
+    waiter_t *c_next;
+};
+
+/* Handshake state, allocated only between AUTH_HELLO and AUTH_PROOF. */
+typedef struct auth_state {
+    uint8_t snonce[RDZV_AUTH_NONCE_LEN];
+    uint8_t cnonce[RDZV_AUTH_NONCE_LEN];
+} auth_state_t;
+
+struct conn {
+    uv_tcp_t tcp; /* tcp.data = this; the conn is freed in its close callback */
+    uv_write_t wreq;
+    rdzv_server_t *s;
+    conn_t *prev, *next;       /* all open connections */
+    conn_t *hs_prev, *hs_next; /* handshake list, oldest first */
+    uint64_t accepted_ms;
+    ddp_buf_t in;   /* tail of an incomplete frame */
+    ddp_buf_t out;  /* replies not yet handed to the kernel */
+    ddp_buf_t wbuf; /* the buffer uv_write is sending from */
+    size_t woff, wchunk;
+    size_t need; /* in.len must reach this before parsing again */
+    uint8_t state, closing, writing, close_after_write, in_hs, wait_kind;
+    size_t wait_left;
+    waiter_t *waiters;
+    auth_state_t *auth;
+    uint64_t id; /* the member id the rendezvous knows this connection by */
+    char peer[64];
+};
+
+struct rdzv_server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    uv_timer_t timer;
+    int live_handles;
+    int closing;
+    void (*close_cb)(void *);
+    void *close_arg;
+    rdzv_frame_limits_t lim;
+    size_t max_conns, max_out_buf, max_total_mem;
+    uint64_t auth_idle_ms;
+    uint8_t token[RDZV_TOKEN_MAX_LEN];
+    size_t token_len;
+    entry_t **buckets;
+    size_t nbuckets, nentries;
+    uint64_t seed;
+    conn_t *conns;
+    conn_t *hs_head, *hs_tail;
+    rdzv_server_stats_t st;
+    rdzv_log_fn log_fn;
+    void *log_arg;
+    int log_level;
+    char addr[80];
+    uint16_t port;
+    uint64_t last_accept_warn_ms;
+    /* Multi-node rendezvous (rdzv_round.c): the runs, the actions their events produce, and one
+     * timer armed at their earliest deadline. */
+    rdzv_runs_t *runs;
+    rdzv_actions_t acts;
+    uv_timer_t rtimer;
+    int rtimer_live;
+    uint64_t next_conn_id;
+    uint8_t rbuf[RDZV_READ_CHUNK];
+};
+
+/* ---- the memory account (max_total_mem) ---- */
+
+/* Moves the account from before to after bytes (either may be 0). */
+static inline void mem_acct(rdzv_server_t *s, size_t before, size_t after) {
+    s->st.mem_used += after;
+    s->st.mem_used -= before;
+}
+
+/* 1 when more bytes fit under max_total_mem. */
+static inline int mem_allows(rdzv_server_t *s, size_t more) {
+    return more <= s->max_total_mem && s->st.mem_used <= s->max_total_mem - more;
+}
+
+/* Frees a drained buffer when it holds more than RDZV_IDLE_BUF_KEEP bytes. */
+static inline void buf_trim(rdzv_server_t *s, ddp_buf_t *b) {
+    if (b->len == 0 && b->cap > RDZV_IDLE_BUF_KEEP) {
+        mem_acct(s, b->cap, 0);
+        ddp_buf_free(b);
+    }
+}
+
+/* Frees a buffer and takes it off the account. */
+static inline void buf_release(rdzv_server_t *s, ddp_buf_t *b) {
+    mem_acct(s, b->cap, 0);
+    ddp_buf_free(b);
+}
+
+/* ---- rdzv_server.c ---- */
+
+/* Sends one event line to the server's log sink (when set and level is enabled). */
+__attribute__((format(printf, 3, 4))) void rdzv__slog(rdzv_server_t *s, int level, const char *fmt,
+                                                      ...);
+
+/* Writes sa as "IP:PORT" or "[IP]:PORT" into out (cap bytes) and its port into *port. */
+void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port);
+
+/* Frees the server once it is closing and its last handle is closed (conn close callbacks). */
+void rdzv__server_maybe_free(rdzv_server_t *s);
+
+/* ---- rdzv_conn.c ---- */
+
+/* Accepts one pending connection on the listener ls: a new conn in NEW state, reading, on the
+ * handshake list; refused (closed at once, counted) past max_conns. */
+void rdzv__conn_accept(rdzv_server_t *s, uv_stream_t *ls);
+
+/* Closes c (idempotent): drops its wait, unlinks it, tells the rendezvous it left. The memory
+ * goes in the close callback, so c stays readable until the next loop turn. */
+void rdzv__conn_close(conn_t *c);
+
+/* Closes c with one warning line naming the peer; counter is the stat to bump (may be NULL). */
+__attribute__((format(printf, 3, 4))) void rdzv__conn_fail(conn_t *c, uint64_t *counter,
+                                                           const char *fmt, ...);
+
+/* Hands queued replies to the kernel. */
+void rdzv__conn_flush(conn_t *c);
+
+/* c finished its handshake (VALIDATE, and authentication when the server has a token): it leaves
+ * the handshake list and its deadline. */
+void rdzv__conn_ready(conn_t *c);
+
+/* Reply helpers: append to c->out and keep the memory account; on allocation failure or past the
+ * output cap the connection is cut off. They return 0 or -1 (connection closing). */
+int rdzv__reply_u8(conn_t *c, uint8_t v);
+int rdzv__reply_u32(conn_t *c, uint32_t v);
+int rdzv__reply_i64(conn_t *c, int64_t v);
+int rdzv__reply_blob(conn_t *c, const void *p, size_t n);
+int rdzv__reply_bytes(conn_t *c, const uint8_t *p, size_t n);
+
+/* ---- rdzv_cmds.c ---- */
+
+/* Parses and runs every whole frame in buf[0..len) for c. Returns the bytes consumed; c->need is
+ * set when an incomplete frame remains. c may be closing afterwards. */
+size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len);
+
+/* ---- rdzv_keys.c ---- */
+
+/* Finds key k or adds it absent. Returns NULL when memory is short. */
+entry_t *rdzv__keys_get_or_add(rdzv_server_t *s, const rdzv_slice_t *k);
+
+/* Finds key k, present or not; NULL when unknown. */
+entry_t *rdzv__keys_lookup(rdzv_server_t *s, const rdzv_slice_t *k);
+
+/* Removes e when it has neither a value nor waiters. */
+void rdzv__keys_maybe_remove(rdzv_server_t *s, entry_t *e);
+
+/* Frees every entry and the bucket array (server teardown; no waiter may remain). */
+void rdzv__keys_free(rdzv_server_t *s);
+
+/* Replaces e's value. Returns 0 or -ENOMEM (memory limit or malloc). */
+int rdzv__entry_set(rdzv_server_t *s, entry_t *e, const void *v, size_t n);
+
+/* e just got a value: answers the waits parked on it. */
+void rdzv__keys_wake(rdzv_server_t *s, entry_t *e);
+
+/* Parks c on absent key e. Returns 0 or -ENOMEM. */
+int rdzv__wait_add(conn_t *c, entry_t *e);
+
+/* Drops c's parked wait: unlinks every unfired waiter and frees them all. */
+void rdzv__wait_clear(conn_t *c);
+
+/* ---- rdzv_server_round.c ---- */
+
+/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS) from c. */
+void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r);
+
+/* Refuses c's malformed rendezvous frame cmd (parse error code, err naming the field): answers
+ * JOIN and STATUS with an error reply that names it, logs one warning naming the peer, and
+ * closes c once the reply is written. */
+void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err);
+
+/* Carries out the actions the rendezvous produced, then re-arms its timer. */
+void rdzv__rounds_after(rdzv_server_t *s);
+
+#endif

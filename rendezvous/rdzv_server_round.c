@@ -1,0 +1,239 @@
+/* rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
+ * commands 0x50-0x53 through the state machines of rdzv_round.c and carries out the actions they
+ * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
+#include "rdzv_server_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp_log.h"
+
+/* ---- multi-node rendezvous (docs/protocol-rdzv.md) ---- */
+
+static conn_t *conn_by_id(rdzv_server_t *s, uint64_t id) {
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* The connections by id for one batch of actions. A round closing answers every member, and a
+ * list walk per answer makes that O(members x connections): 60 ms at 4k nodes, growing with the
+ * square to ~15 s of stalled loop at 64k, past the default keep-alive window. The list is
+ * in descending id order (accepted connections go to its head, ids only grow), so one walk fills
+ * a sorted array. Entries stay valid for the batch: a connection closed meanwhile is marked
+ * closing and freed only in its close callback, on a later loop turn. */
+typedef struct conn_index {
+    conn_t **v; /* owned; NULL: look up by walking the list */
+    size_t n;
+} conn_index_t;
+
+static void conn_index_build(rdzv_server_t *s, size_t nacts, conn_index_t *ix) {
+    ix->v = NULL;
+    ix->n = 0;
+    if (nacts < 16 || s->st.conns == 0 || (ix->v = malloc(s->st.conns * sizeof *ix->v)) == NULL)
+        return;
+    for (conn_t *c = s->conns; c != NULL && ix->n < s->st.conns; c = c->next)
+        ix->v[ix->n++] = c;
+}
+
+static conn_t *conn_index_find(rdzv_server_t *s, const conn_index_t *ix, uint64_t id) {
+    if (ix->v == NULL)
+        return conn_by_id(s, id);
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->v[mid]->id == id)
+            return ix->v[mid];
+        if (ix->v[mid]->id > id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Sends an encoded reply b to c (if it is still open) and frees b's contents. */
+static void reply_buf(conn_t *c, ddp_buf_t *b) {
+    if (c != NULL && !c->closing) {
+        rdzv__reply_bytes(c, b->data, b->len);
+        rdzv__conn_flush(c);
+    }
+    ddp_buf_free(b);
+}
+
+/* SETs key to val for the server itself (no requesting connection) and wakes its waiters. */
+static void set_internal(rdzv_server_t *s, const char *key, const char *val) {
+    rdzv_slice_t k = {(const uint8_t *)key, strlen(key)};
+    entry_t *e = rdzv__keys_get_or_add(s, &k);
+    if (e == NULL || rdzv__entry_set(s, e, val, strlen(val)) < 0) {
+        if (e != NULL)
+            rdzv__keys_maybe_remove(s, e);
+        rdzv__slog(s, DDP_LOG_ERROR, "store memory limit reached setting '%s'", key);
+        return;
+    }
+    rdzv__keys_wake(s, e);
+}
+
+static void on_rtimer(uv_timer_t *t);
+
+/* Carries out the actions the rendezvous produced, then re-arms its timer. The list is taken
+ * first: closing a connection below appends to s->acts again. */
+void rdzv__rounds_after(rdzv_server_t *s) {
+    while (s->acts.n > 0) {
+        rdzv_actions_t todo = s->acts;
+        s->acts = (rdzv_actions_t)RDZV_ACTIONS_INIT;
+        conn_index_t ix;
+        conn_index_build(s, todo.n, &ix);
+        for (size_t i = 0; i < todo.n; i++) {
+            const rdzv_action_t *a = &todo.v[i];
+            ddp_buf_t b = DDP_BUF_INIT;
+            switch (a->kind) {
+            case RDZV_ACT_REPLY_OK:
+                if (rdzv_join_reply_encode_ok(&b, &a->res) == 0)
+                    reply_buf(conn_index_find(s, &ix, a->member), &b);
+                break;
+            case RDZV_ACT_REPLY_ERR:
+                if (rdzv_join_reply_encode_err(&b, a->code, a->text) == 0)
+                    reply_buf(conn_index_find(s, &ix, a->member), &b);
+                break;
+            case RDZV_ACT_END_ROUND: {
+                char key[RDZV_RUN_ID_MAX + 64];
+                snprintf(key, sizeof key, "__rdzv/%s/end/%lld", a->run_id, (long long)a->round);
+                /* The text already reads "rendezvous 'R' round N ended: why". */
+                rdzv__slog(s, DDP_LOG_INFO, "%s", a->text);
+                /* The value says why, for the agents that were waiting on it. */
+                set_internal(s, key, a->text[0] ? a->text : "ended");
+                break;
+            }
+            case RDZV_ACT_CLOSE: {
+                conn_t *c = conn_index_find(s, &ix, a->member);
+                rdzv__slog(s, DDP_LOG_WARN, "%s: %s", c ? c->peer : "member", a->text);
+                if (c != NULL)
+                    rdzv__conn_close(c);
+                break;
+            }
+            default: break;
+            }
+            ddp_buf_free(&b);
+        }
+        free(ix.v);
+        rdzv_actions_close(&todo);
+    }
+    if (!s->rtimer_live)
+        return;
+    uint64_t next = rdzv_runs_next_deadline(s->runs), now = uv_now(s->loop);
+    int rc = next == UINT64_MAX
+                 ? uv_timer_stop(&s->rtimer)
+                 : uv_timer_start(&s->rtimer, on_rtimer, next > now ? next - now : 0, 0);
+    /* Neither fails on an initialised timer; were it to, deadlines would go unnoticed, so say so.
+     */
+    if (rc < 0)
+        rdzv__slog(s, DDP_LOG_ERROR, "unable to arm the rendezvous timer: %s", uv_strerror(rc));
+}
+
+static void on_rtimer(uv_timer_t *t) {
+    rdzv_server_t *s = t->data;
+    rdzv_runs_tick(s->runs, uv_now(s->loop), &s->acts);
+    rdzv__rounds_after(s);
+}
+
+/* The registry and its timer, made on the first rendezvous command (a plain store never pays). */
+static int rounds_ready(rdzv_server_t *s) {
+    if (s->runs != NULL)
+        return 0;
+    s->runs = rdzv_runs_new(NULL);
+    if (s->runs == NULL || uv_timer_init(s->loop, &s->rtimer) < 0) {
+        rdzv_runs_free(s->runs);
+        s->runs = NULL;
+        return -ENOMEM;
+    }
+    s->rtimer.data = s;
+    s->rtimer_live = 1;
+    s->live_handles++;
+    return 0;
+}
+
+/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS). */
+void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
+    rdzv_server_t *s = c->s;
+    s->st.requests++;
+    if (rounds_ready(s) < 0) {
+        rdzv__conn_fail(c, &s->st.mem_refused, "out of memory for the rendezvous");
+        return;
+    }
+    uint64_t now = uv_now(s->loop);
+    ddp_buf_t b = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    switch (r->cmd) {
+    case RDZV_CMD_RDZV_JOIN: {
+        int rc = rdzv_runs_join(s->runs, c->id, &r->join, now, &s->acts, &err);
+        if (rc < 0) {
+            rdzv__slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", c->peer,
+                       r->join.run_id, err.text);
+            if (rdzv_join_reply_encode_err(&b, rc, err.text) == 0)
+                reply_buf(c, &b);
+        } else {
+            rdzv__slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", c->peer, r->join.host,
+                       r->join.run_id);
+        }
+        break;
+    }
+    case RDZV_CMD_RDZV_HEARTBEAT: {
+        int64_t round = 0; /* docs/protocol-rdzv.md: both 0 for a non-member */
+        int state = 0;
+        int rc = rdzv_runs_heartbeat(s->runs, r->join.run_id, c->id, now, &round, &state);
+        if (rdzv_heartbeat_reply_encode(&b, rc == 0, round, state) == 0)
+            reply_buf(c, &b);
+        break;
+    }
+    case RDZV_CMD_RDZV_FAIL: {
+        rdzv_fail_reply_t rep;
+        rdzv_runs_fail(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, &rep);
+        if (rdzv_fail_reply_encode(&b, &rep) == 0)
+            reply_buf(c, &b);
+        break;
+    }
+    case RDZV_CMD_RDZV_STATUS: {
+        ddp_buf_t json = DDP_BUF_INIT;
+        int rc = rdzv_runs_status_json(s->runs, r->join.run_id, now, &json, &err);
+        const char *text = rc == 0 ? (const char *)json.data : err.text;
+        size_t n = rc == 0 ? json.len : strlen(err.text);
+        if (rdzv_status_reply_encode(&b, rc == 0, text, n) == 0)
+            reply_buf(c, &b);
+        ddp_buf_free(&json);
+        break;
+    }
+    default: break;
+    }
+    ddp_buf_free(&b);
+    rdzv__rounds_after(s);
+}
+
+void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
+    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS"};
+    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_STATUS
+                           ? names[cmd - RDZV_CMD_RDZV_JOIN]
+                           : "rendezvous";
+    char text[RDZV_ROUND_TEXT_MAX];
+    snprintf(text, sizeof text, "malformed %s: %s (byte %ld)", name, err->text, err->offset);
+    /* JOIN and STATUS replies carry an error text: the client learns which field was wrong. */
+    ddp_buf_t b = DDP_BUF_INIT;
+    int rc = -1;
+    if (cmd == RDZV_CMD_RDZV_JOIN)
+        rc = rdzv_join_reply_encode_err(&b, code, text);
+    else if (cmd == RDZV_CMD_RDZV_STATUS)
+        rc = rdzv_status_reply_encode(&b, 0, text, strlen(text));
+    if (rc == 0)
+        rc = rdzv__reply_bytes(c, b.data, b.len);
+    ddp_buf_free(&b);
+    if (c->closing)
+        return;
+    rdzv__slog(c->s, DDP_LOG_WARN, "closing connection from %s: %s", c->peer, text);
+    c->s->st.bad_frames++;
+    c->close_after_write = 1;
+    rdzv__conn_flush(c);
+}
