@@ -80,7 +80,7 @@ int agent__rdzv_prepare(agent_job_t *job, ddp_err_t *err) {
     ddp_err_clear(&why);
     if (ddp_addr_resolve(job->rdzv_host, job->rdzv_addr, sizeof job->rdzv_addr, &why) < 0)
         return ddp_err_set(err, DDP_EUSAGE, "%s: %s", endpoint_flag(job), why.text);
-    /* The job token: DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE; the message names the variable. */
+    /* The job token (rdzv_token_load's sources); the message names the variable. */
     int rc = rdzv_token_from_job_env(&job->token, err);
     return rc == -ENOMEM ? rc : rc < 0 ? DDP_EUSAGE : 0;
 }
@@ -110,9 +110,8 @@ static void on_connected(void *arg, int status, const char *errtext) {
         return;
     DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
               errtext ? errtext : ddp_strerror(status),
-              r->token->len == 0 ? " (agents read the job token from DDPRUN_TOKEN or "
-                                  "DDPRUN_TOKEN_FILE)"
-                                : "");
+              r->token->len == 0 ? " (agents read the job token from " RDZV_TOKEN_ENV_NAMES ")"
+                                 : "");
     /* Stop first, so the other connection's failure does not log the same thing again. */
     agent__rdzv_stop(r->a);
     emit(r->a, EV_RDZV_ERROR);
@@ -276,9 +275,8 @@ static void on_fail_reply(void *arg, int status, const uint8_t *reply, size_t le
     if (status != 0 || round_reply(reply, len, &rep) < 0)
         return; /* a lost store shows up on the watch connection */
     if (rep.fail.status == RDZV_FAIL_RUN_FAILED)
-        DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails",
-                 r->a->job->run_id, (long long)rep.fail.restarts_used,
-                 (long long)rep.fail.max_restarts);
+        DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
+                 (long long)rep.fail.restarts_used, (long long)rep.fail.max_restarts);
     ddp_buf_free(&rep.text);
 }
 
@@ -392,8 +390,8 @@ static void on_hb_timer(uv_timer_t *t) {
     if (r->hb_pending) {
         /* The server declares a node dead after this much silence: a node that hears nothing
          * back for as long is cut off (network, a stopped store) and must not go on alone. */
-        uint64_t bound = (uint64_t)job->rdzv.keep_alive_interval_ms *
-                         (uint64_t)job->rdzv.keep_alive_max_attempt;
+        uint64_t bound =
+            (uint64_t)job->rdzv.keep_alive_interval_ms * (uint64_t)job->rdzv.keep_alive_max_attempt;
         uint64_t waited = uv_now(a->loop) - r->hb_sent_ms;
         if (waited > bound) {
             char why[96];
@@ -542,7 +540,7 @@ static int maybe_host(struct agent_rdzv *r) {
     if (rc == 0) {
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
         if (so.no_auth)
-            DDP_WARN("no job token (DDPRUN_TOKEN or DDPRUN_TOKEN_FILE): the rendezvous store on "
+            DDP_WARN("no job token (" RDZV_TOKEN_ENV_NAMES "): the rendezvous store on "
                      "%s:%d accepts any client",
                      r->addr, r->port);
         return 0;

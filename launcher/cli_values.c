@@ -46,7 +46,7 @@ int launch__str_set_nonempty(char **dst, const char *flag, const char *val, ddp_
 }
 
 int launch__int_get(const char *flag, const char *val, int64_t min, int64_t max, int *out,
-                   ddp_err_t *err) {
+                    ddp_err_t *err) {
     int64_t v;
     int rc = ddp_parse_i64(val, min, max, &v);
     if (rc == -ERANGE) {
@@ -65,7 +65,6 @@ int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_
         return launch__bad_value(err, flag, val, "is not a number of seconds");
     return 0;
 }
-
 
 int launch_endpoint_split(const char *flag, const char *ep, char **host, int *port,
                           ddp_err_t *err) {
@@ -101,7 +100,6 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
     *host = strndup(h, (size_t)(hend - h));
     return *host == NULL ? -ENOMEM : 0;
 }
-
 
 static const char *const conf_keys = "join_timeout, last_call_timeout, close_timeout, timeout, "
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
@@ -217,7 +215,6 @@ int launch__str_set_or_unset(char **dst, const char *val) {
     return 0;
 }
 
-
 /* A log directory must be a writable directory, or creatable under the nearest existing parent. */
 int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
     struct stat st;
@@ -251,7 +248,8 @@ int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
         }
         if (stat(parent, &st) == 0) {
             if (!S_ISDIR(st.st_mode))
-                rc = launch__bad_value(err, flag, val, "cannot be created (a parent is not a directory)");
+                rc = launch__bad_value(err, flag, val,
+                                       "cannot be created (a parent is not a directory)");
             else if (access(parent, W_OK | X_OK) != 0)
                 rc = launch__bad_value(err, flag, val, "cannot be created (parent not writable)");
             break;
@@ -264,7 +262,6 @@ int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
     free(p);
     return rc;
 }
-
 
 int launch_std_map_parse(const char *flag, const char *s, agent_std_map_t *m, ddp_err_t *err) {
     agent_std_map_t r = {0};
@@ -310,7 +307,6 @@ int launch_std_map_parse(const char *flag, const char *s, agent_std_map_t *m, dd
     *m = r;
     return 0;
 }
-
 
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
@@ -360,7 +356,6 @@ out:
     return rc;
 }
 
-
 int launch__signals_parse(const char *flag, const char *val, int *out, int *nout, ddp_err_t *err) {
     char *copy = strdup(val);
     if (copy == NULL)
@@ -375,8 +370,7 @@ int launch__signals_parse(const char *flag, const char *val, int *out, int *nout
             break;
         }
         if (s == SIGKILL || s == SIGSTOP) {
-            rc = ddp_err_set(err, DDP_EUSAGE, "%s: %s cannot be handled", flag,
-                             ddp_signal_name(s));
+            rc = ddp_err_set(err, DDP_EUSAGE, "%s: %s cannot be handled", flag, ddp_signal_name(s));
             break;
         }
         int dup = 0;
@@ -399,7 +393,6 @@ int launch__signals_parse(const char *flag, const char *val, int *out, int *nout
     *nout = n;
     return 0;
 }
-
 
 void launch__filters_free(char **v) {
     for (char **p = v; p != NULL && *p != NULL; p++)
