@@ -529,7 +529,7 @@ static int id_child(int rank, const void *arg) {
     ddp_err_clear(&e);
     unsigned char id[129];
     id[0] = (unsigned char)rank;
-    int rc = ddpw__nccl_id_exchange(w, id + 1, &e);
+    int rc = ddpw__nccl_id_exchange(ddpw__ctx(w), id + 1, &e);
     if (rc != 0)
         fprintf(stderr, "rank %d: %s\n", rank, e.text);
     else if (write(a->fd, id, sizeof id) != (ssize_t)sizeof id)
