@@ -55,6 +55,31 @@ static int env_str(const char *name, char *out, size_t cap, ddp_err_t *err) {
     return 0;
 }
 
+/* The store's address and token: ddprun's own variables; else, under torchrun with the agent's
+ * store, MASTER_*. */
+static int env_store(ddpw_env_t *env, ddp_err_t *err) {
+    int64_t v;
+    int rc;
+    const char *host_var = "DDPRUN_STORE_ADDR", *port_var = "DDPRUN_STORE_PORT";
+    if (getenv(host_var) == NULL && getenv("MASTER_ADDR") != NULL &&
+        getenv("TORCHELASTIC_USE_AGENT_STORE") != NULL &&
+        strcmp(getenv("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
+        host_var = "MASTER_ADDR";
+        port_var = "MASTER_PORT";
+    }
+    if ((rc = env_str(host_var, env->store_host, sizeof env->store_host, err)) != 0)
+        return rc;
+    if (env->store_host[0] != '\0') {
+        env->have_store = 1;
+        if ((rc = env_int(port_var, 1, 65535, 0, 0, &v, err)) != 0)
+            return rc;
+        env->store_port = (uint16_t)v;
+    }
+    if ((rc = env_str("DDPRUN_STORE_TOKEN", env->token_hex, sizeof env->token_hex, err)) != 0)
+        return rc;
+    return 0;
+}
+
 int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
     memset(env, 0, sizeof *env);
     int64_t v;
@@ -94,23 +119,7 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
     if (env->run_id[0] == '\0')
         snprintf(env->run_id, sizeof env->run_id, "none");
 
-    /* The store: ddprun's own variables; else, under torchrun with the agent's store, MASTER_*. */
-    const char *host_var = "DDPRUN_STORE_ADDR", *port_var = "DDPRUN_STORE_PORT";
-    if (getenv(host_var) == NULL && getenv("MASTER_ADDR") != NULL &&
-        getenv("TORCHELASTIC_USE_AGENT_STORE") != NULL &&
-        strcmp(getenv("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
-        host_var = "MASTER_ADDR";
-        port_var = "MASTER_PORT";
-    }
-    if ((rc = env_str(host_var, env->store_host, sizeof env->store_host, err)) != 0)
-        return rc;
-    if (env->store_host[0] != '\0') {
-        env->have_store = 1;
-        if ((rc = env_int(port_var, 1, 65535, 0, 0, &v, err)) != 0)
-            return rc;
-        env->store_port = (uint16_t)v;
-    }
-    if ((rc = env_str("DDPRUN_STORE_TOKEN", env->token_hex, sizeof env->token_hex, err)) != 0)
+    if ((rc = env_store(env, err)) != 0)
         return rc;
     if (env->world_size > 1 && !env->have_store)
         return ddp_err_set(err, DDP_EENV,

@@ -33,13 +33,13 @@ static size_t utf8_seq(const unsigned char *p) {
     return n;
 }
 
-int ddpw_record_error_to(const char *path, const char *msg) {
-    /* jansson refuses strings that are not UTF-8, and the message may quote a path or a peer's
-     * bytes: replace invalid bytes with '?' so the error file is still written. */
+/* A copy of msg with the bytes that are not UTF-8 replaced by '?'. Caller owns; free with free.
+ * NULL when out of memory. */
+static char *utf8_clean(const char *msg) {
     size_t mlen = strlen(msg);
     char *clean = malloc(mlen + 1);
     if (clean == NULL)
-        return -ENOMEM;
+        return NULL;
     for (size_t i = 0; i < mlen;) {
         size_t k = utf8_seq((const unsigned char *)msg + i);
         if (k == 0) {
@@ -50,53 +50,73 @@ int ddpw_record_error_to(const char *path, const char *msg) {
         i += k;
     }
     clean[mlen] = '\0';
-    msg = clean;
+    return clean;
+}
+
+/* The error file's JSON text for msg. Caller owns; free with free. NULL when out of memory. */
+static char *error_json(const char *msg) {
+    /* jansson refuses strings that are not UTF-8, and the message may quote a path or a peer's
+     * bytes: replace invalid bytes with '?' so the error file is still written. */
+    char *clean = utf8_clean(msg);
+    if (clean == NULL)
+        return NULL;
     char ts[32];
     snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
     /* PyTorch puts the Python traceback in py_callstack; a C worker has none, so it is empty
      * and the agent's summary shows the message. */
-    json_t *root = json_pack("{s:{s:s, s:{s:s, s:s}}}", "message", "message", msg, "extraInfo",
+    json_t *root = json_pack("{s:{s:s, s:{s:s, s:s}}}", "message", "message", clean, "extraInfo",
                              "py_callstack", "", "timestamp", ts);
     free(clean);
     if (root == NULL)
-        return -ENOMEM;
+        return NULL;
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (text == NULL)
-        return -ENOMEM;
-    /* Write a temporary file then rename, so the agent never reads half a message. */
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    int rc = 0;
-    if (tmp == NULL) {
-        free(text);
-        return -ENOMEM;
-    }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        goto out;
-    }
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t k = write(fd, text + off, n - off);
+    return text;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
         if (k < 0 && errno == EINTR)
             continue;
-        if (k < 0) {
-            rc = -errno;
-            break;
-        }
-        off += (size_t)k;
+        if (k < 0)
+            return -errno;
+        p += k;
+        n -= (size_t)k;
     }
+    return 0;
+}
+
+/* Writes text to a temporary file beside path, then renames it over path, so the agent never
+ * reads half a message. */
+static int write_replace(const char *path, const char *text) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (tmp == NULL)
+        return -ENOMEM;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        free(tmp);
+        return rc;
+    }
+    rc = write_all(fd, text, strlen(text));
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename(tmp, path) != 0)
         rc = -errno;
     if (rc != 0)
         unlink(tmp);
-out:
     free(tmp);
+    return rc;
+}
+
+int ddpw_record_error_to(const char *path, const char *msg) {
+    char *text = error_json(msg);
+    if (text == NULL)
+        return -ENOMEM;
+    int rc = write_replace(path, text);
     free(text);
     return rc;
 }

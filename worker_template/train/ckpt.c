@@ -83,42 +83,43 @@ static int list_steps(const char *dir, unsigned long long *steps, size_t cap, si
     return 0;
 }
 
-int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
-              const float *state, size_t state_len, int keep, ddp_err_t *err) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return ddp_err_set(err, -errno, "unable to create checkpoint directory %s: %s", dir,
-                           strerror(errno));
-    ckpt_hdr_t h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, CKPT_MAGIC, 8);
-    h.version = CKPT_VERSION;
-    h.hdr_bytes = sizeof h;
-    h.step = m->step;
-    h.epoch = m->epoch;
-    h.pos = m->pos;
-    h.opt_t = m->opt_t;
-    h.seed = m->seed;
-    h.opt_kind = m->opt_kind;
-    h.nsizes = (uint32_t)shape->nsizes;
+/* The header of a checkpoint of m, shape and state_len, its checksum covering the payload. */
+static void make_header(ckpt_hdr_t *h, const mlp_shape_t *shape, const ckpt_meta_t *m,
+                        const float *params, const float *state, size_t state_len) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, CKPT_MAGIC, 8);
+    h->version = CKPT_VERSION;
+    h->hdr_bytes = sizeof *h;
+    h->step = m->step;
+    h->epoch = m->epoch;
+    h->pos = m->pos;
+    h->opt_t = m->opt_t;
+    h->seed = m->seed;
+    h->opt_kind = m->opt_kind;
+    h->nsizes = (uint32_t)shape->nsizes;
     for (int i = 0; i < shape->nsizes; i++)
-        h.sizes[i] = (uint32_t)shape->sizes[i];
-    h.nparams = shape->nparams;
-    h.state_len = state_len;
-    uint64_t c = ckpt_fnv1a(CKPT_FNV_INIT, &h, sizeof h);
+        h->sizes[i] = (uint32_t)shape->sizes[i];
+    h->nparams = shape->nparams;
+    h->state_len = state_len;
+    uint64_t c = ckpt_fnv1a(CKPT_FNV_INIT, h, sizeof *h);
     c = ckpt_fnv1a(c, params, shape->nparams * sizeof(float));
     c = ckpt_fnv1a(c, state, state_len * sizeof(float));
-    h.checksum = c;
+    h->checksum = c;
+}
 
-    char tmp[4096], final[4096];
-    ckpt_path(final, sizeof final, dir, (unsigned long long)m->step);
-    snprintf(tmp, sizeof tmp, "%s/.ckpt-%020llu.tmp.%ld", dir, (unsigned long long)m->step,
+/* Writes the header and payload to a temporary file of dir, fsyncs it and renames it to final.
+ * Returns 0 or -errno with err naming the file. */
+static int write_rename(const char *dir, const char *final, const ckpt_hdr_t *h,
+                        const float *params, size_t pbytes, const float *state, size_t sbytes,
+                        ddp_err_t *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-%020llu.tmp.%ld", dir, (unsigned long long)h->step,
              (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
     if (fd < 0)
         return ddp_err_set(err, -errno, "unable to create %s: %s", tmp, strerror(errno));
-    if ((rc = write_all(fd, &h, sizeof h)) == 0 &&
-        (rc = write_all(fd, params, shape->nparams * sizeof(float))) == 0 &&
-        (rc = write_all(fd, state, state_len * sizeof(float))) == 0 && fsync(fd) != 0)
+    if ((rc = write_all(fd, h, sizeof *h)) == 0 && (rc = write_all(fd, params, pbytes)) == 0 &&
+        (rc = write_all(fd, state, sbytes)) == 0 && fsync(fd) != 0)
         rc = -errno;
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
@@ -128,25 +129,64 @@ int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, c
         unlink(tmp);
         return ddp_err_set(err, rc, "unable to write checkpoint %s: %s", final, strerror(-rc));
     }
-    /* The rename is durable only once the directory entry is on disk. */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0) {
-        rc = ddp_err_set(err, -errno, "unable to fsync directory %s: %s", dir, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return rc;
-    }
-    close(dfd);
-    if (keep > 0) {
-        static unsigned long long steps[CKPT_MAX_FILES];
-        size_t n = 0;
-        if (list_steps(dir, steps, CKPT_MAX_FILES, &n) == 0)
-            for (size_t i = (size_t)keep; i < n; i++) {
-                ckpt_path(final, sizeof final, dir, steps[i]);
-                unlink(final);
-            }
-    }
     return 0;
+}
+
+/* The rename is durable only once the directory entry is on disk. */
+static int sync_dir(const char *dir, ddp_err_t *err) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    if (dfd < 0 || fsync(dfd) != 0)
+        rc = ddp_err_set(err, -errno, "unable to fsync directory %s: %s", dir, strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
+}
+
+/* Removes all but the newest keep checkpoints of dir (best effort). */
+static void prune(const char *dir, int keep) {
+    static unsigned long long steps[CKPT_MAX_FILES];
+    char path[4096];
+    size_t n = 0;
+    if (keep <= 0 || list_steps(dir, steps, CKPT_MAX_FILES, &n) != 0)
+        return;
+    for (size_t i = (size_t)keep; i < n; i++) {
+        ckpt_path(path, sizeof path, dir, steps[i]);
+        unlink(path);
+    }
+}
+
+int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
+              const float *state, size_t state_len, int keep, ddp_err_t *err) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ddp_err_set(err, -errno, "unable to create checkpoint directory %s: %s", dir,
+                           strerror(errno));
+    ckpt_hdr_t h;
+    make_header(&h, shape, m, params, state, state_len);
+    char final[4096];
+    ckpt_path(final, sizeof final, dir, (unsigned long long)m->step);
+    int rc = write_rename(dir, final, &h, params, shape->nparams * sizeof(float), state,
+                          state_len * sizeof(float), err);
+    if (rc == 0)
+        rc = sync_dir(dir, err);
+    if (rc == 0)
+        prune(dir, keep);
+    return rc;
+}
+
+/* 1 when h is of this version and for this model and optimizer; else 0 with why filled. */
+static int header_fits(const ckpt_hdr_t *h, const mlp_shape_t *shape, size_t state_len, char *why,
+                       size_t cap) {
+    if (h->version != CKPT_VERSION || h->hdr_bytes != sizeof *h) {
+        snprintf(why, cap, "version %u not supported", h->version);
+        return 0;
+    }
+    int same = h->nsizes == (uint32_t)shape->nsizes && h->nparams == shape->nparams &&
+               h->state_len == state_len;
+    for (int i = 0; same && i < shape->nsizes; i++)
+        same = h->sizes[i] == (uint32_t)shape->sizes[i];
+    if (!same)
+        snprintf(why, cap, "saved for another model or optimizer");
+    return same;
 }
 
 /* Reads and checks one file; returns 0 or a code with why (cap bytes) filled. */
@@ -175,18 +215,8 @@ static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, 
         snprintf(why, cap, "bad magic");
         goto out;
     }
-    if (h.version != CKPT_VERSION || h.hdr_bytes != sizeof h) {
-        snprintf(why, cap, "version %u not supported", h.version);
+    if (!header_fits(&h, shape, state_len, why, cap))
         goto out;
-    }
-    int same = h.nsizes == (uint32_t)shape->nsizes && h.nparams == shape->nparams &&
-               h.state_len == state_len;
-    for (int i = 0; same && i < shape->nsizes; i++)
-        same = h.sizes[i] == (uint32_t)shape->sizes[i];
-    if (!same) {
-        snprintf(why, cap, "saved for another model or optimizer");
-        goto out;
-    }
     if (read(fd, params, want_p) != (ssize_t)want_p ||
         (want_s && read(fd, state, want_s) != (ssize_t)want_s)) {
         snprintf(why, cap, "short read");
