@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,19 +89,33 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+/* Creates "<path>.tmp.<16 random hex digits>" exclusively: O_EXCL never opens an existing file
+ * nor follows a symlink another user planted in a shared directory. tmp (cap bytes) gets the
+ * name. Returns the fd or -errno. */
+static int open_tmp(const char *path, char *tmp, size_t cap) {
+    for (int i = 0; i < 16; i++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)i * 0x9e3779b9u;
+        snprintf(tmp, cap, "%s.tmp.%016llx", path, (unsigned long long)r);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd >= 0 ? fd : -errno;
+    }
+    return -EEXIST;
+}
+
 /* Writes text to a temporary file beside path, then renames it over path, so the agent never
- * reads half a message. */
+ * reads half a message (and a symlink at path is replaced, not followed). */
 static int write_replace(const char *path, const char *text) {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (tmp == NULL)
         return -ENOMEM;
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = 0, fd = open_tmp(path, tmp, plen + 32);
     if (fd < 0) {
-        rc = -errno;
         free(tmp);
-        return rc;
+        return fd;
     }
     rc = write_all(fd, text, strlen(text));
     if (close(fd) != 0 && rc == 0)

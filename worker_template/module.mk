@@ -13,7 +13,7 @@ $(BUILD)/obj/worker_template/ddpw_shm.o: CFLAGS += -O3
 TRAIN_SRCS := worker_template/train/mlp.c worker_template/train/data.c \
               worker_template/train/sampler.c worker_template/train/ckpt.c \
               worker_template/train/rng.c worker_template/train/args.c \
-              worker_template/train/loop.c
+              worker_template/train/loop.c worker_template/train/fileio.c
 ifeq ($(HAVE_CUDA),1)
 TRAIN_SRCS += worker_template/train/mlp_cuda.cu
 endif

@@ -255,5 +255,28 @@ timeout 60 "$TRAIN" --data "$TMP/good.csv" --layers 2,32,2 --epochs 8 --batch-si
 acc=$(eval_acc "$TMP/csvok.out")
 check "training on a CSV file learns (eval accuracy ${acc:-none} > 0.8)" above "${acc:-0}" 0.8
 
+# 7. Files in shared directories: a checkpoint directory others may write is refused; symlinks
+#    planted at --metrics and --dump-params are never written through.
+TINY=(--layers 8,16,2 --samples 256 --batch-size 32 --backend cpu --epochs 1 --quiet)
+mkdir -p "$TMP/shared" && chmod 0777 "$TMP/shared"
+timeout 30 "$TRAIN" "${TINY[@]}" --checkpoint-dir "$TMP/shared" >"$TMP/shared.out" 2>&1
+rc=$?
+check "a checkpoint dir writable by others (no sticky bit) exits 1 (got $rc) naming dir and mode" \
+    bash -c "[ $rc -eq 1 ] && [ \$(wc -l <'$TMP/shared.out') -eq 1 ] && grep -q '$TMP/shared (mode 0777)' '$TMP/shared.out'"
+chmod 1777 "$TMP/shared"
+timeout 30 "$TRAIN" "${TINY[@]}" --checkpoint-dir "$TMP/shared" >"$TMP/sticky.out" 2>&1
+check "the same directory with the sticky bit is accepted" [ $? -eq 0 -a "$(n_ckpt "$TMP/shared")" -ge 1 ]
+printf 'precious' >"$TMP/victim"
+ln -s "$TMP/victim" "$TMP/metrics.jsonl"
+timeout 30 "$TRAIN" "${TINY[@]}" --metrics "$TMP/metrics.jsonl" >"$TMP/mlink.out" 2>&1
+rc=$?
+check "--metrics at a symlink exits 1 (got $rc) and leaves its target alone" \
+    bash -c "[ $rc -eq 1 ] && grep -q 'symbolic link' '$TMP/mlink.out' && [ \"\$(cat '$TMP/victim')\" = precious ]"
+ln -s "$TMP/victim" "$TMP/dump.bin"
+timeout 30 "$TRAIN" "${TINY[@]}" --dump-params "$TMP/dump.bin" >"$TMP/dlink.out" 2>&1
+rc=$?
+check "--dump-params at a symlink replaces the link (rc $rc), its target untouched" \
+    bash -c "[ $rc -eq 0 ] && [ -f '$TMP/dump.bin' ] && [ ! -L '$TMP/dump.bin' ] && [ \"\$(cat '$TMP/victim')\" = precious ]"
+
 check "no process left behind" no_leftovers 3
 finish

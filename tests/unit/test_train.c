@@ -392,6 +392,96 @@ static void test_csv(void **state) {
     unlink(path);
 }
 
+/* ---- hostile checkpoint directories ---- */
+static void write_victim(const char *path) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+}
+
+static void assert_victim_intact(const char *path) {
+    char buf[32] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "precious");
+}
+
+/* Symlinks planted where the temporary file of a save would go (the names a predictable
+ * ".ckpt-<step>.tmp.<pid>" scheme gives) are never written through: the save creates its
+ * temporary file exclusively. */
+static void test_checkpoint_tmp_symlink(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    char victim[128], link[160];
+    snprintf(victim, sizeof victim, "%s.victim", g_dir);
+    write_victim(victim);
+    for (long pid = getpid(); pid < getpid() + 4; pid++) {
+        snprintf(link, sizeof link, "%s/.ckpt-%020llu.tmp.%ld", g_dir, 70ull, pid);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    save_step(&s, 70, 1, 3);
+    assert_victim_intact(victim);
+    int skipped;
+    assert_int_equal(load_step(&s, &skipped, NULL), 70);
+    struct stat st;
+    char path[128];
+    ckpt_path(path, sizeof path, 70);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", g_dir, victim);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A directory that others may write without the sticky bit is refused for saving and loading,
+ * in one line naming it and its mode; the sticky bit (as on /tmp) or a private mode is fine. */
+static void test_checkpoint_dir_mode(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    size_t n = s.nparams;
+    float *p = calloc(n, sizeof(float)), *st = calloc(n, sizeof(float));
+    ckpt_meta_t m = {5, 0, 5, 5, OPT_SGD, 1};
+    mode_t modes[] = {0777, 0770, 0757};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        assert_int_equal(chmod(g_dir, modes[i]), 0);
+        ddp_err_t e;
+        ddp_err_clear(&e);
+        assert_int_equal(ckpt_save(g_dir, &s, &m, p, st, n, 3, &e), DDP_EUSAGE);
+        char want[128];
+        snprintf(want, sizeof want, "%s", g_dir);
+        if (strstr(e.text, want) == NULL || strstr(e.text, "mode 0") == NULL ||
+            strchr(e.text, '\n') != NULL)
+            fail_msg("mode %o: '%s'", (unsigned)modes[i], e.text);
+        int found = 1, skipped = 0;
+        char used[256], why[256];
+        ddp_err_clear(&e);
+        assert_int_equal(
+            ckpt_load_latest(g_dir, &s, &m, p, st, n, &found, used, &skipped, why, sizeof used, &e),
+            DDP_EUSAGE);
+    }
+    assert_int_equal(chmod(g_dir, 01777), 0);
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(ckpt_save(g_dir, &s, &m, p, st, n, 3, &e), 0);
+    assert_int_equal(chmod(g_dir, 0700), 0);
+    assert_int_equal(ckpt_save(g_dir, &s, &m, p, st, n, 3, &e), 0);
+    free(p);
+    free(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_layers_parse(void **state) {
     (void)state;
     mlp_shape_t s;
@@ -479,6 +569,8 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_corrupt_only),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_layers_parse),
+        cmocka_unit_test(test_checkpoint_tmp_symlink),
+        cmocka_unit_test(test_checkpoint_dir_mode),
         cmocka_unit_test(test_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,20 +37,6 @@ uint64_t ckpt_fnv1a(uint64_t h, const void *p, size_t len) {
     return h;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n > 0) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static int parse_name(const char *name, unsigned long long *step) {
     char tail[8];
     return sscanf(name, "ckpt-%20llu%7s", step, tail) == 2 && strcmp(tail, ".bin") == 0;
@@ -112,14 +98,15 @@ static void make_header(ckpt_hdr_t *h, const mlp_shape_t *shape, const ckpt_meta
 static int write_rename(const char *dir, const char *final, const ckpt_hdr_t *h,
                         const float *params, size_t pbytes, const float *state, size_t sbytes,
                         ddp_err_t *err) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s/.ckpt-%020llu.tmp.%ld", dir, (unsigned long long)h->step,
-             (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
+    char prefix[4096], tmp[4200];
+    snprintf(prefix, sizeof prefix, "%s/.ckpt-%020llu.tmp.", dir, (unsigned long long)h->step);
+    int fd = train_tmpfile_open(prefix, 0644, tmp, sizeof tmp), rc = 0;
     if (fd < 0)
-        return ddp_err_set(err, -errno, "unable to create %s: %s", tmp, strerror(errno));
-    if ((rc = write_all(fd, h, sizeof *h)) == 0 && (rc = write_all(fd, params, pbytes)) == 0 &&
-        (rc = write_all(fd, state, sbytes)) == 0 && fsync(fd) != 0)
+        return ddp_err_set(err, fd, "unable to create a temporary file %s*: %s", prefix,
+                           strerror(-fd));
+    if ((rc = train_write_all(fd, h, sizeof *h)) == 0 &&
+        (rc = train_write_all(fd, params, pbytes)) == 0 &&
+        (rc = train_write_all(fd, state, sbytes)) == 0 && fsync(fd) != 0)
         rc = -errno;
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
@@ -155,17 +142,40 @@ static void prune(const char *dir, int keep) {
     }
 }
 
+/* Refuses a checkpoint directory where other users may plant or swap files: writable by group
+ * or others without the sticky bit. Returns 0, -ENOENT (missing), DDP_EUSAGE or -errno. */
+static int dir_check(const char *dir, ddp_err_t *err) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        int e = errno;
+        return e == ENOENT ? -ENOENT
+                           : ddp_err_set(err, -e, "unable to stat checkpoint directory %s: %s", dir,
+                                         strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return ddp_err_set(err, -ENOTDIR, "checkpoint directory %s is not a directory", dir);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "checkpoint directory %s (mode 0%o) is writable by group or others "
+                           "without the sticky bit",
+                           dir, (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
 int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
               const float *state, size_t state_len, int keep, ddp_err_t *err) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ddp_err_set(err, -errno, "unable to create checkpoint directory %s: %s", dir,
                            strerror(errno));
+    int rc = dir_check(dir, err);
+    if (rc != 0)
+        return rc == -ENOENT ? ddp_err_set(err, rc, "checkpoint directory %s vanished", dir) : rc;
     ckpt_hdr_t h;
     make_header(&h, shape, m, params, state, state_len);
     char final[4096];
     ckpt_path(final, sizeof final, dir, (unsigned long long)m->step);
-    int rc = write_rename(dir, final, &h, params, shape->nparams * sizeof(float), state,
-                          state_len * sizeof(float), err);
+    rc = write_rename(dir, final, &h, params, shape->nparams * sizeof(float), state,
+                      state_len * sizeof(float), err);
     if (rc == 0)
         rc = sync_dir(dir, err);
     if (rc == 0)
@@ -252,7 +262,12 @@ int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, 
     *skipped = 0;
     if (cap)
         used[0] = skipped_text[0] = '\0';
-    int rc = list_steps(dir, steps, CKPT_MAX_FILES, &n);
+    int rc = dir_check(dir, err);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        return rc;
+    rc = list_steps(dir, steps, CKPT_MAX_FILES, &n);
     if (rc == -ENOENT)
         return 0;
     if (rc != 0)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ddp_log.h"
 #include "trainer.h"
@@ -35,17 +36,6 @@ static void die_err(int rank, const char *what, int rc, const ddp_err_t *e) {
     die(rank, msg);
 }
 
-static int write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "we");
-    if (f == NULL)
-        return -errno;
-    size_t k = fwrite(p, 1, n, f);
-    int rc = k == n ? 0 : -EIO;
-    if (fclose(f) != 0 && rc == 0)
-        rc = -errno;
-    return rc;
-}
-
 /* --dump-params: rank 0 writes the parameters, or every rank when the path holds {rank}. */
 static void dump_params(trainer_t *t) {
     const char *spec = t->a->dump;
@@ -57,7 +47,8 @@ static void dump_params(trainer_t *t) {
         snprintf(path, sizeof path, "%.*s%d%s", (int)(mark - spec), spec, t->rank, mark + 6);
     else
         snprintf(path, sizeof path, "%s", spec);
-    int rc = write_file(path, t->params, t->shape.nparams * sizeof(float));
+    /* Replaced through an exclusive temporary file: a symlink at path is not followed. */
+    int rc = train_file_replace(path, t->params, t->shape.nparams * sizeof(float), 0644);
     if (rc != 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "unable to write %.300s: %s", path, strerror(-rc));
@@ -97,6 +88,24 @@ static void load_data(trainer_t *t, char *spec, size_t cap, const char **layers)
     }
 }
 
+/* --metrics (rank 0): appended to; a symlink or a non-regular file there is refused. */
+static void open_metrics(trainer_t *t) {
+    int fd = train_open_append(t->a->metrics, 0644);
+    if (fd >= 0 && (t->metrics = fdopen(fd, "a")) == NULL) {
+        int e = errno;
+        close(fd);
+        fd = -e;
+    }
+    if (fd < 0) {
+        char msg[512];
+        const char *why = fd == -ELOOP    ? "a symbolic link (not followed)"
+                          : fd == -EINVAL ? "not a regular file"
+                                          : strerror(-fd);
+        snprintf(msg, sizeof msg, "--metrics: unable to open %.300s: %s", t->a->metrics, why);
+        die(t->rank, msg);
+    }
+}
+
 /* The trainer's buffers, the optimizer, the GPU model on NCCL and the metrics file. */
 static void alloc_trainer(trainer_t *t) {
     const train_args_t *a = t->a;
@@ -121,12 +130,8 @@ static void alloc_trainer(trainer_t *t) {
             die_err(t->rank, "GPU model", rc, &e);
     }
 #endif
-    if (a->metrics != NULL && t->rank == 0 && (t->metrics = fopen(a->metrics, "ae")) == NULL) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "--metrics: unable to open %.300s: %s", a->metrics,
-                 strerror(errno));
-        die(t->rank, msg);
-    }
+    if (a->metrics != NULL && t->rank == 0)
+        open_metrics(t);
 }
 
 static void free_trainer(trainer_t *t) {

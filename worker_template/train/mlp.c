@@ -18,9 +18,9 @@ int mlp_shape_init(mlp_shape_t *s, const int *sizes, int nsizes, ddp_err_t *err)
                            nsizes);
     size_t off = 0;
     for (int i = 0; i < nsizes; i++) {
-        if (sizes[i] < 1 || sizes[i] > 65536)
-            return ddp_err_set(err, DDP_EUSAGE, "--layers: width %d is not in [1, 65536]",
-                               sizes[i]);
+        if (sizes[i] < 1 || sizes[i] > MLP_MAX_WIDTH)
+            return ddp_err_set(err, DDP_EUSAGE, "--layers: width %d is not in [1, %d]", sizes[i],
+                               MLP_MAX_WIDTH);
         s->sizes[i] = sizes[i];
     }
     if (sizes[nsizes - 1] < 2)
