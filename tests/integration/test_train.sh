@@ -278,5 +278,15 @@ rc=$?
 check "--dump-params at a symlink replaces the link (rc $rc), its target untouched" \
     bash -c "[ $rc -eq 0 ] && [ -f '$TMP/dump.bin' ] && [ ! -L '$TMP/dump.bin' ] && [ \"\$(cat '$TMP/victim')\" = precious ]"
 
+# 8. A FIFO named like the newest checkpoint: resume skips it (never blocks on it) and uses the
+#    newest regular checkpoint.
+mkdir -p "$TMP/ckfifo" && chmod 0700 "$TMP/ckfifo"
+timeout 30 "$TRAIN" "${TINY[@]}" --checkpoint-dir "$TMP/ckfifo" >"$TMP/ckfifo1.out" 2>&1
+mkfifo "$TMP/ckfifo/ckpt-00000000000000099999.bin"
+timeout 10 "$TRAIN" "${TINY[@]}" --epochs 2 --checkpoint-dir "$TMP/ckfifo" >"$TMP/ckfifo2.out" 2>&1
+rc=$?
+check "a FIFO checkpoint is skipped, not opened (rc $rc, 124 = hung)" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'not a regular file' '$TMP/ckfifo2.out'"
+
 check "no process left behind" no_leftovers 3
 finish

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -482,6 +483,48 @@ static void test_checkpoint_dir_mode(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_train: a FIFO checkpoint hung the loader\n";
+    ssize_t k = write(2, msg, sizeof msg - 1);
+    (void)k;
+    _exit(3);
+}
+
+/* A FIFO (or any non-regular file) named like a checkpoint is skipped, never opened for a
+ * blocking read: the loader falls back to the newest regular checkpoint. */
+static void test_checkpoint_fifo(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    save_step(&s, 10, 1, 3);
+    char path[128];
+    ckpt_path(path, sizeof path, 99);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    signal(SIGALRM, on_alarm);
+    alarm(10); /* bounded: a blocking open of the FIFO would wait for a writer forever */
+    float *p = malloc(s.nparams * sizeof(float)), *st = malloc(s.nparams * sizeof(float));
+    ckpt_meta_t m;
+    int found = 0, skipped = 0;
+    char used[256], why[256];
+    assert_int_equal(ckpt_load_latest(g_dir, &s, &m, p, st, s.nparams, &found, used, &skipped, why,
+                                      sizeof used, NULL),
+                     0);
+    alarm(0);
+    assert_int_equal(found, 1);
+    assert_int_equal(m.step, 10);
+    assert_int_equal(skipped, 1);
+    if (strstr(why, "not a regular file") == NULL)
+        fail_msg("skip reason: '%s'", why);
+    free(p);
+    free(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_layers_parse(void **state) {
     (void)state;
     mlp_shape_t s;
@@ -571,6 +614,7 @@ int main(void) {
         cmocka_unit_test(test_layers_parse),
         cmocka_unit_test(test_checkpoint_tmp_symlink),
         cmocka_unit_test(test_checkpoint_dir_mode),
+        cmocka_unit_test(test_checkpoint_fifo),
         cmocka_unit_test(test_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -200,22 +200,43 @@ static int header_fits(const ckpt_hdr_t *h, const mlp_shape_t *shape, size_t sta
 }
 
 /* Reads and checks one file; returns 0 or a code with why (cap bytes) filled. */
-static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
-                    float *state, size_t state_len, char *why, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Opens path for reading only when it is a regular file: O_NOFOLLOW refuses a symlink, and
+ * O_NONBLOCK keeps a FIFO from blocking the open until a writer comes (it is cleared once fstat
+ * has shown a regular file). Returns the fd with *st filled, or -errno with why filled. */
+static int open_regular(const char *path, struct stat *st, char *why, size_t cap) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        snprintf(why, cap, "%s", strerror(e));
+        snprintf(why, cap, "%s", e == ELOOP ? "a symbolic link (not followed)" : strerror(e));
         return -e;
     }
+    int rc = 0;
+    if (fstat(fd, st) != 0) {
+        rc = -errno;
+        snprintf(why, cap, "fstat: %s", strerror(-rc));
+    } else if (!S_ISREG(st->st_mode)) {
+        rc = -EINVAL;
+        snprintf(why, cap, "not a regular file (mode 0%o)", (unsigned)st->st_mode);
+    } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        rc = -errno;
+        snprintf(why, cap, "fcntl: %s", strerror(-rc));
+    }
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
+                    float *state, size_t state_len, char *why, size_t cap) {
+    struct stat st;
+    int fd = open_regular(path, &st, why, cap);
+    if (fd < 0)
+        return fd;
     ckpt_hdr_t h;
     size_t want_p = shape->nparams * sizeof(float), want_s = state_len * sizeof(float);
-    struct stat st;
     int rc = DDP_ECORRUPT;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, cap, "fstat: %s", strerror(errno));
-        goto out;
-    }
     if ((size_t)st.st_size != sizeof h + want_p + want_s) {
         snprintf(why, cap, "size %lld, expected %zu (torn or for another model)",
                  (long long)st.st_size, sizeof h + want_p + want_s);
