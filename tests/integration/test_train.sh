@@ -3,7 +3,8 @@
 # (port 0), ranks started by this script with the environment the agent gives workers (the
 # launcher is not needed). Covers learning, identical parameters across ranks, CPU allreduce
 # with 2 and 3 ranks, kill + restart from a checkpoint (bitwise identical to an uninterrupted
-# run, also when the newest checkpoint is torn), authentication, and clean errors.
+# run, also when the newest checkpoint is torn), authentication, clean errors, and hostile
+# inputs (shared directories, symlinks, a FIFO checkpoint, non-finite values, huge lines).
 . "$(dirname "$0")/lib.sh"
 
 TRAIN="$BIN/train"
@@ -287,6 +288,33 @@ timeout 10 "$TRAIN" "${TINY[@]}" --epochs 2 --checkpoint-dir "$TMP/ckfifo" >"$TM
 rc=$?
 check "a FIFO checkpoint is skipped, not opened (rc $rc, 124 = hung)" \
     bash -c "[ $rc -eq 0 ] && grep -q 'not a regular file' '$TMP/ckfifo2.out'"
+
+# 9. Values that are not finite: refused in the CSV (file and line named) and on the command line;
+#    a loss that becomes NaN stops every rank at that step (exit 1, rank and step named).
+printf 'label,a,b\n1,0.5,2\n0,1e39,1\n' >"$TMP/inf.csv"
+timeout 30 "$TRAIN" --data "$TMP/inf.csv" >"$TMP/inf.out" 2>&1
+check "a CSV value that overflows float32 is refused by file and line" \
+    bash -c "[ $? -eq 1 ] && grep -q 'inf.csv:3: field 2 (.1e39.) is not a finite float32' '$TMP/inf.out'"
+timeout 30 "$TRAIN" --lr 1e39 >"$TMP/lr.out" 2>&1
+check "--lr 1e39 exits 2 naming the flag" \
+    bash -c "[ $? -eq 2 ] && [ \$(wc -l <'$TMP/lr.out') -eq 1 ] && grep -q -- '--lr' '$TMP/lr.out'"
+python3 -c '
+with open("'"$TMP"'/huge.csv", "w") as f:
+    for i in range(256):
+        f.write("%d,3e38,-3e38,3e38\n" % (i % 2))'
+start_store --no-auth || not_ok "store starts again"
+run_world 2 0 nan "$TRAIN" --data "$TMP/huge.csv" --layers 3,8,2 --batch-size 16 --backend cpu \
+    --epochs 1 --quiet
+rc=$?
+stop_store
+check "a non-finite loss stops both ranks at step 1 (exit 1), each naming its rank" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'rank 0: step 1: the .* is not finite' '$TMP/nan.r0.out' && grep -q 'rank 1: step 1: the .* is not finite' '$TMP/nan.r1.out'"
+python3 -c '
+with open("'"$TMP"'/long.csv", "w") as f:
+    f.write("1" + ",0.5" * 600000 + "\n")'
+timeout 30 "$TRAIN" --data "$TMP/long.csv" >"$TMP/long.out" 2>&1
+check "a CSV line over 1 MiB is refused by file and line, not blamed on --layers" \
+    bash -c "[ $? -eq 1 ] && grep -q 'long.csv:1: line longer than 1048576 bytes' '$TMP/long.out' && ! grep -q -- '--layers' '$TMP/long.out'"
 
 check "no process left behind" no_leftovers 3
 finish

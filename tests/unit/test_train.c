@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "train.h"
+#include "trainer.h"
 #ifdef DDP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -525,6 +526,81 @@ static void test_checkpoint_fifo(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- hostile CSV values and flags ---- */
+static void test_csv_limits(void **state) {
+    (void)state;
+    const char *path = "/tmp/ddpw-test-limits.csv";
+    struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"1,2,3\n0,1e39,1\n", ":2: field 2 ('1e39') is not a finite float32"},
+        {"1,-4e38\n", ":1: field 2 ('-4e38') is not a finite float32"},
+        {"1,2\n0,nan\n", ":2: field 2 ('nan') is not a number"},
+    };
+    train_data_t d;
+    ddp_err_t e;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_text(path, bad[i].text);
+        ddp_err_clear(&e);
+        assert_int_not_equal(train_data_load_csv(&d, path, &e), 0);
+        if (strstr(e.text, bad[i].expect) == NULL)
+            fail_msg("case %zu: '%s' lacks '%s'", i, e.text, bad[i].expect);
+    }
+    /* A row longer than TRAIN_CSV_MAX_LINE is refused at that line, without reading it whole. */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1,2\n0", f);
+    for (size_t k = 0; k < TRAIN_CSV_MAX_LINE / 2 + 10; k++)
+        fputs(",1", f);
+    fputs("\n", f);
+    fclose(f);
+    ddp_err_clear(&e);
+    assert_int_equal(train_data_load_csv(&d, path, &e), DDP_ETOOBIG);
+    if (strstr(e.text, "ddpw-test-limits.csv:2:") == NULL || strstr(e.text, "longer than") == NULL)
+        fail_msg("long line: '%s'", e.text);
+    /* More features than a layer may have: named by file and line, not blamed on --layers. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1", f);
+    for (int k = 0; k < MLP_MAX_WIDTH + 1; k++)
+        fputs(",1", f);
+    fputs("\n", f);
+    fclose(f);
+    ddp_err_clear(&e);
+    assert_int_equal(train_data_load_csv(&d, path, &e), DDP_ETOOBIG);
+    if (strstr(e.text, "ddpw-test-limits.csv:1:") == NULL || strstr(e.text, "features") == NULL)
+        fail_msg("wide row: '%s'", e.text);
+    unlink(path);
+}
+
+static int parse_flags(const char *flag, const char *value, train_args_t *a, ddp_err_t *e) {
+    char *argv[] = {(char *)"train", (char *)flag, (char *)value, NULL};
+    ddp_err_clear(e);
+    return train_args_parse(3, argv, a, e);
+}
+
+/* Real-valued flags are finite and in range: 1e39 overflows float32 and would train on inf. */
+static void test_flag_ranges(void **state) {
+    (void)state;
+    train_args_t a;
+    ddp_err_t e;
+    struct {
+        const char *flag, *value;
+    } bad[] = {
+        {"--lr", "1e39"}, {"--lr", "0"},       {"--lr", "inf"},        {"--lr", "nan"},
+        {"--lr", "1e7"},  {"--momentum", "1"}, {"--momentum", "1e39"}, {"--momentum", "-0.1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(parse_flags(bad[i].flag, bad[i].value, &a, &e), DDP_EUSAGE);
+        if (strstr(e.text, bad[i].flag) == NULL)
+            fail_msg("%s %s: '%s'", bad[i].flag, bad[i].value, e.text);
+    }
+    assert_int_equal(parse_flags("--lr", "0.5", &a, &e), 0);
+    assert_true(a.lr == 0.5);
+    assert_int_equal(parse_flags("--momentum", "0", &a, &e), 0);
+    assert_int_equal(parse_flags("--momentum", "0.99", &a, &e), 0);
+}
+
 static void test_layers_parse(void **state) {
     (void)state;
     mlp_shape_t s;
@@ -615,6 +691,8 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_tmp_symlink),
         cmocka_unit_test(test_checkpoint_dir_mode),
         cmocka_unit_test(test_checkpoint_fifo),
+        cmocka_unit_test(test_csv_limits),
+        cmocka_unit_test(test_flag_ranges),
         cmocka_unit_test(test_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

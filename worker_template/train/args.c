@@ -1,6 +1,7 @@
 /* args.c: train's command line: the --help text and the flags, each checked for range so that a
  * bad value is one usage line naming the flag. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,8 +16,8 @@ const char train_usage_text[] =
     "without them it trains alone (world of one).\n"
     "  --epochs N            passes over the data (default 3)\n"
     "  --batch-size N        samples per rank per step (default 64)\n"
-    "  --lr X                learning rate (default 0.05 for sgd, 0.001 for adam)\n"
-    "  --momentum X          SGD momentum (default 0.9)\n"
+    "  --lr X                learning rate in (0, 1e6] (default 0.05 for sgd, 0.001 for adam)\n"
+    "  --momentum X          SGD momentum in [0, 1) (default 0.9)\n"
     "  --optimizer sgd|adam  (default sgd)\n"
     "  --seed N              initialization and shuffling seed (default 1)\n"
     "  --layers A,B,...,C    widths, input first, classes last (default " TRAIN_DEFAULT_LAYERS ",\n"
@@ -66,6 +67,21 @@ static int int_arg(const char *flag, const char *v, int64_t min, int64_t max, in
 static int real_arg(const char *flag, const char *v, double *out, ddp_err_t *err) {
     if (ddp_parse_seconds(v, out) != 0)
         return ddp_err_set(err, DDP_EUSAGE, "%s: '%s' is not a non-negative number", flag, v);
+    return 0;
+}
+
+/* A finite real flag in [lo, hi], or (lo, hi] when open_lo: after parsing, so that a value
+ * that overflows float32 (the optimizer's type) is refused too. */
+static int range_arg(const char *flag, const char *v, double lo, double hi, int open_lo,
+                     int open_hi, double *out, ddp_err_t *err) {
+    double x = 0;
+    int rc = real_arg(flag, v, &x, err);
+    if (rc != 0)
+        return rc;
+    if (!isfinite(x) || x < lo || (open_lo && x == lo) || x > hi || (open_hi && x == hi))
+        return ddp_err_set(err, DDP_EUSAGE, "%s: '%s' is not in %c%g, %g%c", flag, v,
+                           open_lo ? '(' : '[', lo, hi, open_hi ? ')' : ']');
+    *out = x;
     return 0;
 }
 
@@ -163,8 +179,8 @@ static int apply(train_args_t *a, int c, const char *v, ddp_err_t *err) {
     switch (c) {
     case F_EPOCHS: return int_arg("--epochs", v, 1, 1000000, &a->epochs, err);
     case F_BATCH: return int_arg("--batch-size", v, 1, 1 << 20, &a->batch, err);
-    case F_LR: a->lr_set = 1; return real_arg("--lr", v, &a->lr, err);
-    case F_MOM: return real_arg("--momentum", v, &a->momentum, err);
+    case F_LR: a->lr_set = 1; return range_arg("--lr", v, 0, TRAIN_MAX_LR, 1, 0, &a->lr, err);
+    case F_MOM: return range_arg("--momentum", v, 0, 1, 0, 1, &a->momentum, err);
     case F_OPT: return optim_arg(v, &a->optim, err);
     case F_SEED: return num_arg("--seed", v, 0, INT64_MAX, &a->seed, err);
     case F_LAYERS: a->layers = v; return 0;

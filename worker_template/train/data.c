@@ -1,6 +1,7 @@
 /* data.c: the datasets train reads: a synthetic teacher-labelled set and a CSV loader. */
 #include <cblas.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,15 @@ static int parse_row(csv_t *c, char *p, int *header, ddp_err_t *err) {
             return ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: field %d ('%.*s') is not a number",
                                c->path, c->lineno, field + 1, flen > 40 ? 40 : flen, p);
         }
+        if (fabs(v) > FLT_MAX) { /* finite as a double, infinite once stored as a float */
+            int flen = (int)(end - p);
+            return ddp_err_set(err, DDP_ECORRUPT,
+                               "%s:%ld: field %d ('%.*s') is not a finite float32", c->path,
+                               c->lineno, field + 1, flen > 40 ? 40 : flen, p);
+        }
+        if (field > MLP_MAX_WIDTH)
+            return ddp_err_set(err, DDP_ETOOBIG, "%s:%ld: more than %d features", c->path,
+                               c->lineno, MLP_MAX_WIDTH);
         if (field == 0) {
             if (v < 0 || v != floor(v) || v > 1e6)
                 return ddp_err_set(err, DDP_ECORRUPT,
@@ -174,14 +184,22 @@ static int parse_row(csv_t *c, char *p, int *header, ddp_err_t *err) {
     return 0;
 }
 
-/* Reads every line of f into c. */
+/* Reads every line of f into c, each at most TRAIN_CSV_MAX_LINE bytes: the buffer is allocated
+ * once, so a file without line ends costs 1 MiB, not its size. */
 static int read_rows(csv_t *c, FILE *f, ddp_err_t *err) {
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t got;
+    size_t cap = TRAIN_CSV_MAX_LINE + 2; /* the line, its '\n', the NUL */
+    char *line = malloc(cap);
+    if (line == NULL)
+        return ddp_err_set(err, -ENOMEM, "%s: out of memory", c->path);
     int rc = 0, header;
-    while (rc == 0 && (got = getline(&line, &lcap, f)) >= 0) {
+    while (rc == 0 && fgets(line, (int)cap, f) != NULL) {
         c->lineno++;
+        size_t got = strlen(line);
+        if (got > 0 && line[got - 1] != '\n' && !feof(f)) {
+            rc = ddp_err_set(err, DDP_ETOOBIG, "%s:%ld: line longer than %u bytes", c->path,
+                             c->lineno, TRAIN_CSV_MAX_LINE);
+            break;
+        }
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = '\0';
         char *p = line;

@@ -1,6 +1,7 @@
 /* loop.c: train's training loop, cut into its parts: resume (newest valid checkpoint or rank 0's
  * initial parameters), one step (forward, backward, gradient allreduce, update), progress and
  * metrics, checkpoint, --check-sync and the epoch-end evaluation. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -229,10 +230,28 @@ static int report_epoch(trainer_t *t, const tally_t *y, uint64_t step, uint64_t 
     return 0;
 }
 
+/* 1 when none of the n values is NaN or infinite. */
+static int all_finite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return 0;
+    return 1;
+}
+
+/* The error of a step whose loss or gradient (what) is NaN or infinite: training on it would
+ * only spread it into the parameters and every later step. step counts from 1. */
+static int nonfinite(ddp_err_t *err, uint64_t step, const char *what) {
+    return ddp_err_set(err, DDP_ECORRUPT,
+                       "step %llu: %s is not finite (NaN or infinite); stopping (check the data "
+                       "and --lr)",
+                       (unsigned long long)step, what);
+}
+
 /* One step on batch b of this rank's shard: gather the rows, forward and backward, average the
- * gradients, update. *loss gets the batch's summed loss, *correct its hits, *B its rows. */
-static int step_once(trainer_t *t, size_t b, size_t per, double *loss, int *correct, int *B,
-                     ddp_err_t *err) {
+ * gradients, update. *loss gets the batch's summed loss, *correct its hits, *B its rows. step is
+ * this step's number (from 1), for messages. */
+static int step_once(trainer_t *t, uint64_t step, size_t b, size_t per, double *loss, int *correct,
+                     int *B, ddp_err_t *err) {
     int dim = t->data.dim, rc;
     size_t lo = b * (size_t)t->a->batch, hi = lo + (size_t)t->a->batch;
     if (hi > per)
@@ -249,12 +268,21 @@ static int step_once(trainer_t *t, size_t b, size_t per, double *loss, int *corr
     if (t->gm != NULL) {
         rc = gpu_model_step(t->gm, t->world > 1 ? t->w : NULL, t->bx, t->by, *B, loss, correct,
                             NULL, err);
-        return rc != 0 ? failed(t, "training step", rc) : 0;
+        if (rc != 0)
+            return failed(t, "training step", rc);
+        return isfinite(*loss) ? 0 : failed(t, NULL, nonfinite(err, step, "the loss"));
     }
 #endif
     *loss = mlp_forward_backward(&t->shape, &t->ws, t->params, t->bx, t->by, *B, t->grad, correct);
+    /* A rank whose loss is not finite poisons its gradient: the allreduce carries the NaN to
+     * every rank, so all of them stop at this step instead of waiting for the one that left. */
+    int bad_loss = !isfinite(*loss);
+    if (bad_loss)
+        t->grad[0] = NAN;
     if ((rc = ddpw_allreduce(t->w, t->grad, t->shape.nparams, DDPW_AVG, err)) != 0)
         return failed(t, "gradient allreduce", rc);
+    if (bad_loss || !all_finite(t->grad, t->shape.nparams))
+        return failed(t, NULL, nonfinite(err, step, bad_loss ? "the loss" : "the gradient"));
     optim_step(&t->opt, t->params, t->grad);
     return 0;
 }
@@ -279,7 +307,7 @@ static int run_epoch(trainer_t *t, uint64_t epoch, size_t start, uint64_t *step,
         }
         double loss;
         int correct, B;
-        if ((rc = step_once(t, b, per, &loss, &correct, &B, err)) != 0)
+        if ((rc = step_once(t, *step + 1, b, per, &loss, &correct, &B, err)) != 0)
             return rc;
         (*step)++;
         y.wloss += loss;

@@ -16,6 +16,8 @@
 
 #define TRAIN_DEFAULT_LAYERS "512,1024,512,10"
 #define TRAIN_DEFAULT_HIDDEN "1024,512"
+/* Largest --lr: far above any useful rate, far below float32 overflow. */
+#define TRAIN_MAX_LR 1e6
 
 /* ---- args.c ---- */
 typedef struct train_args {
