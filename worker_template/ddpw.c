@@ -1,5 +1,6 @@
 /* ddpw.c: the worker environment (torchrun's variables plus DDPRUN_*), the store connection,
- * backend choice and the dispatch of collectives to the CPU or NCCL backend. */
+ * backend choice and the only dispatcher of collectives: it holds the backends' operation tables
+ * (ddpw_int.h) and composes them, shared memory within a node and the TCP ring between nodes. */
 #include "ddpw_int.h"
 
 #include <errno.h>
@@ -9,6 +10,20 @@
 
 #include "ddp_buf.h"
 #include "ddp_parse.h"
+
+struct ddpw {
+    ddpw_ctx_t ctx;         /* what the backends see; backend states point into it */
+    ddpw_backend_t backend; /* never AUTO */
+    /* The collectives among this node's ranks (shm) or among all ranks (nccl). NULL when there is
+     * nothing to set up (CPU with one rank on this node). */
+    const ddpw_backend_ops_t *ops;
+    void *state;
+    /* CPU across nodes: the ring between node leaders. ring is NULL within one node; ring_state
+     * is NULL on ranks that are not their node's leader. */
+    const ddpw_backend_ops_t *ring;
+    void *ring_state;
+    uint64_t seq; /* store barrier sequence */
+};
 
 /* Reads integer variable name into *out. Absent: *out = def and returns 0 when optional, else
  * DDP_EENV. Malformed or out of [min, max]: DDP_EENV naming the variable and its value. */
@@ -37,6 +52,31 @@ static int env_str(const char *name, char *out, size_t cap, ddp_err_t *err) {
         return ddp_err_set(err, DDP_EENV, "environment variable %s is longer than %zu bytes", name,
                            cap - 1);
     snprintf(out, cap, "%s", s);
+    return 0;
+}
+
+/* The store's address and token: ddprun's own variables; else, under torchrun with the agent's
+ * store, MASTER_*. */
+static int env_store(ddpw_env_t *env, ddp_err_t *err) {
+    int64_t v;
+    int rc;
+    const char *host_var = "DDPRUN_STORE_ADDR", *port_var = "DDPRUN_STORE_PORT";
+    if (getenv(host_var) == NULL && getenv("MASTER_ADDR") != NULL &&
+        getenv("TORCHELASTIC_USE_AGENT_STORE") != NULL &&
+        strcmp(getenv("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
+        host_var = "MASTER_ADDR";
+        port_var = "MASTER_PORT";
+    }
+    if ((rc = env_str(host_var, env->store_host, sizeof env->store_host, err)) != 0)
+        return rc;
+    if (env->store_host[0] != '\0') {
+        env->have_store = 1;
+        if ((rc = env_int(port_var, 1, 65535, 0, 0, &v, err)) != 0)
+            return rc;
+        env->store_port = (uint16_t)v;
+    }
+    if ((rc = env_str("DDPRUN_STORE_TOKEN", env->token_hex, sizeof env->token_hex, err)) != 0)
+        return rc;
     return 0;
 }
 
@@ -79,23 +119,7 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
     if (env->run_id[0] == '\0')
         snprintf(env->run_id, sizeof env->run_id, "none");
 
-    /* The store: ddprun's own variables; else, under torchrun with the agent's store, MASTER_*. */
-    const char *host_var = "DDPRUN_STORE_ADDR", *port_var = "DDPRUN_STORE_PORT";
-    if (getenv(host_var) == NULL && getenv("MASTER_ADDR") != NULL &&
-        getenv("TORCHELASTIC_USE_AGENT_STORE") != NULL &&
-        strcmp(getenv("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
-        host_var = "MASTER_ADDR";
-        port_var = "MASTER_PORT";
-    }
-    if ((rc = env_str(host_var, env->store_host, sizeof env->store_host, err)) != 0)
-        return rc;
-    if (env->store_host[0] != '\0') {
-        env->have_store = 1;
-        if ((rc = env_int(port_var, 1, 65535, 0, 0, &v, err)) != 0)
-            return rc;
-        env->store_port = (uint16_t)v;
-    }
-    if ((rc = env_str("DDPRUN_STORE_TOKEN", env->token_hex, sizeof env->token_hex, err)) != 0)
+    if ((rc = env_store(env, err)) != 0)
         return rc;
     if (env->world_size > 1 && !env->have_store)
         return ddp_err_set(err, DDP_EENV,
@@ -105,32 +129,97 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
     return 0;
 }
 
-void ddpw__key(const ddpw_t *w, const char *key, char *out) {
-    snprintf(out, DDPW_KEY_MAX, "ddpw/%s/%lld/%s", w->env.run_id, (long long)w->env.round, key);
+const ddpw_ctx_t *ddpw__ctx(const ddpw_t *w) {
+    return &w->ctx;
 }
 
-static int connect_store(ddpw_t *w, int connect_ms, ddp_err_t *err) {
+static int connect_store(ddpw_ctx_t *c, int connect_ms, ddp_err_t *err) {
     ddp_buf_t tok = DDP_BUF_INIT;
     int rc = 0;
-    if (w->env.token_hex[0] != '\0') {
-        rc = rdzv_token_from_hex(w->env.token_hex, &tok, err);
+    if (c->env.token_hex[0] != '\0') {
+        rc = rdzv_token_from_hex(c->env.token_hex, &tok, err);
         if (rc != 0)
             goto out;
     }
     rdzv_client_opts_t o = {
-        .host = w->env.store_host,
-        .port = w->env.store_port,
+        .host = c->env.store_host,
+        .port = c->env.store_port,
         .token = tok.len ? tok.data : NULL,
         .token_len = tok.len,
         .connect_timeout_ms = connect_ms,
-        .io_timeout_ms = w->timeout_ms,
+        .io_timeout_ms = c->timeout_ms,
     };
-    rc = rdzv_client_connect(&o, &w->store, err);
+    rc = rdzv_client_connect(&o, &c->store, err);
 out:
     if (tok.data != NULL)
         memset(tok.data, 0, tok.cap);
     ddp_buf_free(&tok);
     return rc;
+}
+
+/* The collective timeout: opts, else DDPRUN_COLL_TIMEOUT_MS, else the default. */
+static int pick_timeout(const ddpw_opts_t *opts, int *out, ddp_err_t *err) {
+    int64_t t;
+    *out = opts->timeout_ms > 0 ? opts->timeout_ms : DDPW_DEFAULT_TIMEOUT_MS;
+    if (opts->timeout_ms <= 0 && getenv("DDPRUN_COLL_TIMEOUT_MS") != NULL) {
+        int rc = env_int("DDPRUN_COLL_TIMEOUT_MS", 1, INT32_MAX, 0, 0, &t, err);
+        if (rc != 0)
+            return rc;
+        *out = (int)t;
+    }
+    return 0;
+}
+
+/* Resolves the backend asked for into CPU or NCCL. Decided before touching the store so "no GPU"
+ * is reported the same way on every rank, without waiting for peers. */
+static int pick_backend(const ddpw_env_t *env, ddpw_backend_t asked, ddpw_backend_t *out,
+                        ddp_err_t *err) {
+    ddpw_backend_t b = asked;
+    /* Asking CUDA costs ~1 s on a machine without a driver: only when a GPU may be used. */
+    int ndev = b == DDPW_BACKEND_CPU ? 0 : ddpw__cuda_device_count();
+    /* AUTO takes NCCL only when every local rank gets a device of its own: deciding by this
+     * rank's LOCAL_RANK alone would split a node with fewer GPUs than ranks between NCCL and the
+     * CPU backend, and both sides would wait for each other until the timeout. */
+    if (b == DDPW_BACKEND_AUTO)
+        b = ndev >= env->local_world_size ? DDPW_BACKEND_NCCL : DDPW_BACKEND_CPU;
+    if (b == DDPW_BACKEND_NCCL && ndev <= 0)
+        return ddp_err_set(err, DDP_ENOGPU, "backend nccl: no CUDA device is visible (%s)",
+#ifdef DDP_HAVE_CUDA
+                           "cudaGetDeviceCount found none"
+#else
+                           "built without CUDA"
+#endif
+        );
+    if (b == DDPW_BACKEND_NCCL && env->local_rank >= ndev)
+        return ddp_err_set(err, DDP_ENOGPU,
+                           "backend nccl: LOCAL_RANK=%d but only %d CUDA device(s) are visible",
+                           env->local_rank, ndev);
+    *out = b;
+    return 0;
+}
+
+/* Sets up the backends of w->backend: NCCL among all ranks; or CPU, shared memory among this
+ * node's ranks, then the TCP ring between node leaders when the world spans nodes. */
+static int setup_backends(ddpw_t *w, ddp_err_t *err) {
+    const ddpw_env_t *e = &w->ctx.env;
+    int rc;
+    if (w->backend == DDPW_BACKEND_NCCL) {
+        if ((rc = ddpw__nccl_ops.init(&w->ctx, &w->state, err)) != 0)
+            return rc;
+        w->ops = &ddpw__nccl_ops;
+        return 0;
+    }
+    if (e->local_world_size > 1) {
+        if ((rc = ddpw__shm_ops.init(&w->ctx, &w->state, err)) != 0)
+            return rc;
+        w->ops = &ddpw__shm_ops;
+    }
+    if (e->local_world_size != e->world_size) {
+        if ((rc = ddpw__tcp_ops.init(&w->ctx, &w->ring_state, err)) != 0)
+            return rc;
+        w->ring = &ddpw__tcp_ops;
+    }
+    return 0;
 }
 
 int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, ddp_err_t *err) {
@@ -141,66 +230,19 @@ int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, 
     ddpw_t *w = calloc(1, sizeof *w);
     if (w == NULL)
         return ddp_err_set(err, -ENOMEM, "out of memory");
-    w->env = *env;
-    w->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DDPW_DEFAULT_TIMEOUT_MS;
-    int64_t t;
-    if (opts->timeout_ms <= 0 && getenv("DDPRUN_COLL_TIMEOUT_MS") != NULL) {
-        int rc = env_int("DDPRUN_COLL_TIMEOUT_MS", 1, INT32_MAX, 0, 0, &t, err);
-        if (rc != 0) {
-            free(w);
-            return rc;
-        }
-        w->timeout_ms = (int)t;
-    }
-    w->chunk_bytes = opts->cpu_chunk_bytes ? opts->cpu_chunk_bytes : DDPW_DEFAULT_CHUNK;
-    int rc = 0;
-
-    /* Choose the backend before touching the store so "no GPU" is reported the same way on
-     * every rank, without waiting for peers. */
-    ddpw_backend_t b = opts->backend;
-    /* Asking CUDA costs ~1 s on a machine without a driver: only when a GPU may be used. */
-    int ndev = b == DDPW_BACKEND_CPU ? 0 : ddpw__cuda_device_count();
-    /* AUTO takes NCCL only when every local rank gets a device of its own: deciding by this
-     * rank's LOCAL_RANK alone would split a node with fewer GPUs than ranks between NCCL and the
-     * CPU backend, and both sides would wait for each other until the timeout. */
-    if (b == DDPW_BACKEND_AUTO)
-        b = ndev >= w->env.local_world_size ? DDPW_BACKEND_NCCL : DDPW_BACKEND_CPU;
-    if (b == DDPW_BACKEND_NCCL) {
-        if (ndev <= 0) {
-            rc = ddp_err_set(err, DDP_ENOGPU, "backend nccl: no CUDA device is visible (%s)",
-#ifdef DDP_HAVE_CUDA
-                             "cudaGetDeviceCount found none"
-#else
-                             "built without CUDA"
-#endif
-            );
-            goto fail;
-        }
-        if (w->env.local_rank >= ndev) {
-            rc = ddp_err_set(err, DDP_ENOGPU,
-                             "backend nccl: LOCAL_RANK=%d but only %d CUDA device(s) are visible",
-                             w->env.local_rank, ndev);
-            goto fail;
-        }
-    }
-    w->multi_node = b == DDPW_BACKEND_CPU && w->env.local_world_size != w->env.world_size;
-    w->backend = b;
-
-    if (w->env.world_size > 1) {
-        int cms = opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : DDPW_DEFAULT_CONNECT_MS;
-        if ((rc = connect_store(w, cms, err)) != 0)
-            goto fail;
-    }
-    if (b == DDPW_BACKEND_NCCL) {
-        rc = ddpw__nccl_setup(w, err);
-    } else {
-        /* CPU: shared memory among this node's ranks, then a TCP ring between node leaders. */
-        if (w->env.local_world_size > 1)
-            rc = ddpw__shm_setup(w, err);
-        if (rc == 0 && w->multi_node)
-            rc = ddpw__tcp_setup(w, err);
-    }
+    w->ctx.env = *env;
+    w->ctx.chunk_bytes = opts->cpu_chunk_bytes ? opts->cpu_chunk_bytes : DDPW_DEFAULT_CHUNK;
+    int rc = pick_timeout(opts, &w->ctx.timeout_ms, err);
+    if (rc == 0)
+        rc = pick_backend(env, opts->backend, &w->backend, err);
     if (rc != 0)
+        goto fail;
+    if (env->world_size > 1) {
+        int cms = opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : DDPW_DEFAULT_CONNECT_MS;
+        if ((rc = connect_store(&w->ctx, cms, err)) != 0)
+            goto fail;
+    }
+    if ((rc = setup_backends(w, err)) != 0)
         goto fail;
     *out = w;
     return 0;
@@ -221,36 +263,38 @@ int ddpw_init(ddpw_t **out, const ddpw_opts_t *opts, ddp_err_t *err) {
 void ddpw_free(ddpw_t *w) {
     if (w == NULL)
         return;
-    ddpw__nccl_free(w->nccl);
-    ddpw__tcp_free(w->tcp);
-    ddpw__shm_free(w->shm);
-    rdzv_client_free(w->store);
+    /* The ring first, then the node's shared memory: the reverse of setup_backends. */
+    if (w->ring != NULL)
+        w->ring->fini(w->ring_state);
+    if (w->ops != NULL)
+        w->ops->fini(w->state);
+    rdzv_client_free(w->ctx.store);
     free(w);
 }
 
 int ddpw_rank(const ddpw_t *w) {
-    return w->env.rank;
+    return w->ctx.env.rank;
 }
 int ddpw_local_rank(const ddpw_t *w) {
-    return w->env.local_rank;
+    return w->ctx.env.local_rank;
 }
 int ddpw_world_size(const ddpw_t *w) {
-    return w->env.world_size;
+    return w->ctx.env.world_size;
 }
 int ddpw_local_world_size(const ddpw_t *w) {
-    return w->env.local_world_size;
+    return w->ctx.env.local_world_size;
 }
 int ddpw_group_rank(const ddpw_t *w) {
-    return w->env.group_rank;
+    return w->ctx.env.group_rank;
 }
 int64_t ddpw_round(const ddpw_t *w) {
-    return w->env.round;
+    return w->ctx.env.round;
 }
 ddpw_backend_t ddpw_backend(const ddpw_t *w) {
     return w->backend;
 }
 int ddpw_device(const ddpw_t *w) {
-    return w->backend == DDPW_BACKEND_NCCL ? w->env.local_rank : -1;
+    return w->backend == DDPW_BACKEND_NCCL ? w->ctx.env.local_rank : -1;
 }
 
 const char *ddpw_backend_name(ddpw_backend_t b) {
@@ -261,82 +305,98 @@ const char *ddpw_backend_name(ddpw_backend_t b) {
     }
 }
 
+/* Across nodes: sum within the node, sum across the leaders' ring, spread the leader's result
+ * within the node. Every rank ends with the leader's bits. */
+static int hier_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
+    const ddpw_env_t *e = &w->ctx.env;
+    int rc;
+    if (w->ops != NULL &&
+        (rc = w->ops->allreduce(w->state, buf, count, DDPW_SUM, NULL, 1, err)) != 0)
+        return rc;
+    if (w->ring_state != NULL &&
+        (rc = w->ring->allreduce(w->ring_state, buf, count, DDPW_SUM, NULL, 1, err)) != 0)
+        return rc;
+    if (w->ops != NULL && (rc = w->ops->broadcast(w->state, buf, count * sizeof(float),
+                                                  e->rank - e->local_rank, err)) != 0)
+        return rc;
+    if (op == DDPW_AVG) {
+        float n = (float)e->world_size;
+        for (size_t i = 0; i < count; i++)
+            buf[i] /= n;
+    }
+    return 0;
+}
+
+/* Across nodes: the root hands the data to its node (leader included), the leaders pass it
+ * along the ring from the root's node, and every other node spreads it from its leader. */
+static int hier_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
+    const ddpw_env_t *e = &w->ctx.env;
+    int root_node = root / e->local_world_size, rc;
+    if (w->ops != NULL && e->group_rank == root_node &&
+        (rc = w->ops->broadcast(w->state, buf, len, root, err)) != 0)
+        return rc;
+    if (w->ring_state != NULL && (rc = w->ring->broadcast(w->ring_state, buf, len, root, err)) != 0)
+        return rc;
+    if (w->ops != NULL && e->group_rank != root_node)
+        return w->ops->broadcast(w->state, buf, len, e->rank - e->local_rank, err);
+    return 0;
+}
+
 int ddpw_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
     if (w->backend == DDPW_BACKEND_NCCL)
-        return ddpw__nccl_allreduce(w, buf, count, op, NULL, 1, err);
-    if (w->env.world_size == 1 || count == 0)
+        return w->ops->allreduce(w->state, buf, count, op, NULL, 1, err);
+    if (w->ctx.env.world_size == 1 || count == 0)
         return 0;
-    if (w->multi_node)
-        return ddpw__tcp_allreduce(w, buf, count, op, err);
-    return ddpw__shm_allreduce(w, buf, count, op, err);
+    if (w->ring != NULL)
+        return hier_allreduce(w, buf, count, op, err);
+    return w->ops->allreduce(w->state, buf, count, op, NULL, 1, err);
 }
 
 int ddpw_allreduce_async(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream,
                          ddp_err_t *err) {
     if (w->backend == DDPW_BACKEND_NCCL)
-        return ddpw__nccl_allreduce(w, buf, count, op, stream, 0, err);
+        return w->ops->allreduce(w->state, buf, count, op, stream, 0, err);
     return ddpw_allreduce(w, buf, count, op, err);
 }
 
 int ddpw_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err) {
-    if (w->backend == DDPW_BACKEND_NCCL)
-        return ddpw__nccl_stream_wait(w, stream, err);
+    if (w->ops != NULL && w->ops->stream_wait != NULL)
+        return w->ops->stream_wait(w->state, stream, err);
     return 0;
 }
 
 int ddpw_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
-    if (root < 0 || root >= w->env.world_size)
+    if (root < 0 || root >= w->ctx.env.world_size)
         return ddp_err_set(err, -EINVAL, "broadcast: root %d is not a rank of world %d", root,
-                           w->env.world_size);
+                           w->ctx.env.world_size);
     if (w->backend == DDPW_BACKEND_NCCL)
-        return ddpw__nccl_broadcast(w, buf, len, root, err);
-    if (w->env.world_size == 1 || len == 0)
+        return w->ops->broadcast(w->state, buf, len, root, err);
+    if (w->ctx.env.world_size == 1 || len == 0)
         return 0;
-    if (w->multi_node)
-        return ddpw__tcp_broadcast(w, buf, len, root, err);
-    return ddpw__shm_broadcast(w, buf, len, root, err);
+    if (w->ring != NULL)
+        return hier_broadcast(w, buf, len, root, err);
+    return w->ops->broadcast(w->state, buf, len, root, err);
 }
 
 int ddpw_barrier(ddpw_t *w, ddp_err_t *err) {
-    if (w->env.world_size == 1)
+    if (w->ctx.env.world_size == 1)
         return 0;
-    if (w->multi_node)
-        return ddpw__tcp_barrier(w, err);
-    if (w->shm != NULL)
-        return ddpw__shm_barrier(w, err);
-    char name[32], key[DDPW_KEY_MAX];
+    if (w->ring != NULL) { /* an allreduce of one value orders every rank of every node */
+        float x = 0;
+        return hier_allreduce(w, &x, 1, DDPW_SUM, err);
+    }
+    if (w->ops != NULL && w->ops->barrier != NULL)
+        return w->ops->barrier(w->state, err);
+    char name[32];
     snprintf(name, sizeof name, "barrier/%llu", (unsigned long long)w->seq++);
-    ddpw__key(w, name, key);
-    return rdzv_client_barrier(w->store, key, w->env.world_size, w->timeout_ms, err);
+    return ddpw__store_barrier(&w->ctx, name, w->ctx.env.world_size, err);
 }
 
 int ddpw_store_set(ddpw_t *w, const char *key, const void *val, size_t len, ddp_err_t *err) {
-    if (w->store == NULL)
-        return ddp_err_set(err, DDP_EUSAGE, "no store in a world of one process");
-    char k[DDPW_KEY_MAX];
-    ddpw__key(w, key, k);
-    return rdzv_client_set(w->store, k, val, len, err);
+    return ddpw__store_set(&w->ctx, key, val, len, err);
 }
 
 int ddpw_store_get(ddpw_t *w, const char *key, void *out, size_t cap, size_t *len, int timeout_ms,
                    ddp_err_t *err) {
-    if (w->store == NULL)
-        return ddp_err_set(err, DDP_EUSAGE, "no store in a world of one process");
-    char k[DDPW_KEY_MAX];
-    ddpw__key(w, key, k);
-    ddp_buf_t v = DDP_BUF_INIT;
-    int rc = rdzv_client_get(w->store, k, timeout_ms < 0 ? w->timeout_ms : timeout_ms, &v, err);
-    if (rc == 0) {
-        if (v.len > cap)
-            rc = ddp_err_set(err, DDP_ETOOBIG, "store key '%s': value of %zu bytes exceeds %zu", k,
-                             v.len, cap);
-        else {
-            if (v.len)
-                memcpy(out, v.data, v.len);
-            if (len != NULL)
-                *len = v.len;
-        }
-    }
-    ddp_buf_free(&v);
-    return rc;
+    return ddpw__store_get(&w->ctx, key, out, cap, len, timeout_ms, err);
 }

@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,13 +35,13 @@ static size_t utf8_seq(const unsigned char *p) {
     return n;
 }
 
-int ddpw_record_error_to(const char *path, const char *msg) {
-    /* jansson refuses strings that are not UTF-8, and the message may quote a path or a peer's
-     * bytes: replace invalid bytes with '?' so the error file is still written. */
+/* A copy of msg with the bytes that are not UTF-8 replaced by '?'. Caller owns; free with free.
+ * NULL when out of memory. */
+static char *utf8_clean(const char *msg) {
     size_t mlen = strlen(msg);
     char *clean = malloc(mlen + 1);
     if (clean == NULL)
-        return -ENOMEM;
+        return NULL;
     for (size_t i = 0; i < mlen;) {
         size_t k = utf8_seq((const unsigned char *)msg + i);
         if (k == 0) {
@@ -50,53 +52,87 @@ int ddpw_record_error_to(const char *path, const char *msg) {
         i += k;
     }
     clean[mlen] = '\0';
-    msg = clean;
+    return clean;
+}
+
+/* The error file's JSON text for msg. Caller owns; free with free. NULL when out of memory. */
+static char *error_json(const char *msg) {
+    /* jansson refuses strings that are not UTF-8, and the message may quote a path or a peer's
+     * bytes: replace invalid bytes with '?' so the error file is still written. */
+    char *clean = utf8_clean(msg);
+    if (clean == NULL)
+        return NULL;
     char ts[32];
     snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
     /* PyTorch puts the Python traceback in py_callstack; a C worker has none, so it is empty
      * and the agent's summary shows the message. */
-    json_t *root = json_pack("{s:{s:s, s:{s:s, s:s}}}", "message", "message", msg, "extraInfo",
+    json_t *root = json_pack("{s:{s:s, s:{s:s, s:s}}}", "message", "message", clean, "extraInfo",
                              "py_callstack", "", "timestamp", ts);
     free(clean);
     if (root == NULL)
-        return -ENOMEM;
+        return NULL;
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (text == NULL)
-        return -ENOMEM;
-    /* Write a temporary file then rename, so the agent never reads half a message. */
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    int rc = 0;
-    if (tmp == NULL) {
-        free(text);
-        return -ENOMEM;
-    }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        goto out;
-    }
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t k = write(fd, text + off, n - off);
+    return text;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
         if (k < 0 && errno == EINTR)
             continue;
-        if (k < 0) {
-            rc = -errno;
-            break;
-        }
-        off += (size_t)k;
+        if (k < 0)
+            return -errno;
+        p += k;
+        n -= (size_t)k;
     }
+    return 0;
+}
+
+/* Creates "<path>.tmp.<16 random hex digits>" exclusively: O_EXCL never opens an existing file
+ * nor follows a symlink another user planted in a shared directory. tmp (cap bytes) gets the
+ * name. Returns the fd or -errno. */
+static int open_tmp(const char *path, char *tmp, size_t cap) {
+    for (int i = 0; i < 16; i++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)i * 0x9e3779b9u;
+        snprintf(tmp, cap, "%s.tmp.%016llx", path, (unsigned long long)r);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd >= 0 ? fd : -errno;
+    }
+    return -EEXIST;
+}
+
+/* Writes text to a temporary file beside path, then renames it over path, so the agent never
+ * reads half a message (and a symlink at path is replaced, not followed). */
+static int write_replace(const char *path, const char *text) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (tmp == NULL)
+        return -ENOMEM;
+    int rc = 0, fd = open_tmp(path, tmp, plen + 32);
+    if (fd < 0) {
+        free(tmp);
+        return fd;
+    }
+    rc = write_all(fd, text, strlen(text));
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename(tmp, path) != 0)
         rc = -errno;
     if (rc != 0)
         unlink(tmp);
-out:
     free(tmp);
+    return rc;
+}
+
+int ddpw_record_error_to(const char *path, const char *msg) {
+    char *text = error_json(msg);
+    if (text == NULL)
+        return -ENOMEM;
+    int rc = write_replace(path, text);
     free(text);
     return rc;
 }

@@ -1,4 +1,8 @@
-/* ddpw internals shared by ddpw.c and the backends (ddpw_shm.c, ddpw_nccl.c). Not installed. */
+/* ddpw internals: the context every backend sees, the store services (ddpw_store.c) and the
+ * backend operations table. ddpw.c is the only dispatcher: it picks the backends, composes them
+ * (shared memory within a node, the TCP ring between node leaders) and calls them through their
+ * tables; a backend calls only the store services, never another backend or ddpw.c. Not
+ * installed. */
 #ifndef DDPW_INT_H
 #define DDPW_INT_H
 
@@ -10,60 +14,75 @@
 #define DDPW_DEFAULT_CHUNK (256u << 10) /* per rank: cache-resident chunks measured fastest */
 #define DDPW_KEY_MAX 512
 
-typedef struct ddpw_shm ddpw_shm_t;
-typedef struct ddpw_nccl ddpw_nccl_t;
-typedef struct ddpw_tcp ddpw_tcp_t;
-
-struct ddpw {
+/* What a backend may read of its handle: the ranks, the bounds and the store connection. It
+ * lives in the ddpw_t and outlives every backend state. */
+typedef struct ddpw_ctx {
     ddpw_env_t env;
-    ddpw_backend_t backend;
-    int timeout_ms;
-    size_t chunk_bytes;
+    int timeout_ms;       /* bound on one collective or store wait */
+    size_t chunk_bytes;   /* CPU backend: per-rank shared-memory slot */
     rdzv_client_t *store; /* NULL in a world of one */
-    uint64_t seq;         /* store barrier sequence */
-    ddpw_shm_t *shm;      /* CPU backend, world > 1 */
-    ddpw_nccl_t *nccl;    /* NCCL backend */
-    ddpw_tcp_t *tcp;      /* CPU backend across nodes: the leaders' ring (leaders only) */
-    int multi_node;       /* CPU backend with LOCAL_WORLD_SIZE < WORLD_SIZE */
-};
+} ddpw_ctx_t;
 
-/* Formats "ddpw/<run_id>/<round>/<key>" into out (DDPW_KEY_MAX bytes). */
-void ddpw__key(const ddpw_t *w, const char *key, char *out);
+/* One backend, as a table of operations (the shape of nccl-tests' per-collective struct).
+ * init sets *state (owned by the caller, released with fini; it may stay NULL when this rank
+ * has no part in the backend, such as a node's non-leader in the TCP ring). The collectives work
+ * on that state and return 0 or a negative code with err naming the rank or peer.
+ *   allreduce: in place, count float32 values; stream (cudaStream_t as void *, NULL for the
+ *              backend's own) and wait (1: return when the result is there) matter to NCCL only.
+ *   broadcast: in place, len bytes from global rank root.
+ *   barrier:   NULL when the backend has none (the dispatcher then uses the store).
+ *   stream_wait: NULL when nothing is ever enqueued asynchronously. */
+typedef struct ddpw_backend_ops {
+    const char *name;
+    int (*init)(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err);
+    void (*fini)(void *state);
+    int (*allreduce)(void *state, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
+                     ddp_err_t *err);
+    int (*broadcast)(void *state, void *buf, size_t len, int root, ddp_err_t *err);
+    int (*barrier)(void *state, ddp_err_t *err);
+    int (*stream_wait)(void *state, void *stream, ddp_err_t *err);
+} ddpw_backend_ops_t;
 
-/* CPU backend over POSIX shared memory (ddpw_shm.c). setup creates (local rank 0) or opens the
- * segment, exchanging its name through the store, and sets w->shm (owned by w); free unmaps it.
- * The collectives return 0, DDP_ETIMEOUT (peers late past w->timeout_ms) or DDP_ECLOSED (a local
- * peer exited), with err naming the rank. */
-int ddpw__shm_setup(ddpw_t *w, ddp_err_t *err);
-void ddpw__shm_free(ddpw_shm_t *s);
-int ddpw__shm_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err);
-int ddpw__shm_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err);
-int ddpw__shm_barrier(ddpw_t *w, ddp_err_t *err);
+/* CPU within a node: POSIX shared memory among the node's ranks (ddpw_shm.c). Collectives return
+ * 0, DDP_ETIMEOUT (peers late past the timeout) or DDP_ECLOSED (a local peer exited). */
+extern const ddpw_backend_ops_t ddpw__shm_ops;
 
-/* CPU backend across nodes (ddpw_tcp.c): a TCP ring between node leaders on top of the shared
- * memory of each node. setup validates the shape (equal ranks per node, contiguous ranks). */
-int ddpw__tcp_setup(ddpw_t *w, ddp_err_t *err);
-void ddpw__tcp_free(ddpw_tcp_t *t);
-int ddpw__tcp_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err);
-int ddpw__tcp_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err);
-int ddpw__tcp_barrier(ddpw_t *w, ddp_err_t *err);
+/* CPU across nodes: a TCP ring between node leaders (ddpw_tcp.c). init validates the shape (equal
+ * ranks per node, contiguous ranks) on every rank and gives a state to leaders only. The ring's
+ * allreduce sums the leaders' buffers (op must be DDPW_SUM); broadcast passes the root node's
+ * leader's buffer along the ring; barrier is NULL (the dispatcher reduces one value). */
+extern const ddpw_backend_ops_t ddpw__tcp_ops;
 
-/* NCCL backend (ddpw_nccl.c; stubs returning DDP_ENOGPU without DDP_HAVE_CUDA).
- * cuda_device_count: visible CUDA devices, 0 without a driver or device (never fails).
- * nccl_setup: id exchange + non-blocking communicator init with a deadline (abort on failure).
- * nccl_allreduce: enqueue on stream (NULL: the backend's own), wait for completion when wait. */
+/* NCCL (ddpw_nccl.c): id exchange through the store, non-blocking communicator init with a
+ * deadline (abort on failure). Without DDP_HAVE_CUDA every call returns DDP_ENOGPU. */
+extern const ddpw_backend_ops_t ddpw__nccl_ops;
+
+/* The context of a handle (ddpw.c). Borrowed; valid until ddpw_free(w). For the unit tests. */
+const ddpw_ctx_t *ddpw__ctx(const ddpw_t *w);
+
+/* Visible CUDA devices, 0 without a driver or device (never fails; ddpw_nccl.c). */
 int ddpw__cuda_device_count(void);
-int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err);
-void ddpw__nccl_free(ddpw_nccl_t *n);
-int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
-                         ddp_err_t *err);
-int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err);
-/* Waits for stream with the handle's deadline, polling the communicator (abort on failure). */
-int ddpw__nccl_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err);
 
 /* Exchanges a 128-byte NCCL unique id through the store: rank 0 creates it (ncclGetUniqueId,
- * works without a GPU) and SETs "<prefix>/nccl/id"; the others GET it within timeout_ms.
+ * works without a GPU) and SETs "<prefix>/nccl/id"; the others GET it within the timeout.
  * id must hold 128 bytes. Exposed for the unit tests. */
-int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err);
+int ddpw__nccl_id_exchange(const ddpw_ctx_t *ctx, unsigned char *id, ddp_err_t *err);
+
+/* ---- store services (ddpw_store.c), shared by ddpw.c and the backends ---- */
+
+/* Formats "ddpw/<run_id>/<round>/<key>" into out (DDPW_KEY_MAX bytes). */
+void ddpw__key(const ddpw_ctx_t *c, const char *key, char *out);
+
+/* SET / GET of key under the round prefix. get waits up to timeout_ms (< 0: the context's);
+ * out holds cap bytes and *len gets the value's length (DDP_ETOOBIG beyond cap). DDP_EUSAGE
+ * without a store. */
+int ddpw__store_set(const ddpw_ctx_t *c, const char *key, const void *val, size_t len,
+                    ddp_err_t *err);
+int ddpw__store_get(const ddpw_ctx_t *c, const char *key, void *out, size_t cap, size_t *len,
+                    int timeout_ms, ddp_err_t *err);
+
+/* Store barrier of n processes on key (under the round prefix), bounded by the context's
+ * timeout. */
+int ddpw__store_barrier(const ddpw_ctx_t *c, const char *key, int n, ddp_err_t *err);
 
 #endif

@@ -20,10 +20,11 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-struct ddpw_nccl {
+typedef struct ddpw_nccl {
+    const ddpw_ctx_t *ctx;
     ncclComm_t comm;
     cudaStream_t stream; /* for the blocking calls */
-};
+} ddpw_nccl_t;
 
 int ddpw__cuda_device_count(void) {
     int n = 0;
@@ -35,7 +36,7 @@ int ddpw__cuda_device_count(void) {
     return n;
 }
 
-int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err) {
+int ddpw__nccl_id_exchange(const ddpw_ctx_t *w, unsigned char *id, ddp_err_t *err) {
     ncclUniqueId uid;
     _Static_assert(sizeof uid == 128, "ncclUniqueId is 128 bytes");
     if (w->env.rank == 0) {
@@ -46,10 +47,10 @@ int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err) {
         memcpy(id, &uid, sizeof uid);
         if (w->env.world_size == 1)
             return 0;
-        return ddpw_store_set(w, "nccl/id", id, sizeof uid, err);
+        return ddpw__store_set(w, "nccl/id", id, sizeof uid, err);
     }
     size_t len = 0;
-    int rc = ddpw_store_get(w, "nccl/id", id, sizeof uid, &len, -1, err);
+    int rc = ddpw__store_get(w, "nccl/id", id, sizeof uid, &len, -1, err);
     if (rc == 0 && len != sizeof uid)
         rc =
             ddp_err_set(err, DDP_EPROTO, "store key nccl/id of round %lld holds %zu bytes, not 128",
@@ -58,7 +59,7 @@ int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err) {
 }
 
 /* Polls comm until it leaves ncclInProgress or the deadline passes; aborts on failure. */
-static int wait_comm(ddpw_t *w, ncclComm_t comm, const char *what, ddp_err_t *err) {
+static int wait_comm(const ddpw_ctx_t *w, ncclComm_t comm, const char *what, ddp_err_t *err) {
     uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
     ncclResult_t st = ncclInProgress;
     for (;;) {
@@ -86,7 +87,10 @@ static int wait_comm(ddpw_t *w, ncclComm_t comm, const char *what, ddp_err_t *er
     return 0;
 }
 
-int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err) {
+static void nccl_fini(void *state);
+
+static int nccl_init(const ddpw_ctx_t *w, void **state, ddp_err_t *err) {
+    *state = NULL;
     int dev = w->env.local_rank;
     cudaError_t ce = cudaSetDevice(dev);
     if (ce != cudaSuccess)
@@ -98,6 +102,7 @@ int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err) {
     ddpw_nccl_t *n = calloc(1, sizeof *n);
     if (n == NULL)
         return ddp_err_set(err, -ENOMEM, "out of memory");
+    n->ctx = w;
     ce = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
     if (ce != cudaSuccess) {
         free(n);
@@ -119,7 +124,7 @@ int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err) {
     }
     if ((rc = wait_comm(w, n->comm, "ncclCommInitRankConfig", err)) != 0)
         goto fail;
-    w->nccl = n;
+    *state = n;
     return 0;
 fail:
     cudaStreamDestroy(n->stream);
@@ -127,7 +132,8 @@ fail:
     return rc;
 }
 
-void ddpw__nccl_free(ddpw_nccl_t *n) {
+static void nccl_fini(void *state) {
+    ddpw_nccl_t *n = state;
     if (n == NULL)
         return;
     if (n->comm != NULL) {
@@ -160,27 +166,27 @@ void ddpw__nccl_free(ddpw_nccl_t *n) {
     free(n);
 }
 
-/* Aborts the handle's communicator after a failure: later calls see it gone. */
-static void abort_comm(ddpw_t *w) {
-    ncclCommAbort(w->nccl->comm);
-    w->nccl->comm = NULL;
+/* Aborts the communicator after a failure: later calls see it gone. */
+static void abort_comm(ddpw_nccl_t *n) {
+    ncclCommAbort(n->comm);
+    n->comm = NULL;
 }
 
 /* A call on a non-blocking communicator may return ncclInProgress while it is still being
  * enqueued; NCCL wants no other call on the communicator until the state settles. Polls (bounded)
  * and returns 0 or a DDP_E* code, aborting the communicator on error or timeout. */
-static int settle(ddpw_t *w, ncclResult_t r, const char *what, ddp_err_t *err) {
-    ncclComm_t comm = w->nccl->comm;
+static int settle(ddpw_nccl_t *n, ncclResult_t r, const char *what, ddp_err_t *err) {
+    ncclComm_t comm = n->comm;
     if (r == ncclSuccess)
         return 0;
-    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    uint64_t deadline = ddp_now_ms() + (uint64_t)n->ctx->timeout_ms;
     while (r == ncclInProgress) {
         if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
             break;
         if (r == ncclInProgress && ddp_now_ms() >= deadline) {
-            abort_comm(w);
+            abort_comm(n);
             return ddp_err_set(err, DDP_ETIMEOUT, "%s: still enqueuing after %d ms; aborted", what,
-                               w->timeout_ms);
+                               n->ctx->timeout_ms);
         }
         struct timespec ts = {0, 10000L};
         nanosleep(&ts, NULL);
@@ -189,13 +195,13 @@ static int settle(ddpw_t *w, ncclResult_t r, const char *what, ddp_err_t *err) {
         return 0;
     int rc = ddp_err_set(err, DDP_ENCCL, "%s: %s (%s)", what, ncclGetErrorString(r),
                          ncclGetLastError(comm));
-    abort_comm(w);
+    abort_comm(n);
     return rc;
 }
 
 /* Waits for stream with the handle's deadline, checking the communicator for async errors. */
-static int wait_stream(ddpw_t *w, cudaStream_t stream, const char *what, ddp_err_t *err) {
-    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+static int wait_stream(ddpw_nccl_t *n, cudaStream_t stream, const char *what, ddp_err_t *err) {
+    uint64_t deadline = ddp_now_ms() + (uint64_t)n->ctx->timeout_ms;
     for (;;) {
         cudaError_t ce = cudaStreamQuery(stream);
         if (ce == cudaSuccess)
@@ -203,89 +209,98 @@ static int wait_stream(ddpw_t *w, cudaStream_t stream, const char *what, ddp_err
         if (ce != cudaErrorNotReady)
             return ddp_err_set(err, DDP_ECUDA, "%s: %s", what, cudaGetErrorString(ce));
         ncclResult_t st = ncclSuccess;
-        ncclCommGetAsyncError(w->nccl->comm, &st);
+        ncclCommGetAsyncError(n->comm, &st);
         if (st != ncclSuccess && st != ncclInProgress) {
-            abort_comm(w);
+            abort_comm(n);
             return ddp_err_set(err, DDP_ENCCL, "%s: %s", what, ncclGetErrorString(st));
         }
         if (ddp_now_ms() >= deadline) {
-            abort_comm(w);
+            abort_comm(n);
             return ddp_err_set(err, DDP_ETIMEOUT, "%s: timed out after %d ms; communicator aborted",
-                               what, w->timeout_ms);
+                               what, n->ctx->timeout_ms);
         }
         struct timespec ts = {0, 20000L};
         nanosleep(&ts, NULL);
     }
 }
 
-int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
-                         ddp_err_t *err) {
-    if (w->nccl == NULL || w->nccl->comm == NULL)
+static int nccl_allreduce(void *state, float *buf, size_t count, ddpw_op_t op, void *stream,
+                          int wait, ddp_err_t *err) {
+    ddpw_nccl_t *n = state;
+    if (n == NULL || n->comm == NULL)
         return ddp_err_set(err, DDP_ENCCL, "allreduce: the NCCL communicator is gone");
-    cudaStream_t st = stream != NULL ? (cudaStream_t)stream : w->nccl->stream;
+    cudaStream_t st = stream != NULL ? (cudaStream_t)stream : n->stream;
     ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, op == DDPW_AVG ? ncclAvg : ncclSum,
-                                   w->nccl->comm, st);
-    int rc = settle(w, r, "ncclAllReduce", err);
+                                   n->comm, st);
+    int rc = settle(n, r, "ncclAllReduce", err);
     if (rc != 0)
         return rc;
-    return wait ? wait_stream(w, st, "ncclAllReduce", err) : 0;
+    return wait ? wait_stream(n, st, "ncclAllReduce", err) : 0;
 }
 
-int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
-    if (w->nccl == NULL || w->nccl->comm == NULL)
+static int nccl_broadcast(void *state, void *buf, size_t len, int root, ddp_err_t *err) {
+    ddpw_nccl_t *n = state;
+    if (n == NULL || n->comm == NULL)
         return ddp_err_set(err, DDP_ENCCL, "broadcast: the NCCL communicator is gone");
-    ncclResult_t r = ncclBroadcast(buf, buf, len, ncclUint8, root, w->nccl->comm, w->nccl->stream);
-    int rc = settle(w, r, "ncclBroadcast", err);
+    ncclResult_t r = ncclBroadcast(buf, buf, len, ncclUint8, root, n->comm, n->stream);
+    int rc = settle(n, r, "ncclBroadcast", err);
     if (rc != 0)
         return rc;
-    return wait_stream(w, w->nccl->stream, "ncclBroadcast", err);
+    return wait_stream(n, n->stream, "ncclBroadcast", err);
 }
 
-int ddpw__nccl_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err) {
-    if (w->nccl == NULL || w->nccl->comm == NULL)
+static int nccl_stream_wait(void *state, void *stream, ddp_err_t *err) {
+    ddpw_nccl_t *n = state;
+    if (n == NULL || n->comm == NULL)
         return ddp_err_set(err, DDP_ENCCL, "stream wait: the NCCL communicator is gone");
-    return wait_stream(w, stream != NULL ? (cudaStream_t)stream : w->nccl->stream, "training step",
-                       err);
+    return wait_stream(n, stream != NULL ? (cudaStream_t)stream : n->stream, "training step", err);
 }
 
 #else /* !DDP_HAVE_CUDA */
-
-struct ddpw_nccl {
-    int unused;
-};
 
 int ddpw__cuda_device_count(void) {
     return 0;
 }
 
-int ddpw__nccl_id_exchange(ddpw_t *w, unsigned char *id, ddp_err_t *err) {
+int ddpw__nccl_id_exchange(const ddpw_ctx_t *w, unsigned char *id, ddp_err_t *err) {
     (void)w;
     (void)id;
     return ddp_err_set(err, DDP_ENOGPU, "NCCL: this build has no CUDA/NCCL support");
 }
 
-int ddpw__nccl_setup(ddpw_t *w, ddp_err_t *err) {
+static int nccl_init(const ddpw_ctx_t *w, void **state, ddp_err_t *err) {
+    *state = NULL;
     return ddpw__nccl_id_exchange(w, NULL, err);
 }
 
-void ddpw__nccl_free(ddpw_nccl_t *n) {
-    free(n);
+static void nccl_fini(void *state) {
+    (void)state;
 }
 
-int ddpw__nccl_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream, int wait,
-                         ddp_err_t *err) {
-    (void)buf, (void)count, (void)op, (void)stream, (void)wait;
-    return ddpw__nccl_id_exchange(w, NULL, err);
+static int nccl_allreduce(void *state, float *buf, size_t count, ddpw_op_t op, void *stream,
+                          int wait, ddp_err_t *err) {
+    (void)state, (void)buf, (void)count, (void)op, (void)stream, (void)wait;
+    return ddpw__nccl_id_exchange(NULL, NULL, err);
 }
 
-int ddpw__nccl_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
-    (void)buf, (void)len, (void)root;
-    return ddpw__nccl_id_exchange(w, NULL, err);
+static int nccl_broadcast(void *state, void *buf, size_t len, int root, ddp_err_t *err) {
+    (void)state, (void)buf, (void)len, (void)root;
+    return ddpw__nccl_id_exchange(NULL, NULL, err);
 }
 
-int ddpw__nccl_stream_wait(ddpw_t *w, void *stream, ddp_err_t *err) {
-    (void)stream;
-    return ddpw__nccl_id_exchange(w, NULL, err);
+static int nccl_stream_wait(void *state, void *stream, ddp_err_t *err) {
+    (void)state, (void)stream;
+    return ddpw__nccl_id_exchange(NULL, NULL, err);
 }
 
 #endif
+
+const ddpw_backend_ops_t ddpw__nccl_ops = {
+    .name = "nccl",
+    .init = nccl_init,
+    .fini = nccl_fini,
+    .allreduce = nccl_allreduce,
+    .broadcast = nccl_broadcast,
+    .barrier = NULL, /* the store barrier: no device work to order */
+    .stream_wait = nccl_stream_wait,
+};

@@ -58,7 +58,8 @@ typedef struct shm_hdr {
 
 _Static_assert(sizeof(shm_hdr_t) <= SHM_HDR_BYTES, "shm header too large");
 
-struct ddpw_shm {
+typedef struct ddpw_shm {
+    const ddpw_ctx_t *ctx;
     shm_hdr_t *hdr;
     unsigned char *data;
     unsigned char *small; /* 2 sets x n slots x SHM_SMALL_BYTES, after the large slots */
@@ -68,7 +69,9 @@ struct ddpw_shm {
     size_t sub_floats; /* floats per sub-slot, multiple of 16 */
     int n, me;
     int base; /* global rank of local rank 0 */
-};
+} ddpw_shm_t;
+
+static void shm_fini(void *state);
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
     return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
@@ -108,8 +111,9 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static int shm_barrier(ddpw_t *w, ddp_err_t *err) {
-    ddpw_shm_t *s = w->shm;
+/* The barrier of the node's ranks: spin, then yield, then sleep on the futex in slices between
+ * which the peers' liveness and the deadline are checked. The three stages are one wait. */
+static int shm_barrier(ddpw_shm_t *s, ddp_err_t *err) {
     shm_hdr_t *h = s->hdr;
     uint32_t g = atomic_load(&h->gen);
     if (atomic_fetch_add(&h->count, 1) + 1 == (uint32_t)s->n) {
@@ -135,7 +139,7 @@ static int shm_barrier(ddpw_t *w, ddp_err_t *err) {
         if ((i & 63) == 63 && ddp_now_ns() - t0 > SHM_YIELD_NS)
             break;
     }
-    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    uint64_t deadline = ddp_now_ms() + (uint64_t)s->ctx->timeout_ms;
     for (;;) {
         atomic_fetch_add(&h->sleepers, 1);
         if (atomic_load(&h->gen) == g) {
@@ -154,12 +158,12 @@ static int shm_barrier(ddpw_t *w, ddp_err_t *err) {
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu collective: timed out after %d ms waiting for the other %d "
                                "local rank(s)",
-                               w->timeout_ms, s->n - 1);
+                               s->ctx->timeout_ms, s->n - 1);
     }
 }
 
-int ddpw__shm_barrier(ddpw_t *w, ddp_err_t *err) {
-    return shm_barrier(w, err);
+static int shm_barrier_op(void *state, ddp_err_t *err) {
+    return shm_barrier(state, err);
 }
 
 static int map_segment(ddpw_shm_t *s, int fd, int create, ddp_err_t *err, const char *name) {
@@ -185,101 +189,103 @@ static int map_segment(ddpw_shm_t *s, int fd, int create, ddp_err_t *err, const 
     return 0;
 }
 
-int ddpw__shm_setup(ddpw_t *w, ddp_err_t *err) {
-    int n = w->env.local_world_size, me = w->env.local_rank;
+/* Local rank 0: creates the segment under a fresh random name (O_EXCL), maps it, fills the
+ * header and publishes the name under key. *fd and name (cap bytes) are the caller's to clean. */
+static int create_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, size_t cap,
+                          ddp_err_t *err) {
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+        nonce = ddp_now_ns();
+    snprintf(name, cap, "/ddpw-%d-%016llx", (int)getpid(), (unsigned long long)nonce);
+    *fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (*fd < 0)
+        return ddp_err_set(err, -errno, "unable to create shared memory %s: %s", name,
+                           strerror(errno));
+    int rc = map_segment(s, *fd, 1, err, name);
+    if (rc != 0)
+        return rc;
+    s->hdr->n = (uint32_t)s->n;
+    s->hdr->slot_bytes = s->slot_bytes;
+    atomic_store(&s->hdr->pids[s->me], (int32_t)getpid());
+    atomic_thread_fence(memory_order_release);
+    s->hdr->magic = SHM_MAGIC;
+    return ddpw__store_set(s->ctx, key, name, strlen(name) + 1, err);
+}
+
+/* The other local ranks: read the name under key, open and map the segment, check that its
+ * header matches this rank's settings. *fd is the caller's to close. */
+static int open_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, size_t cap,
+                        ddp_err_t *err) {
+    size_t len = 0;
+    int rc = ddpw__store_get(s->ctx, key, name, cap, &len, -1, err);
+    if (rc != 0)
+        return rc;
+    if (len == 0 || name[len - 1] != '\0')
+        return ddp_err_set(err, DDP_EPROTO, "store key %s: malformed shared memory name", key);
+    *fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (*fd < 0)
+        return ddp_err_set(err, -errno, "unable to open shared memory %s: %s", name,
+                           strerror(errno));
+    if ((rc = map_segment(s, *fd, 0, err, name)) != 0)
+        return rc;
+    atomic_thread_fence(memory_order_acquire);
+    if (s->hdr->magic != SHM_MAGIC || s->hdr->n != (uint32_t)s->n ||
+        s->hdr->slot_bytes != s->slot_bytes)
+        return ddp_err_set(err, DDP_EPROTO,
+                           "shared memory %s does not match this rank's settings (local world "
+                           "%d, chunk %zu bytes)",
+                           name, s->n, s->slot_bytes);
+    atomic_store(&s->hdr->pids[s->me], (int32_t)getpid());
+    return 0;
+}
+
+static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
+    int n = ctx->env.local_world_size, me = ctx->env.local_rank;
+    *state = NULL;
     if (n > SHM_MAX_RANKS)
         return ddp_err_set(err, DDP_EUSAGE, "cpu backend: at most %d ranks per node",
                            SHM_MAX_RANKS);
     ddpw_shm_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         return ddp_err_set(err, -ENOMEM, "out of memory");
+    s->ctx = ctx;
     s->n = n;
     s->me = me;
-    s->base = w->env.rank - me;
+    s->base = ctx->env.rank - me;
     size_t unit = (size_t)n * 64;
-    size_t slot = w->chunk_bytes;
+    size_t slot = ctx->chunk_bytes;
     if (slot < unit)
         slot = unit;
     s->slot_bytes = slot / unit * unit;
     s->sub_floats = s->slot_bytes / (size_t)n / sizeof(float);
     s->map_len = SHM_HDR_BYTES + (s->slot_bytes + 2 * (size_t)SHM_SMALL_BYTES) * (size_t)n;
 
-    char key[64], name[128];
-    snprintf(key, sizeof key, "cpu/shm/%d", w->env.group_rank);
-    int fd = -1, rc = 0, created = 0;
-    if (me == 0) {
-        uint64_t nonce = 0;
-        if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
-            nonce = ddp_now_ns();
-        snprintf(name, sizeof name, "/ddpw-%d-%016llx", (int)getpid(), (unsigned long long)nonce);
-        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            rc = ddp_err_set(err, -errno, "unable to create shared memory %s: %s", name,
-                             strerror(errno));
-            goto fail;
-        }
-        created = 1;
-        if ((rc = map_segment(s, fd, 1, err, name)) != 0)
-            goto fail;
-        s->hdr->n = (uint32_t)n;
-        s->hdr->slot_bytes = s->slot_bytes;
-        atomic_store(&s->hdr->pids[me], (int32_t)getpid());
-        atomic_thread_fence(memory_order_release);
-        s->hdr->magic = SHM_MAGIC;
-        if ((rc = ddpw_store_set(w, key, name, strlen(name) + 1, err)) != 0)
-            goto fail;
-    } else {
-        size_t len = 0;
-        if ((rc = ddpw_store_get(w, key, name, sizeof name, &len, -1, err)) != 0)
-            goto fail;
-        if (len == 0 || name[len - 1] != '\0') {
-            rc = ddp_err_set(err, DDP_EPROTO, "store key %s: malformed shared memory name", key);
-            goto fail;
-        }
-        fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-        if (fd < 0) {
-            rc = ddp_err_set(err, -errno, "unable to open shared memory %s: %s", name,
-                             strerror(errno));
-            goto fail;
-        }
-        if ((rc = map_segment(s, fd, 0, err, name)) != 0)
-            goto fail;
-        atomic_thread_fence(memory_order_acquire);
-        if (s->hdr->magic != SHM_MAGIC || s->hdr->n != (uint32_t)n ||
-            s->hdr->slot_bytes != s->slot_bytes) {
-            rc = ddp_err_set(err, DDP_EPROTO,
-                             "shared memory %s does not match this rank's settings (local world "
-                             "%d, chunk %zu bytes)",
-                             name, n, s->slot_bytes);
-            goto fail;
-        }
-        atomic_store(&s->hdr->pids[me], (int32_t)getpid());
-    }
-    close(fd);
-    fd = -1;
-    w->shm = s;
+    char key[64], name[128] = "";
+    snprintf(key, sizeof key, "cpu/shm/%d", ctx->env.group_rank);
+    int fd = -1;
+    int rc = me == 0 ? create_segment(s, key, &fd, name, sizeof name, err)
+                     : open_segment(s, key, &fd, name, sizeof name, err);
+    int created = me == 0 && fd >= 0; /* the name is ours to unlink */
+    if (fd >= 0)
+        close(fd);
     /* Every rank has mapped the segment after this barrier: its name can go. */
-    char bkey[DDPW_KEY_MAX], bname[64];
-    snprintf(bname, sizeof bname, "cpu/ready/%d", w->env.group_rank);
-    ddpw__key(w, bname, bkey);
-    rc = rdzv_client_barrier(w->store, bkey, n, w->timeout_ms, err);
+    if (rc == 0) {
+        char bname[64];
+        snprintf(bname, sizeof bname, "cpu/ready/%d", ctx->env.group_rank);
+        rc = ddpw__store_barrier(ctx, bname, n, err);
+    }
     if (created)
         shm_unlink(name);
     if (rc != 0) {
-        w->shm = NULL;
-        ddpw__shm_free(s);
+        shm_fini(s);
+        return rc;
     }
-    return rc;
-fail:
-    if (fd >= 0)
-        close(fd);
-    if (created)
-        shm_unlink(name);
-    ddpw__shm_free(s);
-    return rc;
+    *state = s;
+    return 0;
 }
 
-void ddpw__shm_free(ddpw_shm_t *s) {
+static void shm_fini(void *state) {
+    ddpw_shm_t *s = state;
     if (s == NULL)
         return;
     if (s->hdr != NULL)
@@ -323,13 +329,12 @@ static void seg_bounds(size_t e, int n, int j, size_t *lo, size_t *hi) {
     *hi = b < e ? b : e;
 }
 
-static int small_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
-    ddpw_shm_t *s = w->shm;
+static int small_allreduce(ddpw_shm_t *s, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
     int n = s->n;
     size_t set = (size_t)(s->small_calls++ & 1);
     unsigned char *base = s->small + set * (size_t)n * SHM_SMALL_BYTES;
     memcpy(base + (size_t)s->me * SHM_SMALL_BYTES, buf, count * sizeof(float));
-    int rc = shm_barrier(w, err);
+    int rc = shm_barrier(s, err);
     if (rc != 0)
         return rc;
     const float *src[SHM_MAX_RANKS];
@@ -341,11 +346,13 @@ static int small_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, dd
     return 0;
 }
 
-int ddpw__shm_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
-    ddpw_shm_t *s = w->shm;
+static int shm_allreduce(void *state, float *buf, size_t count, ddpw_op_t op, void *stream,
+                         int wait, ddp_err_t *err) {
+    ddpw_shm_t *s = state;
+    (void)stream, (void)wait;
     int n = s->n, me = s->me, rc;
     if (count * sizeof(float) <= SHM_SMALL_BYTES)
-        return small_allreduce(w, buf, count, op, err);
+        return small_allreduce(s, buf, count, op, err);
     size_t chunk = s->sub_floats * (size_t)n;
     const float *src[SHM_MAX_RANKS];
     for (size_t off = 0; off < count; off += chunk) {
@@ -358,7 +365,7 @@ int ddpw__shm_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_e
             if (hi > lo)
                 memcpy(sub_slot(s, me, j), x + lo, (hi - lo) * sizeof(float));
         }
-        if ((rc = shm_barrier(w, err)) != 0)
+        if ((rc = shm_barrier(s, err)) != 0)
             return rc;
         seg_bounds(e, n, me, &lo, &hi);
         if (hi > lo) {
@@ -366,7 +373,7 @@ int ddpw__shm_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_e
                 src[r] = r == me ? x + lo : sub_slot(s, r, me);
             reduce_seg(src, n, hi - lo, (float)n, op == DDPW_AVG, x + lo, sub_slot(s, me, me));
         }
-        if ((rc = shm_barrier(w, err)) != 0)
+        if ((rc = shm_barrier(s, err)) != 0)
             return rc;
         for (int j = 0; j < n; j++) {
             if (j == me)
@@ -379,8 +386,8 @@ int ddpw__shm_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_e
     return 0;
 }
 
-int ddpw__shm_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
-    ddpw_shm_t *s = w->shm;
+static int shm_broadcast(void *state, void *buf, size_t len, int root, ddp_err_t *err) {
+    ddpw_shm_t *s = state;
     int lroot = root - s->base, rc;
     if (lroot < 0 || lroot >= s->n)
         return ddp_err_set(err, DDP_EUSAGE, "broadcast: root %d is not on this node", root);
@@ -389,14 +396,24 @@ int ddpw__shm_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *e
         size_t m = len - off < s->slot_bytes ? len - off : s->slot_bytes;
         /* The first barrier keeps the root from overwriting its slot while a slower rank is
          * still reading it in an earlier collective. */
-        if ((rc = shm_barrier(w, err)) != 0)
+        if ((rc = shm_barrier(s, err)) != 0)
             return rc;
         if (s->me == lroot)
             memcpy(slot, p + off, m);
-        if ((rc = shm_barrier(w, err)) != 0)
+        if ((rc = shm_barrier(s, err)) != 0)
             return rc;
         if (s->me != lroot)
             memcpy(p + off, slot, m);
     }
-    return shm_barrier(w, err);
+    return shm_barrier(s, err);
 }
+
+const ddpw_backend_ops_t ddpw__shm_ops = {
+    .name = "shm",
+    .init = shm_init,
+    .fini = shm_fini,
+    .allreduce = shm_allreduce,
+    .broadcast = shm_broadcast,
+    .barrier = shm_barrier_op,
+    .stream_wait = NULL,
+};

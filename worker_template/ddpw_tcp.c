@@ -1,10 +1,10 @@
-/* ddpw_tcp.c: the CPU backend across nodes. Within a node the ranks use shared memory
- * (ddpw_shm.c); the node leaders (LOCAL_RANK 0) form a TCP ring, each connected to the next
- * (GROUP_RANK + 1) and accepting from the previous. Allreduce = node allreduce (shared memory),
- * ring allreduce between leaders (reduce-scatter then allgather, full duplex), node broadcast
- * from the leader. Every rank ends with the leader's bits, and the summation order depends only
- * on the world's shape, so results are reproducible for a fixed world. Addresses are exchanged
- * through the store under the round prefix ("cpu/tcp/<node>" = "ADDR PORT"). */
+/* ddpw_tcp.c: the CPU backend across nodes, between node leaders (LOCAL_RANK 0): a TCP ring, each
+ * leader connected to the next (GROUP_RANK + 1) and accepting from the previous. The ring sums
+ * the leaders' buffers (reduce-scatter then allgather, full duplex) and passes broadcasts along;
+ * ddpw.c composes it with the shared memory of each node (node allreduce, ring, node broadcast
+ * from the leader), so every rank ends with the leader's bits and the summation order depends
+ * only on the world's shape. Addresses are exchanged through the store under the round prefix
+ * ("cpu/tcp/<node>" = "ADDR PORT"). */
 #include "ddpw_int.h"
 
 #include <arpa/inet.h>
@@ -26,12 +26,13 @@
 
 #define TCP_MAGIC 0x44445754u /* "TWDD" */
 
-struct ddpw_tcp {
+typedef struct ddpw_tcp {
+    const ddpw_ctx_t *ctx;
     int fd_next, fd_prev;
     int node, nodes;
     float *tmp; /* receive scratch, allocated once per size high-water mark */
     size_t tmp_cap;
-};
+} ddpw_tcp_t;
 
 typedef struct hello {
     uint32_t magic;
@@ -40,9 +41,9 @@ typedef struct hello {
     uint64_t run_hash;
 } hello_t;
 
-static uint64_t run_hash(const ddpw_t *w) {
+static uint64_t run_hash(const ddpw_ctx_t *c) {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = w->env.run_id; *p; p++)
+    for (const char *p = c->env.run_id; *p; p++)
         h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
     return h;
 }
@@ -64,12 +65,12 @@ static void set_sock_opts(int fd) {
 }
 
 /* Sends slen bytes on out while receiving rlen bytes from in (either may be 0), so that a ring
- * of peers doing the same never deadlocks on full socket buffers. */
-static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, void *rbuf,
-                    size_t rlen, ddp_err_t *err) {
+ * of peers doing the same never deadlocks on full socket buffers. Bounded by timeout_ms. */
+static int exchange(const ddpw_tcp_t *t, int timeout_ms, int out, const void *sbuf, size_t slen,
+                    int in, void *rbuf, size_t rlen, ddp_err_t *err) {
     const char *s = sbuf;
     char *r = rbuf;
-    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
+    uint64_t deadline = ddp_now_ms() + (uint64_t)timeout_ms;
     while (slen > 0 || rlen > 0) {
         struct pollfd p[2];
         int n = 0, is = -1, ir = -1;
@@ -86,9 +87,9 @@ static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, v
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu collective: node ring timed out after %d ms (%s node %d's "
                                "leader)",
-                               w->timeout_ms, rlen > 0 ? "receiving from" : "sending to",
-                               rlen > 0 ? (w->tcp->node + w->tcp->nodes - 1) % w->tcp->nodes
-                                        : (w->tcp->node + 1) % w->tcp->nodes);
+                               timeout_ms, rlen > 0 ? "receiving from" : "sending to",
+                               rlen > 0 ? (t->node + t->nodes - 1) % t->nodes
+                                        : (t->node + 1) % t->nodes);
         int k = poll(p, (nfds_t)n, (int)(deadline - now > 100 ? 100 : deadline - now));
         if (k < 0 && errno != EINTR)
             return ddp_err_set(err, -errno, "cpu collective: poll: %s", strerror(errno));
@@ -98,7 +99,7 @@ static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, v
             ssize_t m = send(out, s, slen, MSG_NOSIGNAL);
             if (m < 0 && errno != EAGAIN && errno != EINTR)
                 return ddp_err_set(err, DDP_ECLOSED, "cpu collective: send to node %d failed: %s",
-                                   (w->tcp->node + 1) % w->tcp->nodes, strerror(errno));
+                                   (t->node + 1) % t->nodes, strerror(errno));
             if (m > 0)
                 s += m, slen -= (size_t)m;
         }
@@ -107,7 +108,7 @@ static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, v
             if (m == 0 || (m < 0 && errno != EAGAIN && errno != EINTR))
                 return ddp_err_set(err, DDP_ECLOSED,
                                    "cpu collective: node %d's leader closed the connection",
-                                   (w->tcp->node + w->tcp->nodes - 1) % w->tcp->nodes);
+                                   (t->node + t->nodes - 1) % t->nodes);
             if (m > 0)
                 r += m, rlen -= (size_t)m;
         }
@@ -116,21 +117,22 @@ static int exchange(ddpw_t *w, int out, const void *sbuf, size_t slen, int in, v
 }
 
 /* The local address that routes to the store: other nodes reach this leader through it. */
-static int local_addr(ddpw_t *w, struct sockaddr_storage *ss, socklen_t *len, ddp_err_t *err) {
+static int local_addr(const ddpw_ctx_t *c, struct sockaddr_storage *ss, socklen_t *len,
+                      ddp_err_t *err) {
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_socktype = SOCK_DGRAM;
     char port[16];
-    snprintf(port, sizeof port, "%u", w->env.store_port);
-    int g = getaddrinfo(w->env.store_host, port, &hints, &ai);
+    snprintf(port, sizeof port, "%u", c->env.store_port);
+    int g = getaddrinfo(c->env.store_host, port, &hints, &ai);
     if (g != 0)
         return ddp_err_set(err, -EHOSTUNREACH, "cpu backend: unable to resolve %s: %s",
-                           w->env.store_host, gai_strerror(g));
+                           c->env.store_host, gai_strerror(g));
     int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
     *len = sizeof *ss;
     if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
         getsockname(fd, (struct sockaddr *)ss, len) != 0)
         rc = ddp_err_set(err, -errno, "cpu backend: no route to the store %s: %s",
-                         w->env.store_host, strerror(errno));
+                         c->env.store_host, strerror(errno));
     if (fd >= 0)
         close(fd);
     freeaddrinfo(ai);
@@ -142,9 +144,9 @@ static int local_addr(ddpw_t *w, struct sockaddr_storage *ss, socklen_t *len, dd
  * A refusal (the leader not listening yet, or gone) is retried with a short
  * doubling backoff until the deadline. Returns the connected fd, or a negative code (DDP_ETIMEOUT
  * when it timed out or kept being refused, else -errno) with err naming the peer. */
-static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, const char *peer,
-                          uint64_t deadline, ddp_err_t *err) {
-    int rank = next * w->env.local_world_size;
+static int connect_leader(const ddpw_ctx_t *c, int next, const struct addrinfo *ai,
+                          const char *peer, uint64_t deadline, ddp_err_t *err) {
+    int rank = next * c->env.local_world_size;
     uint64_t backoff = 5;
     int refused = 0;
     for (;;) {
@@ -155,7 +157,7 @@ static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, 
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu backend: connecting to node %d's leader (rank %d) at %s timed "
                                "out after %d ms (no answer)",
-                               next, rank, peer, w->timeout_ms);
+                               next, rank, peer, c->timeout_ms);
         if (fd != -ETIMEDOUT && fd != -ECONNREFUSED)
             return ddp_err_set(err, fd,
                                "cpu backend: unable to connect to node %d's leader (rank %d) at "
@@ -167,7 +169,7 @@ static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, 
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu backend: node %d's leader (rank %d) at %s refused the "
                                "connection until the %d ms timeout (nothing listening there)",
-                               next, rank, peer, w->timeout_ms);
+                               next, rank, peer, c->timeout_ms);
         uint64_t nap = backoff < deadline - now ? backoff : deadline - now;
         struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -175,12 +177,48 @@ static int connect_leader(const ddpw_t *w, int next, const struct addrinfo *ai, 
     }
 }
 
-static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
+/* Accepts the previous node's leader on lfd before deadline; anything else that connects (wrong
+ * hello, another run or round, silence for 5 s) is closed. */
+static int accept_prev(ddpw_tcp_t *t, int lfd, uint64_t deadline, ddp_err_t *err) {
+    const ddpw_ctx_t *c = t->ctx;
+    int prev = (t->node + t->nodes - 1) % t->nodes;
+    while (t->fd_prev < 0) {
+        uint64_t now = ddp_now_ms();
+        if (now >= deadline)
+            return ddp_err_set(err, DDP_ETIMEOUT,
+                               "cpu backend: node %d's leader did not connect within %d ms", prev,
+                               c->timeout_ms);
+        struct pollfd p = {lfd, POLLIN, 0};
+        if (poll(&p, 1, (int)(deadline - now > 100 ? 100 : deadline - now)) <= 0)
+            continue;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        set_sock_opts(fd);
+        hello_t in;
+        ddp_err_t ignored;
+        ddp_err_clear(&ignored);
+        /* A silent stranger costs 5 s at most. */
+        int limit = c->timeout_ms < 5000 ? c->timeout_ms : 5000;
+        int rc = exchange(t, limit, -1, NULL, 0, fd, &in, sizeof in, &ignored);
+        if (rc == 0 && in.magic == TCP_MAGIC && in.node == (uint32_t)prev &&
+            in.round == c->env.round && in.run_hash == run_hash(c))
+            t->fd_prev = fd;
+        else
+            close(fd);
+    }
+    return 0;
+}
+
+/* Connects to the next node's leader (address from the store) and says hello, then accepts the
+ * previous one, all within one timeout. */
+static int ring_connect(ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
+    const ddpw_ctx_t *c = t->ctx;
     char key[64], val[128];
     size_t len = 0;
     int next = (t->node + 1) % t->nodes, rc;
     snprintf(key, sizeof key, "cpu/tcp/%d", next);
-    if ((rc = ddpw_store_get(w, key, val, sizeof val - 1, &len, -1, err)) != 0)
+    if ((rc = ddpw__store_get(c, key, val, sizeof val - 1, &len, -1, err)) != 0)
         return rc;
     val[len] = '\0';
     char host[100], port[16], peer[128];
@@ -192,71 +230,24 @@ static int ring_connect(ddpw_t *w, ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     if (getaddrinfo(host, port, &hints, &ai) != 0)
         return ddp_err_set(err, DDP_EPROTO, "store key %s: bad address '%s'", key, val);
     snprintf(peer, sizeof peer, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
-    uint64_t deadline = ddp_now_ms() + (uint64_t)w->timeout_ms;
-    rc = connect_leader(w, next, ai, peer, deadline, err);
+    uint64_t deadline = ddp_now_ms() + (uint64_t)c->timeout_ms;
+    rc = connect_leader(c, next, ai, peer, deadline, err);
     freeaddrinfo(ai);
     if (rc < 0)
         return rc;
     t->fd_next = rc; /* non-blocking, TCP_NODELAY */
-    hello_t h = {TCP_MAGIC, (uint32_t)t->node, w->env.round, run_hash(w)};
-    if ((rc = exchange(w, t->fd_next, &h, sizeof h, -1, NULL, 0, err)) != 0)
+    hello_t h = {TCP_MAGIC, (uint32_t)t->node, c->env.round, run_hash(c)};
+    if ((rc = exchange(t, c->timeout_ms, t->fd_next, &h, sizeof h, -1, NULL, 0, err)) != 0)
         return rc;
-    /* Accept the previous node's leader; anything else that connects is closed. */
-    int prev = (t->node + t->nodes - 1) % t->nodes;
-    while (t->fd_prev < 0) {
-        uint64_t now = ddp_now_ms();
-        if (now >= deadline)
-            return ddp_err_set(err, DDP_ETIMEOUT,
-                               "cpu backend: node %d's leader did not connect within %d ms", prev,
-                               w->timeout_ms);
-        struct pollfd p = {lfd, POLLIN, 0};
-        if (poll(&p, 1, (int)(deadline - now > 100 ? 100 : deadline - now)) <= 0)
-            continue;
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        set_sock_opts(fd);
-        hello_t in;
-        ddp_err_t ignored;
-        ddp_err_clear(&ignored);
-        int saved = w->timeout_ms;
-        w->timeout_ms = saved < 5000 ? saved : 5000; /* a silent stranger costs 5 s at most */
-        rc = exchange(w, -1, NULL, 0, fd, &in, sizeof in, &ignored);
-        w->timeout_ms = saved;
-        if (rc == 0 && in.magic == TCP_MAGIC && in.node == (uint32_t)prev &&
-            in.round == w->env.round && in.run_hash == run_hash(w))
-            t->fd_prev = fd;
-        else
-            close(fd);
-    }
-    return 0;
+    return accept_prev(t, lfd, deadline, err);
 }
 
-int ddpw__tcp_setup(ddpw_t *w, ddp_err_t *err) {
-    int lws = w->env.local_world_size, ws = w->env.world_size;
-    if (ws % lws != 0)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "backend cpu: WORLD_SIZE=%d is not a multiple of LOCAL_WORLD_SIZE=%d "
-                           "(nodes must run the same number of ranks)",
-                           ws, lws);
-    int nodes = ws / lws;
-    if (w->env.group_rank >= nodes || w->env.rank != w->env.group_rank * lws + w->env.local_rank)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "backend cpu: RANK=%d is not GROUP_RANK*LOCAL_WORLD_SIZE+LOCAL_RANK "
-                           "(%d*%d+%d)",
-                           w->env.rank, w->env.group_rank, lws, w->env.local_rank);
-    if (w->env.local_rank != 0)
-        return 0; /* only leaders talk TCP */
-    ddpw_tcp_t *t = calloc(1, sizeof *t);
-    if (t == NULL)
-        return ddp_err_set(err, -ENOMEM, "out of memory");
-    t->fd_next = t->fd_prev = -1;
-    t->node = w->env.group_rank;
-    t->nodes = nodes;
-    w->tcp = t;
+/* Listens on the address that routes to the store (port 0) and publishes "ADDR PORT" under
+ * cpu/tcp/<node>. Returns the listening fd (caller closes it) or a negative code. */
+static int listen_publish(ddpw_tcp_t *t, ddp_err_t *err) {
     struct sockaddr_storage ss;
     socklen_t sl;
-    int rc = local_addr(w, &ss, &sl, err);
+    int rc = local_addr(t->ctx, &ss, &sl, err);
     if (rc != 0)
         return rc;
     if (ss.ss_family == AF_INET)
@@ -270,7 +261,9 @@ int ddpw__tcp_setup(ddpw_t *w, ddp_err_t *err) {
         getsockname(lfd, (struct sockaddr *)&ss, &sl) != 0) {
         rc = ddp_err_set(err, -errno, "cpu backend: unable to listen for node peers: %s",
                          strerror(errno));
-        goto out;
+        if (lfd >= 0)
+            close(lfd);
+        return rc;
     }
     char host[INET6_ADDRSTRLEN], val[128], key[64];
     uint16_t port;
@@ -283,16 +276,54 @@ int ddpw__tcp_setup(ddpw_t *w, ddp_err_t *err) {
     }
     snprintf(val, sizeof val, "%s %u", host, port);
     snprintf(key, sizeof key, "cpu/tcp/%d", t->node);
-    if ((rc = ddpw_store_set(w, key, val, strlen(val), err)) != 0)
-        goto out;
-    rc = ring_connect(w, t, lfd, err);
-out:
-    if (lfd >= 0)
+    if ((rc = ddpw__store_set(t->ctx, key, val, strlen(val), err)) != 0) {
         close(lfd);
-    return rc;
+        return rc;
+    }
+    return lfd;
 }
 
-void ddpw__tcp_free(ddpw_tcp_t *t) {
+static void tcp_fini(void *state);
+
+static int tcp_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
+    const ddpw_env_t *e = &ctx->env;
+    int lws = e->local_world_size, ws = e->world_size;
+    *state = NULL;
+    if (ws % lws != 0)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "backend cpu: WORLD_SIZE=%d is not a multiple of LOCAL_WORLD_SIZE=%d "
+                           "(nodes must run the same number of ranks)",
+                           ws, lws);
+    int nodes = ws / lws;
+    if (e->group_rank >= nodes || e->rank != e->group_rank * lws + e->local_rank)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "backend cpu: RANK=%d is not GROUP_RANK*LOCAL_WORLD_SIZE+LOCAL_RANK "
+                           "(%d*%d+%d)",
+                           e->rank, e->group_rank, lws, e->local_rank);
+    if (e->local_rank != 0)
+        return 0; /* only leaders talk TCP */
+    ddpw_tcp_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory");
+    t->ctx = ctx;
+    t->fd_next = t->fd_prev = -1;
+    t->node = e->group_rank;
+    t->nodes = nodes;
+    int lfd = listen_publish(t, err), rc = lfd;
+    if (lfd >= 0) {
+        rc = ring_connect(t, lfd, err);
+        close(lfd);
+    }
+    if (rc < 0) {
+        tcp_fini(t);
+        return rc;
+    }
+    *state = t;
+    return 0;
+}
+
+static void tcp_fini(void *state) {
+    ddpw_tcp_t *t = state;
     if (t == NULL)
         return;
     if (t->fd_next >= 0)
@@ -310,10 +341,14 @@ static void seg(size_t count, int nodes, int j, size_t *lo, size_t *hi) {
     *hi = b < count ? b : count;
 }
 
-/* Ring allreduce (sum) of the leaders' buffers. */
-static int ring_allreduce(ddpw_t *w, float *buf, size_t count, ddp_err_t *err) {
-    ddpw_tcp_t *t = w->tcp;
-    int G = t->nodes, g = t->node, rc;
+/* Ring allreduce (sum) of the leaders' buffers: reduce-scatter, then allgather. */
+static int tcp_allreduce(void *state, float *buf, size_t count, ddpw_op_t op, void *stream,
+                         int wait, ddp_err_t *err) {
+    ddpw_tcp_t *t = state;
+    (void)stream, (void)wait;
+    if (op != DDPW_SUM)
+        return ddp_err_set(err, DDP_EUSAGE, "cpu backend: the node ring only sums");
+    int G = t->nodes, g = t->node, rc, tmo = t->ctx->timeout_ms;
     size_t q = (count + (size_t)G - 1) / (size_t)G;
     if (q > t->tmp_cap) {
         float *p = realloc(t->tmp, q * sizeof(float));
@@ -326,7 +361,7 @@ static int ring_allreduce(ddpw_t *w, float *buf, size_t count, ddp_err_t *err) {
     for (int s = 0; s < G - 1; s++) { /* reduce-scatter */
         seg(count, G, ((g - s) % G + G) % G, &slo, &shi);
         seg(count, G, ((g - s - 1) % G + G) % G, &rlo, &rhi);
-        if ((rc = exchange(w, t->fd_next, buf + slo, (shi - slo) * sizeof(float), t->fd_prev,
+        if ((rc = exchange(t, tmo, t->fd_next, buf + slo, (shi - slo) * sizeof(float), t->fd_prev,
                            t->tmp, (rhi - rlo) * sizeof(float), err)) != 0)
             return rc;
         for (size_t i = 0; i < rhi - rlo; i++)
@@ -335,55 +370,32 @@ static int ring_allreduce(ddpw_t *w, float *buf, size_t count, ddp_err_t *err) {
     for (int s = 0; s < G - 1; s++) { /* allgather */
         seg(count, G, ((g + 1 - s) % G + G) % G, &slo, &shi);
         seg(count, G, ((g - s) % G + G) % G, &rlo, &rhi);
-        if ((rc = exchange(w, t->fd_next, buf + slo, (shi - slo) * sizeof(float), t->fd_prev,
+        if ((rc = exchange(t, tmo, t->fd_next, buf + slo, (shi - slo) * sizeof(float), t->fd_prev,
                            buf + rlo, (rhi - rlo) * sizeof(float), err)) != 0)
             return rc;
     }
     return 0;
 }
 
-int ddpw__tcp_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
-    int rc = 0;
-    if (w->env.local_world_size > 1 &&
-        (rc = ddpw__shm_allreduce(w, buf, count, DDPW_SUM, err)) != 0)
+/* Passes the root node's leader's buffer along the ring, starting at the root's node. */
+static int tcp_broadcast(void *state, void *buf, size_t len, int root, ddp_err_t *err) {
+    ddpw_tcp_t *t = state;
+    int root_node = root / t->ctx->env.local_world_size, rc, tmo = t->ctx->timeout_ms;
+    int last = (root_node + t->nodes - 1) % t->nodes;
+    if (t->node != root_node &&
+        (rc = exchange(t, tmo, -1, NULL, 0, t->fd_prev, buf, len, err)) != 0)
         return rc;
-    if (w->tcp != NULL && (rc = ring_allreduce(w, buf, count, err)) != 0)
+    if (t->node != last && (rc = exchange(t, tmo, t->fd_next, buf, len, -1, NULL, 0, err)) != 0)
         return rc;
-    if (w->env.local_world_size > 1 &&
-        (rc = ddpw__shm_broadcast(w, buf, count * sizeof(float), w->env.rank - w->env.local_rank,
-                                  err)) != 0)
-        return rc;
-    if (op == DDPW_AVG) {
-        float n = (float)w->env.world_size;
-        for (size_t i = 0; i < count; i++)
-            buf[i] /= n;
-    }
     return 0;
 }
 
-int ddpw__tcp_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
-    int lws = w->env.local_world_size, rc = 0;
-    int root_node = root / lws, base = w->env.rank - w->env.local_rank;
-    /* 1. On the root's node, the root hands the data to everyone, its leader included. */
-    if (w->env.group_rank == root_node && lws > 1 &&
-        (rc = ddpw__shm_broadcast(w, buf, len, root, err)) != 0)
-        return rc;
-    /* 2. Leaders pass it along the ring, starting at the root's node. */
-    ddpw_tcp_t *t = w->tcp;
-    if (t != NULL) {
-        int last = (root_node + t->nodes - 1) % t->nodes;
-        if (t->node != root_node && (rc = exchange(w, -1, NULL, 0, t->fd_prev, buf, len, err)) != 0)
-            return rc;
-        if (t->node != last && (rc = exchange(w, t->fd_next, buf, len, -1, NULL, 0, err)) != 0)
-            return rc;
-    }
-    /* 3. Every other node spreads it from its leader. */
-    if (w->env.group_rank != root_node && lws > 1)
-        rc = ddpw__shm_broadcast(w, buf, len, base, err);
-    return rc;
-}
-
-int ddpw__tcp_barrier(ddpw_t *w, ddp_err_t *err) {
-    float x = 0;
-    return ddpw__tcp_allreduce(w, &x, 1, DDPW_SUM, err);
-}
+const ddpw_backend_ops_t ddpw__tcp_ops = {
+    .name = "tcp",
+    .init = tcp_init,
+    .fini = tcp_fini,
+    .allreduce = tcp_allreduce,
+    .broadcast = tcp_broadcast,
+    .barrier = NULL,
+    .stream_wait = NULL,
+};

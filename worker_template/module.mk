@@ -1,7 +1,7 @@
 # worker_template/: libddpw (ddpw.h: env -> ranks, store, CPU/NCCL collectives, error files) and
 # train, the data-parallel MLP trainer (C on the CPU, .cu on the GPU when HAVE_CUDA=1).
 DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \
-             worker_template/ddpw_nccl.c \
+             worker_template/ddpw_nccl.c worker_template/ddpw_store.c \
              worker_template/ddpw_errfile.c
 $(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
 LIBS += $(BUILD)/libddpw.a
@@ -12,7 +12,8 @@ $(BUILD)/obj/worker_template/ddpw_shm.o: CFLAGS += -O3
 # train: everything but main.c goes in an internal archive the unit tests link too.
 TRAIN_SRCS := worker_template/train/mlp.c worker_template/train/data.c \
               worker_template/train/sampler.c worker_template/train/ckpt.c \
-              worker_template/train/rng.c
+              worker_template/train/rng.c worker_template/train/args.c \
+              worker_template/train/loop.c worker_template/train/fileio.c
 ifeq ($(HAVE_CUDA),1)
 TRAIN_SRCS += worker_template/train/mlp_cuda.cu
 endif

@@ -3,7 +3,8 @@
 # (port 0), ranks started by this script with the environment the agent gives workers (the
 # launcher is not needed). Covers learning, identical parameters across ranks, CPU allreduce
 # with 2 and 3 ranks, kill + restart from a checkpoint (bitwise identical to an uninterrupted
-# run, also when the newest checkpoint is torn), authentication, and clean errors.
+# run, also when the newest checkpoint is torn), authentication, clean errors, and hostile
+# inputs (shared directories, symlinks, a FIFO checkpoint, non-finite values, huge lines).
 . "$(dirname "$0")/lib.sh"
 
 TRAIN="$BIN/train"
@@ -254,6 +255,66 @@ timeout 60 "$TRAIN" --data "$TMP/good.csv" --layers 2,32,2 --epochs 8 --batch-si
     --optimizer adam --lr 0.01 --log-every 1000 >"$TMP/csvok.out" 2>&1
 acc=$(eval_acc "$TMP/csvok.out")
 check "training on a CSV file learns (eval accuracy ${acc:-none} > 0.8)" above "${acc:-0}" 0.8
+
+# 7. Files in shared directories: a checkpoint directory others may write is refused; symlinks
+#    planted at --metrics and --dump-params are never written through.
+TINY=(--layers 8,16,2 --samples 256 --batch-size 32 --backend cpu --epochs 1 --quiet)
+mkdir -p "$TMP/shared" && chmod 0777 "$TMP/shared"
+timeout 30 "$TRAIN" "${TINY[@]}" --checkpoint-dir "$TMP/shared" >"$TMP/shared.out" 2>&1
+rc=$?
+check "a checkpoint dir writable by others (no sticky bit) exits 1 (got $rc) naming dir and mode" \
+    bash -c "[ $rc -eq 1 ] && [ \$(wc -l <'$TMP/shared.out') -eq 1 ] && grep -q '$TMP/shared (mode 0777)' '$TMP/shared.out'"
+chmod 1777 "$TMP/shared"
+timeout 30 "$TRAIN" "${TINY[@]}" --checkpoint-dir "$TMP/shared" >"$TMP/sticky.out" 2>&1
+check "the same directory with the sticky bit is accepted" [ $? -eq 0 -a "$(n_ckpt "$TMP/shared")" -ge 1 ]
+printf 'precious' >"$TMP/victim"
+ln -s "$TMP/victim" "$TMP/metrics.jsonl"
+timeout 30 "$TRAIN" "${TINY[@]}" --metrics "$TMP/metrics.jsonl" >"$TMP/mlink.out" 2>&1
+rc=$?
+check "--metrics at a symlink exits 1 (got $rc) and leaves its target alone" \
+    bash -c "[ $rc -eq 1 ] && grep -q 'symbolic link' '$TMP/mlink.out' && [ \"\$(cat '$TMP/victim')\" = precious ]"
+ln -s "$TMP/victim" "$TMP/dump.bin"
+timeout 30 "$TRAIN" "${TINY[@]}" --dump-params "$TMP/dump.bin" >"$TMP/dlink.out" 2>&1
+rc=$?
+check "--dump-params at a symlink replaces the link (rc $rc), its target untouched" \
+    bash -c "[ $rc -eq 0 ] && [ -f '$TMP/dump.bin' ] && [ ! -L '$TMP/dump.bin' ] && [ \"\$(cat '$TMP/victim')\" = precious ]"
+
+# 8. A FIFO named like the newest checkpoint: resume skips it (never blocks on it) and uses the
+#    newest regular checkpoint.
+mkdir -p "$TMP/ckfifo" && chmod 0700 "$TMP/ckfifo"
+timeout 30 "$TRAIN" "${TINY[@]}" --checkpoint-dir "$TMP/ckfifo" >"$TMP/ckfifo1.out" 2>&1
+mkfifo "$TMP/ckfifo/ckpt-00000000000000099999.bin"
+timeout 10 "$TRAIN" "${TINY[@]}" --epochs 2 --checkpoint-dir "$TMP/ckfifo" >"$TMP/ckfifo2.out" 2>&1
+rc=$?
+check "a FIFO checkpoint is skipped, not opened (rc $rc, 124 = hung)" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'not a regular file' '$TMP/ckfifo2.out'"
+
+# 9. Values that are not finite: refused in the CSV (file and line named) and on the command line;
+#    a loss that becomes NaN stops every rank at that step (exit 1, rank and step named).
+printf 'label,a,b\n1,0.5,2\n0,1e39,1\n' >"$TMP/inf.csv"
+timeout 30 "$TRAIN" --data "$TMP/inf.csv" >"$TMP/inf.out" 2>&1
+check "a CSV value that overflows float32 is refused by file and line" \
+    bash -c "[ $? -eq 1 ] && grep -q 'inf.csv:3: field 2 (.1e39.) is not a finite float32' '$TMP/inf.out'"
+timeout 30 "$TRAIN" --lr 1e39 >"$TMP/lr.out" 2>&1
+check "--lr 1e39 exits 2 naming the flag" \
+    bash -c "[ $? -eq 2 ] && [ \$(wc -l <'$TMP/lr.out') -eq 1 ] && grep -q -- '--lr' '$TMP/lr.out'"
+python3 -c '
+with open("'"$TMP"'/huge.csv", "w") as f:
+    for i in range(256):
+        f.write("%d,3e38,-3e38,3e38\n" % (i % 2))'
+start_store --no-auth || not_ok "store starts again"
+run_world 2 0 nan "$TRAIN" --data "$TMP/huge.csv" --layers 3,8,2 --batch-size 16 --backend cpu \
+    --epochs 1 --quiet
+rc=$?
+stop_store
+check "a non-finite loss stops both ranks at step 1 (exit 1), each naming its rank" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'rank 0: step 1: the .* is not finite' '$TMP/nan.r0.out' && grep -q 'rank 1: step 1: the .* is not finite' '$TMP/nan.r1.out'"
+python3 -c '
+with open("'"$TMP"'/long.csv", "w") as f:
+    f.write("1" + ",0.5" * 600000 + "\n")'
+timeout 30 "$TRAIN" --data "$TMP/long.csv" >"$TMP/long.out" 2>&1
+check "a CSV line over 1 MiB is refused by file and line, not blamed on --layers" \
+    bash -c "[ $? -eq 1 ] && grep -q 'long.csv:1: line longer than 1048576 bytes' '$TMP/long.out' && ! grep -q -- '--layers' '$TMP/long.out'"
 
 check "no process left behind" no_leftovers 3
 finish

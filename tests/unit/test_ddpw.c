@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -318,6 +319,43 @@ static int coll_child(int rank, const void *arg) {
     return child_collectives(rank, c, run);
 }
 
+/* The error file's temporary file is created exclusively: symlinks planted at the names a
+ * "<path>.tmp.<pid>" scheme gives are never written through, and a symlink at the path itself is
+ * replaced, not followed. */
+static void test_error_file_symlinks(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ddpw-errdir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], victim[128], link[160];
+    snprintf(path, sizeof path, "%s/error.json", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+    for (long pid = getpid(); pid < getpid() + 4; pid++) {
+        snprintf(link, sizeof link, "%s.tmp.%ld", path, pid);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    assert_int_equal(ddpw_record_error_to(path, "rank 0: boom"), 0);
+    unlink(path);
+    assert_int_equal(symlink(victim, path), 0);
+    assert_int_equal(ddpw_record_error_to(path, "rank 0: boom again"), 0);
+    char buf[32] = "";
+    f = fopen(victim, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "precious");
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_cpu_collectives(void **state) {
     (void)state;
     coll_case_t cases[] = {
@@ -529,7 +567,7 @@ static int id_child(int rank, const void *arg) {
     ddp_err_clear(&e);
     unsigned char id[129];
     id[0] = (unsigned char)rank;
-    int rc = ddpw__nccl_id_exchange(w, id + 1, &e);
+    int rc = ddpw__nccl_id_exchange(ddpw__ctx(w), id + 1, &e);
     if (rc != 0)
         fprintf(stderr, "rank %d: %s\n", rank, e.text);
     else if (write(a->fd, id, sizeof id) != (ssize_t)sizeof id)
@@ -591,6 +629,7 @@ int main(void) {
         cmocka_unit_test(test_env_single),
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_error_file),
+        cmocka_unit_test(test_error_file_symlinks),
         cmocka_unit_test(test_cpu_collectives),
         cmocka_unit_test(test_init_timeout),
         cmocka_unit_test(test_dead_peer),

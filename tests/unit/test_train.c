@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "train.h"
+#include "trainer.h"
 #ifdef DDP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -392,6 +394,213 @@ static void test_csv(void **state) {
     unlink(path);
 }
 
+/* ---- hostile checkpoint directories ---- */
+static void write_victim(const char *path) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+}
+
+static void assert_victim_intact(const char *path) {
+    char buf[32] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "precious");
+}
+
+/* Symlinks planted where the temporary file of a save would go (the names a predictable
+ * ".ckpt-<step>.tmp.<pid>" scheme gives) are never written through: the save creates its
+ * temporary file exclusively. */
+static void test_checkpoint_tmp_symlink(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    char victim[128], link[160];
+    snprintf(victim, sizeof victim, "%s.victim", g_dir);
+    write_victim(victim);
+    for (long pid = getpid(); pid < getpid() + 4; pid++) {
+        snprintf(link, sizeof link, "%s/.ckpt-%020llu.tmp.%ld", g_dir, 70ull, pid);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    save_step(&s, 70, 1, 3);
+    assert_victim_intact(victim);
+    int skipped;
+    assert_int_equal(load_step(&s, &skipped, NULL), 70);
+    struct stat st;
+    char path[128];
+    ckpt_path(path, sizeof path, 70);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", g_dir, victim);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A directory that others may write without the sticky bit is refused for saving and loading,
+ * in one line naming it and its mode; the sticky bit (as on /tmp) or a private mode is fine. */
+static void test_checkpoint_dir_mode(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    size_t n = s.nparams;
+    float *p = calloc(n, sizeof(float)), *st = calloc(n, sizeof(float));
+    ckpt_meta_t m = {5, 0, 5, 5, OPT_SGD, 1};
+    mode_t modes[] = {0777, 0770, 0757};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        assert_int_equal(chmod(g_dir, modes[i]), 0);
+        ddp_err_t e;
+        ddp_err_clear(&e);
+        assert_int_equal(ckpt_save(g_dir, &s, &m, p, st, n, 3, &e), DDP_EUSAGE);
+        char want[128];
+        snprintf(want, sizeof want, "%s", g_dir);
+        if (strstr(e.text, want) == NULL || strstr(e.text, "mode 0") == NULL ||
+            strchr(e.text, '\n') != NULL)
+            fail_msg("mode %o: '%s'", (unsigned)modes[i], e.text);
+        int found = 1, skipped = 0;
+        char used[256], why[256];
+        ddp_err_clear(&e);
+        assert_int_equal(
+            ckpt_load_latest(g_dir, &s, &m, p, st, n, &found, used, &skipped, why, sizeof used, &e),
+            DDP_EUSAGE);
+    }
+    assert_int_equal(chmod(g_dir, 01777), 0);
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(ckpt_save(g_dir, &s, &m, p, st, n, 3, &e), 0);
+    assert_int_equal(chmod(g_dir, 0700), 0);
+    assert_int_equal(ckpt_save(g_dir, &s, &m, p, st, n, 3, &e), 0);
+    free(p);
+    free(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_train: a FIFO checkpoint hung the loader\n";
+    ssize_t k = write(2, msg, sizeof msg - 1);
+    (void)k;
+    _exit(3);
+}
+
+/* A FIFO (or any non-regular file) named like a checkpoint is skipped, never opened for a
+ * blocking read: the loader falls back to the newest regular checkpoint. */
+static void test_checkpoint_fifo(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ddpw-ckpt-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    mlp_shape_t s;
+    assert_int_equal(mlp_shape_parse(&s, "4,8,3", NULL), 0);
+    save_step(&s, 10, 1, 3);
+    char path[128];
+    ckpt_path(path, sizeof path, 99);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    signal(SIGALRM, on_alarm);
+    alarm(10); /* bounded: a blocking open of the FIFO would wait for a writer forever */
+    float *p = malloc(s.nparams * sizeof(float)), *st = malloc(s.nparams * sizeof(float));
+    ckpt_meta_t m;
+    int found = 0, skipped = 0;
+    char used[256], why[256];
+    assert_int_equal(ckpt_load_latest(g_dir, &s, &m, p, st, s.nparams, &found, used, &skipped, why,
+                                      sizeof used, NULL),
+                     0);
+    alarm(0);
+    assert_int_equal(found, 1);
+    assert_int_equal(m.step, 10);
+    assert_int_equal(skipped, 1);
+    if (strstr(why, "not a regular file") == NULL)
+        fail_msg("skip reason: '%s'", why);
+    free(p);
+    free(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- hostile CSV values and flags ---- */
+static void test_csv_limits(void **state) {
+    (void)state;
+    const char *path = "/tmp/ddpw-test-limits.csv";
+    struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"1,2,3\n0,1e39,1\n", ":2: field 2 ('1e39') is not a finite float32"},
+        {"1,-4e38\n", ":1: field 2 ('-4e38') is not a finite float32"},
+        {"1,2\n0,nan\n", ":2: field 2 ('nan') is not a number"},
+    };
+    train_data_t d;
+    ddp_err_t e;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_text(path, bad[i].text);
+        ddp_err_clear(&e);
+        assert_int_not_equal(train_data_load_csv(&d, path, &e), 0);
+        if (strstr(e.text, bad[i].expect) == NULL)
+            fail_msg("case %zu: '%s' lacks '%s'", i, e.text, bad[i].expect);
+    }
+    /* A row longer than TRAIN_CSV_MAX_LINE is refused at that line, without reading it whole. */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1,2\n0", f);
+    for (size_t k = 0; k < TRAIN_CSV_MAX_LINE / 2 + 10; k++)
+        fputs(",1", f);
+    fputs("\n", f);
+    fclose(f);
+    ddp_err_clear(&e);
+    assert_int_equal(train_data_load_csv(&d, path, &e), DDP_ETOOBIG);
+    if (strstr(e.text, "ddpw-test-limits.csv:2:") == NULL || strstr(e.text, "longer than") == NULL)
+        fail_msg("long line: '%s'", e.text);
+    /* More features than a layer may have: named by file and line, not blamed on --layers. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1", f);
+    for (int k = 0; k < MLP_MAX_WIDTH + 1; k++)
+        fputs(",1", f);
+    fputs("\n", f);
+    fclose(f);
+    ddp_err_clear(&e);
+    assert_int_equal(train_data_load_csv(&d, path, &e), DDP_ETOOBIG);
+    if (strstr(e.text, "ddpw-test-limits.csv:1:") == NULL || strstr(e.text, "features") == NULL)
+        fail_msg("wide row: '%s'", e.text);
+    unlink(path);
+}
+
+static int parse_flags(const char *flag, const char *value, train_args_t *a, ddp_err_t *e) {
+    char *argv[] = {(char *)"train", (char *)flag, (char *)value, NULL};
+    ddp_err_clear(e);
+    return train_args_parse(3, argv, a, e);
+}
+
+/* Real-valued flags are finite and in range: 1e39 overflows float32 and would train on inf. */
+static void test_flag_ranges(void **state) {
+    (void)state;
+    train_args_t a;
+    ddp_err_t e;
+    struct {
+        const char *flag, *value;
+    } bad[] = {
+        {"--lr", "1e39"}, {"--lr", "0"},       {"--lr", "inf"},        {"--lr", "nan"},
+        {"--lr", "1e7"},  {"--momentum", "1"}, {"--momentum", "1e39"}, {"--momentum", "-0.1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(parse_flags(bad[i].flag, bad[i].value, &a, &e), DDP_EUSAGE);
+        if (strstr(e.text, bad[i].flag) == NULL)
+            fail_msg("%s %s: '%s'", bad[i].flag, bad[i].value, e.text);
+    }
+    assert_int_equal(parse_flags("--lr", "0.5", &a, &e), 0);
+    assert_true(a.lr == 0.5);
+    assert_int_equal(parse_flags("--momentum", "0", &a, &e), 0);
+    assert_int_equal(parse_flags("--momentum", "0.99", &a, &e), 0);
+}
+
 static void test_layers_parse(void **state) {
     (void)state;
     mlp_shape_t s;
@@ -479,6 +688,11 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_corrupt_only),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_layers_parse),
+        cmocka_unit_test(test_checkpoint_tmp_symlink),
+        cmocka_unit_test(test_checkpoint_dir_mode),
+        cmocka_unit_test(test_checkpoint_fifo),
+        cmocka_unit_test(test_csv_limits),
+        cmocka_unit_test(test_flag_ranges),
         cmocka_unit_test(test_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,20 +37,6 @@ uint64_t ckpt_fnv1a(uint64_t h, const void *p, size_t len) {
     return h;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n > 0) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static int parse_name(const char *name, unsigned long long *step) {
     char tail[8];
     return sscanf(name, "ckpt-%20llu%7s", step, tail) == 2 && strcmp(tail, ".bin") == 0;
@@ -83,42 +69,44 @@ static int list_steps(const char *dir, unsigned long long *steps, size_t cap, si
     return 0;
 }
 
-int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
-              const float *state, size_t state_len, int keep, ddp_err_t *err) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return ddp_err_set(err, -errno, "unable to create checkpoint directory %s: %s", dir,
-                           strerror(errno));
-    ckpt_hdr_t h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, CKPT_MAGIC, 8);
-    h.version = CKPT_VERSION;
-    h.hdr_bytes = sizeof h;
-    h.step = m->step;
-    h.epoch = m->epoch;
-    h.pos = m->pos;
-    h.opt_t = m->opt_t;
-    h.seed = m->seed;
-    h.opt_kind = m->opt_kind;
-    h.nsizes = (uint32_t)shape->nsizes;
+/* The header of a checkpoint of m, shape and state_len, its checksum covering the payload. */
+static void make_header(ckpt_hdr_t *h, const mlp_shape_t *shape, const ckpt_meta_t *m,
+                        const float *params, const float *state, size_t state_len) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, CKPT_MAGIC, 8);
+    h->version = CKPT_VERSION;
+    h->hdr_bytes = sizeof *h;
+    h->step = m->step;
+    h->epoch = m->epoch;
+    h->pos = m->pos;
+    h->opt_t = m->opt_t;
+    h->seed = m->seed;
+    h->opt_kind = m->opt_kind;
+    h->nsizes = (uint32_t)shape->nsizes;
     for (int i = 0; i < shape->nsizes; i++)
-        h.sizes[i] = (uint32_t)shape->sizes[i];
-    h.nparams = shape->nparams;
-    h.state_len = state_len;
-    uint64_t c = ckpt_fnv1a(CKPT_FNV_INIT, &h, sizeof h);
+        h->sizes[i] = (uint32_t)shape->sizes[i];
+    h->nparams = shape->nparams;
+    h->state_len = state_len;
+    uint64_t c = ckpt_fnv1a(CKPT_FNV_INIT, h, sizeof *h);
     c = ckpt_fnv1a(c, params, shape->nparams * sizeof(float));
     c = ckpt_fnv1a(c, state, state_len * sizeof(float));
-    h.checksum = c;
+    h->checksum = c;
+}
 
-    char tmp[4096], final[4096];
-    ckpt_path(final, sizeof final, dir, (unsigned long long)m->step);
-    snprintf(tmp, sizeof tmp, "%s/.ckpt-%020llu.tmp.%ld", dir, (unsigned long long)m->step,
-             (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
+/* Writes the header and payload to a temporary file of dir, fsyncs it and renames it to final.
+ * Returns 0 or -errno with err naming the file. */
+static int write_rename(const char *dir, const char *final, const ckpt_hdr_t *h,
+                        const float *params, size_t pbytes, const float *state, size_t sbytes,
+                        ddp_err_t *err) {
+    char prefix[4096], tmp[4200];
+    snprintf(prefix, sizeof prefix, "%s/.ckpt-%020llu.tmp.", dir, (unsigned long long)h->step);
+    int fd = train_tmpfile_open(prefix, 0644, tmp, sizeof tmp), rc = 0;
     if (fd < 0)
-        return ddp_err_set(err, -errno, "unable to create %s: %s", tmp, strerror(errno));
-    if ((rc = write_all(fd, &h, sizeof h)) == 0 &&
-        (rc = write_all(fd, params, shape->nparams * sizeof(float))) == 0 &&
-        (rc = write_all(fd, state, state_len * sizeof(float))) == 0 && fsync(fd) != 0)
+        return ddp_err_set(err, fd, "unable to create a temporary file %s*: %s", prefix,
+                           strerror(-fd));
+    if ((rc = train_write_all(fd, h, sizeof *h)) == 0 &&
+        (rc = train_write_all(fd, params, pbytes)) == 0 &&
+        (rc = train_write_all(fd, state, sbytes)) == 0 && fsync(fd) != 0)
         rc = -errno;
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
@@ -128,44 +116,127 @@ int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, c
         unlink(tmp);
         return ddp_err_set(err, rc, "unable to write checkpoint %s: %s", final, strerror(-rc));
     }
-    /* The rename is durable only once the directory entry is on disk. */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0) {
-        rc = ddp_err_set(err, -errno, "unable to fsync directory %s: %s", dir, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return rc;
-    }
-    close(dfd);
-    if (keep > 0) {
-        static unsigned long long steps[CKPT_MAX_FILES];
-        size_t n = 0;
-        if (list_steps(dir, steps, CKPT_MAX_FILES, &n) == 0)
-            for (size_t i = (size_t)keep; i < n; i++) {
-                ckpt_path(final, sizeof final, dir, steps[i]);
-                unlink(final);
-            }
-    }
     return 0;
 }
 
+/* The rename is durable only once the directory entry is on disk. */
+static int sync_dir(const char *dir, ddp_err_t *err) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    if (dfd < 0 || fsync(dfd) != 0)
+        rc = ddp_err_set(err, -errno, "unable to fsync directory %s: %s", dir, strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
+}
+
+/* Removes all but the newest keep checkpoints of dir (best effort). */
+static void prune(const char *dir, int keep) {
+    static unsigned long long steps[CKPT_MAX_FILES];
+    char path[4096];
+    size_t n = 0;
+    if (keep <= 0 || list_steps(dir, steps, CKPT_MAX_FILES, &n) != 0)
+        return;
+    for (size_t i = (size_t)keep; i < n; i++) {
+        ckpt_path(path, sizeof path, dir, steps[i]);
+        unlink(path);
+    }
+}
+
+/* Refuses a checkpoint directory where other users may plant or swap files: writable by group
+ * or others without the sticky bit. Returns 0, -ENOENT (missing), DDP_EUSAGE or -errno. */
+static int dir_check(const char *dir, ddp_err_t *err) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        int e = errno;
+        return e == ENOENT ? -ENOENT
+                           : ddp_err_set(err, -e, "unable to stat checkpoint directory %s: %s", dir,
+                                         strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return ddp_err_set(err, -ENOTDIR, "checkpoint directory %s is not a directory", dir);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "checkpoint directory %s (mode 0%o) is writable by group or others "
+                           "without the sticky bit",
+                           dir, (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
+              const float *state, size_t state_len, int keep, ddp_err_t *err) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ddp_err_set(err, -errno, "unable to create checkpoint directory %s: %s", dir,
+                           strerror(errno));
+    int rc = dir_check(dir, err);
+    if (rc != 0)
+        return rc == -ENOENT ? ddp_err_set(err, rc, "checkpoint directory %s vanished", dir) : rc;
+    ckpt_hdr_t h;
+    make_header(&h, shape, m, params, state, state_len);
+    char final[4096];
+    ckpt_path(final, sizeof final, dir, (unsigned long long)m->step);
+    rc = write_rename(dir, final, &h, params, shape->nparams * sizeof(float), state,
+                      state_len * sizeof(float), err);
+    if (rc == 0)
+        rc = sync_dir(dir, err);
+    if (rc == 0)
+        prune(dir, keep);
+    return rc;
+}
+
+/* 1 when h is of this version and for this model and optimizer; else 0 with why filled. */
+static int header_fits(const ckpt_hdr_t *h, const mlp_shape_t *shape, size_t state_len, char *why,
+                       size_t cap) {
+    if (h->version != CKPT_VERSION || h->hdr_bytes != sizeof *h) {
+        snprintf(why, cap, "version %u not supported", h->version);
+        return 0;
+    }
+    int same = h->nsizes == (uint32_t)shape->nsizes && h->nparams == shape->nparams &&
+               h->state_len == state_len;
+    for (int i = 0; same && i < shape->nsizes; i++)
+        same = h->sizes[i] == (uint32_t)shape->sizes[i];
+    if (!same)
+        snprintf(why, cap, "saved for another model or optimizer");
+    return same;
+}
+
 /* Reads and checks one file; returns 0 or a code with why (cap bytes) filled. */
-static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
-                    float *state, size_t state_len, char *why, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Opens path for reading only when it is a regular file: O_NOFOLLOW refuses a symlink, and
+ * O_NONBLOCK keeps a FIFO from blocking the open until a writer comes (it is cleared once fstat
+ * has shown a regular file). Returns the fd with *st filled, or -errno with why filled. */
+static int open_regular(const char *path, struct stat *st, char *why, size_t cap) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        snprintf(why, cap, "%s", strerror(e));
+        snprintf(why, cap, "%s", e == ELOOP ? "a symbolic link (not followed)" : strerror(e));
         return -e;
     }
+    int rc = 0;
+    if (fstat(fd, st) != 0) {
+        rc = -errno;
+        snprintf(why, cap, "fstat: %s", strerror(-rc));
+    } else if (!S_ISREG(st->st_mode)) {
+        rc = -EINVAL;
+        snprintf(why, cap, "not a regular file (mode 0%o)", (unsigned)st->st_mode);
+    } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        rc = -errno;
+        snprintf(why, cap, "fcntl: %s", strerror(-rc));
+    }
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
+                    float *state, size_t state_len, char *why, size_t cap) {
+    struct stat st;
+    int fd = open_regular(path, &st, why, cap);
+    if (fd < 0)
+        return fd;
     ckpt_hdr_t h;
     size_t want_p = shape->nparams * sizeof(float), want_s = state_len * sizeof(float);
-    struct stat st;
     int rc = DDP_ECORRUPT;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, cap, "fstat: %s", strerror(errno));
-        goto out;
-    }
     if ((size_t)st.st_size != sizeof h + want_p + want_s) {
         snprintf(why, cap, "size %lld, expected %zu (torn or for another model)",
                  (long long)st.st_size, sizeof h + want_p + want_s);
@@ -175,18 +246,8 @@ static int load_one(const char *path, const mlp_shape_t *shape, ckpt_meta_t *m, 
         snprintf(why, cap, "bad magic");
         goto out;
     }
-    if (h.version != CKPT_VERSION || h.hdr_bytes != sizeof h) {
-        snprintf(why, cap, "version %u not supported", h.version);
+    if (!header_fits(&h, shape, state_len, why, cap))
         goto out;
-    }
-    int same = h.nsizes == (uint32_t)shape->nsizes && h.nparams == shape->nparams &&
-               h.state_len == state_len;
-    for (int i = 0; same && i < shape->nsizes; i++)
-        same = h.sizes[i] == (uint32_t)shape->sizes[i];
-    if (!same) {
-        snprintf(why, cap, "saved for another model or optimizer");
-        goto out;
-    }
     if (read(fd, params, want_p) != (ssize_t)want_p ||
         (want_s && read(fd, state, want_s) != (ssize_t)want_s)) {
         snprintf(why, cap, "short read");
@@ -222,7 +283,12 @@ int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, 
     *skipped = 0;
     if (cap)
         used[0] = skipped_text[0] = '\0';
-    int rc = list_steps(dir, steps, CKPT_MAX_FILES, &n);
+    int rc = dir_check(dir, err);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        return rc;
+    rc = list_steps(dir, steps, CKPT_MAX_FILES, &n);
     if (rc == -ENOENT)
         return 0;
     if (rc != 0)

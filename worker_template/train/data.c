@@ -1,6 +1,7 @@
 /* data.c: the datasets train reads: a synthetic teacher-labelled set and a CSV loader. */
 #include <cblas.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,32 @@ void train_data_free(train_data_t *d) {
     free(d->x);
     free(d->y);
     memset(d, 0, sizeof *d);
+}
+
+/* Labels each of n samples with the argmax of its logits (n x classes) after standardizing each
+ * class's logit over the set, so that no class dominates the argmax (a raw random teacher often
+ * gives one class most of the samples). logit is overwritten. */
+static void label_by_logits(float *logit, size_t n, int classes, int32_t *y) {
+    for (int c = 0; c < classes; c++) {
+        double mean = 0, sq = 0;
+        for (size_t i = 0; i < n; i++)
+            mean += logit[i * classes + c];
+        mean /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double dv = logit[i * classes + c] - mean;
+            sq += dv * dv;
+        }
+        double sd = sqrt(sq / (double)n) + 1e-12;
+        for (size_t i = 0; i < n; i++)
+            logit[i * classes + c] = (float)((logit[i * classes + c] - mean) / sd);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int best = 0;
+        for (int c = 1; c < classes; c++)
+            if (logit[i * classes + c] > logit[i * classes + best])
+                best = c;
+        y[i] = best;
+    }
 }
 
 int train_data_synth(train_data_t *d, size_t n, int dim, int classes, uint64_t seed,
@@ -57,28 +84,7 @@ int train_data_synth(train_data_t *d, size_t n, int dim, int classes, uint64_t s
         }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, classes, H, 1.0f, hid, H, w2,
                 classes, 0.0f, logit, classes);
-    /* Standardize each class's logit over the set so that no class dominates the argmax
-     * (a raw random teacher often gives one class most of the samples). */
-    for (int c = 0; c < classes; c++) {
-        double mean = 0, sq = 0;
-        for (size_t i = 0; i < n; i++)
-            mean += logit[i * classes + c];
-        mean /= (double)n;
-        for (size_t i = 0; i < n; i++) {
-            double dv = logit[i * classes + c] - mean;
-            sq += dv * dv;
-        }
-        double sd = sqrt(sq / (double)n) + 1e-12;
-        for (size_t i = 0; i < n; i++)
-            logit[i * classes + c] = (float)((logit[i * classes + c] - mean) / sd);
-    }
-    for (size_t i = 0; i < n; i++) {
-        int best = 0;
-        for (int c = 1; c < classes; c++)
-            if (logit[i * classes + c] > logit[i * classes + best])
-                best = c;
-        d->y[i] = best;
-    }
+    label_by_logits(logit, n, classes, d->y);
     d->n = n;
     d->dim = dim;
     d->classes = classes;
@@ -107,109 +113,129 @@ static int push_f(float **a, size_t *len, size_t *cap, float v) {
     return 0;
 }
 
-int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err) {
-    memset(d, 0, sizeof *d);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return ddp_err_set(err, -errno, "unable to open %s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t lcap = 0, xlen = 0, xcap = 0, ylen = 0, ycap = 0;
-    float *xs = NULL, *ys = NULL;
-    long lineno = 0;
-    int dim = -1, rc = 0, maxlabel = -1, first = 1;
-    ssize_t got;
-    while ((got = getline(&line, &lcap, f)) >= 0) {
-        lineno++;
+/* The CSV reader's running state: the rows so far and where we are. */
+typedef struct csv {
+    const char *path;
+    long lineno;
+    float *xs, *ys;
+    size_t xlen, xcap, ylen, ycap;
+    int dim, maxlabel, first;
+} csv_t;
+
+/* Parses one line p (trimmed, not blank, not a comment): "label,f1,f2,...". Appends the row, or
+ * sets *header when it is the first line with content and starts with something not numeric. */
+static int parse_row(csv_t *c, char *p, int *header, ddp_err_t *err) {
+    /* The header is the first line with content, which may follow comments or blank lines
+     * (not necessarily line 1). */
+    int may_be_header = c->first, field = 0;
+    size_t row_start = c->xlen;
+    c->first = 0;
+    *header = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        while (*end == ' ' || *end == '\t')
+            end++;
+        if (end == p || (*end != ',' && *end != '\0') || errno == ERANGE || !isfinite(v)) {
+            if (may_be_header && field == 0) {
+                *header = 1; /* a non-numeric first line is a header */
+                return 0;
+            }
+            char *comma = strchr(p, ',');
+            int flen = comma ? (int)(comma - p) : (int)strlen(p);
+            return ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: field %d ('%.*s') is not a number",
+                               c->path, c->lineno, field + 1, flen > 40 ? 40 : flen, p);
+        }
+        if (fabs(v) > FLT_MAX) { /* finite as a double, infinite once stored as a float */
+            int flen = (int)(end - p);
+            return ddp_err_set(err, DDP_ECORRUPT,
+                               "%s:%ld: field %d ('%.*s') is not a finite float32", c->path,
+                               c->lineno, field + 1, flen > 40 ? 40 : flen, p);
+        }
+        if (field > MLP_MAX_WIDTH)
+            return ddp_err_set(err, DDP_ETOOBIG, "%s:%ld: more than %d features", c->path,
+                               c->lineno, MLP_MAX_WIDTH);
+        if (field == 0) {
+            if (v < 0 || v != floor(v) || v > 1e6)
+                return ddp_err_set(err, DDP_ECORRUPT,
+                                   "%s:%ld: label '%g' is not an integer in [0, 1000000]", c->path,
+                                   c->lineno, v);
+            if (push_f(&c->ys, &c->ylen, &c->ycap, (float)v) != 0)
+                return ddp_err_set(err, -ENOMEM, "%s:%ld: out of memory", c->path, c->lineno);
+            if ((int)v > c->maxlabel)
+                c->maxlabel = (int)v;
+        } else if (push_f(&c->xs, &c->xlen, &c->xcap, (float)v) != 0)
+            return ddp_err_set(err, -ENOMEM, "%s:%ld: out of memory", c->path, c->lineno);
+        field++;
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+    int nf = (int)(c->xlen - row_start);
+    if (nf < 1)
+        return ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: a row needs a label and features", c->path,
+                           c->lineno);
+    if (c->dim < 0)
+        c->dim = nf;
+    else if (nf != c->dim)
+        return ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: %d features where earlier rows have %d",
+                           c->path, c->lineno, nf, c->dim);
+    return 0;
+}
+
+/* Reads every line of f into c, each at most TRAIN_CSV_MAX_LINE bytes: the buffer is allocated
+ * once, so a file without line ends costs 1 MiB, not its size. */
+static int read_rows(csv_t *c, FILE *f, ddp_err_t *err) {
+    size_t cap = TRAIN_CSV_MAX_LINE + 2; /* the line, its '\n', the NUL */
+    char *line = malloc(cap);
+    if (line == NULL)
+        return ddp_err_set(err, -ENOMEM, "%s: out of memory", c->path);
+    int rc = 0, header;
+    while (rc == 0 && fgets(line, (int)cap, f) != NULL) {
+        c->lineno++;
+        size_t got = strlen(line);
+        if (got > 0 && line[got - 1] != '\n' && !feof(f)) {
+            rc = ddp_err_set(err, DDP_ETOOBIG, "%s:%ld: line longer than %u bytes", c->path,
+                             c->lineno, TRAIN_CSV_MAX_LINE);
+            break;
+        }
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = '\0';
         char *p = line;
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p == '\0' || *p == '#')
-            continue;
-        /* The header is the first line with content, which may follow comments or blank lines
-         * (not necessarily line 1). */
-        int may_be_header = first;
-        first = 0;
-        int field = 0;
-        int header = 0;
-        size_t row_start = xlen;
-        for (;;) {
-            char *end;
-            errno = 0;
-            double v = strtod(p, &end);
-            while (*end == ' ' || *end == '\t')
-                end++;
-            if (end == p || (*end != ',' && *end != '\0') || errno == ERANGE || !isfinite(v)) {
-                if (may_be_header && field == 0) {
-                    header = 1; /* a non-numeric first line is a header */
-                    break;
-                }
-                char *comma = strchr(p, ',');
-                int flen = comma ? (int)(comma - p) : (int)strlen(p);
-                rc = ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: field %d ('%.*s') is not a number",
-                                 path, lineno, field + 1, flen > 40 ? 40 : flen, p);
-                goto out;
-            }
-            if (field == 0) {
-                if (v < 0 || v != floor(v) || v > 1e6) {
-                    rc = ddp_err_set(err, DDP_ECORRUPT,
-                                     "%s:%ld: label '%g' is not an integer in [0, 1000000]", path,
-                                     lineno, v);
-                    goto out;
-                }
-                if (push_f(&ys, &ylen, &ycap, (float)v) != 0)
-                    goto oom;
-                if ((int)v > maxlabel)
-                    maxlabel = (int)v;
-            } else if (push_f(&xs, &xlen, &xcap, (float)v) != 0)
-                goto oom;
-            field++;
-            if (*end == '\0')
-                break;
-            p = end + 1;
-        }
-        if (header)
-            continue;
-        int nf = (int)(xlen - row_start);
-        if (nf < 1) {
-            rc = ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: a row needs a label and features", path,
-                             lineno);
-            goto out;
-        }
-        if (dim < 0)
-            dim = nf;
-        else if (nf != dim) {
-            rc = ddp_err_set(err, DDP_ECORRUPT, "%s:%ld: %d features where earlier rows have %d",
-                             path, lineno, nf, dim);
-            goto out;
-        }
+        if (*p != '\0' && *p != '#')
+            rc = parse_row(c, p, &header, err);
     }
-    if (ferror(f)) {
-        rc = ddp_err_set(err, -EIO, "unable to read %s", path);
-        goto out;
-    }
-    if (ylen == 0) {
-        rc = ddp_err_set(err, DDP_ECORRUPT, "%s: no data rows", path);
-        goto out;
-    }
-    d->y = malloc(ylen * sizeof(int32_t));
-    if (d->y == NULL)
-        goto oom;
-    for (size_t i = 0; i < ylen; i++)
-        d->y[i] = (int32_t)ys[i];
-    d->x = xs;
-    xs = NULL;
-    d->n = ylen;
-    d->dim = dim;
-    d->classes = maxlabel + 1 < 2 ? 2 : maxlabel + 1;
-    goto out;
-oom:
-    rc = ddp_err_set(err, -ENOMEM, "%s:%ld: out of memory", path, lineno);
-out:
     free(line);
-    free(xs);
-    free(ys);
+    if (rc == 0 && ferror(f))
+        rc = ddp_err_set(err, -EIO, "unable to read %s", c->path);
+    return rc;
+}
+
+int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err) {
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return ddp_err_set(err, -errno, "unable to open %s: %s", path, strerror(errno));
+    csv_t c = {.path = path, .dim = -1, .maxlabel = -1, .first = 1};
+    int rc = read_rows(&c, f, err);
     fclose(f);
+    if (rc == 0 && c.ylen == 0)
+        rc = ddp_err_set(err, DDP_ECORRUPT, "%s: no data rows", path);
+    if (rc == 0 && (d->y = malloc(c.ylen * sizeof(int32_t))) == NULL)
+        rc = ddp_err_set(err, -ENOMEM, "%s:%ld: out of memory", path, c.lineno);
+    if (rc == 0) {
+        for (size_t i = 0; i < c.ylen; i++)
+            d->y[i] = (int32_t)c.ys[i];
+        d->x = c.xs;
+        c.xs = NULL;
+        d->n = c.ylen;
+        d->dim = c.dim;
+        d->classes = c.maxlabel + 1 < 2 ? 2 : c.maxlabel + 1;
+    }
+    free(c.xs);
+    free(c.ys);
     return rc;
 }

@@ -18,9 +18,9 @@ int mlp_shape_init(mlp_shape_t *s, const int *sizes, int nsizes, ddp_err_t *err)
                            nsizes);
     size_t off = 0;
     for (int i = 0; i < nsizes; i++) {
-        if (sizes[i] < 1 || sizes[i] > 65536)
-            return ddp_err_set(err, DDP_EUSAGE, "--layers: width %d is not in [1, 65536]",
-                               sizes[i]);
+        if (sizes[i] < 1 || sizes[i] > MLP_MAX_WIDTH)
+            return ddp_err_set(err, DDP_EUSAGE, "--layers: width %d is not in [1, %d]", sizes[i],
+                               MLP_MAX_WIDTH);
         s->sizes[i] = sizes[i];
     }
     if (sizes[nsizes - 1] < 2)
@@ -99,8 +99,9 @@ void mlp_ws_free(mlp_ws_t *ws) {
     memset(ws, 0, sizeof *ws);
 }
 
-double mlp_forward_backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *params, const float *x,
-                            const int32_t *y, int B, float *grad, int *correct) {
+/* Forward pass: ws->act[l + 1] = relu(act[l] W_l^T + b_l), the last layer without ReLU. */
+static void forward(const mlp_shape_t *s, mlp_ws_t *ws, const float *params, const float *x,
+                    int B) {
     int L = s->nsizes - 1; /* weight layers */
     const float *in = x;
     for (int l = 0; l < L; l++) {
@@ -120,11 +121,14 @@ double mlp_forward_backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *par
         }
         in = z;
     }
-    /* Softmax cross-entropy on the logits; delta = (p - onehot) / B. */
-    int C = s->sizes[L];
-    float *logits = ws->act[L], *delta = ws->d0;
+}
+
+/* Softmax cross-entropy on the logits (B x C): returns the summed loss, counts argmax hits into
+ * *hits and writes delta = (p - onehot) / B. */
+static double softmax_ce(const float *logits, const int32_t *y, int B, int C, float *delta,
+                         int *hits) {
     double loss = 0;
-    int hits = 0;
+    *hits = 0;
     for (int i = 0; i < B; i++) {
         const float *zr = logits + (size_t)i * C;
         int best = 0;
@@ -134,7 +138,7 @@ double mlp_forward_backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *par
                 mx = zr[c];
                 best = c;
             }
-        hits += best == y[i];
+        *hits += best == y[i];
         double sum = 0;
         for (int c = 0; c < C; c++)
             sum += exp((double)(zr[c] - mx));
@@ -147,11 +151,15 @@ double mlp_forward_backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *par
             dr[c] = (float)((p - (c == y[i] ? 1.0 : 0.0)) / B);
         }
     }
-    if (correct != NULL)
-        *correct = hits;
-    if (grad == NULL)
-        return loss;
-    for (int l = L - 1; l >= 0; l--) {
+    return loss;
+}
+
+/* Backward pass from the output delta (in ws->d0): dW_l = delta^T h_l, db_l = column sums of
+ * delta, then delta through W_l and the ReLU of layer l, alternating ws->d0 and ws->d1. */
+static void backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *params, const float *x, int B,
+                     float *grad) {
+    float *delta = ws->d0;
+    for (int l = s->nsizes - 2; l >= 0; l--) {
         int ni = s->sizes[l], no = s->sizes[l + 1];
         const float *h = l == 0 ? x : ws->act[l];
         const float *W = params + s->w_off[l];
@@ -178,6 +186,17 @@ double mlp_forward_backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *par
                 dh[k] = 0;
         delta = dh;
     }
+}
+
+double mlp_forward_backward(const mlp_shape_t *s, mlp_ws_t *ws, const float *params, const float *x,
+                            const int32_t *y, int B, float *grad, int *correct) {
+    int L = s->nsizes - 1, hits = 0;
+    forward(s, ws, params, x, B);
+    double loss = softmax_ce(ws->act[L], y, B, s->sizes[L], ws->d0, &hits);
+    if (correct != NULL)
+        *correct = hits;
+    if (grad != NULL)
+        backward(s, ws, params, x, B, grad);
     return loss;
 }
 

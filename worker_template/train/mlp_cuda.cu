@@ -241,6 +241,8 @@ static int wait_event(cudaEvent_t ev, ddp_err_t *err) {
     }
 }
 
+/* Kept whole (~90 lines): one ordered sequence of stream operations, forward, backward with each
+ * bucket's allreduce enqueued as its gradients are written, then the optimizer behind an event. */
 extern "C" int gpu_model_step(gpu_model_t *m, ddpw_t *w, const float *x, const int32_t *y, int B,
                               double *loss_sum, int *correct, float *grad_out, ddp_err_t *err) {
     const mlp_shape_t *s = &m->s;

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ddp_err.h"
 
@@ -39,9 +40,15 @@ typedef struct train_data {
 int train_data_synth(train_data_t *d, size_t n, int dim, int classes, uint64_t seed,
                      ddp_err_t *err);
 
+/* Longest CSV line train reads (bytes, line end excluded): a row of MLP_MAX_WIDTH features fits
+ * with room to spare, and a file without line ends fails at once instead of filling memory. */
+#define TRAIN_CSV_MAX_LINE (1u << 20)
+
 /* Loads a CSV file of rows "label,f1,f2,...": label an integer >= 0, the same number of features
  * on every row; blank lines and lines starting with '#' are skipped, and a first line that is not
- * numeric is taken as a header. Errors name the file and line: "data.csv:7: ...". */
+ * numeric is taken as a header. Values must be finite as float32; a line may hold at most
+ * TRAIN_CSV_MAX_LINE bytes and MLP_MAX_WIDTH features (DDP_ETOOBIG). Errors name the file and
+ * line: "data.csv:7: ...". */
 int train_data_load_csv(train_data_t *d, const char *path, ddp_err_t *err);
 
 /* Frees d's arrays and zeroes it; safe on a zeroed or already freed set. */
@@ -59,6 +66,7 @@ int train_sampler_indices(size_t n, int world, int rank, uint64_t seed, uint64_t
 
 /* ---- mlp.c: the model on the CPU (OpenBLAS) ---- */
 #define MLP_MAX_SIZES 16
+#define MLP_MAX_WIDTH 65536 /* widest layer, input features included */
 
 typedef struct mlp_shape {
     int nsizes; /* layer widths, input first, classes last */
@@ -113,6 +121,24 @@ void optim_step(optim_t *o, float *params, const float *grad);
 /* Frees the state buffers; the struct may be initialized again. */
 void optim_free(optim_t *o);
 
+/* ---- fileio.c: files in directories other users may share ---- */
+
+/* Creates a new file "<prefix><16 random hex digits>" with O_CREAT | O_EXCL | O_NOFOLLOW (never
+ * an existing file, never through a symlink), mode filtered by the umask. out (cap bytes) gets the
+ * name. Returns the write-only fd (caller closes it) or -errno. */
+int train_tmpfile_open(const char *prefix, mode_t mode, char *out, size_t cap);
+
+/* Writes n bytes to fd, retrying short writes and EINTR. Returns 0 or -errno. */
+int train_write_all(int fd, const void *p, size_t n);
+
+/* Replaces path with n bytes: an exclusive temporary file beside it, then rename, so a symlink at
+ * path is replaced rather than followed. Returns 0 or -errno. */
+int train_file_replace(const char *path, const void *p, size_t n, mode_t mode);
+
+/* Opens path for appending, creating it with mode; refuses a symlink (-ELOOP) and anything but a
+ * regular file (-EINVAL), without blocking on a FIFO. Returns the fd (caller closes) or -errno. */
+int train_open_append(const char *path, mode_t mode);
+
 /* ---- ckpt.c: atomic, checksummed checkpoints ---- */
 typedef struct ckpt_meta {
     uint64_t step, epoch, pos; /* pos: batches already done in epoch */
@@ -121,16 +147,20 @@ typedef struct ckpt_meta {
     uint64_t seed;
 } ckpt_meta_t;
 
-/* Writes DIR/ckpt-<step>.bin atomically (temporary file, fsync, rename, fsync of DIR) and
- * keeps the newest `keep` files. params: shape->nparams floats; state: state_len floats. */
+/* Writes DIR/ckpt-<step>.bin atomically (a temporary file created exclusively, fsync, rename,
+ * fsync of DIR) and keeps the newest `keep` files. params: shape->nparams floats; state:
+ * state_len floats. DIR is created (0755) when missing; a DIR that group or others may write
+ * without the sticky bit is refused (DDP_EUSAGE naming it and its mode). */
 int ckpt_save(const char *dir, const mlp_shape_t *shape, const ckpt_meta_t *m, const float *params,
               const float *state, size_t state_len, int keep, ddp_err_t *err);
 
 /* Loads the newest valid checkpoint of DIR matching shape and state_len. Returns 0 with
  * *found = 1 (and the file name in used, cap bytes), or *found = 0 when there is none. Files that
- * fail the checks are skipped: *skipped counts them and skipped_text (cap) names the newest one
+ * fail the checks are skipped (non-regular files and symlinks are never opened for reading):
+ * *skipped counts them and skipped_text (cap) names the newest one
  * and why. When files were found but none is valid, params and state are zeroed (a skipped
- * file may have been read into them). Errors only for an unreadable DIR (ENOENT is no error). */
+ * file may have been read into them). Errors only for an unreadable DIR (ENOENT is no error) or
+ * one that others may write (DDP_EUSAGE, as for ckpt_save). */
 int ckpt_load_latest(const char *dir, const mlp_shape_t *shape, ckpt_meta_t *m, float *params,
                      float *state, size_t state_len, int *found, char *used, int *skipped,
                      char *skipped_text, size_t cap, ddp_err_t *err);
