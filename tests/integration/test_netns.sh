@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-node ddprun across real network hosts (issue 4, "Tests across hosts"): three hosts made of
+# Multi-node ddprun across real network hosts: three hosts made of
 # network namespaces on this one machine, joined by veth pairs to a bridge that lives in a fourth
 # namespace, each host with its own hostname and /etc/hosts (unshare --uts --mount and a bind
 # mount, as tests/slurm/slurm-harness.sh does), one ddprun per host, the rendezvous endpoint given
@@ -35,7 +35,7 @@ SECTIONS=("3 hosts form one job" "3 hosts with a job token" "SIGKILL of an agent
     "nothing left, namespaces removed")
 skip_all() {
     local s
-    for s in "${SECTIONS[@]}"; do ok "# SKIP $1 ($s)"; done
+    for s in "${SECTIONS[@]}"; do skip "$s" "$1"; done
     finish
     exit 0
 }

@@ -222,7 +222,7 @@ if [ -n "${TORCH_PYTHON:-}" ] || timeout 60 python3 -c "$torch2" 2>/dev/null; th
         test "$out" = "torch client ok"
     [ "$out" = "torch client ok" ] || sed 's/^/#   /' "$TMP/torch.err" | tail -5
 else
-    ok "$name # SKIP python3 has no torch 2.x (TORCH_PYTHON=\$(scripts/ensure-torch2.sh) runs it)"
+    skip "$name" "python3 has no torch 2.x (TORCH_PYTHON=\$(scripts/ensure-torch2.sh) runs it)"
 fi
 check "SIGINT: clean exit 0" bash -c "kill -INT $PID_B; for i in \$(seq 60); do kill -0 $PID_B 2>/dev/null || exit 0; sleep 0.05; done; exit 1"
 wait "$PID_B"; rc=$?

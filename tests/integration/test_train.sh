@@ -205,6 +205,7 @@ stop_store
 TOKEN=00112233445566778899aabbccddeeff0123456789abcdef
 printf '%s' "$TOKEN" | xxd -r -p >"$TMP/token" 2>/dev/null ||
     python3 -c 'import sys; open(sys.argv[1], "wb").write(bytes.fromhex(sys.argv[2]))' "$TMP/token" "$TOKEN"
+chmod 600 "$TMP/token" # the store reads only private token files
 start_store --token-file "$TMP/token" || not_ok "store with a token starts"
 DDPRUN_STORE_TOKEN=$TOKEN run_world 2 0 auth "$TRAIN" "${SMALL[@]}" --epochs 1
 check "ranks authenticate with DDPRUN_STORE_TOKEN" [ $? -eq 0 ]
@@ -227,7 +228,8 @@ import json, sys
 m = json.load(open(sys.argv[1]))["message"]
 assert "no CUDA device" in m["message"] and m["extraInfo"]["timestamp"].isdigit()' "$TMP/nogpu.json"
 else
-    ok "# SKIP no-GPU checks: a GPU is present"
+    skip "--backend nccl without a GPU exits 1 saying so" "a GPU is present"
+    skip "the error file has PyTorch's shape" "a GPU is present"
 fi
 "$TRAIN" --epochs 0 >"$TMP/flag.out" 2>&1
 rc=$?
