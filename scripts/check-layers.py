@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Checks the include graph between ddprun's libraries (docs/ARCHITECTURE.md, "Layers").
+
+Each library directory (common, rendezvous, worker_template, agent, launcher) has public headers
+under <dir>/include/ and private ones beside its sources. This prints one TAP line per rule:
+  - a library includes only its own headers and other libraries' public headers (no *_int.h or
+    other private header of another library);
+  - the dependencies between libraries form no cycle, and each is one the layering allows.
+tests/, bench/ and fuzz/ are clients, not libraries: they may use any public header, and the
+store's own tests may use its private ones (rendezvous/module.mk says which).
+Exit 0 when every rule holds."""
+import os
+import re
+import sys
+
+LIBS = ["common", "rendezvous", "worker_template", "agent", "launcher"]
+# The allowed edges: a library may depend on those listed (and, through them, on theirs).
+ALLOWED = {
+    "common": set(),
+    "rendezvous": {"common"},
+    "worker_template": {"rendezvous", "common"},
+    "agent": {"rendezvous", "common"},
+    "launcher": {"agent", "rendezvous", "common"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def header_owners(root):
+    """Maps a header's file name to (library, public?)."""
+    owners = {}
+    for lib in LIBS:
+        for dirpath, _, files in os.walk(os.path.join(root, lib)):
+            for f in files:
+                if f.endswith(".h"):
+                    public = os.path.relpath(dirpath, root).startswith(lib + "/include")
+                    owners.setdefault(f, []).append((lib, public))
+    return owners
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    owners = header_owners(root)
+    problems, edges = [], {lib: set() for lib in LIBS}
+    for f, o in owners.items():
+        if len(o) > 1:
+            problems.append(f"header {f} exists in {', '.join(l for l, _ in o)}")
+    for lib in LIBS:
+        for dirpath, _, files in os.walk(os.path.join(root, lib)):
+            for f in files:
+                if not f.endswith((".c", ".h", ".cu")):
+                    continue
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, root)
+                for inc in INCLUDE.findall(open(path, encoding="utf-8").read()):
+                    name = os.path.basename(inc)
+                    if name not in owners:
+                        continue  # a header of the same directory tree that is not a library's
+                    owner, public = owners[name][0]
+                    if owner == lib:
+                        continue
+                    edges[lib].add(owner)
+                    if not public:
+                        problems.append(f"{rel} includes {owner}'s private header {inc}")
+                    if owner not in ALLOWED[lib]:
+                        problems.append(f"{rel} includes {inc}: {lib} may not depend on {owner}")
+    n = 0
+    for p in problems:
+        n += 1
+        print(f"not ok {n} - {p}")
+    n += 1
+    graph = "; ".join(f"{l} -> {', '.join(sorted(edges[l])) or '(nothing)'}" for l in LIBS)
+    print(f"{'not ok' if problems else 'ok'} {n} - library layering: {graph}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
