@@ -86,7 +86,7 @@ typedef struct agent_job {
     const char *prog_name;       /* the user's program, named by the summary */
     /* Filled by agent_job_prepare: */
     char rdzv_addr[64]; /* rdzv_host resolved to a numeric address */
-    ddp_buf_t token;    /* the job token (DDPRUN_TOKEN or DDPRUN_TOKEN_FILE); may stay empty */
+    ddp_buf_t token;    /* the job token (rdzv_token_load's sources); may stay empty */
 } agent_job_t;
 
 /* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
