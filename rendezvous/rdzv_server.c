@@ -1,9 +1,11 @@
 /* rdzv_server: the ddprun store on one libuv loop: options and limits, the listening socket,
- * the handshake deadline, and closing. The key table is rdzv_keys.c, connections rdzv_conn.c,
- * commands rdzv_cmds.c, the rendezvous glue rdzv_server_round.c (rdzv_server_int.h).
+ * the handshake deadline, the rate-limited admission log, and closing. The key table is
+ * rdzv_keys.c, connections rdzv_conn.c, commands rdzv_cmds.c, the rendezvous glue
+ * rdzv_server_round.c (rdzv_server_int.h).
  *
  * A connection that is not READY (VALIDATE, and authentication when the server has a token)
- * within auth_idle_ms is closed. */
+ * within auth_idle_ms is closed. Admission (rdzv_conn.c) evicts the oldest such connection
+ * rather than refuse a newcomer, so idle sockets cannot lock token holders out. */
 #include "rdzv_server_int.h"
 
 #include <errno.h>
@@ -35,18 +37,50 @@ void rdzv__slog(rdzv_server_t *s, int level, const char *fmt, ...) {
     s->log_fn(s->log_arg, level, msg);
 }
 
+/* ---- the admission log ---- */
+
+void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...) {
+    uint64_t now = uv_now(s->loop);
+    if (s->alog_any && now - s->alog_last_ms < RDZV_ADMIT_LOG_MS) {
+        s->alog_skipped++;
+        return;
+    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->alog_skipped > 0)
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "%s (%llu more connections refused, evicted or idle not logged)", msg,
+                   (unsigned long long)s->alog_skipped);
+    else
+        rdzv__slog(s, DDP_LOG_WARN, "%s", msg);
+    s->alog_any = 1;
+    s->alog_last_ms = now;
+    s->alog_skipped = 0;
+}
+
+/* Says how many admission lines were left out once a quiet second has passed, so that the count
+ * of a burst shows up even when no event follows it. */
+static void admit_log_flush(rdzv_server_t *s, uint64_t now) {
+    if (s->alog_skipped == 0 || now - s->alog_last_ms < RDZV_ADMIT_LOG_MS)
+        return;
+    rdzv__slog(
+        s, DDP_LOG_WARN,
+        "%llu more connections refused, evicted or idle on %s not logged in the last %llu ms",
+        (unsigned long long)s->alog_skipped, s->addr, (unsigned long long)(now - s->alog_last_ms));
+    s->alog_last_ms = now;
+    s->alog_skipped = 0;
+}
+
 /* ---- accept and the handshake deadline ---- */
 
 static void on_connection(uv_stream_t *ls, int status) {
     rdzv_server_t *s = ls->data;
     if (status < 0) {
-        /* Out of descriptors, typically: warn at most once a second, not per connection. */
-        uint64_t now = uv_now(s->loop);
-        if (now - s->last_accept_warn_ms >= 1000 || s->last_accept_warn_ms == 0) {
-            s->last_accept_warn_ms = now;
-            rdzv__slog(s, DDP_LOG_WARN, "unable to accept a connection on %s: %s", s->addr,
-                       uv_strerror(status));
-        }
+        /* Out of descriptors, typically: one line a second at most, not per connection. */
+        rdzv__admit_log(s, "unable to accept a connection on %s: %s", s->addr, uv_strerror(status));
         return;
     }
     rdzv__conn_accept(s, ls);
@@ -56,10 +90,15 @@ static void on_connection(uv_stream_t *ls, int status) {
 static void on_timer(uv_timer_t *t) {
     rdzv_server_t *s = t->data;
     uint64_t now = uv_now(s->loop);
-    while (s->hs_head != NULL && now - s->hs_head->accepted_ms >= s->auth_idle_ms)
-        rdzv__conn_fail(s->hs_head, &s->st.idle_closed, "no %s within %llu ms",
+    while (s->hs_head != NULL && now - s->hs_head->accepted_ms >= s->auth_idle_ms) {
+        conn_t *c = s->hs_head;
+        s->st.idle_closed++;
+        rdzv__admit_log(s, "closing connection from %s: no %s within %llu ms", c->peer,
                         s->token_len > 0 ? "authentication" : "VALIDATE",
                         (unsigned long long)s->auth_idle_ms);
+        rdzv__conn_close(c);
+    }
+    admit_log_flush(s, now);
 }
 
 /* ---- lifecycle ---- */
@@ -163,6 +202,12 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     if (s->lim.max_frame < 2 * s->lim.max_value_len + s->lim.max_key_len + 64)
         s->lim.max_frame = 2 * s->lim.max_value_len + s->lim.max_key_len + 64;
     s->max_conns = or_default(opts->max_conns, RDZV_MAX_CONNS);
+    size_t unauth = s->max_conns / RDZV_UNAUTH_CONNS_DIV;
+    if (unauth < RDZV_MIN_UNAUTH_CONNS)
+        unauth = RDZV_MIN_UNAUTH_CONNS;
+    s->max_unauth = or_default(opts->max_unauth_conns, unauth);
+    if (s->max_unauth > s->max_conns)
+        s->max_unauth = s->max_conns;
     s->max_out_buf = or_default(opts->max_out_buf, RDZV_MAX_OUT_BUF);
     s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
     s->auth_idle_ms = opts->auth_idle_ms > 0 ? (uint64_t)opts->auth_idle_ms : RDZV_AUTH_IDLE_MS;
