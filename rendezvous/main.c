@@ -29,7 +29,8 @@ static const char usage_text[] =
     "                     without it: DDPRUN_TOKEN (hex), DDPRUN_TOKEN_FILE, DDPRUN_STORE_TOKEN\n"
     "                     (hex), the first one set\n"
     "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
-    "  --max-conns N      simultaneous connections (default 65536)\n"
+    "  --max-conns N      simultaneous connections (default 65536, less when the open-file\n"
+    "                     limit cannot be raised to N + 256: the file limit wins, logged)\n"
     "  --max-unauth-conns N  connections still authenticating (default max(8, max-conns/4));\n"
     "                     past it or --max-conns, a newcomer evicts the oldest of them\n"
     "                     (not with --no-auth: there, past --max-conns newcomers are refused)\n"
@@ -81,6 +82,10 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
         return 1;
     }
     rdzv_server_set_log(d.server, ddp_log_level(), rdzv_server_log_to_ddp, NULL);
+    int note_level;
+    const char *note = rdzv_server_nofile_note(d.server, &note_level);
+    if (note != NULL)
+        ddp_log(note_level, "%s", note);
     if (uv_signal_init(loop, &d.sigterm) < 0 || uv_signal_init(loop, &d.sigint) < 0 ||
         uv_signal_start(&d.sigterm, on_signal, SIGTERM) < 0 ||
         uv_signal_start(&d.sigint, on_signal, SIGINT) < 0) {

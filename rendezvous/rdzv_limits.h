@@ -40,6 +40,13 @@
 #define RDZV_UNAUTH_CONNS_DIV 4
 #define RDZV_MIN_UNAUTH_CONNS ((size_t)8)
 
+/* Descriptors the process keeps besides the store's connections (stdio, the loop, the listener,
+ * signals; in an agent, its workers' pipes and its own clients). The soft RLIMIT_NOFILE is raised
+ * to max_conns plus this reserve when the hard limit allows; otherwise max_conns shrinks to the
+ * limit less this reserve (at most a quarter of the limit), so that the connection limit, not
+ * EMFILE, is what a flood meets. */
+#define RDZV_NOFILE_RESERVE ((size_t)256)
+
 /* Refused, evicted and handshake-expired connections are logged at most once per this many
  * milliseconds; the next line counts the ones left out. */
 #define RDZV_ADMIT_LOG_MS 1000

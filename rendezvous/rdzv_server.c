@@ -1,7 +1,7 @@
-/* rdzv_server: the ddprun store on one libuv loop: options and limits, the listening socket,
- * the handshake deadline, the rate-limited admission log, and closing. The key table is
- * rdzv_keys.c, connections rdzv_conn.c, commands rdzv_cmds.c, the rendezvous glue
- * rdzv_server_round.c (rdzv_server_int.h).
+/* rdzv_server: the ddprun store on one libuv loop: options and limits (fitted to the open-file
+ * limit), the listening socket, the handshake deadline, the rate-limited admission log, and
+ * closing. The key table is rdzv_keys.c, connections rdzv_conn.c, commands rdzv_cmds.c, the
+ * rendezvous glue rdzv_server_round.c (rdzv_server_int.h).
  *
  * A connection that is not READY (VALIDATE, and authentication when the server has a token)
  * within auth_idle_ms is closed. Admission (rdzv_conn.c) evicts the oldest such connection
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -193,6 +194,59 @@ static int opts_check(const rdzv_server_opts_t *opts, ddp_err_t *err) {
     return 0;
 }
 
+size_t rdzv__nofile_plan(size_t max_conns, uint64_t soft, uint64_t hard, uint64_t *want_soft) {
+    uint64_t need = (uint64_t)max_conns + RDZV_NOFILE_RESERVE;
+    *want_soft = soft;
+    if (soft >= need)
+        return max_conns;
+    if (hard == (uint64_t)RLIM_INFINITY || hard > need)
+        hard = need;
+    if (hard > soft)
+        *want_soft = hard;
+    if (*want_soft >= need)
+        return max_conns;
+    uint64_t reserve = *want_soft / 4 < RDZV_NOFILE_RESERVE ? *want_soft / 4 : RDZV_NOFILE_RESERVE;
+    uint64_t fit = *want_soft - reserve;
+    return fit < 1 ? 1 : (size_t)fit;
+}
+
+/* Fits s->max_conns to RLIMIT_NOFILE (rdzv__nofile_plan), raising the soft limit when that helps,
+ * and leaves one line saying what it did in s->nofile_note. explicit_max: the caller chose
+ * max_conns, so a clip is a warning. */
+static void nofile_fit(rdzv_server_t *s, int explicit_max) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return; /* nothing known to fit against */
+    uint64_t soft0 = rl.rlim_cur, soft = soft0, hard = rl.rlim_max, want;
+    size_t fit = rdzv__nofile_plan(s->max_conns, soft, hard, &want);
+    if (want > soft) {
+        rl.rlim_cur = (rlim_t)want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            soft = want;
+        else /* the kernel's nr_open can be below the hard limit: keep the current soft one */
+            fit = rdzv__nofile_plan(s->max_conns, soft, soft, &want);
+    }
+    /* The soft limit named below is finite (under max_conns plus the reserve); the hard one may
+     * be unlimited. */
+    char hs[24] = "unlimited";
+    if (hard != (uint64_t)RLIM_INFINITY)
+        snprintf(hs, sizeof hs, "%llu", (unsigned long long)hard);
+    if (fit < s->max_conns) {
+        s->nofile_level = explicit_max ? DDP_LOG_WARN : DDP_LOG_INFO;
+        snprintf(s->nofile_note, sizeof s->nofile_note,
+                 "connection limit %zu clipped to %zu: the open-file limit wins (RLIMIT_NOFILE "
+                 "soft %llu, hard %s; %llu descriptors kept for the rest of the process)",
+                 s->max_conns, fit, (unsigned long long)soft, hs, (unsigned long long)(soft - fit));
+        s->max_conns = fit;
+    } else if (soft > soft0) {
+        s->nofile_level = DDP_LOG_INFO;
+        snprintf(s->nofile_note, sizeof s->nofile_note,
+                 "raised the open-file limit (RLIMIT_NOFILE) from %llu to %llu (hard %s) for "
+                 "%zu connections",
+                 (unsigned long long)soft0, (unsigned long long)soft, hs, s->max_conns);
+    }
+}
+
 /* Copies the limits (0 = the default of rdzv_limits.h) and the token into s. */
 static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->lim.max_key_len = or_default(opts->max_key_len, RDZV_MAX_KEY_LEN);
@@ -202,6 +256,7 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     if (s->lim.max_frame < 2 * s->lim.max_value_len + s->lim.max_key_len + 64)
         s->lim.max_frame = 2 * s->lim.max_value_len + s->lim.max_key_len + 64;
     s->max_conns = or_default(opts->max_conns, RDZV_MAX_CONNS);
+    nofile_fit(s, opts->max_conns != 0);
     size_t unauth = s->max_conns / RDZV_UNAUTH_CONNS_DIV;
     if (unauth < RDZV_MIN_UNAUTH_CONNS)
         unauth = RDZV_MIN_UNAUTH_CONNS;
@@ -283,6 +338,12 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     }
     *out = s;
     return 0;
+}
+
+const char *rdzv_server_nofile_note(const rdzv_server_t *s, int *level) {
+    if (level != NULL)
+        *level = s->nofile_level;
+    return s->nofile_note[0] != '\0' ? s->nofile_note : NULL;
 }
 
 uint16_t rdzv_server_port(const rdzv_server_t *s) {

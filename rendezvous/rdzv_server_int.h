@@ -108,6 +108,8 @@ struct rdzv_server {
      * last one logged, and how many were left out since. */
     uint64_t alog_last_ms, alog_skipped;
     int alog_any;
+    char nofile_note[240];
+    int nofile_level;
     /* Multi-node rendezvous (rdzv_round.c): the runs, the actions their events produce, and one
      * timer armed at their earliest deadline. */
     rdzv_runs_t *runs;
@@ -161,6 +163,11 @@ void rdzv__server_maybe_free(rdzv_server_t *s);
  * accept) as a warning, at most one line per RDZV_ADMIT_LOG_MS; a line left out is counted, and
  * the next line logged (or the deadline timer, when none comes) says how many. */
 __attribute__((format(printf, 2, 3))) void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...);
+
+/* Plans max_conns against the open-file limits soft and hard (RLIM_INFINITY counts as
+ * unlimited): *want_soft is the soft limit to ask for (soft itself when no raise is needed or
+ * possible). Returns the connections that fit under *want_soft, at most max_conns, at least 1. */
+size_t rdzv__nofile_plan(size_t max_conns, uint64_t soft, uint64_t hard, uint64_t *want_soft);
 
 /* ---- rdzv_conn.c ---- */
 

@@ -29,9 +29,19 @@ typedef struct rdzv_server_opts {
 } rdzv_server_opts_t;
 
 /* Binds, listens and starts serving on loop. On success *out is the server: caller owns;
- * stop with rdzv_server_close. Errors (-errno, DDP_E*) are described in err, naming the address. */
+ * stop with rdzv_server_close. Errors (-errno, DDP_E*) are described in err, naming the address.
+ * It fits max_conns to the process's open-file limit first: the soft RLIMIT_NOFILE is raised (up
+ * to the hard limit) to max_conns plus a reserve when needed, which processes started later
+ * inherit; when even the hard limit is short, max_conns shrinks. rdzv_server_nofile_note says
+ * which, for the caller to log. */
 int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_server_t **out,
                       ddp_err_t *err);
+
+/* What rdzv_server_start did about the open-file limit, as one line (no newline): NULL when the
+ * limit already fit. *level (may be NULL) is the ddp_log level to log it at: WARN when an explicit
+ * max_conns was clipped, INFO when the default was clipped or the soft limit raised. Borrowed;
+ * valid until close. */
+const char *rdzv_server_nofile_note(const rdzv_server_t *s, int *level);
 
 /* The port actually bound. */
 uint16_t rdzv_server_port(const rdzv_server_t *s);

@@ -4,7 +4,7 @@
 # authentication, hostile clients (malformed, oversized, truncated, slow reader, idle) cut off
 # while others keep working, a PyTorch-style byte exchange, a clean exit on SIGTERM, and
 # admission: idle sockets that never authenticate are evicted (oldest first, logged at most once
-# a second) rather than lock token holders out.
+# a second) rather than lock token holders out, also under a low open-file limit.
 # Helpers: tests/helpers/store_{client,swarm,hostile}.c. Every wait is bounded.
 . "$(dirname "$0")/lib.sh"
 
@@ -279,6 +279,24 @@ check "the evictions are counted" \
     grep -qE '^hs_evicted ([1-9][0-9]*)$' <(timeout 5 "$H/store_client" "$PORT_C" stats)
 check "daemon C: clean exit" stop_daemon C
 
+# --- daemon E: an open-file limit far below --max-conns ---
+(ulimit -n 64 && exec "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --max-conns 1000 \
+    >"$TMP/E.out" 2>"$TMP/E.err") &
+PID_E=$!
+wait_for "$TMP/E.out" '^listening on 127\.0\.0\.1:[0-9]+$' 5 >/dev/null
+PORT_E=$(sed -nE 's/^listening on 127\.0\.0\.1:([0-9]+)$/\1/p' "$TMP/E.out")
+check "ulimit -n 64: the daemon starts and says in one line that the open-file limit wins" \
+    test -n "$PORT_E" -a "$(warn_lines "$TMP/E.err" \
+    'connection limit 1000 clipped to [0-9]+: the open-file limit wins \(RLIMIT_NOFILE soft 64, hard 64')" = 1
+hold_idle "${PORT_E:-1}" 100 "$TMP/idle100.out" &
+holder=$!
+wait_for "$TMP/idle100.out" '^open 100$' 10 >/dev/null
+out=$(timeout 10 "$H/store_client" "${PORT_E:-1}" ping 2>&1)
+check "100 idle sockets against 64 descriptors: a token holder still gets in" test "$out" = pong
+kill -TERM "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+check "the surplus idle sockets were evicted, not left to run the daemon out of descriptors" \
+    grep -qE '^hs_evicted ([1-9][0-9]*)$' <(timeout 5 "$H/store_client" "${PORT_E:-1}" stats)
+check "daemon E: clean exit" stop_daemon E
 unset DDPRUN_STORE_TOKEN
 
 check "no processes left behind" no_leftovers 3

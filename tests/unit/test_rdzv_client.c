@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cmocka.h>
@@ -618,7 +619,7 @@ static void test_round_answers_by_member(void **state) {
     server_down(st);
 }
 
-/* ---- admission: the handshake cap, eviction, refusal ---- */
+/* ---- admission: the handshake cap, eviction, refusal, the open-file limit ---- */
 
 /* A token server on its own thread with the given connection caps (0 = default). */
 static server_thread_t *server_up_conns(size_t max_conns, size_t max_unauth) {
@@ -735,6 +736,25 @@ static void test_admission_log_rate_limited(void **state) {
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* max_conns against RLIMIT_NOFILE: raised when the hard limit allows, else the file limit wins
+ * with a reserve of at most a quarter of it. */
+static void test_nofile_plan(void **state) {
+    (void)state;
+    uint64_t want = 0;
+    assert_int_equal(rdzv__nofile_plan(1000, 4096, 4096, &want), 1000);
+    assert_int_equal(want, 4096);
+    assert_int_equal(rdzv__nofile_plan(1000, 1024, 1048576, &want), 1000);
+    assert_int_equal(want, 1000 + RDZV_NOFILE_RESERVE);
+    assert_int_equal(rdzv__nofile_plan(65536, 1024, (uint64_t)RLIM_INFINITY, &want), 65536);
+    assert_int_equal(want, 65536 + RDZV_NOFILE_RESERVE);
+    assert_int_equal(rdzv__nofile_plan(65536, 1024, 20000, &want), 20000 - RDZV_NOFILE_RESERVE);
+    assert_int_equal(want, 20000);
+    assert_int_equal(rdzv__nofile_plan(1000, 64, 64, &want), 48);
+    assert_int_equal(want, 64);
+    assert_int_equal(rdzv__nofile_plan(1000, 2, 2, &want), 2);
+    assert_int_equal(rdzv__nofile_plan(1000, 0, 0, &want), 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commands),
@@ -749,6 +769,7 @@ int main(void) {
         cmocka_unit_test(test_round_answers_by_member),
         cmocka_unit_test(test_idle_handshakes_evicted),
         cmocka_unit_test(test_admission_log_rate_limited),
+        cmocka_unit_test(test_nofile_plan),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }
