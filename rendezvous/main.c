@@ -20,14 +20,21 @@
 static const char usage_text[] =
     "usage: ddp-rendezvous [--host ADDR] [--port PORT] (--token-file FILE | --no-auth)\n"
     "                      [--max-key-len N] [--max-value-len N] [--max-keys N]\n"
-    "                      [--max-conns N] [--max-out-buf N] [--max-mem N] [--auth-idle-ms MS]\n"
-    "                      [-v ...] [--log-level error|warn|info|debug]\n"
+    "                      [--max-conns N] [--max-unauth-conns N] [--max-out-buf N]\n"
+    "                      [--max-mem N] [--auth-idle-ms MS] [-v ...]\n"
+    "                      [--log-level error|warn|info|debug]\n"
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
     "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
     "                     without it: DDPRUN_TOKEN (hex), DDPRUN_TOKEN_FILE, DDPRUN_STORE_TOKEN\n"
     "                     (hex), the first one set\n"
     "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
+    "  --max-conns N      simultaneous connections (default 65536, less when the open-file\n"
+    "                     limit cannot be raised to N + 256: the file limit wins, logged)\n"
+    "  --max-unauth-conns N  connections still authenticating (default max(8, max-conns/4));\n"
+    "                     past it or --max-conns, a newcomer evicts the oldest of them\n"
+    "                     (not with --no-auth: there, past --max-conns newcomers are refused)\n"
+    "  --auth-idle-ms MS  handshake deadline (default 5000)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
 
@@ -75,6 +82,10 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
         return 1;
     }
     rdzv_server_set_log(d.server, ddp_log_level(), rdzv_server_log_to_ddp, NULL);
+    int note_level;
+    const char *note = rdzv_server_nofile_note(d.server, &note_level);
+    if (note != NULL)
+        ddp_log(note_level, "%s", note);
     if (uv_signal_init(loop, &d.sigterm) < 0 || uv_signal_init(loop, &d.sigint) < 0 ||
         uv_signal_start(&d.sigterm, on_signal, SIGTERM) < 0 ||
         uv_signal_start(&d.sigint, on_signal, SIGINT) < 0) {
@@ -108,6 +119,7 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         O_MAX_VALUE,
         O_MAX_KEYS,
         O_MAX_CONNS,
+        O_MAX_UNAUTH,
         O_MAX_OUT,
         O_MAX_MEM,
         O_IDLE,
@@ -122,6 +134,7 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         {"max-value-len", required_argument, NULL, O_MAX_VALUE},
         {"max-keys", required_argument, NULL, O_MAX_KEYS},
         {"max-conns", required_argument, NULL, O_MAX_CONNS},
+        {"max-unauth-conns", required_argument, NULL, O_MAX_UNAUTH},
         {"max-out-buf", required_argument, NULL, O_MAX_OUT},
         {"max-mem", required_argument, NULL, O_MAX_MEM},
         {"auth-idle-ms", required_argument, NULL, O_IDLE},
@@ -143,6 +156,8 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         {O_MAX_VALUE, "--max-value-len", (int64_t)1 << 30, "a size in 1..2^30", &o->max_value_len},
         {O_MAX_KEYS, "--max-keys", (int64_t)1 << 24, "a count in 1..2^24", &o->max_keys_per_req},
         {O_MAX_CONNS, "--max-conns", (int64_t)1 << 24, "a count in 1..2^24", &o->max_conns},
+        {O_MAX_UNAUTH, "--max-unauth-conns", (int64_t)1 << 24, "a count in 1..2^24",
+         &o->max_unauth_conns},
         {O_MAX_OUT, "--max-out-buf", (int64_t)1 << 40, "a byte count", &o->max_out_buf},
         {O_MAX_MEM, "--max-mem", (int64_t)1 << 50, "a byte count", &o->max_total_mem},
     };
@@ -164,6 +179,7 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         case O_MAX_VALUE:
         case O_MAX_KEYS:
         case O_MAX_CONNS:
+        case O_MAX_UNAUTH:
         case O_MAX_OUT:
         case O_MAX_MEM:
             for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {

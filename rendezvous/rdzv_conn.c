@@ -47,6 +47,7 @@ static void hs_unlink(conn_t *c) {
         s->hs_tail = c->hs_prev;
     c->hs_prev = c->hs_next = NULL;
     c->in_hs = 0;
+    s->hs_count--;
 }
 
 static void on_conn_closed(uv_handle_t *h) {
@@ -335,12 +336,47 @@ static void conn_link(rdzv_server_t *s, conn_t *c) {
     s->st.conns_total++;
     c->accepted_ms = uv_now(s->loop);
     c->in_hs = 1;
+    s->hs_count++;
     c->hs_prev = s->hs_tail;
     if (s->hs_tail)
         s->hs_tail->hs_next = c;
     else
         s->hs_head = c;
     s->hs_tail = c;
+}
+
+/* Closes the oldest connection still in its handshake to make room for the newcomer c; limit
+ * names the cap that was reached. */
+static void evict_oldest(rdzv_server_t *s, const conn_t *c, const char *limit, size_t n) {
+    conn_t *old = s->hs_head;
+    s->st.hs_evicted++;
+    rdzv__admit_log(s,
+                    "closing connection from %s: evicted, unauthenticated after %llu ms, to "
+                    "admit %s (%s limit %zu reached)",
+                    old->peer, (unsigned long long)(uv_now(s->loop) - old->accepted_ms), c->peer,
+                    limit, n);
+    rdzv__conn_close(old);
+}
+
+/* Decides whether the newcomer c (accepted, not linked yet) may stay. With a token, a full
+ * handshake list or a full server evicts the oldest connection still in its handshake, so that
+ * sockets that never authenticate cannot lock token holders out; c is refused only when every
+ * connection has authenticated. Without a token anyone can finish the handshake, so evicting
+ * would protect nothing: past max_conns the newcomer is refused. Returns 1 when c may stay. */
+static int admit(rdzv_server_t *s, const conn_t *c) {
+    int guarded = s->token_len > 0;
+    if (guarded && s->hs_count >= s->max_unauth && s->hs_head != NULL)
+        evict_oldest(s, c, "unauthenticated connection", s->max_unauth);
+    if (s->st.conns < s->max_conns)
+        return 1;
+    if (guarded && s->hs_head != NULL) {
+        evict_oldest(s, c, "connection", s->max_conns);
+        return 1;
+    }
+    s->st.conns_refused++;
+    rdzv__admit_log(s, "refused connection from %s: connection limit %zu reached%s", c->peer,
+                    s->max_conns, guarded ? ", every connection authenticated" : "");
+    return 0;
 }
 
 void rdzv__conn_accept(rdzv_server_t *s, uv_stream_t *ls) {
@@ -362,10 +398,7 @@ void rdzv__conn_accept(rdzv_server_t *s, uv_stream_t *ls) {
         return;
     }
     peer_name(c);
-    if (s->st.conns >= s->max_conns || s->closing) {
-        rdzv__slog(s, DDP_LOG_DEBUG, "refused %s: connection limit %zu reached", c->peer,
-                   s->max_conns);
-        s->st.conns_refused++;
+    if (s->closing || !admit(s, c)) {
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         return;
     }

@@ -26,16 +26,40 @@
  * monopolise a loop turn (redis: NET_MAX_WRITES_PER_EVENT). */
 #define RDZV_WRITE_BYTES_PER_TURN ((size_t)256 * 1024)
 
-/* Simultaneous connections; further ones are accepted and closed at once. */
+/* Simultaneous connections. With a token, a newcomer past it evicts the oldest connection still
+ * in its handshake; it is refused (accepted and closed at once) only when every connection has
+ * authenticated, or always when the server has no token. */
 #define RDZV_MAX_CONNS ((size_t)65536)
+
+/* Connections still in their handshake (servers with a token): past the cap, a newcomer evicts the
+ * oldest of them. The default is max_conns / RDZV_UNAUTH_CONNS_DIV, at least
+ * RDZV_MIN_UNAUTH_CONNS and at most max_conns. A quarter holds a whole listen backlog (4096 by
+ * default on Linux) of clients connecting at once at the default max_conns, so a burst of real
+ * clients is not evicted by itself; an idle unauthenticated peer costs one descriptor and about
+ * 1 KiB, and the other three quarters stay for authenticated clients. */
+#define RDZV_UNAUTH_CONNS_DIV 4
+#define RDZV_MIN_UNAUTH_CONNS ((size_t)8)
+
+/* Descriptors the process keeps besides the store's connections (stdio, the loop, the listener,
+ * signals; in an agent, its workers' pipes and its own clients). The soft RLIMIT_NOFILE is raised
+ * to max_conns plus this reserve when the hard limit allows; otherwise max_conns shrinks to the
+ * limit less this reserve (at most a quarter of the limit), so that the connection limit, not
+ * EMFILE, is what a flood meets. */
+#define RDZV_NOFILE_RESERVE ((size_t)256)
+
+/* Refused, evicted and handshake-expired connections are logged at most once per this many
+ * milliseconds; the next line counts the ones left out. */
+#define RDZV_ADMIT_LOG_MS 1000
 
 /* Memory the server may use for stored keys and values plus per-connection buffers. A request
  * that would pass it closes its connection; the store keeps serving everyone else. */
 #define RDZV_MAX_TOTAL_MEM ((size_t)2 * 1024 * 1024 * 1024)
 
 /* A connection must finish VALIDATE (and authentication, when the server has a token) within
- * this many milliseconds of being accepted, or it is closed. */
-#define RDZV_AUTH_IDLE_MS 10000
+ * this many milliseconds of being accepted, or it is closed. The handshake is two round trips
+ * that every client sends without waiting for anything else; 5 s leaves room for a loaded host
+ * and a few lost segments (TCP's minimum RTO is 200 ms) while an idle socket is dropped soon. */
+#define RDZV_AUTH_IDLE_MS 5000
 
 /* Size of the one read buffer the server shares between all connections (libuv alloc_cb). */
 #define RDZV_READ_CHUNK ((size_t)64 * 1024)

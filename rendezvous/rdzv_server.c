@@ -1,9 +1,11 @@
-/* rdzv_server: the ddprun store on one libuv loop: options and limits, the listening socket,
- * the handshake deadline, and closing. The key table is rdzv_keys.c, connections rdzv_conn.c,
- * commands rdzv_cmds.c, the rendezvous glue rdzv_server_round.c (rdzv_server_int.h).
+/* rdzv_server: the ddprun store on one libuv loop: options and limits (fitted to the open-file
+ * limit), the listening socket, the handshake deadline, the rate-limited admission log, and
+ * closing. The key table is rdzv_keys.c, connections rdzv_conn.c, commands rdzv_cmds.c, the
+ * rendezvous glue rdzv_server_round.c (rdzv_server_int.h).
  *
  * A connection that is not READY (VALIDATE, and authentication when the server has a token)
- * within auth_idle_ms is closed. */
+ * within auth_idle_ms is closed. Admission (rdzv_conn.c) evicts the oldest such connection
+ * rather than refuse a newcomer, so idle sockets cannot lock token holders out. */
 #include "rdzv_server_int.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,18 +38,50 @@ void rdzv__slog(rdzv_server_t *s, int level, const char *fmt, ...) {
     s->log_fn(s->log_arg, level, msg);
 }
 
+/* ---- the admission log ---- */
+
+void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...) {
+    uint64_t now = uv_now(s->loop);
+    if (s->alog_any && now - s->alog_last_ms < RDZV_ADMIT_LOG_MS) {
+        s->alog_skipped++;
+        return;
+    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->alog_skipped > 0)
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "%s (%llu more connections refused, evicted or idle not logged)", msg,
+                   (unsigned long long)s->alog_skipped);
+    else
+        rdzv__slog(s, DDP_LOG_WARN, "%s", msg);
+    s->alog_any = 1;
+    s->alog_last_ms = now;
+    s->alog_skipped = 0;
+}
+
+/* Says how many admission lines were left out once a quiet second has passed, so that the count
+ * of a burst shows up even when no event follows it. */
+static void admit_log_flush(rdzv_server_t *s, uint64_t now) {
+    if (s->alog_skipped == 0 || now - s->alog_last_ms < RDZV_ADMIT_LOG_MS)
+        return;
+    rdzv__slog(
+        s, DDP_LOG_WARN,
+        "%llu more connections refused, evicted or idle on %s not logged in the last %llu ms",
+        (unsigned long long)s->alog_skipped, s->addr, (unsigned long long)(now - s->alog_last_ms));
+    s->alog_last_ms = now;
+    s->alog_skipped = 0;
+}
+
 /* ---- accept and the handshake deadline ---- */
 
 static void on_connection(uv_stream_t *ls, int status) {
     rdzv_server_t *s = ls->data;
     if (status < 0) {
-        /* Out of descriptors, typically: warn at most once a second, not per connection. */
-        uint64_t now = uv_now(s->loop);
-        if (now - s->last_accept_warn_ms >= 1000 || s->last_accept_warn_ms == 0) {
-            s->last_accept_warn_ms = now;
-            rdzv__slog(s, DDP_LOG_WARN, "unable to accept a connection on %s: %s", s->addr,
-                       uv_strerror(status));
-        }
+        /* Out of descriptors, typically: one line a second at most, not per connection. */
+        rdzv__admit_log(s, "unable to accept a connection on %s: %s", s->addr, uv_strerror(status));
         return;
     }
     rdzv__conn_accept(s, ls);
@@ -56,10 +91,15 @@ static void on_connection(uv_stream_t *ls, int status) {
 static void on_timer(uv_timer_t *t) {
     rdzv_server_t *s = t->data;
     uint64_t now = uv_now(s->loop);
-    while (s->hs_head != NULL && now - s->hs_head->accepted_ms >= s->auth_idle_ms)
-        rdzv__conn_fail(s->hs_head, &s->st.idle_closed, "no %s within %llu ms",
+    while (s->hs_head != NULL && now - s->hs_head->accepted_ms >= s->auth_idle_ms) {
+        conn_t *c = s->hs_head;
+        s->st.idle_closed++;
+        rdzv__admit_log(s, "closing connection from %s: no %s within %llu ms", c->peer,
                         s->token_len > 0 ? "authentication" : "VALIDATE",
                         (unsigned long long)s->auth_idle_ms);
+        rdzv__conn_close(c);
+    }
+    admit_log_flush(s, now);
 }
 
 /* ---- lifecycle ---- */
@@ -154,6 +194,59 @@ static int opts_check(const rdzv_server_opts_t *opts, ddp_err_t *err) {
     return 0;
 }
 
+size_t rdzv__nofile_plan(size_t max_conns, uint64_t soft, uint64_t hard, uint64_t *want_soft) {
+    uint64_t need = (uint64_t)max_conns + RDZV_NOFILE_RESERVE;
+    *want_soft = soft;
+    if (soft >= need)
+        return max_conns;
+    if (hard == (uint64_t)RLIM_INFINITY || hard > need)
+        hard = need;
+    if (hard > soft)
+        *want_soft = hard;
+    if (*want_soft >= need)
+        return max_conns;
+    uint64_t reserve = *want_soft / 4 < RDZV_NOFILE_RESERVE ? *want_soft / 4 : RDZV_NOFILE_RESERVE;
+    uint64_t fit = *want_soft - reserve;
+    return fit < 1 ? 1 : (size_t)fit;
+}
+
+/* Fits s->max_conns to RLIMIT_NOFILE (rdzv__nofile_plan), raising the soft limit when that helps,
+ * and leaves one line saying what it did in s->nofile_note. explicit_max: the caller chose
+ * max_conns, so a clip is a warning. */
+static void nofile_fit(rdzv_server_t *s, int explicit_max) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return; /* nothing known to fit against */
+    uint64_t soft0 = rl.rlim_cur, soft = soft0, hard = rl.rlim_max, want;
+    size_t fit = rdzv__nofile_plan(s->max_conns, soft, hard, &want);
+    if (want > soft) {
+        rl.rlim_cur = (rlim_t)want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            soft = want;
+        else /* the kernel's nr_open can be below the hard limit: keep the current soft one */
+            fit = rdzv__nofile_plan(s->max_conns, soft, soft, &want);
+    }
+    /* The soft limit named below is finite (under max_conns plus the reserve); the hard one may
+     * be unlimited. */
+    char hs[24] = "unlimited";
+    if (hard != (uint64_t)RLIM_INFINITY)
+        snprintf(hs, sizeof hs, "%llu", (unsigned long long)hard);
+    if (fit < s->max_conns) {
+        s->nofile_level = explicit_max ? DDP_LOG_WARN : DDP_LOG_INFO;
+        snprintf(s->nofile_note, sizeof s->nofile_note,
+                 "connection limit %zu clipped to %zu: the open-file limit wins (RLIMIT_NOFILE "
+                 "soft %llu, hard %s; %llu descriptors kept for the rest of the process)",
+                 s->max_conns, fit, (unsigned long long)soft, hs, (unsigned long long)(soft - fit));
+        s->max_conns = fit;
+    } else if (soft > soft0) {
+        s->nofile_level = DDP_LOG_INFO;
+        snprintf(s->nofile_note, sizeof s->nofile_note,
+                 "raised the open-file limit (RLIMIT_NOFILE) from %llu to %llu (hard %s) for "
+                 "%zu connections",
+                 (unsigned long long)soft0, (unsigned long long)soft, hs, s->max_conns);
+    }
+}
+
 /* Copies the limits (0 = the default of rdzv_limits.h) and the token into s. */
 static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->lim.max_key_len = or_default(opts->max_key_len, RDZV_MAX_KEY_LEN);
@@ -163,6 +256,13 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     if (s->lim.max_frame < 2 * s->lim.max_value_len + s->lim.max_key_len + 64)
         s->lim.max_frame = 2 * s->lim.max_value_len + s->lim.max_key_len + 64;
     s->max_conns = or_default(opts->max_conns, RDZV_MAX_CONNS);
+    nofile_fit(s, opts->max_conns != 0);
+    size_t unauth = s->max_conns / RDZV_UNAUTH_CONNS_DIV;
+    if (unauth < RDZV_MIN_UNAUTH_CONNS)
+        unauth = RDZV_MIN_UNAUTH_CONNS;
+    s->max_unauth = or_default(opts->max_unauth_conns, unauth);
+    if (s->max_unauth > s->max_conns)
+        s->max_unauth = s->max_conns;
     s->max_out_buf = or_default(opts->max_out_buf, RDZV_MAX_OUT_BUF);
     s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
     s->auth_idle_ms = opts->auth_idle_ms > 0 ? (uint64_t)opts->auth_idle_ms : RDZV_AUTH_IDLE_MS;
@@ -238,6 +338,12 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     }
     *out = s;
     return 0;
+}
+
+const char *rdzv_server_nofile_note(const rdzv_server_t *s, int *level) {
+    if (level != NULL)
+        *level = s->nofile_level;
+    return s->nofile_note[0] != '\0' ? s->nofile_note : NULL;
 }
 
 uint16_t rdzv_server_port(const rdzv_server_t *s) {

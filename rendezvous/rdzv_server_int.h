@@ -88,7 +88,7 @@ struct rdzv_server {
     void (*close_cb)(void *);
     void *close_arg;
     rdzv_frame_limits_t lim;
-    size_t max_conns, max_out_buf, max_total_mem;
+    size_t max_conns, max_unauth, max_out_buf, max_total_mem;
     uint64_t auth_idle_ms;
     uint8_t token[RDZV_TOKEN_MAX_LEN];
     size_t token_len;
@@ -97,13 +97,19 @@ struct rdzv_server {
     uint64_t seed;
     conn_t *conns;
     conn_t *hs_head, *hs_tail;
+    size_t hs_count; /* connections on the handshake list */
     rdzv_server_stats_t st;
     rdzv_log_fn log_fn;
     void *log_arg;
     int log_level;
     char addr[80];
     uint16_t port;
-    uint64_t last_accept_warn_ms;
+    /* Admission lines (refused, evicted, handshake deadline, failed accept): the time of the
+     * last one logged, and how many were left out since. */
+    uint64_t alog_last_ms, alog_skipped;
+    int alog_any;
+    char nofile_note[240];
+    int nofile_level;
     /* Multi-node rendezvous (rdzv_round.c): the runs, the actions their events produce, and one
      * timer armed at their earliest deadline. */
     rdzv_runs_t *runs;
@@ -153,10 +159,22 @@ void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap,
 /* Frees the server once it is closing and its last handle is closed (conn close callbacks). */
 void rdzv__server_maybe_free(rdzv_server_t *s);
 
+/* Logs one admission event (a connection refused, evicted or past the handshake deadline, a failed
+ * accept) as a warning, at most one line per RDZV_ADMIT_LOG_MS; a line left out is counted, and
+ * the next line logged (or the deadline timer, when none comes) says how many. */
+__attribute__((format(printf, 2, 3))) void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...);
+
+/* Plans max_conns against the open-file limits soft and hard (RLIM_INFINITY counts as
+ * unlimited): *want_soft is the soft limit to ask for (soft itself when no raise is needed or
+ * possible). Returns the connections that fit under *want_soft, at most max_conns, at least 1. */
+size_t rdzv__nofile_plan(size_t max_conns, uint64_t soft, uint64_t hard, uint64_t *want_soft);
+
 /* ---- rdzv_conn.c ---- */
 
 /* Accepts one pending connection on the listener ls: a new conn in NEW state, reading, on the
- * handshake list; refused (closed at once, counted) past max_conns. */
+ * handshake list. With a token, past max_unauth or max_conns it evicts the oldest connection
+ * still in its handshake; it is refused (closed at once, counted, logged) only when max_conns
+ * connections have all authenticated, or with no token past max_conns. */
 void rdzv__conn_accept(rdzv_server_t *s, uv_stream_t *ls);
 
 /* Closes c (idempotent): drops its wait, unlinks it, tells the rendezvous it left. The memory

@@ -22,12 +22,26 @@ typedef struct rdzv_server_opts {
     size_t max_key_len, max_value_len, max_keys_per_req, max_conns;
     size_t max_out_buf, max_total_mem;
     int auth_idle_ms; /* close connections that have not authenticated by then */
+    /* With a token: connections still in their handshake; past it (or past max_conns) a newcomer
+     * evicts the oldest of them. 0 = max(8, max_conns / 4), never above max_conns. Unused
+     * with no_auth. */
+    size_t max_unauth_conns;
 } rdzv_server_opts_t;
 
 /* Binds, listens and starts serving on loop. On success *out is the server: caller owns;
- * stop with rdzv_server_close. Errors (-errno, DDP_E*) are described in err, naming the address. */
+ * stop with rdzv_server_close. Errors (-errno, DDP_E*) are described in err, naming the address.
+ * It fits max_conns to the process's open-file limit first: the soft RLIMIT_NOFILE is raised (up
+ * to the hard limit) to max_conns plus a reserve when needed, which processes started later
+ * inherit; when even the hard limit is short, max_conns shrinks. rdzv_server_nofile_note says
+ * which, for the caller to log. */
 int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_server_t **out,
                       ddp_err_t *err);
+
+/* What rdzv_server_start did about the open-file limit, as one line (no newline): NULL when the
+ * limit already fit. *level (may be NULL) is the ddp_log level to log it at: WARN when an explicit
+ * max_conns was clipped, INFO when the default was clipped or the soft limit raised. Borrowed;
+ * valid until close. */
+const char *rdzv_server_nofile_note(const rdzv_server_t *s, int *level);
 
 /* The port actually bound. */
 uint16_t rdzv_server_port(const rdzv_server_t *s);
@@ -42,7 +56,7 @@ void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg)
 typedef struct rdzv_server_stats {
     uint64_t conns;         /* open connections */
     uint64_t conns_total;   /* accepted since start */
-    uint64_t conns_refused; /* closed at once: connection limit */
+    uint64_t conns_refused; /* closed at once: connection limit, every slot authenticated */
     uint64_t keys;          /* keys with a value (GETNUMKEYS) */
     uint64_t waiting;       /* connections with a parked WAIT or GET_WAIT */
     uint64_t mem_used;      /* bytes accounted against max_total_mem */
@@ -52,14 +66,17 @@ typedef struct rdzv_server_stats {
     uint64_t idle_closed;   /* connections closed for not authenticating within auth_idle_ms */
     uint64_t slow_closed;   /* connections cut off past max_out_buf */
     uint64_t mem_refused;   /* connections closed because max_total_mem was reached */
+    uint64_t hs_evicted;    /* unauthenticated connections closed to admit a newcomer */
 } rdzv_server_stats_t;
 
 /* Fills *out with the current counters. */
 void rdzv_server_stats(const rdzv_server_t *s, rdzv_server_stats_t *out);
 
 /* Receives the server's events (one line each, no newline, at a ddp_log level): peers accepted
- * and refused (debug), connections closed for bad frames, failed authentication, slow reading,
- * idle handshakes or memory (warn, naming the peer ip:port). msg is borrowed for the call. */
+ * (debug), connections closed for bad frames, failed authentication, slow reading or memory
+ * (warn, naming the peer ip:port), and connections refused, evicted or past the handshake
+ * deadline (warn, naming the peer; at most one such line a second, the next one counting those
+ * left out). msg is borrowed for the call. */
 typedef void (*rdzv_log_fn)(void *arg, int level, const char *msg);
 
 /* Sets the event sink; events above max_level are not even formatted. The server never logs

@@ -2,7 +2,9 @@
 # The store daemon (build/ddp-rendezvous) under real clients on 127.0.0.1, port 0: flags and
 # exit codes, 200 concurrent clients, waits released by other clients, CANCEL_WAIT, refused
 # authentication, hostile clients (malformed, oversized, truncated, slow reader, idle) cut off
-# while others keep working, a PyTorch-style byte exchange, and a clean exit on SIGTERM.
+# while others keep working, a PyTorch-style byte exchange, a clean exit on SIGTERM, and
+# admission: idle sockets that never authenticate are evicted (oldest first, logged at most once
+# a second) rather than lock token holders out, also under a low open-file limit.
 # Helpers: tests/helpers/store_{client,swarm,hostile}.c. Every wait is bounded.
 . "$(dirname "$0")/lib.sh"
 
@@ -36,6 +38,28 @@ stop_daemon() {
 
 # warn_lines FILE REGEX: number of warning lines matching REGEX.
 warn_lines() { grep -E ' W ' "$1" | grep -cE "$2"; }
+
+# hold_idle PORT N OUT: opens N connections to PORT that never send a byte and prints "open N" to
+# OUT; then waits, at most 20 s, for the server to close them all and prints "closed K of N".
+# Run it in the background and wait for its PID.
+hold_idle() {
+    python3 - "$1" "$2" >"$3" 2>&1 <<'PY'
+import select, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
+print("open %d" % n, flush=True)
+left, end = set(socks), time.monotonic() + 20
+while left and time.monotonic() < end:
+    for s in select.select(list(left), [], [], 0.2)[0]:
+        try:
+            data = s.recv(64)
+        except OSError:
+            data = b""
+        if not data:
+            left.discard(s)
+print("closed %d of %d" % (n - len(left), n), flush=True)
+PY
+}
 
 # --- command line ---
 "$D" --bogus >"$TMP/u.out" 2>"$TMP/u.err"; rc=$?
@@ -208,6 +232,8 @@ done
 sleep 0.3
 timeout 5 "$H/store_client" "$PORT_B" ping >/dev/null 2>"$TMP/limit.err"; rc=$?
 check "--max-conns: a fifth connection is refused" test "$rc" = 4
+check "--no-auth: the refusal is logged naming the peer and the limit" \
+    wait_for "$TMP/B.err" 'W refused connection from 127\.0\.0\.1:[0-9]+: connection limit 4 reached' 5
 sleep 0.2
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 sleep 0.2
@@ -227,6 +253,51 @@ fi
 check "SIGINT: clean exit 0" bash -c "kill -INT $PID_B; for i in \$(seq 60); do kill -0 $PID_B 2>/dev/null || exit 0; sleep 0.05; done; exit 1"
 wait "$PID_B"; rc=$?
 check "daemon B exit status 0" test "$rc" = 0
+
+# --- daemon C: a token and --max-conns 10; idle sockets that never authenticate ---
+export DDPRUN_STORE_TOKEN=$TOKEN_HEX
+start_daemon C --token-file "$TMP/token" --max-conns 10 --auth-idle-ms 1500
+hold_idle "$PORT_C" 20 "$TMP/idle20.out" &
+holder=$!
+wait_for "$TMP/idle20.out" '^open 20$' 10 >/dev/null
+out=$(timeout 10 "$H/store_client" "$PORT_C" ping 2>&1)
+check "20 idle unauthenticated sockets on --max-conns 10: a token holder still gets in" \
+    test "$out" = pong
+timeout 5 "$H/store_client" "$PORT_C" set flood/key survived >/dev/null 2>&1
+check "... and can set and get" \
+    test "$(timeout 5 "$H/store_client" "$PORT_C" get flood/key 0 2>&1)" = survived
+check "the oldest handshake is evicted, logged naming both peers" wait_for "$TMP/C.err" \
+    'W closing connection from 127\.0\.0\.1:[0-9]+: evicted, unauthenticated after [0-9]+ ms, to admit 127\.0\.0\.1:[0-9]+' 5
+check "admission lines are rate-limited: a later line counts those not logged" \
+    wait_for "$TMP/C.err" 'W [0-9]+ more (refused, evicted or idle )?connections? .*not logged' 5
+check "at most one admission line per second" \
+    test "$(warn_lines "$TMP/C.err" 'evicted, unauthenticated')" -le 2
+wait "$holder"
+check "every idle socket is closed: evicted or past the 1500 ms deadline" \
+    grep -qx 'closed 20 of 20' "$TMP/idle20.out"
+check "the evictions are counted" \
+    grep -qE '^hs_evicted ([1-9][0-9]*)$' <(timeout 5 "$H/store_client" "$PORT_C" stats)
+check "daemon C: clean exit" stop_daemon C
+
+# --- daemon E: an open-file limit far below --max-conns ---
+(ulimit -n 64 && exec "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --max-conns 1000 \
+    >"$TMP/E.out" 2>"$TMP/E.err") &
+PID_E=$!
+wait_for "$TMP/E.out" '^listening on 127\.0\.0\.1:[0-9]+$' 5 >/dev/null
+PORT_E=$(sed -nE 's/^listening on 127\.0\.0\.1:([0-9]+)$/\1/p' "$TMP/E.out")
+check "ulimit -n 64: the daemon starts and says in one line that the open-file limit wins" \
+    test -n "$PORT_E" -a "$(warn_lines "$TMP/E.err" \
+    'connection limit 1000 clipped to [0-9]+: the open-file limit wins \(RLIMIT_NOFILE soft 64, hard 64')" = 1
+hold_idle "${PORT_E:-1}" 100 "$TMP/idle100.out" &
+holder=$!
+wait_for "$TMP/idle100.out" '^open 100$' 10 >/dev/null
+out=$(timeout 10 "$H/store_client" "${PORT_E:-1}" ping 2>&1)
+check "100 idle sockets against 64 descriptors: a token holder still gets in" test "$out" = pong
+kill -TERM "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+check "the surplus idle sockets were evicted, not left to run the daemon out of descriptors" \
+    grep -qE '^hs_evicted ([1-9][0-9]*)$' <(timeout 5 "$H/store_client" "${PORT_E:-1}" stats)
+check "daemon E: clean exit" stop_daemon E
+unset DDPRUN_STORE_TOKEN
 
 check "no processes left behind" no_leftovers 3
 [ "$_failed" -gt 0 ] && sed "s/^/# A.err: /" "$TMP/A.err" | tail -30

@@ -16,6 +16,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cmocka.h>
@@ -28,6 +30,7 @@
 #include "rdzv_frame_int.h"
 #include "rdzv_proto.h"
 #include "rdzv_server.h"
+#include "rdzv_server_int.h"
 
 static const char good_token[] = "0123456789abcdef-test-token";
 
@@ -616,6 +619,142 @@ static void test_round_answers_by_member(void **state) {
     server_down(st);
 }
 
+/* ---- admission: the handshake cap, eviction, refusal, the open-file limit ---- */
+
+/* A token server on its own thread with the given connection caps (0 = default). */
+static server_thread_t *server_up_conns(size_t max_conns, size_t max_unauth) {
+    server_thread_t *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    rdzv_server_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.token = good_token;
+    o.token_len = strlen(good_token);
+    o.max_conns = max_conns;
+    o.max_unauth_conns = max_unauth;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (rdzv_server_thread_start(&o, &st->t, &err) < 0)
+        fail_msg("server start: %s", err.text);
+    st->port = rdzv_server_thread_port(st->t);
+    return st;
+}
+
+/* 1 when the server has sent nothing and not closed fd (no wait). */
+static int raw_still_open(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 0;
+}
+
+/* Sockets that stop after VALIDATE never authenticate: each newcomer past the handshake cap
+ * evicts the oldest, a token holder always gets in, and a newcomer is refused only once every
+ * slot holds an authenticated connection. Accepts follow the listen backlog's order, so which
+ * sockets go is known. */
+static void test_idle_handshakes_evicted(void **state) {
+    (void)state;
+    server_thread_t *st = server_up_conns(4, 2);
+    int fd[6];
+    for (int i = 0; i < 6; i++)
+        fd[i] = raw_connect(st->port);
+    rdzv_client_t *c[5] = {NULL};
+    c[0] = must_connect(st->port, good_token, strlen(good_token));
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_ping(c[0], &err), 0);
+    for (int i = 0; i < 5; i++)
+        assert_true(raw_closed(fd[i])); /* the four idle ones past the cap, then c[0]'s turn */
+    assert_true(raw_still_open(fd[5]));
+    /* Two more authenticated clients fill max_conns with fd[5]; a fourth evicts fd[5]. */
+    for (int i = 1; i < 4; i++)
+        c[i] = must_connect(st->port, good_token, strlen(good_token));
+    assert_true(raw_closed(fd[5]));
+    /* Every slot authenticated: the newcomer is refused, the others keep working. */
+    assert_true(connect_to(st->port, good_token, strlen(good_token), &c[4], &err) < 0);
+    assert_null(c[4]);
+    ddp_buf_t text = DDP_BUF_INIT;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_stats(c[1], &text, &err), 0);
+    assert_int_equal(ddp_buf_append(&text, "", 1), 0);
+    assert_non_null(strstr((char *)text.data, "hs_evicted 6\n"));
+    assert_non_null(strstr((char *)text.data, "conns_refused 1\n"));
+    ddp_buf_free(&text);
+    for (int i = 0; i < 6; i++)
+        close(fd[i]);
+    for (int i = 0; i < 4; i++)
+        rdzv_client_free(c[i]);
+    server_down(st);
+}
+
+typedef struct log_capture {
+    int lines, evicted, summary;
+    char last[512];
+} log_capture_t;
+
+static void capture_log(void *arg, int level, const char *msg) {
+    log_capture_t *lc = arg;
+    (void)level;
+    lc->lines++;
+    lc->evicted += strstr(msg, ": evicted, unauthenticated after ") != NULL;
+    lc->summary += strstr(msg, "3 more connections refused, evicted or idle on") != NULL;
+    snprintf(lc->last, sizeof lc->last, "%s", msg);
+}
+
+/* A burst of evictions logs one line naming both peers; the timer then says how many lines were
+ * left out, once a second has passed (bounded: 5 s). */
+static void test_admission_log_rate_limited(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .token = good_token};
+    o.token_len = strlen(good_token);
+    o.max_unauth_conns = 1;
+    o.auth_idle_ms = 60000;
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    log_capture_t lc = {0};
+    rdzv_server_set_log(s, 1 /* warn */, capture_log, &lc);
+    int fd[5];
+    for (int i = 0; i < 5; i++)
+        fd[i] = raw_connect(rdzv_server_port(s));
+    rdzv_server_stats_t st = {0};
+    uint64_t deadline = ddp_now_ms() + 5000;
+    while (lc.summary == 0 && ddp_now_ms() < deadline) {
+        uv_run(&loop, UV_RUN_ONCE);
+        rdzv_server_stats(s, &st);
+    }
+    assert_int_equal(st.hs_evicted, 4);
+    assert_int_equal(lc.evicted, 1);
+    assert_int_equal(lc.summary, 1);
+    assert_int_equal(lc.lines, 2);
+    for (int i = 0; i < 5; i++)
+        close(fd[i]);
+    int closed = 0;
+    rdzv_server_close(s, mark_closed, &closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(closed, 1);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* max_conns against RLIMIT_NOFILE: raised when the hard limit allows, else the file limit wins
+ * with a reserve of at most a quarter of it. */
+static void test_nofile_plan(void **state) {
+    (void)state;
+    uint64_t want = 0;
+    assert_int_equal(rdzv__nofile_plan(1000, 4096, 4096, &want), 1000);
+    assert_int_equal(want, 4096);
+    assert_int_equal(rdzv__nofile_plan(1000, 1024, 1048576, &want), 1000);
+    assert_int_equal(want, 1000 + RDZV_NOFILE_RESERVE);
+    assert_int_equal(rdzv__nofile_plan(65536, 1024, (uint64_t)RLIM_INFINITY, &want), 65536);
+    assert_int_equal(want, 65536 + RDZV_NOFILE_RESERVE);
+    assert_int_equal(rdzv__nofile_plan(65536, 1024, 20000, &want), 20000 - RDZV_NOFILE_RESERVE);
+    assert_int_equal(want, 20000);
+    assert_int_equal(rdzv__nofile_plan(1000, 64, 64, &want), 48);
+    assert_int_equal(want, 64);
+    assert_int_equal(rdzv__nofile_plan(1000, 2, 2, &want), 2);
+    assert_int_equal(rdzv__nofile_plan(1000, 0, 0, &want), 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commands),
@@ -628,6 +767,9 @@ int main(void) {
         cmocka_unit_test(test_server_start_errors),
         cmocka_unit_test(test_close_members_inside_wake),
         cmocka_unit_test(test_round_answers_by_member),
+        cmocka_unit_test(test_idle_handshakes_evicted),
+        cmocka_unit_test(test_admission_log_rate_limited),
+        cmocka_unit_test(test_nofile_plan),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }
