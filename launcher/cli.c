@@ -20,6 +20,7 @@
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
+#include "launch_slurm.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -572,16 +573,19 @@ static int apply_standalone_rules(launch_spec_t *spec) {
     return 0;
 }
 
-/* Checks that need several flags at once. */
-static int check_combinations(launch_spec_t *spec, ddp_err_t *err) {
+/* Checks that need several flags at once. Under Slurm the node count may still come from
+ * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
+ * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */
+static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
+                              ddp_err_t *err) {
     if (spec->module && spec->no_python)
         return ddp_err_set(err, DDP_EUSAGE, "-m/--module and --no_python cannot be used together");
     if (spec->run_path != NULL && spec->no_python)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and --no_python cannot be used together");
     if (spec->run_path != NULL && spec->module)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
-    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) && LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) &&
-        spec->node_rank >= spec->max_nodes)
+    if (spec->node_rank >= spec->max_nodes &&
+        (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) || !launch_slurm_detect(getenv_fn, ctx)))
         return ddp_err_set(err, DDP_EUSAGE, "--node_rank: %d is not below the node count %d",
                            spec->node_rank, spec->max_nodes);
     return 0;
@@ -625,7 +629,7 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         goto out;
     if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
         goto out;
-    if ((rc = check_combinations(spec, err)) < 0)
+    if ((rc = check_combinations(spec, getenv_fn, ctx, err)) < 0)
         goto out;
     rc = default_strings(spec);
 out:

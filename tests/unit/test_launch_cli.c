@@ -746,6 +746,19 @@ static void test_combinations(void **state) {
     assert_int_equal(parse(&s, &e, "--run_path", "-m", "x", END), DDP_EUSAGE);
     assert_int_equal(parse(&s, &e, "--nnodes=2", "--node_rank=1", "x", END), 0);
     launch_spec_free(&s);
+    /* One node (the default) has node rank 0 only, from the flag or PET_NODE_RANK. */
+    assert_int_equal(parse(&s, &e, "--node_rank=5", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--node_rank: 5 is not below the node count 1");
+    const char *pet[] = {"PET_NODE_RANK=1", NULL};
+    assert_int_equal(parse_env(&s, &e, pet, "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--node_rank: 1 is not below the node count 1");
+    assert_int_equal(parse(&s, &e, "--nnodes=1:3", "--node_rank=3", "x", END), DDP_EUSAGE);
+    assert_int_equal(parse(&s, &e, "--nnodes=1:3", "--node_rank=2", "x", END), 0);
+    launch_spec_free(&s);
+    /* Under Slurm the node count is derived later (launch_slurm_derive checks it then). */
+    const char *slurm[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=0", NULL};
+    assert_int_equal(parse_env(&s, &e, slurm, "--node_rank=1", "x", END), 0);
+    launch_spec_free(&s);
     /* A log directory that does not exist yet is fine when its nearest parent is writable. */
     assert_int_equal(parse(&s, &e, "--log_dir=/tmp/ddprun-no-such-dir/a/b/", "x", END), 0);
     assert_string_equal(s.log_dir, "/tmp/ddprun-no-such-dir/a/b/");
