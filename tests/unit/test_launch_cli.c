@@ -145,8 +145,9 @@ static void ck_nproc(const launch_spec_t *s) {
     assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
     assert_int_equal(s->nproc_per_node, 4);
 }
+/* Alone, the only node rank is 0 (test_combinations has the others, with --nnodes). */
 static void ck_node_rank(const launch_spec_t *s) {
-    assert_int_equal(s->node_rank, 3);
+    assert_int_equal(s->node_rank, 0);
 }
 static void ck_backend(const launch_spec_t *s) {
     assert_string_equal(s->rdzv_backend, "c10d");
@@ -237,7 +238,7 @@ static void ck_dup_err(const launch_spec_t *s) {
 static const flag_case_t value_flags[] = {
     {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
     {"nproc-per-node", "4", LAUNCH_OPT_NPROC_PER_NODE, ck_nproc},
-    {"node-rank", "3", LAUNCH_OPT_NODE_RANK, ck_node_rank},
+    {"node-rank", "0", LAUNCH_OPT_NODE_RANK, ck_node_rank},
     {"rdzv-backend", "c10d", LAUNCH_OPT_RDZV_BACKEND, ck_backend},
     {"rdzv-endpoint", "head:1234", LAUNCH_OPT_RDZV_ENDPOINT, ck_endpoint},
     {"rdzv-id", "job7", LAUNCH_OPT_RDZV_ID, ck_id},
@@ -754,6 +755,7 @@ static void test_combinations(void **state) {
     assert_string_equal(e.text, "--node_rank: 1 is not below the node count 1");
     assert_int_equal(parse(&s, &e, "--nnodes=1:3", "--node_rank=3", "x", END), DDP_EUSAGE);
     assert_int_equal(parse(&s, &e, "--nnodes=1:3", "--node_rank=2", "x", END), 0);
+    assert_int_equal(s.node_rank, 2);
     launch_spec_free(&s);
     /* Under Slurm the node count is derived later (launch_slurm_derive checks it then). */
     const char *slurm[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=0", NULL};
