@@ -24,6 +24,9 @@
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
+/* A numeric macro as a string literal, for messages that quote a bound. */
+#define LAUNCH_STR_(x) #x
+#define LAUNCH_STR(x) LAUNCH_STR_(x)
 
 typedef int (*apply_fn)(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err);
 
@@ -42,7 +45,7 @@ static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, 
     const char *colon = strchr(val, ':');
     int lo = 0, hi = 0;
     if (colon == NULL) {
-        if (launch__int_get(flag, val, 1, INT32_MAX, &lo, err) < 0)
+        if (launch__int_get(flag, val, 1, LAUNCH_MAX_NODES, &lo, err) < 0)
             return DDP_EUSAGE;
         hi = lo;
     } else {
@@ -53,9 +56,14 @@ static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, 
             return launch__bad_value(err, flag, val, "is not N or MIN:MAX");
         memcpy(buf, val, n);
         buf[n] = '\0';
-        if (ddp_parse_i64(buf, 1, INT32_MAX, &a) < 0 ||
-            ddp_parse_i64(colon + 1, 1, INT32_MAX, &b) < 0)
+        int ra = ddp_parse_i64(buf, 1, LAUNCH_MAX_NODES, &a);
+        int rb = ddp_parse_i64(colon + 1, 1, LAUNCH_MAX_NODES, &b);
+        if (ra == -EINVAL || rb == -EINVAL)
             return launch__bad_value(err, flag, val, "is not N or MIN:MAX with 1 <= MIN <= MAX");
+        if (ra < 0 || rb < 0)
+            return launch__bad_value(err, flag, val,
+                                     "is out of range (MIN and MAX in 1.." LAUNCH_STR(
+                                         LAUNCH_MAX_NODES) ")");
         if (a > b)
             return launch__bad_value(err, flag, val, "has MIN above MAX");
         lo = (int)a;
@@ -75,9 +83,10 @@ static int apply_nproc(launch_spec_t *spec, const char *flag, const char *val, d
         spec->nproc_kind = LAUNCH_NPROC_AUTO;
     else {
         int64_t v;
-        int rc = ddp_parse_i64(val, 1, 65536, &v);
+        int rc = ddp_parse_i64(val, 1, LAUNCH_MAX_NPROC, &v);
         if (rc == -ERANGE)
-            return launch__bad_value(err, flag, val, "is out of range (1..65536)");
+            return launch__bad_value(err, flag, val,
+                                     "is out of range (1.." LAUNCH_STR(LAUNCH_MAX_NPROC) ")");
         if (rc < 0)
             return launch__bad_value(err, flag, val, "is not a number, gpu, cpu or auto");
         spec->nproc_kind = LAUNCH_NPROC_NUM;

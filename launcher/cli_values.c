@@ -59,8 +59,28 @@ int launch__int_get(const char *flag, const char *val, int64_t min, int64_t max,
     return 0;
 }
 
+int launch__seconds_parse(const char *val, double min, double max, double *out) {
+    /* Python's float() of torchrun reads no hex ("0x10"), which strtod would. */
+    if (*val == '\0' || val[strspn(val, "0123456789.eE+-")] != '\0')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double d = strtod(val, &end);
+    if (*end != '\0')
+        return -EINVAL;
+    if (errno == ERANGE || d < min || d > max)
+        return -ERANGE;
+    *out = d;
+    return 0;
+}
+
 int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_t *err) {
-    if (ddp_parse_seconds(val, out) < 0)
+    int rc = launch__seconds_parse(val, LAUNCH_DURATION_MIN_S, LAUNCH_DURATION_MAX_S, out);
+    if (rc == -ERANGE)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s%s' is outside %g..%.0f seconds", flag, VQ,
+                           val, strlen(val) > VQ ? "..." : "", LAUNCH_DURATION_MIN_S,
+                           LAUNCH_DURATION_MAX_S);
+    if (rc < 0)
         return launch__bad_value(err, flag, val, "is not a number of seconds");
     return 0;
 }
@@ -145,12 +165,13 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
         if (strcmp(key, secs[i].key) != 0)
             continue;
         double d;
-        if (ddp_parse_seconds(val, &d) < 0 || d <= 0)
+        /* Timeouts become int milliseconds in the agent and the server: keep them in range. */
+        int rc = launch__seconds_parse(val, LAUNCH_RDZV_CONF_MIN_S, LAUNCH_RDZV_CONF_MAX_S, &d);
+        if (rc == -EINVAL || (rc == -ERANGE && val[0] == '-'))
             return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a positive number of seconds",
                                flag, key, VQ, val);
-        /* Timeouts become int milliseconds in the agent and the server: keep them in range. */
-        if (d < LAUNCH_RDZV_CONF_MIN_S || d > LAUNCH_RDZV_CONF_MAX_S)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is outside %g..%g seconds", flag,
+        if (rc < 0)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is outside %g..%.0f seconds", flag,
                                key, VQ, val, LAUNCH_RDZV_CONF_MIN_S, LAUNCH_RDZV_CONF_MAX_S);
         *secs[i].dst = d;
         return 0;

@@ -64,6 +64,16 @@ typedef enum launch_opt {
 /* Bounds of the --rdzv_conf durations: 1 ms to about 23 days (they become int milliseconds). */
 #define LAUNCH_RDZV_CONF_MIN_S 0.001
 #define LAUNCH_RDZV_CONF_MAX_S 2000000.0
+/* Bounds of the other durations (--shutdown_timeout, --monitor_interval and
+ * TORCH_ELASTIC_SHUTDOWN_TIMEOUT): 0 (SIGKILL right after SIGTERM) to the same 23 days. They
+ * become int64 milliseconds and a libuv timer; a larger value would overflow into one that
+ * fires at once. */
+#define LAUNCH_DURATION_MIN_S 0.0
+#define LAUNCH_DURATION_MAX_S LAUNCH_RDZV_CONF_MAX_S
+/* The most nodes a job may have (--nnodes), the rendezvous protocol's bound; and the most
+ * workers per node (--nproc_per_node). */
+#define LAUNCH_MAX_NODES 65536
+#define LAUNCH_MAX_NPROC 65536
 
 /* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
 typedef struct launch_rdzv_conf {

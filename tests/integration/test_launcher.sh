@@ -43,4 +43,25 @@ FW_DIR=$d run_ddprun "$TMP/rank0.out" --node_rank=0 "$FW"; rc=$?
 verdict "--node_rank=0 on one node runs RANK=0 WORLD_SIZE=1"
 check "nothing left after the node rank checks" no_leftovers
 
+# 2. Numbers have named bounds: a duration that would overflow the kill timer is refused, not
+# turned into an immediate SIGKILL.
+refused "--shutdown_timeout=1e17 -> exit 2 with the accepted range" \
+    "--shutdown_timeout: '1e17' is outside 0..2000000 seconds" --shutdown_timeout=1e17
+PET_SHUTDOWN_TIMEOUT=1e17 refused "PET_SHUTDOWN_TIMEOUT=1e17 -> exit 2 naming the variable" \
+    "PET_SHUTDOWN_TIMEOUT: '1e17' is outside" --nproc_per_node=1
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1e17 refused "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1e17 -> exit 2" \
+    "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: '1e17' is outside" --nproc_per_node=1
+refused "--monitor_interval=1e17 -> exit 2" "--monitor_interval: '1e17' is outside" \
+    --monitor_interval=1e17
+refused "--shutdown_timeout=0x10 (hex) -> exit 2" "'0x10' is not a number of seconds" \
+    --shutdown_timeout=0x10
+refused "--nnodes=1:70000 -> exit 2 before any rendezvous" \
+    "--nnodes: '1:70000' is out of range (MIN and MAX in 1..65536)" --nnodes=1:70000
+refused "--max_restarts=99999999999 -> exit 2" "--max_restarts: '99999999999' is out of range" \
+    --max_restarts=99999999999
+refused "--nproc_per_node=2x -> exit 2" "--nproc_per_node: '2x' is not a number" --nproc_per_node=2x
+refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range (1..65535)" \
+    --master_port=70000
+check "nothing left after the numeric checks" no_leftovers
+
 finish

@@ -736,6 +736,53 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--shutdown_timeout", "-1", "--shutdown_timeout: '-1'");
 }
 
+/* Every number has a bound named in its message: durations become int64 milliseconds and a
+ * timer (1e17 s overflowed into one that fired at once), counts become ints. */
+static void test_numeric_bounds(void **state) {
+    (void)state;
+    expect_bad("--shutdown_timeout", "1e17",
+               "--shutdown_timeout: '1e17' is outside 0..2000000 seconds");
+    expect_bad("--shutdown_timeout", "2000000.5", "is outside 0..2000000 seconds");
+    expect_bad("--monitor_interval", "1e17",
+               "--monitor_interval: '1e17' is outside 0..2000000 seconds");
+    expect_bad("--shutdown_timeout", "1e999", "is outside 0..2000000 seconds");
+    expect_bad("--shutdown_timeout", "0x10", "--shutdown_timeout: '0x10' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "inf", "--shutdown_timeout: 'inf' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "nan", "--shutdown_timeout: 'nan' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "5s", "--shutdown_timeout: '5s' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "", "--shutdown_timeout: '' is not a number of seconds");
+    expect_bad("--rdzv_conf", "join_timeout=0x10", "join_timeout='0x10' is not a positive number");
+    expect_bad("--rdzv_conf", "close_timeout=1e17",
+               "close_timeout='1e17' is outside 0.001..2000000 seconds");
+    expect_bad("--nnodes", "70000", "--nnodes: '70000' is out of range (1..65536)");
+    expect_bad("--nnodes", "1:70000", "--nnodes: '1:70000' is out of range (MIN and MAX in 1..65536)");
+    expect_bad("--nnodes", "1:99999999999999999999", "is out of range");
+    expect_bad("--nnodes", "1:2x", "is not N or MIN:MAX");
+    expect_bad("--nproc_per_node", "65537", "--nproc_per_node: '65537' is out of range (1..65536)");
+    expect_bad("--nproc_per_node", "99999999999999999999", "is out of range (1..65536)");
+    expect_bad("--nproc_per_node", "4x", "is not a number, gpu, cpu or auto");
+    expect_bad("--max_restarts", "2147483648", "--max_restarts: '2147483648' is out of range");
+    expect_bad("--max_restarts", "1.5", "--max_restarts: '1.5' is not a number");
+    expect_bad("--master_port", "-1", "--master_port: '-1' is out of range (1..65535)");
+    expect_bad("--master_port", "80x", "--master_port: '80x' is not a number");
+    expect_bad("--rdzv_endpoint", "h:65536", "has a port that is not 0..65535");
+    expect_bad("--rdzv_conf", "keep_alive_max_attempt=1e3", "is not a positive number");
+
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--shutdown_timeout=0", "--monitor_interval=2e6", "x", END), 0);
+    assert_true(s.shutdown_timeout == 0);
+    assert_true(s.monitor_interval == 2000000);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--shutdown_timeout=2000000", "--nnodes=65536", "x", END), 0);
+    assert_true(s.shutdown_timeout == 2000000);
+    launch_spec_free(&s);
+    const char *env[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1e17", NULL};
+    assert_int_equal(parse_env(&s, &e, env, "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text,
+                        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: '1e17' is outside 0..2000000 seconds");
+}
+
 static void test_combinations(void **state) {
     (void)state;
     launch_spec_t s;
@@ -1068,6 +1115,7 @@ int main(void) {
         cmocka_unit_test(test_program_boundary),
         cmocka_unit_test(test_unknown_and_prefix),
         cmocka_unit_test(test_bad_values_name_the_flag),
+        cmocka_unit_test(test_numeric_bounds),
         cmocka_unit_test(test_combinations),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_endpoint_split),
