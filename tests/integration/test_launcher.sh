@@ -64,4 +64,120 @@ refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range 
     --master_port=70000
 check "nothing left after the numeric checks" no_leftovers
 
+# A store that misbehaves, on 127.0.0.1 port 0 (its port goes to PORTFILE). It answers the client
+# handshake (VALIDATE + PING without a token), then the RDZV_STATUS request per MODE:
+#   trickle  the reply's header, then one byte a second of a 1000-byte JSON, for up to 60 s
+#   silent   nothing at all (not even the handshake)
+#   json     the reply with the JSON in $FAKE_JSON, then the connection stays open 10 s
+# It serves one client and exits; the suite ends it by PID when it is still there.
+cat >"$TMP/fake_store.py" <<'PY'
+import os, socket, struct, sys, time
+mode, portfile = sys.argv[1], sys.argv[2]
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(srv.getsockname()[1]))
+os.rename(portfile + ".tmp", portfile)
+srv.settimeout(30)
+c, _ = srv.accept()
+c.settimeout(30)
+def read_exact(n):
+    b = b""
+    while len(b) < n:
+        chunk = c.recv(n - len(b))
+        if not chunk:
+            sys.exit(0)
+        b += chunk
+    return b
+if mode == "silent":
+    time.sleep(60)
+    sys.exit(0)
+hs = read_exact(10)                      # VALIDATE u32 magic, PING u32 nonce
+c.sendall(hs[6:10])                      # the nonce back
+req = read_exact(9)                      # 0x53, u64 run id length
+read_exact(struct.unpack("<Q", req[1:9])[0])
+if mode == "trickle":
+    c.sendall(bytes([0x53, 0]) + struct.pack("<Q", 1000))
+    for _ in range(60):
+        c.sendall(b" ")
+        time.sleep(1)
+else:
+    body = os.environ["FAKE_JSON"].encode()
+    c.sendall(bytes([0x53, 0]) + struct.pack("<Q", len(body)) + body)
+    time.sleep(10)
+PY
+
+# fake_store MODE: starts the fake store; sets FAKE_PID and FAKE_PORT.
+fake_store() {
+    local pf=$TMP/fake.port.$_n
+    rm -f "$pf"
+    python3 "$TMP/fake_store.py" "$1" "$pf" &
+    FAKE_PID=$!
+    for _ in $(seq 200); do [ -s "$pf" ] && break; sleep 0.02; done
+    FAKE_PORT=$(cat "$pf" 2>/dev/null)
+}
+stop_fake_store() { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; }
+
+# 3. `ddprun status` has one deadline for the whole command.
+if command -v python3 >/dev/null; then
+    fake_store trickle
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id run1 \
+        >"$TMP/st_trickle.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/st_trickle.out")" -eq 1 ] &&
+        grep -qF "ddprun status: 127.0.0.1:$FAKE_PORT: no answer within 10 s (--timeout): waiting for the reply to RDZV_STATUS" "$TMP/st_trickle.out"
+    verdict "status against a store trickling its reply ends by the default 10 s deadline (rc $rc)"
+    [ $rc -ne 0 ] || sed 's/^/#   /' "$TMP/st_trickle.out"
+
+    fake_store silent
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id run1 \
+        --timeout=0.5 >"$TMP/st_silent.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 1 ] && grep -qF "127.0.0.1:$FAKE_PORT: no answer within 0.5 s (--timeout): waiting for the connection and handshake" "$TMP/st_silent.out"
+    verdict "status --timeout=0.5 against a silent store: one line naming endpoint and phase (rc $rc)"
+
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x --timeout 2 \
+        >"$TMP/st_refused.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && [ "$(grep -o '127\.0\.0\.1:1:' "$TMP/st_refused.out" | wc -l)" -eq 1 ]
+    verdict "status against a closed port names the endpoint once (rc $rc)"
+    for v in 0 -1 1e17 x; do
+        timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x --timeout=$v \
+            >"$TMP/st_badt.out" 2>&1; rc=$?
+        [ $rc -eq 2 ] && grep -qF -- "--timeout: '$v'" "$TMP/st_badt.out" || break
+    done
+    verdict "status --timeout outside 0.001..86400 s is a usage error (rc $rc for '$v')"
+else
+    for n in "status against a store trickling its reply ends by the default 10 s deadline" \
+             "status --timeout=0.5 against a silent store: one line naming endpoint and phase" \
+             "status against a closed port names the endpoint once" \
+             "status --timeout outside 0.001..86400 s is a usage error"; do
+        skip "$n" "no python3 for the fake store"
+    done
+fi
+
+# A store that wants a token: the message names the variables `ddprun status` reads.
+random_token "$TMP/token" >/dev/null
+"$BIN/ddp-rendezvous" --host 127.0.0.1 --port 0 --token-file "$TMP/token" >"$TMP/daemon.out" \
+    2>"$TMP/daemon.err" &
+DPID=$!
+if wait_for "$TMP/daemon.out" '^listening on 127\.0\.0\.1:[0-9]+$' 5; then
+    DPORT=$(sed -nE 's/^listening on 127\.0\.0\.1:([0-9]+)$/\1/p' "$TMP/daemon.out")
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$DPORT" --rdzv_id x \
+        >"$TMP/st_auth.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/st_auth.out")" -eq 1 ] &&
+        grep -qF "127.0.0.1:$DPORT: the store refused this client (no job token given): ddprun status reads the job token from DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE" "$TMP/st_auth.out" &&
+        ! grep -q DDPRUN_STORE_TOKEN "$TMP/st_auth.out"
+    verdict "status without the token names DDPRUN_TOKEN / DDPRUN_TOKEN_FILE, the variables it reads"
+    [ $rc -eq 1 ] || sed 's/^/#   /' "$TMP/st_auth.out"
+    DDPRUN_TOKEN=00ff timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$DPORT" \
+        --rdzv_id x >"$TMP/st_auth2.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && grep -qF "the store refused this client (wrong job token)" "$TMP/st_auth2.out"
+    verdict "status with a wrong DDPRUN_TOKEN says the token was refused (rc $rc)"
+else
+    not_ok "the token daemon started"
+fi
+kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
+check "nothing left after the status checks" no_leftovers
+
 finish
