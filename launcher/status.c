@@ -11,6 +11,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
+#include "ddp_escape.h"
 #include "launch_int.h"
 #include "launch_spec.h"
 #include "rdzv_aclient.h"
@@ -76,9 +77,15 @@ static void on_deadline(uv_timer_t *t) {
  * an older or newer server's reply never prints "(null)" or a made-up 0. */
 #define NO_VALUE "-"
 
-static const char *str_field(const json_t *o, const char *key) {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s != NULL ? s : NO_VALUE;
+/* The server's strings (run id, host names, states, the last failure) are escaped: a member that
+ * joined with ESC or CR in its host name must not rewrite the operator's screen. buf holds the
+ * result (cap bytes). */
+static const char *str_field(const json_t *o, const char *key, char *buf, size_t cap) {
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_string(v))
+        return NO_VALUE;
+    ddp_str_escape(buf, cap, json_string_value(v), json_string_length(v));
+    return buf;
 }
 
 /* An integer field into buf (24 bytes); negative values are "-" when !neg_ok. */
@@ -90,28 +97,33 @@ static const char *int_field(const json_t *o, const char *key, int neg_ok, char 
     return buf;
 }
 
+/* Room for an escaped field: a run id, host or state (the server bounds them well below). */
+#define FIELD_MAX 1024
+
 static void print_table(const json_t *root) {
-    char round[24], used[24], max[24], lo[24], hi[24];
-    json_t *last = json_object_get(root, "last_failure");
-    printf("run %s: round %s, %s, restarts %s of %s, nodes min %s max %s\n", str_field(root, "run"),
-           int_field(root, "round", 1, round), str_field(root, "state"),
-           int_field(root, "restarts_used", 1, used), int_field(root, "max_restarts", 1, max),
-           int_field(root, "min_nodes", 1, lo), int_field(root, "max_nodes", 1, hi));
-    if (json_is_string(last) && json_string_length(last) > 0)
-        printf("last failure: %s\n", json_string_value(last));
+    char round[24], used[24], max[24], lo[24], hi[24], run[FIELD_MAX], state[FIELD_MAX];
+    char last[4 * FIELD_MAX];
+    json_t *lastv = json_object_get(root, "last_failure");
+    printf("run %s: round %s, %s, restarts %s of %s, nodes min %s max %s\n",
+           str_field(root, "run", run, sizeof run), int_field(root, "round", 1, round),
+           str_field(root, "state", state, sizeof state), int_field(root, "restarts_used", 1, used),
+           int_field(root, "max_restarts", 1, max), int_field(root, "min_nodes", 1, lo),
+           int_field(root, "max_nodes", 1, hi));
+    if (json_is_string(lastv) && json_string_length(lastv) > 0)
+        printf("last failure: %s\n", str_field(root, "last_failure", last, sizeof last));
     printf("%-10s %-40s %-6s %-10s %s\n", "node_rank", "host", "nproc", "state", "silent");
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(root, "members"), i, m) {
-        char rank[24], nproc[24], silent[32];
+        char rank[24], nproc[24], silent[32], host[FIELD_MAX], mstate[FIELD_MAX];
         json_t *ms = json_object_get(m, "silent_ms");
         if (json_is_integer(ms))
             snprintf(silent, sizeof silent, "%.1fs", (double)json_integer_value(ms) / 1000.0);
         else
             snprintf(silent, sizeof silent, "%s", NO_VALUE);
         printf("%-10s %-40s %-6s %-10s %s\n", int_field(m, "group_rank", 0, rank),
-               str_field(m, "host"), int_field(m, "nproc", 1, nproc), str_field(m, "state"),
-               silent);
+               str_field(m, "host", host, sizeof host), int_field(m, "nproc", 1, nproc),
+               str_field(m, "state", mstate, sizeof mstate), silent);
     }
 }
 
@@ -225,15 +237,17 @@ static void request(const rdzv_client_opts_t *co, const char *id, status_req_t *
 
 /* One line on stderr for a request that failed: the endpoint once, then why. */
 static void print_failure(const char *host, int port, const status_req_t *q, int have_token) {
+    char text[4 * sizeof q->errtext];
     if (q->rc == DDP_EAUTH)
         fprintf(stderr,
                 "ddprun status: %s:%d: the store refused this client (%s): ddprun status reads the "
                 "job token from DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE\n",
                 host, port, have_token ? "wrong job token" : "no job token given");
     else if (q->own_text)
-        fprintf(stderr, "ddprun status: %s:%d: %s\n", host, port, q->errtext);
-    else
-        fprintf(stderr, "ddprun status: %s\n", q->errtext); /* names the endpoint itself */
+        fprintf(stderr, "ddprun status: %s:%d: %s\n", host, port,
+                ddp_str_escaped(q->errtext, text, sizeof text));
+    else /* the client's text names the endpoint itself */
+        fprintf(stderr, "ddprun status: %s\n", ddp_str_escaped(q->errtext, text, sizeof text));
 }
 
 /* Prints the server's answer (table or --json). Returns the exit code. */
@@ -244,8 +258,12 @@ static int print_reply(const status_req_t *q, int json_out) {
     int code = 0;
     if (rdzv__round_reply_parse(q->reply.data, q->reply.len, &rep, &need, NULL) <= 0 ||
         rep.status != 0) {
+        /* The server's own words (status 1: "unknown run ..."), escaped like the table. */
+        char text[4 * FIELD_MAX];
+        if (rep.text.len > 0)
+            ddp_str_escape(text, sizeof text, (const char *)rep.text.data, rep.text.len);
         fprintf(stderr, "ddprun status: %s\n",
-                rep.text.len > 0 ? (char *)rep.text.data : "unknown run or bad reply");
+                rep.text.len > 0 ? text : "unknown run or bad reply");
         code = 1;
     } else if (json_out) {
         printf("%s\n", rep.text.len > 0 ? (char *)rep.text.data : "");

@@ -180,4 +180,33 @@ fi
 kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
 check "nothing left after the status checks" no_leftovers
 
+# no_raw_controls FILE: true when FILE holds no control byte other than newline (no ESC, BEL, CR).
+no_raw_controls() { ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$1"; }
+
+# 4. Text from the network or from workers reaches the terminal escaped.
+if command -v python3 >/dev/null; then
+    export FAKE_JSON='{"run":"r1\u001b]0;title\u0007","round":2,"state":"running","restarts_used":0,"max_restarts":3,"min_nodes":1,"max_nodes":2,"last_failure":"rank 0 \u001b[31mred","members":[{"group_rank":0,"host":"evil\u001b[2J\u001b[H\r\nnode9 0 1 ok","nproc":1,"state":"ok\u0007","silent_ms":5}]}'
+    fake_store json
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 \
+        >"$TMP/st_esc.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_esc.out" && [ "$(wc -l <"$TMP/st_esc.out")" -eq 4 ] &&
+        grep -qF 'evil\e[2J\e[H\r\nnode9 0 1 ok' "$TMP/st_esc.out" &&
+        grep -qF 'run r1\e]0;title\a: round 2' "$TMP/st_esc.out" &&
+        grep -qF 'last failure: rank 0 \e[31mred' "$TMP/st_esc.out"
+    verdict "status escapes control bytes in host names, run id, states and the last failure"
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_esc.out" || sed 's/^/#   /' "$TMP/st_esc.out" | cat -v
+    unset FAKE_JSON
+else
+    skip "status escapes control bytes in host names, run id, states and the last failure" \
+        "no python3 for the fake store"
+fi
+FW_EXIT=1 FW_ERROR='\u001b[2J\u001b[Hall good\r\u0007' run_ddprun "$TMP/sum_esc.out" \
+    --nproc_per_node=1 "$FW"; rc=$?
+[ $rc -eq 1 ] && no_raw_controls "$TMP/sum_esc.out" &&
+    grep -qF 'RuntimeError: \e[2J\e[Hall good\r\a' "$TMP/sum_esc.out"
+verdict "the failure summary escapes control bytes of the worker's error file (rc $rc)"
+[ $rc -eq 1 ] && no_raw_controls "$TMP/sum_esc.out" || sed 's/^/#   /' "$TMP/sum_esc.out" | cat -v
+check "nothing left after the escaping checks" no_leftovers
+
 finish
