@@ -186,9 +186,12 @@ static int apply_ranks_filter(launch_spec_t *spec, const char *flag, const char 
     return 0;
 }
 
+/* An address as the workers' MASTER_ADDR and the static backend's endpoint: a name or an
+ * address, an IPv6 one without brackets as torchrun takes it. */
 static int apply_master_addr(launch_spec_t *spec, const char *flag, const char *val,
                              ddp_err_t *err) {
-    return launch__str_set_nonempty(&spec->master_addr, flag, val, err);
+    int rc = launch__host_check(flag, val, val, strlen(val), 1, err);
+    return rc < 0 ? rc : launch__str_set_nonempty(&spec->master_addr, flag, val, err);
 }
 
 static int apply_master_port(launch_spec_t *spec, const char *flag, const char *val,
@@ -198,7 +201,8 @@ static int apply_master_port(launch_spec_t *spec, const char *flag, const char *
 
 static int apply_local_addr(launch_spec_t *spec, const char *flag, const char *val,
                             ddp_err_t *err) {
-    return launch__str_set_nonempty(&spec->local_addr, flag, val, err);
+    int rc = launch__host_check(flag, val, val, strlen(val), 1, err);
+    return rc < 0 ? rc : launch__str_set_nonempty(&spec->local_addr, flag, val, err);
 }
 
 static int apply_signals(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ddp_escape.h"
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
@@ -86,6 +87,35 @@ int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_
 }
 
 
+/* A host as a flag gives it: a name (letters, digits, '-', '.', '_'), an IPv4 address, or an IPv6
+ * address (hex digits, ':', '.', and a '%' zone) when v6 is set. Returns 0, or DDP_EUSAGE naming
+ * flag, the whole value val and the first character a host cannot have. */
+int launch__host_check(const char *flag, const char *val, const char *host, size_t n, int v6,
+                       ddp_err_t *err) {
+    if (n > LAUNCH_HOST_MAX) {
+        char what[64];
+        snprintf(what, sizeof what, "has a host longer than %d characters", LAUNCH_HOST_MAX);
+        return launch__bad_value(err, flag, val, what);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)host[i];
+        if (isalnum(c) || c == '-' || c == '.' || c == '_' || (v6 && (c == ':' || c == '%')))
+            continue;
+        char what[96], shown[8];
+        if (isgraph(c) || c == ' ')
+            snprintf(shown, sizeof shown, "'%c'", c);
+        else
+            snprintf(shown, sizeof shown, "\\x%02x", c);
+        snprintf(what, sizeof what, "has a character no host name has (%s)", shown);
+        /* The value is quoted escaped: it may hold the very control byte refused. */
+        char quoted[4 * VQ + 8];
+        ddp_str_escape(quoted, sizeof quoted, val, strnlen(val, VQ));
+        return ddp_err_set(err, DDP_EUSAGE, "%s: '%s%s' %s", flag, quoted,
+                           strlen(val) > VQ ? "..." : "", what);
+    }
+    return 0;
+}
+
 int launch_endpoint_split(const char *flag, const char *ep, char **host, int *port,
                           ddp_err_t *err) {
     const char *h = ep, *hend, *p = NULL;
@@ -111,6 +141,9 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
     }
     if (hend == h)
         return launch__bad_value(err, flag, ep, "has no host");
+    int rc = launch__host_check(flag, ep, h, (size_t)(hend - h), *ep == '[', err);
+    if (rc < 0)
+        return rc;
     if (p != NULL) {
         int64_t v;
         if (ddp_parse_i64(p, 0, 65535, &v) < 0)

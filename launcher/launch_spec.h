@@ -216,6 +216,13 @@ void launch_usage(void);
 void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
                       launch_getenv_fn getenv_fn, void *ctx, agent_job_t *job);
 
+/* Checks the --rdzv_endpoint of a one-node c10d job given explicitly (flag or PET_*), which the
+ * agent does not use (it hosts the job's store itself): it must resolve and be this machine's.
+ * Multi-node jobs are checked by agent_job_prepare. Fills addr (cap bytes, at least 46) with the
+ * resolved address, or "" when there was nothing to check. Returns 0 or DDP_EUSAGE naming the
+ * flag. */
+int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err);
+
 /* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
 
 #endif

@@ -64,6 +64,28 @@ refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range 
     --master_port=70000
 check "nothing left after the numeric checks" no_leftovers
 
+# 3. The rendezvous endpoint is checked whatever the node count: its syntax always, and on one
+# node (where the agent hosts its own store) that it is this machine. Addresses only: no name is
+# looked up.
+refused "--rdzv_endpoint='a b:1' (c10d, one node) -> exit 2 naming the character" \
+    "--rdzv_endpoint: 'a b:1' has a character no host name has (' ')" \
+    --rdzv_backend=c10d --rdzv_endpoint='a b:1'
+refused "--rdzv_endpoint='a b:1' with the static backend -> exit 2 too" \
+    "--rdzv_endpoint: 'a b:1' has a character" --rdzv_endpoint='a b:1'
+refused "a remote --rdzv_endpoint on one node -> exit 2, not silently ignored" \
+    "--rdzv_endpoint: '192.0.2.1' is not this machine; a one-node job meets nobody there" \
+    --rdzv_backend=c10d --rdzv_endpoint=192.0.2.1:29400
+PET_RDZV_ENDPOINT=192.0.2.1 refused "PET_RDZV_ENDPOINT=192.0.2.1 on one node -> exit 2" \
+    "--rdzv_endpoint: '192.0.2.1' is not this machine" --rdzv_backend=c10d
+refused "--master_addr='a;b' -> exit 2" "--master_addr: 'a;b' has a character" --master_addr='a;b'
+d=$TMP/ep_local; mkdir -p "$d"
+FW_DIR=$d run_ddprun "$TMP/ep_local.out" -v --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:1 "$FW"
+rc=$?
+[ $rc -eq 0 ] && [ -f "$d/env.0.0" ] &&
+    grep -q "rdzv_endpoint 127.0.0.1:1 (127.0.0.1) is this machine; a one-node job hosts its own store" "$TMP/ep_local.out"
+verdict "a local --rdzv_endpoint on one node runs, and -v says the job hosts its own store (rc $rc)"
+check "nothing left after the endpoint checks" no_leftovers
+
 # A store that misbehaves, on 127.0.0.1 port 0 (its port goes to PORTFILE). It answers the client
 # handshake (VALIDATE + PING without a token), then the RDZV_STATUS request per MODE:
 #   trickle  the reply's header, then one byte a second of a 1000-byte JSON, for up to 60 s
@@ -119,7 +141,7 @@ fake_store() {
 }
 stop_fake_store() { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; }
 
-# 3. `ddprun status` has one deadline for the whole command.
+# 4. `ddprun status` has one deadline for the whole command.
 if command -v python3 >/dev/null; then
     fake_store trickle
     timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id run1 \
@@ -183,7 +205,7 @@ check "nothing left after the status checks" no_leftovers
 # no_raw_controls FILE: true when FILE holds no control byte other than newline (no ESC, BEL, CR).
 no_raw_controls() { ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$1"; }
 
-# 4. Text from the network or from workers reaches the terminal escaped.
+# 5. Text from the network or from workers reaches the terminal escaped.
 if command -v python3 >/dev/null; then
     export FAKE_JSON='{"run":"r1\u001b]0;title\u0007","round":2,"state":"running","restarts_used":0,"max_restarts":3,"min_nodes":1,"max_nodes":2,"last_failure":"rank 0 \u001b[31mred","members":[{"group_rank":0,"host":"evil\u001b[2J\u001b[H\r\nnode9 0 1 ok","nproc":1,"state":"ok\u0007","silent_ms":5}]}'
     fake_store json

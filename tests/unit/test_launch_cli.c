@@ -855,6 +855,70 @@ static void test_endpoint_split(void **state) {
     assert_string_equal(h, "fe80::1");
     free(h);
     assert_int_equal(launch_endpoint_split("--x", "[::1]x", &h, &p, &e), DDP_EUSAGE);
+    /* Hosts are names or addresses: what no host has is refused, named, and quoted escaped. */
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "a b:1", &h, &p, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--x: 'a b:1' has a character no host name has (' ')");
+    assert_null(h);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "a\x1b[2Jb", &h, &p, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--x: 'a\\e[2Jb' has a character no host name has (\\x1b)");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "[::1;x]:5", &h, &p, &e), DDP_EUSAGE);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "host/x:5", &h, &p, &e), DDP_EUSAGE);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "[fe80::1%eth0]:5", &h, &p, &e), 0);
+    assert_string_equal(h, "fe80::1%eth0");
+    free(h);
+    assert_int_equal(launch_endpoint_split("--x", "node-1.cluster_a:5", &h, &p, &e), 0);
+    free(h);
+    char longhost[300];
+    memset(longhost, 'a', 254);
+    longhost[254] = '\0';
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", longhost, &h, &p, &e), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "has a host longer than 253 characters"));
+}
+
+/* A one-node c10d job does not use its endpoint, so it is checked instead of ignored: it must
+ * resolve and be this machine (no name is looked up here: addresses only). */
+static void test_one_node_endpoint(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    char addr[64];
+    assert_int_equal(parse(&s, &e, "--rdzv_backend=c10d", "--rdzv_endpoint=192.0.2.1:29400", "x",
+                           END),
+                     0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--rdzv_endpoint: '192.0.2.1' is not this machine; a one-node "
+                                "job meets nobody there (set --nnodes)");
+    launch_spec_free(&s);
+    const char *pet[] = {"PET_RDZV_BACKEND=c10d", "PET_RDZV_ENDPOINT=127.0.0.1:5", NULL};
+    assert_int_equal(parse_env(&s, &e, pet, "x", END), 0);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    assert_string_equal(addr, "127.0.0.1");
+    launch_spec_free(&s);
+    /* Nothing to check: several nodes (agent_job_prepare's part), static, --standalone, none. */
+    assert_int_equal(parse(&s, &e, "--nnodes=2", "--rdzv_backend=c10d",
+                           "--rdzv_endpoint=192.0.2.1", "x", END),
+                     0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    assert_string_equal(addr, "");
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--rdzv_endpoint=192.0.2.1", "x", END), 0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--standalone", "x", END), 0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    launch_spec_free(&s);
+    /* --master_addr and --local_addr are hosts too (IPv6 without brackets, as torchrun). */
+    assert_int_equal(parse(&s, &e, "--master_addr=::1", "--local_addr=10.0.0.2", "x", END), 0);
+    launch_spec_free(&s);
+    expect_bad("--master_addr", "a;b", "--master_addr: 'a;b' has a character no host name has");
+    expect_bad("--local_addr", "a b", "--local_addr: 'a b' has a character no host name has");
 }
 
 /* Runs fn with stdout captured into buf. */
@@ -1119,6 +1183,7 @@ int main(void) {
         cmocka_unit_test(test_combinations),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_endpoint_split),
+        cmocka_unit_test(test_one_node_endpoint),
         cmocka_unit_test(test_help),
         cmocka_unit_test_setup_teardown(test_argv_python, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_direct, prog_setup, prog_teardown),
