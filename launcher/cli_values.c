@@ -270,6 +270,20 @@ int launch__str_set_or_unset(char **dst, const char *val) {
 }
 
 
+/* A log directory that stat refused with errno e: said as errno says it (a search permission
+ * missing on the way is not a file in the way). */
+static int log_dir_refused(const char *flag, const char *val, int e, ddp_err_t *err) {
+    char what[96];
+    if (e == ENOTDIR)
+        snprintf(what, sizeof what, "cannot be used: a component of the path is not a directory");
+    else if (e == EACCES)
+        snprintf(what, sizeof what, "cannot be used: permission denied (a directory on the way "
+                                    "is not searchable)");
+    else
+        snprintf(what, sizeof what, "cannot be used: %s", strerror(e));
+    return launch__bad_value(err, flag, val, what);
+}
+
 /* A log directory must be a writable directory, or creatable under the nearest existing parent. */
 int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
     struct stat st;
@@ -281,7 +295,7 @@ int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
         return 0;
     }
     if (errno != ENOENT)
-        return launch__bad_value(err, flag, val, "cannot be used (not a directory on the way?)");
+        return log_dir_refused(flag, val, errno, err);
     char *p = strdup(val);
     if (p == NULL)
         return -ENOMEM;
@@ -309,7 +323,8 @@ int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
             break;
         }
         if (errno != ENOENT || parent != p) {
-            rc = launch__bad_value(err, flag, val, "cannot be created");
+            rc = errno != ENOENT ? log_dir_refused(flag, val, errno, err)
+                                 : launch__bad_value(err, flag, val, "cannot be created");
             break;
         }
     }

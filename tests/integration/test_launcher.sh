@@ -64,6 +64,15 @@ refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range 
     --master_port=70000
 check "nothing left after the numeric checks" no_leftovers
 
+# A script whose #! interpreter is missing: exit 2 naming the interpreter, not 127 as if the
+# script itself were missing.
+printf '#!/nonexistent/bin/python9\nprint(1)\n' >"$TMP/badinterp.sh"
+chmod +x "$TMP/badinterp.sh"
+run_ddprun "$TMP/badinterp.out" --nproc_per_node=1 "$TMP/badinterp.sh"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/badinterp.out")" -eq 1 ] &&
+    grep -qF "its interpreter '/nonexistent/bin/python9' (#! line) not found" "$TMP/badinterp.out"
+verdict "a script with a missing #! interpreter -> exit 2 naming the interpreter (rc $rc)"
+
 # 3. The rendezvous endpoint is checked whatever the node count: its syntax always, and on one
 # node (where the agent hosts its own store) that it is this machine. Addresses only: no name is
 # looked up.

@@ -1162,6 +1162,64 @@ static void test_argv_missing(void **state) {
                                 "file here)");
 }
 
+/* A script whose #! interpreter is missing would fail at exec with ENOENT as if the script were
+ * missing: the interpreter is named before anything starts. */
+static void test_argv_interpreter(void **state) {
+    (void)state;
+    launch_argv_t a;
+    ddp_err_t e;
+    write_file("nointerp", "#!/nonexistent/python9 -u\nprint(1)\n", 0755);
+    write_file("crlf", "#!/bin/sh\r\necho hi\r\n", 0755);
+    write_file("empty", "#!  \n", 0755);
+    write_file("dirinterp", "#!/tmp\n", 0755);
+    assert_int_equal(build(&a, &e, "./nointerp", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './nointerp': its interpreter '/nonexistent/python9' (#! "
+                                "line) not found");
+    assert_int_equal(build(&a, &e, "./crlf", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './crlf': its interpreter '/bin/sh\\r' (#! line) not "
+                                "found");
+    assert_int_equal(build(&a, &e, "./empty", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "has a #! line without an interpreter"));
+    assert_int_equal(build(&a, &e, "./dirinterp", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "'/tmp' (#! line) is not executable"));
+    /* A working script and a binary pass. */
+    assert_int_equal(build(&a, &e, "./tool", END), 0);
+    launch_argv_free(&a);
+    assert_int_equal(build(&a, &e, "--no_python", "/bin/true", END), 0);
+    launch_argv_free(&a);
+}
+
+/* A --log_dir that stat refuses is described by errno, not guessed at. */
+static void test_log_dir_errno(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--log_dir=/etc/passwd/x/y", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--log_dir: '/etc/passwd/x/y' cannot be used: a component of the "
+                                "path is not a directory");
+}
+
+/* A directory on the way that may not be searched: permission denied, as errno says. */
+static void test_log_dir_eacces(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    if (geteuid() == 0) {
+        skip(); /* root searches any directory: no EACCES to see */
+        return;
+    }
+    char dir[64], val[96];
+    snprintf(dir, sizeof dir, "/tmp/ddprun-noacc-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(val, sizeof val, "%s/sub/logs", dir);
+    assert_int_equal(chmod(dir, 0), 0);
+    int rc = parse(&s, &e, "--log_dir", val, "x", END);
+    chmod(dir, 0700);
+    rmdir(dir);
+    assert_int_equal(rc, DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "cannot be used: permission denied"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -1188,6 +1246,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_argv_python, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_direct, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_missing, prog_setup, prog_teardown),
+        cmocka_unit_test_setup_teardown(test_argv_interpreter, prog_setup, prog_teardown),
+        cmocka_unit_test(test_log_dir_errno),
+        cmocka_unit_test(test_log_dir_eacces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
