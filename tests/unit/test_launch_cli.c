@@ -1001,9 +1001,16 @@ static void test_help(void **state) {
         "default 30",
         "PET_",
         "Exit codes",
+        /* Every code ddprun returns (launcher/main.c's exit_code) and those of ddprun status. */
+        "  0        every worker succeeded",
+        "  1        the job failed",
+        "  2        usage error",
+        "  3        ddprun itself could not run the job",
         "126/127",
         "128+N",
-        "usage error",
+        "ddprun status: 0 printed; 1 ",
+        "2 usage error",
+        "--timeout",
     };
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) {
         if (strstr(buf, needles[i]) == NULL)
