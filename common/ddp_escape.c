@@ -33,9 +33,9 @@ static size_t utf8_len(const unsigned char *s, size_t len) {
 
 /* The escape of the control or stray byte c, into esc (5 bytes); returns its length. */
 static size_t escape_byte(unsigned char c, char esc[5]) {
-    static const char named[] = {['\a'] = 'a', ['\b'] = 'b', ['\t'] = 't', ['\n'] = 'n',
-                                 ['\v'] = 'v', ['\f'] = 'f', ['\r'] = 'r', [0x1b] = 'e',
-                                 ['\\'] = '\\'};
+    static const char named[] = {
+        ['\a'] = 'a', ['\b'] = 'b', ['\t'] = 't', ['\n'] = 'n', ['\v'] = 'v',
+        ['\f'] = 'f', ['\r'] = 'r', [0x1b] = 'e', ['\\'] = '\\'};
     if (c < sizeof named && named[c] != '\0') {
         esc[0] = '\\';
         esc[1] = named[c];

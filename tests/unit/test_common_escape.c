@@ -47,11 +47,15 @@ static void test_utf8(void **state) {
     assert_string_equal(esc("h\xc3\xa9te \xe2\x82\xac \xf0\x9f\x98\x80"),
                         "h\xc3\xa9te \xe2\x82\xac \xf0\x9f\x98\x80");
     /* C1 controls (U+009B is CSI on some terminals) are escaped byte by byte. */
-    assert_string_equal(esc("\xc2\x9b" "2J"), "\\xc2\\x9b2J");
+    assert_string_equal(esc("\xc2\x9b"
+                            "2J"),
+                        "\\xc2\\x9b2J");
     assert_string_equal(esc("\xc2\x85"), "\\xc2\\x85");
     assert_string_equal(esc("\xc2\xa0"), "\xc2\xa0"); /* U+00A0 is not a control */
     /* A raw 8-bit CSI, stray continuation bytes, overlong forms, surrogates, truncation. */
-    assert_string_equal(esc("\x9b" "2J"), "\\x9b2J");
+    assert_string_equal(esc("\x9b"
+                            "2J"),
+                        "\\x9b2J");
     assert_string_equal(esc("\x80\xbf"), "\\x80\\xbf");
     assert_string_equal(esc("\xc0\x80"), "\\xc0\\x80");
     assert_string_equal(esc("\xe0\x80\x80"), "\\xe0\\x80\\x80");
@@ -70,11 +74,17 @@ static void test_cut_between_units(void **state) {
     assert_string_equal(buf, "abc");
     need = ddp_str_escape(buf, 6, "abc\x1b", 4);
     assert_string_equal(buf, "abc\\e");
-    need = ddp_str_escape(buf, sizeof buf, "a\x01" "bc", 4);
+    need = ddp_str_escape(buf, sizeof buf,
+                          "a\x01"
+                          "bc",
+                          4);
     assert_int_equal(need, 7);
     assert_string_equal(buf, "a\\x01bc");
     /* Nothing after a unit that did not fit, even a shorter one. */
-    need = ddp_str_escape(buf, 4, "a\x01" "b", 3);
+    need = ddp_str_escape(buf, 4,
+                          "a\x01"
+                          "b",
+                          3);
     assert_int_equal(need, 6);
     assert_string_equal(buf, "a");
     /* A UTF-8 character is not split either. */
@@ -96,8 +106,10 @@ static void test_escaped_helper(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_text_unchanged), cmocka_unit_test(test_controls),
-        cmocka_unit_test(test_utf8),                 cmocka_unit_test(test_cut_between_units),
+        cmocka_unit_test(test_plain_text_unchanged),
+        cmocka_unit_test(test_controls),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_cut_between_units),
         cmocka_unit_test(test_escaped_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
