@@ -4,3 +4,13 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/super
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
+
+# Unit tests (cmocka). test_agent_supervise links supervise.c alone: the test defines the agent
+# functions the table calls and replaces the loop's timers and kill() through the linker.
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_supervise
+$(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_supervise.o \
+    $(BUILD)/obj/agent/supervise.o $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
+    -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
+$(BUILD)/obj/tests/unit/test_agent_%.o: CFLAGS += $(CMOCKA_CFLAGS)
+$(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent

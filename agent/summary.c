@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ddp_buf.h"
+#include "ddp_escape.h"
 #include "ddp_signal.h"
 
 char *agent__error_file_message(const char *path, char **timestamp_out) {
@@ -45,15 +46,28 @@ char *agent__error_file_message(const char *path, char **timestamp_out) {
     return out;
 }
 
-/* Indents every line after the first so a multi-line traceback stays inside its entry. */
+/* Indents every line after the first so a multi-line traceback stays inside its entry. The text
+ * is the worker's: its control bytes (ESC, CR, BEL...) are printed as escapes, so that an error
+ * message cannot clear or rewrite the operator's screen; only its line breaks are kept. */
 static void print_indented(FILE *f, const char *text) {
-    for (const char *p = text; *p; p++) {
-        fputc(*p, f);
-        if (*p == '\n' && p[1] != '\0')
-            fputs("              ", f);
-    }
-    if (*text && text[strlen(text) - 1] != '\n')
+    char esc[4 * 256 + 16];
+    if (*text == '\0')
         fputc('\n', f);
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
+        /* A line longer than esc goes out in pieces, each escaped whole. */
+        for (size_t off = 0, chunk; off < n; off += chunk) {
+            chunk = n - off < 256 ? n - off : 256;
+            ddp_str_escape(esc, sizeof esc, p + off, chunk);
+            fputs(esc, f);
+        }
+        fputc('\n', f);
+        if (nl == NULL || nl[1] == '\0')
+            break;
+        fputs("              ", f);
+        p = nl + 1;
+    }
 }
 
 static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x) {

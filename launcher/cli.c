@@ -20,9 +20,13 @@
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
+#include "launch_slurm.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
+/* A numeric macro as a string literal, for messages that quote a bound. */
+#define LAUNCH_STR_(x) #x
+#define LAUNCH_STR(x) LAUNCH_STR_(x)
 
 typedef int (*apply_fn)(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err);
 
@@ -41,7 +45,7 @@ static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, 
     const char *colon = strchr(val, ':');
     int lo = 0, hi = 0;
     if (colon == NULL) {
-        if (launch__int_get(flag, val, 1, INT32_MAX, &lo, err) < 0)
+        if (launch__int_get(flag, val, 1, LAUNCH_MAX_NODES, &lo, err) < 0)
             return DDP_EUSAGE;
         hi = lo;
     } else {
@@ -52,9 +56,14 @@ static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, 
             return launch__bad_value(err, flag, val, "is not N or MIN:MAX");
         memcpy(buf, val, n);
         buf[n] = '\0';
-        if (ddp_parse_i64(buf, 1, INT32_MAX, &a) < 0 ||
-            ddp_parse_i64(colon + 1, 1, INT32_MAX, &b) < 0)
+        int ra = ddp_parse_i64(buf, 1, LAUNCH_MAX_NODES, &a);
+        int rb = ddp_parse_i64(colon + 1, 1, LAUNCH_MAX_NODES, &b);
+        if (ra == -EINVAL || rb == -EINVAL)
             return launch__bad_value(err, flag, val, "is not N or MIN:MAX with 1 <= MIN <= MAX");
+        if (ra < 0 || rb < 0)
+            return launch__bad_value(err, flag, val,
+                                     "is out of range (MIN and MAX in 1.." LAUNCH_STR(
+                                         LAUNCH_MAX_NODES) ")");
         if (a > b)
             return launch__bad_value(err, flag, val, "has MIN above MAX");
         lo = (int)a;
@@ -74,9 +83,10 @@ static int apply_nproc(launch_spec_t *spec, const char *flag, const char *val, d
         spec->nproc_kind = LAUNCH_NPROC_AUTO;
     else {
         int64_t v;
-        int rc = ddp_parse_i64(val, 1, 65536, &v);
+        int rc = ddp_parse_i64(val, 1, LAUNCH_MAX_NPROC, &v);
         if (rc == -ERANGE)
-            return launch__bad_value(err, flag, val, "is out of range (1..65536)");
+            return launch__bad_value(err, flag, val,
+                                     "is out of range (1.." LAUNCH_STR(LAUNCH_MAX_NPROC) ")");
         if (rc < 0)
             return launch__bad_value(err, flag, val, "is not a number, gpu, cpu or auto");
         spec->nproc_kind = LAUNCH_NPROC_NUM;
@@ -176,9 +186,12 @@ static int apply_ranks_filter(launch_spec_t *spec, const char *flag, const char 
     return 0;
 }
 
+/* An address as the workers' MASTER_ADDR and the static backend's endpoint: a name or an
+ * address, an IPv6 one without brackets as torchrun takes it. */
 static int apply_master_addr(launch_spec_t *spec, const char *flag, const char *val,
                              ddp_err_t *err) {
-    return launch__str_set_nonempty(&spec->master_addr, flag, val, err);
+    int rc = launch__host_check(flag, val, val, strlen(val), 1, err);
+    return rc < 0 ? rc : launch__str_set_nonempty(&spec->master_addr, flag, val, err);
 }
 
 static int apply_master_port(launch_spec_t *spec, const char *flag, const char *val,
@@ -188,7 +201,8 @@ static int apply_master_port(launch_spec_t *spec, const char *flag, const char *
 
 static int apply_local_addr(launch_spec_t *spec, const char *flag, const char *val,
                             ddp_err_t *err) {
-    return launch__str_set_nonempty(&spec->local_addr, flag, val, err);
+    int rc = launch__host_check(flag, val, val, strlen(val), 1, err);
+    return rc < 0 ? rc : launch__str_set_nonempty(&spec->local_addr, flag, val, err);
 }
 
 static int apply_signals(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
@@ -572,16 +586,19 @@ static int apply_standalone_rules(launch_spec_t *spec) {
     return 0;
 }
 
-/* Checks that need several flags at once. */
-static int check_combinations(launch_spec_t *spec, ddp_err_t *err) {
+/* Checks that need several flags at once. Under Slurm the node count may still come from
+ * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
+ * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */
+static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
+                              ddp_err_t *err) {
     if (spec->module && spec->no_python)
         return ddp_err_set(err, DDP_EUSAGE, "-m/--module and --no_python cannot be used together");
     if (spec->run_path != NULL && spec->no_python)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and --no_python cannot be used together");
     if (spec->run_path != NULL && spec->module)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
-    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) && LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) &&
-        spec->node_rank >= spec->max_nodes)
+    if (spec->node_rank >= spec->max_nodes &&
+        (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) || !launch_slurm_detect(getenv_fn, ctx)))
         return ddp_err_set(err, DDP_EUSAGE, "--node_rank: %d is not below the node count %d",
                            spec->node_rank, spec->max_nodes);
     return 0;
@@ -625,7 +642,7 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         goto out;
     if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
         goto out;
-    if ((rc = check_combinations(spec, err)) < 0)
+    if ((rc = check_combinations(spec, getenv_fn, ctx, err)) < 0)
         goto out;
     rc = default_strings(spec);
 out:

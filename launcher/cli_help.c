@@ -89,12 +89,20 @@ void launch_usage(void) {
         "rdzv_backend, rdzv_endpoint and nproc_per_node come from SLURM_* unless given; -v shows\n"
         "what was derived from which variable.\n"
         "\n"
+        "ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--timeout SECS]\n"
+        "  prints a multi-node run's round, members and states (ddprun status --help).\n"
+        "\n"
         "Exit codes:\n"
         "  0        every worker succeeded\n"
         "  1        the job failed; the summary names the rank, host and exit code or signal\n"
+        "           (also a lost or refused rendezvous)\n"
         "  2        usage error: one line names the flag, value or path; nothing was started\n"
+        "           (also a setting the machine refuses: --log_dir, is_host=1 on a taken port)\n"
         "  3        ddprun itself could not run the job (the reason is logged)\n"
         "  126/127  the program is not executable / not found (when found out late)\n"
-        "  128+N    ddprun was killed by signal N\n",
+        "  128+N    signal N (TERM, INT, HUP, QUIT...) stopped the job; it was forwarded to\n"
+        "           the workers. A ddprun killed by SIGKILL shows 137 to its parent\n"
+        "ddprun status: 0 printed; 1 the store could not be asked within --timeout, refused\n"
+        "the token or does not know the run; 2 usage error.\n",
         stdout);
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ddp_escape.h"
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
@@ -60,9 +61,59 @@ int launch__int_get(const char *flag, const char *val, int64_t min, int64_t max,
     return 0;
 }
 
+int launch__seconds_parse(const char *val, double min, double max, double *out) {
+    /* Python's float() of torchrun reads no hex ("0x10"), which strtod would. */
+    if (*val == '\0' || val[strspn(val, "0123456789.eE+-")] != '\0')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double d = strtod(val, &end);
+    if (*end != '\0')
+        return -EINVAL;
+    if (errno == ERANGE || d < min || d > max)
+        return -ERANGE;
+    *out = d;
+    return 0;
+}
+
 int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_t *err) {
-    if (ddp_parse_seconds(val, out) < 0)
+    int rc = launch__seconds_parse(val, LAUNCH_DURATION_MIN_S, LAUNCH_DURATION_MAX_S, out);
+    if (rc == -ERANGE)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: '%.*s%s' is outside %g..%.0f seconds", flag, VQ,
+                           val, strlen(val) > VQ ? "..." : "", LAUNCH_DURATION_MIN_S,
+                           LAUNCH_DURATION_MAX_S);
+    if (rc < 0)
         return launch__bad_value(err, flag, val, "is not a number of seconds");
+    return 0;
+}
+
+
+/* A host as a flag gives it: a name (letters, digits, '-', '.', '_'), an IPv4 address, or an IPv6
+ * address (hex digits, ':', '.', and a '%' zone) when v6 is set. Returns 0, or DDP_EUSAGE naming
+ * flag, the whole value val and the first character a host cannot have. */
+int launch__host_check(const char *flag, const char *val, const char *host, size_t n, int v6,
+                       ddp_err_t *err) {
+    if (n > LAUNCH_HOST_MAX) {
+        char what[64];
+        snprintf(what, sizeof what, "has a host longer than %d characters", LAUNCH_HOST_MAX);
+        return launch__bad_value(err, flag, val, what);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)host[i];
+        if (isalnum(c) || c == '-' || c == '.' || c == '_' || (v6 && (c == ':' || c == '%')))
+            continue;
+        char what[96], shown[8];
+        if (isgraph(c) || c == ' ')
+            snprintf(shown, sizeof shown, "'%c'", c);
+        else
+            snprintf(shown, sizeof shown, "\\x%02x", c);
+        snprintf(what, sizeof what, "has a character no host name has (%s)", shown);
+        /* The value is quoted escaped: it may hold the very control byte refused. */
+        char quoted[4 * VQ + 8];
+        ddp_str_escape(quoted, sizeof quoted, val, strnlen(val, VQ));
+        return ddp_err_set(err, DDP_EUSAGE, "%s: '%s%s' %s", flag, quoted,
+                           strlen(val) > VQ ? "..." : "", what);
+    }
     return 0;
 }
 
@@ -91,6 +142,9 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
     }
     if (hend == h)
         return launch__bad_value(err, flag, ep, "has no host");
+    int rc = launch__host_check(flag, ep, h, (size_t)(hend - h), *ep == '[', err);
+    if (rc < 0)
+        return rc;
     if (p != NULL) {
         int64_t v;
         if (ddp_parse_i64(p, 0, 65535, &v) < 0)
@@ -145,12 +199,13 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
         if (strcmp(key, secs[i].key) != 0)
             continue;
         double d;
-        if (ddp_parse_seconds(val, &d) < 0 || d <= 0)
+        /* Timeouts become int milliseconds in the agent and the server: keep them in range. */
+        int rc = launch__seconds_parse(val, LAUNCH_RDZV_CONF_MIN_S, LAUNCH_RDZV_CONF_MAX_S, &d);
+        if (rc == -EINVAL || (rc == -ERANGE && val[0] == '-'))
             return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a positive number of seconds",
                                flag, key, VQ, val);
-        /* Timeouts become int milliseconds in the agent and the server: keep them in range. */
-        if (d < LAUNCH_RDZV_CONF_MIN_S || d > LAUNCH_RDZV_CONF_MAX_S)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is outside %g..%g seconds", flag,
+        if (rc < 0)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is outside %g..%.0f seconds", flag,
                                key, VQ, val, LAUNCH_RDZV_CONF_MIN_S, LAUNCH_RDZV_CONF_MAX_S);
         *secs[i].dst = d;
         return 0;
@@ -215,6 +270,21 @@ int launch__str_set_or_unset(char **dst, const char *val) {
     return 0;
 }
 
+
+/* A log directory that stat refused with errno e: said as errno says it (a search permission
+ * missing on the way is not a file in the way). */
+static int log_dir_refused(const char *flag, const char *val, int e, ddp_err_t *err) {
+    char what[96];
+    if (e == ENOTDIR)
+        snprintf(what, sizeof what, "cannot be used: a component of the path is not a directory");
+    else if (e == EACCES)
+        snprintf(what, sizeof what, "cannot be used: permission denied (a directory on the way "
+                                    "is not searchable)");
+    else
+        snprintf(what, sizeof what, "cannot be used: %s", strerror(e));
+    return launch__bad_value(err, flag, val, what);
+}
+
 /* A log directory must be a writable directory, or creatable under the nearest existing parent. */
 int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
     struct stat st;
@@ -226,7 +296,7 @@ int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
         return 0;
     }
     if (errno != ENOENT)
-        return launch__bad_value(err, flag, val, "cannot be used (not a directory on the way?)");
+        return log_dir_refused(flag, val, errno, err);
     char *p = strdup(val);
     if (p == NULL)
         return -ENOMEM;
@@ -255,7 +325,8 @@ int launch__log_dir_check(const char *flag, const char *val, ddp_err_t *err) {
             break;
         }
         if (errno != ENOENT || parent != p) {
-            rc = launch__bad_value(err, flag, val, "cannot be created");
+            rc = errno != ENOENT ? log_dir_refused(flag, val, errno, err)
+                                 : launch__bad_value(err, flag, val, "cannot be created");
             break;
         }
     }

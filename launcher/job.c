@@ -4,8 +4,10 @@
 #include "launch_spec.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "ddp_addr.h"
 #include "ddp_devices.h"
 
 /* Seconds (already range-checked by the parser) as int64 milliseconds. */
@@ -77,4 +79,31 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->argv = prog->argv;
     /* The summary names the user's program (the script, not python3), as torchrun does. */
     job->prog_name = spec->prog_argc > 0 ? spec->prog_argv[0] : prog->argv[0];
+}
+
+int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err) {
+    if (cap > 0)
+        addr[0] = '\0';
+    /* Several nodes: agent_job_prepare resolves the endpoint they meet at. An endpoint derived
+     * from Slurm or forced by --standalone is this machine's by construction. */
+    if (spec->max_nodes > 1 || spec->standalone || spec->rdzv_host == NULL ||
+        !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT) || spec->rdzv_backend == NULL ||
+        strcmp(spec->rdzv_backend, "c10d") != 0)
+        return 0;
+    ddp_err_t why;
+    ddp_err_clear(&why);
+    if (ddp_addr_resolve(spec->rdzv_host, addr, cap, &why) < 0)
+        return ddp_err_set(err, DDP_EUSAGE, "--rdzv_endpoint: %s", why.text);
+    /* A one-node job hosts its own store: an endpoint elsewhere would never be contacted, and
+     * a job meant to meet others there would run alone without a word. */
+    if (!ddp_addr_is_local(addr)) {
+        char shown[DDP_ADDR_MAX + 4] = "";
+        if (strcmp(addr, spec->rdzv_host) != 0)
+            snprintf(shown, sizeof shown, " (%s)", addr);
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--rdzv_endpoint: '%.48s'%s is not this machine; a one-node job "
+                           "meets nobody there (set --nnodes)",
+                           spec->rdzv_host, shown);
+    }
+    return 0;
 }

@@ -25,8 +25,17 @@ int launch__str_set_or_unset(char **dst, const char *val);
 /* An integer in min..max into *out. */
 int launch__int_get(const char *flag, const char *val, int64_t min, int64_t max, int *out,
                     ddp_err_t *err);
-/* A number of seconds (>= 0) into *out. */
+/* The longest host name a flag may give (DNS's limit). */
+#define LAUNCH_HOST_MAX 253
+/* Checks host[0..n) as a host name or address (v6: an IPv6 address is allowed) and its length.
+ * val is the flag's whole value, quoted (escaped) in the message. */
+int launch__host_check(const char *flag, const char *val, const char *host, size_t n, int v6,
+                       ddp_err_t *err);
+/* A number of seconds in LAUNCH_DURATION_MIN_S..LAUNCH_DURATION_MAX_S into *out. */
 int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_t *err);
+/* A decimal number of seconds ("30", "0.5", "1e3"; no hex, inf or nan) in min..max into *out.
+ * Returns 0, -EINVAL (not such a number) or -ERANGE (outside min..max); *out untouched then. */
+int launch__seconds_parse(const char *val, double min, double max, double *out);
 /* 1 for 1/true/t/yes/y/on, 0 for 0/false/f/no/n/off (any case), -1 otherwise. */
 int launch__bool_parse(const char *v);
 /* torchrun's --rdzv_conf defaults. */

@@ -64,6 +64,16 @@ typedef enum launch_opt {
 /* Bounds of the --rdzv_conf durations: 1 ms to about 23 days (they become int milliseconds). */
 #define LAUNCH_RDZV_CONF_MIN_S 0.001
 #define LAUNCH_RDZV_CONF_MAX_S 2000000.0
+/* Bounds of the other durations (--shutdown_timeout, --monitor_interval and
+ * TORCH_ELASTIC_SHUTDOWN_TIMEOUT): 0 (SIGKILL right after SIGTERM) to the same 23 days. They
+ * become int64 milliseconds and a libuv timer; a larger value would overflow into one that
+ * fires at once. */
+#define LAUNCH_DURATION_MIN_S 0.0
+#define LAUNCH_DURATION_MAX_S LAUNCH_RDZV_CONF_MAX_S
+/* The most nodes a job may have (--nnodes), the rendezvous protocol's bound; and the most
+ * workers per node (--nproc_per_node). */
+#define LAUNCH_MAX_NODES 65536
+#define LAUNCH_MAX_NPROC 65536
 
 /* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
 typedef struct launch_rdzv_conf {
@@ -205,6 +215,13 @@ void launch_usage(void);
  * must outlive it; its prepared fields are left empty (agent_job_prepare fills them). */
 void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
                       launch_getenv_fn getenv_fn, void *ctx, agent_job_t *job);
+
+/* Checks the --rdzv_endpoint of a one-node c10d job given explicitly (flag or PET_*), which the
+ * agent does not use (it hosts the job's store itself): it must resolve and be this machine's.
+ * Multi-node jobs are checked by agent_job_prepare. Fills addr (cap bytes, at least 46) with the
+ * resolved address, or "" when there was nothing to check. Returns 0 or DDP_EUSAGE naming the
+ * flag. */
+int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err);
 
 /* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
 

@@ -76,7 +76,13 @@ static int slurm_apply(launch_spec_t *spec, ddp_err_t *err) {
  * error (err says which flag). On success free prog and the job's token. */
 static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *job,
                        ddp_err_t *err) {
+    char ep_addr[64];
     int rc = slurm_apply(spec, err);
+    if (rc == 0 && (rc = launch_endpoint_check(spec, ep_addr, sizeof ep_addr, err)) == 0 &&
+        ep_addr[0] != '\0')
+        DDP_INFO("--rdzv_endpoint %s:%d (%s) is this machine; a one-node job hosts its own store",
+                 spec->rdzv_host, spec->rdzv_port > 0 ? spec->rdzv_port : AGENT_DEFAULT_C10D_PORT,
+                 ep_addr);
     if (rc == 0)
         rc = launch_nproc_resolve(spec, err);
     if (rc == 0)

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ddp_escape.h"
+
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 #define PQ 96 /* paths are quoted up to this many characters */
 
@@ -33,6 +35,41 @@ static int check_file(const char *what, const char *path, int need_exec, ddp_err
         return ddp_err_set(err, DDP_EUSAGE, "%s '%.*s' is not %s", what, PQ, path,
                            need_exec ? "executable" : "readable");
     return 0;
+}
+
+/* A script's interpreter: when path starts with "#!", the interpreter it names must exist and be
+ * executable, or exec would fail with ENOENT (or EACCES) although the script itself is there, and
+ * the worker would report the script as missing. Returns 0 (also for a file that is not a script
+ * or cannot be read) or DDP_EUSAGE naming the script and its interpreter. */
+static int check_interpreter(const char *what, const char *path, ddp_err_t *err) {
+    char line[256]; /* the kernel reads this much of a #! line (BINPRM_BUF_SIZE) */
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    if (n < 2 || line[0] != '#' || line[1] != '!')
+        return 0;
+    char *p = line + 2;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t len = strcspn(p, " \t\n");
+    p[len] = '\0';
+    if (len == 0)
+        return ddp_err_set(err, DDP_EUSAGE, "%s '%.*s' has a #! line without an interpreter", what,
+                           PQ, path);
+    struct stat st;
+    int missing = stat(p, &st) != 0, e = errno;
+    if (!missing && !S_ISDIR(st.st_mode) && access(p, X_OK) == 0)
+        return 0;
+    /* The line may end in CR (a file saved with CRLF): shown escaped, it explains itself. */
+    char shown[4 * 64 + 8];
+    ddp_str_escape(shown, sizeof shown, p, len < 64 ? len : 64);
+    return ddp_err_set(err, DDP_EUSAGE, "%s '%.*s': its interpreter '%s' (#! line) %s", what,
+                       PQ / 2, path, shown,
+                       missing ? (e == ENOENT || e == ENOTDIR ? "not found" : strerror(e))
+                               : "is not executable");
 }
 
 /* Finds name (no '/') in $PATH like execvp. Returns 0 with *out (caller frees), -ENOENT,
@@ -137,7 +174,8 @@ int launch_program_argv(const launch_spec_t *spec, launch_argv_t *out, ddp_err_t
                 goto nomem;
             out->argc++;
         }
-    } else if ((rc = resolve_exec("program", prog, &out->path, err)) < 0) {
+    } else if ((rc = resolve_exec("program", prog, &out->path, err)) < 0 ||
+               (rc = check_interpreter("program", out->path, err)) < 0) {
         goto fail;
     }
     for (int k = 0; k < spec->prog_argc; k++) {

@@ -2,6 +2,7 @@
  * hosts and states) and prints it as a table, or as the server's JSON with --json. */
 #include "launch_status.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,43 +11,81 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
+#include "ddp_escape.h"
+#include "launch_int.h"
 #include "launch_spec.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
 #include "rdzv_proto.h"
 
+/* The whole command (connect, handshake, request, reply) ends within --timeout: a server that
+ * answers one byte a second must not hold it forever. Default and bounds, in seconds. */
+#define STATUS_TIMEOUT_DEFAULT_S 10.0
+#define STATUS_TIMEOUT_MIN_S 0.001
+#define STATUS_TIMEOUT_MAX_S 86400.0
+/* Connection attempts (a refused connect is retried: the store may be starting) stop after this
+ * long, or after three quarters of the deadline when that comes first. */
+#define STATUS_CONNECT_MAX_MS 5000
+
+#define STATUS_USAGE                                                                               \
+    "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--timeout SECS]"
+
 typedef struct status_req {
     int done, rc;
+    int connected; /* the handshake is over: what is missing is the reply */
+    int own_text;  /* errtext is ours and does not name the endpoint yet (the client's does) */
+    double timeout_s;
     ddp_buf_t reply;
     char errtext[512];
 } status_req_t;
 
-static void on_reply(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
-    status_req_t *q = arg;
+/* Records the outcome once: the first of reply, connect failure and deadline wins. */
+static void settle(status_req_t *q, int status, const char *errtext, int own_text) {
+    if (q->done)
+        return;
     q->done = 1;
     q->rc = status;
-    if (status == 0)
-        ddp_buf_append(&q->reply, reply, len);
-    else
+    q->own_text = own_text;
+    if (status != 0)
         snprintf(q->errtext, sizeof q->errtext, "%s", errtext ? errtext : ddp_strerror(status));
+}
+
+static void on_reply(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
+    status_req_t *q = arg;
+    if (status == 0 && !q->done && ddp_buf_append(&q->reply, reply, len) < 0)
+        status = -ENOMEM;
+    settle(q, status, errtext, errtext == NULL);
 }
 
 static void on_connect(void *arg, int status, const char *errtext) {
     status_req_t *q = arg;
-    if (status != 0 && !q->done) {
-        q->done = 1;
-        q->rc = status;
-        snprintf(q->errtext, sizeof q->errtext, "%s", errtext ? errtext : ddp_strerror(status));
-    }
+    if (status == 0)
+        q->connected = 1;
+    else
+        settle(q, status, errtext, errtext == NULL);
+}
+
+static void on_deadline(uv_timer_t *t) {
+    status_req_t *q = t->data;
+    char why[160];
+    snprintf(why, sizeof why, "no answer within %g s (--timeout): waiting for %s", q->timeout_s,
+             q->connected ? "the reply to RDZV_STATUS" : "the connection and handshake");
+    settle(q, DDP_ETIMEOUT, why, 1);
 }
 
 /* The table's text for field key of o: "-" when it is missing or not of the expected type, so that
  * an older or newer server's reply never prints "(null)" or a made-up 0. */
 #define NO_VALUE "-"
 
-static const char *str_field(const json_t *o, const char *key) {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s != NULL ? s : NO_VALUE;
+/* The server's strings (run id, host names, states, the last failure) are escaped: a member that
+ * joined with ESC or CR in its host name must not rewrite the operator's screen. buf holds the
+ * result (cap bytes). */
+static const char *str_field(const json_t *o, const char *key, char *buf, size_t cap) {
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_string(v))
+        return NO_VALUE;
+    ddp_str_escape(buf, cap, json_string_value(v), json_string_length(v));
+    return buf;
 }
 
 /* An integer field into buf (24 bytes); negative values are "-" when !neg_ok. */
@@ -58,45 +97,58 @@ static const char *int_field(const json_t *o, const char *key, int neg_ok, char 
     return buf;
 }
 
+/* Room for an escaped field: a run id, host or state (the server bounds them well below). */
+#define FIELD_MAX 1024
+
 static void print_table(const json_t *root) {
-    char round[24], used[24], max[24], lo[24], hi[24];
-    json_t *last = json_object_get(root, "last_failure");
-    printf("run %s: round %s, %s, restarts %s of %s, nodes min %s max %s\n", str_field(root, "run"),
-           int_field(root, "round", 1, round), str_field(root, "state"),
-           int_field(root, "restarts_used", 1, used), int_field(root, "max_restarts", 1, max),
-           int_field(root, "min_nodes", 1, lo), int_field(root, "max_nodes", 1, hi));
-    if (json_is_string(last) && json_string_length(last) > 0)
-        printf("last failure: %s\n", json_string_value(last));
+    char round[24], used[24], max[24], lo[24], hi[24], run[FIELD_MAX], state[FIELD_MAX];
+    char last[4 * FIELD_MAX];
+    json_t *lastv = json_object_get(root, "last_failure");
+    printf("run %s: round %s, %s, restarts %s of %s, nodes min %s max %s\n",
+           str_field(root, "run", run, sizeof run), int_field(root, "round", 1, round),
+           str_field(root, "state", state, sizeof state), int_field(root, "restarts_used", 1, used),
+           int_field(root, "max_restarts", 1, max), int_field(root, "min_nodes", 1, lo),
+           int_field(root, "max_nodes", 1, hi));
+    if (json_is_string(lastv) && json_string_length(lastv) > 0)
+        printf("last failure: %s\n", str_field(root, "last_failure", last, sizeof last));
     printf("%-10s %-40s %-6s %-10s %s\n", "node_rank", "host", "nproc", "state", "silent");
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(root, "members"), i, m) {
-        char rank[24], nproc[24], silent[32];
+        char rank[24], nproc[24], silent[32], host[FIELD_MAX], mstate[FIELD_MAX];
         json_t *ms = json_object_get(m, "silent_ms");
         if (json_is_integer(ms))
             snprintf(silent, sizeof silent, "%.1fs", (double)json_integer_value(ms) / 1000.0);
         else
             snprintf(silent, sizeof silent, "%s", NO_VALUE);
         printf("%-10s %-40s %-6s %-10s %s\n", int_field(m, "group_rank", 0, rank),
-               str_field(m, "host"), int_field(m, "nproc", 1, nproc), str_field(m, "state"),
-               silent);
+               str_field(m, "host", host, sizeof host), int_field(m, "nproc", 1, nproc),
+               str_field(m, "state", mstate, sizeof mstate), silent);
     }
 }
 
 static int usage(const char *msg) {
     fprintf(stderr, "ddprun status: %s\n", msg);
-    fprintf(stderr, "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json]\n");
+    fprintf(stderr, "%s\n", STATUS_USAGE);
     return 2;
 }
 
-/* Long: the flag loop and the one request, read top to bottom like a small main. */
-int launch_status_main(int argc, char **argv) {
-    const char *endpoint = NULL, *id = NULL;
-    int json_out = 0;
+typedef struct status_args {
+    const char *endpoint, *id;
+    int json_out;
+    double timeout_s;
+    int help;
+} status_args_t;
+
+/* The flags of `ddprun status` ("--flag value" or "--flag=value", dashes or underscores).
+ * Returns 0, or the usage exit code after printing why. */
+static int args_parse(int argc, char **argv, status_args_t *o) {
+    memset(o, 0, sizeof *o);
+    o->timeout_s = STATUS_TIMEOUT_DEFAULT_S;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         const char *eq = strchr(a, '=');
-        char name[64];
+        char name[64], msg[160];
         size_t n = eq ? (size_t)(eq - a) : strlen(a);
         if (n >= sizeof name)
             return usage("flag name too long");
@@ -107,98 +159,178 @@ int launch_status_main(int argc, char **argv) {
             if (*p == '-')
                 *p = '_';
         if (strcmp(name, "--json") == 0) {
-            json_out = 1;
+            o->json_out = 1;
             continue;
         }
         if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-            printf("usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json]\n"
-                   "The job token comes from DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE.\n");
+            o->help = 1;
             return 0;
         }
-        if (strcmp(name, "--rdzv_endpoint") != 0 && strcmp(name, "--rdzv_id") != 0) {
+        if (strcmp(name, "--rdzv_endpoint") != 0 && strcmp(name, "--rdzv_id") != 0 &&
+            strcmp(name, "--timeout") != 0) {
             /* Before taking a value: an unknown flag is named as such, not as lacking one. */
-            char msg[128];
             snprintf(msg, sizeof msg, "unknown flag '%.64s'", a);
             return usage(msg);
         }
         v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (v == NULL) {
-            char msg[128];
             snprintf(msg, sizeof msg, "%s needs a value", name);
             return usage(msg);
         }
-        if (strcmp(name, "--rdzv_endpoint") == 0)
-            endpoint = v;
-        else
-            id = v;
+        if (strcmp(name, "--rdzv_endpoint") == 0) {
+            o->endpoint = v;
+        } else if (strcmp(name, "--rdzv_id") == 0) {
+            o->id = v;
+        } else if (launch__seconds_parse(v, STATUS_TIMEOUT_MIN_S, STATUS_TIMEOUT_MAX_S,
+                                         &o->timeout_s) < 0) {
+            snprintf(msg, sizeof msg, "--timeout: '%.48s' is not a number of seconds in %g..%.0f",
+                     v, STATUS_TIMEOUT_MIN_S, STATUS_TIMEOUT_MAX_S);
+            return usage(msg);
+        }
     }
-    if (endpoint == NULL || id == NULL)
+    if (o->endpoint == NULL || o->id == NULL)
         return usage("--rdzv_endpoint and --rdzv_id are required");
+    return 0;
+}
+
+static void close_quietly(uv_handle_t *h) {
+    (void)h;
+}
+
+/* Connects to co's store, asks for run id's status and runs the loop until the reply, a failure
+ * or the deadline (q->timeout_s from now), whichever comes first. The outcome is in q. */
+static void request(const rdzv_client_opts_t *co, const char *id, status_req_t *q) {
+    uv_loop_t loop;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = uv_loop_init(&loop);
+    if (rc < 0) {
+        settle(q, rc, uv_strerror(rc), 1);
+        return;
+    }
+    uv_timer_t deadline;
+    rdzv_aclient_t *c = NULL;
+    ddp_buf_t frame = DDP_BUF_INIT;
+    if ((rc = uv_timer_init(&loop, &deadline)) == 0) {
+        deadline.data = q;
+        rc = uv_timer_start(&deadline, on_deadline, (uint64_t)(q->timeout_s * 1000.0 + 0.5), 0);
+        if (rc < 0)
+            uv_close((uv_handle_t *)&deadline, close_quietly);
+    }
+    if (rc < 0) {
+        settle(q, rc, uv_strerror(rc), 1);
+    } else if (rdzv_aclient_connect(&loop, co, on_connect, q, &c, &err) < 0 ||
+        rdzv_status_req_encode(&frame, id) < 0 ||
+        rdzv_aclient_raw(c, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS", on_reply, q,
+                         &err) < 0) {
+        settle(q, DDP_EPROTO, err.text[0] ? err.text : "unable to send the request", 1);
+    }
+    ddp_buf_free(&frame);
+    while (!q->done && uv_run(&loop, UV_RUN_ONCE))
+        ;
+    rdzv_aclient_close(c, NULL, NULL);
+    if (rc == 0)
+        uv_close((uv_handle_t *)&deadline, close_quietly);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+/* One line on stderr for a request that failed: the endpoint once, then why. */
+static void print_failure(const char *host, int port, const status_req_t *q, int have_token) {
+    char text[4 * sizeof q->errtext];
+    if (q->rc == DDP_EAUTH)
+        fprintf(stderr,
+                "ddprun status: %s:%d: the store refused this client (%s): ddprun status reads the "
+                "job token from " RDZV_TOKEN_ENV_NAMES "\n",
+                host, port, have_token ? "wrong job token" : "no job token given");
+    else if (q->own_text)
+        fprintf(stderr, "ddprun status: %s:%d: %s\n", host, port,
+                ddp_str_escaped(q->errtext, text, sizeof text));
+    else /* the client's text names the endpoint itself */
+        fprintf(stderr, "ddprun status: %s\n", ddp_str_escaped(q->errtext, text, sizeof text));
+}
+
+/* Prints the server's answer (table or --json). Returns the exit code. */
+static int print_reply(const status_req_t *q, int json_out) {
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    size_t need = 0;
+    int code = 0;
+    if (rdzv_round_reply_parse(q->reply.data, q->reply.len, &rep, &need, NULL) <= 0 ||
+        rep.status != 0) {
+        /* The server's own words (status 1: "unknown run ..."), escaped like the table. */
+        char text[4 * FIELD_MAX];
+        if (rep.text.len > 0)
+            ddp_str_escape(text, sizeof text, (const char *)rep.text.data, rep.text.len);
+        fprintf(stderr, "ddprun status: %s\n",
+                rep.text.len > 0 ? text : "unknown run or bad reply");
+        code = 1;
+    } else if (json_out) {
+        printf("%s\n", rep.text.len > 0 ? (char *)rep.text.data : "");
+    } else {
+        json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL);
+        if (root == NULL) {
+            fprintf(stderr, "ddprun status: the server sent malformed JSON\n");
+            code = 1;
+        } else {
+            print_table(root);
+            json_decref(root);
+        }
+    }
+    ddp_buf_free(&rep.text);
+    return code;
+}
+
+int launch_status_main(int argc, char **argv) {
+    status_args_t o;
+    int code = args_parse(argc, argv, &o);
+    if (code != 0)
+        return code;
+    if (o.help) {
+        printf("%s\n"
+               "Asks the rendezvous store at HOST:PORT (port 29400 by default) for run ID's round,\n"
+               "members and their states. The job token comes from DDPRUN_TOKEN (hex),\n"
+               "DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN (hex), the first one set.\n"
+               "--timeout bounds the whole command (default %g s).\n"
+               "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
+               "within --timeout, token refused) or does not know the run; 2 usage error.\n",
+               STATUS_USAGE, STATUS_TIMEOUT_DEFAULT_S);
+        return 0;
+    }
     ddp_err_t err;
     ddp_err_clear(&err);
     char *host = NULL;
     int port = -1;
-    if (launch_endpoint_split("--rdzv_endpoint", endpoint, &host, &port, &err) < 0)
+    if (launch_endpoint_split("--rdzv_endpoint", o.endpoint, &host, &port, &err) < 0)
         return usage(err.text);
     ddp_buf_t token = DDP_BUF_INIT;
     if (rdzv_token_from_job_env(&token, &err) < 0) {
         free(host);
         return usage(err.text);
     }
-    uv_loop_t loop;
-    uv_loop_init(&loop);
+    int64_t timeout_ms = (int64_t)(o.timeout_s * 1000.0 + 0.5);
+    /* Connect retries end before the deadline, so that a refused port says so. */
+    int connect_ms = (int)(timeout_ms * 3 / 4 < STATUS_CONNECT_MAX_MS ? timeout_ms * 3 / 4
+                                                                       : STATUS_CONNECT_MAX_MS);
+    if (connect_ms < 1)
+        connect_ms = 1;
     rdzv_client_opts_t co = {.host = host,
                              .port = (uint16_t)(port > 0 ? port : AGENT_DEFAULT_C10D_PORT),
                              .token = token.len ? token.data : NULL,
                              .token_len = token.len,
-                             .connect_timeout_ms = 5000,
-                             .io_timeout_ms = 5000};
+                             .connect_timeout_ms = connect_ms,
+                             .io_timeout_ms = (int)timeout_ms};
     status_req_t q;
     memset(&q, 0, sizeof q);
-    rdzv_aclient_t *c = NULL;
-    ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv_aclient_connect(&loop, &co, on_connect, &q, &c, &err) < 0 ||
-        rdzv_status_req_encode(&frame, id) < 0 ||
-        rdzv_aclient_raw(c, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS", on_reply, &q,
-                         &err) < 0) {
-        q.done = 1;
-        q.rc = DDP_EPROTO;
-        snprintf(q.errtext, sizeof q.errtext, "%s", err.text);
-    }
-    ddp_buf_free(&frame);
-    while (!q.done && uv_run(&loop, UV_RUN_ONCE))
-        ;
-    rdzv_aclient_close(c, NULL, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    ddp_buf_free(&token);
-    int code = 0;
+    q.timeout_s = o.timeout_s;
+    request(&co, o.id, &q);
     if (q.rc != 0) {
-        fprintf(stderr, "ddprun status: %s:%d: %s\n", host, (int)co.port, q.errtext);
+        print_failure(host, (int)co.port, &q, token.len > 0);
         code = 1;
     } else {
-        rdzv_round_reply_t rep;
-        memset(&rep, 0, sizeof rep);
-        size_t need = 0;
-        if (rdzv_round_reply_parse(q.reply.data, q.reply.len, &rep, &need, NULL) <= 0 ||
-            rep.status != 0) {
-            fprintf(stderr, "ddprun status: %s\n",
-                    rep.text.len > 0 ? (char *)rep.text.data : "unknown run or bad reply");
-            code = 1;
-        } else if (json_out) {
-            printf("%s\n", rep.text.len > 0 ? (char *)rep.text.data : "");
-        } else {
-            json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL);
-            if (root == NULL) {
-                fprintf(stderr, "ddprun status: the server sent malformed JSON\n");
-                code = 1;
-            } else {
-                print_table(root);
-                json_decref(root);
-            }
-        }
-        ddp_buf_free(&rep.text);
+        code = print_reply(&q, o.json_out);
     }
+    ddp_buf_free(&token);
     ddp_buf_free(&q.reply);
     free(host);
     return code;

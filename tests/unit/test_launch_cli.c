@@ -145,8 +145,9 @@ static void ck_nproc(const launch_spec_t *s) {
     assert_int_equal(s->nproc_kind, LAUNCH_NPROC_NUM);
     assert_int_equal(s->nproc_per_node, 4);
 }
+/* Alone, the only node rank is 0 (test_combinations has the others, with --nnodes). */
 static void ck_node_rank(const launch_spec_t *s) {
-    assert_int_equal(s->node_rank, 3);
+    assert_int_equal(s->node_rank, 0);
 }
 static void ck_backend(const launch_spec_t *s) {
     assert_string_equal(s->rdzv_backend, "c10d");
@@ -237,7 +238,7 @@ static void ck_dup_err(const launch_spec_t *s) {
 static const flag_case_t value_flags[] = {
     {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
     {"nproc-per-node", "4", LAUNCH_OPT_NPROC_PER_NODE, ck_nproc},
-    {"node-rank", "3", LAUNCH_OPT_NODE_RANK, ck_node_rank},
+    {"node-rank", "0", LAUNCH_OPT_NODE_RANK, ck_node_rank},
     {"rdzv-backend", "c10d", LAUNCH_OPT_RDZV_BACKEND, ck_backend},
     {"rdzv-endpoint", "head:1234", LAUNCH_OPT_RDZV_ENDPOINT, ck_endpoint},
     {"rdzv-id", "job7", LAUNCH_OPT_RDZV_ID, ck_id},
@@ -735,6 +736,53 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--shutdown_timeout", "-1", "--shutdown_timeout: '-1'");
 }
 
+/* Every number has a bound named in its message: durations become int64 milliseconds and a
+ * timer (1e17 s overflowed into one that fired at once), counts become ints. */
+static void test_numeric_bounds(void **state) {
+    (void)state;
+    expect_bad("--shutdown_timeout", "1e17",
+               "--shutdown_timeout: '1e17' is outside 0..2000000 seconds");
+    expect_bad("--shutdown_timeout", "2000000.5", "is outside 0..2000000 seconds");
+    expect_bad("--monitor_interval", "1e17",
+               "--monitor_interval: '1e17' is outside 0..2000000 seconds");
+    expect_bad("--shutdown_timeout", "1e999", "is outside 0..2000000 seconds");
+    expect_bad("--shutdown_timeout", "0x10", "--shutdown_timeout: '0x10' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "inf", "--shutdown_timeout: 'inf' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "nan", "--shutdown_timeout: 'nan' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "5s", "--shutdown_timeout: '5s' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "", "--shutdown_timeout: '' is not a number of seconds");
+    expect_bad("--rdzv_conf", "join_timeout=0x10", "join_timeout='0x10' is not a positive number");
+    expect_bad("--rdzv_conf", "close_timeout=1e17",
+               "close_timeout='1e17' is outside 0.001..2000000 seconds");
+    expect_bad("--nnodes", "70000", "--nnodes: '70000' is out of range (1..65536)");
+    expect_bad("--nnodes", "1:70000", "--nnodes: '1:70000' is out of range (MIN and MAX in 1..65536)");
+    expect_bad("--nnodes", "1:99999999999999999999", "is out of range");
+    expect_bad("--nnodes", "1:2x", "is not N or MIN:MAX");
+    expect_bad("--nproc_per_node", "65537", "--nproc_per_node: '65537' is out of range (1..65536)");
+    expect_bad("--nproc_per_node", "99999999999999999999", "is out of range (1..65536)");
+    expect_bad("--nproc_per_node", "4x", "is not a number, gpu, cpu or auto");
+    expect_bad("--max_restarts", "2147483648", "--max_restarts: '2147483648' is out of range");
+    expect_bad("--max_restarts", "1.5", "--max_restarts: '1.5' is not a number");
+    expect_bad("--master_port", "-1", "--master_port: '-1' is out of range (1..65535)");
+    expect_bad("--master_port", "80x", "--master_port: '80x' is not a number");
+    expect_bad("--rdzv_endpoint", "h:65536", "has a port that is not 0..65535");
+    expect_bad("--rdzv_conf", "keep_alive_max_attempt=1e3", "is not a positive number");
+
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--shutdown_timeout=0", "--monitor_interval=2e6", "x", END), 0);
+    assert_true(s.shutdown_timeout == 0);
+    assert_true(s.monitor_interval == 2000000);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--shutdown_timeout=2000000", "--nnodes=65536", "x", END), 0);
+    assert_true(s.shutdown_timeout == 2000000);
+    launch_spec_free(&s);
+    const char *env[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1e17", NULL};
+    assert_int_equal(parse_env(&s, &e, env, "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text,
+                        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: '1e17' is outside 0..2000000 seconds");
+}
+
 static void test_combinations(void **state) {
     (void)state;
     launch_spec_t s;
@@ -745,6 +793,20 @@ static void test_combinations(void **state) {
     assert_non_null(strstr(e.text, "--module and --no_python"));
     assert_int_equal(parse(&s, &e, "--run_path", "-m", "x", END), DDP_EUSAGE);
     assert_int_equal(parse(&s, &e, "--nnodes=2", "--node_rank=1", "x", END), 0);
+    launch_spec_free(&s);
+    /* One node (the default) has node rank 0 only, from the flag or PET_NODE_RANK. */
+    assert_int_equal(parse(&s, &e, "--node_rank=5", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--node_rank: 5 is not below the node count 1");
+    const char *pet[] = {"PET_NODE_RANK=1", NULL};
+    assert_int_equal(parse_env(&s, &e, pet, "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--node_rank: 1 is not below the node count 1");
+    assert_int_equal(parse(&s, &e, "--nnodes=1:3", "--node_rank=3", "x", END), DDP_EUSAGE);
+    assert_int_equal(parse(&s, &e, "--nnodes=1:3", "--node_rank=2", "x", END), 0);
+    assert_int_equal(s.node_rank, 2);
+    launch_spec_free(&s);
+    /* Under Slurm the node count is derived later (launch_slurm_derive checks it then). */
+    const char *slurm[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=0", NULL};
+    assert_int_equal(parse_env(&s, &e, slurm, "--node_rank=1", "x", END), 0);
     launch_spec_free(&s);
     /* A log directory that does not exist yet is fine when its nearest parent is writable. */
     assert_int_equal(parse(&s, &e, "--log_dir=/tmp/ddprun-no-such-dir/a/b/", "x", END), 0);
@@ -793,6 +855,70 @@ static void test_endpoint_split(void **state) {
     assert_string_equal(h, "fe80::1");
     free(h);
     assert_int_equal(launch_endpoint_split("--x", "[::1]x", &h, &p, &e), DDP_EUSAGE);
+    /* Hosts are names or addresses: what no host has is refused, named, and quoted escaped. */
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "a b:1", &h, &p, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--x: 'a b:1' has a character no host name has (' ')");
+    assert_null(h);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "a\x1b[2Jb", &h, &p, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--x: 'a\\e[2Jb' has a character no host name has (\\x1b)");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "[::1;x]:5", &h, &p, &e), DDP_EUSAGE);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "host/x:5", &h, &p, &e), DDP_EUSAGE);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", "[fe80::1%eth0]:5", &h, &p, &e), 0);
+    assert_string_equal(h, "fe80::1%eth0");
+    free(h);
+    assert_int_equal(launch_endpoint_split("--x", "node-1.cluster_a:5", &h, &p, &e), 0);
+    free(h);
+    char longhost[300];
+    memset(longhost, 'a', 254);
+    longhost[254] = '\0';
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_split("--x", longhost, &h, &p, &e), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "has a host longer than 253 characters"));
+}
+
+/* A one-node c10d job does not use its endpoint, so it is checked instead of ignored: it must
+ * resolve and be this machine (no name is looked up here: addresses only). */
+static void test_one_node_endpoint(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    char addr[64];
+    assert_int_equal(parse(&s, &e, "--rdzv_backend=c10d", "--rdzv_endpoint=192.0.2.1:29400", "x",
+                           END),
+                     0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--rdzv_endpoint: '192.0.2.1' is not this machine; a one-node "
+                                "job meets nobody there (set --nnodes)");
+    launch_spec_free(&s);
+    const char *pet[] = {"PET_RDZV_BACKEND=c10d", "PET_RDZV_ENDPOINT=127.0.0.1:5", NULL};
+    assert_int_equal(parse_env(&s, &e, pet, "x", END), 0);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    assert_string_equal(addr, "127.0.0.1");
+    launch_spec_free(&s);
+    /* Nothing to check: several nodes (agent_job_prepare's part), static, --standalone, none. */
+    assert_int_equal(parse(&s, &e, "--nnodes=2", "--rdzv_backend=c10d",
+                           "--rdzv_endpoint=192.0.2.1", "x", END),
+                     0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    assert_string_equal(addr, "");
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--rdzv_endpoint=192.0.2.1", "x", END), 0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--standalone", "x", END), 0);
+    assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
+    launch_spec_free(&s);
+    /* --master_addr and --local_addr are hosts too (IPv6 without brackets, as torchrun). */
+    assert_int_equal(parse(&s, &e, "--master_addr=::1", "--local_addr=10.0.0.2", "x", END), 0);
+    launch_spec_free(&s);
+    expect_bad("--master_addr", "a;b", "--master_addr: 'a;b' has a character no host name has");
+    expect_bad("--local_addr", "a b", "--local_addr: 'a b' has a character no host name has");
 }
 
 /* Runs fn with stdout captured into buf. */
@@ -875,9 +1001,16 @@ static void test_help(void **state) {
         "default 30",
         "PET_",
         "Exit codes",
+        /* Every code ddprun returns (launcher/main.c's exit_code) and those of ddprun status. */
+        "  0        every worker succeeded",
+        "  1        the job failed",
+        "  2        usage error",
+        "  3        ddprun itself could not run the job",
         "126/127",
         "128+N",
-        "usage error",
+        "ddprun status: 0 printed; 1 ",
+        "2 usage error",
+        "--timeout",
     };
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) {
         if (strstr(buf, needles[i]) == NULL)
@@ -1036,6 +1169,64 @@ static void test_argv_missing(void **state) {
                                 "file here)");
 }
 
+/* A script whose #! interpreter is missing would fail at exec with ENOENT as if the script were
+ * missing: the interpreter is named before anything starts. */
+static void test_argv_interpreter(void **state) {
+    (void)state;
+    launch_argv_t a;
+    ddp_err_t e;
+    write_file("nointerp", "#!/nonexistent/python9 -u\nprint(1)\n", 0755);
+    write_file("crlf", "#!/bin/sh\r\necho hi\r\n", 0755);
+    write_file("empty", "#!  \n", 0755);
+    write_file("dirinterp", "#!/tmp\n", 0755);
+    assert_int_equal(build(&a, &e, "./nointerp", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './nointerp': its interpreter '/nonexistent/python9' (#! "
+                                "line) not found");
+    assert_int_equal(build(&a, &e, "./crlf", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "program './crlf': its interpreter '/bin/sh\\r' (#! line) not "
+                                "found");
+    assert_int_equal(build(&a, &e, "./empty", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "has a #! line without an interpreter"));
+    assert_int_equal(build(&a, &e, "./dirinterp", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "'/tmp' (#! line) is not executable"));
+    /* A working script and a binary pass. */
+    assert_int_equal(build(&a, &e, "./tool", END), 0);
+    launch_argv_free(&a);
+    assert_int_equal(build(&a, &e, "--no_python", "/bin/true", END), 0);
+    launch_argv_free(&a);
+}
+
+/* A --log_dir that stat refuses is described by errno, not guessed at. */
+static void test_log_dir_errno(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "--log_dir=/etc/passwd/x/y", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--log_dir: '/etc/passwd/x/y' cannot be used: a component of the "
+                                "path is not a directory");
+}
+
+/* A directory on the way that may not be searched: permission denied, as errno says. */
+static void test_log_dir_eacces(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    if (geteuid() == 0) {
+        skip(); /* root searches any directory: no EACCES to see */
+        return;
+    }
+    char dir[64], val[96];
+    snprintf(dir, sizeof dir, "/tmp/ddprun-noacc-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(val, sizeof val, "%s/sub/logs", dir);
+    assert_int_equal(chmod(dir, 0), 0);
+    int rc = parse(&s, &e, "--log_dir", val, "x", END);
+    chmod(dir, 0700);
+    rmdir(dir);
+    assert_int_equal(rc, DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "cannot be used: permission denied"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -1053,13 +1244,18 @@ int main(void) {
         cmocka_unit_test(test_program_boundary),
         cmocka_unit_test(test_unknown_and_prefix),
         cmocka_unit_test(test_bad_values_name_the_flag),
+        cmocka_unit_test(test_numeric_bounds),
         cmocka_unit_test(test_combinations),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_endpoint_split),
+        cmocka_unit_test(test_one_node_endpoint),
         cmocka_unit_test(test_help),
         cmocka_unit_test_setup_teardown(test_argv_python, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_direct, prog_setup, prog_teardown),
         cmocka_unit_test_setup_teardown(test_argv_missing, prog_setup, prog_teardown),
+        cmocka_unit_test_setup_teardown(test_argv_interpreter, prog_setup, prog_teardown),
+        cmocka_unit_test(test_log_dir_errno),
+        cmocka_unit_test(test_log_dir_eacces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# ddprun's command line against real processes: values it must refuse before anything starts (exit
+# 2, one line naming the flag, no worker), `ddprun status` against servers that misbehave, and
+# output that must not carry control bytes from the network to the operator's terminal.
+. "$(dirname "$0")/lib.sh"
+DDPRUN=$BIN/ddprun
+FW=$BIN/tests/fake_worker
+unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR
+unset PET_NODE_RANK PET_NNODES PET_SHUTDOWN_TIMEOUT PET_RDZV_ENDPOINT PET_RDZV_BACKEND
+unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE SLURM_JOB_ID SLURM_JOBID SLURM_STEP_ID SLURM_STEPID SLURM_NODEID
+
+# run_ddprun OUTFILE ARGS...: runs ddprun bounded by 30 s; stdout+stderr to OUTFILE; returns rc.
+run_ddprun() {
+    local out=$1; shift
+    timeout -k 5 30 "$DDPRUN" "$@" >"$out" 2>&1
+}
+
+# refused NAME NEEDLE ARGS...: ddprun ARGS (with a fake_worker writing into a fresh directory)
+# exits 2 with exactly one line, which contains NEEDLE, and no worker ran.
+refused() {
+    local name=$1 needle=$2; shift 2
+    local d=$TMP/refused.$_n out=$TMP/refused.$_n.out rc
+    mkdir -p "$d"
+    FW_DIR=$d run_ddprun "$out" "$@" "$FW"; rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -qF -- "$needle" "$out" &&
+        [ -z "$(ls -A "$d")" ]; then
+        ok "$name"
+    else
+        echo "# rc $rc, output:"; sed 's/^/#   /' "$out"; echo "# worker files: $(ls "$d")"
+        not_ok "$name"
+    fi
+}
+
+# 1. The node rank must name one of the job's nodes: with one node, only 0.
+refused "--node_rank=5 on one node -> exit 2 naming the flag, no worker" \
+    "--node_rank: 5 is not below the node count 1" --node_rank=5
+PET_NODE_RANK=1 refused "PET_NODE_RANK=1 on one node -> exit 2" "--node_rank: 1" --nproc_per_node=1
+refused "--node_rank=2 with --nnodes=1:2 -> exit 2" "--node_rank: 2 is not below the node count 2" \
+    --nnodes=1:2 --node_rank=2
+d=$TMP/rank0; mkdir -p "$d"
+FW_DIR=$d run_ddprun "$TMP/rank0.out" --node_rank=0 "$FW"; rc=$?
+[ $rc -eq 0 ] && grep -qx "RANK=0" "$d/env.0.0" && grep -qx "WORLD_SIZE=1" "$d/env.0.0"
+verdict "--node_rank=0 on one node runs RANK=0 WORLD_SIZE=1"
+check "nothing left after the node rank checks" no_leftovers
+
+# 2. Numbers have named bounds: a duration that would overflow the kill timer is refused, not
+# turned into an immediate SIGKILL.
+refused "--shutdown_timeout=1e17 -> exit 2 with the accepted range" \
+    "--shutdown_timeout: '1e17' is outside 0..2000000 seconds" --shutdown_timeout=1e17
+PET_SHUTDOWN_TIMEOUT=1e17 refused "PET_SHUTDOWN_TIMEOUT=1e17 -> exit 2 naming the variable" \
+    "PET_SHUTDOWN_TIMEOUT: '1e17' is outside" --nproc_per_node=1
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1e17 refused "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1e17 -> exit 2" \
+    "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: '1e17' is outside" --nproc_per_node=1
+refused "--monitor_interval=1e17 -> exit 2" "--monitor_interval: '1e17' is outside" \
+    --monitor_interval=1e17
+refused "--shutdown_timeout=0x10 (hex) -> exit 2" "'0x10' is not a number of seconds" \
+    --shutdown_timeout=0x10
+refused "--nnodes=1:70000 -> exit 2 before any rendezvous" \
+    "--nnodes: '1:70000' is out of range (MIN and MAX in 1..65536)" --nnodes=1:70000
+refused "--max_restarts=99999999999 -> exit 2" "--max_restarts: '99999999999' is out of range" \
+    --max_restarts=99999999999
+refused "--nproc_per_node=2x -> exit 2" "--nproc_per_node: '2x' is not a number" --nproc_per_node=2x
+refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range (1..65535)" \
+    --master_port=70000
+check "nothing left after the numeric checks" no_leftovers
+
+# A script whose #! interpreter is missing: exit 2 naming the interpreter, not 127 as if the
+# script itself were missing.
+printf '#!/nonexistent/bin/python9\nprint(1)\n' >"$TMP/badinterp.sh"
+chmod +x "$TMP/badinterp.sh"
+run_ddprun "$TMP/badinterp.out" --nproc_per_node=1 "$TMP/badinterp.sh"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/badinterp.out")" -eq 1 ] &&
+    grep -qF "its interpreter '/nonexistent/bin/python9' (#! line) not found" "$TMP/badinterp.out"
+verdict "a script with a missing #! interpreter -> exit 2 naming the interpreter (rc $rc)"
+
+# 3. The rendezvous endpoint is checked whatever the node count: its syntax always, and on one
+# node (where the agent hosts its own store) that it is this machine. Addresses only: no name is
+# looked up.
+refused "--rdzv_endpoint='a b:1' (c10d, one node) -> exit 2 naming the character" \
+    "--rdzv_endpoint: 'a b:1' has a character no host name has (' ')" \
+    --rdzv_backend=c10d --rdzv_endpoint='a b:1'
+refused "--rdzv_endpoint='a b:1' with the static backend -> exit 2 too" \
+    "--rdzv_endpoint: 'a b:1' has a character" --rdzv_endpoint='a b:1'
+refused "a remote --rdzv_endpoint on one node -> exit 2, not silently ignored" \
+    "--rdzv_endpoint: '192.0.2.1' is not this machine; a one-node job meets nobody there" \
+    --rdzv_backend=c10d --rdzv_endpoint=192.0.2.1:29400
+PET_RDZV_ENDPOINT=192.0.2.1 refused "PET_RDZV_ENDPOINT=192.0.2.1 on one node -> exit 2" \
+    "--rdzv_endpoint: '192.0.2.1' is not this machine" --rdzv_backend=c10d
+refused "--master_addr='a;b' -> exit 2" "--master_addr: 'a;b' has a character" --master_addr='a;b'
+d=$TMP/ep_local; mkdir -p "$d"
+FW_DIR=$d run_ddprun "$TMP/ep_local.out" -v --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:1 "$FW"
+rc=$?
+[ $rc -eq 0 ] && [ -f "$d/env.0.0" ] &&
+    grep -q "rdzv_endpoint 127.0.0.1:1 (127.0.0.1) is this machine; a one-node job hosts its own store" "$TMP/ep_local.out"
+verdict "a local --rdzv_endpoint on one node runs, and -v says the job hosts its own store (rc $rc)"
+check "nothing left after the endpoint checks" no_leftovers
+
+# A store that misbehaves, on 127.0.0.1 port 0 (its port goes to PORTFILE). It answers the client
+# handshake (VALIDATE + PING without a token), then the RDZV_STATUS request per MODE:
+#   trickle  the reply's header, then one byte a second of a 1000-byte JSON, for up to 60 s
+#   silent   nothing at all (not even the handshake)
+#   json     the reply with the JSON in $FAKE_JSON, then the connection stays open 10 s
+# It serves one client and exits; the suite ends it by PID when it is still there.
+cat >"$TMP/fake_store.py" <<'PY'
+import os, socket, struct, sys, time
+mode, portfile = sys.argv[1], sys.argv[2]
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(srv.getsockname()[1]))
+os.rename(portfile + ".tmp", portfile)
+srv.settimeout(30)
+c, _ = srv.accept()
+c.settimeout(30)
+def read_exact(n):
+    b = b""
+    while len(b) < n:
+        chunk = c.recv(n - len(b))
+        if not chunk:
+            sys.exit(0)
+        b += chunk
+    return b
+if mode == "silent":
+    time.sleep(60)
+    sys.exit(0)
+hs = read_exact(10)                      # VALIDATE u32 magic, PING u32 nonce
+c.sendall(hs[6:10])                      # the nonce back
+req = read_exact(9)                      # 0x53, u64 run id length
+read_exact(struct.unpack("<Q", req[1:9])[0])
+if mode == "trickle":
+    c.sendall(bytes([0x53, 0]) + struct.pack("<Q", 1000))
+    for _ in range(60):
+        c.sendall(b" ")
+        time.sleep(1)
+else:
+    body = os.environ["FAKE_JSON"].encode()
+    c.sendall(bytes([0x53, 0]) + struct.pack("<Q", len(body)) + body)
+    time.sleep(10)
+PY
+
+# fake_store MODE: starts the fake store; sets FAKE_PID and FAKE_PORT.
+fake_store() {
+    local pf=$TMP/fake.port.$_n
+    rm -f "$pf"
+    python3 "$TMP/fake_store.py" "$1" "$pf" &
+    FAKE_PID=$!
+    for _ in $(seq 200); do [ -s "$pf" ] && break; sleep 0.02; done
+    FAKE_PORT=$(cat "$pf" 2>/dev/null)
+}
+stop_fake_store() { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; }
+
+# 4. `ddprun status` has one deadline for the whole command.
+if command -v python3 >/dev/null; then
+    fake_store trickle
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id run1 \
+        >"$TMP/st_trickle.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/st_trickle.out")" -eq 1 ] &&
+        grep -qF "ddprun status: 127.0.0.1:$FAKE_PORT: no answer within 10 s (--timeout): waiting for the reply to RDZV_STATUS" "$TMP/st_trickle.out"
+    verdict "status against a store trickling its reply ends by the default 10 s deadline (rc $rc)"
+    [ $rc -ne 0 ] || sed 's/^/#   /' "$TMP/st_trickle.out"
+
+    fake_store silent
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id run1 \
+        --timeout=0.5 >"$TMP/st_silent.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 1 ] && grep -qF "127.0.0.1:$FAKE_PORT: no answer within 0.5 s (--timeout): waiting for the connection and handshake" "$TMP/st_silent.out"
+    verdict "status --timeout=0.5 against a silent store: one line naming endpoint and phase (rc $rc)"
+
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x --timeout 2 \
+        >"$TMP/st_refused.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && [ "$(grep -o '127\.0\.0\.1:1:' "$TMP/st_refused.out" | wc -l)" -eq 1 ]
+    verdict "status against a closed port names the endpoint once (rc $rc)"
+    for v in 0 -1 1e17 x; do
+        timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x --timeout=$v \
+            >"$TMP/st_badt.out" 2>&1; rc=$?
+        [ $rc -eq 2 ] && grep -qF -- "--timeout: '$v'" "$TMP/st_badt.out" || break
+    done
+    verdict "status --timeout outside 0.001..86400 s is a usage error (rc $rc for '$v')"
+else
+    for n in "status against a store trickling its reply ends by the default 10 s deadline" \
+             "status --timeout=0.5 against a silent store: one line naming endpoint and phase" \
+             "status against a closed port names the endpoint once" \
+             "status --timeout outside 0.001..86400 s is a usage error"; do
+        skip "$n" "no python3 for the fake store"
+    done
+fi
+
+# A store that wants a token: the message names the variables `ddprun status` reads.
+random_token "$TMP/token" >/dev/null
+"$BIN/ddp-rendezvous" --host 127.0.0.1 --port 0 --token-file "$TMP/token" >"$TMP/daemon.out" \
+    2>"$TMP/daemon.err" &
+DPID=$!
+if wait_for "$TMP/daemon.out" '^listening on 127\.0\.0\.1:[0-9]+$' 5; then
+    DPORT=$(sed -nE 's/^listening on 127\.0\.0\.1:([0-9]+)$/\1/p' "$TMP/daemon.out")
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$DPORT" --rdzv_id x \
+        >"$TMP/st_auth.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/st_auth.out")" -eq 1 ] &&
+        grep -qF "127.0.0.1:$DPORT: the store refused this client (no job token given): ddprun status reads the job token from DDPRUN_TOKEN (hex) or DDPRUN_TOKEN_FILE" "$TMP/st_auth.out" &&
+        ! grep -q DDPRUN_STORE_TOKEN "$TMP/st_auth.out"
+    verdict "status without the token names DDPRUN_TOKEN / DDPRUN_TOKEN_FILE, the variables it reads"
+    [ $rc -eq 1 ] || sed 's/^/#   /' "$TMP/st_auth.out"
+    DDPRUN_TOKEN=00ff timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$DPORT" \
+        --rdzv_id x >"$TMP/st_auth2.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && grep -qF "the store refused this client (wrong job token)" "$TMP/st_auth2.out"
+    verdict "status with a wrong DDPRUN_TOKEN says the token was refused (rc $rc)"
+else
+    not_ok "the token daemon started"
+fi
+kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
+check "nothing left after the status checks" no_leftovers
+
+# no_raw_controls FILE: true when FILE holds no control byte other than newline (no ESC, BEL, CR).
+no_raw_controls() { ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$1"; }
+
+# 5. Text from the network or from workers reaches the terminal escaped.
+if command -v python3 >/dev/null; then
+    export FAKE_JSON='{"run":"r1\u001b]0;title\u0007","round":2,"state":"running","restarts_used":0,"max_restarts":3,"min_nodes":1,"max_nodes":2,"last_failure":"rank 0 \u001b[31mred","members":[{"group_rank":0,"host":"evil\u001b[2J\u001b[H\r\nnode9 0 1 ok","nproc":1,"state":"ok\u0007","silent_ms":5}]}'
+    fake_store json
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 \
+        >"$TMP/st_esc.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_esc.out" && [ "$(wc -l <"$TMP/st_esc.out")" -eq 4 ] &&
+        grep -qF 'evil\e[2J\e[H\r\nnode9 0 1 ok' "$TMP/st_esc.out" &&
+        grep -qF 'run r1\e]0;title\a: round 2' "$TMP/st_esc.out" &&
+        grep -qF 'last failure: rank 0 \e[31mred' "$TMP/st_esc.out"
+    verdict "status escapes control bytes in host names, run id, states and the last failure"
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_esc.out" || sed 's/^/#   /' "$TMP/st_esc.out" | cat -v
+    unset FAKE_JSON
+else
+    skip "status escapes control bytes in host names, run id, states and the last failure" \
+        "no python3 for the fake store"
+fi
+FW_EXIT=1 FW_ERROR='\u001b[2J\u001b[Hall good\r\u0007' run_ddprun "$TMP/sum_esc.out" \
+    --nproc_per_node=1 "$FW"; rc=$?
+[ $rc -eq 1 ] && no_raw_controls "$TMP/sum_esc.out" &&
+    grep -qF 'RuntimeError: \e[2J\e[Hall good\r\a' "$TMP/sum_esc.out"
+verdict "the failure summary escapes control bytes of the worker's error file (rc $rc)"
+[ $rc -eq 1 ] && no_raw_controls "$TMP/sum_esc.out" || sed 's/^/#   /' "$TMP/sum_esc.out" | cat -v
+check "nothing left after the escaping checks" no_leftovers
+
+finish

@@ -1,0 +1,755 @@
+/* Unit tests of the supervision table (agent/supervise.c): every state x event cell is fed to
+ * agent__event and its side effects compared with what its action must do (restart, fail, stop,
+ * ignore), then the paths through the table: max_restarts accounting and the restart delays, the
+ * shutdown timer, a termination signal in every state, failures of the agent's own steps.
+ *
+ * supervise.c is linked alone: the functions it calls in agent.c, spawn.c, rdzv.c, guard.c and
+ * summary.c are defined here as recorders, and uv_timer_start, uv_timer_stop and kill are
+ * replaced through the linker (-Wl,--wrap), so no process is signalled and no loop runs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "agent_int.h"
+#include "ddp_log.h"
+
+/* ---- what supervise.c did, recorded by the stand-ins below ---- */
+
+#define MAX_SIGS 16
+
+typedef struct effects {
+    int sigs[MAX_SIGS]; /* agent__group_signal, in order */
+    int nsigs;
+    int kill_timer_started;
+    uint64_t kill_timer_ms;
+    int kill_timer_stopped;
+    int restart_timer_started;
+    uint64_t restart_delay_ms;
+    uv_timer_cb restart_cb;
+    int restart_timer_stopped;
+    int group_starts;
+    int summaries;
+    int loop_shutdowns;
+    int adopted_kills;
+    int rdzv_joins;
+    int rdzv_reports;
+    char rdzv_what[256];
+    int barriers;
+    int pg_kills; /* kill(-pgid, SIGKILL) of a worker still marked running */
+} effects_t;
+
+static effects_t fx;
+/* What the next agent__group_start and uv_timer_start return. */
+static int group_start_rc;
+static int group_start_running; /* workers it leaves running on success */
+static int timer_start_rc;
+
+void agent__group_signal(agent_t *a, int sig) {
+    (void)a;
+    if (fx.nsigs < MAX_SIGS)
+        fx.sigs[fx.nsigs++] = sig;
+}
+
+int agent__group_start(agent_t *a) {
+    fx.group_starts++;
+    if (group_start_rc < 0)
+        return group_start_rc;
+    a->running = group_start_running;
+    return 0;
+}
+
+void agent__guard_update(agent_t *a, pid_t pgid, int add) {
+    (void)a;
+    (void)pgid;
+    (void)add;
+}
+
+void agent__kill_adopted(agent_t *a) {
+    (void)a;
+    fx.adopted_kills++;
+}
+
+void agent__shutdown_loop(agent_t *a) {
+    (void)a;
+    fx.loop_shutdowns++;
+}
+
+void agent__summary_print(agent_t *a) {
+    (void)a;
+    fx.summaries++;
+}
+
+void agent__rdzv_join(agent_t *a) {
+    (void)a;
+    fx.rdzv_joins++;
+}
+
+void agent__rdzv_report_failure(agent_t *a, const char *what) {
+    (void)a;
+    fx.rdzv_reports++;
+    snprintf(fx.rdzv_what, sizeof fx.rdzv_what, "%s", what);
+}
+
+void agent__rdzv_exit_barrier(agent_t *a) {
+    (void)a;
+    fx.barriers++;
+}
+
+void agent__on_kill_timer(uv_timer_t *t) {
+    agent__event(t->data, EV_KILL_TIMER, NULL);
+}
+
+int __wrap_uv_timer_start(uv_timer_t *t, uv_timer_cb cb, uint64_t timeout, uint64_t repeat);
+int __wrap_uv_timer_stop(uv_timer_t *t);
+int __wrap_kill(pid_t pid, int sig);
+
+/* The agent under test: its timers are told apart by address. */
+static agent_t ag;
+static agent_job_t job;
+static agent_worker_t workers[4];
+static agent_failure_t failures[4];
+/* A stand-in for the multi-node rendezvous state: supervise.c only tests it for NULL. */
+static char rdzv_dummy;
+
+int __wrap_uv_timer_start(uv_timer_t *t, uv_timer_cb cb, uint64_t timeout, uint64_t repeat) {
+    (void)repeat;
+    if (timer_start_rc < 0)
+        return timer_start_rc;
+    if (t == &ag.kill_timer) {
+        fx.kill_timer_started++;
+        fx.kill_timer_ms = timeout;
+    } else if (t == &ag.restart_timer) {
+        fx.restart_timer_started++;
+        fx.restart_delay_ms = timeout;
+        fx.restart_cb = cb;
+    } else {
+        fail_msg("uv_timer_start on an unknown timer");
+    }
+    return 0;
+}
+
+int __wrap_uv_timer_stop(uv_timer_t *t) {
+    if (t == &ag.kill_timer)
+        fx.kill_timer_stopped++;
+    else if (t == &ag.restart_timer)
+        fx.restart_timer_stopped++;
+    else
+        fail_msg("uv_timer_stop on an unknown timer");
+    return 0;
+}
+
+int __wrap_kill(pid_t pid, int sig) {
+    assert_true(pid < 0); /* only process groups, and never for real here */
+    assert_int_equal(sig, SIGKILL);
+    fx.pg_kills++;
+    return 0;
+}
+
+/* A fresh agent of nproc workers in state st: worker 0 has just exited with status, the others
+ * are still running (running of them); multi selects the rendezvous path. */
+static agent_worker_t *setup(agent_sup_state_t st, int multi, int running, int status) {
+    memset(&fx, 0, sizeof fx);
+    memset(&ag, 0, sizeof ag);
+    memset(&job, 0, sizeof job);
+    memset(workers, 0, sizeof workers);
+    memset(failures, 0, sizeof failures);
+    group_start_rc = 0;
+    group_start_running = 2;
+    timer_start_rc = 0;
+    job.nproc = 2;
+    job.max_restarts = 1;
+    job.shutdown_timeout_ms = 30000;
+    ag.job = &job;
+    ag.nproc = 2;
+    ag.state = st;
+    ag.running = running;
+    ag.workers = workers;
+    ag.failures = failures;
+    ag.kill_timer.data = &ag;
+    ag.restart_timer.data = &ag;
+    ag.rdzv = multi ? (struct agent_rdzv *)(void *)&rdzv_dummy : NULL;
+    snprintf(ag.hostname, sizeof ag.hostname, "node7");
+    for (int i = 0; i < 2; i++) {
+        workers[i].local_rank = workers[i].rank = i;
+        workers[i].pid = 100000 + i;
+        workers[i].state = WORKER_RUNNING;
+    }
+    workers[0].state = WORKER_EXITED;
+    workers[0].status = status;
+    if (running == 0)
+        workers[1].state = WORKER_EXITED;
+    return &workers[0];
+}
+
+/* Wait statuses as waitpid reports them. */
+#define EXITED(code) (((code)&0xff) << 8)
+#define SIGNALED(sig) (sig)
+
+/* ---- the table, cell by cell ---- */
+
+/* The action each cell must take (the names of supervise.c's functions). */
+typedef enum {
+    A_IGNORE = 0,
+    A_FAIL_AND_STOP,
+    A_NOTE_FAILURE,
+    A_GROUP_SUCCEEDED,
+    A_BEGIN_SHUTDOWN,
+    A_KILL_ALL,
+    A_RESTART_OR_FAIL,
+    A_FINISH_SHUTDOWN,
+    A_ESCALATE,
+    A_JOINED,
+    A_ROUND_ENDED,
+    A_RDZV_FAILED,
+    A_BARRIER_DONE,
+} action_t;
+
+static const char *const state_names[SUP_NSTATES] = {"RUNNING", "STOPPING", "SHUTDOWN",
+                                                     "JOINING", "BARRIER",  "DONE"};
+static const char *const event_names[EV_NEVENTS] = {
+    "WORKER_OK", "WORKER_FAIL", "GROUP_DOWN", "SIGNAL",       "KILL_TIMER",
+    "JOINED",    "ROUND_END",   "RDZV_ERROR", "BARRIER_DONE",
+};
+
+/* clang-format off */
+static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
+    /*               WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
+     *               JOINED     ROUND_END        RDZV_ERROR          BARRIER_DONE */
+    [SUP_RUNNING] =  {A_IGNORE, A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
+                      A_IGNORE, A_ROUND_ENDED,   A_RDZV_FAILED,      A_IGNORE},
+    [SUP_STOPPING] = {A_IGNORE, A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
+                      A_IGNORE, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE},
+    [SUP_SHUTDOWN] = {A_IGNORE, A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
+                      A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE},
+    [SUP_JOINING] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+                      A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE},
+    [SUP_BARRIER] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+                      A_IGNORE, A_BARRIER_DONE,  A_RDZV_FAILED,      A_BARRIER_DONE},
+    [SUP_DONE] =     {A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
+                      A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE},
+};
+/* clang-format on */
+
+/* The effects an action has in the sweep's context: one of two workers still running, worker 0
+ * exited with code 1, no restart spent of max 1, SIGTERM as the stop signal, nothing failed
+ * before. want_state is the state after; the rest are the counters of effects_t. */
+typedef struct outcome {
+    agent_sup_state_t state;
+    int sig0, nsigs; /* the signals sent to the group */
+    int kill_timer_started, kill_timer_stopped;
+    int restart_timer_started, restart_timer_stopped;
+    int group_starts, summaries, loop_shutdowns, adopted_kills;
+    int rdzv_joins, rdzv_reports, barriers;
+    int nfailures;
+    int fatal, result_signal;
+} outcome_t;
+
+static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
+    outcome_t o;
+    memset(&o, 0, sizeof o);
+    o.state = st;
+    switch (act) {
+    case A_IGNORE: break;
+    case A_FAIL_AND_STOP:
+        o.state = SUP_STOPPING;
+        o.nfailures = 1;
+        o.rdzv_reports = multi;
+        o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
+        break;
+    case A_NOTE_FAILURE:
+        o.nfailures = 1; /* exit code 1 is a failure of its own, not the agent's stop */
+        break;
+    case A_GROUP_SUCCEEDED:
+        o.adopted_kills = 1;
+        o.state = multi ? SUP_BARRIER : SUP_DONE;
+        o.barriers = multi;
+        o.loop_shutdowns = !multi;
+        break;
+    case A_BEGIN_SHUTDOWN:
+        o.state = SUP_SHUTDOWN;
+        o.restart_timer_stopped = 1;
+        o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
+        break;
+    case A_KILL_ALL:
+    case A_ESCALATE: o.sig0 = SIGKILL, o.nsigs = 1; break;
+    case A_RESTART_OR_FAIL:
+        o.kill_timer_stopped = 1;
+        o.adopted_kills = 1;
+        if (multi)
+            o.state = SUP_JOINING, o.rdzv_joins = 1;
+        else
+            o.restart_timer_started = 1; /* restart 1 of 1 is scheduled */
+        break;
+    case A_FINISH_SHUTDOWN:
+        o.kill_timer_stopped = 1;
+        o.adopted_kills = 1;
+        o.state = SUP_DONE;
+        o.loop_shutdowns = 1;
+        o.result_signal = SIGTERM;
+        break;
+    case A_JOINED:
+        o.state = SUP_RUNNING;
+        o.group_starts = 1;
+        break;
+    case A_ROUND_ENDED:
+        o.state = SUP_STOPPING;
+        o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
+        break;
+    case A_RDZV_FAILED:
+        o.state = SUP_SHUTDOWN;
+        o.fatal = 1;
+        o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
+        break;
+    case A_BARRIER_DONE:
+        o.state = SUP_DONE;
+        o.loop_shutdowns = 1;
+        break;
+    }
+    return o;
+}
+
+static void sweep(int multi) {
+    int bad = 0;
+    for (int s = 0; s < SUP_NSTATES; s++) {
+        for (int e = 0; e < EV_NEVENTS; e++) {
+            agent_worker_t *w = setup((agent_sup_state_t)s, multi, 1, EXITED(1));
+            /* agent.c records the first termination signal before feeding EV_SIGNAL; in
+             * SHUTDOWN one has arrived already. */
+            if (e == EV_SIGNAL || s == SUP_SHUTDOWN)
+                ag.stop_signal = SIGTERM;
+            agent__event(&ag, (agent_event_t)e, e <= EV_WORKER_FAIL ? w : NULL);
+            outcome_t want = outcome_of(expected[s][e], (agent_sup_state_t)s, multi);
+            outcome_t got = {
+                .state = ag.state,
+                .sig0 = fx.nsigs > 0 ? fx.sigs[0] : 0,
+                .nsigs = fx.nsigs,
+                .kill_timer_started = fx.kill_timer_started,
+                .kill_timer_stopped = fx.kill_timer_stopped,
+                .restart_timer_started = fx.restart_timer_started,
+                .restart_timer_stopped = fx.restart_timer_stopped,
+                .group_starts = fx.group_starts,
+                .summaries = fx.summaries,
+                .loop_shutdowns = fx.loop_shutdowns,
+                .adopted_kills = fx.adopted_kills,
+                .rdzv_joins = fx.rdzv_joins,
+                .rdzv_reports = fx.rdzv_reports,
+                .barriers = fx.barriers,
+                .nfailures = ag.nfailures,
+                .fatal = ag.fatal,
+                .result_signal = ag.result.signal,
+            };
+            if (memcmp(&want, &got, sizeof want) != 0) {
+                print_error(
+                    "%s x %s (%s): state %s (want %s), signals %d/%d (want %d/%d), "
+                    "kill timer +%d -%d (want +%d -%d), restart timer +%d -%d (want +%d "
+                    "-%d), starts %d (%d), summaries %d (%d), loop down %d (%d), "
+                    "adopted %d (%d), joins %d (%d), reports %d (%d), barriers %d (%d), "
+                    "failures %d (%d), fatal %d (%d), result.signal %d (%d)\n",
+                    state_names[s], event_names[e], multi ? "multi-node" : "one node",
+                    state_names[got.state], state_names[want.state], got.sig0, got.nsigs, want.sig0,
+                    want.nsigs, got.kill_timer_started, got.kill_timer_stopped,
+                    want.kill_timer_started, want.kill_timer_stopped, got.restart_timer_started,
+                    got.restart_timer_stopped, want.restart_timer_started,
+                    want.restart_timer_stopped, got.group_starts, want.group_starts, got.summaries,
+                    want.summaries, got.loop_shutdowns, want.loop_shutdowns, got.adopted_kills,
+                    want.adopted_kills, got.rdzv_joins, want.rdzv_joins, got.rdzv_reports,
+                    want.rdzv_reports, got.barriers, want.barriers, got.nfailures, want.nfailures,
+                    got.fatal, want.fatal, got.result_signal, want.result_signal);
+                bad++;
+            }
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+static void test_every_cell_one_node(void **state) {
+    (void)state;
+    sweep(0);
+}
+
+static void test_every_cell_multi_node(void **state) {
+    (void)state;
+    sweep(1);
+}
+
+/* ---- paths through the table ---- */
+
+/* Feeds a failure of worker 0 (status) with the other worker then exiting by the agent's SIGTERM,
+ * then the group's end, as agent.c does. */
+static void fail_group(int status) {
+    workers[0].state = WORKER_EXITED;
+    workers[0].status = status;
+    ag.running--;
+    agent__event(&ag, EV_WORKER_FAIL, &workers[0]);
+    workers[1].state = WORKER_EXITED;
+    workers[1].status = SIGNALED(SIGTERM);
+    ag.running--;
+    agent__event(&ag, EV_WORKER_FAIL, &workers[1]);
+    assert_int_equal(ag.running, 0);
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+}
+
+/* The restart timer fires (its callback is supervise.c's own). */
+static void fire_restart_timer(void) {
+    assert_non_null(fx.restart_cb);
+    uv_timer_cb cb = fx.restart_cb;
+    fx.restart_cb = NULL;
+    for (int i = 0; i < 2; i++)
+        workers[i].state = WORKER_RUNNING;
+    cb(&ag.restart_timer);
+}
+
+static void test_max_restarts_spent(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    job.max_restarts = 2;
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        fail_group(EXITED(3));
+        /* Only the root cause counts: the worker the agent stopped is not a failure. */
+        assert_int_equal(ag.nfailures, 1);
+        assert_int_equal(failures[0].rank, 0);
+        assert_int_equal(ag.state, SUP_STOPPING);
+        assert_int_equal(ag.attempt, attempt);
+        assert_int_equal(ag.round, attempt);
+        assert_int_equal(fx.restart_timer_started, attempt);
+        assert_int_equal(fx.summaries, 0);
+        fire_restart_timer();
+        assert_int_equal(ag.state, SUP_RUNNING);
+        assert_int_equal(fx.group_starts, attempt);
+        ag.nfailures = 0; /* spawn.c starts each attempt with an empty failure list */
+    }
+    fail_group(EXITED(3));
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(fx.summaries, 1);
+    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(ag.result.signal, 0);
+    assert_int_equal(ag.error, 0);
+    assert_int_equal(fx.restart_timer_started, 2);
+    assert_int_equal(fx.loop_shutdowns, 1);
+}
+
+static void test_no_restarts(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    job.max_restarts = 0;
+    fail_group(EXITED(1));
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(fx.restart_timer_started, 0);
+    assert_int_equal(fx.summaries, 1);
+    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(fx.kill_timer_started, 1);
+    assert_int_equal(fx.kill_timer_stopped, 1);
+}
+
+/* Restarts wait AGENT_RESTART_FLOOR_MS, doubling per restart up to AGENT_RESTART_CAP_MS. */
+static void test_restart_delays(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    job.max_restarts = 20;
+    uint64_t want = AGENT_RESTART_FLOOR_MS;
+    for (int attempt = 1; attempt <= 14; attempt++) {
+        fail_group(EXITED(1));
+        assert_int_equal(ag.attempt, attempt);
+        assert_int_equal(fx.restart_delay_ms, want);
+        fire_restart_timer();
+        ag.nfailures = 0;
+        want = want * 2 > AGENT_RESTART_CAP_MS ? AGENT_RESTART_CAP_MS : want * 2;
+    }
+    assert_int_equal(fx.restart_delay_ms, AGENT_RESTART_CAP_MS);
+}
+
+/* A worker killed by SIGTERM that the agent did not send: the job-wide signal may follow. */
+static void test_external_term_waits(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    fail_group(SIGNALED(SIGTERM));
+    assert_int_equal(ag.nfailures, 1);
+    assert_int_equal(fx.restart_delay_ms, AGENT_EXTERNAL_TERM_GRACE_MS);
+    /* The signal arrives during the delay: no restart, the job ends by it. */
+    ag.stop_signal = SIGTERM;
+    agent__event(&ag, EV_SIGNAL, NULL);
+    assert_int_equal(fx.restart_timer_stopped, 1);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.result.signal, SIGTERM);
+    assert_int_equal(fx.group_starts, 0);
+}
+
+/* A program that cannot be executed fails the same way again: no restart, whatever is left. */
+static void test_exec_failure_not_retried(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    workers[0].exec_errno = ENOENT;
+    job.max_restarts = 5;
+    fail_group(EXITED(127));
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(fx.restart_timer_started, 0);
+    assert_int_equal(fx.summaries, 1);
+    assert_int_equal(ag.result.exec_errno, ENOENT);
+    assert_int_equal(ag.result.failed, 0);
+}
+
+/* Workers the agent stopped (SIGTERM, SIGKILL, the stop signal, or their shell's 143/137) are
+ * not failures of their own; any other end is. */
+static void test_note_failure_filters(void **state) {
+    (void)state;
+    static const struct {
+        int status, recorded;
+    } cases[] = {
+        {SIGNALED(SIGTERM), 0}, {SIGNALED(SIGKILL), 0}, {SIGNALED(SIGINT), 1},  {EXITED(143), 0},
+        {EXITED(137), 0},       {EXITED(1), 1},         {SIGNALED(SIGSEGV), 1}, {EXITED(130), 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int st = SUP_STOPPING; st <= SUP_SHUTDOWN; st++) {
+            agent_worker_t *w = setup((agent_sup_state_t)st, 0, 1, cases[i].status);
+            agent__event(&ag, EV_WORKER_FAIL, w);
+            if (ag.nfailures != cases[i].recorded)
+                print_error("case %zu in %s\n", i, state_names[st]);
+            assert_int_equal(ag.nfailures, cases[i].recorded);
+            assert_int_equal(ag.state, st);
+            assert_int_equal(fx.nsigs, 0);
+        }
+    }
+    /* The signal that started a shutdown is the agent's too (SIGINT forwarded on Ctrl-C). */
+    agent_worker_t *w = setup(SUP_SHUTDOWN, 0, 1, SIGNALED(SIGINT));
+    ag.stop_signal = SIGINT;
+    agent__event(&ag, EV_WORKER_FAIL, w);
+    assert_int_equal(ag.nfailures, 0);
+}
+
+/* The shutdown timer: armed with --shutdown_timeout, SIGKILL when it runs out, stopped once the
+ * group is down. */
+static void test_shutdown_timer(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    job.shutdown_timeout_ms = 1234;
+    ag.stop_signal = SIGINT;
+    agent__event(&ag, EV_SIGNAL, NULL);
+    assert_int_equal(ag.state, SUP_SHUTDOWN);
+    assert_int_equal(fx.nsigs, 1);
+    assert_int_equal(fx.sigs[0], SIGINT);
+    assert_int_equal(fx.kill_timer_started, 1);
+    assert_int_equal(fx.kill_timer_ms, 1234);
+    agent__on_kill_timer(&ag.kill_timer);
+    assert_int_equal(fx.nsigs, 2);
+    assert_int_equal(fx.sigs[1], SIGKILL);
+    assert_int_equal(ag.state, SUP_SHUTDOWN);
+    ag.running = 0;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(fx.kill_timer_stopped, 1);
+    assert_int_equal(ag.result.signal, SIGINT);
+    assert_int_equal(ag.result.failed, 0);
+    assert_int_equal(fx.summaries, 0);
+}
+
+/* Without the timer a worker ignoring SIGTERM would hold the job: SIGKILL at once instead. */
+static void test_kill_timer_unavailable(void **state) {
+    (void)state;
+    agent_worker_t *w = setup(SUP_RUNNING, 0, 1, EXITED(1));
+    timer_start_rc = UV_ENOMEM;
+    agent__event(&ag, EV_WORKER_FAIL, w);
+    assert_int_equal(ag.state, SUP_STOPPING);
+    assert_int_equal(fx.nsigs, 2);
+    assert_int_equal(fx.sigs[0], SIGTERM);
+    assert_int_equal(fx.sigs[1], SIGKILL);
+}
+
+/* A restart that cannot be scheduled or started ends the run with the agent's error. */
+static void test_restart_failures(void **state) {
+    (void)state;
+    setup(SUP_STOPPING, 0, 0, EXITED(1));
+    ag.failures[ag.nfailures++].rank = 0;
+    timer_start_rc = UV_ENOMEM;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.error, UV_ENOMEM);
+
+    setup(SUP_STOPPING, 0, 0, EXITED(1));
+    ag.failures[ag.nfailures++].rank = 0;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    group_start_rc = -EAGAIN;
+    fire_restart_timer();
+    assert_int_equal(fx.group_starts, 1);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.error, -EAGAIN);
+    assert_int_equal(fx.sigs[fx.nsigs - 1], SIGKILL);
+}
+
+/* A termination signal in every state: forwarded while workers run, the end of the job when none
+ * does, SIGKILL when it is the second one, nothing once the loop winds down. */
+static void test_signal_in_every_state(void **state) {
+    (void)state;
+    for (int st = 0; st < SUP_NSTATES; st++) {
+        for (int running = 0; running <= 1; running++) {
+            setup((agent_sup_state_t)st, st == SUP_JOINING || st == SUP_BARRIER, running, 0);
+            ag.stop_signal = SIGHUP;
+            agent__event(&ag, EV_SIGNAL, NULL);
+            switch (st) {
+            case SUP_RUNNING:
+            case SUP_STOPPING:
+            case SUP_JOINING:
+            case SUP_BARRIER:
+                assert_int_equal(fx.restart_timer_stopped, 1);
+                if (running) {
+                    assert_int_equal(ag.state, SUP_SHUTDOWN);
+                    assert_int_equal(fx.nsigs, 1);
+                    assert_int_equal(fx.sigs[0], SIGHUP);
+                    assert_int_equal(fx.kill_timer_started, 1);
+                } else {
+                    assert_int_equal(ag.state, SUP_DONE);
+                    assert_int_equal(ag.result.signal, SIGHUP);
+                    assert_int_equal(fx.nsigs, 0);
+                    assert_int_equal(fx.loop_shutdowns, 1);
+                }
+                break;
+            case SUP_SHUTDOWN:
+                assert_int_equal(ag.state, SUP_SHUTDOWN);
+                assert_int_equal(fx.nsigs, 1);
+                assert_int_equal(fx.sigs[0], SIGKILL);
+                break;
+            default:
+                assert_int_equal(ag.state, SUP_DONE);
+                assert_int_equal(fx.nsigs, 0);
+                assert_int_equal(fx.loop_shutdowns, 0);
+                break;
+            }
+        }
+    }
+}
+
+/* Multi-node: a failure is reported to the rendezvous, which decides about restarts. */
+static void test_multi_node_failure_reported(void **state) {
+    (void)state;
+    agent_worker_t *w = setup(SUP_RUNNING, 1, 1, SIGNALED(SIGSEGV));
+    w->rank = 5;
+    agent__event(&ag, EV_WORKER_FAIL, w);
+    assert_int_equal(fx.rdzv_reports, 1);
+    assert_string_equal(fx.rdzv_what, "rank 5 (node7) killed by SIGSEGV");
+    workers[1].state = WORKER_EXITED;
+    workers[1].status = SIGNALED(SIGTERM);
+    ag.running = 0;
+    agent__event(&ag, EV_WORKER_FAIL, &workers[1]);
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_JOINING);
+    assert_int_equal(fx.rdzv_joins, 1);
+    assert_int_equal(fx.restart_timer_started, 0);
+    /* The next round: the failure list starts empty. */
+    agent__event(&ag, EV_JOINED, NULL);
+    assert_int_equal(ag.state, SUP_RUNNING);
+    assert_int_equal(ag.nfailures, 0);
+    assert_int_equal(fx.group_starts, 1);
+
+    w = setup(SUP_RUNNING, 1, 1, EXITED(7));
+    agent__event(&ag, EV_WORKER_FAIL, w);
+    assert_string_equal(fx.rdzv_what, "rank 0 (node7) exited with code 7");
+}
+
+/* The round ends with nothing running: straight to the next JOIN. */
+static void test_round_end_group_down(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 1, 0, 0);
+    agent__event(&ag, EV_ROUND_END, NULL);
+    assert_int_equal(ag.state, SUP_JOINING);
+    assert_int_equal(fx.rdzv_joins, 1);
+    assert_int_equal(fx.nsigs, 0);
+}
+
+/* The rendezvous refuses us: exit 1, with the summary when a worker failed. */
+static void test_rdzv_failure_paths(void **state) {
+    (void)state;
+    setup(SUP_JOINING, 1, 0, 0);
+    ag.failures[ag.nfailures++].rank = 3;
+    agent__event(&ag, EV_RDZV_ERROR, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(ag.result.signal, 0);
+    assert_int_equal(fx.summaries, 1);
+
+    /* With workers running: stopped first, then the same end once they are down. */
+    setup(SUP_RUNNING, 1, 2, 0);
+    agent__event(&ag, EV_RDZV_ERROR, NULL);
+    assert_int_equal(ag.state, SUP_SHUTDOWN);
+    assert_int_equal(ag.stop_signal, SIGTERM);
+    ag.running = 0;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(fx.summaries, 0);
+
+    /* A first group that cannot start leaves nothing to wait for. */
+    setup(SUP_JOINING, 1, 0, 0);
+    group_start_rc = -EMFILE;
+    agent__event(&ag, EV_JOINED, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(ag.fatal, 1);
+}
+
+/* Success on one node ends the run; on several it waits at the exit barrier first. */
+static void test_success_paths(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 0, 0);
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.result.failed, 0);
+    assert_int_equal(ag.result.signal, 0);
+    assert_int_equal(ag.error, 0);
+
+    setup(SUP_RUNNING, 1, 0, 0);
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_BARRIER);
+    assert_int_equal(fx.barriers, 1);
+    agent__event(&ag, EV_BARRIER_DONE, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.result.failed, 0);
+}
+
+/* A worker that somehow still runs when its attempt ends is killed with its process group. */
+static void test_sweep_kills_running_groups(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 0, 0);
+    workers[1].state = WORKER_RUNNING;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(fx.pg_kills, 1);
+    assert_int_equal(fx.adopted_kills, 1);
+}
+
+int main(void) {
+    ddp_log_init("agent", DDP_LOG_ERROR);
+    ddp_log_set_level(DDP_LOG_ERROR - 1); /* the actions' log lines are not under test */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_cell_one_node),
+        cmocka_unit_test(test_every_cell_multi_node),
+        cmocka_unit_test(test_max_restarts_spent),
+        cmocka_unit_test(test_no_restarts),
+        cmocka_unit_test(test_restart_delays),
+        cmocka_unit_test(test_external_term_waits),
+        cmocka_unit_test(test_exec_failure_not_retried),
+        cmocka_unit_test(test_note_failure_filters),
+        cmocka_unit_test(test_shutdown_timer),
+        cmocka_unit_test(test_kill_timer_unavailable),
+        cmocka_unit_test(test_restart_failures),
+        cmocka_unit_test(test_signal_in_every_state),
+        cmocka_unit_test(test_multi_node_failure_reported),
+        cmocka_unit_test(test_round_end_group_down),
+        cmocka_unit_test(test_rdzv_failure_paths),
+        cmocka_unit_test(test_success_paths),
+        cmocka_unit_test(test_sweep_kills_running_groups),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
