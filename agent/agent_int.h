@@ -132,6 +132,9 @@ struct agent {
     int master_port;
     int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
     pid_t guard_pid;
+    /* The job's cgroup v2 (agent/cgroup.c); "" when there is none. */
+    char cgroup_dir[PATH_MAX];
+    int cgroup_procs_fd; /* its cgroup.procs, written by each worker before exec; or -1 */
 };
 
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
@@ -203,5 +206,24 @@ int agent__guard_start(agent_t *a);
 void agent__guard_update(agent_t *a, pid_t pgid, int add);
 /* guard.c: closes the pipe; the guard exits (and is reaped by the SIGCHLD handler). */
 void agent__guard_stop(agent_t *a);
+
+/* cgroup.c: creates the job's cgroup (a->cgroup_dir) for the workers to move into, unless
+ * DDPRUN_CGROUP=0 or none can be made here; then says why once at -v (info). Returns 0, or a
+ * negative code when the job runs without one (not an error: the job goes on). */
+int agent__cgroup_start(agent_t *a);
+/* cgroup.c: SIGKILLs every process in the job's cgroup (cgroup.kill), if there is one. */
+void agent__cgroup_kill(agent_t *a);
+/* cgroup.c: kills what is left in the job's cgroup, waits (bounded) for it to empty and removes
+ * it. Logs a failure; the agent has no cgroup afterwards. */
+void agent__cgroup_stop(agent_t *a);
+/* cgroup.c: writes cgroup.kill of the cgroup at dir. Returns 0 or -errno. Allocates nothing (the
+ * orphan guard calls it). */
+int agent__cgroup_kill_dir(const char *dir);
+/* cgroup.c: kills the cgroup at dir, waits (bounded) for it to empty and removes it with the
+ * cgroups below it. Returns 0 (also when dir is already gone) or -errno / -ETIMEDOUT. */
+int agent__cgroup_remove_dir(const char *dir);
+
+/* agent.c: removes the tree at path (the private run directory; nothing else). */
+void agent__remove_tree(const char *path);
 
 #endif

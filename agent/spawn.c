@@ -195,9 +195,11 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
 typedef struct child_args {
     agent_t *a;
     int out_fd, err_fd;
+    int cgroup_fd; /* the job cgroup's cgroup.procs, or -1 */
     pid_t parent;
     char *const *envp;
     volatile int exec_errno;
+    volatile int cgroup_errno; /* moving into the job's cgroup failed */
 } child_args_t;
 
 /* The child side: async-signal-safe calls only, and no write to memory but the args' exec_errno
@@ -214,6 +216,11 @@ static int child_main(void *arg) {
         if (sig != SIGKILL && sig != SIGSTOP)
             sigaction(sig, &dfl, NULL);
     setpgid(0, 0);
+    /* Into the job's cgroup before anything of the program runs: whatever it starts, wherever
+     * that goes (setsid, double fork), is born there and is killed with the cgroup. "0" moves
+     * the writer itself. */
+    if (c->cgroup_fd >= 0 && write(c->cgroup_fd, "0", 1) != 1)
+        c->cgroup_errno = errno;
     /* If the agent dies (even by SIGKILL), the worker dies with it. The getppid check closes the
      * race where the agent died before prctl ran. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -306,7 +313,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     /* posix_spawn's technique: clone(CLONE_VM | CLONE_VFORK) copies no page tables and resumes
      * the agent once the child has exec'd. Signals stay blocked across it so that no libuv
      * handler runs in the child before it resets them; the child clears its mask before exec. */
-    child_args_t args = {a, out.child_fd, err.child_fd, getpid(), envp, 0};
+    child_args_t args = {a, out.child_fd, err.child_fd, a->cgroup_procs_fd, getpid(), envp, 0, 0};
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
@@ -328,6 +335,13 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     w->exec_errno = args.exec_errno;
     a->running++;
     agent__guard_update(a, pid, 1);
+    if (args.cgroup_errno != 0) {
+        /* The others would fail the same way: they run without it, as where there is none. */
+        DDP_WARN("unable to move rank %d into cgroup %s: %s; running the job without it", w->rank,
+                 a->cgroup_dir, strerror(args.cgroup_errno));
+        close(a->cgroup_procs_fd);
+        a->cgroup_procs_fd = -1;
+    }
     if (w->exec_errno != 0)
         DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank, strerror(w->exec_errno));
 
@@ -402,6 +416,9 @@ int agent__group_start(agent_t *a) {
 }
 
 void agent__group_signal(agent_t *a, int sig) {
+    /* SIGKILL is for everything of the job: the cgroup has also what left the groups. */
+    if (sig == SIGKILL)
+        agent__cgroup_kill(a);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         if (w->state == WORKER_RUNNING && kill(-w->pid, sig) < 0 && errno == ESRCH)

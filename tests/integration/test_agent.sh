@@ -192,6 +192,83 @@ kill -KILL "$(child_pid $pid)"
 { wait $pid; } 2>/dev/null
 check "SIGKILL of ddprun: no worker or grandchild survives" no_leftovers 3
 
+# 10b. The job's cgroup v2: a grandchild that left the process group (fork, setsid, fork: a
+# daemon) dies with a SIGKILLed ddprun, and the cgroup goes too. Needs a cgroup v2 hierarchy where
+# this shell may create a cgroup below its own (root, or a delegated subtree) with cgroup.kill.
+cg_mnt=$(awk '$4 == "/" { for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i+1) == "cgroup2") print $5; break } }' \
+    /proc/self/mountinfo | head -1)
+cg_own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+[ "$cg_own" = / ] && cg_own=
+cg_why=
+if [ -z "$cg_mnt" ]; then cg_why="no cgroup v2 hierarchy mounted"
+elif ! mkdir "$cg_mnt$cg_own/ddptest-probe-$$" 2>/dev/null; then
+    cg_why="cannot create a cgroup under $cg_mnt$cg_own (not root, not delegated)"
+else
+    [ -e "$cg_mnt$cg_own/ddptest-probe-$$/cgroup.kill" ] || cg_why="no cgroup.kill (Linux < 5.14)"
+    rmdir "$cg_mnt$cg_own/ddptest-probe-$$"
+fi
+# daemon_gone PIDFILE...: true when every recorded daemon pid is gone (or a zombie) within 5 s.
+daemons_gone() {
+    local i f p alive
+    for i in $(seq 250); do
+        alive=0
+        for f in "$@"; do
+            p=$(cat "$f" 2>/dev/null) || continue
+            [ -d /proc/$p ] && [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" != Z ] && alive=1
+        done
+        [ $alive -eq 0 ] && return 0
+        sleep 0.02
+    done
+    return 1
+}
+if [ -z "$cg_why" ]; then
+    d=$TMP/cgkill; mkdir -p "$d"
+    FW_DIR=$d FW_DAEMON=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone \
+        --nproc_per_node=2 "$FW" >"$TMP/cgkill.out" 2>&1 &
+    pid=$!
+    wait_for_files "$d/daemon.0.0" "$d/daemon.1.0"
+    dp=$(child_pid $pid)
+    grep -qx "0::$cg_own/ddprun-$dp" "/proc/$(cat "$d/pid.0.0")/cgroup" && \
+        grep -qx "0::$cg_own/ddprun-$dp" "/proc/$(cat "$d/daemon.1.0")/cgroup"
+    verdict "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>"
+    kill -KILL "$dp"
+    { wait $pid; } 2>/dev/null
+    check "cgroup v2: SIGKILL of ddprun: a setsid'ed, double-forked grandchild is gone" \
+        daemons_gone "$d/daemon.0.0" "$d/daemon.1.0"
+    for i in $(seq 250); do [ -d "$cg_mnt$cg_own/ddprun-$dp" ] || break; sleep 0.02; done
+    check "cgroup v2: the guard removes the job's cgroup" [ ! -d "$cg_mnt$cg_own/ddprun-$dp" ]
+    check "nothing left after SIGKILL (cgroup)" no_leftovers 3
+else
+    skip "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>" "$cg_why"
+    skip "cgroup v2: SIGKILL of ddprun: a setsid'ed, double-forked grandchild is gone" "$cg_why"
+    skip "cgroup v2: the guard removes the job's cgroup" "$cg_why"
+fi
+
+# 10c. DDPRUN_CGROUP=0: no cgroup (said once at -v); process groups, PDEATHSIG, the subreaper and
+# the guard still clean up: a grandchild in the worker's group dies with a SIGKILLed ddprun, and
+# a daemon is killed when the group ends.
+d=$TMP/nocg; mkdir -p "$d"
+DDPRUN_CGROUP=0 FW_DIR=$d FW_CHILD=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" -v --standalone \
+    --nproc_per_node=2 "$FW" >"$TMP/nocg.out" 2>&1 &
+pid=$!
+wait_for_files "$d/pid.0.0" "$d/pid.1.0"
+dp=$(child_pid $pid)
+sleep 0.2
+! grep -q "/ddprun-$dp\$" "/proc/$(cat "$d/pid.0.0")/cgroup"
+verdict "DDPRUN_CGROUP=0: the worker stays in ddprun's cgroup"
+kill -KILL "$dp"
+{ wait $pid; } 2>/dev/null
+check "DDPRUN_CGROUP=0: SIGKILL of ddprun: workers and their group's children are gone" \
+    no_leftovers 3
+[ "$(grep -c "no job cgroup (DDPRUN_CGROUP=0)" "$TMP/nocg.out")" = 1 ]
+verdict "DDPRUN_CGROUP=0: -v says once that there is no job cgroup and why"
+d=$TMP/nocgd; mkdir -p "$d"
+DDPRUN_CGROUP=0 FW_DIR=$d FW_DAEMON=1 FW_SLEEP_MS=300 run_ddprun "$TMP/nocgd.out" --standalone \
+    --nproc_per_node=2 "$FW"; rc=$?
+[ $rc -eq 0 ] && daemons_gone "$d/daemon.0.0" "$d/daemon.1.0"
+verdict "DDPRUN_CGROUP=0: a daemon of a worker is killed when the group ends (exit 0)"
+check "nothing left after DDPRUN_CGROUP=0 runs" no_leftovers 1
+
 # 11. A worker's child that outlives it is not left behind.
 FW_CHILD=1 FW_SLEEP_MS=200 run_ddprun "$TMP/orphan.out" --standalone --nproc_per_node=2 "$FW"
 check "orphaned grandchildren are cleaned up" no_leftovers
