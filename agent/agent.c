@@ -45,6 +45,7 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
     w->out = w->err = NULL;
     a->running--;
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    agent__error_file_bound(w->error_file);
     if (ok) {
         DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
     } else if (WIFSIGNALED(status)) {

@@ -16,6 +16,8 @@
 
 /* A line longer than this is written out in pieces rather than buffered further. */
 #define AGENT_MAX_LINE 65536
+/* The most of a worker's error file the agent reads; a larger one is cut (agent/errfile.c). */
+#define AGENT_ERROR_FILE_MAX 65536
 /* First restart waits this long; each further restart doubles it, up to the cap. */
 #define AGENT_RESTART_FLOOR_MS 1
 #define AGENT_RESTART_CAP_MS 2000
@@ -222,6 +224,10 @@ int agent__cgroup_kill_dir(const char *dir);
 /* cgroup.c: kills the cgroup at dir, waits (bounded) for it to empty and removes it with the
  * cgroups below it. Returns 0 (also when dir is already gone) or -errno / -ETIMEDOUT. */
 int agent__cgroup_remove_dir(const char *dir);
+
+/* errfile.c: rewrites the error file at path, when it is larger than AGENT_ERROR_FILE_MAX, as a
+ * valid PyTorch-format file holding the start of its text and its size. Logs a failure. */
+void agent__error_file_bound(const char *path);
 
 /* agent.c: removes the tree at path (the private run directory; nothing else). */
 void agent__remove_tree(const char *path);

@@ -7,6 +7,7 @@
  *   FW_EXIT=n            exit with n after FW_DELAY_MS
  *   FW_SIGNAL=n          raise signal n after FW_DELAY_MS
  *   FW_ERROR=msg         write TORCHELASTIC_ERROR_FILE (PyTorch format) before failing
+ *   FW_ERROR_PAD=bytes   make that file's traceback that many bytes longer
  *   FW_DELAY_MS=ms       before failing (default 0)
  *   FW_SLEEP_MS=ms       how long the other ranks (or all, without a failure) run; default 0
  *   FW_QUICK_RANK=r      rank r exits 0 at once (the others keep running)
@@ -207,9 +208,12 @@ int main(int argc, char **argv) {
                 fprintf(f,
                         "{\"message\": {\"message\": \"RuntimeError: %s\", \"extraInfo\": "
                         "{\"py_callstack\": \"Traceback (most recent call last):\\n  File "
-                        "\\\"train.py\\\", line 1\\nRuntimeError: %s\\n\", \"timestamp\": "
-                        "\"%ld\"}}}\n",
-                        msg, msg, (long)time(NULL));
+                        "\\\"train.py\\\", line 1\\n",
+                        msg);
+                for (long pad = env_int("FW_ERROR_PAD", 0); pad > 0; pad -= 64)
+                    fputs("  File \\\"deep.py\\\", line 2, in recurse ................\\n", f);
+                fprintf(f, "RuntimeError: %s\\n\", \"timestamp\": \"%ld\"}}}\n", msg,
+                        (long)time(NULL));
                 fclose(f);
             }
         }

@@ -11,6 +11,8 @@ run_ddprun() {
     local out=$1; shift
     timeout -k 5 30 "$DDPRUN" "$@" >"$out" 2>&1
 }
+# wait_for_files F1 F2: waits (up to 4 s) until both files exist.
+wait_for_files() { local i; for i in $(seq 200); do [ -f "$1" ] && [ -f "$2" ] && return 0; sleep 0.02; done; return 1; }
 
 # 1. The full torchrun environment reaches every worker.
 d=$TMP/env; mkdir -p "$d"
@@ -64,6 +66,50 @@ check "summary shows the error file's message" grep -q "RuntimeError: loss is Na
 check "summary says FAILED" grep -q "FAILED" "$TMP/fail.out"
 check "the other workers were stopped (no leftovers)" no_leftovers
 
+# 3b. Nothing of a run stays in its private run directory's place (/dev/shm without TMPDIR),
+# however ddprun ends; a huge error file is cut to the 64 KiB the agent reads. The run directory
+# is found from the error file path the worker got; only that directory is ever removed here.
+# run_dir_of DIR: the run directory of the worker that wrote DIR/env.0.0.
+run_dir_of() { dirname "$(sed -n 's/^TORCHELASTIC_ERROR_FILE=//p' "$1/env.0.0" 2>/dev/null)"; }
+# gone_within DIR: true when DIR disappears within 5 s; else removes it (ours) and fails.
+gone_within() {
+    local i
+    for i in $(seq 250); do [ -e "$1" ] || return 0; sleep 0.02; done
+    case $1 in */ddprun-*) rm -rf "$1" ;; esac
+    return 1
+}
+d=$TMP/shmfail; mkdir -p "$d"
+(unset TMPDIR; FW_DIR=$d FW_RANK=1 FW_EXIT=3 FW_ERROR="loss is NaN" FW_ERROR_PAD=2000000 \
+    FW_SLEEP_MS=20000 run_ddprun "$TMP/shmfail.out" --standalone --nproc_per_node=2 "$FW"); rc=$?
+rd=$(run_dir_of "$d")
+case $rd in /dev/shm/ddprun-*|/tmp/ddprun-*) ;; *) rd=; esac
+[ $rc -eq 1 ] && [ -n "$rd" ] && gone_within "$rd"
+verdict "failed run: its run directory ($rd) is removed"
+grep -q "RuntimeError: loss is NaN" "$TMP/shmfail.out" && \
+    grep -qE "error file of [0-9]+ bytes: only its first 16384 are kept" "$TMP/shmfail.out"
+verdict "a 2 MB error file: the summary shows its start and says it was cut"
+d=$TMP/shmbig; mkdir -p "$d"
+FW_DIR=$d FW_EXIT=3 FW_ERROR="too long" FW_ERROR_PAD=2000000 run_ddprun "$TMP/shmbig.out" \
+    --standalone --nproc_per_node=1 --log_dir "$TMP/shmbiglogs" "$FW"
+sz=$(stat -c %s "$TMP/shmbiglogs/attempt_0/0/error.json" 2>/dev/null || echo missing)
+[ "$sz" != missing ] && [ "$sz" -le 65536 ]
+verdict "an error file over 64 KiB is cut when its worker exits ($sz bytes left)"
+for how in TERM KILL; do
+    d=$TMP/shm$how; mkdir -p "$d"
+    (unset TMPDIR; FW_DIR=$d FW_SLEEP_MS=20000 exec timeout -k 5 30 "$DDPRUN" --standalone \
+        --nproc_per_node=2 "$FW" >"$TMP/shm$how.out" 2>&1) &
+    pid=$!
+    wait_for_files "$d/argv.0.0" "$d/pid.1.0"
+    rd=$(run_dir_of "$d")
+    case $rd in /dev/shm/ddprun-*|/tmp/ddprun-*) ;; *) rd=; esac
+    [ -n "$rd" ] && [ -d "$rd" ]; present=$?
+    kill -$how "$(child_pid $pid)"
+    { wait $pid; } 2>/dev/null
+    [ $present -eq 0 ] && gone_within "$rd"
+    verdict "SIG$how of ddprun: its run directory ($rd) is removed"
+done
+check "nothing left after the run directory checks" no_leftovers 3
+
 # 4. A worker killed by a signal is named in the summary.
 FW_RANK=0 FW_SIGNAL=9 FW_SLEEP_MS=20000 \
     run_ddprun "$TMP/sig.out" --standalone --nproc_per_node=2 "$FW"; rc=$?
@@ -91,7 +137,6 @@ d=$TMP/term; mkdir -p "$d"
 FW_DIR=$d FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" \
     >"$TMP/term.out" 2>&1 &
 pid=$!
-wait_for_files() { local i; for i in $(seq 200); do [ -f "$1" ] && [ -f "$2" ] && return 0; sleep 0.02; done; return 1; }
 wait_for_files "$d/pid.0.0" "$d/pid.1.0"
 sleep 0.1
 kill -TERM "$(child_pid $pid)"
