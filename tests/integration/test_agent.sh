@@ -504,6 +504,18 @@ rc2=$?
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(grep -c 'from rank' "$TMP/closed2.out")" = 4 ]
 verdict "stdout or stderr closed at start: ddprun runs the job, exit 0 ($rc1, $rc2)"
 
+# 16d. ddprun's stdout is a pipe whose reader leaves (`ddprun ... yes | head -1`): the workers'
+# writes end as they would without ddprun (EPIPE/SIGPIPE), and stderr says why.
+for tee in "" "--tee 3"; do
+    first=$( { timeout -k 5 20 "$DDPRUN" --standalone --nproc_per_node=2 $tee /usr/bin/yes \
+        2>"$TMP/yes.err"; echo $? >"$TMP/yes.rc"; } | head -1)
+    rcs=$(cat "$TMP/yes.rc")
+    [ "$rcs" != 124 ] && [ "$rcs" != 137 ] && case $first in y|"[default"[01]"]:y") true ;; *) false ;; esac \
+        && grep -q "stdout is a closed pipe" "$TMP/yes.err"
+    verdict "ddprun ${tee:+$tee }yes | head -1 ends (ddprun exit $rcs), stderr says why"
+done
+check "nothing left after the closed pipe" no_leftovers
+
 # 16. Python targets: .py runs under python3 -u; -m runs a module.
 if command -v python3 >/dev/null; then
     mkdir -p "$TMP/py/pkg"
