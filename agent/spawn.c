@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +102,39 @@ int agent__base_env_build(agent_t *a) {
     return rc;
 }
 
+/* Nonzero for the codes that mean a limit of the process or the machine ran out. */
+static int is_exhaustion(int rc) {
+    return rc == -EMFILE || rc == -ENFILE || rc == -EAGAIN || rc == -ENOMEM;
+}
+
+/* The one line for worker w that could not start because a resource ran out (rc), naming the
+ * resource, its limit and what to do. */
+static void exhaustion_log(agent_t *a, agent_worker_t *w, int rc) {
+    struct rlimit rl;
+    int res = rc == -EMFILE ? RLIMIT_NOFILE : rc == -EAGAIN ? RLIMIT_NPROC : -1;
+    char limit[64] = "";
+    if (res >= 0 && getrlimit(res, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(limit, sizeof limit, " (%s unlimited)", res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC");
+        else
+            snprintf(limit, sizeof limit, " (%s %llu)", res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC",
+                     (unsigned long long)rl.rlim_cur);
+    }
+    int n = w->local_rank + 1;
+    if (rc == -EMFILE)
+        DDP_ERROR("too many open files starting worker %d of %d%s: raise `ulimit -n`", n, a->nproc,
+                  limit);
+    else if (rc == -ENFILE)
+        DDP_ERROR("too many open files on this machine starting worker %d of %d "
+                  "(fs.file-max): close files or raise it",
+                  n, a->nproc);
+    else if (rc == -EAGAIN)
+        DDP_ERROR("too many processes starting worker %d of %d%s: raise `ulimit -u`", n, a->nproc,
+                  limit);
+    else
+        DDP_ERROR("out of memory starting worker %d of %d", n, a->nproc);
+}
+
 /* Opens path for appending worker output. Returns the fd or -errno. */
 static int open_log(const char *dir, const char *name) {
     char path[PATH_MAX];
@@ -108,7 +142,9 @@ static int open_log(const char *dir, const char *name) {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
-        DDP_ERROR("unable to open %s: %s", path, strerror(e));
+        /* Running out of a resource is said once by worker_spawn, naming the limit. */
+        if (!is_exhaustion(-e))
+            DDP_ERROR("unable to open %s: %s", path, strerror(e));
         return -e;
     }
     return fd;
@@ -177,14 +213,18 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
             return p->file_fd;
     }
     p->console = rank_shown(job, w->local_rank) ? std : -1;
-    if (p->console < 0 && p->file_fd < 0) {
-        p->child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        return p->child_fd < 0 ? -errno : 0;
+    int fds[2] = {-1, -1};
+    if (p->console < 0 && p->file_fd < 0)
+        fds[1] = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    else if (pipe2(fds, O_CLOEXEC) < 0) /* so that lines reach the console whole, tagged */
+        fds[1] = -1;
+    if (fds[1] < 0) {
+        int rc = -errno;
+        if (!is_exhaustion(rc)) /* else worker_spawn says which limit */
+            DDP_ERROR("unable to route the %s of rank %d: %s", std == 1 ? "stdout" : "stderr",
+                      w->rank, strerror(-rc));
+        return rc;
     }
-    /* Through a pipe, so that lines reach the console whole and, with --tee, tagged. */
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return -errno;
     p->pipe_rd = fds[0];
     p->child_fd = fds[1];
     return 0;
@@ -323,7 +363,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         rc = -clone_errno;
-        DDP_ERROR("unable to start worker rank %d: %s", w->rank, strerror(clone_errno));
+        if (!is_exhaustion(rc))
+            DDP_ERROR("unable to start worker rank %d: %s", w->rank, strerror(clone_errno));
         goto fail;
     }
     /* Also from the parent: a signal sent to -pid before the child ran setpgid must not miss
@@ -361,6 +402,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     return 0;
 
 fail:
+    if (is_exhaustion(rc))
+        exhaustion_log(a, w, rc);
     plan_close(&out);
     plan_close(&err);
     free(envp);

@@ -474,6 +474,16 @@ else
     [ $rc -eq 2 ] && grep -qi "no CUDA device" "$TMP/bad5.out"
     verdict "--nproc_per_node=gpu without a GPU -> clear error, exit 2"
 fi
+# 15b. Out of file descriptors part way through starting the group: one line names the resource
+# and its limit, exit non-zero, and the workers already started are stopped.
+(ulimit -n 64; FW_SLEEP_MS=20000 OMP_NUM_THREADS=1 run_ddprun "$TMP/emfile.out" --standalone \
+    --nproc_per_node=200 "$FW"); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l < "$TMP/emfile.out")" = 1 ] && grep -qE \
+    'too many open files starting worker [0-9]+ of 200 \(RLIMIT_NOFILE 64\): raise `ulimit -n`$' \
+    "$TMP/emfile.out"
+verdict "ulimit -n 64 and 200 workers: one line naming RLIMIT_NOFILE 64, exit $rc"
+check "nothing left after running out of file descriptors" no_leftovers 3
+
 check "bad input started nothing" no_leftovers 1
 
 # 16a. A program that passes the up-front checks but cannot be exec'd: no restart, exit 126.
