@@ -48,6 +48,7 @@ typedef struct agent_stream {
     int detached; /* the console is a closed pipe: the worker's pipe was closed early */
     int finished; /* agent__stream_finish ran: the worker no longer points here */
     int closed;   /* the close callback ran (s stays allocated until finished) */
+    int cut;      /* the console got the start of a line too long to hold; the rest follows */
 } agent_stream_t;
 
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;

@@ -76,26 +76,42 @@ static int line_matches(char *const *filters, const uint8_t *p, size_t n) {
     return 0;
 }
 
-/* Emits one line (with its terminator, if any) to the file and the console. */
+static int is_line_end(uint8_t c) {
+    return c == '\n' || c == '\r';
+}
+
+/* Emits one line with its terminator, or the start of a line too long to hold (no terminator), to
+ * the file as it is and to the console in pieces of at most AGENT_MAX_LINE bytes, each ending in
+ * a line end there (tagged under --tee), so that no other rank's line can land inside one. */
 static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
     if (s->file_fd >= 0)
         write_all(s->file_fd, p, n);
-    if (s->console_fd < 0)
+    if (s->console_fd < 0 || n == 0)
         return;
-    if (!s->tag) {
-        console_write(s, p, n);
+    if (s->cut) {
+        /* The line end of a line whose last piece is already out (ended there): an empty
+         * line of its own on the console would be a line the worker never wrote. */
+        s->cut = 0;
+        if (n <= 2 && is_line_end(p[0]) && is_line_end(p[n - 1]))
+            return;
+    }
+    if (!s->tag && n <= AGENT_MAX_LINE && is_line_end(p[n - 1])) {
+        console_write(s, p, n); /* the common case: one whole line, as it is */
         return;
     }
     int dup = s->dup_fd >= 0 && line_matches(s->filters, p, n);
-    /* One buffer, one write: tag and line must reach the terminal together. A line longer
-     * than the buffer goes out as several tagged pieces. */
-    static uint8_t out[AGENT_PREFIX_MAX + AGENT_MAX_LINE + 1];
+    /* One buffer, one write: tag and piece must reach the terminal together. */
+    static uint8_t out[AGENT_PREFIX_MAX + AGENT_MAX_LINE + 3];
     do {
         size_t piece = n < AGENT_MAX_LINE ? n : AGENT_MAX_LINE;
+        /* A line end left on its own would come out as an empty line: it ends this piece. */
+        size_t rest = n - piece;
+        if (rest > 0 && rest <= 2 && is_line_end(p[piece]) && is_line_end(p[n - 1]))
+            piece = n;
         memcpy(out, s->prefix, s->prefix_len);
         memcpy(out + s->prefix_len, p, piece);
         size_t len = s->prefix_len + piece;
-        if (piece < n && out[len - 1] != '\n')
+        if (!is_line_end(out[len - 1]))
             out[len++] = '\n';
         console_write(s, out, len);
         if (s->detached)
@@ -142,11 +158,13 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
         return;
     if (ddp_buf_append(&s->line, p + start, n - start) < 0)
         ddp_buf_reset(&s->line);
-    /* Cap what one stream can make the agent hold: an endless line goes out in pieces. */
-    if (s->line.len >= AGENT_MAX_LINE - 1) {
-        ddp_buf_append(&s->line, "\n", 1);
-        emit(s, s->line.data, s->line.len);
-        ddp_buf_reset(&s->line);
+    /* Cap what one stream can make the agent hold: an endless line goes out in full pieces (the
+     * console sees each piece end; the file gets the bytes as they are), the rest waits. */
+    if (s->line.len >= AGENT_MAX_LINE) {
+        size_t whole = s->line.len - s->line.len % AGENT_MAX_LINE;
+        emit(s, s->line.data, whole);
+        ddp_buf_consume(&s->line, whole);
+        s->cut = 1;
     }
 }
 

@@ -342,6 +342,22 @@ run_ddprun "$TMP/crlf.out" --standalone --nproc_per_node=1 --tee 3 --log_dir "$T
 [ "$(grep -c '^\[default0\]:' "$TMP/crlf.out")" = 4 ] && ! grep -qE '^\[default0\]:\r?$' "$TMP/crlf.out"
 verdict "--tee: CRLF ends one line (4 tagged lines, none empty)"
 
+# 12b'. --tee with lines longer than the 64 KiB the agent holds: they reach the console as tagged
+# pieces, never with an empty tagged line, and the log file gets each line as written. The line
+# end comes in a write of its own (echo), as a program's print often does.
+printf '#!/bin/sh\nfor n in 70000 65536 65535 131073; do head -c $n /dev/zero | tr "\\0" x; echo; done\necho next\n' \
+    > "$TMP/long.sh"
+chmod +x "$TMP/long.sh"
+run_ddprun "$TMP/long.out" --standalone --nproc_per_node=1 --tee 3 --log_dir "$TMP/longlogs" \
+    "$TMP/long.sh"; rc=$?
+xs=$(grep '^\[default0\]:x' "$TMP/long.out" | sed 's/^\[default0\]://' | tr -d '\n' | wc -c)
+[ $rc -eq 0 ] && ! grep -qx '\[default0\]:' "$TMP/long.out" && [ "$xs" = 332144 ] && \
+    grep -qx '\[default0\]:next' "$TMP/long.out"
+verdict "--tee: 70000/65536/65535/131073-byte lines in tagged pieces, no empty line ($xs x)"
+[ "$(awk '{ printf "%d ", length($0) }' "$TMP/longlogs/attempt_0/0/stdout.log")" = \
+    "70000 65536 65535 131073 4 " ]
+verdict "--tee: the log file holds the long lines as written"
+
 # 12c. --log_line_prefix_template: torchrun's macros, rendered per worker; PET_* and torchrun's
 # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE work too.
 host=$(hostname)
