@@ -462,9 +462,19 @@ void agent__group_signal(agent_t *a, int sig) {
     /* SIGKILL is for everything of the job: the cgroup has also what left the groups. */
     if (sig == SIGKILL)
         agent__cgroup_kill(a);
+    /* A stopped process (SIGSTOP, Ctrl-Z, a debugger) acts on a termination signal only once it
+     * runs again: continue the group, or it holds the shutdown for the whole grace period. */
+    int cont = agent__is_termination_signal(sig);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
-        if (w->state == WORKER_RUNNING && kill(-w->pid, sig) < 0 && errno == ESRCH)
-            kill(w->pid, sig); /* not yet its own group leader: signal the process itself */
+        if (w->state != WORKER_RUNNING)
+            continue;
+        pid_t target = -w->pid;
+        if (kill(target, sig) < 0 && errno == ESRCH) {
+            target = w->pid; /* not yet its own group leader: signal the process itself */
+            kill(target, sig);
+        }
+        if (cont)
+            kill(target, SIGCONT);
     }
 }

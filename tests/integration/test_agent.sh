@@ -181,6 +181,22 @@ wait $pid; rc=$?
 [ $rc -eq 143 ] && [ ! -f "$d/pid.0.1" ] && ! grep -q "restarting" "$TMP/extterm.out"
 verdict "workers TERMed just before ddprun: exit 143 and no restart"
 
+# 7c. A stopped worker (SIGSTOP) does not hold the shutdown for --shutdown_timeout: the SIGTERM is
+# followed by SIGCONT, so it acts on it at once. Without that the 30 s timeout outlasts the 15 s
+# bound and timeout(1) makes it 124.
+d=$TMP/stopped; mkdir -p "$d"
+FW_DIR=$d FW_SLEEP_MS=60000 timeout -k 5 15 "$DDPRUN" --standalone --nproc_per_node=2 \
+    --shutdown_timeout=30 "$FW" >"$TMP/stopped.out" 2>&1 &
+pid=$!
+wait_for_files "$d/argv.0.0" "$d/argv.1.0"
+kill -STOP "$(cat "$d/pid.0.0")"
+sleep 0.1
+kill -TERM "$(child_pid $pid)"
+wait $pid; rc=$?
+[ $rc -eq 143 ] && grep -qx TERM "$d/sig.0.0" && grep -qx TERM "$d/sig.1.0"
+verdict "a SIGSTOPped worker gets SIGCONT after SIGTERM: ddprun exits 143 (got $rc)"
+check "nothing left after stopping a stopped worker" no_leftovers 3
+
 # 8. SIGUSR1 in --signals_to_handle is forwarded and the job goes on.
 d=$TMP/usr1; mkdir -p "$d"
 FW_DIR=$d FW_SLEEP_MS=1500 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 \
