@@ -408,7 +408,7 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
     agent_t *a = &agent;
     a->job = job;
     a->guard_fd = -1;
-    a->cgroup_procs_fd = -1;
+    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
     uv_loop_t loop;
     int rc = uv_loop_init(&loop);
     if (rc < 0) {

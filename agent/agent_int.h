@@ -138,9 +138,12 @@ struct agent {
     int master_port;
     int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
     pid_t guard_pid;
-    /* The job's cgroup v2 (agent/cgroup.c); "" when there is none. */
+    /* The job's cgroup v2 (agent/cgroup.c); "" when there is none. Each worker group runs in
+     * a fresh cgroup below it, g<N>. */
     char cgroup_dir[PATH_MAX];
-    int cgroup_procs_fd; /* its cgroup.procs, written by each worker before exec; or -1 */
+    int cgroup_seq;      /* N of the next group's cgroup */
+    int cgroup_procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
+    int cgroup_dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
 };
 
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
@@ -217,6 +220,9 @@ void agent__guard_stop(agent_t *a);
  * DDPRUN_CGROUP=0 or none can be made here; then says why once at -v (info). Returns 0, or a
  * negative code when the job runs without one (not an error: the job goes on). */
 int agent__cgroup_start(agent_t *a);
+/* cgroup.c: makes a fresh cgroup below the job's for the worker group about to start (the
+ * workers start in it); on failure says so and the group runs outside it. */
+void agent__cgroup_group_begin(agent_t *a);
 /* cgroup.c: SIGKILLs every process in the job's cgroup (cgroup.kill), if there is one. */
 void agent__cgroup_kill(agent_t *a);
 /* cgroup.c: kills what is left in the job's cgroup, waits (bounded) for it to empty and removes

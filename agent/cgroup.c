@@ -1,6 +1,6 @@
 /* The job's cgroup v2. Where ddprun may create one (as root, or in a delegated subtree: a writable
- * cgroup of its own, as under systemd's Delegate= or Slurm), every worker moves into
- * <ddprun's cgroup>/ddprun-<pid> before it execs, and the whole cgroup, with whatever left the
+ * cgroup of its own, as under systemd's Delegate= or Slurm), every worker starts in
+ * <ddprun's cgroup>/ddprun-<pid>/g<N>, one fresh cgroup per worker group, and the whole cgroup, with whatever left the
  * workers' process groups (setsid, double fork), is killed through cgroup.kill (Linux >= 5.14):
  * at every group stop, at exit, and by the orphan guard when ddprun itself dies. The cgroup is
  * removed afterwards. Elsewhere (DDPRUN_CGROUP=0, cgroup v1, no write access, an older kernel)
@@ -85,7 +85,7 @@ static int cgroup_make(const char *dir) {
 /* Long: each way of not getting a cgroup has its own reason, said once at -v. */
 int agent__cgroup_start(agent_t *a) {
     a->cgroup_dir[0] = '\0';
-    a->cgroup_procs_fd = -1;
+    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
     char mnt[2048], own[2048], why[512];
     const char *env = getenv("DDPRUN_CGROUP");
     int rc = 0;
@@ -113,12 +113,6 @@ int agent__cgroup_start(agent_t *a) {
         snprintf(why, sizeof why, "no cgroup.kill (Linux < 5.14): %s", strerror(errno));
         goto remove;
     }
-    snprintf(path, sizeof path, "%s/cgroup.procs", a->cgroup_dir);
-    a->cgroup_procs_fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (a->cgroup_procs_fd < 0) {
-        snprintf(why, sizeof why, "unable to open %.256s: %s", path, strerror(errno));
-        goto remove;
-    }
     DDP_DEBUG("workers run in cgroup %s", a->cgroup_dir);
     return 0;
 
@@ -141,6 +135,47 @@ int agent__cgroup_kill_dir(const char *dir) {
     int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
     close(fd);
     return rc;
+}
+
+/* Closes the descriptors of the current group's cgroup. */
+static void leaf_close(agent_t *a) {
+    if (a->cgroup_procs_fd >= 0)
+        close(a->cgroup_procs_fd);
+    if (a->cgroup_dir_fd >= 0)
+        close(a->cgroup_dir_fd);
+    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
+}
+
+/* Long: each step that can fail says which. */
+void agent__cgroup_group_begin(agent_t *a) {
+    if (a->cgroup_dir[0] == '\0')
+        return;
+    char leaf[PATH_MAX + 32], path[PATH_MAX + 64];
+    leaf_close(a);
+    if (a->cgroup_seq > 0) {
+        /* The previous group's cgroup was killed when that group stopped; one that is not empty
+         * yet goes with the job's cgroup at exit. */
+        snprintf(leaf, sizeof leaf, "%s/g%d", a->cgroup_dir, a->cgroup_seq - 1);
+        rmdir(leaf);
+    }
+    /* A fresh cgroup for every group: after cgroup.kill some kernels also kill what is later
+     * cloned into the same cgroup (CLONE_INTO_CGROUP). */
+    snprintf(leaf, sizeof leaf, "%s/g%d", a->cgroup_dir, a->cgroup_seq++);
+    const char *what = leaf;
+    if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        goto fail;
+    snprintf(path, sizeof path, "%s/cgroup.procs", leaf);
+    what = path;
+    if ((a->cgroup_procs_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+        goto fail;
+    what = leaf;
+    if ((a->cgroup_dir_fd = open(leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        goto fail;
+    return;
+fail:
+    DDP_WARN("unable to open %s: %s; this worker group runs outside the job's cgroup", what,
+             strerror(errno));
+    leaf_close(a);
 }
 
 void agent__cgroup_kill(agent_t *a) {
@@ -216,9 +251,7 @@ int agent__cgroup_remove_dir(const char *dir) {
 }
 
 void agent__cgroup_stop(agent_t *a) {
-    if (a->cgroup_procs_fd >= 0)
-        close(a->cgroup_procs_fd);
-    a->cgroup_procs_fd = -1;
+    leaf_close(a);
     if (a->cgroup_dir[0] == '\0')
         return;
     int rc = agent__cgroup_remove_dir(a->cgroup_dir);

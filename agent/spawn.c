@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,81 @@ fail:
  * static stack serves every spawn. */
 static char child_stack[64 * 1024] __attribute__((aligned(64)));
 
+/* clone3(2)'s argument block (linux/sched.h's struct clone_args, up to its cgroup field). */
+struct spawn_clone_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size, cgroup;
+};
+#define SPAWN_CLONE_INTO_CGROUP 0x200000000ULL
+
+#if defined(__x86_64__)
+/* clone3(ca, size) whose child calls fn(arg) on ca->stack and exits with what it returns; glibc
+ * has no clone3 wrapper, and a child on a new stack cannot return through C frames. Returns the
+ * child's pid in the parent, or -errno. fn and arg travel in callee-saved registers, which the
+ * child starts with too. */
+long spawn_clone3_run(struct spawn_clone_args *ca, size_t size, int (*fn)(void *), void *arg);
+__asm__(".text\n"
+        ".type spawn_clone3_run,@function\n"
+        "spawn_clone3_run:\n"
+        "    push %r12\n"
+        "    push %r13\n"
+        "    mov %rdx, %r12\n"
+        "    mov %rcx, %r13\n"
+        "    mov $435, %eax\n" /* SYS_clone3 (rdi, rsi: ca, size) */
+        "    syscall\n"
+        "    test %rax, %rax\n"
+        "    jz 1f\n"
+        "    pop %r13\n"
+        "    pop %r12\n"
+        "    ret\n"
+        "1:  xor %ebp, %ebp\n" /* the child, on the new stack */
+        "    mov %r13, %rdi\n"
+        "    and $-16, %rsp\n"
+        "    call *%r12\n"
+        "    mov %eax, %edi\n"
+        "    mov $60, %eax\n" /* SYS_exit */
+        "    syscall\n"
+        "    hlt\n"
+        ".size spawn_clone3_run, .-spawn_clone3_run\n");
+#endif
+
+/* Starts child_main(args) as clone(CLONE_VM | CLONE_VFORK) does, born in the job's cgroup when
+ * there is one: clone3's CLONE_INTO_CGROUP costs nothing, where moving a process afterwards
+ * (cgroup.procs) waits for an RCU grace period, milliseconds per worker. Where clone3 is missing
+ * (another architecture, an older kernel, a seccomp filter) the child moves itself
+ * (args->cgroup_fd). Returns the pid, or -1 with errno set. */
+static pid_t spawn_clone(agent_t *a, child_args_t *args) {
+#if defined(__x86_64__)
+    static int no_clone3;
+    if (a->cgroup_dir_fd >= 0 && !no_clone3) {
+        struct spawn_clone_args ca = {
+            .flags = CLONE_VM | CLONE_VFORK | SPAWN_CLONE_INTO_CGROUP,
+            .exit_signal = SIGCHLD,
+            .stack = (uint64_t)(uintptr_t)child_stack,
+            .stack_size = sizeof child_stack,
+            .cgroup = (uint64_t)a->cgroup_dir_fd,
+        };
+        int fd = args->cgroup_fd;
+        args->cgroup_fd = -1; /* born there: nothing to move */
+        long rc = spawn_clone3_run(&ca, sizeof ca, child_main, args);
+        if (rc > 0)
+            return (pid_t)rc;
+        if (rc == -EAGAIN || rc == -ENOMEM) {
+            errno = (int)-rc;
+            return -1;
+        }
+        DDP_DEBUG("clone3 into cgroup %s: %s; workers move themselves", a->cgroup_dir,
+                  strerror((int)-rc));
+        no_clone3 = 1;
+        args->cgroup_fd = fd;
+    }
+#else
+    (void)a;
+#endif
+    return clone(child_main, child_stack + sizeof child_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                 args);
+}
+
 /* The worker's directory (dir, cap bytes) and error file, created and emptied for this attempt.
  * Returns 0 or -errno (logged). */
 static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
@@ -357,8 +433,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t pid = clone(child_main, child_stack + sizeof child_stack,
-                      CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    pid_t pid = spawn_clone(a, &args);
     int clone_errno = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
@@ -447,6 +522,7 @@ int agent__group_start(agent_t *a) {
     int frc = filtered_files_reset(a);
     if (frc < 0)
         return frc;
+    agent__cgroup_group_begin(a);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         w->local_rank = i;

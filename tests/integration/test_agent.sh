@@ -289,9 +289,9 @@ if [ -z "$cg_why" ]; then
     pid=$!
     wait_for_files "$d/daemon.0.0" "$d/daemon.1.0"
     dp=$(child_pid $pid)
-    grep -qx "0::$cg_own/ddprun-$dp" "/proc/$(cat "$d/pid.0.0")/cgroup" && \
-        grep -qx "0::$cg_own/ddprun-$dp" "/proc/$(cat "$d/daemon.1.0")/cgroup"
-    verdict "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>"
+    grep -qx "0::$cg_own/ddprun-$dp/g0" "/proc/$(cat "$d/pid.0.0")/cgroup" && \
+        grep -qx "0::$cg_own/ddprun-$dp/g0" "/proc/$(cat "$d/daemon.1.0")/cgroup"
+    verdict "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>/g0"
     kill -KILL "$dp"
     { wait $pid; } 2>/dev/null
     check "cgroup v2: SIGKILL of ddprun: a setsid'ed, double-forked grandchild is gone" \
@@ -300,7 +300,7 @@ if [ -z "$cg_why" ]; then
     check "cgroup v2: the guard removes the job's cgroup" [ ! -d "$cg_mnt$cg_own/ddprun-$dp" ]
     check "nothing left after SIGKILL (cgroup)" no_leftovers 3
 else
-    skip "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>" "$cg_why"
+    skip "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>/g0" "$cg_why"
     skip "cgroup v2: SIGKILL of ddprun: a setsid'ed, double-forked grandchild is gone" "$cg_why"
     skip "cgroup v2: the guard removes the job's cgroup" "$cg_why"
 fi
