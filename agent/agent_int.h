@@ -45,10 +45,10 @@ typedef struct agent_stream {
     size_t prefix_len;
     char *const *filters; /* --duplicate_std{out,err}_filters (borrowed from the spec), or NULL */
     int dup_fd;           /* attempt_N/filtered_std{out,err}.log when filters is set, else -1 */
-    int detached; /* the console is a closed pipe: the worker's pipe was closed early */
-    int finished; /* agent__stream_finish ran: the worker no longer points here */
-    int closed;   /* the close callback ran (s stays allocated until finished) */
-    int cut;      /* the console got the start of a line too long to hold; the rest follows */
+    int detached;         /* the console is a closed pipe: the worker's pipe was closed early */
+    int finished;         /* agent__stream_finish ran: the worker no longer points here */
+    int closed;           /* the close callback ran (s stays allocated until finished) */
+    int cut;              /* the console got the start of a too long line; more follows */
 } agent_stream_t;
 
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;

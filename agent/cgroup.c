@@ -1,10 +1,10 @@
 /* The job's cgroup v2. Where ddprun may create one (as root, or in a delegated subtree: a writable
  * cgroup of its own, as under systemd's Delegate= or Slurm), every worker starts in
- * <ddprun's cgroup>/ddprun-<pid>/g<N>, one fresh cgroup per worker group, and the whole cgroup, with whatever left the
- * workers' process groups (setsid, double fork), is killed through cgroup.kill (Linux >= 5.14):
- * at every group stop, at exit, and by the orphan guard when ddprun itself dies. The cgroup is
- * removed afterwards. Elsewhere (DDPRUN_CGROUP=0, cgroup v1, no write access, an older kernel)
- * process groups, PDEATHSIG and the guard are all there is. */
+ * <ddprun's cgroup>/ddprun-<pid>/g<N>, one fresh cgroup per worker group, and the whole cgroup,
+ * with whatever left the workers' process groups (setsid, double fork), is killed through
+ * cgroup.kill (Linux >= 5.14): at every group stop, at exit, and by the orphan guard when ddprun
+ * itself dies. The cgroup is removed afterwards. Elsewhere (DDPRUN_CGROUP=0, cgroup v1, no write
+ * access, an older kernel) process groups, PDEATHSIG and the guard are all there is. */
 #include "agent_int.h"
 
 #include <dirent.h>

@@ -39,9 +39,9 @@ void agent__error_file_bound(const char *path) {
             (unsigned char)head[i] >= 0x80)
             head[i] = '?';
     char note[160];
-    int note_len = snprintf(note, sizeof note,
-                            "\n[error file of %lld bytes: only its first %zd are kept]",
-                            (long long)st.st_size, n);
+    int note_len =
+        snprintf(note, sizeof note, "\n[error file of %lld bytes: only its first %zd are kept]",
+                 (long long)st.st_size, n);
     memcpy(head + n, note, (size_t)note_len + 1); /* head has room: see its malloc */
     root = json_pack("{s:s%}", "message", head, (size_t)n + (size_t)note_len);
     dump = root ? json_dumps(root, JSON_COMPACT) : NULL;

@@ -209,9 +209,8 @@ static void stream_tag_init(agent_t *a, agent_stream_t *s) {
     s->dup_fd = -1;
     if (!s->tag)
         return;
-    s->prefix_len =
-        agent_prefix_render(job->prefix_template, job->role, s->rank - a->rank_base,
-                             s->rank, a->hostname, s->prefix, sizeof s->prefix);
+    s->prefix_len = agent_prefix_render(job->prefix_template, job->role, s->rank - a->rank_base,
+                                        s->rank, a->hostname, s->prefix, sizeof s->prefix);
     char *const *filters = s->console_fd == 1   ? job->dup_stdout_filters
                            : s->console_fd == 2 ? job->dup_stderr_filters
                                                 : NULL;

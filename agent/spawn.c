@@ -116,9 +116,11 @@ static void exhaustion_log(agent_t *a, agent_worker_t *w, int rc) {
     char limit[64] = "";
     if (res >= 0 && getrlimit(res, &rl) == 0) {
         if (rl.rlim_cur == RLIM_INFINITY)
-            snprintf(limit, sizeof limit, " (%s unlimited)", res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC");
+            snprintf(limit, sizeof limit, " (%s unlimited)",
+                     res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC");
         else
-            snprintf(limit, sizeof limit, " (%s %llu)", res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC",
+            snprintf(limit, sizeof limit, " (%s %llu)",
+                     res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC",
                      (unsigned long long)rl.rlim_cur);
     }
     int n = w->local_rank + 1;
@@ -459,7 +461,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
         a->cgroup_procs_fd = -1;
     }
     if (w->exec_errno != 0)
-        DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank, strerror(w->exec_errno));
+        DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank,
+                  strerror(w->exec_errno));
 
     if (out.child_fd >= 0)
         close(out.child_fd);
