@@ -45,6 +45,7 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
     w->out = w->err = NULL;
     a->running--;
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    agent__error_file_bound(w->error_file);
     if (ok) {
         DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
     } else if (WIFSIGNALED(status)) {
@@ -99,6 +100,9 @@ void agent__on_kill_timer(uv_timer_t *t) {
 }
 
 void agent__kill_adopted(agent_t *a) {
+    /* The job's cgroup holds every descendant of the workers, also those that left the process
+     * groups and whose parent still lives (so they were not re-parented to us). */
+    agent__cgroup_kill(a);
     /* Children of the agent that are neither workers nor the guard are orphans reparented to
      * us as subreaper (a worker's child that outlived it). */
     char path[64];
@@ -163,7 +167,7 @@ int agent__pick_free_port(const char *addr) {
 }
 
 /* rm -rf for the private run directory (only ever a mkdtemp directory of ours). */
-static void remove_tree(const char *path) {
+void agent__remove_tree(const char *path) {
     DIR *d = opendir(path);
     if (d != NULL) {
         struct dirent *de;
@@ -174,7 +178,7 @@ static void remove_tree(const char *path) {
             snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
             struct stat st;
             if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-                remove_tree(sub);
+                agent__remove_tree(sub);
             else
                 unlink(sub);
         }
@@ -333,7 +337,9 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
         return -ENOMEM;
     if ((rc = run_dir_setup(a)) < 0)
         return rc;
-    /* Before any libuv signal handler and any socket exists, so the guard inherits neither. */
+    agent__cgroup_start(a); /* without one the job runs as before (said at -v) */
+    /* Before any libuv signal handler and any socket exists, so the guard inherits neither; after
+     * the run directory and the cgroup, which it removes if the agent dies. */
     if ((rc = agent__guard_start(a)) < 0)
         DDP_WARN("unable to start the orphan guard: %s", strerror(-rc));
     /* Multi-node: the store, the ranks and the master come from the rendezvous. */
@@ -380,14 +386,15 @@ static int agent_begin(agent_t *a) {
     return rc;
 }
 
-/* What agent_run leaves behind: the guard, the private run directory after a success, memory. */
+/* What agent_run leaves behind: nothing of the job's processes (its cgroup killed and removed),
+ * no private run directory, no guard; then the memory. */
 static void agent_teardown(agent_t *a) {
+    agent__cgroup_stop(a);
+    /* A private run directory holds only error files, whose messages the summary has printed:
+     * it goes away however the job ended, since it may be on RAM-backed /dev/shm. */
+    if (a->run_dir_is_temp && !a->log_layout)
+        agent__remove_tree(a->run_dir);
     agent__guard_stop(a);
-    /* A private run directory holding only error files goes away after success; after a
-     * failure it stays, since the summary points at the files in it. */
-    int ok = a->error == 0 && !a->result.failed && !a->result.exec_errno && !a->result.signal;
-    if (a->run_dir_is_temp && !a->log_layout && ok)
-        remove_tree(a->run_dir);
     agent__rdzv_free(a);
     ddp_strv_free(&a->base_env);
     free(a->workers);
@@ -401,6 +408,7 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
     agent_t *a = &agent;
     a->job = job;
     a->guard_fd = -1;
+    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
     uv_loop_t loop;
     int rc = uv_loop_init(&loop);
     if (rc < 0) {

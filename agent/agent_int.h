@@ -16,6 +16,8 @@
 
 /* A line longer than this is written out in pieces rather than buffered further. */
 #define AGENT_MAX_LINE 65536
+/* The most of a worker's error file the agent reads; a larger one is cut (agent/errfile.c). */
+#define AGENT_ERROR_FILE_MAX 65536
 /* First restart waits this long; each further restart doubles it, up to the cap. */
 #define AGENT_RESTART_FLOOR_MS 1
 #define AGENT_RESTART_CAP_MS 2000
@@ -43,6 +45,10 @@ typedef struct agent_stream {
     size_t prefix_len;
     char *const *filters; /* --duplicate_std{out,err}_filters (borrowed from the spec), or NULL */
     int dup_fd;           /* attempt_N/filtered_std{out,err}.log when filters is set, else -1 */
+    int detached;         /* the console is a closed pipe: the worker's pipe was closed early */
+    int finished;         /* agent__stream_finish ran: the worker no longer points here */
+    int closed;           /* the close callback ran (s stays allocated until finished) */
+    int cut;              /* the console got the start of a too long line; more follows */
 } agent_stream_t;
 
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
@@ -132,6 +138,12 @@ struct agent {
     int master_port;
     int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
     pid_t guard_pid;
+    /* The job's cgroup v2 (agent/cgroup.c); "" when there is none. Each worker group runs in
+     * a fresh cgroup below it, g<N>. */
+    char cgroup_dir[PATH_MAX];
+    int cgroup_seq;      /* N of the next group's cgroup */
+    int cgroup_procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
+    int cgroup_dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
 };
 
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
@@ -203,5 +215,31 @@ int agent__guard_start(agent_t *a);
 void agent__guard_update(agent_t *a, pid_t pgid, int add);
 /* guard.c: closes the pipe; the guard exits (and is reaped by the SIGCHLD handler). */
 void agent__guard_stop(agent_t *a);
+
+/* cgroup.c: creates the job's cgroup (a->cgroup_dir) for the workers to move into, unless
+ * DDPRUN_CGROUP=0 or none can be made here; then says why once at -v (info). Returns 0, or a
+ * negative code when the job runs without one (not an error: the job goes on). */
+int agent__cgroup_start(agent_t *a);
+/* cgroup.c: makes a fresh cgroup below the job's for the worker group about to start (the
+ * workers start in it); on failure says so and the group runs outside it. */
+void agent__cgroup_group_begin(agent_t *a);
+/* cgroup.c: SIGKILLs every process in the job's cgroup (cgroup.kill), if there is one. */
+void agent__cgroup_kill(agent_t *a);
+/* cgroup.c: kills what is left in the job's cgroup, waits (bounded) for it to empty and removes
+ * it. Logs a failure; the agent has no cgroup afterwards. */
+void agent__cgroup_stop(agent_t *a);
+/* cgroup.c: writes cgroup.kill of the cgroup at dir. Returns 0 or -errno. Allocates nothing (the
+ * orphan guard calls it). */
+int agent__cgroup_kill_dir(const char *dir);
+/* cgroup.c: kills the cgroup at dir, waits (bounded) for it to empty and removes it with the
+ * cgroups below it. Returns 0 (also when dir is already gone) or -errno / -ETIMEDOUT. */
+int agent__cgroup_remove_dir(const char *dir);
+
+/* errfile.c: rewrites the error file at path, when it is larger than AGENT_ERROR_FILE_MAX, as a
+ * valid PyTorch-format file holding the start of its text and its size. Logs a failure. */
+void agent__error_file_bound(const char *path);
+
+/* agent.c: removes the tree at path (the private run directory; nothing else). */
+void agent__remove_tree(const char *path);
 
 #endif

@@ -1,8 +1,10 @@
 /* The orphan guard: a tiny forked process that outlives a SIGKILLed agent just long enough to
- * SIGKILL the workers' process groups. Workers die with the agent through PR_SET_PDEATHSIG, but
- * their own children (data loaders, shells) do not; they share the worker's process group, which
- * the guard kills when its pipe from the agent reaches EOF. Messages: 1 byte '+' or '-' and a
- * native int32 pgid. */
+ * clean up after it. Workers die with the agent through PR_SET_PDEATHSIG, but their own children
+ * (data loaders, shells) do not. When its pipe from the agent reaches EOF without a goodbye, the
+ * guard kills the job's cgroup (everything the workers started, wherever it went) where there is
+ * one, and the workers' process groups, then removes the cgroup and the private run directory.
+ * Messages: 1 byte '+' or '-' and a native int32 pgid; 'q' (and 4 ignored bytes) says the agent
+ * has cleaned up itself. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -16,9 +18,10 @@
 
 #define GUARD_MAX_GROUPS 4096
 
-static void guard_main(int fd) __attribute__((noreturn));
+static void guard_main(int fd, const agent_t *a) __attribute__((noreturn));
 
-static void guard_main(int fd) {
+/* a is the guard's copy of the agent at fork time: the cgroup and run directory are known. */
+static void guard_main(int fd, const agent_t *a) {
     static pid_t groups[GUARD_MAX_GROUPS];
     int n = 0;
     /* Only EOF ends the guard: signals aimed at the agent's group (Ctrl-C) are the agent's. */
@@ -43,6 +46,8 @@ static void guard_main(int fd) {
         }
         int32_t pgid;
         memcpy(&pgid, msg + 1, sizeof pgid);
+        if (msg[0] == 'q')
+            _exit(0);
         if (msg[0] == '+' && n < GUARD_MAX_GROUPS) {
             groups[n++] = pgid;
         } else if (msg[0] == '-') {
@@ -54,8 +59,14 @@ static void guard_main(int fd) {
         }
     }
 agent_gone:
+    if (a->cgroup_dir[0] != '\0')
+        agent__cgroup_kill_dir(a->cgroup_dir);
     for (int i = 0; i < n; i++)
         kill(-groups[i], SIGKILL);
+    if (a->cgroup_dir[0] != '\0')
+        agent__cgroup_remove_dir(a->cgroup_dir);
+    if (a->run_dir_is_temp && !a->log_layout)
+        agent__remove_tree(a->run_dir);
     _exit(0);
 }
 
@@ -79,7 +90,7 @@ int agent__guard_start(agent_t *a) {
         if (keep > 3)
             close_range(3, (unsigned)keep - 1, 0);
         close_range((unsigned)keep + 1, ~0U, 0);
-        guard_main(keep);
+        guard_main(keep, a);
     }
     close(fds[0]);
     a->guard_fd = fds[1];
@@ -100,7 +111,12 @@ void agent__guard_update(agent_t *a, pid_t pgid, int add) {
 }
 
 void agent__guard_stop(agent_t *a) {
-    if (a->guard_fd >= 0)
+    if (a->guard_fd >= 0) {
+        /* Everything is cleaned up: the guard need not do it again. */
+        static const uint8_t bye[5] = {'q', 0, 0, 0, 0};
+        if (write(a->guard_fd, bye, sizeof bye) != (ssize_t)sizeof bye)
+            DDP_DEBUG("unable to say goodbye to the orphan guard: %s", strerror(errno));
         close(a->guard_fd);
+    }
     a->guard_fd = -1;
 }

@@ -17,8 +17,9 @@
 #include "ddp_log.h"
 
 /* Writes all of buf to fd, waiting (bounded) when fd is non-blocking and full. A console that
- * stays blocked for 10 s loses that line rather than stalling supervision forever. */
-static void write_all(int fd, const uint8_t *buf, size_t len) {
+ * stays blocked for 10 s loses that line rather than stalling supervision forever. Returns 0, or
+ * -errno of the write that failed (-EPIPE: the reader is gone). */
+static int write_all(int fd, const uint8_t *buf, size_t len) {
     int waited_ms = 0;
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
@@ -35,8 +36,36 @@ static void write_all(int fd, const uint8_t *buf, size_t len) {
             waited_ms += 100;
             continue;
         }
-        return;
+        return n < 0 ? -errno : -EIO;
     }
+    return 0;
+}
+
+static void on_stream_closed(uv_handle_t *h);
+
+/* The console (ddprun's stdout or stderr) is a pipe whose reader is gone (`ddprun ... | head`).
+ * Without ddprun the worker would get EPIPE or SIGPIPE writing to it: close our end of its pipe
+ * so that it does, rather than read and drop its output for as long as it runs. */
+static void console_gone(agent_stream_t *s) {
+    static int said[3];
+    int fd = s->console_fd;
+    if (fd >= 1 && fd <= 2 && !said[fd]++)
+        DDP_WARN("%s is a closed pipe: closing the workers' %s too (they get EPIPE or SIGPIPE, "
+                 "as without ddprun)",
+                 fd == 1 ? "stdout" : "stderr", fd == 1 ? "stdout" : "stderr");
+    s->console_fd = -1;
+    s->detached = 1;
+    if (s->closing)
+        return; /* the worker has exited; the stream is closing anyway */
+    s->closing = 1;
+    uv_read_stop((uv_stream_t *)&s->pipe);
+    uv_close((uv_handle_t *)&s->pipe, on_stream_closed);
+}
+
+/* Writes a console copy; a closed pipe there detaches the stream. */
+static void console_write(agent_stream_t *s, const uint8_t *p, size_t n) {
+    if (write_all(s->console_fd, p, n) == -EPIPE)
+        console_gone(s);
 }
 
 /* Nonzero when the line contains one of the filter strings (torchrun: `needle in line`). */
@@ -47,28 +76,46 @@ static int line_matches(char *const *filters, const uint8_t *p, size_t n) {
     return 0;
 }
 
-/* Emits one line (with its terminator, if any) to the file and the console. */
+static int is_line_end(uint8_t c) {
+    return c == '\n' || c == '\r';
+}
+
+/* Emits one line with its terminator, or the start of a line too long to hold (no terminator), to
+ * the file as it is and to the console in pieces of at most AGENT_MAX_LINE bytes, each ending in
+ * a line end there (tagged under --tee), so that no other rank's line can land inside one. */
 static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
     if (s->file_fd >= 0)
         write_all(s->file_fd, p, n);
-    if (s->console_fd < 0)
+    if (s->console_fd < 0 || n == 0)
         return;
-    if (!s->tag) {
-        write_all(s->console_fd, p, n);
+    if (s->cut) {
+        /* The line end of a line whose last piece is already out (ended there): an empty
+         * line of its own on the console would be a line the worker never wrote. */
+        s->cut = 0;
+        if (n <= 2 && is_line_end(p[0]) && is_line_end(p[n - 1]))
+            return;
+    }
+    if (!s->tag && n <= AGENT_MAX_LINE && is_line_end(p[n - 1])) {
+        console_write(s, p, n); /* the common case: one whole line, as it is */
         return;
     }
     int dup = s->dup_fd >= 0 && line_matches(s->filters, p, n);
-    /* One buffer, one write: tag and line must reach the terminal together. A line longer
-     * than the buffer goes out as several tagged pieces. */
-    static uint8_t out[AGENT_PREFIX_MAX + AGENT_MAX_LINE + 1];
+    /* One buffer, one write: tag and piece must reach the terminal together. */
+    static uint8_t out[AGENT_PREFIX_MAX + AGENT_MAX_LINE + 3];
     do {
         size_t piece = n < AGENT_MAX_LINE ? n : AGENT_MAX_LINE;
+        /* A line end left on its own would come out as an empty line: it ends this piece. */
+        size_t rest = n - piece;
+        if (rest > 0 && rest <= 2 && is_line_end(p[piece]) && is_line_end(p[n - 1]))
+            piece = n;
         memcpy(out, s->prefix, s->prefix_len);
         memcpy(out + s->prefix_len, p, piece);
         size_t len = s->prefix_len + piece;
-        if (piece < n && out[len - 1] != '\n')
+        if (!is_line_end(out[len - 1]))
             out[len++] = '\n';
-        write_all(s->console_fd, out, len);
+        console_write(s, out, len);
+        if (s->detached)
+            return;
         if (dup)
             write_all(s->dup_fd, out, len);
         p += piece;
@@ -90,7 +137,7 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
             if (s->file_fd >= 0)
                 write_all(s->file_fd, p + i, 1);
             if (s->console_fd >= 0)
-                write_all(s->console_fd, p + i, 1);
+                console_write(s, p + i, 1);
             s->after_cr = 0;
             start = i + 1;
             continue;
@@ -103,17 +150,21 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
         } else {
             emit(s, p + start, i + 1 - start);
         }
+        if (s->detached)
+            return; /* the rest has nowhere to go */
         start = i + 1;
     }
     if (start == n)
         return;
     if (ddp_buf_append(&s->line, p + start, n - start) < 0)
         ddp_buf_reset(&s->line);
-    /* Cap what one stream can make the agent hold: an endless line goes out in pieces. */
-    if (s->line.len >= AGENT_MAX_LINE - 1) {
-        ddp_buf_append(&s->line, "\n", 1);
-        emit(s, s->line.data, s->line.len);
-        ddp_buf_reset(&s->line);
+    /* Cap what one stream can make the agent hold: an endless line goes out in full pieces (the
+     * console sees each piece end; the file gets the bytes as they are), the rest waits. */
+    if (s->line.len >= AGENT_MAX_LINE) {
+        size_t whole = s->line.len - s->line.len % AGENT_MAX_LINE;
+        emit(s, s->line.data, whole);
+        ddp_buf_consume(&s->line, whole);
+        s->cut = 1;
     }
 }
 
@@ -138,6 +189,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     agent_stream_t *s = st->data;
+    if (s->detached)
+        return;
     if (nread > 0) {
         feed(s, (const uint8_t *)buf->base, (size_t)nread);
         return;
@@ -156,9 +209,8 @@ static void stream_tag_init(agent_t *a, agent_stream_t *s) {
     s->dup_fd = -1;
     if (!s->tag)
         return;
-    s->prefix_len =
-        agent_prefix_render(job->prefix_template, job->role, s->rank - a->rank_base,
-                             s->rank, a->hostname, s->prefix, sizeof s->prefix);
+    s->prefix_len = agent_prefix_render(job->prefix_template, job->role, s->rank - a->rank_base,
+                                        s->rank, a->hostname, s->prefix, sizeof s->prefix);
     char *const *filters = s->console_fd == 1   ? job->dup_stdout_filters
                            : s->console_fd == 2 ? job->dup_stderr_filters
                                                 : NULL;
@@ -217,13 +269,25 @@ static void on_stream_closed(uv_handle_t *h) {
         close(s->file_fd);
     if (s->dup_fd >= 0)
         close(s->dup_fd);
+    s->file_fd = s->dup_fd = -1;
     ddp_buf_free(&s->line);
-    free(s);
+    /* A stream closed early (console_gone) stays allocated until its worker is reaped. */
+    if (s->finished)
+        free(s);
+    else
+        s->closed = 1;
 }
 
 void agent__stream_finish(agent_stream_t *s) {
-    if (s == NULL || s->closing)
+    if (s == NULL || s->finished)
         return;
+    s->finished = 1;
+    if (s->closing) {
+        /* Closed early: free it now, or let the pending close callback do it. */
+        if (s->closed)
+            free(s);
+        return;
+    }
     s->closing = 1;
     uv_read_stop((uv_stream_t *)&s->pipe);
     /* The worker has exited: what it wrote is already in the pipe. Drain it without blocking

@@ -7,10 +7,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +103,41 @@ int agent__base_env_build(agent_t *a) {
     return rc;
 }
 
+/* Nonzero for the codes that mean a limit of the process or the machine ran out. */
+static int is_exhaustion(int rc) {
+    return rc == -EMFILE || rc == -ENFILE || rc == -EAGAIN || rc == -ENOMEM;
+}
+
+/* The one line for worker w that could not start because a resource ran out (rc), naming the
+ * resource, its limit and what to do. */
+static void exhaustion_log(agent_t *a, agent_worker_t *w, int rc) {
+    struct rlimit rl;
+    int res = rc == -EMFILE ? RLIMIT_NOFILE : rc == -EAGAIN ? RLIMIT_NPROC : -1;
+    char limit[64] = "";
+    if (res >= 0 && getrlimit(res, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(limit, sizeof limit, " (%s unlimited)",
+                     res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC");
+        else
+            snprintf(limit, sizeof limit, " (%s %llu)",
+                     res == RLIMIT_NOFILE ? "RLIMIT_NOFILE" : "RLIMIT_NPROC",
+                     (unsigned long long)rl.rlim_cur);
+    }
+    int n = w->local_rank + 1;
+    if (rc == -EMFILE)
+        DDP_ERROR("too many open files starting worker %d of %d%s: raise `ulimit -n`", n, a->nproc,
+                  limit);
+    else if (rc == -ENFILE)
+        DDP_ERROR("too many open files on this machine starting worker %d of %d "
+                  "(fs.file-max): close files or raise it",
+                  n, a->nproc);
+    else if (rc == -EAGAIN)
+        DDP_ERROR("too many processes starting worker %d of %d%s: raise `ulimit -u`", n, a->nproc,
+                  limit);
+    else
+        DDP_ERROR("out of memory starting worker %d of %d", n, a->nproc);
+}
+
 /* Opens path for appending worker output. Returns the fd or -errno. */
 static int open_log(const char *dir, const char *name) {
     char path[PATH_MAX];
@@ -108,7 +145,9 @@ static int open_log(const char *dir, const char *name) {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
-        DDP_ERROR("unable to open %s: %s", path, strerror(e));
+        /* Running out of a resource is said once by worker_spawn, naming the limit. */
+        if (!is_exhaustion(-e))
+            DDP_ERROR("unable to open %s: %s", path, strerror(e));
         return -e;
     }
     return fd;
@@ -177,14 +216,18 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
             return p->file_fd;
     }
     p->console = rank_shown(job, w->local_rank) ? std : -1;
-    if (p->console < 0 && p->file_fd < 0) {
-        p->child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        return p->child_fd < 0 ? -errno : 0;
+    int fds[2] = {-1, -1};
+    if (p->console < 0 && p->file_fd < 0)
+        fds[1] = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    else if (pipe2(fds, O_CLOEXEC) < 0) /* so that lines reach the console whole, tagged */
+        fds[1] = -1;
+    if (fds[1] < 0) {
+        int rc = -errno;
+        if (!is_exhaustion(rc)) /* else worker_spawn says which limit */
+            DDP_ERROR("unable to route the %s of rank %d: %s", std == 1 ? "stdout" : "stderr",
+                      w->rank, strerror(-rc));
+        return rc;
     }
-    /* Through a pipe, so that lines reach the console whole and, with --tee, tagged. */
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return -errno;
     p->pipe_rd = fds[0];
     p->child_fd = fds[1];
     return 0;
@@ -195,9 +238,11 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
 typedef struct child_args {
     agent_t *a;
     int out_fd, err_fd;
+    int cgroup_fd; /* the job cgroup's cgroup.procs, or -1 */
     pid_t parent;
     char *const *envp;
     volatile int exec_errno;
+    volatile int cgroup_errno; /* moving into the job's cgroup failed */
 } child_args_t;
 
 /* The child side: async-signal-safe calls only, and no write to memory but the args' exec_errno
@@ -214,6 +259,11 @@ static int child_main(void *arg) {
         if (sig != SIGKILL && sig != SIGSTOP)
             sigaction(sig, &dfl, NULL);
     setpgid(0, 0);
+    /* Into the job's cgroup before anything of the program runs: whatever it starts, wherever
+     * that goes (setsid, double fork), is born there and is killed with the cgroup. "0" moves
+     * the writer itself. */
+    if (c->cgroup_fd >= 0 && write(c->cgroup_fd, "0", 1) != 1)
+        c->cgroup_errno = errno;
     /* If the agent dies (even by SIGKILL), the worker dies with it. The getppid check closes the
      * race where the agent died before prctl ran. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -233,6 +283,81 @@ fail:
 /* The stack the child runs on until exec. CLONE_VFORK suspends the agent until then, so one
  * static stack serves every spawn. */
 static char child_stack[64 * 1024] __attribute__((aligned(64)));
+
+/* clone3(2)'s argument block (linux/sched.h's struct clone_args, up to its cgroup field). */
+struct spawn_clone_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size, cgroup;
+};
+#define SPAWN_CLONE_INTO_CGROUP 0x200000000ULL
+
+#if defined(__x86_64__)
+/* clone3(ca, size) whose child calls fn(arg) on ca->stack and exits with what it returns; glibc
+ * has no clone3 wrapper, and a child on a new stack cannot return through C frames. Returns the
+ * child's pid in the parent, or -errno. fn and arg travel in callee-saved registers, which the
+ * child starts with too. */
+long spawn_clone3_run(struct spawn_clone_args *ca, size_t size, int (*fn)(void *), void *arg);
+__asm__(".text\n"
+        ".type spawn_clone3_run,@function\n"
+        "spawn_clone3_run:\n"
+        "    push %r12\n"
+        "    push %r13\n"
+        "    mov %rdx, %r12\n"
+        "    mov %rcx, %r13\n"
+        "    mov $435, %eax\n" /* SYS_clone3 (rdi, rsi: ca, size) */
+        "    syscall\n"
+        "    test %rax, %rax\n"
+        "    jz 1f\n"
+        "    pop %r13\n"
+        "    pop %r12\n"
+        "    ret\n"
+        "1:  xor %ebp, %ebp\n" /* the child, on the new stack */
+        "    mov %r13, %rdi\n"
+        "    and $-16, %rsp\n"
+        "    call *%r12\n"
+        "    mov %eax, %edi\n"
+        "    mov $60, %eax\n" /* SYS_exit */
+        "    syscall\n"
+        "    hlt\n"
+        ".size spawn_clone3_run, .-spawn_clone3_run\n");
+#endif
+
+/* Starts child_main(args) as clone(CLONE_VM | CLONE_VFORK) does, born in the job's cgroup when
+ * there is one: clone3's CLONE_INTO_CGROUP costs nothing, where moving a process afterwards
+ * (cgroup.procs) waits for an RCU grace period, milliseconds per worker. Where clone3 is missing
+ * (another architecture, an older kernel, a seccomp filter) the child moves itself
+ * (args->cgroup_fd). Returns the pid, or -1 with errno set. */
+static pid_t spawn_clone(agent_t *a, child_args_t *args) {
+#if defined(__x86_64__)
+    static int no_clone3;
+    if (a->cgroup_dir_fd >= 0 && !no_clone3) {
+        struct spawn_clone_args ca = {
+            .flags = CLONE_VM | CLONE_VFORK | SPAWN_CLONE_INTO_CGROUP,
+            .exit_signal = SIGCHLD,
+            .stack = (uint64_t)(uintptr_t)child_stack,
+            .stack_size = sizeof child_stack,
+            .cgroup = (uint64_t)a->cgroup_dir_fd,
+        };
+        int fd = args->cgroup_fd;
+        args->cgroup_fd = -1; /* born there: nothing to move */
+        long rc = spawn_clone3_run(&ca, sizeof ca, child_main, args);
+        if (rc > 0)
+            return (pid_t)rc;
+        if (rc == -EAGAIN || rc == -ENOMEM) {
+            errno = (int)-rc;
+            return -1;
+        }
+        DDP_DEBUG("clone3 into cgroup %s: %s; workers move themselves", a->cgroup_dir,
+                  strerror((int)-rc));
+        no_clone3 = 1;
+        args->cgroup_fd = fd;
+    }
+#else
+    (void)a;
+#endif
+    return clone(child_main, child_stack + sizeof child_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                 args);
+}
 
 /* The worker's directory (dir, cap bytes) and error file, created and emptied for this attempt.
  * Returns 0 or -errno (logged). */
@@ -306,17 +431,17 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     /* posix_spawn's technique: clone(CLONE_VM | CLONE_VFORK) copies no page tables and resumes
      * the agent once the child has exec'd. Signals stay blocked across it so that no libuv
      * handler runs in the child before it resets them; the child clears its mask before exec. */
-    child_args_t args = {a, out.child_fd, err.child_fd, getpid(), envp, 0};
+    child_args_t args = {a, out.child_fd, err.child_fd, a->cgroup_procs_fd, getpid(), envp, 0, 0};
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t pid = clone(child_main, child_stack + sizeof child_stack,
-                      CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    pid_t pid = spawn_clone(a, &args);
     int clone_errno = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         rc = -clone_errno;
-        DDP_ERROR("unable to start worker rank %d: %s", w->rank, strerror(clone_errno));
+        if (!is_exhaustion(rc))
+            DDP_ERROR("unable to start worker rank %d: %s", w->rank, strerror(clone_errno));
         goto fail;
     }
     /* Also from the parent: a signal sent to -pid before the child ran setpgid must not miss
@@ -328,8 +453,16 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     w->exec_errno = args.exec_errno;
     a->running++;
     agent__guard_update(a, pid, 1);
+    if (args.cgroup_errno != 0) {
+        /* The others would fail the same way: they run without it, as where there is none. */
+        DDP_WARN("unable to move rank %d into cgroup %s: %s; running the job without it", w->rank,
+                 a->cgroup_dir, strerror(args.cgroup_errno));
+        close(a->cgroup_procs_fd);
+        a->cgroup_procs_fd = -1;
+    }
     if (w->exec_errno != 0)
-        DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank, strerror(w->exec_errno));
+        DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank,
+                  strerror(w->exec_errno));
 
     if (out.child_fd >= 0)
         close(out.child_fd);
@@ -347,6 +480,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     return 0;
 
 fail:
+    if (is_exhaustion(rc))
+        exhaustion_log(a, w, rc);
     plan_close(&out);
     plan_close(&err);
     free(envp);
@@ -390,6 +525,7 @@ int agent__group_start(agent_t *a) {
     int frc = filtered_files_reset(a);
     if (frc < 0)
         return frc;
+    agent__cgroup_group_begin(a);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         w->local_rank = i;
@@ -402,9 +538,22 @@ int agent__group_start(agent_t *a) {
 }
 
 void agent__group_signal(agent_t *a, int sig) {
+    /* SIGKILL is for everything of the job: the cgroup has also what left the groups. */
+    if (sig == SIGKILL)
+        agent__cgroup_kill(a);
+    /* A stopped process (SIGSTOP, Ctrl-Z, a debugger) acts on a termination signal only once it
+     * runs again: continue the group, or it holds the shutdown for the whole grace period. */
+    int cont = agent__is_termination_signal(sig);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
-        if (w->state == WORKER_RUNNING && kill(-w->pid, sig) < 0 && errno == ESRCH)
-            kill(w->pid, sig); /* not yet its own group leader: signal the process itself */
+        if (w->state != WORKER_RUNNING)
+            continue;
+        pid_t target = -w->pid;
+        if (kill(target, sig) < 0 && errno == ESRCH) {
+            target = w->pid; /* not yet its own group leader: signal the process itself */
+            kill(target, sig);
+        }
+        if (cont)
+            kill(target, SIGCONT);
     }
 }

@@ -7,12 +7,16 @@
  *   FW_EXIT=n            exit with n after FW_DELAY_MS
  *   FW_SIGNAL=n          raise signal n after FW_DELAY_MS
  *   FW_ERROR=msg         write TORCHELASTIC_ERROR_FILE (PyTorch format) before failing
+ *   FW_ERROR_PAD=bytes   make that file's traceback that many bytes longer
  *   FW_DELAY_MS=ms       before failing (default 0)
  *   FW_SLEEP_MS=ms       how long the other ranks (or all, without a failure) run; default 0
  *   FW_QUICK_RANK=r      rank r exits 0 at once (the others keep running)
  *   FW_IGNORE_TERM=1     ignore SIGTERM
  *   FW_TERM_EXIT=n       on SIGTERM, exit n (default: die by SIGTERM)
  *   FW_CHILD=1           fork a grandchild that sleeps FW_SLEEP_MS (tests orphan handling)
+ *   FW_DAEMON=1          start a daemon the classic way (fork, setsid, fork; the middle process
+ *                        exits) that sleeps FW_SLEEP_MS (60 s if unset) and records its pid in
+ *                        FW_DIR/daemon.<rank>.<attempt>: it is in no process group of the job
  *   FW_DIR=dir           write dir/pid.<rank>.<attempt>, dir/env.<rank>.<attempt>,
  *                        dir/argv.<rank>.<attempt> (one argument per line, argv[0] first), and
  *                        dir/sig.<rank>.<attempt> with the names of signals received;
@@ -80,6 +84,39 @@ static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+}
+
+/* FW_DAEMON: a grandchild in a session of its own whose parent has exited. Returns in the
+ * worker once the daemon has recorded its pid (or failed to start). */
+static void daemonize(const char *dir, int rank, int round, int sleep) {
+    int ready[2];
+    if (pipe(ready) < 0)
+        return;
+    pid_t c = fork();
+    if (c == 0) {
+        close(ready[0]);
+        setsid();
+        if (fork() == 0) {
+            if (dir) {
+                char p[4096];
+                snprintf(p, sizeof p, "%s/daemon.%d.%d", dir, rank, round);
+                FILE *f = fopen(p, "w");
+                if (f) {
+                    fprintf(f, "%d\n", (int)getpid());
+                    fclose(f);
+                }
+            }
+            close(ready[1]);
+            sleep_ms(sleep);
+            _exit(0);
+        }
+        _exit(0);
+    }
+    close(ready[1]);
+    char b;
+    while (c > 0 && read(ready[0], &b, 1) < 0 && errno == EINTR)
+        ;
+    close(ready[0]);
 }
 
 int main(int argc, char **argv) {
@@ -153,6 +190,8 @@ int main(int argc, char **argv) {
             _exit(0);
         }
     }
+    if (env_int("FW_DAEMON", 0))
+        daemonize(dir, rank, round, sleep > 0 ? sleep : 60000);
     int target = env_int("FW_RANK", -1);
     int fail_attempts = env_int("FW_FAIL_ATTEMPTS", 1 << 30);
     int fails = (target < 0 || target == rank) && attempt < fail_attempts &&
@@ -169,9 +208,12 @@ int main(int argc, char **argv) {
                 fprintf(f,
                         "{\"message\": {\"message\": \"RuntimeError: %s\", \"extraInfo\": "
                         "{\"py_callstack\": \"Traceback (most recent call last):\\n  File "
-                        "\\\"train.py\\\", line 1\\nRuntimeError: %s\\n\", \"timestamp\": "
-                        "\"%ld\"}}}\n",
-                        msg, msg, (long)time(NULL));
+                        "\\\"train.py\\\", line 1\\n",
+                        msg);
+                for (long pad = env_int("FW_ERROR_PAD", 0); pad > 0; pad -= 64)
+                    fputs("  File \\\"deep.py\\\", line 2, in recurse ................\\n", f);
+                fprintf(f, "RuntimeError: %s\\n\", \"timestamp\": \"%ld\"}}}\n", msg,
+                        (long)time(NULL));
                 fclose(f);
             }
         }

@@ -11,6 +11,8 @@ run_ddprun() {
     local out=$1; shift
     timeout -k 5 30 "$DDPRUN" "$@" >"$out" 2>&1
 }
+# wait_for_files F1 F2: waits (up to 4 s) until both files exist.
+wait_for_files() { local i; for i in $(seq 200); do [ -f "$1" ] && [ -f "$2" ] && return 0; sleep 0.02; done; return 1; }
 
 # 1. The full torchrun environment reaches every worker.
 d=$TMP/env; mkdir -p "$d"
@@ -64,6 +66,50 @@ check "summary shows the error file's message" grep -q "RuntimeError: loss is Na
 check "summary says FAILED" grep -q "FAILED" "$TMP/fail.out"
 check "the other workers were stopped (no leftovers)" no_leftovers
 
+# 3b. Nothing of a run stays in its private run directory's place (/dev/shm without TMPDIR),
+# however ddprun ends; a huge error file is cut to the 64 KiB the agent reads. The run directory
+# is found from the error file path the worker got; only that directory is ever removed here.
+# run_dir_of DIR: the run directory of the worker that wrote DIR/env.0.0.
+run_dir_of() { dirname "$(sed -n 's/^TORCHELASTIC_ERROR_FILE=//p' "$1/env.0.0" 2>/dev/null)"; }
+# gone_within DIR: true when DIR disappears within 5 s; else removes it (ours) and fails.
+gone_within() {
+    local i
+    for i in $(seq 250); do [ -e "$1" ] || return 0; sleep 0.02; done
+    case $1 in */ddprun-*) rm -rf "$1" ;; esac
+    return 1
+}
+d=$TMP/shmfail; mkdir -p "$d"
+(unset TMPDIR; FW_DIR=$d FW_RANK=1 FW_EXIT=3 FW_ERROR="loss is NaN" FW_ERROR_PAD=2000000 \
+    FW_SLEEP_MS=20000 run_ddprun "$TMP/shmfail.out" --standalone --nproc_per_node=2 "$FW"); rc=$?
+rd=$(run_dir_of "$d")
+case $rd in /dev/shm/ddprun-*|/tmp/ddprun-*) ;; *) rd=; esac
+[ $rc -eq 1 ] && [ -n "$rd" ] && gone_within "$rd"
+verdict "failed run: its run directory ($rd) is removed"
+grep -q "RuntimeError: loss is NaN" "$TMP/shmfail.out" && \
+    grep -qE "error file of [0-9]+ bytes: only its first 16384 are kept" "$TMP/shmfail.out"
+verdict "a 2 MB error file: the summary shows its start and says it was cut"
+d=$TMP/shmbig; mkdir -p "$d"
+FW_DIR=$d FW_EXIT=3 FW_ERROR="too long" FW_ERROR_PAD=2000000 run_ddprun "$TMP/shmbig.out" \
+    --standalone --nproc_per_node=1 --log_dir "$TMP/shmbiglogs" "$FW"
+sz=$(stat -c %s "$TMP/shmbiglogs/attempt_0/0/error.json" 2>/dev/null || echo missing)
+[ "$sz" != missing ] && [ "$sz" -le 65536 ]
+verdict "an error file over 64 KiB is cut when its worker exits ($sz bytes left)"
+for how in TERM KILL; do
+    d=$TMP/shm$how; mkdir -p "$d"
+    (unset TMPDIR; FW_DIR=$d FW_SLEEP_MS=20000 exec timeout -k 5 30 "$DDPRUN" --standalone \
+        --nproc_per_node=2 "$FW" >"$TMP/shm$how.out" 2>&1) &
+    pid=$!
+    wait_for_files "$d/argv.0.0" "$d/pid.1.0"
+    rd=$(run_dir_of "$d")
+    case $rd in /dev/shm/ddprun-*|/tmp/ddprun-*) ;; *) rd=; esac
+    [ -n "$rd" ] && [ -d "$rd" ]; present=$?
+    kill -$how "$(child_pid $pid)"
+    { wait $pid; } 2>/dev/null
+    [ $present -eq 0 ] && gone_within "$rd"
+    verdict "SIG$how of ddprun: its run directory ($rd) is removed"
+done
+check "nothing left after the run directory checks" no_leftovers 3
+
 # 4. A worker killed by a signal is named in the summary.
 FW_RANK=0 FW_SIGNAL=9 FW_SLEEP_MS=20000 \
     run_ddprun "$TMP/sig.out" --standalone --nproc_per_node=2 "$FW"; rc=$?
@@ -91,7 +137,6 @@ d=$TMP/term; mkdir -p "$d"
 FW_DIR=$d FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" \
     >"$TMP/term.out" 2>&1 &
 pid=$!
-wait_for_files() { local i; for i in $(seq 200); do [ -f "$1" ] && [ -f "$2" ] && return 0; sleep 0.02; done; return 1; }
 wait_for_files "$d/pid.0.0" "$d/pid.1.0"
 sleep 0.1
 kill -TERM "$(child_pid $pid)"
@@ -135,6 +180,22 @@ kill -TERM "$(child_pid $pid)"
 wait $pid; rc=$?
 [ $rc -eq 143 ] && [ ! -f "$d/pid.0.1" ] && ! grep -q "restarting" "$TMP/extterm.out"
 verdict "workers TERMed just before ddprun: exit 143 and no restart"
+
+# 7c. A stopped worker (SIGSTOP) does not hold the shutdown for --shutdown_timeout: the SIGTERM is
+# followed by SIGCONT, so it acts on it at once. Without that the 30 s timeout outlasts the 15 s
+# bound and timeout(1) makes it 124.
+d=$TMP/stopped; mkdir -p "$d"
+FW_DIR=$d FW_SLEEP_MS=60000 timeout -k 5 15 "$DDPRUN" --standalone --nproc_per_node=2 \
+    --shutdown_timeout=30 "$FW" >"$TMP/stopped.out" 2>&1 &
+pid=$!
+wait_for_files "$d/argv.0.0" "$d/argv.1.0"
+kill -STOP "$(cat "$d/pid.0.0")"
+sleep 0.1
+kill -TERM "$(child_pid $pid)"
+wait $pid; rc=$?
+[ $rc -eq 143 ] && grep -qx TERM "$d/sig.0.0" && grep -qx TERM "$d/sig.1.0"
+verdict "a SIGSTOPped worker gets SIGCONT after SIGTERM: ddprun exits 143 (got $rc)"
+check "nothing left after stopping a stopped worker" no_leftovers 3
 
 # 8. SIGUSR1 in --signals_to_handle is forwarded and the job goes on.
 d=$TMP/usr1; mkdir -p "$d"
@@ -192,6 +253,83 @@ kill -KILL "$(child_pid $pid)"
 { wait $pid; } 2>/dev/null
 check "SIGKILL of ddprun: no worker or grandchild survives" no_leftovers 3
 
+# 10b. The job's cgroup v2: a grandchild that left the process group (fork, setsid, fork: a
+# daemon) dies with a SIGKILLed ddprun, and the cgroup goes too. Needs a cgroup v2 hierarchy where
+# this shell may create a cgroup below its own (root, or a delegated subtree) with cgroup.kill.
+cg_mnt=$(awk '$4 == "/" { for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i+1) == "cgroup2") print $5; break } }' \
+    /proc/self/mountinfo | head -1)
+cg_own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+[ "$cg_own" = / ] && cg_own=
+cg_why=
+if [ -z "$cg_mnt" ]; then cg_why="no cgroup v2 hierarchy mounted"
+elif ! mkdir "$cg_mnt$cg_own/ddptest-probe-$$" 2>/dev/null; then
+    cg_why="cannot create a cgroup under $cg_mnt$cg_own (not root, not delegated)"
+else
+    [ -e "$cg_mnt$cg_own/ddptest-probe-$$/cgroup.kill" ] || cg_why="no cgroup.kill (Linux < 5.14)"
+    rmdir "$cg_mnt$cg_own/ddptest-probe-$$"
+fi
+# daemon_gone PIDFILE...: true when every recorded daemon pid is gone (or a zombie) within 5 s.
+daemons_gone() {
+    local i f p alive
+    for i in $(seq 250); do
+        alive=0
+        for f in "$@"; do
+            p=$(cat "$f" 2>/dev/null) || continue
+            [ -d /proc/$p ] && [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" != Z ] && alive=1
+        done
+        [ $alive -eq 0 ] && return 0
+        sleep 0.02
+    done
+    return 1
+}
+if [ -z "$cg_why" ]; then
+    d=$TMP/cgkill; mkdir -p "$d"
+    FW_DIR=$d FW_DAEMON=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" --standalone \
+        --nproc_per_node=2 "$FW" >"$TMP/cgkill.out" 2>&1 &
+    pid=$!
+    wait_for_files "$d/daemon.0.0" "$d/daemon.1.0"
+    dp=$(child_pid $pid)
+    grep -qx "0::$cg_own/ddprun-$dp/g0" "/proc/$(cat "$d/pid.0.0")/cgroup" && \
+        grep -qx "0::$cg_own/ddprun-$dp/g0" "/proc/$(cat "$d/daemon.1.0")/cgroup"
+    verdict "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>/g0"
+    kill -KILL "$dp"
+    { wait $pid; } 2>/dev/null
+    check "cgroup v2: SIGKILL of ddprun: a setsid'ed, double-forked grandchild is gone" \
+        daemons_gone "$d/daemon.0.0" "$d/daemon.1.0"
+    for i in $(seq 250); do [ -d "$cg_mnt$cg_own/ddprun-$dp" ] || break; sleep 0.02; done
+    check "cgroup v2: the guard removes the job's cgroup" [ ! -d "$cg_mnt$cg_own/ddprun-$dp" ]
+    check "nothing left after SIGKILL (cgroup)" no_leftovers 3
+else
+    skip "cgroup v2: workers and their daemons run in the job's cgroup ddprun-<pid>/g0" "$cg_why"
+    skip "cgroup v2: SIGKILL of ddprun: a setsid'ed, double-forked grandchild is gone" "$cg_why"
+    skip "cgroup v2: the guard removes the job's cgroup" "$cg_why"
+fi
+
+# 10c. DDPRUN_CGROUP=0: no cgroup (said once at -v); process groups, PDEATHSIG, the subreaper and
+# the guard still clean up: a grandchild in the worker's group dies with a SIGKILLed ddprun, and
+# a daemon is killed when the group ends.
+d=$TMP/nocg; mkdir -p "$d"
+DDPRUN_CGROUP=0 FW_DIR=$d FW_CHILD=1 FW_SLEEP_MS=20000 timeout -k 5 30 "$DDPRUN" -v --standalone \
+    --nproc_per_node=2 "$FW" >"$TMP/nocg.out" 2>&1 &
+pid=$!
+wait_for_files "$d/pid.0.0" "$d/pid.1.0"
+dp=$(child_pid $pid)
+sleep 0.2
+! grep -q "/ddprun-$dp\$" "/proc/$(cat "$d/pid.0.0")/cgroup"
+verdict "DDPRUN_CGROUP=0: the worker stays in ddprun's cgroup"
+kill -KILL "$dp"
+{ wait $pid; } 2>/dev/null
+check "DDPRUN_CGROUP=0: SIGKILL of ddprun: workers and their group's children are gone" \
+    no_leftovers 3
+[ "$(grep -c "no job cgroup (DDPRUN_CGROUP=0)" "$TMP/nocg.out")" = 1 ]
+verdict "DDPRUN_CGROUP=0: -v says once that there is no job cgroup and why"
+d=$TMP/nocgd; mkdir -p "$d"
+DDPRUN_CGROUP=0 FW_DIR=$d FW_DAEMON=1 FW_SLEEP_MS=300 run_ddprun "$TMP/nocgd.out" --standalone \
+    --nproc_per_node=2 "$FW"; rc=$?
+[ $rc -eq 0 ] && daemons_gone "$d/daemon.0.0" "$d/daemon.1.0"
+verdict "DDPRUN_CGROUP=0: a daemon of a worker is killed when the group ends (exit 0)"
+check "nothing left after DDPRUN_CGROUP=0 runs" no_leftovers 1
+
 # 11. A worker's child that outlives it is not left behind.
 FW_CHILD=1 FW_SLEEP_MS=200 run_ddprun "$TMP/orphan.out" --standalone --nproc_per_node=2 "$FW"
 check "orphaned grandchildren are cleaned up" no_leftovers
@@ -219,6 +357,22 @@ run_ddprun "$TMP/crlf.out" --standalone --nproc_per_node=1 --tee 3 --log_dir "$T
     "$TMP/crlf.sh"
 [ "$(grep -c '^\[default0\]:' "$TMP/crlf.out")" = 4 ] && ! grep -qE '^\[default0\]:\r?$' "$TMP/crlf.out"
 verdict "--tee: CRLF ends one line (4 tagged lines, none empty)"
+
+# 12b'. --tee with lines longer than the 64 KiB the agent holds: they reach the console as tagged
+# pieces, never with an empty tagged line, and the log file gets each line as written. The line
+# end comes in a write of its own (echo), as a program's print often does.
+printf '#!/bin/sh\nfor n in 70000 65536 65535 131073; do head -c $n /dev/zero | tr "\\0" x; echo; done\necho next\n' \
+    > "$TMP/long.sh"
+chmod +x "$TMP/long.sh"
+run_ddprun "$TMP/long.out" --standalone --nproc_per_node=1 --tee 3 --log_dir "$TMP/longlogs" \
+    "$TMP/long.sh"; rc=$?
+xs=$(grep '^\[default0\]:x' "$TMP/long.out" | sed 's/^\[default0\]://' | tr -d '\n' | wc -c)
+[ $rc -eq 0 ] && ! grep -qx '\[default0\]:' "$TMP/long.out" && [ "$xs" = 332144 ] && \
+    grep -qx '\[default0\]:next' "$TMP/long.out"
+verdict "--tee: 70000/65536/65535/131073-byte lines in tagged pieces, no empty line ($xs x)"
+[ "$(awk '{ printf "%d ", length($0) }' "$TMP/longlogs/attempt_0/0/stdout.log")" = \
+    "70000 65536 65535 131073 4 " ]
+verdict "--tee: the log file holds the long lines as written"
 
 # 12c. --log_line_prefix_template: torchrun's macros, rendered per worker; PET_* and torchrun's
 # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE work too.
@@ -352,6 +506,16 @@ else
     [ $rc -eq 2 ] && grep -qi "no CUDA device" "$TMP/bad5.out"
     verdict "--nproc_per_node=gpu without a GPU -> clear error, exit 2"
 fi
+# 15b. Out of file descriptors part way through starting the group: one line names the resource
+# and its limit, exit non-zero, and the workers already started are stopped.
+(ulimit -n 64; FW_SLEEP_MS=20000 OMP_NUM_THREADS=1 run_ddprun "$TMP/emfile.out" --standalone \
+    --nproc_per_node=200 "$FW"); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l < "$TMP/emfile.out")" = 1 ] && grep -qE \
+    'too many open files starting worker [0-9]+ of 200 \(RLIMIT_NOFILE 64\): raise `ulimit -n`$' \
+    "$TMP/emfile.out"
+verdict "ulimit -n 64 and 200 workers: one line naming RLIMIT_NOFILE 64, exit $rc"
+check "nothing left after running out of file descriptors" no_leftovers 3
+
 check "bad input started nothing" no_leftovers 1
 
 # 16a. A program that passes the up-front checks but cannot be exec'd: no restart, exit 126.
@@ -381,6 +545,18 @@ FW_LINES=2 timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 "$FW" >"$TM
 rc2=$?
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(grep -c 'from rank' "$TMP/closed2.out")" = 4 ]
 verdict "stdout or stderr closed at start: ddprun runs the job, exit 0 ($rc1, $rc2)"
+
+# 16d. ddprun's stdout is a pipe whose reader leaves (`ddprun ... yes | head -1`): the workers'
+# writes end as they would without ddprun (EPIPE/SIGPIPE), and stderr says why.
+for tee in "" "--tee 3"; do
+    first=$( { timeout -k 5 20 "$DDPRUN" --standalone --nproc_per_node=2 $tee /usr/bin/yes \
+        2>"$TMP/yes.err"; echo $? >"$TMP/yes.rc"; } | head -1)
+    rcs=$(cat "$TMP/yes.rc")
+    [ "$rcs" != 124 ] && [ "$rcs" != 137 ] && case $first in y|"[default"[01]"]:y") true ;; *) false ;; esac \
+        && grep -q "stdout is a closed pipe" "$TMP/yes.err"
+    verdict "ddprun ${tee:+$tee }yes | head -1 ends (ddprun exit $rcs), stderr says why"
+done
+check "nothing left after the closed pipe" no_leftovers
 
 # 16. Python targets: .py runs under python3 -u; -m runs a module.
 if command -v python3 >/dev/null; then
