@@ -18,3 +18,15 @@ HELPERS += $(BUILD)/tests/spin_worker
 $(BUILD)/obj/tests/helpers/spin_worker.o: CFLAGS += -O0 -g
 $(BUILD)/tests/spin_worker: $(BUILD)/obj/tests/helpers/spin_worker.o
 	$(LINK)
+
+# Restarts on a GPU node wait for the old group's GPU memory (gpu_mem.c, private header
+# gpu_mem.h); NVML is dlopen'ed. Its test dlopens a fake NVML built next to it.
+AGENT_SRCS += agent/gpu_mem.c
+$(BUILD)/libagent.a: $(BUILD)/obj/agent/gpu_mem.o
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_gpu_mem
+$(BUILD)/tests/unit/test_agent_gpu_mem: $(BUILD)/obj/tests/unit/test_agent_gpu_mem.o \
+    $(BUILD)/libagent.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/unit/libfakenvml.so
+$(BUILD)/tests/unit/libfakenvml.so: $(BUILD)/obj/tests/unit/test_fakenvml.o
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -shared -o $@ $^
