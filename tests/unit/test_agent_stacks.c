@@ -10,7 +10,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,9 +265,27 @@ static void test_gdb_names_function(void **state) {
     char helper[PATH_MAX + 32];
     snprintf(helper, sizeof helper, "%s/../spin_worker", exe_dir);
     assert_int_equal(access(helper, X_OK), 0);
-    char *const argv[] = {helper, NULL};
-    pid_t pid = start_group(argv);
-    wait_comm(pid, "spin_worker");
+    int fds[2];
+    assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], 1);
+        execl(helper, "spin_worker", (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(fds[1]);
+    /* Its line says it is in spin_here_forever, past any start-up code. */
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    char line[16] = "";
+    int ready = poll(&pfd, 1, WAIT_MS) == 1 && read(fds[0], line, sizeof line - 1) > 0;
+    close(fds[0]);
+    if (!ready)
+        stop(pid);
+    assert_true(ready);
     int rc = agent__stacks_capture(pid, out_path, 30000, 0, NULL);
     stop(pid);
     assert_int_equal(rc, 0);
