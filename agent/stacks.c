@@ -335,8 +335,10 @@ static const char *syscall_name(long nr) {
 static void syscall_text(const char *dir, char *out, size_t cap) {
     char path[128], buf[256];
     snprintf(path, sizeof path, "%s/syscall", dir);
-    if (read_small(path, buf, sizeof buf) <= 0) {
-        snprintf(out, cap, "?");
+    ssize_t n = read_small(path, buf, sizeof buf);
+    if (n <= 0) {
+        /* Reading it takes ptrace rights over the process (Yama's ptrace_scope applies). */
+        snprintf(out, cap, "unreadable (%s)", n < 0 ? strerror((int)-n) : "empty");
         return;
     }
     buf[strcspn(buf, " \n")] = '\0';
