@@ -1,17 +1,40 @@
 # agent/: libagent.a, the per-node agent (spawn, output routing, supervision, failure summary,
-# the multi-node rendezvous). Its API is agent/include/agent.h: the job it runs (agent_job_t).
+# the multi-node rendezvous, the job's cgroup). Its API is agent/include/agent.h: the job it runs
+# (agent_job_t). stacks.c (stack capture of a hung worker's process group) and gpu_mem.c (waiting
+# for a stopped group's GPU memory, NVML dlopen'ed) are the building blocks of hang recovery.
 AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/supervise.c \
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
-              agent/errfile.c
+              agent/errfile.c agent/stacks.c agent/gpu_mem.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 
-# Unit tests (cmocka). test_agent_supervise links supervise.c alone: the test defines the agent
-# functions the table calls and replaces the loop's timers and kill() through the linker.
+# Unit tests (cmocka); they see the agent's private headers.
+$(BUILD)/obj/tests/unit/test_agent_%.o: CFLAGS += $(CMOCKA_CFLAGS)
+$(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent
+
+# test_agent_supervise links supervise.c alone: the test defines the agent functions the table
+# calls and replaces the loop's timers and kill() through the linker.
 UNIT_TESTS += $(BUILD)/tests/unit/test_agent_supervise
 $(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_supervise.o \
     $(BUILD)/obj/agent/supervise.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
     -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
-$(BUILD)/obj/tests/unit/test_agent_%.o: CFLAGS += $(CMOCKA_CFLAGS)
-$(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent
+
+# test_agent_stacks captures a spin_worker, which spins in a named function: -O0 -g keep the
+# frame gdb must name.
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_stacks
+$(BUILD)/tests/unit/test_agent_stacks: $(BUILD)/obj/tests/unit/test_agent_stacks.o \
+    $(BUILD)/libagent.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/spin_worker
+HELPERS += $(BUILD)/tests/spin_worker
+$(BUILD)/obj/tests/helpers/spin_worker.o: CFLAGS += -O0 -g
+$(BUILD)/tests/spin_worker: $(BUILD)/obj/tests/helpers/spin_worker.o
+	$(LINK)
+
+# test_agent_gpu_mem dlopens a fake NVML built next to it.
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_gpu_mem
+$(BUILD)/tests/unit/test_agent_gpu_mem: $(BUILD)/obj/tests/unit/test_agent_gpu_mem.o \
+    $(BUILD)/libagent.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/unit/libfakenvml.so
+$(BUILD)/tests/unit/libfakenvml.so: $(BUILD)/obj/tests/unit/test_fakenvml.o
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -shared -o $@ $^
