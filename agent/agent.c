@@ -256,6 +256,13 @@ static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
     return rc;
 }
 
+void agent__store_nofile_log(const struct rdzv_server *store) {
+    int level = DDP_LOG_INFO;
+    const char *note = rdzv_server_nofile_note(store, &level);
+    if (note != NULL)
+        ddp_log(level, "job store: %s", note);
+}
+
 /* One node: the job store on 127.0.0.1 with a fresh token, and a free MASTER_PORT for PyTorch
  * workers unless one was given. Returns 0 or a negative code (logged). */
 static int local_store_start(agent_t *a, ddp_err_t *err) {
@@ -274,6 +281,7 @@ static int local_store_start(agent_t *a, ddp_err_t *err) {
         DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
         return rc;
     }
+    agent__store_nofile_log(a->store);
     a->store_port = rdzv_server_port(a->store);
     snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
     snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
@@ -409,6 +417,9 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
     a->job = job;
     a->guard_fd = -1;
     a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
+    /* The store may raise the soft open-file limit for its connections (rdzv_server_start);
+     * workers get the limit ddprun was started with, as they would without it. */
+    a->nofile_saved = getrlimit(RLIMIT_NOFILE, &a->nofile) == 0;
     uv_loop_t loop;
     int rc = uv_loop_init(&loop);
     if (rc < 0) {

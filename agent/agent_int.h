@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <time.h>
 #include <uv.h>
@@ -101,6 +102,8 @@ typedef struct agent_failure {
 
 struct agent {
     const agent_job_t *job; /* borrowed from agent_run's caller */
+    struct rlimit nofile;   /* RLIMIT_NOFILE as ddprun started, restored in every worker */
+    int nofile_saved;
     uv_loop_t *loop;
     uv_signal_t sigchld;
     uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
@@ -175,6 +178,8 @@ void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
 void agent__on_kill_timer(uv_timer_t *t);
 /* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
 void agent__kill_adopted(agent_t *a);
+/* Logs what the store did about the open-file limit (rdzv_server_nofile_note), if anything. */
+void agent__store_nofile_log(const struct rdzv_server *store);
 /* agent.c: closes every handle so that uv_run returns; the outcome is already recorded. */
 void agent__shutdown_loop(agent_t *a);
 

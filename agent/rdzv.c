@@ -539,6 +539,7 @@ static int maybe_host(struct agent_rdzv *r) {
     int rc = rdzv_server_start(a->loop, &so, &a->store, &err);
     if (rc == 0) {
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
+        agent__store_nofile_log(a->store);
         if (so.no_auth)
             DDP_WARN("no job token (" RDZV_TOKEN_ENV_NAMES "): the rendezvous store on "
                      "%s:%d accepts any client",

@@ -259,6 +259,8 @@ static int child_main(void *arg) {
         if (sig != SIGKILL && sig != SIGSTOP)
             sigaction(sig, &dfl, NULL);
     setpgid(0, 0);
+    if (c->a->nofile_saved)
+        setrlimit(RLIMIT_NOFILE, &c->a->nofile);
     /* Into the job's cgroup before anything of the program runs: whatever it starts, wherever
      * that goes (setsid, double fork), is born there and is killed with the cgroup. "0" moves
      * the writer itself. */

@@ -583,4 +583,10 @@ z=$(ps -o stat= --ppid "$(child_pid $pid)" 2>/dev/null | grep -c Z)
 check "no zombie children while the group runs" [ "$z" -eq 0 ]
 { wait $pid; } 2>/dev/null
 
+# 18. Workers get the open-file limit ddprun was started with, whatever the job store raised its
+# own to for its connections (a program using select() must keep its 1024).
+out=$(bash -c "ulimit -Sn 1000; exec timeout -k 5 30 '$DDPRUN' --standalone --nproc_per_node=2 \
+    --no_python sh -c 'ulimit -Sn'" 2>/dev/null)
+check "workers keep ddprun's soft open-file limit (got: $(echo $out))" [ "$(echo $out)" = "1000 1000" ]
+
 finish
