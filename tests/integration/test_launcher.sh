@@ -208,6 +208,28 @@ else
     not_ok "the token daemon started"
 fi
 kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
+
+# A malformed token: one message naming its one source once and what is expected, never the
+# secret; the same text from `ddprun status` and from a multi-node ddprun (exit 2, no worker).
+: >"$TMP/empty.tok" && chmod 600 "$TMP/empty.tok"
+for spec in "DDPRUN_STORE_TOKEN=xyzsecret0|DDPRUN_STORE_TOKEN: character 1 of 10 is not a hex digit: expected an even number of hex digits (0-9a-f), at most 2048" \
+            "DDPRUN_TOKEN=abc|DDPRUN_TOKEN: 3 hex digits, an odd number: expected an even number of hex digits (0-9a-f), at most 2048" \
+            "DDPRUN_TOKEN_FILE=$TMP/empty.tok|DDPRUN_TOKEN_FILE=$TMP/empty.tok: the token is 0 bytes: expected 1..1024 bytes (one trailing newline is not counted)"; do
+    assign=${spec%%|*} msg=${spec#*|}
+    env "$assign" timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x \
+        >"$TMP/st_tok.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && [ "$(head -1 "$TMP/st_tok.out")" = "ddprun status: $msg" ] &&
+        [ "$(grep -o 'DDPRUN_[A-Z_]*' "$TMP/st_tok.out" | wc -l)" -eq 1 ] &&
+        ! grep -q secret "$TMP/st_tok.out"
+    verdict "status with ${assign%%=*} malformed: 'ddprun status: $msg' (rc $rc)"
+    [ $rc -eq 2 ] || sed 's/^/#   /' "$TMP/st_tok.out"
+    d=$TMP/tok.$_n; mkdir -p "$d"
+    env "$assign" FW_DIR="$d" timeout -k 5 30 "$DDPRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:1 \
+        --rdzv_id=x "$FW" >"$TMP/mn_tok.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && [ "$(cat "$TMP/mn_tok.out")" = "ddprun: $msg" ] && [ -z "$(ls -A "$d")" ]
+    verdict "multi-node ddprun with ${assign%%=*} malformed: one line naming it once, no worker (rc $rc)"
+    [ $rc -eq 2 ] || sed 's/^/#   /' "$TMP/mn_tok.out"
+done
 check "nothing left after the status checks" no_leftovers
 
 # no_raw_controls FILE: true when FILE holds no control byte other than newline (no ESC, BEL, CR).
