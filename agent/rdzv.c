@@ -218,8 +218,8 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
         return;
     }
     if (rep.status != 0) {
-        const char *why = rep.text.len > 0 ? store_text(rep.text.data, rep.text.len, "", esc)
-                                           : "refused";
+        const char *why =
+            rep.text.len > 0 ? store_text(rep.text.data, rep.text.len, "", esc) : "refused";
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else

@@ -124,8 +124,8 @@ static int hex_decode(const char *hex, const char *name, ddp_buf_t *tok, ddp_err
                                "%s: character %zu of %zu is not a hex digit: " HEX_EXPECTED, name,
                                i + 1, n, 2 * RDZV_TOKEN_MAX_LEN);
     if (n % 2 != 0)
-        return ddp_err_set(err, DDP_EENV, "%s: %zu hex digits, an odd number: " HEX_EXPECTED,
-                           name, n, 2 * RDZV_TOKEN_MAX_LEN);
+        return ddp_err_set(err, DDP_EENV, "%s: %zu hex digits, an odd number: " HEX_EXPECTED, name,
+                           n, 2 * RDZV_TOKEN_MAX_LEN);
     if (n / 2 > RDZV_TOKEN_MAX_LEN)
         return ddp_err_set(err, DDP_EENV, "%s: %zu hex digits, too many: " HEX_EXPECTED, name, n,
                            2 * RDZV_TOKEN_MAX_LEN);
@@ -173,8 +173,8 @@ static int token_file_open(const char *path, const char *label, ddp_err_t *err) 
     if (fstat(fd, &st) < 0)
         rc = ddp_err_set(err, -errno, "%s: unable to stat: %s", label, strerror(errno));
     else if (!S_ISREG(st.st_mode))
-        rc = ddp_err_set(err, DDP_EUSAGE, "%s: not a regular file: expected a regular file of mode 600",
-                         label);
+        rc = ddp_err_set(err, DDP_EUSAGE,
+                         "%s: not a regular file: expected a regular file of mode 600", label);
     else if ((st.st_mode & 077) != 0)
         rc = ddp_err_set(err, DDP_EUSAGE,
                          "%s: mode %04o lets group or others read it; run: chmod 600 %s", label,

@@ -449,7 +449,8 @@ static void test_token_messages(void **state) {
     setenv("DDPRUN_TOKEN_FILE", path, 1);
     const char *e = load_error(NULL);
     print_message("%s\n", e);
-    snprintf(want, sizeof want, "DDPRUN_TOKEN_FILE=%s: the token is 0 bytes: expected 1..1024", path);
+    snprintf(want, sizeof want, "DDPRUN_TOKEN_FILE=%s: the token is 0 bytes: expected 1..1024",
+             path);
     assert_int_equal(strncmp(e, want, strlen(want)), 0);
     assert_int_equal(count_of(e, "DDPRUN_"), 1);
     assert_int_equal(count_of(e, path), 1);
