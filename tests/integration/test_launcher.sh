@@ -249,9 +249,39 @@ if command -v python3 >/dev/null; then
     verdict "status escapes control bytes in host names, run id, states and the last failure"
     [ $rc -eq 0 ] && no_raw_controls "$TMP/st_esc.out" || sed 's/^/#   /' "$TMP/st_esc.out" | cat -v
     unset FAKE_JSON
+    # --json re-serializes the reply: escaped control characters stay escaped, C1 controls and DEL
+    # in strings become \u escapes, the content is unchanged.
+    export FAKE_JSON=$'{"run":"r1\\u001b]0;t\\u0007","members":[{"host":"evil\xc2\x9b2J\x7fx","state":"ok"}]}'
+    fake_store json
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 --json \
+        >"$TMP/st_json.out" 2>"$TMP/st_json.err"; rc=$?
+    stop_fake_store
+    same_json() {
+        python3 -c 'import json,os,sys; assert json.load(open(sys.argv[1])) == json.loads(os.environ["FAKE_JSON"])' "$TMP/st_json.out"
+    }
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_json.out" && ! LC_ALL=C grep -q $'[\x80-\xff]' "$TMP/st_json.out" &&
+        grep -qF '"host":"evil\u009B2J\u007Fx"' "$TMP/st_json.out" && same_json
+    verdict "status --json re-serializes: C1 controls and DEL escaped, same JSON (rc $rc)"
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_json.out" || sed 's/^/#   /' "$TMP/st_json.out" | cat -v
+    # A reply that is not JSON (raw ESC after the object): one line naming the store, exit 1.
+    export FAKE_JSON=$'{"run":"r1"}\e[2J\e]0;pwned\a'
+    for fmt in --json ""; do
+        fake_store json
+        timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 $fmt \
+            >"$TMP/st_bad.out" 2>&1; rc=$?
+        stop_fake_store
+        [ $rc -eq 1 ] && no_raw_controls "$TMP/st_bad.out" && [ "$(wc -l <"$TMP/st_bad.out")" -eq 1 ] &&
+            grep -qF "ddprun status: 127.0.0.1:$FAKE_PORT: the reply to RDZV_STATUS is not valid JSON (at byte 13 of 26)" "$TMP/st_bad.out"
+        verdict "status ${fmt:-(table)} with a reply that is not JSON: one line, exit 1 (rc $rc)"
+        [ $rc -eq 1 ] && no_raw_controls "$TMP/st_bad.out" || sed 's/^/#   /' "$TMP/st_bad.out" | cat -v
+    done
+    unset FAKE_JSON
 else
     skip "status escapes control bytes in host names, run id, states and the last failure" \
         "no python3 for the fake store"
+    skip "status --json re-serializes: C1 controls and DEL escaped, same JSON" "no python3 for the fake store"
+    skip "status --json with a reply that is not JSON: one line, exit 1" "no python3 for the fake store"
+    skip "status (table) with a reply that is not JSON: one line, exit 1" "no python3 for the fake store"
 fi
 FW_EXIT=1 FW_ERROR='\u001b[2J\u001b[Hall good\r\u0007' run_ddprun "$TMP/sum_esc.out" \
     --nproc_per_node=1 "$FW"; rc=$?
