@@ -62,6 +62,12 @@ refused "--max_restarts=99999999999 -> exit 2" "--max_restarts: '99999999999' is
 refused "--nproc_per_node=2x -> exit 2" "--nproc_per_node: '2x' is not a number" --nproc_per_node=2x
 refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range (1..65535)" \
     --master_port=70000
+refused "--nnodes=65536 x --nproc_per_node=65536 overflows the world size -> exit 2 naming both" \
+    "--nnodes (max 65536) x --nproc_per_node (65536) is 4294967296 ranks; the world size is at most 2147483647" \
+    --nnodes=65536 --nproc_per_node=65536 --rdzv_endpoint=127.0.0.1:1
+refused "--nnodes=1:65536 x --nproc_per_node=32768 (one rank past INT_MAX) -> exit 2" \
+    "--nnodes (max 65536) x --nproc_per_node (32768) is 2147483648 ranks" \
+    --nnodes=1:65536 --nproc_per_node=32768 --rdzv_endpoint=127.0.0.1:1
 check "nothing left after the numeric checks" no_leftovers
 
 # A script whose #! interpreter is missing: exit 2 naming the interpreter, not 127 as if the
