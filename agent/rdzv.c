@@ -142,6 +142,25 @@ static void on_conn_lost(void *arg, int status, const char *errtext) {
     store_lost(arg, errtext);
 }
 
+/* A JOIN result this node can use: the numbers become ints (RANK, WORLD_SIZE, ...) and index the
+ * group, so a store that sends them out of range (a bug, or not a ddprun store) is refused rather
+ * than wrapped. Returns NULL, or what is wrong. */
+static const char *join_result_check(const rdzv_join_result_t *j, int nproc, int max_nodes) {
+    if (j->group_world_size < 1 || j->group_world_size > max_nodes)
+        return "group_world_size outside 1..--nnodes max";
+    if (j->group_rank < 0 || j->group_rank >= j->group_world_size)
+        return "group_rank outside 0..group_world_size-1";
+    if (j->world_size < 1 || j->world_size > INT_MAX)
+        return "world_size outside 1..2147483647";
+    if (j->rank_base < 0 || j->rank_base > j->world_size - nproc)
+        return "rank_base + this node's nproc past world_size";
+    if (j->master_port < 0 || j->master_port > 65535)
+        return "master_port outside 0..65535";
+    if (j->round < 0 || j->restarts_used < 0 || j->restarts_used > INT_MAX)
+        return "negative round or restarts_used out of range";
+    return NULL;
+}
+
 /* Parses a complete reply; rep->text must be freed by the caller. */
 static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep) {
     memset(rep, 0, sizeof *rep);
@@ -230,6 +249,13 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     }
     ddp_buf_free(&rep.text);
     const rdzv_join_result_t *j = &rep.join;
+    const char *bad = join_result_check(j, a->nproc, a->job->max_nodes);
+    if (bad != NULL) {
+        DDP_ERROR("rendezvous '%s' at %s:%d: the JOIN reply is out of range (%s)", a->job->run_id,
+                  r->addr, r->port, bad);
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
     a->round = j->round;
     a->node_rank = (int)j->group_rank;
     a->group_world_size = (int)j->group_world_size;

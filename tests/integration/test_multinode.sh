@@ -247,10 +247,11 @@ no_raw_controls "$TMP/re0.out" || sed 's/^/#   /' "$TMP/re0.out" | cat -v | tail
 unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
 # b) A store that refuses the JOIN with an error text full of control bytes (reply: u8 0x50, u8 1,
 # i64 code, blob text; docs/protocol-rdzv.md). The fake answers each connection's VALIDATE + PING,
-# then refuses the first JOIN, and exits within 15 s.
+# then answers the first JOIN per MODE (refuse: an error text with control bytes; bigworld: a round
+# whose world_size, 2^32, fits no int), and exits within 15 s.
 cat >"$TMP/fake_rdzv.py" <<'PY'
 import os, socket, struct, sys, threading, time
-portfile = sys.argv[1]
+portfile, mode = sys.argv[1], sys.argv[2]
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4); s.settimeout(15)
 open(portfile + ".tmp", "w").write(str(s.getsockname()[1])); os.rename(portfile + ".tmp", portfile)
 text = b"\x1b[2J\x1b[Hall nodes joined\x07\r\nforged line \x9b31m"
@@ -272,7 +273,11 @@ def serve(c):
         for _ in range(2):                       # run id, host
             read_exact(c, struct.unpack("<Q", read_exact(c, 8))[0])
         read_exact(c, 9 * 8)
-        c.sendall(bytes([0x50, 1]) + struct.pack("<qQ", -22, len(text)) + text)
+        if mode == "refuse":
+            c.sendall(bytes([0x50, 1]) + struct.pack("<qQ", -22, len(text)) + text)
+        else:   # round 0, group rank 0 of 1, rank_base 0, world_size 2^32, master, port, restarts
+            c.sendall(bytes([0x50, 0]) + struct.pack("<qqqqqQ", 0, 0, 1, 0, 1 << 32, 9) +
+                      b"127.0.0.1" + struct.pack("<qq", 29500, 0))
         time.sleep(5)
     except (EOFError, OSError):
         pass
@@ -284,7 +289,7 @@ while time.monotonic() < end:
         break
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
-python3 "$TMP/fake_rdzv.py" "$TMP/fake_rdzv.port" &
+python3 "$TMP/fake_rdzv.py" "$TMP/fake_rdzv.port" refuse &
 fake=$!
 for i in $(seq 100); do [ -f "$TMP/fake_rdzv.port" ] && break; sleep 0.05; done
 timeout -k 5 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
@@ -296,6 +301,19 @@ kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null
     ! LC_ALL=C grep -q $'\x9b' "$TMP/hostile.out"
 verdict "a JOIN refused with control bytes in its text: exit 1, the text logged escaped (rc $rc)"
 no_raw_controls "$TMP/hostile.out" || sed 's/^/#   /' "$TMP/hostile.out" | cat -v | tail -5
+# c) A JOIN answer whose numbers fit no int (world_size 2^32) is refused, not wrapped to 0.
+rm -f "$TMP/fake_rdzv.port"; d=$TMP/bigworld; mkdir -p "$d"
+python3 "$TMP/fake_rdzv.py" "$TMP/fake_rdzv.port" bigworld &
+fake=$!
+for i in $(seq 100); do [ -f "$TMP/fake_rdzv.port" ] && break; sleep 0.05; done
+FW_DIR=$d timeout -k 5 20 "$DDPRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$(cat "$TMP/fake_rdzv.port")" --rdzv_id=big --rdzv_conf="$CONF" \
+    "$FW" >"$TMP/bigworld.out" 2>&1; rc=$?
+kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null
+[ "$rc" = 1 ] && [ -z "$(ls -A "$d")" ] &&
+    grep -qF "rendezvous 'big' at 127.0.0.1:$(cat "$TMP/fake_rdzv.port"): the JOIN reply is out of range (world_size outside 1..2147483647)" "$TMP/bigworld.out"
+verdict "a JOIN answer with world_size 2^32: exit 1 naming the field, no worker (rc $rc)"
+[ "$rc" = 1 ] || sed 's/^/#   /' "$TMP/bigworld.out" | tail -5
 
 check "nothing left at the end" no_leftovers
 
