@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "ddp_addr.h"
+#include "ddp_escape.h"
 #include "ddp_log.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
@@ -33,6 +34,9 @@
  * min(10 s, join_timeout / 4), then at doubling gaps up to a minute. */
 #define AGENT_JOIN_REPORT_FIRST_MS 10000
 #define AGENT_JOIN_REPORT_MAX_MS 60000
+/* Room for one text from the store escaped for the log (a reply's error text is at most 1024
+ * bytes; a longer escape is cut). */
+#define AGENT_STORE_TEXT_MAX 1536
 
 struct agent_rdzv {
     agent_t *a;
@@ -55,6 +59,19 @@ struct agent_rdzv {
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int stopping;
 };
+
+/* Text that came from the store (a reply's error text, a key's value, a client error quoting the
+ * server), escaped for the log: whoever runs or reaches the store cannot put control bytes on the
+ * operator's terminal or forge log lines. len (size_t)-1: s is NUL-terminated (NULL reads as
+ * dflt). Borrowed: valid until buf is reused. */
+static const char *store_text(const void *s, size_t len, const char *dflt, char *buf) {
+    if (s == NULL)
+        s = dflt, len = (size_t)-1;
+    if (len == (size_t)-1)
+        len = strlen(s);
+    ddp_str_escape(buf, AGENT_STORE_TEXT_MAX, s, len);
+    return buf;
+}
 
 int agent__rdzv_wanted(const agent_job_t *job) {
     return job->max_nodes > 1;
@@ -93,14 +110,16 @@ static void emit(agent_t *a, agent_event_t ev) {
 static void store_lost(struct agent_rdzv *r, const char *errtext) {
     if (r->stopping)
         return;
+    char esc[AGENT_STORE_TEXT_MAX];
     if (r->a->state == SUP_BARRIER && r->barrier_phase == 2) {
         /* Our arrival was counted; the hosting agent left once everyone had arrived. */
-        DDP_DEBUG("store gone after the exit barrier: %s", errtext ? errtext : "closed");
+        DDP_DEBUG("store gone after the exit barrier: %s",
+                  store_text(errtext, (size_t)-1, "closed", esc));
         emit(r->a, EV_BARRIER_DONE);
         return;
     }
     DDP_ERROR("lost the rendezvous store at %s:%d: %s; this node is out of the job", r->addr,
-              r->port, errtext ? errtext : "connection closed");
+              r->port, store_text(errtext, (size_t)-1, "connection closed", esc));
     emit(r->a, EV_RDZV_ERROR);
 }
 
@@ -108,8 +127,9 @@ static void on_connected(void *arg, int status, const char *errtext) {
     struct agent_rdzv *r = arg;
     if (status == 0 || status == DDP_ECANCELED || r->stopping)
         return;
+    char esc[AGENT_STORE_TEXT_MAX];
     DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
-              errtext ? errtext : ddp_strerror(status),
+              store_text(errtext, (size_t)-1, ddp_strerror(status), esc),
               r->token->len == 0 ? " (agents read the job token from " RDZV_TOKEN_ENV_NAMES ")"
                                  : "");
     /* Stop first, so the other connection's failure does not log the same thing again. */
@@ -120,6 +140,25 @@ static void on_connected(void *arg, int status, const char *errtext) {
 static void on_conn_lost(void *arg, int status, const char *errtext) {
     (void)status;
     store_lost(arg, errtext);
+}
+
+/* A JOIN result this node can use: the numbers become ints (RANK, WORLD_SIZE, ...) and index the
+ * group, so a store that sends them out of range (a bug, or not a ddprun store) is refused rather
+ * than wrapped. Returns NULL, or what is wrong. */
+static const char *join_result_check(const rdzv_join_result_t *j, int nproc, int max_nodes) {
+    if (j->group_world_size < 1 || j->group_world_size > max_nodes)
+        return "group_world_size outside 1..--nnodes max";
+    if (j->group_rank < 0 || j->group_rank >= j->group_world_size)
+        return "group_rank outside 0..group_world_size-1";
+    if (j->world_size < 1 || j->world_size > INT_MAX)
+        return "world_size outside 1..2147483647";
+    if (j->rank_base < 0 || j->rank_base > j->world_size - nproc)
+        return "rank_base + this node's nproc past world_size";
+    if (j->master_port < 0 || j->master_port > 65535)
+        return "master_port outside 0..65535";
+    if (j->round < 0 || j->restarts_used < 0 || j->restarts_used > INT_MAX)
+        return "negative round or restarts_used out of range";
+    return NULL;
 }
 
 /* Parses a complete reply; rep->text must be freed by the caller. */
@@ -138,8 +177,10 @@ static void on_round_reason(void *arg, int status, const uint8_t *reply, size_t 
                             const char *errtext) {
     (void)arg;
     (void)errtext;
+    char esc[AGENT_STORE_TEXT_MAX];
+    /* The key's value: the server's reason, or whatever a client of the store SET there. */
     if (status == 0 && len > 0)
-        DDP_WARN("%.*s; re-joining", (int)len, (const char *)reply);
+        DDP_WARN("%s; re-joining", store_text(reply, len, "", esc));
 }
 
 static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len,
@@ -182,9 +223,10 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     agent_t *a = r->a;
     if (status == DDP_ECANCELED || r->stopping)
         return;
+    char esc[AGENT_STORE_TEXT_MAX];
     if (status != 0) {
         DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->job->run_id, r->addr, r->port,
-                  errtext ? errtext : ddp_strerror(status));
+                  store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
         emit(a, EV_RDZV_ERROR);
         return;
     }
@@ -195,7 +237,8 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
         return;
     }
     if (rep.status != 0) {
-        const char *why = rep.text.len > 0 ? (const char *)rep.text.data : "refused";
+        const char *why =
+            rep.text.len > 0 ? store_text(rep.text.data, rep.text.len, "", esc) : "refused";
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
@@ -206,6 +249,13 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     }
     ddp_buf_free(&rep.text);
     const rdzv_join_result_t *j = &rep.join;
+    const char *bad = join_result_check(j, a->nproc, a->job->max_nodes);
+    if (bad != NULL) {
+        DDP_ERROR("rendezvous '%s' at %s:%d: the JOIN reply is out of range (%s)", a->job->run_id,
+                  r->addr, r->port, bad);
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
     a->round = j->round;
     a->node_rank = (int)j->group_rank;
     a->group_world_size = (int)j->group_world_size;
@@ -216,7 +266,8 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     a->master_port = (int)j->master_port;
     DDP_INFO("rendezvous '%s' round %lld: node %d of %d, ranks %d..%d of %d, master %s:%d",
              a->job->run_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
-             a->rank_base + a->nproc - 1, a->world_size, a->master_addr, a->master_port);
+             a->rank_base + a->nproc - 1, a->world_size,
+             store_text(a->master_addr, (size_t)-1, "", esc), a->master_port);
     int rc = agent__base_env_build(a);
     if (rc < 0) {
         DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
@@ -426,8 +477,10 @@ static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t 
     if (status == DDP_ETIMEOUT)
         DDP_WARN("exit barrier: not every node arrived within close_timeout=%gs; leaving anyway",
                  a->job->rdzv.close_timeout_ms / 1000.0);
-    else if (status != 0)
-        DDP_DEBUG("exit barrier: %s", errtext ? errtext : ddp_strerror(status));
+    else if (status != 0) {
+        char esc[AGENT_STORE_TEXT_MAX];
+        DDP_DEBUG("exit barrier: %s", store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+    }
     if (a->store != NULL) {
         /* Hosting: the others may still be reading their answer from our store. */
         r->linger_until = uv_now(a->loop) + AGENT_HOST_LINGER_MS;

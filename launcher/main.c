@@ -3,6 +3,7 @@
  * the agent starts and exits 2 with one line; the exit code is decided here, once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,10 @@
 
 /* ddprun's exit codes (--help, docs/cli.md). 126/127 and 128+N come from the job's end. */
 enum { EXIT_OK = 0, EXIT_JOB_FAILED = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+
+/* The most ranks one job may have: WORLD_SIZE and every RANK are ints for the agent and for
+ * PyTorch. --nnodes and --nproc_per_node are each bounded (65536), their product is not. */
+#define LAUNCH_WORLD_SIZE_MAX INT_MAX
 
 /* Prints "ddprun: <message>" and returns the usage exit code. */
 static int usage_error(const ddp_err_t *err, int rc) {
@@ -85,6 +90,14 @@ static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *jo
                  ep_addr);
     if (rc == 0)
         rc = launch_nproc_resolve(spec, err);
+    /* Checked once the count is known (gpu, cpu and auto resolve only now), against the largest
+     * group the job may form. */
+    if (rc == 0 && (long long)spec->max_nodes * spec->nproc_per_node > LAUNCH_WORLD_SIZE_MAX)
+        rc = ddp_err_set(err, DDP_EUSAGE,
+                         "--nnodes (max %d) x --nproc_per_node (%d) is %lld ranks; the world size "
+                         "is at most %d",
+                         spec->max_nodes, spec->nproc_per_node,
+                         (long long)spec->max_nodes * spec->nproc_per_node, LAUNCH_WORLD_SIZE_MAX);
     if (rc == 0)
         rc = launch_program_argv(spec, prog, err);
     if (rc < 0)

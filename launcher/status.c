@@ -1,5 +1,5 @@
 /* `ddprun status`: asks a rendezvous store for the state of one run (round, members, their
- * hosts and states) and prints it as a table, or as the server's JSON with --json. */
+ * hosts and states) and prints it as a table, or with --json as its JSON, re-serialized. */
 #include "launch_status.h"
 
 #include <errno.h>
@@ -250,8 +250,25 @@ static void print_failure(const char *host, int port, const status_req_t *q, int
         fprintf(stderr, "ddprun status: %s\n", ddp_str_escaped(q->errtext, text, sizeof text));
 }
 
-/* Prints the server's answer (table or --json). Returns the exit code. */
-static int print_reply(const status_req_t *q, int json_out) {
+/* --json prints the server's JSON re-serialized, never as it came: every control character and
+ * every character above ASCII in a string becomes a \uXXXX escape (C1 controls included), and
+ * bytes outside strings cannot pass at all, so a hostile server cannot drive the terminal. */
+#define STATUS_JSON_FLAGS (JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_COMPACT)
+
+/* Prints jansson's output of STATUS_JSON_FLAGS and a newline. jansson leaves DEL (0x7f) as it is;
+ * it can only be inside a string there, where \u007F means the same. */
+static void print_json(const char *out) {
+    for (const char *p = out; *p != '\0'; p++) {
+        if (*p == 0x7f)
+            fputs("\\u007F", stdout);
+        else
+            putchar(*p);
+    }
+    putchar('\n');
+}
+
+/* Prints the server's answer (table or --json) from host:port. Returns the exit code. */
+static int print_reply(const char *host, int port, const status_req_t *q, int json_out) {
     rdzv_round_reply_t rep;
     memset(&rep, 0, sizeof rep);
     size_t need = 0;
@@ -265,17 +282,28 @@ static int print_reply(const status_req_t *q, int json_out) {
         fprintf(stderr, "ddprun status: %s\n",
                 rep.text.len > 0 ? text : "unknown run or bad reply");
         code = 1;
-    } else if (json_out) {
-        printf("%s\n", rep.text.len > 0 ? (char *)rep.text.data : "");
     } else {
-        json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL);
+        /* jansson refuses raw control bytes inside strings and anything after the value. Its
+         * error text quotes the reply: only the position is printed. */
+        json_error_t jerr;
+        json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, &jerr);
+        char *out = NULL;
         if (root == NULL) {
-            fprintf(stderr, "ddprun status: the server sent malformed JSON\n");
+            fprintf(stderr,
+                    "ddprun status: %s:%d: the reply to RDZV_STATUS is not valid JSON "
+                    "(at byte %d of %zu)\n",
+                    host, port, jerr.position, rep.text.len);
+            code = 1;
+        } else if (!json_out) {
+            print_table(root);
+        } else if ((out = json_dumps(root, STATUS_JSON_FLAGS)) == NULL) {
+            fprintf(stderr, "ddprun status: out of memory for the JSON\n");
             code = 1;
         } else {
-            print_table(root);
-            json_decref(root);
+            print_json(out);
         }
+        free(out);
+        json_decref(root);
     }
     ddp_buf_free(&rep.text);
     return code;
@@ -328,7 +356,7 @@ int launch_status_main(int argc, char **argv) {
         print_failure(host, (int)co.port, &q, token.len > 0);
         code = 1;
     } else {
-        code = print_reply(&q, o.json_out);
+        code = print_reply(host, (int)co.port, &q, o.json_out);
     }
     ddp_buf_free(&token);
     ddp_buf_free(&q.reply);

@@ -16,6 +16,7 @@
 #include <openssl/hmac.h>
 
 #include "ddp_err.h"
+#include "ddp_escape.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
 
@@ -107,27 +108,33 @@ static int hexval(int ch) {
     return -1;
 }
 
-/* Decodes hex into tok (replaced); errors name `name`, the variable the hex came from. */
+/* What a hex token must look like, for every message about one. */
+#define HEX_EXPECTED "expected an even number of hex digits (0-9a-f), at most %zu"
+
+/* Decodes hex into tok (replaced); errors name `name`, the variable the hex came from, once. The
+ * value is a secret: a message gives its length and where it goes wrong, never its text. */
 static int hex_decode(const char *hex, const char *name, ddp_buf_t *tok, ddp_err_t *err) {
     ddp_buf_reset(tok);
     if (hex == NULL || *hex == '\0')
         return 0;
     size_t n = strlen(hex);
-    if (n % 2 != 0 || n / 2 > RDZV_TOKEN_MAX_LEN)
-        return ddp_err_set(err, DDP_EENV, "%s: expected an even number of hex digits (at most %zu)",
-                           name, 2 * RDZV_TOKEN_MAX_LEN);
+    for (size_t i = 0; i < n; i++)
+        if (hexval((unsigned char)hex[i]) < 0)
+            return ddp_err_set(err, DDP_EENV,
+                               "%s: character %zu of %zu is not a hex digit: " HEX_EXPECTED, name,
+                               i + 1, n, 2 * RDZV_TOKEN_MAX_LEN);
+    if (n % 2 != 0)
+        return ddp_err_set(err, DDP_EENV, "%s: %zu hex digits, an odd number: " HEX_EXPECTED, name,
+                           n, 2 * RDZV_TOKEN_MAX_LEN);
+    if (n / 2 > RDZV_TOKEN_MAX_LEN)
+        return ddp_err_set(err, DDP_EENV, "%s: %zu hex digits, too many: " HEX_EXPECTED, name, n,
+                           2 * RDZV_TOKEN_MAX_LEN);
     int rc = ddp_buf_reserve(tok, n / 2);
     if (rc < 0)
         return ddp_err_set(err, rc, "%s: out of memory", name);
-    for (size_t i = 0; i < n; i += 2) {
-        int hi = hexval((unsigned char)hex[i]), lo = hexval((unsigned char)hex[i + 1]);
-        if (hi < 0 || lo < 0) {
-            ddp_buf_reset(tok);
-            return ddp_err_set(err, DDP_EENV, "%s: not a hex digit at position %zu", name,
-                               hi < 0 ? i : i + 1);
-        }
-        tok->data[tok->len++] = (uint8_t)(hi << 4 | lo);
-    }
+    for (size_t i = 0; i < n; i += 2)
+        tok->data[tok->len++] =
+            (uint8_t)(hexval((unsigned char)hex[i]) << 4 | hexval((unsigned char)hex[i + 1]));
     return 0;
 }
 
@@ -135,23 +142,43 @@ int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
     return hex_decode(hex, RDZV_TOKEN_ENV, tok, err);
 }
 
+/* What a token file must hold, for the messages about its size. */
+#define FILE_EXPECTED "expected 1..%zu bytes (one trailing newline is not counted)"
+
+/* The one name a token file's messages start with: `via` is the flag or variable that gave the
+ * path (NULL: none), so "--token-file PATH", "DDPRUN_TOKEN_FILE=PATH" or "token file PATH". The
+ * path is escaped: it is printed on a terminal. */
+static const char *file_label(const char *via, const char *path, char *buf, size_t cap) {
+    char esc[128];
+    ddp_str_escaped(path, esc, sizeof esc);
+    if (via == NULL)
+        snprintf(buf, cap, "token file %s", esc);
+    else if (via[0] == '-')
+        snprintf(buf, cap, "%s %s", via, esc);
+    else
+        snprintf(buf, cap, "%s=%s", via, esc);
+    return buf;
+}
+
 /* Opens a token file for reading: a regular file (a symlink to one is followed) that only its
  * owner may access, as ssh wants of a private key. O_NONBLOCK keeps a FIFO or device given by
- * mistake from blocking the open; fstat then refuses it. Returns the fd, or an error in err. */
-static int token_file_open(const char *path, ddp_err_t *err) {
+ * mistake from blocking the open; fstat then refuses it. Returns the fd, or an error in err that
+ * starts with `label`. */
+static int token_file_open(const char *path, const char *label, ddp_err_t *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return ddp_err_set(err, -errno, "unable to open token file %s: %s", path, strerror(errno));
+        return ddp_err_set(err, -errno, "%s: unable to open: %s", label, strerror(errno));
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) < 0)
-        rc = ddp_err_set(err, -errno, "unable to stat token file %s: %s", path, strerror(errno));
+        rc = ddp_err_set(err, -errno, "%s: unable to stat: %s", label, strerror(errno));
     else if (!S_ISREG(st.st_mode))
-        rc = ddp_err_set(err, DDP_EUSAGE, "token file %s: not a regular file", path);
+        rc = ddp_err_set(err, DDP_EUSAGE,
+                         "%s: not a regular file: expected a regular file of mode 600", label);
     else if ((st.st_mode & 077) != 0)
         rc = ddp_err_set(err, DDP_EUSAGE,
-                         "token file %s: mode %04o lets group or others read it; run: chmod 600 %s",
-                         path, (unsigned)(st.st_mode & 07777), path);
+                         "%s: mode %04o lets group or others read it; run: chmod 600 %s", label,
+                         (unsigned)(st.st_mode & 07777), path);
     if (rc < 0) {
         close(fd);
         return rc;
@@ -159,29 +186,31 @@ static int token_file_open(const char *path, ddp_err_t *err) {
     return fd;
 }
 
-int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
+/* rdzv_token_from_file, its messages starting with the name file_label makes of via and path. */
+static int file_read(const char *path, const char *via, ddp_buf_t *tok, ddp_err_t *err) {
+    char label[160];
+    file_label(via, path, label, sizeof label);
     ddp_buf_reset(tok);
-    int fd = token_file_open(path, err);
+    int fd = token_file_open(path, label, err);
     if (fd < 0)
         return fd;
     int rc = 0;
     for (;;) {
         if (tok->len > RDZV_TOKEN_MAX_LEN + 2) {
-            rc = ddp_err_set(err, DDP_ETOOBIG, "token file %s: longer than %zu bytes", path,
-                             RDZV_TOKEN_MAX_LEN);
+            rc = ddp_err_set(err, DDP_ETOOBIG, "%s: more than %zu bytes: " FILE_EXPECTED, label,
+                             RDZV_TOKEN_MAX_LEN, RDZV_TOKEN_MAX_LEN);
             break;
         }
         rc = ddp_buf_reserve(tok, 512);
         if (rc < 0) {
-            ddp_err_set(err, rc, "token file %s: out of memory", path);
+            ddp_err_set(err, rc, "%s: out of memory", label);
             break;
         }
         ssize_t n = read(fd, tok->data + tok->len, 512);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rc =
-                ddp_err_set(err, -errno, "unable to read token file %s: %s", path, strerror(errno));
+            rc = ddp_err_set(err, -errno, "%s: unable to read: %s", label, strerror(errno));
             break;
         }
         if (n == 0)
@@ -200,10 +229,14 @@ int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
     if (tok->len == 0 || tok->len > RDZV_TOKEN_MAX_LEN) {
         size_t len = tok->len;
         ddp_buf_reset(tok);
-        return ddp_err_set(err, DDP_EUSAGE, "token file %s: token is %zu bytes (want 1..%zu)", path,
+        return ddp_err_set(err, DDP_EUSAGE, "%s: the token is %zu bytes: " FILE_EXPECTED, label,
                            len, RDZV_TOKEN_MAX_LEN);
     }
     return 0;
+}
+
+int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err) {
+    return file_read(path, NULL, tok, err);
 }
 
 int rdzv_token_generate(ddp_buf_t *tok, size_t n, ddp_err_t *err) {
@@ -247,18 +280,18 @@ int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_e
     int rc = 0;
     ddp_err_t e;
     ddp_err_clear(&e);
+    /* Each reader names its source once (the flag or variable, with the path for a file); the
+     * text is passed on as it is, never prefixed again. */
     if (file != NULL)
-        from = "--token-file", rc = rdzv_token_from_file(file, tok, &e);
+        from = "--token-file", rc = file_read(file, from, tok, &e);
     else if ((v = env_set(RDZV_TOKEN_HEX_ENV)) != NULL)
         from = RDZV_TOKEN_HEX_ENV, rc = hex_decode(v, from, tok, &e);
     else if ((v = env_set(RDZV_TOKEN_FILE_ENV)) != NULL)
-        from = RDZV_TOKEN_FILE_ENV, rc = rdzv_token_from_file(v, tok, &e);
+        from = RDZV_TOKEN_FILE_ENV, rc = file_read(v, from, tok, &e);
     else if ((v = env_set(RDZV_TOKEN_ENV)) != NULL)
         from = RDZV_TOKEN_ENV, rc = hex_decode(v, from, tok, &e);
     if (source != NULL)
         *source = from;
-    if (rc < 0 && strcmp(from, RDZV_TOKEN_FILE_ENV) == 0)
-        return ddp_err_set(err, rc, "%s: %s", from, e.text[0] ? e.text : ddp_strerror(rc));
     if (rc < 0)
         return ddp_err_set(err, rc, "%s", e.text[0] ? e.text : ddp_strerror(rc));
     return 0;

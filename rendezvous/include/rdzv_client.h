@@ -116,15 +116,18 @@ int rdzv_client_barrier(rdzv_client_t *c, const char *name, int64_t world_size, 
  * none), then DDPRUN_TOKEN (hex), then DDPRUN_TOKEN_FILE (a file), then DDPRUN_STORE_TOKEN (hex).
  * Files are read as rdzv_token_from_file reads them. tok's contents are replaced (it stays owned
  * by the caller, empty when no source is set). *source (source may be NULL) gets the flag or
- * variable used, a static string, or NULL. Returns 0, or the reader's error with err naming the
- * source. */
+ * variable used, a static string, or NULL. Returns 0, or the reader's error, its text starting
+ * with the one source it came from, named once: "DDPRUN_TOKEN: ...", "DDPRUN_STORE_TOKEN: ...",
+ * "DDPRUN_TOKEN_FILE=PATH: ..." or "--token-file PATH: ..." (paths escaped), then what is wrong
+ * and what is expected. A hex value is a secret: messages give its length, never its text.
+ * Callers print the text as it is, without a prefix of their own. */
 int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err);
 
 /* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes. The
  * file must be a regular file (symlinks are followed) with no access for group or others (mode
  * 600 or 400). tok's contents are replaced (tok stays owned by the caller). Errors: -errno naming
  * the file, DDP_EUSAGE (empty, not a regular file, or readable by others: the text names the mode
- * and the chmod to run), DDP_ETOOBIG. */
+ * and the chmod to run), DDP_ETOOBIG. Messages start with "token file PATH: ". */
 int rdzv_token_from_file(const char *path, ddp_buf_t *tok, ddp_err_t *err);
 
 /* rdzv_token_load(NULL, tok, NULL, err): the token from the environment alone. */

@@ -62,6 +62,12 @@ refused "--max_restarts=99999999999 -> exit 2" "--max_restarts: '99999999999' is
 refused "--nproc_per_node=2x -> exit 2" "--nproc_per_node: '2x' is not a number" --nproc_per_node=2x
 refused "--master_port=70000 -> exit 2" "--master_port: '70000' is out of range (1..65535)" \
     --master_port=70000
+refused "--nnodes=65536 x --nproc_per_node=65536 overflows the world size -> exit 2 naming both" \
+    "--nnodes (max 65536) x --nproc_per_node (65536) is 4294967296 ranks; the world size is at most 2147483647" \
+    --nnodes=65536 --nproc_per_node=65536 --rdzv_endpoint=127.0.0.1:1
+refused "--nnodes=1:65536 x --nproc_per_node=32768 (one rank past INT_MAX) -> exit 2" \
+    "--nnodes (max 65536) x --nproc_per_node (32768) is 2147483648 ranks" \
+    --nnodes=1:65536 --nproc_per_node=32768 --rdzv_endpoint=127.0.0.1:1
 check "nothing left after the numeric checks" no_leftovers
 
 # A script whose #! interpreter is missing: exit 2 naming the interpreter, not 127 as if the
@@ -208,6 +214,28 @@ else
     not_ok "the token daemon started"
 fi
 kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
+
+# A malformed token: one message naming its one source once and what is expected, never the
+# secret; the same text from `ddprun status` and from a multi-node ddprun (exit 2, no worker).
+: >"$TMP/empty.tok" && chmod 600 "$TMP/empty.tok"
+for spec in "DDPRUN_STORE_TOKEN=xyzsecret0|DDPRUN_STORE_TOKEN: character 1 of 10 is not a hex digit: expected an even number of hex digits (0-9a-f), at most 2048" \
+            "DDPRUN_TOKEN=abc|DDPRUN_TOKEN: 3 hex digits, an odd number: expected an even number of hex digits (0-9a-f), at most 2048" \
+            "DDPRUN_TOKEN_FILE=$TMP/empty.tok|DDPRUN_TOKEN_FILE=$TMP/empty.tok: the token is 0 bytes: expected 1..1024 bytes (one trailing newline is not counted)"; do
+    assign=${spec%%|*} msg=${spec#*|}
+    env "$assign" timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x \
+        >"$TMP/st_tok.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && [ "$(head -1 "$TMP/st_tok.out")" = "ddprun status: $msg" ] &&
+        [ "$(grep -o 'DDPRUN_[A-Z_]*' "$TMP/st_tok.out" | wc -l)" -eq 1 ] &&
+        ! grep -q secret "$TMP/st_tok.out"
+    verdict "status with ${assign%%=*} malformed: 'ddprun status: $msg' (rc $rc)"
+    [ $rc -eq 2 ] || sed 's/^/#   /' "$TMP/st_tok.out"
+    d=$TMP/tok.$_n; mkdir -p "$d"
+    env "$assign" FW_DIR="$d" timeout -k 5 30 "$DDPRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:1 \
+        --rdzv_id=x "$FW" >"$TMP/mn_tok.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && [ "$(cat "$TMP/mn_tok.out")" = "ddprun: $msg" ] && [ -z "$(ls -A "$d")" ]
+    verdict "multi-node ddprun with ${assign%%=*} malformed: one line naming it once, no worker (rc $rc)"
+    [ $rc -eq 2 ] || sed 's/^/#   /' "$TMP/mn_tok.out"
+done
 check "nothing left after the status checks" no_leftovers
 
 # no_raw_controls FILE: true when FILE holds no control byte other than newline (no ESC, BEL, CR).
@@ -227,9 +255,39 @@ if command -v python3 >/dev/null; then
     verdict "status escapes control bytes in host names, run id, states and the last failure"
     [ $rc -eq 0 ] && no_raw_controls "$TMP/st_esc.out" || sed 's/^/#   /' "$TMP/st_esc.out" | cat -v
     unset FAKE_JSON
+    # --json re-serializes the reply: escaped control characters stay escaped, C1 controls and DEL
+    # in strings become \u escapes, the content is unchanged.
+    export FAKE_JSON=$'{"run":"r1\\u001b]0;t\\u0007","members":[{"host":"evil\xc2\x9b2J\x7fx","state":"ok"}]}'
+    fake_store json
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 --json \
+        >"$TMP/st_json.out" 2>"$TMP/st_json.err"; rc=$?
+    stop_fake_store
+    same_json() {
+        python3 -c 'import json,os,sys; assert json.load(open(sys.argv[1])) == json.loads(os.environ["FAKE_JSON"])' "$TMP/st_json.out"
+    }
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_json.out" && ! LC_ALL=C grep -q $'[\x80-\xff]' "$TMP/st_json.out" &&
+        grep -qF '"host":"evil\u009B2J\u007Fx"' "$TMP/st_json.out" && same_json
+    verdict "status --json re-serializes: C1 controls and DEL escaped, same JSON (rc $rc)"
+    [ $rc -eq 0 ] && no_raw_controls "$TMP/st_json.out" || sed 's/^/#   /' "$TMP/st_json.out" | cat -v
+    # A reply that is not JSON (raw ESC after the object): one line naming the store, exit 1.
+    export FAKE_JSON=$'{"run":"r1"}\e[2J\e]0;pwned\a'
+    for fmt in --json ""; do
+        fake_store json
+        timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 $fmt \
+            >"$TMP/st_bad.out" 2>&1; rc=$?
+        stop_fake_store
+        [ $rc -eq 1 ] && no_raw_controls "$TMP/st_bad.out" && [ "$(wc -l <"$TMP/st_bad.out")" -eq 1 ] &&
+            grep -qF "ddprun status: 127.0.0.1:$FAKE_PORT: the reply to RDZV_STATUS is not valid JSON (at byte 13 of 26)" "$TMP/st_bad.out"
+        verdict "status ${fmt:-(table)} with a reply that is not JSON: one line, exit 1 (rc $rc)"
+        [ $rc -eq 1 ] && no_raw_controls "$TMP/st_bad.out" || sed 's/^/#   /' "$TMP/st_bad.out" | cat -v
+    done
+    unset FAKE_JSON
 else
     skip "status escapes control bytes in host names, run id, states and the last failure" \
         "no python3 for the fake store"
+    skip "status --json re-serializes: C1 controls and DEL escaped, same JSON" "no python3 for the fake store"
+    skip "status --json with a reply that is not JSON: one line, exit 1" "no python3 for the fake store"
+    skip "status (table) with a reply that is not JSON: one line, exit 1" "no python3 for the fake store"
 fi
 FW_EXIT=1 FW_ERROR='\u001b[2J\u001b[Hall good\r\u0007' run_ddprun "$TMP/sum_esc.out" \
     --nproc_per_node=1 "$FW"; rc=$?

@@ -229,6 +229,92 @@ timeout -k 5 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
     >"$TMP/longid.out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q -- "--rdzv_id" "$TMP/longid.out"
 verdict "an --rdzv_id over 128 characters: exit 2 naming the flag"
+# 11. Text from the store reaches the log escaped: no control byte from the network gets to the
+# operator's terminal. no_raw_controls FILE: no control byte other than newline in FILE.
+no_raw_controls() { ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$1"; }
+# a) The reason a round ended is the value of a store key, which any client of the store may SET.
+PORT=$(free_port); RUN=reason; d=$TMP/reason; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=2000 FW_TERM_EXIT=143
+agent re0 1:2 "$FW"; a=$LAST
+for i in $(seq 200); do [ -f "$d/env.1.0" ] && break; sleep 0.05; done
+"$BIN/tests/store_client" "$PORT" set "__rdzv/reason/end/0" $'\e]0;pwned\a\e[2Jround over\r\nforged' \
+    >/dev/null 2>"$TMP/reason.set"
+wait $a; ra=$?
+[ "$ra" = 0 ] && no_raw_controls "$TMP/re0.out" &&
+    grep -qF 'W \e]0;pwned\a\e[2Jround over\r\nforged; re-joining' "$TMP/re0.out"
+verdict "a round-end reason with control bytes is logged escaped, then the node re-joins (rc $ra)"
+no_raw_controls "$TMP/re0.out" || sed 's/^/#   /' "$TMP/re0.out" | cat -v | tail -5
+unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
+# b) A store that refuses the JOIN with an error text full of control bytes (reply: u8 0x50, u8 1,
+# i64 code, blob text; docs/protocol-rdzv.md). The fake answers each connection's VALIDATE + PING,
+# then answers the first JOIN per MODE (refuse: an error text with control bytes; bigworld: a round
+# whose world_size, 2^32, fits no int), and exits within 15 s.
+cat >"$TMP/fake_rdzv.py" <<'PY'
+import os, socket, struct, sys, threading, time
+portfile, mode = sys.argv[1], sys.argv[2]
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4); s.settimeout(15)
+open(portfile + ".tmp", "w").write(str(s.getsockname()[1])); os.rename(portfile + ".tmp", portfile)
+text = b"\x1b[2J\x1b[Hall nodes joined\x07\r\nforged line \x9b31m"
+def read_exact(c, n):
+    b = b""
+    while len(b) < n:
+        chunk = c.recv(n - len(b))
+        if not chunk:
+            raise EOFError
+        b += chunk
+    return b
+def serve(c):
+    try:
+        c.settimeout(15)
+        hs = read_exact(c, 10)                   # VALIDATE u32 magic, PING u32 nonce
+        c.sendall(hs[6:10])
+        if read_exact(c, 1) != b"\x50":
+            return
+        for _ in range(2):                       # run id, host
+            read_exact(c, struct.unpack("<Q", read_exact(c, 8))[0])
+        read_exact(c, 9 * 8)
+        if mode == "refuse":
+            c.sendall(bytes([0x50, 1]) + struct.pack("<qQ", -22, len(text)) + text)
+        else:   # round 0, group rank 0 of 1, rank_base 0, world_size 2^32, master, port, restarts
+            c.sendall(bytes([0x50, 0]) + struct.pack("<qqqqqQ", 0, 0, 1, 0, 1 << 32, 9) +
+                      b"127.0.0.1" + struct.pack("<qq", 29500, 0))
+        time.sleep(5)
+    except (EOFError, OSError):
+        pass
+end = time.monotonic() + 15
+while time.monotonic() < end:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+python3 "$TMP/fake_rdzv.py" "$TMP/fake_rdzv.port" refuse &
+fake=$!
+for i in $(seq 100); do [ -f "$TMP/fake_rdzv.port" ] && break; sleep 0.05; done
+timeout -k 5 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$(cat "$TMP/fake_rdzv.port")" --rdzv_id=hostile --rdzv_conf="$CONF" \
+    "$FW" >"$TMP/hostile.out" 2>&1; rc=$?
+kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null
+[ "$rc" = 1 ] && no_raw_controls "$TMP/hostile.out" &&
+    grep -qF "rendezvous 'hostile': \e[2J\e[Hall nodes joined\a\r\nforged line \x9b31m" "$TMP/hostile.out" &&
+    ! LC_ALL=C grep -q $'\x9b' "$TMP/hostile.out"
+verdict "a JOIN refused with control bytes in its text: exit 1, the text logged escaped (rc $rc)"
+no_raw_controls "$TMP/hostile.out" || sed 's/^/#   /' "$TMP/hostile.out" | cat -v | tail -5
+# c) A JOIN answer whose numbers fit no int (world_size 2^32) is refused, not wrapped to 0.
+rm -f "$TMP/fake_rdzv.port"; d=$TMP/bigworld; mkdir -p "$d"
+python3 "$TMP/fake_rdzv.py" "$TMP/fake_rdzv.port" bigworld &
+fake=$!
+for i in $(seq 100); do [ -f "$TMP/fake_rdzv.port" ] && break; sleep 0.05; done
+FW_DIR=$d timeout -k 5 20 "$DDPRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$(cat "$TMP/fake_rdzv.port")" --rdzv_id=big --rdzv_conf="$CONF" \
+    "$FW" >"$TMP/bigworld.out" 2>&1; rc=$?
+kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null
+[ "$rc" = 1 ] && [ -z "$(ls -A "$d")" ] &&
+    grep -qF "rendezvous 'big' at 127.0.0.1:$(cat "$TMP/fake_rdzv.port"): the JOIN reply is out of range (world_size outside 1..2147483647)" "$TMP/bigworld.out"
+verdict "a JOIN answer with world_size 2^32: exit 1 naming the field, no worker (rc $rc)"
+[ "$rc" = 1 ] || sed 's/^/#   /' "$TMP/bigworld.out" | tail -5
+
 check "nothing left at the end" no_leftovers
 
 finish

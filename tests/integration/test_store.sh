@@ -89,6 +89,44 @@ timeout 5 "$D" --port 0 --token-file "$TMP/fifo" >/dev/null 2>"$TMP/u.err"; rc=$
 check "a FIFO as token file fails at once (no hang), naming the file" \
     test "$rc" = 1 -a -n "$(grep -F "$TMP/fifo: not a regular file" "$TMP/u.err")"
 
+# A token error is one line naming its one source once (no prefix added on the way), saying what
+# is expected, never showing the secret.
+# token_refused NAME NEEDLE SECRET ENV... -- ARGS...: the daemon started with ENV and ARGS exits
+# non-zero with one line holding NEEDLE and at most one DDPRUN_ name, and not holding SECRET.
+token_refused() {
+    local name=$1 needle=$2 secret=$3 rc; shift 3
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" timeout 5 "$D" --port 0 "$@" >/dev/null 2>"$TMP/tok.err"; rc=$?
+    if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(wc -l <"$TMP/tok.err")" = 1 ] &&
+        grep -qF -- "$needle" "$TMP/tok.err" &&
+        [ "$(grep -o 'DDPRUN_[A-Z_]*' "$TMP/tok.err" | wc -l)" -le 1 ] &&
+        ! grep -qF -- "$secret" "$TMP/tok.err"; then
+        ok "$name"
+    else
+        echo "# rc $rc:"; sed 's/^/#   /' "$TMP/tok.err"; not_ok "$name"
+    fi
+}
+token_refused "DDPRUN_STORE_TOKEN not hex: one line, the variable once, what is expected" \
+    "E DDPRUN_STORE_TOKEN: character 1 of 10 is not a hex digit: expected an even number of hex digits (0-9a-f)" \
+    xyzsecret DDPRUN_STORE_TOKEN=xyzsecret0 --
+token_refused "DDPRUN_TOKEN of odd length: one line naming it once" \
+    "E DDPRUN_TOKEN: 3 hex digits, an odd number: expected an even number" abc DDPRUN_TOKEN=abc --
+token_refused "DDPRUN_TOKEN too long: its length, not its text" \
+    "E DDPRUN_TOKEN: 3000 hex digits, too many: expected an even number of hex digits (0-9a-f), at most 2048" \
+    aaaaaaaa "DDPRUN_TOKEN=$(printf 'a%.0s' $(seq 3000))" --
+: >"$TMP/empty.tok" && chmod 600 "$TMP/empty.tok"
+token_refused "an empty DDPRUN_TOKEN_FILE: the variable and its path once" \
+    "E DDPRUN_TOKEN_FILE=$TMP/empty.tok: the token is 0 bytes: expected 1..1024 bytes" \
+    "token file" "DDPRUN_TOKEN_FILE=$TMP/empty.tok" --
+token_refused "an empty --token-file: the flag and its path once" \
+    "E --token-file $TMP/empty.tok: the token is 0 bytes: expected 1..1024 bytes" \
+    "token file" DDPRUN_TOKEN=zz -- --token-file "$TMP/empty.tok"
+token_refused "a missing DDPRUN_TOKEN_FILE: the variable and its path once" \
+    "E DDPRUN_TOKEN_FILE=$TMP/nonexistent: unable to open: No such file or directory" \
+    "token file" "DDPRUN_TOKEN_FILE=$TMP/nonexistent" --
+
 # --- daemon A: token, small output cap and a short handshake deadline ---
 start_daemon A --token-file "$TMP/token.link" --max-out-buf 1048576 --auth-idle-ms 400
 check "daemon prints exactly one stdout line" test "$(wc -l <"$TMP/A.out")" = 1

@@ -390,6 +390,106 @@ static void test_tokens(void **state) {
     ddp_buf_free(&hex);
 }
 
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* rdzv_token_load from the environment (with file as --token-file when not NULL); returns the
+ * error text it gave (static), "" on success. */
+static const char *load_error(const char *file) {
+    static ddp_err_t err;
+    ddp_buf_t t = DDP_BUF_INIT;
+    ddp_err_clear(&err);
+    int rc = rdzv_token_load(file, &t, NULL, &err);
+    ddp_buf_free(&t);
+    return rc < 0 ? err.text : "";
+}
+
+/* Every token error names its one source once (variable, --token-file or the file's variable
+ * with its path), says what is expected, and never shows the value. */
+static void test_token_messages(void **state) {
+    (void)state;
+    unsetenv("DDPRUN_TOKEN");
+    unsetenv("DDPRUN_TOKEN_FILE");
+    unsetenv("DDPRUN_STORE_TOKEN");
+    const char *hexvars[] = {"DDPRUN_TOKEN", "DDPRUN_STORE_TOKEN"};
+    const char *values[] = {"secretzz", "abc", NULL};
+    char big[3001];
+    memset(big, 'a', 3000);
+    big[3000] = '\0';
+    values[2] = big;
+    for (size_t v = 0; v < 2; v++) {
+        for (size_t i = 0; i < 3; i++) {
+            setenv(hexvars[v], values[i], 1);
+            const char *e = load_error(NULL);
+            print_message("%s=%.8s: %s\n", hexvars[v], values[i], e);
+            assert_int_equal(strncmp(e, hexvars[v], strlen(hexvars[v])), 0);
+            assert_int_equal(e[strlen(hexvars[v])], ':');
+            assert_int_equal(count_of(e, "DDPRUN_"), 1);
+            assert_non_null(strstr(e, "expected an even number of hex digits (0-9a-f)"));
+            assert_null(strstr(e, "secret"));
+            assert_null(strstr(e, "aaaa"));
+            unsetenv(hexvars[v]);
+        }
+    }
+    setenv("DDPRUN_TOKEN", "0q", 1);
+    assert_non_null(strstr(load_error(NULL), "character 2 of 2 is not a hex digit"));
+    unsetenv("DDPRUN_TOKEN");
+
+    char path[] = "/tmp/rdzv_token_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char want[128];
+    /* Empty, from the variable and from the flag. */
+    setenv("DDPRUN_TOKEN_FILE", path, 1);
+    const char *e = load_error(NULL);
+    print_message("%s\n", e);
+    snprintf(want, sizeof want, "DDPRUN_TOKEN_FILE=%s: the token is 0 bytes: expected 1..1024",
+             path);
+    assert_int_equal(strncmp(e, want, strlen(want)), 0);
+    assert_int_equal(count_of(e, "DDPRUN_"), 1);
+    assert_int_equal(count_of(e, path), 1);
+    unsetenv("DDPRUN_TOKEN_FILE");
+    setenv("DDPRUN_STORE_TOKEN", "00ff", 1); /* the flag wins over any variable */
+    e = load_error(path);
+    snprintf(want, sizeof want, "--token-file %s: the token is 0 bytes", path);
+    assert_int_equal(strncmp(e, want, strlen(want)), 0);
+    assert_int_equal(count_of(e, "DDPRUN_"), 0);
+    assert_int_equal(count_of(e, path), 1);
+    unsetenv("DDPRUN_STORE_TOKEN");
+    /* Too long. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    char chunk[2000];
+    memset(chunk, 'k', sizeof chunk);
+    assert_int_equal(write(fd, chunk, sizeof chunk), (ssize_t)sizeof chunk);
+    close(fd);
+    e = load_error(path);
+    snprintf(want, sizeof want, "--token-file %s: more than 1024 bytes: expected 1..1024", path);
+    assert_int_equal(strncmp(e, want, strlen(want)), 0);
+    assert_null(strstr(e, "kkkk"));
+    /* Missing. */
+    unlink(path);
+    setenv("DDPRUN_TOKEN_FILE", path, 1);
+    e = load_error(NULL);
+    snprintf(want, sizeof want, "DDPRUN_TOKEN_FILE=%s: unable to open: ", path);
+    assert_int_equal(strncmp(e, want, strlen(want)), 0);
+    assert_int_equal(count_of(e, path), 1);
+    unsetenv("DDPRUN_TOKEN_FILE");
+    /* A directory. */
+    e = load_error("/tmp");
+    assert_string_equal(e, "--token-file /tmp: not a regular file: expected a regular file of "
+                           "mode 600");
+    /* A path with control bytes is escaped. */
+    e = load_error("/nonexistent/\x1b[2Jx");
+    const char *esc = "--token-file /nonexistent/\\e[2Jx: unable to open";
+    assert_int_equal(strncmp(e, esc, strlen(esc)), 0);
+}
+
 static void test_server_start_errors(void **state) {
     (void)state;
     uv_loop_t loop;
@@ -764,6 +864,7 @@ int main(void) {
         cmocka_unit_test(test_client_with_token_on_open_server),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_token_messages),
         cmocka_unit_test(test_server_start_errors),
         cmocka_unit_test(test_close_members_inside_wake),
         cmocka_unit_test(test_round_answers_by_member),
