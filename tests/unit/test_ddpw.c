@@ -10,6 +10,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -861,10 +862,43 @@ static void test_heartbeat_write_error(void **state) {
     unlink(path);
 }
 
+/* Four threads beating at once: about one write per interval in all, and the file always holds
+ * a whole step that one of them gave. */
+static void *beat_thread(void *arg) {
+    int64_t base = (int64_t)(intptr_t)arg * 1000000;
+    for (int64_t i = 0; i < 200000; i++)
+        if (ddpw_heartbeat(base + i, NULL) != 0)
+            return (void *)1;
+    return NULL;
+}
+
+static void test_heartbeat_threads(void **state) {
+    (void)state;
+    char path[128];
+    hb_setup(path, sizeof path, "threads");
+    int n0 = g_pwrites;
+    uint64_t t0 = ddp_now_ns();
+    pthread_t th[4];
+    for (intptr_t k = 0; k < 4; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, beat_thread, (void *)(k + 1)), 0);
+    for (int k = 0; k < 4; k++) {
+        void *rv = NULL;
+        assert_int_equal(pthread_join(th[k], &rv), 0);
+        assert_null(rv);
+    }
+    uint64_t ms = (ddp_now_ns() - t0) / 1000000;
+    int writes = g_pwrites - n0;
+    assert_true(writes >= 1 && (uint64_t)writes <= 2 + ms / DDPW_HEARTBEAT_INTERVAL_MS);
+    assert_int_equal(ddpw_heartbeat_flush(NULL), 0);
+    int64_t v = hb_read(path);
+    assert_true(v >= 1000000 && v < 5000000 && v % 1000000 < 200000);
+    hb_teardown();
+}
+
 /* Removes what the heartbeat tests made (after the last of them). */
 static void test_heartbeat_cleanup(void **state) {
     (void)state;
-    const char *names[] = {"beat", "rate", "short", "target", "link", "fifo", "eio"};
+    const char *names[] = {"beat", "rate", "short", "target", "link", "fifo", "eio", "threads"};
     char path[128];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         hb_path(path, sizeof path, names[i]);
@@ -893,6 +927,7 @@ int main(void) {
         cmocka_unit_test(test_heartbeat_shorter),
         cmocka_unit_test(test_heartbeat_refused),
         cmocka_unit_test(test_heartbeat_write_error),
+        cmocka_unit_test(test_heartbeat_threads),
         cmocka_unit_test(test_heartbeat_cleanup),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
