@@ -6,3 +6,9 @@ BENCHES += $(BUILD)/bench/bench_rdzv_join
 $(BUILD)/bench/bench_rdzv_join: $(BUILD)/obj/bench/bench_rdzv_join.o $(BUILD)/librdzv.a \
     $(BUILD)/libddpcommon.a
 	$(LINK)
+# bench_heartbeat uses libddpw's heartbeat test hooks (ddpw_int.h) to turn the rate limit off.
+BENCHES += $(BUILD)/bench/bench_heartbeat
+$(BUILD)/bench/bench_heartbeat: $(BUILD)/obj/bench/bench_heartbeat.o $(BUILD)/libddpw.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)
+$(BUILD)/obj/bench/bench_heartbeat.o: CPPFLAGS += -Iworker_template

@@ -85,4 +85,13 @@ int ddpw__store_get(const ddpw_ctx_t *c, const char *key, void *out, size_t cap,
  * timeout. */
 int ddpw__store_barrier(const ddpw_ctx_t *c, const char *key, int n, ddp_err_t *err);
 
+/* ---- heartbeat test hooks (ddpw_heartbeat.c), for the unit tests and bench_heartbeat ---- */
+
+/* Sets the minimum time between two writes (0: every beat writes) and lets the next beat write. */
+void ddpw__heartbeat_set_interval_ns(int64_t ns);
+
+/* Closes the file and forgets everything: the next beat reads DDPRUN_HEARTBEAT_FILE again, with
+ * the default interval. */
+void ddpw__heartbeat_reset(void);
+
 #endif

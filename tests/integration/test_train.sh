@@ -4,7 +4,8 @@
 # launcher is not needed). Covers learning, identical parameters across ranks, CPU allreduce
 # with 2 and 3 ranks, kill + restart from a checkpoint (bitwise identical to an uninterrupted
 # run, also when the newest checkpoint is torn), authentication, clean errors, and hostile
-# inputs (shared directories, symlinks, a FIFO checkpoint, non-finite values, huge lines).
+# inputs (shared directories, symlinks, a FIFO checkpoint, non-finite values, huge lines), and the
+# heartbeat file (the final step at the end; a symlink refused without stopping the run).
 . "$(dirname "$0")/lib.sh"
 
 TRAIN="$BIN/train"
@@ -126,6 +127,35 @@ check "2 nodes x 2 ranks (cpu backend over shm + TCP) train, eval accuracy ${acc
     bash -c "[ $rc -eq 0 ] && awk -v a='${acc:-0}' 'BEGIN { exit !(a > 0.6) }'"
 check "2 nodes x 2 ranks end with bitwise identical parameters" \
     bash -c "cmp -s '$TMP/mn.0.bin' '$TMP/mn.1.bin' && cmp -s '$TMP/mn.0.bin' '$TMP/mn.2.bin' && cmp -s '$TMP/mn.0.bin' '$TMP/mn.3.bin'"
+
+# 2c. Heartbeat: each rank gets its own empty 0600 file in DDPRUN_HEARTBEAT_FILE, as the agent
+#     makes them. After training, checkpoints and evaluation included, each file holds the final
+#     step, 128 (4096 samples / 2 ranks / 32 per batch = 64 steps per epoch, 2 epochs), in the
+#     form the agent reads: at most 32 bytes, a decimal number and a newline.
+pids=()
+for r in 0 1; do
+    : >"$TMP/hb.$r" && chmod 600 "$TMP/hb.$r"
+    rank_env $r 2 0 hb
+    env "${RENV[@]}" DDPRUN_HEARTBEAT_FILE="$TMP/hb.$r" timeout -k 2 60 "$TRAIN" "${SMALL[@]}" \
+        --epochs 2 --checkpoint-dir "$TMP/ck-hb" --checkpoint-every 16 >"$TMP/hb.r$r.out" 2>&1 &
+    pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+hb0=$(head -c 32 "$TMP/hb.0")
+hb1=$(head -c 32 "$TMP/hb.1")
+check "heartbeat: after training both ranks' files hold the final step (rc $rc, '$hb0', '$hb1')" \
+    bash -c "[ $rc -eq 0 ] && [ '$hb0' = 00000000000000000128 ] && [ '$hb1' = 00000000000000000128 ] && [ \$(stat -c %s '$TMP/hb.0') -eq 21 ]"
+
+# 2d. A heartbeat file that is a symlink is refused with one warning naming it, the link is not
+#     followed, and training goes on (the job never dies of its heartbeat).
+: >"$TMP/hb.victim"
+ln -s "$TMP/hb.victim" "$TMP/hb.link"
+(cd "$TMP" && DDPRUN_HEARTBEAT_FILE="$TMP/hb.link" timeout 60 "$TRAIN" "${SMALL[@]}" --epochs 1 \
+    --quiet >hblink.out 2>&1)
+rc=$?
+check "heartbeat: a symlinked file is refused with one warning and training finishes (rc $rc)" \
+    bash -c "[ $rc -eq 0 ] && [ \$(grep -c 'heartbeat file .*hb.link is a symbolic link' '$TMP/hblink.out') -eq 1 ] && [ ! -s '$TMP/hb.victim' ]"
 
 # 3. CPU allreduce correctness (values checked on every rank) with 2 and 3 ranks.
 for n in 2 3; do

@@ -1,6 +1,7 @@
 /* ddpw: the worker library. Reads the environment ddprun (or torchrun) gives a worker, connects
  * to the job's store, and runs collectives (allreduce, broadcast, barrier) on one of two backends:
- * CPU (shared memory between the ranks of one node) or NCCL (GPUs).
+ * CPU (shared memory between the ranks of one node) or NCCL (GPUs). It also writes the agent's
+ * heartbeat file (ddpw_heartbeat) and PyTorch's error file (ddpw_record_error).
  *
  * Every call returns 0 or a negative code (-errno or DDP_E*, text from ddp_strerror) and, when
  * err is not NULL, one line that names the variable, key or peer. The library never logs and never
@@ -123,5 +124,33 @@ int ddpw_record_error(const char *msg);
 
 /* Same, to an explicit path (tests). */
 int ddpw_record_error_to(const char *path, const char *msg);
+
+/* ---- heartbeat: the agent's hang detection ----
+ * When the agent supervises heartbeats, each worker gets DDPRUN_HEARTBEAT_FILE: an existing,
+ * empty regular file the agent made for that worker. A beat is an update of the file's mtime;
+ * the file then holds the progress counter as DDPW_HEARTBEAT_LEN bytes: the step in decimal,
+ * zero-padded to 20 digits, and a newline (a fixed width, so a smaller step never leaves digits
+ * of a larger one behind).
+ *
+ * The file belongs to the process, not to a store connection, so these calls take no ddpw_t: a
+ * program can beat while it loads data, before ddpw_init, and from any thread. */
+#define DDPW_HEARTBEAT_INTERVAL_MS 100 /* at most one write per interval */
+#define DDPW_HEARTBEAT_LEN 21          /* 20 digits and a newline */
+
+/* Beats with progress step (>= 0, e.g. the global step). The first call opens the file
+ * (O_NOFOLLOW; a symlink or a non-regular file is refused). Later calls cost one read of
+ * CLOCK_MONOTONIC_COARSE (no system call) unless DDPW_HEARTBEAT_INTERVAL_MS have passed since
+ * the last write: then one pwrite writes the step. A step given within the interval waits for
+ * the next beat or for ddpw_heartbeat_flush. Returns 0, also without DDPRUN_HEARTBEAT_FILE (every
+ * call is then a no-op); DDP_EUSAGE for a negative step; and once, when the file cannot be opened
+ * or written, -errno with err naming the file (-ELOOP: a symlink, -EINVAL: not a regular file).
+ * After that error beats are no-ops for the life of the process: a job never stops because of
+ * its heartbeat. */
+int ddpw_heartbeat(int64_t step, ddp_err_t *err);
+
+/* Writes the newest step given to ddpw_heartbeat now, whatever the interval, unless the file
+ * holds it already (at the end of training, so the file shows the final step). Returns as
+ * ddpw_heartbeat. */
+int ddpw_heartbeat_flush(ddp_err_t *err);
 
 #endif

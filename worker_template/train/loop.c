@@ -1,6 +1,7 @@
 /* loop.c: train's training loop, cut into its parts: resume (newest valid checkpoint or rank 0's
  * initial parameters), one step (forward, backward, gradient allreduce, update), progress and
- * metrics, checkpoint, --check-sync and the epoch-end evaluation. */
+ * metrics, checkpoint, --check-sync and the epoch-end evaluation; the agent's heartbeat with the
+ * global step after every step and around the long parts (resume, checkpoint, evaluation). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,17 @@
 static int failed(trainer_t *t, const char *stage, int rc) {
     t->stage = stage;
     return rc;
+}
+
+void trainer_heartbeat(const trainer_t *t, uint64_t step, int flush) {
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    /* libddpw reports a heartbeat file it cannot use once, then ignores it: warn, train on. */
+    int rc = ddpw_heartbeat((int64_t)step, &e);
+    if (rc == 0 && flush)
+        rc = ddpw_heartbeat_flush(&e);
+    if (rc != 0)
+        DDP_WARN("rank %d: %s (training goes on without a heartbeat)", t->rank, e.text);
 }
 
 /* Broadcasts len bytes of host memory from rank 0: through the CPU backend, or through the
@@ -87,6 +99,7 @@ int trainer_resume(trainer_t *t, ckpt_meta_t *meta, ddp_err_t *err) {
     meta->epoch = hdr[2];
     meta->pos = hdr[3];
     t->opt.t = hdr[4];
+    trainer_heartbeat(t, meta->step, 0);
 #ifdef DDP_HAVE_CUDA
     if (t->gm != NULL) {
         if ((rc = gpu_model_set_state(t->gm, t->params, t->opt.m, t->opt.t, err)) != 0 ||
@@ -106,6 +119,8 @@ int trainer_resume(trainer_t *t, ckpt_meta_t *meta, ddp_err_t *err) {
 
 /* Rank 0 writes a checkpoint at (step, epoch, pos); then every rank waits for it. */
 static int save(trainer_t *t, uint64_t step, uint64_t epoch, uint64_t pos, ddp_err_t *err) {
+    /* Writing and syncing a checkpoint can be long: beat before and after. */
+    trainer_heartbeat(t, step, 0);
     int rc = trainer_pull_state(t, err);
     if (rc != 0)
         return failed(t, "checkpoint", rc);
@@ -119,6 +134,7 @@ static int save(trainer_t *t, uint64_t step, uint64_t epoch, uint64_t pos, ddp_e
     /* Nobody runs ahead of a checkpoint that is not on disk yet. */
     if ((rc = ddpw_barrier(t->w, err)) != 0)
         return failed(t, "barrier after checkpoint", rc);
+    trainer_heartbeat(t, step, 0);
     return 0;
 }
 
@@ -141,8 +157,9 @@ static int check_sync(trainer_t *t, uint64_t epoch, ddp_err_t *err) {
     return 0;
 }
 
-/* Scores the first eval_samples samples with the current parameters (rank 0). */
-static double evaluate(trainer_t *t) {
+/* Scores the first eval_samples samples with the current parameters (rank 0), beating with
+ * step after every batch (a large evaluation takes as long as many steps). */
+static double evaluate(trainer_t *t, uint64_t step) {
     size_t n = (size_t)t->a->eval_samples < t->data.n ? (size_t)t->a->eval_samples : t->data.n;
     size_t hits = 0;
     for (size_t off = 0; off < n; off += (size_t)t->a->batch) {
@@ -151,6 +168,7 @@ static double evaluate(trainer_t *t) {
         mlp_forward_backward(&t->shape, &t->ws, t->params, t->data.x + off * t->data.dim,
                              t->data.y + off, B, NULL, &c);
         hits += (size_t)c;
+        trainer_heartbeat(t, step, 0);
     }
     return n ? (double)hits / (double)n : 0;
 }
@@ -211,7 +229,7 @@ static int report_epoch(trainer_t *t, const tally_t *y, uint64_t step, uint64_t 
         return failed(t, "evaluate", rc);
     double esec = (double)(tend - y->te) / 1e9;
     double eps = esec > 0 ? (double)y->ecount * t->world / esec : 0;
-    double ev = evaluate(t);
+    double ev = evaluate(t, step);
     double el = y->ecount ? y->eloss / (double)y->ecount : 0;
     double eacc = y->ecount ? (double)y->ecorrect / (double)y->ecount : 0;
     if (tty && !t->a->quiet)
@@ -310,6 +328,7 @@ static int run_epoch(trainer_t *t, uint64_t epoch, size_t start, uint64_t *step,
         if ((rc = step_once(t, *step + 1, b, per, &loss, &correct, &B, err)) != 0)
             return rc;
         (*step)++;
+        trainer_heartbeat(t, *step, 0);
         y.wloss += loss;
         y.eloss += loss;
         y.wcorrect += (size_t)correct;
@@ -344,5 +363,7 @@ int trainer_run(trainer_t *t, const ckpt_meta_t *meta, ddp_err_t *err) {
         if (rc != 0)
             return rc;
     }
+    /* The newest step may still wait in the rate limit: the file ends with the final step. */
+    trainer_heartbeat(t, step, 1);
     return 0;
 }

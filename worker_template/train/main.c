@@ -176,6 +176,8 @@ int main(int argc, char **argv) {
         die_err(0, "environment", rc, &e);
     t.rank = env.rank;
     t.world = env.world_size;
+    /* Beat from the start: loading the data and waiting for the other ranks take time too. */
+    trainer_heartbeat(&t, 0, 0);
     char spec[256]; /* outlives load_data: layers may point here until the banner */
     const char *layers;
     load_data(&t, spec, sizeof spec, &layers);
@@ -183,6 +185,7 @@ int main(int argc, char **argv) {
     o.backend = a.backend;
     if ((rc = ddpw_init_env(&t.w, &env, &o, &e)) != 0)
         die_err(t.rank, "worker init", rc, &e);
+    trainer_heartbeat(&t, 0, 0);
     alloc_trainer(&t);
     if (t.rank == 0 && !a.quiet) {
         printf("train: world %d, backend %s, layers %s (%zu parameters), %zu samples, batch %d "

@@ -72,6 +72,11 @@ int trainer_resume(trainer_t *t, ckpt_meta_t *meta, ddp_err_t *err);
  * --check-sync and the epoch-end evaluation. */
 int trainer_run(trainer_t *t, const ckpt_meta_t *meta, ddp_err_t *err);
 
+/* Beats the agent's heartbeat (ddpw_heartbeat) with the global step; flush: also write the
+ * step now (ddpw_heartbeat_flush). An unusable heartbeat file is logged once as a warning and
+ * never fails the run. */
+void trainer_heartbeat(const trainer_t *t, uint64_t step, int flush);
+
 /* Copies the model's state from the device to t->params and t->opt (no-op on the CPU path). */
 int trainer_pull_state(trainer_t *t, ddp_err_t *err);
 
