@@ -213,7 +213,8 @@ static void on_stacks_timer(uv_timer_t *t) {
 
 int agent__hang_capture_start(agent_t *a) {
     int n = 0;
-    int budget = (int)(a->job->stacks_timeout_ms > INT32_MAX ? INT32_MAX : a->job->stacks_timeout_ms);
+    int budget =
+        (int)(a->job->stacks_timeout_ms > INT32_MAX ? INT32_MAX : a->job->stacks_timeout_ms);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         if (w->state != WORKER_RUNNING)
