@@ -73,6 +73,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
             any_worker = 1;
         } else if (pid == a->guard_pid) {
             a->guard_pid = 0;
+        } else if (agent__hang_helper_reaped(a, pid)) {
+            DDP_DEBUG("stack capture helper pid %d done", (int)pid);
         } else {
             DDP_DEBUG("reaped adopted orphan pid %d", (int)pid);
         }
@@ -121,7 +123,8 @@ void agent__kill_adopted(agent_t *a) {
             continue;
         int pid;
         while (fscanf(f, "%d", &pid) == 1) {
-            if (pid == a->guard_pid || worker_by_pid(a, pid) != NULL)
+            if (pid == a->guard_pid || worker_by_pid(a, pid) != NULL ||
+                agent__hang_is_helper(a, pid))
                 continue;
             DDP_DEBUG("killing orphan pid %d left by a worker", pid);
             kill(pid, SIGKILL);
@@ -358,7 +361,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
         (rc = uv_timer_init(a->loop, &a->restart_timer)) < 0)
         return rc;
     a->kill_timer.data = a->restart_timer.data = a;
-    return 0;
+    return agent__hang_init(a);
 }
 
 /* Setup failed, or the first group could not start: reap what started, then close the loop
@@ -400,8 +403,11 @@ static void agent_teardown(agent_t *a) {
     agent__cgroup_stop(a);
     /* A private run directory holds only error files, whose messages the summary has printed:
      * it goes away however the job ended, since it may be on RAM-backed /dev/shm. */
-    if (a->run_dir_is_temp && !a->log_layout)
+    if (a->run_dir_is_temp && !a->log_layout && !a->stacks_kept)
         agent__remove_tree(a->run_dir);
+    else if (a->stacks_kept)
+        DDP_WARN("keeping %s: it holds the stacks of hung workers", a->run_dir);
+    agent__gpu_wait_free(a);
     agent__guard_stop(a);
     agent__rdzv_free(a);
     ddp_strv_free(&a->base_env);

@@ -50,6 +50,9 @@ typedef struct agent_stream {
     int finished;         /* agent__stream_finish ran: the worker no longer points here */
     int closed;           /* the close callback ran (s stays allocated until finished) */
     int cut;              /* the console got the start of a too long line; more follows */
+    /* --heartbeat_on_output: the monotonic time of the last whole line goes here (the worker's
+     * out_beat_ms: the worker table outlives every stream), or NULL. */
+    uint64_t *beat_ms;
 } agent_stream_t;
 
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
@@ -64,6 +67,17 @@ struct agent_worker {
     time_t exit_wall; /* wall-clock time of exit (summary) */
     char error_file[PATH_MAX];
     agent_stream_t *out, *err;
+    /* Hang detection (agent/hang.c), reset when the worker starts. */
+    char hb_file[PATH_MAX];   /* DDPRUN_HEARTBEAT_FILE; "" when detection is off */
+    struct timespec hb_mtime; /* its mtime as last seen */
+    uint64_t hb_checked_ms;   /* monotonic time of that look */
+    uint64_t hb_last_ms;      /* monotonic time of the last beat through the file */
+    int hb_beaten;            /* the file has beaten in this attempt */
+    uint64_t out_beat_ms;     /* last whole output line (--heartbeat_on_output); 0 = none */
+    long long step;           /* last progress counter read from the file; -1 = none */
+    uint64_t hung_for_ms;     /* silence when it was found hung */
+    pid_t stacks_pid;         /* stack capture helper not yet reaped; 0 = none */
+    char stacks_file[PATH_MAX]; /* where its group's stacks went; "" = not captured */
 };
 
 /* Supervision states (agent/supervise.c has the state x event table). */
@@ -74,6 +88,7 @@ typedef enum {
     SUP_JOINING,     /* multi-node: waiting for the rendezvous to close a round */
     SUP_BARRIER,     /* multi-node: our workers succeeded; waiting at the exit barrier */
     SUP_DONE,        /* the loop is winding down; no more events matter */
+    SUP_CAPTURING,   /* a worker hung: the stacks of every worker are being captured */
     SUP_NSTATES
 } agent_sup_state_t;
 
@@ -87,6 +102,8 @@ typedef enum {
     EV_ROUND_END,     /* multi-node: the running round ended (failure, death or scale-up) */
     EV_RDZV_ERROR,    /* multi-node: the rendezvous refused us or the store was lost */
     EV_BARRIER_DONE,  /* multi-node: every node passed the exit barrier (or its bound ran out) */
+    EV_WORKER_HUNG,   /* a worker did not beat within its heartbeat timeout */
+    EV_STACKS_DONE,   /* every stack capture helper was reaped, or their budget ran out */
     EV_NEVENTS
 } agent_event_t;
 
@@ -98,6 +115,10 @@ typedef struct agent_failure {
     int exec_errno;
     time_t when;
     char error_file[PATH_MAX];
+    int hung;               /* no exit: the worker stopped beating */
+    uint64_t hung_for_ms;   /* how long it had been silent */
+    long long step;         /* its last progress counter; -1 = none */
+    char stacks_file[PATH_MAX]; /* its stacks; "" = none captured */
 } agent_failure_t;
 
 struct agent {
@@ -147,6 +168,24 @@ struct agent {
     int cgroup_seq;      /* N of the next group's cgroup */
     int cgroup_procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
     int cgroup_dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
+
+    /* Hangs (agent/hang.c). */
+    uv_timer_t hb_timer;     /* at the earliest heartbeat deadline of the running workers */
+    uv_timer_t stacks_timer; /* the capture's budget plus a second */
+    uint64_t group_start_ms; /* monotonic start of the running attempt */
+    int capturing;           /* stack capture helpers not yet reaped */
+    int round_ended;         /* multi-node: the round ended while capturing (nothing to report) */
+    int stacks_kept;         /* a capture wrote into the private run directory: keep it */
+    long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
+    int no_progress;         /* attempts in a row that ended without passing best_step */
+    int no_progress_stop;    /* restarts stopped by --max_no_progress_restarts */
+    /* GPU memory wait before a restart (agent/hang.c, gpu_mem.h). */
+    uv_timer_t gpu_timer;
+    struct agent_gpu_mem *gpu;
+    int gpu_skip;         /* NVML is not usable here: never wait */
+    uint64_t gpu_wait_start_ms; /* when this restart's wait began */
+    int gpu_delay_ms;     /* the last poll delay */
+    pid_t *gpu_pids;      /* the stopped workers' pids */
 };
 
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
@@ -205,6 +244,40 @@ void agent__rdzv_exit_barrier(agent_t *a);
 void agent__rdzv_stop(agent_t *a);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
 void agent__rdzv_free(agent_t *a);
+
+/* hang.c: the timers' handles and their data; called once before the first group. Returns 0 or
+ * a negative libuv code. */
+int agent__hang_init(agent_t *a);
+/* hang.c: the heartbeat file of worker w for this attempt, created empty (mode 0600) into
+ * w->hb_file, when hang detection is on (else w->hb_file is ""). Returns 0 or -errno (logged). */
+int agent__hang_worker_file(agent_t *a, agent_worker_t *w, const char *dir);
+/* hang.c: arms hang detection for the group that just started. */
+void agent__hang_arm(agent_t *a);
+/* hang.c: starts a stack capture of every running worker's process group. Returns how many
+ * helpers started (0: nothing to wait for). */
+int agent__hang_capture_start(agent_t *a);
+/* hang.c: SIGKILLs the capture helpers still running (a signal stops the job). */
+void agent__hang_capture_kill(agent_t *a);
+/* hang.c: nonzero when pid is a capture helper of ours (agent__kill_adopted spares them). */
+int agent__hang_is_helper(agent_t *a, pid_t pid);
+/* hang.c: SIGCHLD reaped pid: when it is a capture helper, notes it (EV_STACKS_DONE after the
+ * last) and returns 1; else 0. */
+int agent__hang_helper_reaped(agent_t *a, pid_t pid);
+/* hang.c: logs the hang of failure f (a WARN line naming rank, pid, silence, step and stacks
+ * file) and the first lines of its stacks. */
+void agent__hang_report(agent_t *a, const agent_failure_t *f);
+/* hang.c: the attempt just ended: updates the progress record from the heartbeat files.
+ * Returns 1 when --max_no_progress_restarts says to stop restarting (logged), else 0. */
+int agent__hang_progress_stop(agent_t *a);
+/* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
+ * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
+int agent__gpu_wait_start(agent_t *a);
+/* gpu_wait.c: cancels a GPU memory wait (a termination signal). */
+void agent__gpu_wait_cancel(agent_t *a);
+/* gpu_wait.c: frees what the GPU memory wait holds (NVML). */
+void agent__gpu_wait_free(agent_t *a);
+/* supervise.c: starts the next attempt now (after the restart delay and the GPU wait). */
+void agent__restart_now(agent_t *a);
 
 /* summary.c: prints the failure summary of the last attempt to stderr. */
 void agent__summary_print(agent_t *a);

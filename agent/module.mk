@@ -1,10 +1,12 @@
 # agent/: libagent.a, the per-node agent (spawn, output routing, supervision, failure summary,
 # the multi-node rendezvous, the job's cgroup). Its API is agent/include/agent.h: the job it runs
 # (agent_job_t). stacks.c (stack capture of a hung worker's process group) and gpu_mem.c (waiting
-# for a stopped group's GPU memory, NVML dlopen'ed) are the building blocks of hang recovery.
+# for a stopped group's GPU memory, NVML dlopen'ed) are the building blocks of hang recovery:
+# hang.c (heartbeat deadlines, capture, progress) and gpu_wait.c (the wait before a restart).
 AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/supervise.c \
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
-              agent/errfile.c agent/stacks.c agent/gpu_mem.c
+              agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c \
+              agent/gpu_wait.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_time.h"
 
 /* Writes all of buf to fd, waiting (bounded) when fd is non-blocking and full. A console that
  * stays blocked for 10 s loses that line rather than stalling supervision forever. Returns 0, or
@@ -143,6 +144,8 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
             continue;
         }
         s->after_cr = p[i] == '\r';
+        if (s->beat_ms != NULL)
+            *s->beat_ms = ddp_now_ms(); /* a whole line: a beat (--heartbeat_on_output) */
         if (s->line.len > 0) {
             if (ddp_buf_append(&s->line, p + start, i + 1 - start) == 0)
                 emit(s, s->line.data, s->line.len);

@@ -42,6 +42,7 @@ static const char *const owned_vars[] = {"RANK",
                                          "DDPRUN_STORE_TOKEN",
                                          "DDPRUN_ROUND",
                                          "DDPRUN_RUN_ID",
+                                         "DDPRUN_HEARTBEAT_FILE",
                                          NULL};
 
 static int is_owned(const char *entry) {
@@ -205,7 +206,14 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
     int tee = agent_std_for(&job->tee, w->local_rank) & bit;
     const char *name = std == 1 ? "stdout.log" : "stderr.log";
     *p = (stream_plan_t){-1, -1, -1, -1, tee ? 1 : 0};
-    if (redirect && !tee) {
+    /* A line counts as a beat only if the agent sees it: with --heartbeat_on_output every
+     * stream passes through the agent, a file-only one too (the agent writes the file). */
+    int watched = job->heartbeat_on_output && job->heartbeat_timeout_ms > 0;
+    if (redirect && !tee && watched) {
+        p->file_fd = open_log(dir, name);
+        if (p->file_fd < 0)
+            return p->file_fd;
+    } else if (redirect && !tee) {
         /* File only: the worker writes it directly, the agent never touches the bytes. */
         p->child_fd = open_log(dir, name);
         return p->child_fd < 0 ? p->child_fd : 0;
@@ -215,9 +223,9 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
         if (p->file_fd < 0)
             return p->file_fd;
     }
-    p->console = rank_shown(job, w->local_rank) ? std : -1;
+    p->console = rank_shown(job, w->local_rank) && !(redirect && !tee) ? std : -1;
     int fds[2] = {-1, -1};
-    if (p->console < 0 && p->file_fd < 0)
+    if (p->console < 0 && p->file_fd < 0 && !watched)
         fds[1] = open("/dev/null", O_WRONLY | O_CLOEXEC);
     else if (pipe2(fds, O_CLOEXEC) < 0) /* so that lines reach the console whole, tagged */
         fds[1] = -1;
@@ -380,7 +388,7 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
                  w->local_rank);
     }
     unlink(w->error_file);
-    return 0;
+    return agent__hang_worker_file(a, w, dir);
 }
 
 /* The worker's environment: the round's shared entries, borrowed from base_env (which holds
@@ -402,6 +410,8 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
     rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
     rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
     rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_ROUND=%lld", (long long)a->round);
+    if (rc == 0 && w->hb_file[0] != '\0')
+        rc = ddp_strv_pushf(own, "DDPRUN_HEARTBEAT_FILE=%s", w->hb_file);
     char **envp = rc ? NULL : malloc((a->base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
         *rcp = rc ? rc : -ENOMEM;
@@ -476,6 +486,12 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     w->err = err.pipe_rd >= 0
                  ? agent__stream_open(a, err.pipe_rd, w->rank, err.console, err.tag, err.file_fd)
                  : NULL;
+    if (a->job->heartbeat_on_output && a->job->heartbeat_timeout_ms > 0) {
+        if (w->out != NULL)
+            w->out->beat_ms = &w->out_beat_ms;
+        if (w->err != NULL)
+            w->err->beat_ms = &w->out_beat_ms;
+    }
     free(envp);
     ddp_strv_free(&own);
     DDP_DEBUG("started rank %d (local %d) pid %d", w->rank, w->local_rank, (int)pid);
@@ -536,6 +552,7 @@ int agent__group_start(agent_t *a) {
         if (rc < 0)
             return rc;
     }
+    agent__hang_arm(a);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "ddp_buf.h"
 #include "ddp_escape.h"
 #include "ddp_signal.h"
+#include "stacks.h"
 
 char *agent__error_file_message(const char *path, char **timestamp_out) {
     if (timestamp_out)
@@ -70,6 +71,26 @@ static void print_indented(FILE *f, const char *text) {
     }
 }
 
+/* A hung worker: no exit code; the root cause is its silence, with its stacks quoted. */
+static void print_hang(FILE *f, const agent_failure_t *x) {
+    fprintf(f, "  exitcode  : hung (pid: %d)\n", (int)x->pid);
+    fputs("  error_file: <N/A>\n", f);
+    fprintf(f, "  traceback : hung: no heartbeat for %.1f s", x->hung_for_ms / 1000.0);
+    if (x->step >= 0)
+        fprintf(f, " (last step %lld)", x->step);
+    fputc('\n', f);
+    if (x->stacks_file[0] == '\0') {
+        fputs("  stacks    : <none captured>\n", f);
+        return;
+    }
+    fprintf(f, "  stacks    : %s\n", x->stacks_file);
+    char head[8192];
+    if (agent__stacks_head(x->stacks_file, AGENT_STACKS_SUMMARY_LINES, head, sizeof head) > 0) {
+        fputs("              ", f);
+        print_indented(f, head);
+    }
+}
+
 static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x) {
     char when[64];
     struct tm tm;
@@ -79,6 +100,10 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
     fprintf(f, "  time      : %s\n", when);
     fprintf(f, "  host      : %s\n", a->hostname);
     fprintf(f, "  rank      : %d (local_rank: %d)\n", x->rank, x->local_rank);
+    if (x->hung) {
+        print_hang(f, x);
+        return;
+    }
     char *ts = NULL;
     char *msg =
         access(x->error_file, R_OK) == 0 ? agent__error_file_message(x->error_file, &ts) : NULL;
@@ -118,6 +143,12 @@ void agent__summary_print(agent_t *a) {
     fprintf(f, "%s\nRoot Cause (first observed failure):\n", thin);
     if (a->nfailures > 0)
         print_failure(a, f, 0, &a->failures[0]);
+    if (a->no_progress_stop)
+        fprintf(f, "%s\nNot restarted: %d attempt(s) in a row made no progress past step %lld\n"
+                   "(--max_no_progress_restarts=%d)\n",
+                thin, a->no_progress, a->best_step, a->job->max_no_progress_restarts);
+    else if (a->stacks_kept)
+        fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->run_dir);
     fprintf(f, "%s\n", sep);
     fflush(f);
 }

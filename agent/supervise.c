@@ -10,8 +10,12 @@
  *   JOINING   multi-node: waiting for the rendezvous round to close (then RUNNING)
  *   BARRIER   multi-node: our workers succeeded; waiting for the other nodes at the exit barrier
  *   DONE      handles are closing; nothing more happens
+ *   CAPTURING a worker stopped beating (--heartbeat_timeout): the stacks of every running
+ *             worker's process group are being written, before anything is killed; then the
+ *             group is stopped and restarted (or the job fails) as after a failure
  * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer, and
- * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed. */
+ * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed; and
+ * for hang detection: a worker hung, the stack capture finished. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -35,7 +39,12 @@ static void do_nothing(agent_t *a, agent_worker_t *w) {
 }
 
 static void record_failure(agent_t *a, agent_worker_t *w) {
+    /* A hung worker may also fail on its own while its stacks are taken: one slot per worker. */
+    if (a->nfailures >= a->nproc)
+        return;
     agent_failure_t *f = &a->failures[a->nfailures++];
+    memset(f, 0, sizeof *f);
+    f->step = -1;
     f->rank = w->rank;
     f->local_rank = w->local_rank;
     f->pid = w->pid;
@@ -113,6 +122,13 @@ static void finish(agent_t *a, int error) {
 
 static void on_restart_timer(uv_timer_t *t) {
     agent_t *a = t->data;
+    /* The old group's GPU memory first, or the new workers fail to allocate theirs. */
+    if (agent__gpu_wait_start(a))
+        return;
+    agent__restart_now(a);
+}
+
+void agent__restart_now(agent_t *a) {
     DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
              a->failures[0].rank, a->attempt, a->job->max_restarts);
     a->state = SUP_RUNNING;
@@ -133,6 +149,14 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         /* The program cannot be executed: restarting would fail the same way. */
         agent__summary_print(a);
         a->result.exec_errno = a->failures[0].exec_errno;
+        finish(a, 0);
+        return;
+    }
+    if (agent__hang_progress_stop(a)) {
+        /* Another attempt would stop at the same step again. */
+        a->no_progress_stop = 1;
+        agent__summary_print(a);
+        a->result.failed = 1;
         finish(a, 0);
         return;
     }
@@ -188,6 +212,7 @@ static void begin_shutdown(agent_t *a, agent_worker_t *w) {
     (void)w;
     a->state = SUP_SHUTDOWN;
     uv_timer_stop(&a->restart_timer);
+    agent__gpu_wait_cancel(a);
     if (a->running == 0) {
         sweep_leftovers(a);
         a->result.signal = a->stop_signal;
@@ -281,22 +306,97 @@ static void barrier_done(agent_t *a, agent_worker_t *w) {
     finish(a, 0);
 }
 
+/* The text of a hang for the rendezvous and the logs. */
+static void hang_what(agent_t *a, const agent_failure_t *f, char *out, size_t cap) {
+    char step[48] = "";
+    if (f->step >= 0)
+        snprintf(step, sizeof step, " (last step %lld)", f->step);
+    snprintf(out, cap, "rank %d (%.64s) hung: no heartbeat for %.1f s%s", f->rank, a->hostname,
+             f->hung_for_ms / 1000.0, step);
+}
+
+/* CAPTURING + the capture finished (or ran out of time): say where the hung worker is, then
+ * stop the group as after a failure; its own death by SIGTERM is not a second failure. */
+static void capture_done(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    agent_failure_t *f = &a->failures[0];
+    snprintf(f->stacks_file, sizeof f->stacks_file, "%s", a->workers[f->local_rank].stacks_file);
+    agent__hang_report(a, f);
+    a->state = SUP_STOPPING;
+    if (a->rdzv != NULL && !a->round_ended) {
+        /* Every node stops its group: the round ends as after a worker's failure. */
+        char what[RDZV_WHAT_MAX + 1];
+        hang_what(a, f, what, sizeof what);
+        agent__rdzv_report_failure(a, what);
+    }
+    if (a->running == 0) {
+        restart_or_fail(a, NULL);
+        return;
+    }
+    DDP_INFO("rank %d hung; stopping the %d worker(s)", f->rank, a->running);
+    agent__group_signal(a, SIGTERM);
+    start_kill_timer(a);
+}
+
+/* RUNNING + a worker hung: it is the root cause; capture every worker's stacks before any of
+ * them is signalled (a SIGTERM handler would change what they are doing). */
+static void capture_begin(agent_t *a, agent_worker_t *w) {
+    record_failure(a, w);
+    agent_failure_t *f = &a->failures[a->nfailures - 1];
+    f->hung = 1;
+    f->hung_for_ms = w->hung_for_ms;
+    f->step = w->step;
+    a->state = SUP_CAPTURING;
+    a->round_ended = 0;
+    if (agent__hang_capture_start(a) == 0)
+        capture_done(a, w);
+}
+
+/* CAPTURING + the round ended elsewhere: our stop follows the capture, without a report. */
+static void capture_round_ended(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->round_ended = 1;
+}
+
+/* CAPTURING + a termination signal: the stacks are not worth a delayed shutdown. */
+static void capture_abort(agent_t *a, agent_worker_t *w) {
+    agent__hang_capture_kill(a);
+    begin_shutdown(a, w);
+}
+
+static void capture_rdzv_failed(agent_t *a, agent_worker_t *w) {
+    agent__hang_capture_kill(a);
+    rdzv_failed(a, w);
+}
+
 /* clang-format off */
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
-    /*               WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
-     *               JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE */
-    [SUP_RUNNING] =  {do_nothing, fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
-                      do_nothing, round_ended,   rdzv_failed,     do_nothing},
-    [SUP_STOPPING] = {do_nothing, note_failure,  restart_or_fail, begin_shutdown, kill_all,
-                      do_nothing, do_nothing,    rdzv_failed,     do_nothing},
-    [SUP_SHUTDOWN] = {do_nothing, note_failure,  finish_shutdown, escalate,       kill_all,
-                      do_nothing, do_nothing,    do_nothing,      do_nothing},
-    [SUP_JOINING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                      joined,     do_nothing,    rdzv_failed,     do_nothing},
-    [SUP_BARRIER] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                      do_nothing, barrier_done,  rdzv_failed,     barrier_done},
-    [SUP_DONE] =     {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
-                      do_nothing, do_nothing,    do_nothing,      do_nothing},
+    /*                WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
+     *                JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE
+     *                WORKER_HUNG    STACKS_DONE */
+    [SUP_RUNNING] =   {do_nothing, fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
+                       do_nothing, round_ended,   rdzv_failed,     do_nothing,
+                       capture_begin, do_nothing},
+    [SUP_STOPPING] =  {do_nothing, note_failure,  restart_or_fail, begin_shutdown, kill_all,
+                       do_nothing, do_nothing,    rdzv_failed,     do_nothing,
+                       do_nothing,    do_nothing},
+    [SUP_SHUTDOWN] =  {do_nothing, note_failure,  finish_shutdown, escalate,       kill_all,
+                       do_nothing, do_nothing,    do_nothing,      do_nothing,
+                       do_nothing,    do_nothing},
+    [SUP_JOINING] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
+                       joined,     do_nothing,    rdzv_failed,     do_nothing,
+                       do_nothing,    do_nothing},
+    [SUP_BARRIER] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
+                       do_nothing, barrier_done,  rdzv_failed,     barrier_done,
+                       do_nothing,    do_nothing},
+    [SUP_DONE] =      {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
+                       do_nothing, do_nothing,    do_nothing,      do_nothing,
+                       do_nothing,    do_nothing},
+    /* A worker that exits during the capture is recorded; the group being down is handled
+     * when the capture ends (capture_done restarts at once then). */
+    [SUP_CAPTURING] = {do_nothing, note_failure,  do_nothing,      capture_abort,  do_nothing,
+                       do_nothing, capture_round_ended, capture_rdzv_failed, do_nothing,
+                       do_nothing,    capture_done},
 };
 /* clang-format on */
 

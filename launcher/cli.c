@@ -297,6 +297,36 @@ static int apply_virtual_local_rank(launch_spec_t *spec, const char *flag, const
     return apply_bool(&spec->virtual_local_rank, flag, val, err);
 }
 
+static int apply_heartbeat_timeout(launch_spec_t *spec, const char *flag, const char *val,
+                                   ddp_err_t *err) {
+    return launch__seconds_get(flag, val, &spec->heartbeat_timeout, err);
+}
+
+static int apply_initial_heartbeat_timeout(launch_spec_t *spec, const char *flag, const char *val,
+                                           ddp_err_t *err) {
+    return launch__seconds_get(flag, val, &spec->initial_heartbeat_timeout, err);
+}
+
+static int apply_heartbeat_on_output(launch_spec_t *spec, const char *flag, const char *val,
+                                     ddp_err_t *err) {
+    return apply_bool(&spec->heartbeat_on_output, flag, val, err);
+}
+
+static int apply_stacks_timeout(launch_spec_t *spec, const char *flag, const char *val,
+                                ddp_err_t *err) {
+    return launch__seconds_get(flag, val, &spec->stacks_timeout, err);
+}
+
+static int apply_max_no_progress(launch_spec_t *spec, const char *flag, const char *val,
+                                 ddp_err_t *err) {
+    return launch__int_get(flag, val, 0, INT32_MAX, &spec->max_no_progress_restarts, err);
+}
+
+static int apply_gpu_reclaim(launch_spec_t *spec, const char *flag, const char *val,
+                             ddp_err_t *err) {
+    return launch__seconds_get(flag, val, &spec->gpu_memory_reclaim_timeout, err);
+}
+
 /* --run_path is a switch in torchrun. While parsing, spec->run_path is "" for "on"; it gets the
  * script's path once the program is known. */
 static int apply_run_path(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
@@ -348,6 +378,18 @@ static const opt_t opts[] = {
      apply_virtual_local_rank},
     {LAUNCH_OPT_NUMA_BINDING, "numa-binding", 0, 1, "PET_NUMA_BINDING", apply_numa_binding},
     {LAUNCH_OPT_PRINT_COMPLETION, "print-completion", 0, 1, NULL, apply_print_completion},
+    {LAUNCH_OPT_HEARTBEAT_TIMEOUT, "heartbeat-timeout", 0, 1, "PET_HEARTBEAT_TIMEOUT",
+     apply_heartbeat_timeout},
+    {LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT, "initial-heartbeat-timeout", 0, 1,
+     "PET_INITIAL_HEARTBEAT_TIMEOUT", apply_initial_heartbeat_timeout},
+    {LAUNCH_OPT_HEARTBEAT_ON_OUTPUT, "heartbeat-on-output", 0, 0, "PET_HEARTBEAT_ON_OUTPUT",
+     apply_heartbeat_on_output},
+    {LAUNCH_OPT_STACKS_TIMEOUT, "stacks-timeout", 0, 1, "PET_STACKS_TIMEOUT",
+     apply_stacks_timeout},
+    {LAUNCH_OPT_MAX_NO_PROGRESS_RESTARTS, "max-no-progress-restarts", 0, 1,
+     "PET_MAX_NO_PROGRESS_RESTARTS", apply_max_no_progress},
+    {LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT, "gpu-memory-reclaim-timeout", 0, 1,
+     "PET_GPU_MEMORY_RECLAIM_TIMEOUT", apply_gpu_reclaim},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, NULL},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, NULL},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, NULL},
@@ -371,6 +413,9 @@ static void spec_defaults(launch_spec_t *spec) {
     spec->signals[3] = SIGQUIT;
     spec->n_signals = 4;
     spec->shutdown_timeout = 30;
+    spec->initial_heartbeat_timeout = -1;
+    spec->stacks_timeout = LAUNCH_DEFAULT_STACKS_TIMEOUT_S;
+    spec->gpu_memory_reclaim_timeout = LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S;
     launch__rdzv_conf_defaults(&spec->rdzv_opts);
 }
 

@@ -37,6 +37,22 @@ static void endpoint_build(const launch_spec_t *spec, agent_job_t *job) {
     }
 }
 
+/* Hang detection: the initial timeout defaults to a multiple of the heartbeat timeout, capped so
+ * that it stays a valid libuv timer like every other duration. */
+static void hang_opts_build(const launch_spec_t *spec, agent_job_t *job) {
+    job->heartbeat_timeout_ms = ms(spec->heartbeat_timeout);
+    double initial = spec->initial_heartbeat_timeout;
+    if (initial < 0)
+        initial = spec->heartbeat_timeout * LAUNCH_INITIAL_HEARTBEAT_FACTOR;
+    if (initial > LAUNCH_DURATION_MAX_S)
+        initial = LAUNCH_DURATION_MAX_S;
+    job->initial_heartbeat_timeout_ms = ms(initial);
+    job->heartbeat_on_output = spec->heartbeat_on_output;
+    job->stacks_timeout_ms = ms(spec->stacks_timeout);
+    job->max_no_progress_restarts = spec->max_no_progress_restarts;
+    job->gpu_memory_reclaim_timeout_ms = ms(spec->gpu_memory_reclaim_timeout);
+}
+
 void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
                       launch_getenv_fn getenv_fn, void *ctx, agent_job_t *job) {
     if (getenv_fn == NULL)
@@ -75,6 +91,7 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->virtual_local_rank = spec->virtual_local_rank;
     job->devices = ddp_devices_select(getenv_fn(ctx, "HIP_VISIBLE_DEVICES"),
                                       getenv_fn(ctx, "CUDA_VISIBLE_DEVICES"), &job->devices_var);
+    hang_opts_build(spec, job);
     job->path = prog->path;
     job->argv = prog->argv;
     /* The summary names the user's program (the script, not python3), as torchrun does. */

@@ -52,6 +52,12 @@ typedef enum launch_opt {
     LAUNCH_OPT_VIRTUAL_LOCAL_RANK,
     LAUNCH_OPT_NUMA_BINDING,
     LAUNCH_OPT_PRINT_COMPLETION,
+    LAUNCH_OPT_HEARTBEAT_TIMEOUT,
+    LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT,
+    LAUNCH_OPT_HEARTBEAT_ON_OUTPUT,
+    LAUNCH_OPT_STACKS_TIMEOUT,
+    LAUNCH_OPT_MAX_NO_PROGRESS_RESTARTS,
+    LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT,
     LAUNCH_OPT_VERBOSE,
     LAUNCH_OPT_HELP,
     LAUNCH_OPT_VERSION,
@@ -70,6 +76,15 @@ typedef enum launch_opt {
  * fires at once. */
 #define LAUNCH_DURATION_MIN_S 0.0
 #define LAUNCH_DURATION_MAX_S LAUNCH_RDZV_CONF_MAX_S
+/* Hang detection defaults: the stack capture of a hung group gets 20 s, since gdb attaching to
+ * a large CUDA process spends seconds loading its symbols and py-spy walks every thread (a
+ * capture happens once per hang, after the job has already stood still for a whole
+ * --heartbeat_timeout); a restart waits up to 50 s for the GPU memory of the stopped group. */
+#define LAUNCH_DEFAULT_STACKS_TIMEOUT_S 20.0
+#define LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S 50.0
+/* --initial_heartbeat_timeout defaults to this many times --heartbeat_timeout: start-up (imports,
+ * NCCL init, data loading) comes before the first step. */
+#define LAUNCH_INITIAL_HEARTBEAT_FACTOR 10
 /* The most nodes a job may have (--nnodes), the rendezvous protocol's bound; and the most
  * workers per node (--nproc_per_node). */
 #define LAUNCH_MAX_NODES 65536
@@ -139,6 +154,13 @@ typedef struct launch_spec {
     char **dup_stdout_filters;      /* NULL-terminated strings; NULL = no duplication */
     char **dup_stderr_filters;      /* same for stderr */
     int info_printed;               /* --help or --version was printed: there is nothing to run */
+    /* Hangs (seconds, as given): */
+    double heartbeat_timeout;         /* 0 = off (default) */
+    double initial_heartbeat_timeout; /* -1 = LAUNCH_INITIAL_HEARTBEAT_FACTOR x heartbeat_timeout */
+    int heartbeat_on_output;          /* a whole output line counts as a beat */
+    double stacks_timeout;            /* LAUNCH_DEFAULT_STACKS_TIMEOUT_S */
+    int max_no_progress_restarts;     /* 0 = off (default) */
+    double gpu_memory_reclaim_timeout; /* LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S; 0 = no wait */
 } launch_spec_t;
 
 /* Fills spec from argv and PET_* variables (command line wins). Returns 0, or DDP_EUSAGE with

@@ -84,6 +84,14 @@ typedef struct agent_job {
     const char *path;            /* what workers exec, resolved (no search after fork) */
     char *const *argv;           /* their argv, argv[0] as the user gave it */
     const char *prog_name;       /* the user's program, named by the summary */
+    /* Hangs (README "Hangs"): a worker that does not beat within the timeout is hung; the agent
+     * captures the stacks of every worker's process group, then restarts the group. */
+    int64_t heartbeat_timeout_ms;         /* 0 = no hang detection */
+    int64_t initial_heartbeat_timeout_ms; /* until the first beat of each attempt */
+    int heartbeat_on_output;              /* a whole line of stdout/stderr counts as a beat */
+    int64_t stacks_timeout_ms;            /* budget of the stack capture */
+    int max_no_progress_restarts;         /* 0 = off; else stop after N attempts without progress */
+    int64_t gpu_memory_reclaim_timeout_ms; /* before a restart; 0 = do not wait */
     /* Filled by agent_job_prepare: */
     char rdzv_addr[64]; /* rdzv_host resolved to a numeric address */
     ddp_buf_t token;    /* the job token (rdzv_token_load's sources); may stay empty */

@@ -1,7 +1,8 @@
 /* Unit tests of the supervision table (agent/supervise.c): every state x event cell is fed to
  * agent__event and its side effects compared with what its action must do (restart, fail, stop,
  * ignore), then the paths through the table: max_restarts accounting and the restart delays, the
- * shutdown timer, a termination signal in every state, failures of the agent's own steps.
+ * shutdown timer, a termination signal in every state, failures of the agent's own steps, and a
+ * hang (capture, then stop and restart), --max_no_progress_restarts and the GPU memory wait.
  *
  * supervise.c is linked alone: the functions it calls in agent.c, spawn.c, rdzv.c, guard.c and
  * summary.c are defined here as recorders, and uv_timer_start, uv_timer_stop and kill are
@@ -45,6 +46,10 @@ typedef struct effects {
     char rdzv_what[256];
     int barriers;
     int pg_kills; /* kill(-pgid, SIGKILL) of a worker still marked running */
+    int captures;      /* agent__hang_capture_start */
+    int capture_kills; /* agent__hang_capture_kill */
+    int hang_reports;  /* agent__hang_report */
+    int gpu_cancels;   /* agent__gpu_wait_cancel */
 } effects_t;
 
 static effects_t fx;
@@ -52,6 +57,42 @@ static effects_t fx;
 static int group_start_rc;
 static int group_start_running; /* workers it leaves running on success */
 static int timer_start_rc;
+/* What the hang stand-ins return: helpers started, the progress verdict, a GPU wait begun. */
+static int capture_helpers;
+static int progress_stop;
+static int gpu_wait;
+
+int agent__hang_capture_start(agent_t *a) {
+    (void)a;
+    fx.captures++;
+    return capture_helpers;
+}
+
+void agent__hang_capture_kill(agent_t *a) {
+    (void)a;
+    fx.capture_kills++;
+}
+
+void agent__hang_report(agent_t *a, const agent_failure_t *f) {
+    (void)a;
+    (void)f;
+    fx.hang_reports++;
+}
+
+int agent__hang_progress_stop(agent_t *a) {
+    (void)a;
+    return progress_stop;
+}
+
+int agent__gpu_wait_start(agent_t *a) {
+    (void)a;
+    return gpu_wait;
+}
+
+void agent__gpu_wait_cancel(agent_t *a) {
+    (void)a;
+    fx.gpu_cancels++;
+}
 
 void agent__group_signal(agent_t *a, int sig) {
     (void)a;
@@ -163,6 +204,9 @@ static agent_worker_t *setup(agent_sup_state_t st, int multi, int running, int s
     memset(workers, 0, sizeof workers);
     memset(failures, 0, sizeof failures);
     group_start_rc = 0;
+    capture_helpers = 2;
+    progress_stop = 0;
+    gpu_wait = 0;
     group_start_running = 2;
     timer_start_rc = 0;
     job.nproc = 2;
@@ -211,31 +255,46 @@ typedef enum {
     A_ROUND_ENDED,
     A_RDZV_FAILED,
     A_BARRIER_DONE,
+    A_CAPTURE_BEGIN,
+    A_CAPTURE_DONE,
+    A_CAPTURE_ROUND_ENDED,
+    A_CAPTURE_ABORT,
+    A_CAPTURE_RDZV_FAILED,
 } action_t;
 
 static const char *const state_names[SUP_NSTATES] = {"RUNNING", "STOPPING", "SHUTDOWN",
-                                                     "JOINING", "BARRIER",  "DONE"};
+                                                     "JOINING", "BARRIER",  "DONE", "CAPTURING"};
 static const char *const event_names[EV_NEVENTS] = {
-    "WORKER_OK", "WORKER_FAIL", "GROUP_DOWN", "SIGNAL",       "KILL_TIMER",
-    "JOINED",    "ROUND_END",   "RDZV_ERROR", "BARRIER_DONE",
+    "WORKER_OK",    "WORKER_FAIL", "GROUP_DOWN", "SIGNAL",      "KILL_TIMER", "JOINED",
+    "ROUND_END",    "RDZV_ERROR",  "BARRIER_DONE", "WORKER_HUNG", "STACKS_DONE",
 };
 
 /* clang-format off */
 static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
-    /*               WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
-     *               JOINED     ROUND_END        RDZV_ERROR          BARRIER_DONE */
-    [SUP_RUNNING] =  {A_IGNORE, A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
-                      A_IGNORE, A_ROUND_ENDED,   A_RDZV_FAILED,      A_IGNORE},
-    [SUP_STOPPING] = {A_IGNORE, A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
-                      A_IGNORE, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE},
-    [SUP_SHUTDOWN] = {A_IGNORE, A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
-                      A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE},
-    [SUP_JOINING] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
-                      A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE},
-    [SUP_BARRIER] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
-                      A_IGNORE, A_BARRIER_DONE,  A_RDZV_FAILED,      A_BARRIER_DONE},
-    [SUP_DONE] =     {A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
-                      A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE},
+    /*                WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
+     *                JOINED     ROUND_END        RDZV_ERROR          BARRIER_DONE
+     *                WORKER_HUNG      STACKS_DONE */
+    [SUP_RUNNING] =   {A_IGNORE, A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
+                       A_IGNORE, A_ROUND_ENDED,   A_RDZV_FAILED,      A_IGNORE,
+                       A_CAPTURE_BEGIN, A_IGNORE},
+    [SUP_STOPPING] =  {A_IGNORE, A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
+                       A_IGNORE, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
+                       A_IGNORE,        A_IGNORE},
+    [SUP_SHUTDOWN] =  {A_IGNORE, A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
+                       A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
+                       A_IGNORE,        A_IGNORE},
+    [SUP_JOINING] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+                       A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
+                       A_IGNORE,        A_IGNORE},
+    [SUP_BARRIER] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+                       A_IGNORE, A_BARRIER_DONE,  A_RDZV_FAILED,      A_BARRIER_DONE,
+                       A_IGNORE,        A_IGNORE},
+    [SUP_DONE] =      {A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
+                       A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
+                       A_IGNORE,        A_IGNORE},
+    [SUP_CAPTURING] = {A_IGNORE, A_NOTE_FAILURE,  A_IGNORE,           A_CAPTURE_ABORT,  A_IGNORE,
+                       A_IGNORE, A_CAPTURE_ROUND_ENDED, A_CAPTURE_RDZV_FAILED, A_IGNORE,
+                       A_IGNORE,        A_CAPTURE_DONE},
 };
 /* clang-format on */
 
@@ -251,6 +310,7 @@ typedef struct outcome {
     int rdzv_joins, rdzv_reports, barriers;
     int nfailures;
     int fatal, result_signal;
+    int captures, capture_kills, hang_reports, gpu_cancels;
 } outcome_t;
 
 static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
@@ -274,8 +334,12 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.barriers = multi;
         o.loop_shutdowns = !multi;
         break;
+    case A_CAPTURE_ABORT:
+        o.capture_kills = 1; /* then the shutdown, as in any other state */
+        __attribute__((fallthrough));
     case A_BEGIN_SHUTDOWN:
         o.state = SUP_SHUTDOWN;
+        o.gpu_cancels = 1;
         o.restart_timer_stopped = 1;
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
@@ -304,6 +368,9 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.state = SUP_STOPPING;
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
+    case A_CAPTURE_RDZV_FAILED:
+        o.capture_kills = 1;
+        __attribute__((fallthrough));
     case A_RDZV_FAILED:
         o.state = SUP_SHUTDOWN;
         o.fatal = 1;
@@ -313,6 +380,18 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.state = SUP_DONE;
         o.loop_shutdowns = 1;
         break;
+    case A_CAPTURE_BEGIN: /* the hung worker is the root cause; nothing is signalled yet */
+        o.state = SUP_CAPTURING;
+        o.captures = 1;
+        o.nfailures = 1;
+        break;
+    case A_CAPTURE_DONE: /* reported, then stopped as after a failure */
+        o.state = SUP_STOPPING;
+        o.hang_reports = 1;
+        o.rdzv_reports = multi;
+        o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
+        break;
+    case A_CAPTURE_ROUND_ENDED: break;
     }
     return o;
 }
@@ -326,7 +405,8 @@ static void sweep(int multi) {
              * SHUTDOWN one has arrived already. */
             if (e == EV_SIGNAL || s == SUP_SHUTDOWN)
                 ag.stop_signal = SIGTERM;
-            agent__event(&ag, (agent_event_t)e, e <= EV_WORKER_FAIL ? w : NULL);
+            agent__event(&ag, (agent_event_t)e,
+                         e <= EV_WORKER_FAIL || e == EV_WORKER_HUNG ? w : NULL);
             outcome_t want = outcome_of(expected[s][e], (agent_sup_state_t)s, multi);
             outcome_t got = {
                 .state = ag.state,
@@ -346,6 +426,10 @@ static void sweep(int multi) {
                 .nfailures = ag.nfailures,
                 .fatal = ag.fatal,
                 .result_signal = ag.result.signal,
+                .captures = fx.captures,
+                .capture_kills = fx.capture_kills,
+                .hang_reports = fx.hang_reports,
+                .gpu_cancels = fx.gpu_cancels,
             };
             if (memcmp(&want, &got, sizeof want) != 0) {
                 print_error(
@@ -353,7 +437,8 @@ static void sweep(int multi) {
                     "kill timer +%d -%d (want +%d -%d), restart timer +%d -%d (want +%d "
                     "-%d), starts %d (%d), summaries %d (%d), loop down %d (%d), "
                     "adopted %d (%d), joins %d (%d), reports %d (%d), barriers %d (%d), "
-                    "failures %d (%d), fatal %d (%d), result.signal %d (%d)\n",
+                    "failures %d (%d), fatal %d (%d), result.signal %d (%d), captures %d/%d/%d "
+                    "(%d/%d/%d)\n",
                     state_names[s], event_names[e], multi ? "multi-node" : "one node",
                     state_names[got.state], state_names[want.state], got.sig0, got.nsigs, want.sig0,
                     want.nsigs, got.kill_timer_started, got.kill_timer_stopped,
@@ -363,7 +448,9 @@ static void sweep(int multi) {
                     want.summaries, got.loop_shutdowns, want.loop_shutdowns, got.adopted_kills,
                     want.adopted_kills, got.rdzv_joins, want.rdzv_joins, got.rdzv_reports,
                     want.rdzv_reports, got.barriers, want.barriers, got.nfailures, want.nfailures,
-                    got.fatal, want.fatal, got.result_signal, want.result_signal);
+                    got.fatal, want.fatal, got.result_signal, want.result_signal, got.captures,
+                    got.capture_kills, got.hang_reports, want.captures, want.capture_kills,
+                    want.hang_reports);
                 bad++;
             }
         }
@@ -395,6 +482,17 @@ static void fail_group(int status) {
     ag.running--;
     agent__event(&ag, EV_WORKER_FAIL, &workers[1]);
     assert_int_equal(ag.running, 0);
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+}
+
+/* Both workers die by the agent's SIGTERM after a hang, then the group's end. */
+static void fail_group_stopped(void) {
+    for (int i = 0; i < 2; i++) {
+        workers[i].state = WORKER_EXITED;
+        workers[i].status = SIGNALED(SIGTERM);
+        ag.running--;
+        agent__event(&ag, EV_WORKER_FAIL, &workers[i]);
+    }
     agent__event(&ag, EV_GROUP_DOWN, NULL);
 }
 
@@ -622,6 +720,11 @@ static void test_signal_in_every_state(void **state) {
                 assert_int_equal(fx.nsigs, 1);
                 assert_int_equal(fx.sigs[0], SIGKILL);
                 break;
+            case SUP_CAPTURING:
+                /* The capture helpers go first; then the shutdown as anywhere else. */
+                assert_int_equal(fx.capture_kills, 1);
+                assert_int_equal(ag.state, running ? SUP_SHUTDOWN : SUP_DONE);
+                break;
             default:
                 assert_int_equal(ag.state, SUP_DONE);
                 assert_int_equal(fx.nsigs, 0);
@@ -630,6 +733,89 @@ static void test_signal_in_every_state(void **state) {
             }
         }
     }
+}
+
+/* A hang: the stacks are captured before anything is signalled, then the group is stopped and
+ * restarted like after a failure, with the hung worker as the root cause. */
+static void test_hang_capture_then_restart(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    workers[1].hung_for_ms = 62000;
+    workers[1].step = 1234;
+    snprintf(workers[1].stacks_file, sizeof workers[1].stacks_file, "/x/stacks.txt");
+    agent__event(&ag, EV_WORKER_HUNG, &workers[1]);
+    assert_int_equal(ag.state, SUP_CAPTURING);
+    assert_int_equal(fx.captures, 1);
+    assert_int_equal(fx.nsigs, 0); /* nothing is signalled while the stacks are taken */
+    assert_int_equal(ag.nfailures, 1);
+    assert_int_equal(failures[0].hung, 1);
+    assert_int_equal(failures[0].rank, 1);
+    assert_int_equal(failures[0].step, 1234);
+    agent__event(&ag, EV_STACKS_DONE, NULL);
+    assert_int_equal(fx.hang_reports, 1);
+    assert_string_equal(failures[0].stacks_file, "/x/stacks.txt");
+    assert_int_equal(ag.state, SUP_STOPPING);
+    assert_int_equal(fx.sigs[0], SIGTERM);
+    /* The hung worker dies by the agent's SIGTERM: not a failure of its own. */
+    fail_group_stopped();
+    assert_int_equal(ag.nfailures, 1);
+    assert_int_equal(fx.restart_timer_started, 1);
+    fire_restart_timer();
+    assert_int_equal(fx.group_starts, 1);
+    assert_int_equal(ag.state, SUP_RUNNING);
+}
+
+/* No helper could start: the capture is over at once. Multi-node: the hang ends the round. */
+static void test_hang_without_capture_multi_node(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 1, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    workers[0].hung_for_ms = 1500;
+    workers[0].step = -1;
+    capture_helpers = 0;
+    agent__event(&ag, EV_WORKER_HUNG, &workers[0]);
+    assert_int_equal(ag.state, SUP_STOPPING);
+    assert_int_equal(fx.rdzv_reports, 1);
+    assert_string_equal(fx.rdzv_what, "rank 0 (node7) hung: no heartbeat for 1.5 s");
+    /* A round that ended during the capture is not reported again. */
+    setup(SUP_RUNNING, 1, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    agent__event(&ag, EV_WORKER_HUNG, &workers[0]);
+    agent__event(&ag, EV_ROUND_END, NULL);
+    assert_int_equal(ag.state, SUP_CAPTURING);
+    agent__event(&ag, EV_STACKS_DONE, NULL);
+    assert_int_equal(fx.rdzv_reports, 0);
+    assert_int_equal(ag.state, SUP_STOPPING);
+}
+
+/* --max_no_progress_restarts: the verdict stops restarts with restarts left, after the summary. */
+static void test_no_progress_stops(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    job.max_restarts = 5;
+    progress_stop = 1;
+    fail_group(EXITED(1));
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.no_progress_stop, 1);
+    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(fx.summaries, 1);
+    assert_int_equal(fx.restart_timer_started, 0);
+}
+
+/* A GPU memory wait defers the restart: the restart timer starts nothing by itself then. */
+static void test_gpu_wait_defers_restart(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    fail_group(EXITED(1));
+    gpu_wait = 1;
+    fire_restart_timer();
+    assert_int_equal(fx.group_starts, 0);
+    agent__restart_now(&ag);
+    assert_int_equal(fx.group_starts, 1);
+    assert_int_equal(ag.state, SUP_RUNNING);
 }
 
 /* Multi-node: a failure is reported to the rendezvous, which decides about restarts. */
@@ -750,6 +936,10 @@ int main(void) {
         cmocka_unit_test(test_rdzv_failure_paths),
         cmocka_unit_test(test_success_paths),
         cmocka_unit_test(test_sweep_kills_running_groups),
+        cmocka_unit_test(test_hang_capture_then_restart),
+        cmocka_unit_test(test_hang_without_capture_multi_node),
+        cmocka_unit_test(test_no_progress_stops),
+        cmocka_unit_test(test_gpu_wait_defers_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

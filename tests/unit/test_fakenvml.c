@@ -6,9 +6,12 @@
  *                            nvmlInit_v2; -1 = forever; unset = never busy
  *   FAKENVML_BUSY_DEVICE=i   only device i is busy (default: every device)
  *   FAKENVML_PIDS=p,q        the processes a busy device lists, 1 GiB each
+ *   FAKENVML_PIDS_FILE=f     the same list read from file f when FAKENVML_PIDS is unset (an
+ *                            integration test learns its workers' pids only once they run)
  *   FAKENVML_NO_PROCS=1      the process listing answers NVML_ERROR_NOT_SUPPORTED
  *   FAKENVML_USED_MB=m       used memory of a busy device (default 4096; idle devices: 10) */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -96,6 +99,18 @@ int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, unsigned int *coun
     unsigned int n = 0;
     unsigned int pids[16];
     const char *p = getenv("FAKENVML_PIDS");
+    static char from_file[256];
+    const char *path = getenv("FAKENVML_PIDS_FILE");
+    if (p == NULL && path != NULL) {
+        FILE *f = fopen(path, "r");
+        size_t len = f != NULL ? fread(from_file, 1, sizeof from_file - 1, f) : 0;
+        if (f != NULL)
+            fclose(f);
+        while (len > 0 && (from_file[len - 1] == '\n' || from_file[len - 1] == ','))
+            len--;
+        from_file[len] = '\0';
+        p = from_file;
+    }
     while (is_busy(dev) && p != NULL && *p && n < 16) {
         char *end;
         pids[n++] = (unsigned int)strtoul(p, &end, 10);

@@ -738,6 +738,61 @@ static void test_bad_values_name_the_flag(void **state) {
 
 /* Every number has a bound named in its message: durations become int64 milliseconds and a
  * timer (1e17 s overflowed into one that fired at once), counts become ints. */
+/* The hang flags: defaults, values, PET_* variables, bad values naming the flag, and what
+ * reaches the agent (milliseconds; the initial timeout 10x the heartbeat timeout by default). */
+static void test_hang_flags(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    assert_int_equal(parse(&s, &e, "prog", END), 0);
+    assert_true(s.heartbeat_timeout == 0);
+    assert_true(s.initial_heartbeat_timeout < 0);
+    assert_true(s.stacks_timeout == LAUNCH_DEFAULT_STACKS_TIMEOUT_S);
+    assert_true(s.gpu_memory_reclaim_timeout == LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S);
+    assert_int_equal(s.max_no_progress_restarts, 0);
+    assert_int_equal(s.heartbeat_on_output, 0);
+    launch_spec_free(&s);
+
+    assert_int_equal(parse(&s, &e, "--heartbeat_timeout", "2.5", "--heartbeat-on-output",
+                           "--stacks_timeout=3", "--max_no_progress_restarts", "4",
+                           "--gpu_memory_reclaim_timeout", "0", "prog", END),
+                     0);
+    launch_argv_t prog = {.path = "/bin/true", .argv = (char *[]){"prog", NULL}, .argc = 1};
+    agent_job_t job;
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.heartbeat_timeout_ms, 2500);
+    assert_int_equal(job.initial_heartbeat_timeout_ms, 25000);
+    assert_int_equal(job.heartbeat_on_output, 1);
+    assert_int_equal(job.stacks_timeout_ms, 3000);
+    assert_int_equal(job.max_no_progress_restarts, 4);
+    assert_int_equal(job.gpu_memory_reclaim_timeout_ms, 0);
+    launch_spec_free(&s);
+
+    const char *const env[] = {"PET_HEARTBEAT_TIMEOUT=7", "PET_INITIAL_HEARTBEAT_TIMEOUT=9",
+                               "PET_HEARTBEAT_ON_OUTPUT=1", NULL};
+    assert_int_equal(parse_env(&s, &e, env, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.heartbeat_timeout_ms, 7000);
+    assert_int_equal(job.initial_heartbeat_timeout_ms, 9000);
+    assert_int_equal(job.heartbeat_on_output, 1);
+    launch_spec_free(&s);
+
+    const char *const flags[] = {"--heartbeat_timeout", "--initial_heartbeat_timeout",
+                                 "--stacks_timeout", "--gpu_memory_reclaim_timeout"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "%s: '-1'", flags[i]);
+        expect_bad(flags[i], "-1", want);
+        snprintf(want, sizeof want, "%s: 'abc' is not a number of seconds", flags[i]);
+        expect_bad(flags[i], "abc", want);
+        snprintf(want, sizeof want, "%s: '1e17' is outside", flags[i]);
+        expect_bad(flags[i], "1e17", want);
+    }
+    expect_bad("--max_no_progress_restarts", "-1", "--max_no_progress_restarts: '-1' is out of");
+    expect_bad("--max_no_progress_restarts", "abc", "--max_no_progress_restarts: 'abc' is not");
+    expect_bad("--max_no_progress_restarts", "1e17", "--max_no_progress_restarts: '1e17'");
+}
+
 static void test_numeric_bounds(void **state) {
     (void)state;
     expect_bad("--shutdown_timeout", "1e17",
@@ -1256,6 +1311,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_argv_interpreter, prog_setup, prog_teardown),
         cmocka_unit_test(test_log_dir_errno),
         cmocka_unit_test(test_log_dir_eacces),
+        cmocka_unit_test(test_hang_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,93 @@
+/* The wait before a restart for the GPU memory of the stopped group (--gpu_memory_reclaim_timeout):
+ * a driver releases a killed process's memory a moment after it is reaped, and new workers that
+ * start too early fail to allocate. NVML is opened on the first restart (a job that never
+ * restarts never loads it) and polled from a timer with agent__gpu_mem_next_delay's backoff. */
+#include "agent_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ddp_log.h"
+#include "ddp_time.h"
+#include "gpu_mem.h"
+
+/* Opens NVML once; a machine without it is never asked again. Returns 0 when usable. */
+static int gpu_open(agent_t *a) {
+    if (a->gpu != NULL)
+        return 0;
+    if (a->gpu_skip)
+        return -1;
+    /* For tests: a fake NVML (tests/unit/libfakenvml.so). */
+    const char *lib = getenv("DDPRUN_NVML_LIB");
+    if (lib != NULL && *lib != '\0')
+        agent__gpu_mem_set_lib(lib);
+    char why[256] = "";
+    int rc = agent__gpu_mem_new(&a->gpu, why, sizeof why);
+    if (rc == 0)
+        a->gpu_pids = calloc((size_t)a->nproc, sizeof *a->gpu_pids);
+    if (rc != 0 || a->gpu_pids == NULL) {
+        DDP_DEBUG("not waiting for GPU memory before restarts: %s", why[0] ? why : "no memory");
+        agent__gpu_mem_free(a->gpu);
+        a->gpu = NULL;
+        a->gpu_skip = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* One check of the stopped group's devices. */
+static int gpu_check(agent_t *a, agent_gpu_busy_t *busy) {
+    for (int i = 0; i < a->nproc; i++)
+        a->gpu_pids[i] = a->workers[i].pid;
+    agent_gpu_watch_t w = {.pids = a->gpu_pids, .n_pids = a->nproc};
+    return agent__gpu_mem_busy(a->gpu, &w, busy);
+}
+
+static void on_gpu_timer(uv_timer_t *t) {
+    agent_t *a = t->data;
+    if (a->state != SUP_STOPPING)
+        return;
+    agent_gpu_busy_t busy;
+    int waited = (int)(ddp_now_ms() - a->gpu_wait_start_ms);
+    int64_t limit = a->job->gpu_memory_reclaim_timeout_ms;
+    if (gpu_check(a, &busy) == AGENT_GPU_MEM_BUSY) {
+        if (waited < limit) {
+            a->gpu_delay_ms = agent__gpu_mem_next_delay(a->gpu_delay_ms);
+            int64_t left = limit - waited;
+            uint64_t d = (uint64_t)(a->gpu_delay_ms < left ? a->gpu_delay_ms : left);
+            if (uv_timer_start(&a->gpu_timer, on_gpu_timer, d, 0) == 0)
+                return;
+        }
+        char line[256];
+        agent__gpu_mem_describe(&busy, waited, line, sizeof line);
+        DDP_WARN("%s", line);
+    } else {
+        DDP_INFO("GPU memory of the stopped workers released after %d ms", waited);
+    }
+    agent__restart_now(a);
+}
+
+int agent__gpu_wait_start(agent_t *a) {
+    if (a->job->gpu_memory_reclaim_timeout_ms <= 0 || gpu_open(a) < 0)
+        return 0;
+    if (gpu_check(a, NULL) != AGENT_GPU_MEM_BUSY)
+        return 0;
+    a->gpu_wait_start_ms = ddp_now_ms();
+    a->gpu_delay_ms = agent__gpu_mem_next_delay(0);
+    if (uv_timer_start(&a->gpu_timer, on_gpu_timer, (uint64_t)a->gpu_delay_ms, 0) < 0)
+        return 0;
+    DDP_INFO("waiting up to %gs for the GPU memory of the stopped workers",
+             a->job->gpu_memory_reclaim_timeout_ms / 1000.0);
+    return 1;
+}
+
+void agent__gpu_wait_cancel(agent_t *a) {
+    uv_timer_stop(&a->gpu_timer);
+}
+
+void agent__gpu_wait_free(agent_t *a) {
+    agent__gpu_mem_free(a->gpu);
+    a->gpu = NULL;
+    free(a->gpu_pids);
+    a->gpu_pids = NULL;
+}
