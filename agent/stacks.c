@@ -214,11 +214,24 @@ static void tool_child(const cap_t *c, char *const argv[]) {
     _exit(127);
 }
 
+/* fork() without the atfork handlers. libuv's child handler (linked into the agent) closes and
+ * re-creates its signal-lock pipe by descriptor number; in the capture helper, which closed every
+ * inherited descriptor, those numbers name the stacks file by now, so after a plain fork the tool
+ * would write into a pipe and its output would be lost. The child only calls async-signal-safe
+ * functions before execve, which is all _Fork allows. */
+static pid_t fork_without_handlers(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return _Fork();
+#else
+    return (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+#endif
+}
+
 /* Runs argv (argv[0] an absolute path) with its output going into the file, until it exits or
  * deadline passes; then SIGKILLs its process group and says in the file that it was cut. */
 static void tool_run(cap_t *c, char *const argv[], const char *label, uint64_t deadline) {
     dprintf(c->fd, "--- %s\n", label);
-    pid_t child = fork();
+    pid_t child = fork_without_handlers();
     if (child < 0) {
         dprintf(c->fd, "unable to start %s: %s\n", argv[0], strerror(errno));
         return;

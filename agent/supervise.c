@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ddp_log.h"
@@ -344,6 +345,7 @@ static void capture_begin(agent_t *a, agent_worker_t *w) {
     record_failure(a, w);
     agent_failure_t *f = &a->failures[a->nfailures - 1];
     f->hung = 1;
+    f->when = time(NULL); /* found now; the worker has not exited (exit_wall is 0) */
     f->hung_for_ms = w->hung_for_ms;
     f->step = w->step;
     a->state = SUP_CAPTURING;

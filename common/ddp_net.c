@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ddp_time.h"
@@ -29,6 +30,24 @@ int ddp_wait_fd(int fd, short events, uint64_t deadline) {
         if (errno != EINTR)
             return -errno;
     }
+}
+
+int ddp_tcp_is_self_connected(int fd) {
+    struct sockaddr_storage self, peer;
+    socklen_t sl = sizeof self, pl = sizeof peer;
+    if (getsockname(fd, (struct sockaddr *)&self, &sl) != 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || sl != pl)
+        return 0;
+    if (self.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)&self, *b = (const void *)&peer;
+        return a->sin_port == b->sin_port && a->sin_addr.s_addr == b->sin_addr.s_addr;
+    }
+    if (self.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)&self, *b = (const void *)&peer;
+        return a->sin6_port == b->sin6_port &&
+               memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr) == 0;
+    }
+    return 0;
 }
 
 int ddp_tcp_connect(const struct sockaddr *addr, socklen_t addrlen, uint64_t deadline,
@@ -58,6 +77,10 @@ int ddp_tcp_connect(const struct sockaddr *addr, socklen_t addrlen, uint64_t dea
                 rc = -soerr;
         }
     }
+    /* Nothing listening yet, and the kernel picked the target port as our source port: TCP's
+     * simultaneous open connected the socket to itself. That is a refusal, to be retried. */
+    if (rc == 0 && ddp_tcp_is_self_connected(fd))
+        rc = -ECONNREFUSED;
     if (rc < 0) {
         close(fd);
         return rc;

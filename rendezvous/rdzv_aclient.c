@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "ddp_net.h"
 #include "rdzv_auth_int.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"
@@ -798,6 +799,9 @@ static void on_connected(uv_connect_t *req, int status) {
     rdzv_aclient_t *c = req->data;
     if (c->state != S_CONNECTING)
         return; /* canceled: the budget ran out or the client is closing */
+    uv_os_fd_t fd;
+    if (status == 0 && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ddp_tcp_is_self_connected(fd))
+        status = UV_ECONNREFUSED; /* nothing listens yet (ddp_net.h): retried like a refusal */
     if (status < 0) {
         c->last_err = status;
         c->tcp_live = 0;

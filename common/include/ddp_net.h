@@ -15,10 +15,17 @@ int ddp_ms_left(uint64_t deadline);
  * Returns 1 when ready, 0 when the deadline came first, or -errno. */
 int ddp_wait_fd(int fd, short events, uint64_t deadline);
 
+/* 1 when fd, a connected TCP socket, is connected to itself: a connect to a local port where
+ * nothing listens can be given that same port as its source, and TCP's simultaneous open then
+ * completes it. Such a socket holds the port, so the server meant to listen there cannot bind
+ * it: callers treat it as refused. */
+int ddp_tcp_is_self_connected(int fd);
+
 /* Connects a new TCP socket of addr's family to addr before deadline. bufsize > 0 sets
  * SO_SNDBUF and SO_RCVBUF before connecting (TCP agrees the window scale in the handshake).
  * Returns the connected fd (non-blocking, close-on-exec, TCP_NODELAY), or -errno: -ETIMEDOUT
- * when the deadline came first, -ECONNREFUSED when nothing listens there. */
+ * when the deadline came first, -ECONNREFUSED when nothing listens there (a socket connected to
+ * itself included). */
 int ddp_tcp_connect(const struct sockaddr *addr, socklen_t addrlen, uint64_t deadline, int bufsize);
 
 #endif

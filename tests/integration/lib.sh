@@ -73,6 +73,16 @@ wait_for() {
     return 1
 }
 
+# show_tail FILE...: the last 15 lines of each FILE as TAP comments, for a failed check whose
+# cause is in a process's output (CI shows only the suite's own output).
+show_tail() {
+    local f
+    for f in "$@"; do
+        echo "# --- $f:"
+        tail -15 "$f" 2>/dev/null | sed 's/^/#   /'
+    done
+}
+
 # child_pid PID: the (first) child of PID, e.g. ddprun under `timeout`; waits up to 2 s for it.
 child_pid() {
     local i c
@@ -104,6 +114,7 @@ finish() {
 
 # verdict NAME: ok when the command just before it succeeded. For conditions with && or ||,
 # which `check` cannot take as arguments:  [ "$a" = 0 ] && [ "$b" = 0 ]; verdict "both exit 0"
+# It returns 1 when the check failed, so that diagnostics can follow: verdict "x" || show_tail F
 verdict() {
-    if [ $? -eq 0 ]; then ok "$1"; else not_ok "$1"; fi
+    if [ $? -eq 0 ]; then ok "$1"; else not_ok "$1"; return 1; fi
 }

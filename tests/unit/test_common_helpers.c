@@ -1,5 +1,6 @@
-/* Unit tests for common/: signal names both ways (ddp_signal) and the visible-device list rule
- * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). */
+/* Unit tests for common/: signal names both ways (ddp_signal), the visible-device list rule
+ * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), and the
+ * self-connected TCP socket check (ddp_net), on loopback. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,11 +8,16 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "ddp_devices.h"
+#include "ddp_net.h"
 #include "ddp_signal.h"
 
 static void test_signal_parse(void **state) {
@@ -70,7 +76,7 @@ static void test_devices_count(void **state) {
     assert_int_equal(ddp_devices_count("0,1,2"), 3);
     assert_int_equal(ddp_devices_count("5, 7"), 2);
     assert_int_equal(ddp_devices_count(" 4 ,\t6 "), 2);
-    assert_int_equal(ddp_devices_count("1gpu2,2"), 2); /* strtoul: "1gpu2" is 1 */
+    assert_int_equal(ddp_devices_count("1gpu2,2"), 2);  /* strtoul: "1gpu2" is 1 */
     assert_int_equal(ddp_devices_count("0,1,-1,2"), 2); /* a negative entry ends the list */
     assert_int_equal(ddp_devices_count("0,,1"), 1);     /* so does an empty one */
     assert_int_equal(ddp_devices_count("0,1,"), 2);
@@ -102,11 +108,41 @@ static void test_devices_entry(void **state) {
     assert_int_equal(ddp_devices_entry("0,1", -1, out, sizeof out), -ENOENT);
 }
 
+/* A loopback socket bound to port P and connected to 127.0.0.1:P, where nothing listens, is
+ * connected to itself (TCP simultaneous open); a real client of a listener is not. */
+static void test_tcp_self_connected(void **state) {
+    (void)state;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(ddp_tcp_is_self_connected(fd), 1);
+    close(fd);
+
+    struct sockaddr_in l = {.sin_family = AF_INET};
+    l.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t ll = sizeof l;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&l, sizeof l), 0);
+    assert_int_equal(listen(lfd, 1), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&l, &ll), 0);
+    int cfd = ddp_tcp_connect((struct sockaddr *)&l, ll, UINT64_MAX, 0);
+    assert_true(cfd >= 0);
+    assert_int_equal(ddp_tcp_is_self_connected(cfd), 0);
+    assert_int_equal(ddp_tcp_is_self_connected(lfd), 0); /* not connected at all */
+    close(cfd);
+    close(lfd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_signal_parse),   cmocka_unit_test(test_signal_name),
         cmocka_unit_test(test_devices_select), cmocka_unit_test(test_devices_count),
-        cmocka_unit_test(test_devices_entry),
+        cmocka_unit_test(test_devices_entry),  cmocka_unit_test(test_tcp_self_connected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
