@@ -68,15 +68,15 @@ struct agent_worker {
     char error_file[PATH_MAX];
     agent_stream_t *out, *err;
     /* Hang detection (agent/hang.c), reset when the worker starts. */
-    char hb_file[PATH_MAX];   /* DDPRUN_HEARTBEAT_FILE; "" when detection is off */
-    struct timespec hb_mtime; /* its mtime as last seen */
-    uint64_t hb_checked_ms;   /* monotonic time of that look */
-    uint64_t hb_last_ms;      /* monotonic time of the last beat through the file */
-    int hb_beaten;            /* the file has beaten in this attempt */
-    uint64_t out_beat_ms;     /* last whole output line (--heartbeat_on_output); 0 = none */
-    long long step;           /* last progress counter read from the file; -1 = none */
-    uint64_t hung_for_ms;     /* silence when it was found hung */
-    pid_t stacks_pid;         /* stack capture helper not yet reaped; 0 = none */
+    char hb_file[PATH_MAX];     /* DDPRUN_HEARTBEAT_FILE; "" when detection is off */
+    struct timespec hb_mtime;   /* its mtime as last seen */
+    uint64_t hb_checked_ms;     /* monotonic time of that look */
+    uint64_t hb_last_ms;        /* monotonic time of the last beat through the file */
+    int hb_beaten;              /* the file has beaten in this attempt */
+    uint64_t out_beat_ms;       /* last whole output line (--heartbeat_on_output); 0 = none */
+    long long step;             /* last progress counter read from the file; -1 = none */
+    uint64_t hung_for_ms;       /* silence when it was found hung */
+    pid_t stacks_pid;           /* stack capture helper not yet reaped; 0 = none */
     char stacks_file[PATH_MAX]; /* where its group's stacks went; "" = not captured */
 };
 
@@ -115,9 +115,9 @@ typedef struct agent_failure {
     int exec_errno;
     time_t when;
     char error_file[PATH_MAX];
-    int hung;               /* no exit: the worker stopped beating */
-    uint64_t hung_for_ms;   /* how long it had been silent */
-    long long step;         /* its last progress counter; -1 = none */
+    int hung;                   /* no exit: the worker stopped beating */
+    uint64_t hung_for_ms;       /* how long it had been silent */
+    long long step;             /* its last progress counter; -1 = none */
     char stacks_file[PATH_MAX]; /* its stacks; "" = none captured */
 } agent_failure_t;
 
@@ -182,10 +182,10 @@ struct agent {
     /* GPU memory wait before a restart (agent/hang.c, gpu_mem.h). */
     uv_timer_t gpu_timer;
     struct agent_gpu_mem *gpu;
-    int gpu_skip;         /* NVML is not usable here: never wait */
+    int gpu_skip;               /* NVML is not usable here: never wait */
     uint64_t gpu_wait_start_ms; /* when this restart's wait began */
-    int gpu_delay_ms;     /* the last poll delay */
-    pid_t *gpu_pids;      /* the stopped workers' pids */
+    int gpu_delay_ms;           /* the last poll delay */
+    pid_t *gpu_pids;            /* the stopped workers' pids */
 };
 
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
@@ -282,9 +282,10 @@ void agent__restart_now(agent_t *a);
 /* summary.c: prints the failure summary of the last attempt to stderr. */
 void agent__summary_print(agent_t *a);
 
-/* summary.c: the error file's message (PyTorch format) for a failure; caller frees. NULL if none.
- */
-char *agent__error_file_message(const char *path, char **timestamp_out);
+/* summary.c: the error file's message (PyTorch format) for a failure; caller frees. NULL when
+ * the file cannot be read or is not such JSON: then bad (when not NULL) says why, in a line, or
+ * is "" when the file is missing. */
+char *agent__error_file_message(const char *path, char **timestamp_out, char *bad, size_t bad_cap);
 
 /* guard.c: starts the orphan guard, a tiny process that SIGKILLs registered process groups when
  * the agent dies without cleaning up (SIGKILL). Returns 0 or -errno. */

@@ -174,6 +174,10 @@ static void on_hb_timer(uv_timer_t *t) {
     if (hung != NULL) {
         uint64_t last = last_beat(hung);
         hung->hung_for_ms = now - (last != 0 ? last : a->group_start_ms);
+        /* Said at once: the capture may take --stacks_timeout before anything else is logged. */
+        DDP_WARN("rank %d (local %d, pid %d) hung: no heartbeat for %.1f s; taking the stacks of "
+                 "the group before it is stopped",
+                 hung->rank, hung->local_rank, (int)hung->pid, hung->hung_for_ms / 1000.0);
         agent__event(a, EV_WORKER_HUNG, hung);
         return;
     }

@@ -3,6 +3,7 @@
  * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). */
 #include "agent_int.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,13 +17,24 @@
 #include "ddp_signal.h"
 #include "stacks.h"
 
-char *agent__error_file_message(const char *path, char **timestamp_out) {
+char *agent__error_file_message(const char *path, char **timestamp_out, char *bad, size_t bad_cap) {
     if (timestamp_out)
         *timestamp_out = NULL;
+    if (bad != NULL && bad_cap > 0)
+        bad[0] = '\0';
+    if (access(path, R_OK) < 0) {
+        if (errno != ENOENT && bad != NULL)
+            snprintf(bad, bad_cap, "unable to read it: %s", strerror(errno));
+        return NULL;
+    }
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
-    if (root == NULL)
+    if (root == NULL) {
+        if (bad != NULL)
+            snprintf(bad, bad_cap, "not valid JSON (line %d, column %d: %s)", jerr.line,
+                     jerr.column, jerr.text);
         return NULL;
+    }
     /* PyTorch writes {"message": {"message": M, "extraInfo": {"py_callstack": S,
      * "timestamp": T}}}; older writers put a plain string in "message". */
     char *out = NULL;
@@ -44,6 +56,8 @@ char *agent__error_file_message(const char *path, char **timestamp_out) {
             *timestamp_out = strdup(json_string_value(ts));
     }
     json_decref(root);
+    if (out == NULL && bad != NULL)
+        snprintf(bad, bad_cap, "no \"message\" string or object in it");
     return out;
 }
 
@@ -69,6 +83,16 @@ static void print_indented(FILE *f, const char *text) {
         fputs("              ", f);
         p = nl + 1;
     }
+}
+
+/* The error_file line. Without --log_dir the file is in the private run directory, which goes
+ * away when ddprun exits: the summary quotes it, and says so rather than show a path to nothing. */
+static void print_error_file(const agent_t *a, FILE *f, const char *path) {
+    size_t n = strlen(a->run_dir);
+    int removed = a->run_dir_is_temp && !a->log_layout && !a->stacks_kept &&
+                  strncmp(path, a->run_dir, n) == 0 && path[n] == '/';
+    fprintf(f, "  error_file: %s%s\n", path,
+            removed ? " (removed at exit: --log_dir keeps it)" : "");
 }
 
 /* A hung worker: no exit code; the root cause is its silence, with its stacks quoted. */
@@ -104,24 +128,29 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
         print_hang(f, x);
         return;
     }
-    char *ts = NULL;
-    char *msg =
-        access(x->error_file, R_OK) == 0 ? agent__error_file_message(x->error_file, &ts) : NULL;
+    char *ts = NULL, bad[256];
+    char *msg = agent__error_file_message(x->error_file, &ts, bad, sizeof bad);
+    /* The file was there but says nothing usable: name it and why, not "no error file". */
+    const char *shown = msg != NULL || bad[0] != '\0' ? x->error_file : "<N/A>";
     if (WIFSIGNALED(x->status)) {
         int sig = WTERMSIG(x->status);
         fprintf(f, "  exitcode  : -%d (pid: %d)\n", sig, (int)x->pid);
-        fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
-        fprintf(f, "  traceback : Signal %d (%s) received by PID %d\n", sig,
-                ddp_signal_name(sig), (int)x->pid);
+        print_error_file(a, f, shown);
+        fprintf(f, "  traceback : Signal %d (%s) received by PID %d\n", sig, ddp_signal_name(sig),
+                (int)x->pid);
     } else {
         int code = WEXITSTATUS(x->status);
         fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);
-        fprintf(f, "  error_file: %s\n", msg ? x->error_file : "<N/A>");
+        print_error_file(a, f, shown);
         if (x->exec_errno != 0)
-            fprintf(f, "  traceback : unable to exec %s: %s\n", a->job->path, strerror(x->exec_errno));
+            fprintf(f, "  traceback : unable to exec %s: %s\n", a->job->path,
+                    strerror(x->exec_errno));
         else if (msg) {
             fputs("  traceback : ", f);
             print_indented(f, msg);
+        } else if (bad[0] != '\0') {
+            fputs("  traceback : its error file is ", f);
+            print_indented(f, bad);
         } else {
             fputs("  traceback : the worker wrote no error file; its own output is above\n", f);
         }
@@ -144,8 +173,9 @@ void agent__summary_print(agent_t *a) {
     if (a->nfailures > 0)
         print_failure(a, f, 0, &a->failures[0]);
     if (a->no_progress_stop)
-        fprintf(f, "%s\nNot restarted: %d attempt(s) in a row made no progress past step %lld\n"
-                   "(--max_no_progress_restarts=%d)\n",
+        fprintf(f,
+                "%s\nNot restarted: %d attempt(s) in a row made no progress past step %lld\n"
+                "(--max_no_progress_restarts=%d)\n",
                 thin, a->no_progress, a->best_step, a->job->max_no_progress_restarts);
     else if (a->stacks_kept)
         fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->run_dir);

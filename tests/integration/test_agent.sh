@@ -65,6 +65,21 @@ check "summary shows the exit code" grep -qE "exitcode  : 3 \(pid: [0-9]+\)" "$T
 check "summary shows the error file's message" grep -q "RuntimeError: loss is NaN" "$TMP/fail.out"
 check "summary says FAILED" grep -q "FAILED" "$TMP/fail.out"
 check "the other workers were stopped (no leftovers)" no_leftovers
+check "without --log_dir the error file's path says it is removed at exit" \
+    grep -q "error_file: .* (removed at exit: --log_dir keeps it)" "$TMP/fail.out"
+
+# 3a. An error file that is not JSON is named with the reason, not taken for no error file.
+cat >"$TMP/badjson.sh" <<'EOF2'
+#!/bin/sh
+printf '{"message": oops' >"$TORCHELASTIC_ERROR_FILE"
+exit 4
+EOF2
+chmod +x "$TMP/badjson.sh"
+run_ddprun "$TMP/badjson.out" --log_dir "$TMP/badjson.logs" "$TMP/badjson.sh"; rc=$?
+[ $rc -eq 1 ] && grep -qE "error_file: $TMP/badjson.logs/.*error.json$" "$TMP/badjson.out" &&
+    grep -qE "traceback : its error file is not valid JSON \(line 1, column [0-9]+: " "$TMP/badjson.out"
+verdict "an error file that is not JSON: the summary names it and says so (rc $rc)" ||
+    show_tail "$TMP/badjson.out"
 
 # 3b. Nothing of a run stays in its private run directory's place (/dev/shm without TMPDIR),
 # however ddprun ends; a huge error file is cut to the 64 KiB the agent reads. The run directory
