@@ -12,3 +12,7 @@ $(BUILD)/bench/bench_heartbeat: $(BUILD)/obj/bench/bench_heartbeat.o $(BUILD)/li
     $(BUILD)/libddpcommon.a
 	$(LINK)
 $(BUILD)/obj/bench/bench_heartbeat.o: CPPFLAGS += -Iworker_template
+# bench_beat_worker: the worker of bench/hang.sh (hang detection latency and the agent's cost).
+BENCHES += $(BUILD)/bench/bench_beat_worker
+$(BUILD)/bench/bench_beat_worker: $(BUILD)/obj/bench/bench_beat_worker.o
+	$(LINK)
