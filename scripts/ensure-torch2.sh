@@ -15,7 +15,15 @@ has_torch2() {
     "$PY" -c 'import sys, torch, torch.distributed; sys.exit(int(torch.__version__.split(".")[0]) < 2)' \
         2>/dev/null
 }
+# py-spy (a few MB) goes into the same environment: the hang tests read a Python worker's stacks
+# with it (tests/integration/test_hang.sh) and skip that check, saying so, without it.
+with_py_spy() {
+    [ -x "$DIR/bin/py-spy" ] ||
+        timeout 300 "$PY" -m pip install --disable-pip-version-check -q py-spy >&2 ||
+        echo "ensure-torch2: pip install py-spy failed: the Python stacks check will be skipped" >&2
+}
 if [ -x "$PY" ] && has_torch2; then
+    with_py_spy
     echo "$(cd "$DIR" && pwd)/bin/python"
     exit 0
 fi
@@ -38,4 +46,5 @@ if ! timeout 1800 "$PY" -m pip install --disable-pip-version-check -q 'torch>=2'
     exit 1
 fi
 has_torch2 || { echo "ensure-torch2: torch installed in $DIR but does not import" >&2; exit 1; }
+with_py_spy
 echo "$(cd "$DIR" && pwd)/bin/python"

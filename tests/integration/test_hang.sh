@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hangs on one node, with real processes: a worker that stops beating (its heartbeat file, or its
 # output with --heartbeat_on_output), a SIGSTOPped one, no false positive for a worker that beats,
-# --max_no_progress_restarts, the GPU memory wait before a restart (fake NVML), bad flag values.
+# --max_no_progress_restarts, the GPU memory wait before a restart (fake NVML), stacks named by gdb
+# (native) and py-spy (Python), train with a stopped rank, bad flag values.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FAKENVML=$BIN/tests/unit/libfakenvml.so
@@ -55,7 +56,7 @@ run_ddprun "$d/out" --heartbeat_timeout 0.5 --heartbeat_on_output --redirects 1 
 check "--heartbeat_on_output: a silent worker is restarted; the second attempt exits 0" [ $rc -eq 0 ]
 check "--heartbeat_on_output: the log says no heartbeat" grep -q 'hung: no heartbeat' "$d/out"
 check "--heartbeat_on_output: lines printed every 0.2 s are no hang" \
-    [ "$(grep -c 'hung: no heartbeat' "$d/out")" -eq 1 ]
+    [ "$(grep -c 'hung: no heartbeat for .*taking the stacks' "$d/out")" -eq 1 ]
 check "--heartbeat_on_output with --redirects: the lines still reach the log file" \
     grep -qx 'step 5' "$d/logs/attempt_0/0/stdout.log"
 
@@ -143,7 +144,77 @@ else
     skip "GPU memory released after 1 s: the restart waits for it" "no fake NVML built"
 fi
 
-# 7. Bad values: exit 2, one line naming the flag.
+# 7. The stacks name the function a hung worker is in, with the best tool for it: gdb for a native
+#    worker, py-spy for a Python one (from PyPI, next to TORCH_PYTHON or on PATH).
+d=$TMP/native; mkdir -p "$d"
+if command -v gdb >/dev/null 2>&1; then
+    run_ddprun "$d/out" --heartbeat_timeout 1 --initial_heartbeat_timeout 1 --stacks_timeout 15 \
+        --log_dir "$d/logs" "$BIN/tests/spin_worker"; rc=$?
+    [ $rc -eq 1 ] && grep -q 'spin_here_forever' "$d/logs/attempt_0/0/stacks.txt"
+    verdict "a native worker that never beats: gdb names the function it spins in (rc $rc)" ||
+        show_tail "$d/out" "$d/logs/attempt_0/0/stacks.txt"
+else
+    skip "a native worker that never beats: gdb names the function it spins in" "gdb is not installed"
+fi
+PYSPY_DIR=
+if [ -n "${TORCH_PYTHON:-}" ] && [ -x "$(dirname "$TORCH_PYTHON")/py-spy" ]; then
+    PYSPY_DIR=$(dirname "$TORCH_PYTHON")
+elif command -v py-spy >/dev/null 2>&1; then
+    PYSPY_DIR=$(dirname "$(command -v py-spy)")
+fi
+if [ -n "$PYSPY_DIR" ]; then
+    d=$TMP/python; mkdir -p "$d"
+    printf '%s\n' 'import time' '' '' 'def wait_for_the_next_batch():' '    while True:' \
+        '        time.sleep(0.05)' '' '' 'wait_for_the_next_batch()' >"$d/wait.py"
+    PATH=$PYSPY_DIR:$PATH run_ddprun "$d/out" --heartbeat_timeout 1 --initial_heartbeat_timeout 1 \
+        --stacks_timeout 15 --log_dir "$d/logs" "$d/wait.py"; rc=$?
+    sf=$d/logs/attempt_0/0/stacks.txt
+    [ $rc -eq 1 ] && grep -q -- '--- py-spy dump' "$sf" && grep -q 'wait_for_the_next_batch' "$sf"
+    verdict "a Python worker that never beats: py-spy names its Python function (rc $rc)" ||
+        show_tail "$d/out" "$sf"
+else
+    skip "a Python worker that never beats: py-spy names its Python function" \
+        "py-spy is not installed (scripts/ensure-torch2.sh puts it next to TORCH_PYTHON)"
+fi
+
+# 8. train, 2 ranks: rank 1 is stopped mid-training, rank 0 then waits for it in the allreduce.
+#    The job fails naming a hung rank, the time it was found and its last step; the stacks show
+#    rank 0 in the collective (gdb) and rank 1 stopped.
+d=$TMP/train; mkdir -p "$d"
+timeout -k 5 60 "$DDPRUN" --nproc_per_node 2 --heartbeat_timeout 1 --stacks_timeout 15 \
+    --log_dir "$d/logs" "$BIN/train" --layers 32,64,4 --samples 4096 --batch-size 32 --backend cpu \
+    --epochs 100 --step-delay-ms 20 --quiet >"$d/out" 2>&1 &
+ddp=$!
+for i in $(seq 200); do
+    s=$(cat "$d/logs/attempt_0/1/heartbeat" 2>/dev/null)
+    [ -n "$s" ] && [ "$((10#$s))" -ge 5 ] && break
+    sleep 0.05
+done
+agent=$(child_pid $ddp)
+w1=
+for c in $(cat /proc/"$agent"/task/*/children 2>/dev/null); do
+    grep -qzx 'LOCAL_RANK=1' "/proc/$c/environ" 2>/dev/null && w1=$c
+done
+[ -n "$w1" ] && kill -STOP "$w1"
+wait $ddp; rc=$?
+check "train: a stopped rank makes the job fail as hung (exit 1, rank 1 was pid ${w1:-none})" \
+    [ $rc -eq 1 -a -n "$w1" ]
+step=$(sed -n 's/.*traceback : hung: no heartbeat for [0-9.]* s (last step \([0-9]*\)).*/\1/p' "$d/out")
+check "train: the summary gives the last step the hung rank reached (${step:-none} >= 1)" \
+    [ "${step:-0}" -ge 1 ]
+check "train: the failure's time is when the hang was found" \
+    grep -q "time      : $(date +%Y-%m-%d)_" "$d/out"
+check "train: rank 1's stacks say it is stopped (state T)" \
+    grep -q 'state T' "$d/logs/attempt_0/1/stacks.txt"
+if command -v gdb >/dev/null 2>&1; then
+    check "train: gdb shows rank 0 waiting in ddpw_allreduce" \
+        grep -q 'ddpw_allreduce' "$d/logs/attempt_0/0/stacks.txt"
+else
+    skip "train: gdb shows rank 0 waiting in ddpw_allreduce" "gdb is not installed"
+fi
+
+# 9. Bad values: exit 2, one line naming the flag.
+
 for fv in "--heartbeat_timeout -1" "--initial_heartbeat_timeout abc" "--stacks_timeout 1e17" \
           "--max_no_progress_restarts -1" "--gpu_memory_reclaim_timeout x"; do
     set -- $fv
