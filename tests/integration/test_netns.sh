@@ -7,9 +7,9 @@
 # from the others), with and without a job token (and a wrong token is refused); SIGKILL of an
 # agent, a cut link and a stopped agent are detected within the keep-alive bound and the others
 # carry on with fewer nodes; the stale node goes away by itself; a late node scales the job up; a
-# worker failure restarts every node's group; train runs over TCP between two hosts; nothing is
-# left running in any namespace; the namespaces (and with them the bridge and veths) are always
-# removed, also on failure or SIGTERM.
+# worker failure restarts every node's group; train runs over TCP between two hosts; a hung worker
+# on one host restarts both hosts' groups; nothing is left running in any namespace; the
+# namespaces (and with them the bridge and veths) are always removed, also on failure or SIGTERM.
 #
 # Needs root and `ip netns`; otherwise every check is reported as skipped. Nothing outside our
 # own namespaces is touched: the root namespace gets no interface, no address and no route.
@@ -519,6 +519,34 @@ else
     sed 's/^/#   /' "$D/a.out" "$D/b.out" | tail -30
     not_ok "train --epochs 1 --samples 2048 across 2 hosts x 1 worker ($(rcs a b))"
 fi
+
+# ------------------------------------------------------------------------------------ 7. hang
+# 2 hosts x 1 worker: rank 1 stops beating in the first attempt (alive, asleep). Its agent takes
+# its stacks and ends the round for both hosts; both groups restart and finish.
+PORT=29410 RUN=hang D=$TMP/hang
+mkdir -p "$D"
+cat >"$D/beat.sh" <<'EOF'
+#!/bin/sh
+echo "$TORCHELASTIC_RESTART_COUNT" >>"$FW_DIR/attempts"
+echo 0 >"$DDPRUN_HEARTBEAT_FILE"
+[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 600
+n=4; [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && n=60
+i=0
+while [ $i -lt $n ]; do i=$((i + 1)); echo $i >"$DDPRUN_HEARTBEAT_FILE"; sleep 0.25; done
+EOF
+chmod +x "$D/beat.sh"
+for h in a b; do NPROC=1 agent $h 2 --max_restarts=1 --heartbeat_timeout=1 --stacks_timeout=5 "$D/beat.sh"; done
+WAIT_S=25 wait_all a b
+attempts_ok() { [ "$(tr '\n' ' ' <"$D/$1/attempts" 2>/dev/null)" = "0 1 " ]; }
+if all_rc 0 a b && attempts_ok a && attempts_ok b; then
+    ok "a hung worker on one host: both hosts restart once and exit 0"
+else
+    sed 's/^/#   /' "$D/a.out" "$D/b.out" | tail -30
+    not_ok "a hung worker on one host: both hosts restart once and exit 0 ($(rcs a b); attempts a: $(tr '\n' ' ' <"$D/a/attempts" 2>/dev/null), b: $(tr '\n' ' ' <"$D/b/attempts" 2>/dev/null))"
+fi
+check "the hung worker's host says which rank hung and why" \
+    cond 'cat "$D"/[ab].out | grep -qE "rank 1 \(local 0, pid [0-9]+\) hung: no heartbeat for"'
+check "nothing left after the hang test" no_leftovers 3
 
 # ------------------------------------------------------------------------------------ the end
 check "nothing left running (tagged processes)" no_leftovers 3
