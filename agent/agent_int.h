@@ -266,6 +266,11 @@ int agent__hang_helper_reaped(agent_t *a, pid_t pid);
 /* hang.c: logs the hang of failure f (a WARN line naming rank, pid, silence, step and stacks
  * file) and the first lines of its stacks. */
 void agent__hang_report(agent_t *a, const agent_failure_t *f);
+/* hang.c: this node's progress for `ddprun status`: the highest step its running workers wrote
+ * (-1 none) and the time since the last beat of its most silent one (since the group started,
+ * for one that has not beaten). Returns 0, or -ENOENT when hang detection is off or no worker
+ * runs. */
+int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms);
 /* hang.c: the attempt just ended: updates the progress record from the heartbeat files.
  * Returns 1 when --max_no_progress_restarts says to stop restarting (logged), else 0. */
 int agent__hang_progress_stop(agent_t *a);

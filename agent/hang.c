@@ -185,6 +185,31 @@ static void on_hb_timer(uv_timer_t *t) {
         hb_arm(a, next > now ? next - now : 1);
 }
 
+int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms) {
+    if (a->job->heartbeat_timeout_ms <= 0)
+        return -ENOENT;
+    uint64_t now = ddp_now_ms(), oldest = UINT64_MAX;
+    long long best = -1;
+    for (int i = 0; i < a->nproc; i++) {
+        agent_worker_t *w = &a->workers[i];
+        if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
+            continue;
+        beat_read(w, now);
+        uint64_t last = last_beat(w);
+        if (last == 0)
+            last = a->group_start_ms;
+        if (last < oldest)
+            oldest = last;
+        if (w->step > best)
+            best = w->step;
+    }
+    if (oldest == UINT64_MAX)
+        return -ENOENT;
+    *step = best;
+    *beat_age_ms = now > oldest ? (int64_t)(now - oldest) : 0;
+    return 0;
+}
+
 void agent__hang_arm(agent_t *a) {
     if (a->job->heartbeat_timeout_ms <= 0)
         return;

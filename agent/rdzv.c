@@ -357,6 +357,28 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
 }
 
 /* Queues one RDZV_HEARTBEAT on the control connection. */
+static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t len,
+                            const char *errtext) {
+    (void)arg, (void)reply, (void)len;
+    if (status != 0) /* a lost store shows up through the connection's own callbacks */
+        DDP_DEBUG("unable to report progress to the store: %s", errtext ? errtext : "");
+}
+
+/* With heartbeat supervision, this node's progress goes to the store just before each
+ * keep-alive, for `ddprun status` (rdzv_proto.h). Only while a group of this round runs. */
+static void progress_send(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    rdzv_progress_t p = {.round = a->round};
+    char key[RDZV_PROGRESS_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
+    if ((a->state != SUP_RUNNING && a->state != SUP_CAPTURING) ||
+        agent__hang_progress(a, &p.step, &p.beat_age_ms) < 0 ||
+        rdzv_progress_key(key, sizeof key, a->job->run_id, a->node_rank) < 0)
+        return;
+    int n = rdzv_progress_format(val, sizeof val, &p);
+    if (n > 0)
+        rdzv_aclient_set(r->ctl, key, val, (size_t)n, on_progress_set, r, NULL);
+}
+
 static void heartbeat_send(struct agent_rdzv *r) {
     ddp_buf_t frame = DDP_BUF_INIT;
     if (rdzv_heartbeat_req_encode(&frame, r->a->job->run_id) == 0 &&
@@ -452,6 +474,7 @@ static void on_hb_timer(uv_timer_t *t) {
         }
         return;
     }
+    progress_send(r);
     heartbeat_send(r);
 }
 

@@ -97,6 +97,15 @@ static const char *int_field(const json_t *o, const char *key, int neg_ok, char 
     return buf;
 }
 
+/* A non-negative millisecond field as seconds ("2.5s") into buf (32 bytes), else "-". */
+static const char *secs_field(const json_t *o, const char *key, char *buf) {
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return NO_VALUE;
+    snprintf(buf, 32, "%.1fs", (double)json_integer_value(v) / 1000.0);
+    return buf;
+}
+
 /* Room for an escaped field: a run id, host or state (the server bounds them well below). */
 #define FIELD_MAX 1024
 
@@ -111,19 +120,19 @@ static void print_table(const json_t *root) {
            int_field(root, "max_nodes", 1, hi));
     if (json_is_string(lastv) && json_string_length(lastv) > 0)
         printf("last failure: %s\n", str_field(root, "last_failure", last, sizeof last));
-    printf("%-10s %-40s %-6s %-10s %s\n", "node_rank", "host", "nproc", "state", "silent");
+    /* step and last_beat: the node's progress, present when its agent supervises heartbeats
+     * (--heartbeat_timeout); last_beat is the age of its most silent worker's last beat. */
+    printf("%-10s %-40s %-6s %-10s %-8s %-12s %s\n", "node_rank", "host", "nproc", "state",
+           "silent", "step", "last_beat");
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(root, "members"), i, m) {
-        char rank[24], nproc[24], silent[32], host[FIELD_MAX], mstate[FIELD_MAX];
-        json_t *ms = json_object_get(m, "silent_ms");
-        if (json_is_integer(ms))
-            snprintf(silent, sizeof silent, "%.1fs", (double)json_integer_value(ms) / 1000.0);
-        else
-            snprintf(silent, sizeof silent, "%s", NO_VALUE);
-        printf("%-10s %-40s %-6s %-10s %s\n", int_field(m, "group_rank", 0, rank),
+        char rank[24], nproc[24], step[24], silent[32], beat[32], host[FIELD_MAX];
+        char mstate[FIELD_MAX];
+        printf("%-10s %-40s %-6s %-10s %-8s %-12s %s\n", int_field(m, "group_rank", 0, rank),
                str_field(m, "host", host, sizeof host), int_field(m, "nproc", 1, nproc),
-               str_field(m, "state", mstate, sizeof mstate), silent);
+               str_field(m, "state", mstate, sizeof mstate), secs_field(m, "silent_ms", silent),
+               int_field(m, "step", 0, step), secs_field(m, "beat_age_ms", beat));
     }
 }
 
@@ -220,9 +229,9 @@ static void request(const rdzv_client_opts_t *co, const char *id, status_req_t *
     if (rc < 0) {
         settle(q, rc, uv_strerror(rc), 1);
     } else if (rdzv_aclient_connect(&loop, co, on_connect, q, &c, &err) < 0 ||
-        rdzv_status_req_encode(&frame, id) < 0 ||
-        rdzv_aclient_raw(c, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS", on_reply, q,
-                         &err) < 0) {
+               rdzv_status_req_encode(&frame, id) < 0 ||
+               rdzv_aclient_raw(c, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS", on_reply, q,
+                                &err) < 0) {
         settle(q, DDP_EPROTO, err.text[0] ? err.text : "unable to send the request", 1);
     }
     ddp_buf_free(&frame);
@@ -315,14 +324,15 @@ int launch_status_main(int argc, char **argv) {
     if (code != 0)
         return code;
     if (o.help) {
-        printf("%s\n"
-               "Asks the rendezvous store at HOST:PORT (port 29400 by default) for run ID's round,\n"
-               "members and their states. The job token comes from DDPRUN_TOKEN (hex),\n"
-               "DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN (hex), the first one set.\n"
-               "--timeout bounds the whole command (default %g s).\n"
-               "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
-               "within --timeout, token refused) or does not know the run; 2 usage error.\n",
-               STATUS_USAGE, STATUS_TIMEOUT_DEFAULT_S);
+        printf(
+            "%s\n"
+            "Asks the rendezvous store at HOST:PORT (port 29400 by default) for run ID's round,\n"
+            "members and their states. The job token comes from DDPRUN_TOKEN (hex),\n"
+            "DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN (hex), the first one set.\n"
+            "--timeout bounds the whole command (default %g s).\n"
+            "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
+            "within --timeout, token refused) or does not know the run; 2 usage error.\n",
+            STATUS_USAGE, STATUS_TIMEOUT_DEFAULT_S);
         return 0;
     }
     ddp_err_t err;
@@ -339,7 +349,7 @@ int launch_status_main(int argc, char **argv) {
     int64_t timeout_ms = (int64_t)(o.timeout_s * 1000.0 + 0.5);
     /* Connect retries end before the deadline, so that a refused port says so. */
     int connect_ms = (int)(timeout_ms * 3 / 4 < STATUS_CONNECT_MAX_MS ? timeout_ms * 3 / 4
-                                                                       : STATUS_CONNECT_MAX_MS);
+                                                                      : STATUS_CONNECT_MAX_MS);
     if (connect_ms < 1)
         connect_ms = 1;
     rdzv_client_opts_t co = {.host = host,

@@ -4,6 +4,8 @@
 #include "rdzv_proto.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rdzv_frame_int.h"
@@ -334,4 +336,54 @@ long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *nee
     long n = rdzv_round_reply_parse(buf, len, &rep, need, NULL);
     ddp_buf_free(&rep.text);
     return n;
+}
+
+/* ---- progress ---- */
+
+int rdzv_progress_key(char *key, size_t cap, const char *run_id, int64_t group_rank) {
+    if (group_rank < 0 || strlen(run_id) > RDZV_RUN_ID_MAX)
+        return -EINVAL;
+    int n = snprintf(key, cap, "__rdzv/%s/progress/%" PRId64, run_id, group_rank);
+    return n > 0 && (size_t)n < cap ? 0 : -EINVAL;
+}
+
+int rdzv_progress_format(char *val, size_t cap, const rdzv_progress_t *p) {
+    int n =
+        snprintf(val, cap, "%" PRId64 " %" PRId64 " %" PRId64, p->round, p->step, p->beat_age_ms);
+    return n > 0 && (size_t)n < cap ? n : -EINVAL;
+}
+
+/* One decimal int64 of the value at *pos (an optional '-', then digits), then a space or the end.
+ */
+static int progress_field(const char *s, size_t n, size_t *pos, int64_t *out) {
+    size_t i = *pos;
+    int neg = i < n && s[i] == '-';
+    i += (size_t)neg;
+    if (i >= n || s[i] < '0' || s[i] > '9')
+        return -EINVAL;
+    uint64_t v = 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > (uint64_t)INT64_MAX / 10)
+            return -EINVAL;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v > (uint64_t)INT64_MAX)
+            return -EINVAL;
+    }
+    if (i < n && s[i] != ' ')
+        return -EINVAL;
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    *pos = i < n ? i + 1 : i;
+    return 0;
+}
+
+int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out) {
+    const char *s = val;
+    size_t pos = 0;
+    rdzv_progress_t p;
+    if (n == 0 || n > RDZV_PROGRESS_VALUE_MAX || progress_field(s, n, &pos, &p.round) < 0 ||
+        progress_field(s, n, &pos, &p.step) < 0 || progress_field(s, n, &pos, &p.beat_age_ms) < 0 ||
+        pos != n || s[n - 1] == ' ' || p.round < 0 || p.step < -1 || p.beat_age_ms < 0)
+        return -EINVAL;
+    *out = p;
+    return 0;
 }

@@ -949,16 +949,34 @@ uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs) {
 
 /* ---- status ---- */
 
-static json_t *member_json(const rdzv_member_t *m, uint64_t now_ms) {
-    return json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "member", (json_int_t)m->id, "host",
-                     m->host, "state", member_state_name(m->state), "group_rank",
-                     (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
-                     (json_int_t)m->want_rank, "silent_ms",
-                     (json_int_t)(now_ms > m->last_seen_ms ? now_ms - m->last_seen_ms : 0));
+typedef struct status_ctx {
+    const rdzv_run_t *run;
+    uint64_t now_ms;
+    rdzv_progress_lookup_fn lookup;
+    void *lookup_ctx;
+} status_ctx_t;
+
+static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
+    int64_t silent = (int64_t)(sc->now_ms > m->last_seen_ms ? sc->now_ms - m->last_seen_ms : 0);
+    json_t *o =
+        json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "member", (json_int_t)m->id, "host",
+                  m->host, "state", member_state_name(m->state), "group_rank",
+                  (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
+                  (json_int_t)m->want_rank, "silent_ms", (json_int_t)silent);
+    rdzv_progress_t p;
+    if (o == NULL || sc->lookup == NULL || m->group_rank < 0 || m->state != MEMBER_RUNNING ||
+        sc->lookup(sc->lookup_ctx, sc->run->id, m->group_rank, &p) < 0 || p.round != sc->run->round)
+        return o;
+    if (p.step >= 0)
+        json_object_set_new(o, "step", json_integer((json_int_t)p.step));
+    int64_t age = p.beat_age_ms > INT64_MAX - silent ? INT64_MAX : p.beat_age_ms + silent;
+    json_object_set_new(o, "beat_age_ms", json_integer((json_int_t)age));
+    return o;
 }
 
 int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
-                          ddp_buf_t *out, ddp_err_t *err) {
+                          rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
+                          ddp_err_t *err) {
     const rdzv_run_t *r = run_find(rs, run_id);
     if (r == NULL)
         return ddp_err_set(err, -ENOENT, "no rendezvous '%s' on this server", run_id);
@@ -970,15 +988,16 @@ int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t no
                           (json_int_t)r->cfg.max_restarts, "last_failure",
                           r->last_failure[0] ? json_string(r->last_failure) : json_null(),
                           "members", members ? json_incref(members) : NULL);
+    status_ctx_t sc = {r, now_ms, lookup, ctx};
     int rc = o != NULL && members != NULL ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < r->ngroup; i++)
-        if (r->group[i] != NULL && json_array_append_new(members, member_json(r->group[i], now_ms)))
+        if (r->group[i] != NULL && json_array_append_new(members, member_json(&sc, r->group[i])))
             rc = -ENOMEM;
     for (size_t i = 0; rc == 0 && i < r->njoin; i++)
-        if (json_array_append_new(members, member_json(r->joiners[i], now_ms)))
+        if (json_array_append_new(members, member_json(&sc, r->joiners[i])))
             rc = -ENOMEM;
     for (const rdzv_member_t *m = r->mhead; rc == 0 && m != NULL; m = m->rnext)
-        if (m->state == MEMBER_IDLE && json_array_append_new(members, member_json(m, now_ms)))
+        if (m->state == MEMBER_IDLE && json_array_append_new(members, member_json(&sc, m)))
             rc = -ENOMEM;
     char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
     if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))

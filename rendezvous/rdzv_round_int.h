@@ -107,12 +107,21 @@ int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out);
  * UINT64_MAX when nothing is pending. May be earlier than strictly needed, never later. */
 uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs);
 
+/* Finds the progress a group member reported (rdzv_proto.h): 0 with *p filled, or -ENOENT. The
+ * state machine keeps no progress itself; the server looks it up among its keys. */
+typedef int (*rdzv_progress_lookup_fn)(void *ctx, const char *run_id, int64_t group_rank,
+                                       rdzv_progress_t *p);
+
 /* Appends the JSON status of run_id to out: {run, round, state, min_nodes, max_nodes,
  * restarts_used, max_restarts, last_failure, members: [{member, host, state, group_rank, nproc,
- * want_node_rank, silent_ms}]} (members by group rank, then joiners in join order, then idle).
- * Returns 0, -ENOENT for an unknown run (err says so), -ENOMEM. */
+ * want_node_rank, silent_ms[, step][, beat_age_ms]}]} (members by group rank, then joiners in
+ * join order, then idle). step and beat_age_ms come from lookup (may be NULL), for members of
+ * the current round whose report is of that round: beat_age_ms is the reported age plus silent_ms
+ * (the report went out with the member's last keep-alive). Returns 0, -ENOENT for an unknown run
+ * (err says so), -ENOMEM. */
 int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
-                          ddp_buf_t *out, ddp_err_t *err);
+                          rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
+                          ddp_err_t *err);
 
 /* Number of runs held (tests, STATS). */
 size_t rdzv_runs_count(const rdzv_runs_t *rs);

@@ -156,6 +156,19 @@ static int rounds_ready(rdzv_server_t *s) {
     return 0;
 }
 
+/* STATUS: a member's progress, from the key its agent sets (rdzv_proto.h). */
+static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rdzv_progress_t *p) {
+    rdzv_server_t *s = ctx;
+    char key[RDZV_PROGRESS_KEY_MAX];
+    if (rdzv_progress_key(key, sizeof key, run_id, group_rank) < 0)
+        return -ENOENT;
+    rdzv_slice_t k = {(const uint8_t *)key, strlen(key)};
+    entry_t *e = rdzv__keys_lookup(s, &k);
+    if (e == NULL || !e->present || rdzv_progress_parse(e->val, e->vlen, p) < 0)
+        return -ENOENT;
+    return 0;
+}
+
 /* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS). */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
@@ -199,7 +212,8 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     }
     case RDZV_CMD_RDZV_STATUS: {
         ddp_buf_t json = DDP_BUF_INIT;
-        int rc = rdzv_runs_status_json(s->runs, r->join.run_id, now, &json, &err);
+        int rc =
+            rdzv_runs_status_json(s->runs, r->join.run_id, now, progress_lookup, s, &json, &err);
         const char *text = rc == 0 ? (const char *)json.data : err.text;
         size_t n = rc == 0 ? json.len : strlen(err.text);
         if (rdzv_status_reply_encode(&b, rc == 0, text, n) == 0)

@@ -159,4 +159,31 @@ long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *
  * negative code for a malformed reply. */
 long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *need);
 
+/* ---- progress: what a node's workers last reported, for `ddprun status` ----
+ * With heartbeat supervision on, each agent SETs its progress in the store once per keep-alive
+ * interval, under a key of its run and group rank (an ordinary store key: no new command, so a
+ * store without this knows nothing of it and loses nothing). The STATUS reply adds it to the
+ * member: "step" and "beat_age_ms", the age of its most silent worker's last beat, grown by the
+ * time since the report. */
+#define RDZV_PROGRESS_KEY_MAX (RDZV_RUN_ID_MAX + 48)
+#define RDZV_PROGRESS_VALUE_MAX 64
+
+typedef struct rdzv_progress {
+    int64_t round;       /* the round the report is of; another round's report is stale */
+    int64_t step;        /* the highest progress counter of the node's workers; -1 none yet */
+    int64_t beat_age_ms; /* since the last beat of its most silent worker, at the report */
+} rdzv_progress_t;
+
+/* Writes the key of group_rank's progress in run run_id to key (cap >= RDZV_PROGRESS_KEY_MAX).
+ * Returns 0, or -EINVAL for a run id too long or a negative rank. */
+int rdzv_progress_key(char *key, size_t cap, const char *run_id, int64_t group_rank);
+
+/* The value: "ROUND STEP AGE_MS" in decimal. Returns its length, or -EINVAL when it does not fit
+ * cap (RDZV_PROGRESS_VALUE_MAX always does). */
+int rdzv_progress_format(char *val, size_t cap, const rdzv_progress_t *p);
+
+/* Parses a value of rdzv_progress_format. Returns 0, or -EINVAL for anything else (a value set by
+ * some other client under that key is ignored, never trusted). */
+int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out);
+
 #endif

@@ -77,6 +77,34 @@ verdict "ddprun status: a flag without its value is named, exit 2"
     "$DDPRUN" status "" - >/dev/null 2>&1; [ $? = 2 ]
 verdict "ddprun status: an unknown or empty flag is refused, exit 2"
 unset FW_DIR FW_SLEEP_MS
+# 1c. With heartbeat supervision each agent reports its progress: ddprun status shows each node's
+# highest step and the age of its most silent worker's last beat (table and --json).
+PORT=$(free_port); RUN=steps
+cat >"$TMP/stepper.sh" <<'EOF'
+#!/bin/sh
+echo $((RANK * 10 + 7)) >"$DDPRUN_HEARTBEAT_FILE"
+sleep 3
+EOF
+chmod +x "$TMP/stepper.sh"
+agent sp0 2 --heartbeat_timeout=10 "$TMP/stepper.sh"; a=$LAST
+agent sp1 2 --heartbeat_timeout=10 "$TMP/stepper.sh"; b=$LAST
+row() { grep -qE "^$1 +127.0.0.1 +2 +running +[0-9.]+s +$2 +[0-9]+\.[0-9]s$" "$TMP/steps.txt"; }
+for i in $(seq 50); do
+    "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=steps >"$TMP/steps.txt" 2>&1
+    row 0 17 && row 1 37 && break
+    sleep 0.1
+done
+"$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=steps --json >"$TMP/steps.json" 2>&1
+wait $a; ra=$?; wait $b; rb=$?
+row 0 17 && row 1 37
+verdict "ddprun status: each node's highest step (17, 37) and last beat age" ||
+    show_tail "$TMP/steps.txt"
+steps_json() {
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=sorted(d["members"], key=lambda m: m["group_rank"]); assert [x["step"] for x in m]==[17,37] and all(0<=x["beat_age_ms"]<10000 for x in m)' "$TMP/steps.json"
+}
+check "ddprun status --json: step and beat_age_ms per member" steps_json
+check "both agents of the progress run exit 0 ($ra $rb)" [ "$ra" = 0 -a "$rb" = 0 ]
+
 # A server whose STATUS JSON lacks fields or has them ill-typed (an older or newer store): the
 # table prints "-" there, never "(null)" or a made-up 0. The fake store answers VALIDATE + PING,
 # then one RDZV_STATUS (u8 0x53, u8 0, u64 length, JSON).
@@ -90,7 +118,7 @@ hs = b""
 while len(hs) < 10: hs += c.recv(10 - len(hs))   # VALIDATE (5 bytes) + PING (5 bytes)
 c.sendall(hs[6:10])                               # the PING's nonce back
 c.recv(4096)                                      # RDZV_STATUS run
-j = b'{"run": "odd", "round": "one", "members": [{"group_rank": 0, "nproc": "2"}, 7]}'
+j = b'{"run": "odd", "round": "one", "members": [{"group_rank": 0, "nproc": "2", "step": "9", "beat_age_ms": -5}, 7]}'
 c.sendall(bytes([0x53, 0]) + struct.pack("<Q", len(j)) + j)
 c.recv(1)
 PY
@@ -102,7 +130,7 @@ env -u DDPRUN_TOKEN -u DDPRUN_TOKEN_FILE timeout -k 2 10 "$DDPRUN" status \
 wait $fake
 [ $src = 0 ] && ! grep -q "(null)" "$TMP/stat5.txt" && \
     grep -q "^run odd: round -, -, restarts - of -, nodes min - max -$" "$TMP/stat5.txt" && \
-    grep -qE '^0 +- +- +- +-$' "$TMP/stat5.txt" && grep -qE '^- +- +- +- +-$' "$TMP/stat5.txt"
+    grep -qE '^0 +- +- +- +- +- +-$' "$TMP/stat5.txt" && grep -qE '^- +- +- +- +- +- +-$' "$TMP/stat5.txt"
 verdict "ddprun status: missing or ill-typed fields print as -, never (null)"
 
 # 2. A worker failure on one node restarts the group on every node; restarts counted.

@@ -601,7 +601,7 @@ static void test_status_json(void **state) {
     form(f, 2, 2, 3, 0);
     join_ok(f->rs, "job", 3, -1, 2, 3, 1500, &f->out); /* scale-up: round 1 */
     ddp_buf_t b = DDP_BUF_INIT;
-    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1600, &b, NULL), 0);
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1600, NULL, NULL, &b, NULL), 0);
     json_error_t je;
     json_t *o = json_loadb((const char *)b.data, b.len, 0, &je);
     assert_non_null(o);
@@ -616,9 +616,78 @@ static void test_status_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(first, "silent_ms")), 100);
     json_decref(o);
     ddp_err_t err = {0};
-    assert_int_equal(rdzv_runs_status_json(f->rs, "nope", 0, &b, &err), -ENOENT);
+    assert_int_equal(rdzv_runs_status_json(f->rs, "nope", 0, NULL, NULL, &b, &err), -ENOENT);
     assert_non_null(strstr(err.text, "nope"));
     ddp_buf_free(&b);
+}
+
+/* A progress table for STATUS: group rank 0 reported round 0, group rank 1 an older round. */
+static int fake_progress(void *ctx, const char *run_id, int64_t group_rank, rdzv_progress_t *p) {
+    (void)ctx;
+    assert_string_equal(run_id, "job");
+    if (group_rank == 0) {
+        *p = (rdzv_progress_t){.round = 0, .step = 42, .beat_age_ms = 300};
+        return 0;
+    }
+    if (group_rank == 1) {
+        *p = (rdzv_progress_t){.round = 7, .step = 9, .beat_age_ms = 1};
+        return 0;
+    }
+    return -ENOENT;
+}
+
+static void test_status_progress(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 2, 0);
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1600, fake_progress, NULL, &b, NULL), 0);
+    json_t *o = json_loadb((const char *)b.data, b.len, 0, NULL);
+    assert_non_null(o);
+    size_t i;
+    json_t *m;
+    int seen = 0;
+    json_array_foreach(json_object_get(o, "members"), i, m) {
+        json_int_t gr = json_integer_value(json_object_get(m, "group_rank"));
+        json_int_t silent = json_integer_value(json_object_get(m, "silent_ms"));
+        if (gr == 0) {
+            assert_int_equal(json_integer_value(json_object_get(m, "step")), 42);
+            /* the age at the report plus the time since the keep-alive it went out with */
+            assert_int_equal(json_integer_value(json_object_get(m, "beat_age_ms")), 300 + silent);
+            seen++;
+        } else {
+            assert_null(json_object_get(m, "step")); /* a report of another round is stale */
+            assert_null(json_object_get(m, "beat_age_ms"));
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 2);
+    json_decref(o);
+    ddp_buf_free(&b);
+}
+
+/* The progress value's codec: what it writes it reads back; anything else is refused. */
+static void test_progress_codec(void **state) {
+    (void)state;
+    char key[RDZV_PROGRESS_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
+    assert_int_equal(rdzv_progress_key(key, sizeof key, "job", 3), 0);
+    assert_string_equal(key, "__rdzv/job/progress/3");
+    assert_int_equal(rdzv_progress_key(key, sizeof key, "job", -1), -EINVAL);
+    rdzv_progress_t p = {.round = INT64_MAX, .step = -1, .beat_age_ms = INT64_MAX}, q;
+    int n = rdzv_progress_format(val, sizeof val, &p);
+    assert_true(n > 0);
+    assert_int_equal(rdzv_progress_parse(val, (size_t)n, &q), 0);
+    assert_true(q.round == p.round && q.step == -1 && q.beat_age_ms == p.beat_age_ms);
+    static const char *const bad[] = {"",        "1 2",
+                                      "1 2 3 ",  " 1 2 3",
+                                      "a b c",   "-1 0 0",
+                                      "1 -2 0",  "1 2 -3",
+                                      "1 2 3 4", "1  2 3",
+                                      "1 2 3\n", "1 2 99999999999999999999",
+                                      "- 2 3",   "1 2 9223372036854775808"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        assert_int_equal(rdzv_progress_parse(bad[k], strlen(bad[k]), &q), -EINVAL);
+    assert_int_equal(rdzv_progress_parse("0 9223372036854775807 0", 23, &q), 0);
+    assert_true(q.step == INT64_MAX);
 }
 
 static void test_member_joins_again(void **state) {
@@ -876,6 +945,8 @@ int main(void) {
         T(test_member_joins_again),
         T(test_many_lost_text_is_cut),
         T(test_status_json),
+        T(test_status_progress),
+        cmocka_unit_test(test_progress_codec),
         cmocka_unit_test(test_wire_join_req),
         cmocka_unit_test(test_wire_bad_requests),
         cmocka_unit_test(test_wire_fail_status_req),
