@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "ddpw_int.h"
 
 #define MAX_RUNS 31
@@ -26,16 +27,6 @@ static double now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void die(const char *what) {
@@ -135,8 +126,8 @@ int main(int argc, char **argv) {
     close(rfd);
     unlink(hb);
     unlink(ref);
-    double b = median(beat, runs), c = median(clk, runs);
-    double wb = median(wbeat, runs), wr = median(wref, runs);
+    double b = bench_median(beat, runs), c = bench_median(clk, runs);
+    double wb = bench_median(wbeat, runs), wr = bench_median(wref, runs);
     printf("| ddpw_heartbeat, rate-limited (%ld calls, at most 1 write per %d ms) | %.1f ns | "
            "bare clock_gettime(CLOCK_MONOTONIC_COARSE): %.1f ns | %.2fx |\n",
            calls, DDPW_HEARTBEAT_INTERVAL_MS, b, c, b / c);

@@ -14,20 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Runs argv with stdout/stderr to /dev/null and returns its wall time in ms (-1 on failure). */
@@ -180,7 +172,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    double mf = median(tf, runs), md = median(td, runs);
+    double mf = bench_median(tf, runs), md = bench_median(td, runs);
     printf("| launch 8 x /bin/true: ddprun --standalone | %.2f ms | floor fork+exec x8 %.2f ms | "
            "%.2fx (target <= 1.5x) |\n",
            md, mf, md / mf);
@@ -193,7 +185,7 @@ int main(int argc, char **argv) {
     if (ok > 0)
         printf("| restart latency, 2 workers (death -> all running) | %.2f ms median of %d | "
                "- | target <= 25 ms |\n",
-               median(tr, ok), ok);
+               bench_median(tr, ok), ok);
     else
         printf("| restart latency | failed to measure | - | - |\n");
     long rss = peak_rss_kib(argv[1], argv[2]);
