@@ -63,8 +63,12 @@ start floor "${PIN[@]}" "$BUILD/bench/bench_floor"
 servers=("ddprun+auth:auth:$HEX" "ddprun:open:")
 # bench_floor joins the throughput and rendezvous rows (not latency: the echo is that floor).
 floor_server="floor (kernel floor):floor:"
-if "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
-    if start torch "${PIN[@]}" "$TORCH_PYTHON" bench/store_torch_server.py; then
+# TCPStore's server resolves each client's address to a name: it runs where no lookup can leave
+# the machine (scripts/private-names.sh), or not at all.
+if ! scripts/private-names.sh true 2>"$TMP/names.err"; then
+    echo "# $(cat "$TMP/names.err"): TCPStore rows skipped"
+elif "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+    if start torch scripts/private-names.sh "${PIN[@]}" "$TORCH_PYTHON" bench/store_torch_server.py; then
         tv=$("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)')
         servers+=("TCPStore $tv:torch:")
     fi

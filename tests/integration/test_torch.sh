@@ -2,7 +2,9 @@
 # Drop-in compatibility with real PyTorch: an unmodified script that calls init_process_group("gloo")
 # with env:// runs under ddprun, and @record's error file reaches the failure summary. Runs with
 # Debian's python3-torch (1.13, /usr/bin/python3) and with TORCH_PYTHON (PyTorch 2.x from PyPI,
-# scripts/ensure-torch2.sh; .ci/run sets it), each that is there.
+# scripts/ensure-torch2.sh; .ci/run sets it), each that is there. Rank 0 hosts PyTorch's TCPStore,
+# whose server resolves each client's address to a name: the jobs run under
+# scripts/private-names.sh, so that no lookup leaves the machine.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 pys=()
@@ -13,11 +15,18 @@ for py in /usr/bin/python3 ${TORCH_PYTHON:-}; do
         not_ok "TORCH_PYTHON=$py cannot import torch.distributed"
     fi
 done
+PRIVATE_NAMES=$(cd "$(dirname "$0")/../.." && pwd)/scripts/private-names.sh
+why=
 if [ ${#pys[@]} -eq 0 ]; then
+    why="PyTorch not importable by /usr/bin/python3 (apt-get install python3-torch)"
+elif ! "$PRIVATE_NAMES" true 2>"$TMP/names.err"; then
+    why="no private name lookups: $(cat "$TMP/names.err")"
+fi
+if [ -n "$why" ]; then
     for t in "init_process_group(env://) + all_reduce under ddprun" \
         "a worker's exception fails the job (exit 1)" "@record's error file reaches the summary" \
         "the summary names rank 1 as the root cause" "nothing left after the PyTorch job"; do
-        skip "torch: $t" "PyTorch not importable by /usr/bin/python3 (apt-get install python3-torch)"
+        skip "torch: $t" "$why"
     done
     finish; exit
 fi
@@ -49,15 +58,15 @@ root_cause_is_rank1() { grep -A4 "Root Cause" "$TMP/fail.out" | grep -q "rank   
 for py in "${pys[@]}"; do
     export PYTHON_EXEC=$py
     v="torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-    timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" \
+    timeout -k 5 120 "$PRIVATE_NAMES" "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" \
         >"$TMP/ok.out" 2>&1; rc=$?
     [ $rc -eq 0 ] && grep -q "torch rank 0/2 sum 3" "$TMP/ok.out" && \
         grep -q "torch rank 1/2 sum 3" "$TMP/ok.out"
     verdict "$v: init_process_group(env://) + all_reduce under ddprun"
     [ $rc -eq 0 ] || sed 's/^/# /' "$TMP/ok.out" | tail -20
 
-    timeout -k 5 120 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/allreduce.py" fail \
-        >"$TMP/fail.out" 2>&1; rc=$?
+    timeout -k 5 120 "$PRIVATE_NAMES" "$DDPRUN" --standalone --nproc_per_node=2 \
+        "$TMP/allreduce.py" fail >"$TMP/fail.out" 2>&1; rc=$?
     check "$v: a worker's exception fails the job (exit 1)" [ $rc -eq 1 ]
     check "$v: @record's error file reaches the summary" \
         grep -q "RuntimeError: boom from rank 1" "$TMP/fail.out"
