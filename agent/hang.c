@@ -150,6 +150,31 @@ static void hb_arm(agent_t *a, uint64_t delay_ms) {
                  uv_strerror(rc));
 }
 
+/* Stopped (T, t: SIGSTOP, a debugger) or in uninterruptible sleep (D: a driver, a file system). */
+static int stuck_state(char st) {
+    return st == 'T' || st == 't' || st == 'D';
+}
+
+/* Ranks waiting in a collective go silent together with the rank they wait for, and the first
+ * past its deadline may be a waiter. When hung is not stuck itself but another worker silent for
+ * at least half the timeout is, that one is the likelier culprit and is named instead. */
+static agent_worker_t *likelier_culprit(agent_t *a, agent_worker_t *hung, uint64_t now) {
+    if (stuck_state(agent__stacks_proc_state(hung->pid)))
+        return hung;
+    uint64_t half = (uint64_t)a->job->heartbeat_timeout_ms / 2;
+    for (int i = 0; i < a->nproc; i++) {
+        agent_worker_t *w = &a->workers[i];
+        if (w == hung || w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
+            continue;
+        uint64_t last = last_beat(w);
+        if (last == 0)
+            last = a->group_start_ms;
+        if (now - last >= half && stuck_state(agent__stacks_proc_state(w->pid)))
+            return w;
+    }
+    return hung;
+}
+
 /* At the earliest deadline: the most silent worker past its deadline is hung; else the timer
  * moves to the next deadline. A group that is stopping is not watched any more. */
 static void on_hb_timer(uv_timer_t *t) {
@@ -171,6 +196,8 @@ static void on_hb_timer(uv_timer_t *t) {
         if (check < next)
             next = check;
     }
+    if (hung != NULL)
+        hung = likelier_culprit(a, hung, now);
     if (hung != NULL) {
         uint64_t last = last_beat(hung);
         hung->hung_for_ms = now - (last != 0 ? last : a->group_start_ms);

@@ -131,6 +131,14 @@ int agent__stacks_group_pids(pid_t pgid, pid_t *out, int cap) {
     return n;
 }
 
+char agent__stacks_proc_state(pid_t pid) {
+    char path[64], state = '?';
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_stat(path, NULL, 0, &state, NULL) < 0)
+        return '?';
+    return state;
+}
+
 /* Finds an executable called name in $PATH; out gets its path, or "" when there is none. */
 static void find_on_path(const char *name, char *out, size_t cap) {
     out[0] = '\0';

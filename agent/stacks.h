@@ -47,6 +47,10 @@ pid_t agent__stacks_start(pid_t pgid, const char *out_path, int budget_ms, int f
  * -errno when /proc cannot be read. */
 int agent__stacks_group_pids(pid_t pgid, pid_t *out, int cap);
 
+/* The scheduler state of pid from /proc/PID/stat ('R', 'S', 'D', 'T', 't', 'Z', ...), or '?'
+ * when it cannot be read. */
+char agent__stacks_proc_state(pid_t pid);
+
 /* Copies the first max_lines lines of the stacks file path into out (NUL-terminated, cut to
  * cap - 1 bytes), leaving out gdb's attach chatter ("[New LWP ...]") so that the lines quoted by
  * a failure summary are stack frames. Returns the number of lines copied, or -errno when the file

@@ -178,8 +178,8 @@ else
 fi
 
 # 8. train, 2 ranks: rank 1 is stopped mid-training, rank 0 then waits for it in the allreduce.
-#    The job fails naming a hung rank, the time it was found and its last step; the stacks show
-#    rank 0 in the collective (gdb) and rank 1 stopped.
+#    Both go silent; the job fails naming rank 1 (stopped: the likelier culprit), the time it was
+#    found and its last step; the stacks show rank 0 in the collective (gdb) and rank 1 stopped.
 d=$TMP/train; mkdir -p "$d"
 timeout -k 5 60 "$DDPRUN" --nproc_per_node 2 --heartbeat_timeout 1 --stacks_timeout 15 \
     --log_dir "$d/logs" "$BIN/train" --layers 32,64,4 --samples 4096 --batch-size 32 --backend cpu \
@@ -200,8 +200,11 @@ wait $ddp; rc=$?
 check "train: a stopped rank makes the job fail as hung (exit 1, rank 1 was pid ${w1:-none})" \
     [ $rc -eq 1 -a -n "$w1" ]
 step=$(sed -n 's/.*traceback : hung: no heartbeat for [0-9.]* s (last step \([0-9]*\)).*/\1/p' "$d/out")
-check "train: the summary gives the last step the hung rank reached (${step:-none} >= 1)" \
-    [ "${step:-0}" -ge 1 ]
+grep -A4 'Root Cause' "$d/out" | grep -q 'rank      : 1 (local_rank: 1)'
+verdict "train: the root cause is the stopped rank 1, not rank 0 that waits for it" ||
+    show_tail "$d/out"
+check "train: the summary gives the last step rank 1 reached (${step:-none} >= 5)" \
+    [ "${step:-0}" -ge 5 ]
 check "train: the failure's time is when the hang was found" \
     grep -q "time      : $(date +%Y-%m-%d)_" "$d/out"
 check "train: rank 1's stacks say it is stopped (state T)" \
