@@ -33,6 +33,10 @@ HANG_DIR=$d run_ddprun "$d/out" --heartbeat_timeout 1 --max_restarts 1 --stacks_
 check "a worker that stops beating is restarted; the second attempt exits 0" [ $rc -eq 0 ]
 check "the log names the hung rank and its silence" \
     grep -qE 'rank 0 \(local 0, pid [0-9]+\) hung: no heartbeat for [0-9.]+ s \(last step 3\); stacks in' "$d/out"
+# Its beats started the per-beat timeout: it is hung one timeout after its last beat (1.x s of
+# silence), not at the initial timeout (10 s by default) that holds until a first beat.
+check "after its first beats the timeout counts from the last beat, not the initial timeout" \
+    grep -qE 'hung: no heartbeat for 1\.[0-9] s; taking the stacks' "$d/out"
 check "stacks.txt of the hung worker exists" [ -s "$d/logs/attempt_0/0/stacks.txt" ]
 check "the stacks show what the worker was doing (waiting on its sleep)" \
     grep -qE 'nanosleep|hrtimer|wait|sleep' "$d/logs/attempt_0/0/stacks.txt"
