@@ -305,8 +305,8 @@ const char *ddpw_backend_name(ddpw_backend_t b) {
     }
 }
 
-/* Across nodes: sum within the node, sum across the leaders' ring, spread the leader's result
- * within the node. Every rank ends with the leader's bits. */
+/* Across nodes: sum within the node, sum across the node leaders' ring, spread each leader's
+ * result within its node. Every rank ends with its node leader's bits. */
 static int hier_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
     const ddpw_env_t *e = &w->ctx.env;
     int rc;
@@ -327,7 +327,7 @@ static int hier_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp
     return 0;
 }
 
-/* Across nodes: the root hands the data to its node (leader included), the leaders pass it
+/* Across nodes: the root hands the data to its node (leader included), node leaders pass it
  * along the ring from the root's node, and every other node spreads it from its leader. */
 static int hier_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
     const ddpw_env_t *e = &w->ctx.env;

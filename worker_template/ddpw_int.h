@@ -49,7 +49,7 @@ extern const ddpw_backend_ops_t ddpw__shm_ops;
 
 /* CPU across nodes: a TCP ring between node leaders (ddpw_tcp.c). init validates the shape (equal
  * ranks per node, contiguous ranks) on every rank and gives a state to leaders only. The ring's
- * allreduce sums the leaders' buffers (op must be DDPW_SUM); broadcast passes the root node's
+ * allreduce sums the node leaders' buffers (op must be DDPW_SUM); broadcast passes the root node's
  * leader's buffer along the ring; barrier is NULL (the dispatcher reduces one value). */
 extern const ddpw_backend_ops_t ddpw__tcp_ops;
 

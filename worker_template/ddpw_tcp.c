@@ -1,8 +1,8 @@
 /* ddpw_tcp.c: the CPU backend across nodes, between node leaders (LOCAL_RANK 0): a TCP ring, each
  * leader connected to the next (GROUP_RANK + 1) and accepting from the previous. The ring sums
- * the leaders' buffers (reduce-scatter then allgather, full duplex) and passes broadcasts along;
+ * node leaders' buffers (reduce-scatter then allgather, full duplex) and passes broadcasts along;
  * ddpw.c composes it with the shared memory of each node (node allreduce, ring, node broadcast
- * from the leader), so every rank ends with the leader's bits and the summation order depends
+ * from each node's leader), so every rank ends with its node leader's bits and the summation order depends
  * only on the world's shape. Addresses are exchanged through the store under the round prefix
  * ("cpu/tcp/<node>" = "ADDR PORT"). */
 #include "ddpw_int.h"
@@ -141,7 +141,7 @@ static int local_addr(const ddpw_ctx_t *c, struct sockaddr_storage *ss, socklen_
 
 /* Connects to node `next`'s leader at ai (peer = "ADDR:PORT" for messages) before deadline.
  * ddp_tcp_connect bounds each try by the deadline, not by the kernel's SYN retries (minutes).
- * A refusal (the leader not listening yet, or gone) is retried with a short
+ * A refusal (a leader not listening yet, or gone) is retried with a short
  * doubling backoff until the deadline. Returns the connected fd, or a negative code (DDP_ETIMEOUT
  * when it timed out or kept being refused, else -errno) with err naming the peer. */
 static int connect_leader(const ddpw_ctx_t *c, int next, const struct addrinfo *ai,
@@ -341,7 +341,7 @@ static void seg(size_t count, int nodes, int j, size_t *lo, size_t *hi) {
     *hi = b < count ? b : count;
 }
 
-/* Ring allreduce (sum) of the leaders' buffers: reduce-scatter, then allgather. */
+/* Ring allreduce (sum) of the node leaders' buffers: reduce-scatter, then allgather. */
 static int tcp_allreduce(void *state, float *buf, size_t count, ddpw_op_t op, void *stream,
                          int wait, ddp_err_t *err) {
     ddpw_tcp_t *t = state;

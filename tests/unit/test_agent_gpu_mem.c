@@ -185,7 +185,7 @@ static void test_group_member(void **state) {
         _exit(127);
     }
     setpgid(leader, leader);
-    /* The member: a second child placed in the leader's group. */
+    /* The member: a second child placed in the first child's group. */
     pid_t member = fork();
     assert_true(member >= 0);
     if (member == 0) {

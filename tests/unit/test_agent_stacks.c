@@ -62,7 +62,7 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* Starts argv as the leader of a new process group; the child dies with this test. */
+/* Starts argv leading a new process group of its own; the child dies with this test. */
 static pid_t start_group(char *const argv[]) {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -142,10 +142,10 @@ static void test_proc_only_sleeping(void **state) {
     free(s);
 }
 
-/* Every process of the group is captured, the leader first. */
+/* Every process of the group is captured, its leader first. */
 static void test_whole_group(void **state) {
     (void)state;
-    /* The leader's background child is reparented to us when the leader dies: reap it here. */
+    /* The group leader's background child is reparented to us when its parent dies: reap it here. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     char *const argv[] = {"/bin/sh", "-c", "/bin/sleep 30 & exec /bin/sleep 31", NULL};
     pid_t pid = start_group(argv);
