@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <time.h>
@@ -173,7 +174,6 @@ struct agent {
     uv_timer_t hb_timer;     /* at the earliest heartbeat deadline of the running workers */
     uv_timer_t stacks_timer; /* the capture's budget plus a second */
     uint64_t group_start_ms; /* monotonic start of the running attempt */
-    int capturing;           /* stack capture helpers not yet reaped */
     int round_ended;         /* multi-node: the round ended while capturing (nothing to report) */
     int stacks_kept;         /* a capture wrote into the private run directory: keep it */
     long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
@@ -263,6 +263,14 @@ int agent__hang_is_helper(agent_t *a, pid_t pid);
 /* hang.c: SIGCHLD reaped pid: when it is a capture helper, notes it (EV_STACKS_DONE after the
  * last) and returns 1; else 0. */
 int agent__hang_helper_reaped(agent_t *a, pid_t pid);
+/* The one wording of a hang, "hung: no heartbeat for 1.0 s (last step 62)", into out: the
+ * rendezvous' failure text (supervise.c), the log (hang.c) and the summary all use it. */
+static inline void agent__hang_text(const agent_failure_t *f, char *out, size_t cap) {
+    char step[48] = "";
+    if (f->step >= 0)
+        snprintf(step, sizeof step, " (last step %lld)", f->step);
+    snprintf(out, cap, "hung: no heartbeat for %.1f s%s", f->hung_for_ms / 1000.0, step);
+}
 /* hang.c: logs the hang of failure f (a WARN line naming rank, pid, silence, step and stacks
  * file) and the first lines of its stacks. */
 void agent__hang_report(agent_t *a, const agent_failure_t *f);

@@ -124,6 +124,12 @@ static uint64_t last_beat(const agent_worker_t *w) {
     return w->out_beat_ms > t ? w->out_beat_ms : t;
 }
 
+/* Since when w has been silent: its last beat, or the group's start when it has not beaten. */
+static uint64_t silent_since(const agent_t *a, const agent_worker_t *w) {
+    uint64_t last = last_beat(w);
+    return last != 0 ? last : a->group_start_ms;
+}
+
 /* When w counts as hung: a timeout after its last beat, or the initial timeout after the start.
  * *check is when to look again: the deadline, or, before the first beat, after one heartbeat
  * timeout at the latest (a worker that beats once and stops must not get the initial timeout). */
@@ -166,10 +172,7 @@ static agent_worker_t *likelier_culprit(agent_t *a, agent_worker_t *hung, uint64
         agent_worker_t *w = &a->workers[i];
         if (w == hung || w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
-        uint64_t last = last_beat(w);
-        if (last == 0)
-            last = a->group_start_ms;
-        if (now - last >= half && stuck_state(agent__stacks_proc_state(w->pid)))
+        if (now - silent_since(a, w) >= half && stuck_state(agent__stacks_proc_state(w->pid)))
             return w;
     }
     return hung;
@@ -199,8 +202,7 @@ static void on_hb_timer(uv_timer_t *t) {
     if (hung != NULL)
         hung = likelier_culprit(a, hung, now);
     if (hung != NULL) {
-        uint64_t last = last_beat(hung);
-        hung->hung_for_ms = now - (last != 0 ? last : a->group_start_ms);
+        hung->hung_for_ms = now - silent_since(a, hung);
         /* Said at once: the capture may take --stacks_timeout before anything else is logged. */
         DDP_WARN("rank %d (local %d, pid %d) hung: no heartbeat for %.1f s; taking the stacks of "
                  "the group before it is stopped",
@@ -222,9 +224,7 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms) {
         if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
         beat_read(w, now);
-        uint64_t last = last_beat(w);
-        if (last == 0)
-            last = a->group_start_ms;
+        uint64_t last = silent_since(a, w);
         if (last < oldest)
             oldest = last;
         if (w->step > best)
@@ -285,7 +285,6 @@ int agent__hang_capture_start(agent_t *a) {
         w->stacks_pid = pid;
         n++;
     }
-    a->capturing = n;
     if (n == 0)
         return 0;
     /* Without --log_dir the run directory is removed at the end: not with stacks in it. */
@@ -314,27 +313,27 @@ int agent__hang_is_helper(agent_t *a, pid_t pid) {
 }
 
 int agent__hang_helper_reaped(agent_t *a, pid_t pid) {
+    if (pid <= 0 || !agent__hang_is_helper(a, pid))
+        return 0;
+    int left = 0;
     for (int i = 0; i < a->nproc; i++) {
-        if (a->workers[i].stacks_pid != pid || pid <= 0)
-            continue;
-        a->workers[i].stacks_pid = 0;
-        if (a->capturing > 0 && --a->capturing == 0 && a->state == SUP_CAPTURING) {
-            uv_timer_stop(&a->stacks_timer);
-            agent__event(a, EV_STACKS_DONE, NULL);
-        }
-        return 1;
+        if (a->workers[i].stacks_pid == pid)
+            a->workers[i].stacks_pid = 0;
+        left += a->workers[i].stacks_pid > 0;
     }
-    return 0;
+    if (left == 0 && a->state == SUP_CAPTURING) {
+        uv_timer_stop(&a->stacks_timer);
+        agent__event(a, EV_STACKS_DONE, NULL);
+    }
+    return 1;
 }
 
 void agent__hang_report(agent_t *a, const agent_failure_t *f) {
     (void)a;
-    char step[48] = "";
-    if (f->step >= 0)
-        snprintf(step, sizeof step, " (last step %lld)", f->step);
-    DDP_WARN("rank %d (local %d, pid %d) hung: no heartbeat for %.1f s%s; stacks in %s", f->rank,
-             f->local_rank, (int)f->pid, f->hung_for_ms / 1000.0, step,
-             f->stacks_file[0] ? f->stacks_file : "<none>");
+    char text[96];
+    agent__hang_text(f, text, sizeof text);
+    DDP_WARN("rank %d (local %d, pid %d) %s; stacks in %s", f->rank, f->local_rank, (int)f->pid,
+             text, f->stacks_file[0] ? f->stacks_file : "<none>");
     char head[4096];
     if (f->stacks_file[0] == '\0' ||
         agent__stacks_head(f->stacks_file, HANG_LOG_LINES, head, sizeof head) <= 0)

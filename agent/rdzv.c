@@ -356,12 +356,13 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
     (void)status; /* a lost store shows up on the watch connection */
 }
 
-/* Queues one RDZV_HEARTBEAT on the control connection. */
 static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t len,
                             const char *errtext) {
     (void)arg, (void)reply, (void)len;
+    char esc[AGENT_STORE_TEXT_MAX];
     if (status != 0) /* a lost store shows up through the connection's own callbacks */
-        DDP_DEBUG("unable to report progress to the store: %s", errtext ? errtext : "");
+        DDP_DEBUG("unable to report progress to the store: %s",
+                  store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
 }
 
 /* With heartbeat supervision, this node's progress goes to the store just before each
@@ -379,6 +380,7 @@ static void progress_send(struct agent_rdzv *r) {
         rdzv_aclient_set(r->ctl, key, val, (size_t)n, on_progress_set, r, NULL);
 }
 
+/* Queues one RDZV_HEARTBEAT on the control connection. */
 static void heartbeat_send(struct agent_rdzv *r) {
     ddp_buf_t frame = DDP_BUF_INIT;
     if (rdzv_heartbeat_req_encode(&frame, r->a->job->run_id) == 0 &&

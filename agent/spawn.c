@@ -206,24 +206,21 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
     int tee = agent_std_for(&job->tee, w->local_rank) & bit;
     const char *name = std == 1 ? "stdout.log" : "stderr.log";
     *p = (stream_plan_t){-1, -1, -1, -1, tee ? 1 : 0};
+    int file_only = redirect && !tee;
     /* A line counts as a beat only if the agent sees it: with --heartbeat_on_output every
      * stream passes through the agent, a file-only one too (the agent writes the file). */
     int watched = job->heartbeat_on_output && job->heartbeat_timeout_ms > 0;
-    if (redirect && !tee && watched) {
-        p->file_fd = open_log(dir, name);
-        if (p->file_fd < 0)
-            return p->file_fd;
-    } else if (redirect && !tee) {
-        /* File only: the worker writes it directly, the agent never touches the bytes. */
+    if (file_only && !watched) {
+        /* The worker writes the file directly; the agent never touches the bytes. */
         p->child_fd = open_log(dir, name);
         return p->child_fd < 0 ? p->child_fd : 0;
     }
-    if (tee) {
+    if (file_only || tee) {
         p->file_fd = open_log(dir, name);
         if (p->file_fd < 0)
             return p->file_fd;
     }
-    p->console = rank_shown(job, w->local_rank) && !(redirect && !tee) ? std : -1;
+    p->console = rank_shown(job, w->local_rank) && !file_only ? std : -1;
     int fds[2] = {-1, -1};
     if (p->console < 0 && p->file_fd < 0 && !watched)
         fds[1] = open("/dev/null", O_WRONLY | O_CLOEXEC);

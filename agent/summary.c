@@ -99,10 +99,9 @@ static void print_error_file(const agent_t *a, FILE *f, const char *path) {
 static void print_hang(FILE *f, const agent_failure_t *x) {
     fprintf(f, "  exitcode  : hung (pid: %d)\n", (int)x->pid);
     fputs("  error_file: <N/A>\n", f);
-    fprintf(f, "  traceback : hung: no heartbeat for %.1f s", x->hung_for_ms / 1000.0);
-    if (x->step >= 0)
-        fprintf(f, " (last step %lld)", x->step);
-    fputc('\n', f);
+    char text[96];
+    agent__hang_text(x, text, sizeof text);
+    fprintf(f, "  traceback : %s\n", text);
     if (x->stacks_file[0] == '\0') {
         fputs("  stacks    : <none captured>\n", f);
         return;

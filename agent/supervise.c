@@ -307,15 +307,6 @@ static void barrier_done(agent_t *a, agent_worker_t *w) {
     finish(a, 0);
 }
 
-/* The text of a hang for the rendezvous and the logs. */
-static void hang_what(agent_t *a, const agent_failure_t *f, char *out, size_t cap) {
-    char step[48] = "";
-    if (f->step >= 0)
-        snprintf(step, sizeof step, " (last step %lld)", f->step);
-    snprintf(out, cap, "rank %d (%.64s) hung: no heartbeat for %.1f s%s", f->rank, a->hostname,
-             f->hung_for_ms / 1000.0, step);
-}
-
 /* CAPTURING + the capture finished (or ran out of time): say where the hung worker is, then
  * stop the group as after a failure; its own death by SIGTERM is not a second failure. */
 static void capture_done(agent_t *a, agent_worker_t *w) {
@@ -326,8 +317,9 @@ static void capture_done(agent_t *a, agent_worker_t *w) {
     a->state = SUP_STOPPING;
     if (a->rdzv != NULL && !a->round_ended) {
         /* Every node stops its group: the round ends as after a worker's failure. */
-        char what[RDZV_WHAT_MAX + 1];
-        hang_what(a, f, what, sizeof what);
+        char text[96], what[RDZV_WHAT_MAX + 1];
+        agent__hang_text(f, text, sizeof text);
+        snprintf(what, sizeof what, "rank %d (%.64s) %s", f->rank, a->hostname, text);
         agent__rdzv_report_failure(a, what);
     }
     if (a->running == 0) {

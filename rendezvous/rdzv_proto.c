@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ddp_parse.h"
 #include "rdzv_frame_int.h"
 
 /* A read position over buffered bytes (the store's parser works the same way). */
@@ -353,36 +354,26 @@ int rdzv_progress_format(char *val, size_t cap, const rdzv_progress_t *p) {
     return n > 0 && (size_t)n < cap ? n : -EINVAL;
 }
 
-/* One decimal int64 of the value at *pos (an optional '-', then digits), then a space or the end.
- */
-static int progress_field(const char *s, size_t n, size_t *pos, int64_t *out) {
-    size_t i = *pos;
-    int neg = i < n && s[i] == '-';
-    i += (size_t)neg;
-    if (i >= n || s[i] < '0' || s[i] > '9')
-        return -EINVAL;
-    uint64_t v = 0;
-    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
-        if (v > (uint64_t)INT64_MAX / 10)
-            return -EINVAL;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-        if (v > (uint64_t)INT64_MAX)
-            return -EINVAL;
-    }
-    if (i < n && s[i] != ' ')
-        return -EINVAL;
-    *out = neg ? -(int64_t)v : (int64_t)v;
-    *pos = i < n ? i + 1 : i;
-    return 0;
-}
-
 int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out) {
-    const char *s = val;
-    size_t pos = 0;
+    char buf[RDZV_PROGRESS_VALUE_MAX + 1];
+    if (n == 0 || n > RDZV_PROGRESS_VALUE_MAX)
+        return -EINVAL;
+    memcpy(buf, val, n);
+    buf[n] = '\0';
+    /* Exactly three fields, one space apart: an empty field (a leading, trailing or doubled
+     * space) fails ddp_parse_i64, as does anything after a number. */
+    char *f[3] = {buf, NULL, NULL};
+    for (int i = 1; i < 3; i++) {
+        char *sp = strchr(f[i - 1], ' ');
+        if (sp == NULL)
+            return -EINVAL;
+        *sp = '\0';
+        f[i] = sp + 1;
+    }
     rdzv_progress_t p;
-    if (n == 0 || n > RDZV_PROGRESS_VALUE_MAX || progress_field(s, n, &pos, &p.round) < 0 ||
-        progress_field(s, n, &pos, &p.step) < 0 || progress_field(s, n, &pos, &p.beat_age_ms) < 0 ||
-        pos != n || s[n - 1] == ' ' || p.round < 0 || p.step < -1 || p.beat_age_ms < 0)
+    if (strchr(f[2], ' ') != NULL || ddp_parse_i64(f[0], 0, INT64_MAX, &p.round) < 0 ||
+        ddp_parse_i64(f[1], -1, INT64_MAX, &p.step) < 0 ||
+        ddp_parse_i64(f[2], 0, INT64_MAX, &p.beat_age_ms) < 0)
         return -EINVAL;
     *out = p;
     return 0;

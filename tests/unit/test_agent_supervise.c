@@ -45,7 +45,7 @@ typedef struct effects {
     int rdzv_reports;
     char rdzv_what[256];
     int barriers;
-    int pg_kills; /* kill(-pgid, SIGKILL) of a worker still marked running */
+    int pg_kills;      /* kill(-pgid, SIGKILL) of a worker still marked running */
     int captures;      /* agent__hang_capture_start */
     int capture_kills; /* agent__hang_capture_kill */
     int hang_reports;  /* agent__hang_report */
@@ -262,11 +262,11 @@ typedef enum {
     A_CAPTURE_RDZV_FAILED,
 } action_t;
 
-static const char *const state_names[SUP_NSTATES] = {"RUNNING", "STOPPING", "SHUTDOWN",
-                                                     "JOINING", "BARRIER",  "DONE", "CAPTURING"};
+static const char *const state_names[SUP_NSTATES] = {"RUNNING", "STOPPING", "SHUTDOWN", "JOINING",
+                                                     "BARRIER", "DONE",     "CAPTURING"};
 static const char *const event_names[EV_NEVENTS] = {
-    "WORKER_OK",    "WORKER_FAIL", "GROUP_DOWN", "SIGNAL",      "KILL_TIMER", "JOINED",
-    "ROUND_END",    "RDZV_ERROR",  "BARRIER_DONE", "WORKER_HUNG", "STACKS_DONE",
+    "WORKER_OK", "WORKER_FAIL", "GROUP_DOWN",   "SIGNAL",      "KILL_TIMER",  "JOINED",
+    "ROUND_END", "RDZV_ERROR",  "BARRIER_DONE", "WORKER_HUNG", "STACKS_DONE",
 };
 
 /* clang-format off */
@@ -368,9 +368,7 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.state = SUP_STOPPING;
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
-    case A_CAPTURE_RDZV_FAILED:
-        o.capture_kills = 1;
-        __attribute__((fallthrough));
+    case A_CAPTURE_RDZV_FAILED: o.capture_kills = 1; __attribute__((fallthrough));
     case A_RDZV_FAILED:
         o.state = SUP_SHUTDOWN;
         o.fatal = 1;
@@ -485,15 +483,12 @@ static void fail_group(int status) {
     agent__event(&ag, EV_GROUP_DOWN, NULL);
 }
 
-/* Both workers die by the agent's SIGTERM after a hang, then the group's end. */
-static void fail_group_stopped(void) {
-    for (int i = 0; i < 2; i++) {
-        workers[i].state = WORKER_EXITED;
-        workers[i].status = SIGNALED(SIGTERM);
-        ag.running--;
-        agent__event(&ag, EV_WORKER_FAIL, &workers[i]);
-    }
-    agent__event(&ag, EV_GROUP_DOWN, NULL);
+/* The job ended failed, with one summary and no restart scheduled. */
+static void assert_failed_without_restart(void) {
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(fx.restart_timer_started, 0);
+    assert_int_equal(fx.summaries, 1);
+    assert_int_equal(ag.result.failed, 1);
 }
 
 /* The restart timer fires (its callback is supervise.c's own). */
@@ -542,10 +537,7 @@ static void test_no_restarts(void **state) {
     workers[0].state = WORKER_RUNNING;
     job.max_restarts = 0;
     fail_group(EXITED(1));
-    assert_int_equal(ag.state, SUP_DONE);
-    assert_int_equal(fx.restart_timer_started, 0);
-    assert_int_equal(fx.summaries, 1);
-    assert_int_equal(ag.result.failed, 1);
+    assert_failed_without_restart();
     assert_int_equal(fx.kill_timer_started, 1);
     assert_int_equal(fx.kill_timer_stopped, 1);
 }
@@ -758,7 +750,7 @@ static void test_hang_capture_then_restart(void **state) {
     assert_int_equal(ag.state, SUP_STOPPING);
     assert_int_equal(fx.sigs[0], SIGTERM);
     /* The hung worker dies by the agent's SIGTERM: not a failure of its own. */
-    fail_group_stopped();
+    fail_group(SIGNALED(SIGTERM)); /* both die by the agent's SIGTERM after the hang */
     assert_int_equal(ag.nfailures, 1);
     assert_int_equal(fx.restart_timer_started, 1);
     fire_restart_timer();
@@ -797,11 +789,8 @@ static void test_no_progress_stops(void **state) {
     job.max_restarts = 5;
     progress_stop = 1;
     fail_group(EXITED(1));
-    assert_int_equal(ag.state, SUP_DONE);
+    assert_failed_without_restart();
     assert_int_equal(ag.no_progress_stop, 1);
-    assert_int_equal(ag.result.failed, 1);
-    assert_int_equal(fx.summaries, 1);
-    assert_int_equal(fx.restart_timer_started, 0);
 }
 
 /* A GPU memory wait defers the restart: the restart timer starts nothing by itself then. */
