@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,14 +31,36 @@
 
 typedef int (*apply_fn)(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err);
 
+/* How a flag's value is stored: by its own apply function, or straight into one field of
+ * launch_spec_t through the shared parser of its type. */
+typedef enum opt_kind {
+    OPT_FN = 0,  /* apply */
+    OPT_SECONDS, /* double: launch__seconds_get */
+    OPT_SWITCH,  /* int 0/1: apply_bool (no value on the command line) */
+    OPT_COUNT,   /* int 0..INT32_MAX: launch__int_get */
+} opt_kind_t;
+
 typedef struct opt {
     launch_opt_t id;
     const char *name; /* canonical dashed spelling without "--" */
     char shortc;      /* -r, -t, -m, -v, -h; 0 when none */
     int takes_value;
     const char *pet; /* PET_* variable, NULL when the flag has none */
-    apply_fn apply;  /* NULL: handled by the parser itself */
+    apply_fn apply;  /* OPT_FN; NULL: handled by the parser itself */
+    opt_kind_t kind;
+    size_t off; /* offsetof the field, for the other kinds */
 } opt_t;
+
+/* The end of a table entry: FN(apply_x) for a flag with its own function (FN(NULL): the parser
+ * handles it), FIELD(SECONDS, shutdown_timeout) for one stored by its kind's parser. */
+#define FN(fn) fn, OPT_FN, 0
+#define FIELD(kind, field) NULL, OPT_##kind, OPT_OFF_##kind(field)
+/* The field's offset, if its type is the kind's (anything else does not compile). */
+#define OPT_OFF_(field, type)                                                                      \
+    _Generic(((launch_spec_t *)0)->field, type : offsetof(launch_spec_t, field))
+#define OPT_OFF_SECONDS(field) OPT_OFF_(field, double)
+#define OPT_OFF_SWITCH(field) OPT_OFF_(field, int)
+#define OPT_OFF_COUNT(field) OPT_OFF_(field, int)
 
 /* ---- value parsers ------------------------------------------------------------------------ */
 
@@ -61,9 +84,9 @@ static int apply_nnodes(launch_spec_t *spec, const char *flag, const char *val, 
         if (ra == -EINVAL || rb == -EINVAL)
             return launch__bad_value(err, flag, val, "is not N or MIN:MAX with 1 <= MIN <= MAX");
         if (ra < 0 || rb < 0)
-            return launch__bad_value(err, flag, val,
-                                     "is out of range (MIN and MAX in 1.." LAUNCH_STR(
-                                         LAUNCH_MAX_NODES) ")");
+            return launch__bad_value(
+                err, flag, val,
+                "is out of range (MIN and MAX in 1.." LAUNCH_STR(LAUNCH_MAX_NODES) ")");
         if (a > b)
             return launch__bad_value(err, flag, val, "has MIN above MAX");
         lo = (int)a;
@@ -140,15 +163,6 @@ static int apply_rdzv_conf(launch_spec_t *spec, const char *flag, const char *va
     return launch__str_set_or_unset(&spec->rdzv_conf, val);
 }
 
-static int apply_max_restarts(launch_spec_t *spec, const char *flag, const char *val,
-                              ddp_err_t *err) {
-    return launch__int_get(flag, val, 0, INT32_MAX, &spec->max_restarts, err);
-}
-
-static int apply_monitor(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return launch__seconds_get(flag, val, &spec->monitor_interval, err);
-}
-
 static int apply_start_method(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
     if (strcmp(val, "spawn") != 0 && strcmp(val, "fork") != 0 && strcmp(val, "forkserver") != 0)
@@ -209,10 +223,6 @@ static int apply_signals(launch_spec_t *spec, const char *flag, const char *val,
     return launch__signals_parse(flag, val, spec->signals, &spec->n_signals, err);
 }
 
-static int apply_shutdown(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return launch__seconds_get(flag, val, &spec->shutdown_timeout, err);
-}
-
 /* torchrun loads the torchrun.logs_specs entry point of that name; the only one torch itself
  * registers is "default" (DefaultLogsSpecs, which ddprun implements). Others are Python plugins. */
 static int apply_logs_specs(launch_spec_t *spec, const char *flag, const char *val,
@@ -220,9 +230,10 @@ static int apply_logs_specs(launch_spec_t *spec, const char *flag, const char *v
     (void)spec;
     if (strcmp(val, "default") == 0)
         return 0;
-    return launch__bad_value(err, flag, val,
-                 "is a Python log spec plugin, which ddprun cannot load (only 'default'; "
-                 "use --log_dir)");
+    return launch__bad_value(
+        err, flag, val,
+        "is a Python log spec plugin, which ddprun cannot load (only 'default'; "
+        "use --log_dir)");
 }
 
 static int apply_prefix_template(launch_spec_t *spec, const char *flag, const char *val,
@@ -264,67 +275,21 @@ static int apply_bool(int *dst, const char *flag, const char *val, ddp_err_t *er
     return 0;
 }
 
-static int apply_standalone(launch_spec_t *spec, const char *flag, const char *val,
-                            ddp_err_t *err) {
-    return apply_bool(&spec->standalone, flag, val, err);
-}
-
-static int apply_no_python(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return apply_bool(&spec->no_python, flag, val, err);
-}
-
-static int apply_module(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    return apply_bool(&spec->module, flag, val, err);
-}
-
 /* torchrun 2.x flags ddprun does not implement: refused by name with what to do instead, rather
  * than as unknown flags, so that a torchrun command line that uses them says why it stops. */
 static int apply_numa_binding(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
     (void)spec;
-    return launch__bad_value(err, flag, val,
-                 "is not supported by ddprun yet: drop it, or bind in the program (numactl)");
+    return launch__bad_value(
+        err, flag, val,
+        "is not supported by ddprun yet: drop it, or bind in the program (numactl)");
 }
 
 static int apply_print_completion(launch_spec_t *spec, const char *flag, const char *val,
                                   ddp_err_t *err) {
     (void)spec;
-    return launch__bad_value(err, flag, val, "is not supported by ddprun (ddprun --help lists the flags)");
-}
-
-static int apply_virtual_local_rank(launch_spec_t *spec, const char *flag, const char *val,
-                                    ddp_err_t *err) {
-    return apply_bool(&spec->virtual_local_rank, flag, val, err);
-}
-
-static int apply_heartbeat_timeout(launch_spec_t *spec, const char *flag, const char *val,
-                                   ddp_err_t *err) {
-    return launch__seconds_get(flag, val, &spec->heartbeat_timeout, err);
-}
-
-static int apply_initial_heartbeat_timeout(launch_spec_t *spec, const char *flag, const char *val,
-                                           ddp_err_t *err) {
-    return launch__seconds_get(flag, val, &spec->initial_heartbeat_timeout, err);
-}
-
-static int apply_heartbeat_on_output(launch_spec_t *spec, const char *flag, const char *val,
-                                     ddp_err_t *err) {
-    return apply_bool(&spec->heartbeat_on_output, flag, val, err);
-}
-
-static int apply_stacks_timeout(launch_spec_t *spec, const char *flag, const char *val,
-                                ddp_err_t *err) {
-    return launch__seconds_get(flag, val, &spec->stacks_timeout, err);
-}
-
-static int apply_max_no_progress(launch_spec_t *spec, const char *flag, const char *val,
-                                 ddp_err_t *err) {
-    return launch__int_get(flag, val, 0, INT32_MAX, &spec->max_no_progress_restarts, err);
-}
-
-static int apply_gpu_reclaim(launch_spec_t *spec, const char *flag, const char *val,
-                             ddp_err_t *err) {
-    return launch__seconds_get(flag, val, &spec->gpu_memory_reclaim_timeout, err);
+    return launch__bad_value(err, flag, val,
+                             "is not supported by ddprun (ddprun --help lists the flags)");
 }
 
 /* --run_path is a switch in torchrun. While parsing, spec->run_path is "" for "on"; it gets the
@@ -339,60 +304,62 @@ static int apply_run_path(launch_spec_t *spec, const char *flag, const char *val
 }
 
 static const opt_t opts[] = {
-    {LAUNCH_OPT_NNODES, "nnodes", 0, 1, "PET_NNODES", apply_nnodes},
-    {LAUNCH_OPT_NPROC_PER_NODE, "nproc-per-node", 0, 1, "PET_NPROC_PER_NODE", apply_nproc},
-    {LAUNCH_OPT_NODE_RANK, "node-rank", 0, 1, "PET_NODE_RANK", apply_node_rank},
-    {LAUNCH_OPT_RDZV_BACKEND, "rdzv-backend", 0, 1, "PET_RDZV_BACKEND", apply_rdzv_backend},
-    {LAUNCH_OPT_RDZV_ENDPOINT, "rdzv-endpoint", 0, 1, "PET_RDZV_ENDPOINT", apply_rdzv_endpoint},
-    {LAUNCH_OPT_RDZV_ID, "rdzv-id", 0, 1, "PET_RDZV_ID", apply_rdzv_id},
-    {LAUNCH_OPT_RDZV_CONF, "rdzv-conf", 0, 1, "PET_RDZV_CONF", apply_rdzv_conf},
-    {LAUNCH_OPT_STANDALONE, "standalone", 0, 0, "PET_STANDALONE", apply_standalone},
-    {LAUNCH_OPT_MAX_RESTARTS, "max-restarts", 0, 1, "PET_MAX_RESTARTS", apply_max_restarts},
-    {LAUNCH_OPT_MONITOR_INTERVAL, "monitor-interval", 0, 1, "PET_MONITOR_INTERVAL", apply_monitor},
-    {LAUNCH_OPT_START_METHOD, "start-method", 0, 1, "PET_START_METHOD", apply_start_method},
-    {LAUNCH_OPT_ROLE, "role", 0, 1, "PET_ROLE", apply_role},
-    {LAUNCH_OPT_LOG_DIR, "log-dir", 0, 1, "PET_LOG_DIR", apply_log_dir},
-    {LAUNCH_OPT_REDIRECTS, "redirects", 'r', 1, "PET_REDIRECTS", apply_redirects},
-    {LAUNCH_OPT_TEE, "tee", 't', 1, "PET_TEE", apply_tee},
+    {LAUNCH_OPT_NNODES, "nnodes", 0, 1, "PET_NNODES", FN(apply_nnodes)},
+    {LAUNCH_OPT_NPROC_PER_NODE, "nproc-per-node", 0, 1, "PET_NPROC_PER_NODE", FN(apply_nproc)},
+    {LAUNCH_OPT_NODE_RANK, "node-rank", 0, 1, "PET_NODE_RANK", FN(apply_node_rank)},
+    {LAUNCH_OPT_RDZV_BACKEND, "rdzv-backend", 0, 1, "PET_RDZV_BACKEND", FN(apply_rdzv_backend)},
+    {LAUNCH_OPT_RDZV_ENDPOINT, "rdzv-endpoint", 0, 1, "PET_RDZV_ENDPOINT", FN(apply_rdzv_endpoint)},
+    {LAUNCH_OPT_RDZV_ID, "rdzv-id", 0, 1, "PET_RDZV_ID", FN(apply_rdzv_id)},
+    {LAUNCH_OPT_RDZV_CONF, "rdzv-conf", 0, 1, "PET_RDZV_CONF", FN(apply_rdzv_conf)},
+    {LAUNCH_OPT_STANDALONE, "standalone", 0, 0, "PET_STANDALONE", FIELD(SWITCH, standalone)},
+    {LAUNCH_OPT_MAX_RESTARTS, "max-restarts", 0, 1, "PET_MAX_RESTARTS", FIELD(COUNT, max_restarts)},
+    {LAUNCH_OPT_MONITOR_INTERVAL, "monitor-interval", 0, 1, "PET_MONITOR_INTERVAL",
+     FIELD(SECONDS, monitor_interval)},
+    {LAUNCH_OPT_START_METHOD, "start-method", 0, 1, "PET_START_METHOD", FN(apply_start_method)},
+    {LAUNCH_OPT_ROLE, "role", 0, 1, "PET_ROLE", FN(apply_role)},
+    {LAUNCH_OPT_LOG_DIR, "log-dir", 0, 1, "PET_LOG_DIR", FN(apply_log_dir)},
+    {LAUNCH_OPT_REDIRECTS, "redirects", 'r', 1, "PET_REDIRECTS", FN(apply_redirects)},
+    {LAUNCH_OPT_TEE, "tee", 't', 1, "PET_TEE", FN(apply_tee)},
     {LAUNCH_OPT_LOCAL_RANKS_FILTER, "local-ranks-filter", 0, 1, "PET_LOCAL_RANKS_FILTER",
-     apply_ranks_filter},
-    {LAUNCH_OPT_MASTER_ADDR, "master-addr", 0, 1, "PET_MASTER_ADDR", apply_master_addr},
-    {LAUNCH_OPT_MASTER_PORT, "master-port", 0, 1, "PET_MASTER_PORT", apply_master_port},
-    {LAUNCH_OPT_LOCAL_ADDR, "local-addr", 0, 1, "PET_LOCAL_ADDR", apply_local_addr},
-    {LAUNCH_OPT_NO_PYTHON, "no-python", 0, 0, "PET_NO_PYTHON", apply_no_python},
-    {LAUNCH_OPT_MODULE, "module", 'm', 0, "PET_MODULE", apply_module},
-    {LAUNCH_OPT_RUN_PATH, "run-path", 0, 0, "PET_RUN_PATH", apply_run_path},
+     FN(apply_ranks_filter)},
+    {LAUNCH_OPT_MASTER_ADDR, "master-addr", 0, 1, "PET_MASTER_ADDR", FN(apply_master_addr)},
+    {LAUNCH_OPT_MASTER_PORT, "master-port", 0, 1, "PET_MASTER_PORT", FN(apply_master_port)},
+    {LAUNCH_OPT_LOCAL_ADDR, "local-addr", 0, 1, "PET_LOCAL_ADDR", FN(apply_local_addr)},
+    {LAUNCH_OPT_NO_PYTHON, "no-python", 0, 0, "PET_NO_PYTHON", FIELD(SWITCH, no_python)},
+    {LAUNCH_OPT_MODULE, "module", 'm', 0, "PET_MODULE", FIELD(SWITCH, module)},
+    {LAUNCH_OPT_RUN_PATH, "run-path", 0, 0, "PET_RUN_PATH", FN(apply_run_path)},
     {LAUNCH_OPT_SIGNALS_TO_HANDLE, "signals-to-handle", 0, 1, "PET_SIGNALS_TO_HANDLE",
-     apply_signals},
-    {LAUNCH_OPT_SHUTDOWN_TIMEOUT, "shutdown-timeout", 0, 1, "PET_SHUTDOWN_TIMEOUT", apply_shutdown},
-    {LAUNCH_OPT_LOGS_SPECS, "logs-specs", 0, 1, NULL, apply_logs_specs},
+     FN(apply_signals)},
+    {LAUNCH_OPT_SHUTDOWN_TIMEOUT, "shutdown-timeout", 0, 1, "PET_SHUTDOWN_TIMEOUT",
+     FIELD(SECONDS, shutdown_timeout)},
+    {LAUNCH_OPT_LOGS_SPECS, "logs-specs", 0, 1, NULL, FN(apply_logs_specs)},
     {LAUNCH_OPT_LOG_LINE_PREFIX_TEMPLATE, "log-line-prefix-template", 0, 1,
-     "PET_LOG_LINE_PREFIX_TEMPLATE", apply_prefix_template},
+     "PET_LOG_LINE_PREFIX_TEMPLATE", FN(apply_prefix_template)},
     {LAUNCH_OPT_EVENT_LOG_HANDLER, "event-log-handler", 0, 1, "PET_EVENT_LOG_HANDLER",
-     apply_event_log_handler},
+     FN(apply_event_log_handler)},
     {LAUNCH_OPT_DUPLICATE_STDOUT_FILTERS, "duplicate-stdout-filters", 0, 1,
-     "PET_DUPLICATE_STDOUT_FILTERS", apply_dup_stdout},
+     "PET_DUPLICATE_STDOUT_FILTERS", FN(apply_dup_stdout)},
     {LAUNCH_OPT_DUPLICATE_STDERR_FILTERS, "duplicate-stderr-filters", 0, 1,
-     "PET_DUPLICATE_STDERR_FILTERS", apply_dup_stderr},
+     "PET_DUPLICATE_STDERR_FILTERS", FN(apply_dup_stderr)},
     {LAUNCH_OPT_VIRTUAL_LOCAL_RANK, "virtual-local-rank", 0, 0, "PET_VIRTUAL_LOCAL_RANK",
-     apply_virtual_local_rank},
-    {LAUNCH_OPT_NUMA_BINDING, "numa-binding", 0, 1, "PET_NUMA_BINDING", apply_numa_binding},
-    {LAUNCH_OPT_PRINT_COMPLETION, "print-completion", 0, 1, NULL, apply_print_completion},
+     FIELD(SWITCH, virtual_local_rank)},
+    {LAUNCH_OPT_NUMA_BINDING, "numa-binding", 0, 1, "PET_NUMA_BINDING", FN(apply_numa_binding)},
+    {LAUNCH_OPT_PRINT_COMPLETION, "print-completion", 0, 1, NULL, FN(apply_print_completion)},
     {LAUNCH_OPT_HEARTBEAT_TIMEOUT, "heartbeat-timeout", 0, 1, "PET_HEARTBEAT_TIMEOUT",
-     apply_heartbeat_timeout},
+     FIELD(SECONDS, heartbeat_timeout)},
     {LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT, "initial-heartbeat-timeout", 0, 1,
-     "PET_INITIAL_HEARTBEAT_TIMEOUT", apply_initial_heartbeat_timeout},
+     "PET_INITIAL_HEARTBEAT_TIMEOUT", FIELD(SECONDS, initial_heartbeat_timeout)},
     {LAUNCH_OPT_HEARTBEAT_ON_OUTPUT, "heartbeat-on-output", 0, 0, "PET_HEARTBEAT_ON_OUTPUT",
-     apply_heartbeat_on_output},
+     FIELD(SWITCH, heartbeat_on_output)},
     {LAUNCH_OPT_STACKS_TIMEOUT, "stacks-timeout", 0, 1, "PET_STACKS_TIMEOUT",
-     apply_stacks_timeout},
+     FIELD(SECONDS, stacks_timeout)},
     {LAUNCH_OPT_MAX_NO_PROGRESS_RESTARTS, "max-no-progress-restarts", 0, 1,
-     "PET_MAX_NO_PROGRESS_RESTARTS", apply_max_no_progress},
+     "PET_MAX_NO_PROGRESS_RESTARTS", FIELD(COUNT, max_no_progress_restarts)},
     {LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT, "gpu-memory-reclaim-timeout", 0, 1,
-     "PET_GPU_MEMORY_RECLAIM_TIMEOUT", apply_gpu_reclaim},
-    {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, NULL},
-    {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, NULL},
-    {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, NULL},
+     "PET_GPU_MEMORY_RECLAIM_TIMEOUT", FIELD(SECONDS, gpu_memory_reclaim_timeout)},
+    {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, FN(NULL)},
+    {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, FN(NULL)},
+    {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, FN(NULL)},
 };
 #define N_OPTS (sizeof opts / sizeof opts[0])
 
@@ -482,6 +449,19 @@ static void print_version(void) {
     printf("ddprun %s\n", DDPRUN_VERSION);
 }
 
+/* Stores one value of option o: through its apply function, or its kind's parser into its field. */
+static int opt_store(launch_spec_t *spec, const opt_t *o, const char *flag, const char *val,
+                     ddp_err_t *err) {
+    void *field = (char *)spec + o->off;
+    switch (o->kind) {
+    case OPT_SECONDS: return launch__seconds_get(flag, val, field, err);
+    case OPT_SWITCH: return apply_bool(field, flag, val, err);
+    case OPT_COUNT: return launch__int_get(flag, val, 0, INT32_MAX, field, err);
+    case OPT_FN: break;
+    }
+    return o->apply(spec, flag, val, err);
+}
+
 /* Applies one option occurrence. flag is the spelling shown in messages. */
 static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const char *val,
                  ddp_err_t *err) {
@@ -489,7 +469,7 @@ static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const ch
         spec->verbose++;
         return 0;
     }
-    int rc = o->apply(spec, flag, val, err);
+    int rc = opt_store(spec, o, flag, val, err);
     if (rc < 0)
         return rc;
     spec->given |= 1ull << o->id;
@@ -572,7 +552,7 @@ static int apply_pet(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
         const char *v = getenv_fn(ctx, o->pet);
         if (v == NULL)
             continue;
-        int rc = o->apply(spec, o->pet, v, err);
+        int rc = opt_store(spec, o, o->pet, v, err);
         if (rc < 0)
             return rc;
         spec->given |= 1ull << o->id;
@@ -592,7 +572,8 @@ static int apply_torch_env(launch_spec_t *spec, launch_getenv_fn getenv_fn, void
         return rc;
     v = getenv_fn(ctx, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
     if (!LAUNCH_GIVEN(spec, LAUNCH_OPT_SHUTDOWN_TIMEOUT) && v != NULL &&
-        (rc = launch__seconds_get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", v, &spec->shutdown_timeout, err)) < 0)
+        (rc = launch__seconds_get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", v, &spec->shutdown_timeout,
+                                  err)) < 0)
         return rc;
     return 0;
 }
