@@ -749,8 +749,8 @@ static void test_hang_capture_then_restart(void **state) {
     assert_string_equal(failures[0].stacks_file, "/x/stacks.txt");
     assert_int_equal(ag.state, SUP_STOPPING);
     assert_int_equal(fx.sigs[0], SIGTERM);
-    /* The hung worker dies by the agent's SIGTERM: not a failure of its own. */
-    fail_group(SIGNALED(SIGTERM)); /* both die by the agent's SIGTERM after the hang */
+    /* Both die by the agent's SIGTERM: the hung worker's death is not a failure of its own. */
+    fail_group(SIGNALED(SIGTERM));
     assert_int_equal(ag.nfailures, 1);
     assert_int_equal(fx.restart_timer_started, 1);
     fire_restart_timer();
