@@ -52,11 +52,13 @@ struct agent_rdzv {
     uint64_t hb_sent_ms;
     int barrier_phase;         /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
     uint64_t barrier_deadline; /* uv_now() ms when the exit barrier's close_timeout runs out */
-    int64_t watch_round;       /* the round the watch WAIT is for, -1 none */
+    int64_t watch_round;       /* the round the newest watch WAIT is for, -1 none */
+    int watch_waits;           /* watch WAITs sent and not answered yet (FIFO: newest last) */
     uint64_t join_sent_ms;     /* uv_now() when the parked JOIN was sent */
     uint64_t join_report_at;   /* uv_now() of the next waiting line */
     uint64_t join_report_gap;
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
+    int lost;                /* the store was lost (said once) */
     int stopping;
 };
 
@@ -108,7 +110,8 @@ static void emit(agent_t *a, agent_event_t ev) {
 
 /* A connection to the store failed or was lost while it mattered. */
 static void store_lost(struct agent_rdzv *r, const char *errtext) {
-    if (r->stopping)
+    /* Every request still pending on the connection fails with it: one loss, said once. */
+    if (r->stopping || r->lost)
         return;
     char esc[AGENT_STORE_TEXT_MAX];
     if (r->a->state == SUP_BARRIER && r->barrier_phase == 2) {
@@ -118,6 +121,7 @@ static void store_lost(struct agent_rdzv *r, const char *errtext) {
         emit(r->a, EV_BARRIER_DONE);
         return;
     }
+    r->lost = 1;
     DDP_ERROR("lost the rendezvous store at %s:%d: %s; this node is out of the job", r->addr,
               r->port, store_text(errtext, (size_t)-1, "connection closed", esc));
     emit(r->a, EV_RDZV_ERROR);
@@ -188,13 +192,18 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
     (void)reply;
     (void)len;
     struct agent_rdzv *r = arg;
+    r->watch_waits--;
     if (status == DDP_ECANCELED || r->stopping)
         return;
     if (status != 0) {
         store_lost(r, errtext);
         return;
     }
-    if (r->watch_round != r->a->round)
+    /* The end of an earlier round: this node ended it itself (a failure, a hang) and joined the
+     * next one before the key's reply came back; the next round's WAIT is queued behind this
+     * one on the same connection, so the reply is for the newest round only when no other is
+     * pending. Taking it for the newest round's end would stop a group that just started. */
+    if (r->watch_waits > 0 || r->watch_round != r->a->round)
         return;
     /* The server stored why the round ended (a failure, a lost node, a scale-up) as the key's
      * value: say it, for the user watching this node. */
@@ -216,6 +225,8 @@ static void watch_round(struct agent_rdzv *r, int64_t round) {
     r->watch_round = round;
     if (rdzv_aclient_wait(r->watch, keys, 1, -1, on_round_end, r, &err) < 0)
         store_lost(r, err.text);
+    else
+        r->watch_waits++;
 }
 
 static void on_join(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {

@@ -148,6 +148,28 @@ verdict "all 4 workers of the second round see TORCHELASTIC_RESTART_COUNT=1 ($r1
     { echo "# $(cd "$d" && grep -H '^TORCHELASTIC_RESTART_COUNT=' env.* | tr '\n' ' ')"; show_tail "$TMP/f0.out" "$TMP/f1.out"; }
 unset FW_DIR FW_RANK FW_EXIT FW_FAIL_ATTEMPTS FW_SLEEP_MS
 
+# 2b. The end of round 0 reaches the agent only after it has joined round 1: a node that ended the
+# round itself (a failure, a hang) re-joins at once and may hear the next round's JOIN reply before
+# the old end key's. A proxy holds the watch connection's replies back 1 s, past round 1's close
+# (last_call_timeout 0.3 s; --nnodes=1 would host its own store); the round-1 group (running
+# 2 s) must not be taken for ended and stopped, which would cost a third round.
+"$BIN/ddp-rendezvous" --port 0 --no-auth >"$TMP/stale.daemon" 2>&1 &
+dpid=$!
+wait_for "$TMP/stale.daemon" '^listening on ' 5
+python3 tests/helpers/watch_delay_proxy.py "$TMP/stale.port" \
+    "$(sed -nE 's/^listening on .*:([0-9]+)$/\1/p' "$TMP/stale.daemon")" 1000 20 &
+proxy=$!
+for i in $(seq 100); do [ -f "$TMP/stale.port" ] && break; sleep 0.05; done
+PORT=$(cat "$TMP/stale.port"); RUN=stale; d=$TMP/stale; mkdir -p "$d"
+FW_DIR=$d FW_EXIT=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=2000 \
+    agent stale0 1:2 --nproc_per_node=1 --max_restarts=2 "$FW"; a=$LAST
+wait $a; ra=$?
+kill $proxy $dpid 2>/dev/null; wait $proxy $dpid 2>/dev/null
+[ "$ra" = 0 ] && [ -f "$d/env.0.1" ] && [ ! -f "$d/env.0.2" ] &&
+    ! grep -q "round 1 ended" "$TMP/stale0.out"
+verdict "a round-0 end heard after joining round 1 stops nothing: 2 rounds, exit 0 (rc $ra)" ||
+    show_tail "$TMP/stale0.out"
+
 # 3. max_restarts spent: every node fails with exit 1 and a summary or message.
 PORT=$(free_port); RUN=fail2; d=$TMP/fail2; mkdir -p "$d"
 export FW_DIR=$d FW_RANK=0 FW_EXIT=7 FW_SLEEP_MS=3000
