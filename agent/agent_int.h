@@ -90,6 +90,7 @@ typedef enum {
     SUP_BARRIER,     /* multi-node: our workers succeeded; waiting at the exit barrier */
     SUP_DONE,        /* the loop is winding down; no more events matter */
     SUP_CAPTURING,   /* a worker hung: the stacks of every worker are being captured */
+    SUP_ABORTING,    /* multi-node: this node stops the run for good; waiting for the store's ack */
     SUP_NSTATES
 } agent_sup_state_t;
 
@@ -105,6 +106,7 @@ typedef enum {
     EV_BARRIER_DONE,  /* multi-node: every node passed the exit barrier (or its bound ran out) */
     EV_WORKER_HUNG,   /* a worker did not beat within its heartbeat timeout */
     EV_STACKS_DONE,   /* every stack capture helper was reaped, or their budget ran out */
+    EV_ABORT_DONE,    /* multi-node: the store answered this node's ABORT (or could not) */
     EV_NEVENTS
 } agent_event_t;
 
@@ -238,6 +240,10 @@ int agent__rdzv_start(agent_t *a);
 void agent__rdzv_join(agent_t *a);
 /* rdzv.c: reports a failure of the running round's group (counts against max_restarts). */
 void agent__rdzv_report_failure(agent_t *a, const char *what);
+/* rdzv.c: stops the run for good on every node (ABORT, docs/protocol-rdzv.md), why saying so in
+ * the refusal the other nodes get; EV_ABORT_DONE follows once the store has answered, or at once
+ * when the request cannot be sent. */
+void agent__rdzv_abort(agent_t *a, const char *why);
 /* rdzv.c: enters the exit barrier of the current round; EV_BARRIER_DONE follows. */
 void agent__rdzv_exit_barrier(agent_t *a);
 /* rdzv.c: closes the connections and timers (the hosted store is a->store). */
@@ -280,8 +286,9 @@ void agent__hang_report(agent_t *a, const agent_failure_t *f);
  * runs. */
 int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms);
 /* hang.c: the attempt just ended: updates the progress record from the heartbeat files.
- * Returns 1 when --max_no_progress_restarts says to stop restarting (logged), else 0. */
-int agent__hang_progress_stop(agent_t *a);
+ * Returns 1 when --max_no_progress_restarts says to stop restarting, with why (cap bytes) saying
+ * so for the log and the other nodes, else 0. */
+int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
 /* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
  * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);

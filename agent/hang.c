@@ -346,7 +346,7 @@ void agent__hang_report(agent_t *a, const agent_failure_t *f) {
     }
 }
 
-int agent__hang_progress_stop(agent_t *a) {
+int agent__hang_progress_stop(agent_t *a, char *why, size_t cap) {
     int limit = a->job->max_no_progress_restarts;
     if (limit <= 0 || a->job->heartbeat_timeout_ms <= 0)
         return 0;
@@ -365,8 +365,9 @@ int agent__hang_progress_stop(agent_t *a) {
     }
     if (++a->no_progress < limit)
         return 0;
-    DDP_ERROR("%d attempt(s) in a row ended without passing step %lld "
-              "(--max_no_progress_restarts=%d): not restarting",
-              a->no_progress, a->best_step, limit);
+    snprintf(why, cap,
+             "%d attempt(s) in a row ended without passing step %lld "
+             "(--max_no_progress_restarts=%d)",
+             a->no_progress, a->best_step, limit);
     return 1;
 }

@@ -357,6 +357,45 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
                  err.text[0] ? err.text : ddp_strerror(rc));
 }
 
+static void on_abort_reply(void *arg, int status, const uint8_t *reply, size_t len,
+                           const char *errtext) {
+    struct agent_rdzv *r = arg;
+    char esc[AGENT_STORE_TEXT_MAX];
+    rdzv_round_reply_t rep;
+    if (status == DDP_ECANCELED || r->stopping)
+        return;
+    if (status != 0 || round_reply(reply, len, &rep) < 0 || rep.cmd != RDZV_CMD_RDZV_ABORT)
+        DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
+                 "until join_timeout): %s",
+                 r->a->job->run_id,
+                 store_text(errtext, (size_t)-1, status ? ddp_strerror(status) : "bad reply", esc));
+    else if (rep.status == 0)
+        DDP_INFO("rendezvous '%s' stopped on every node", r->a->job->run_id);
+    /* status 1: another node stopped the run first, or it had failed already */
+    if (status == 0)
+        ddp_buf_free(&rep.text);
+    emit(r->a, EV_ABORT_DONE);
+}
+
+void agent__rdzv_abort(agent_t *a, const char *why) {
+    struct agent_rdzv *r = a->rdzv;
+    ddp_buf_t frame = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_abort_req_encode(&frame, a->job->run_id, why);
+    if (rc == 0)
+        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, 0,
+                              (int)a->job->rdzv.read_timeout_ms, "RDZV_ABORT", on_abort_reply, r,
+                              &err);
+    ddp_buf_free(&frame);
+    if (rc < 0) {
+        DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
+                 "until join_timeout): %s",
+                 a->job->run_id, err.text[0] ? err.text : ddp_strerror(rc));
+        emit(a, EV_ABORT_DONE);
+    }
+}
+
 static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len,
                          const char *errtext) {
     (void)reply;

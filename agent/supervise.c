@@ -13,9 +13,11 @@
  *   CAPTURING a worker stopped beating (--heartbeat_timeout): the stacks of every running
  *             worker's process group are being written, before anything is killed; then the
  *             group is stopped and restarted (or the job fails) as after a failure
+ *   ABORTING  multi-node: --max_no_progress_restarts ran out; the store is told to stop the run
+ *             on every node (the others would wait for this one), then the agent fails
  * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer, and
  * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed; and
- * for hang detection: a worker hung, the stack capture finished. */
+ * for hang detection: a worker hung, the stack capture finished, the store took the stop. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -141,6 +143,15 @@ void agent__restart_now(agent_t *a) {
     }
 }
 
+/* --max_no_progress_restarts ran out (ABORTING: the store took the stop, or could not): fail
+ * with the summary. */
+static void no_progress_fail(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    agent__summary_print(a);
+    a->result.failed = 1;
+    finish(a, 0);
+}
+
 /* STOPPING + group down: restart while restarts remain, else print the summary and fail. */
 static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     (void)w;
@@ -153,12 +164,18 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         finish(a, 0);
         return;
     }
-    if (agent__hang_progress_stop(a)) {
+    char why[RDZV_WHAT_MAX + 1];
+    if (agent__hang_progress_stop(a, why, sizeof why)) {
         /* Another attempt would stop at the same step again. */
+        DDP_ERROR("%s: not restarting", why);
         a->no_progress_stop = 1;
-        agent__summary_print(a);
-        a->result.failed = 1;
-        finish(a, 0);
+        if (a->rdzv != NULL) {
+            /* The other nodes would wait for this one until join_timeout: stop them too. */
+            a->state = SUP_ABORTING;
+            agent__rdzv_abort(a, why);
+            return;
+        }
+        no_progress_fail(a, NULL);
         return;
     }
     if (a->rdzv != NULL) {
@@ -367,30 +384,34 @@ static void capture_rdzv_failed(agent_t *a, agent_worker_t *w) {
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     /*                WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
      *                JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE
-     *                WORKER_HUNG    STACKS_DONE */
+     *                WORKER_HUNG    STACKS_DONE    ABORT_DONE */
     [SUP_RUNNING] =   {do_nothing, fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
                        do_nothing, round_ended,   rdzv_failed,     do_nothing,
-                       capture_begin, do_nothing},
+                       capture_begin, do_nothing,    do_nothing},
     [SUP_STOPPING] =  {do_nothing, note_failure,  restart_or_fail, begin_shutdown, kill_all,
                        do_nothing, do_nothing,    rdzv_failed,     do_nothing,
-                       do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing},
     [SUP_SHUTDOWN] =  {do_nothing, note_failure,  finish_shutdown, escalate,       kill_all,
                        do_nothing, do_nothing,    do_nothing,      do_nothing,
-                       do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing},
     [SUP_JOINING] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                        joined,     do_nothing,    rdzv_failed,     do_nothing,
-                       do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing},
     [SUP_BARRIER] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                        do_nothing, barrier_done,  rdzv_failed,     barrier_done,
-                       do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing},
     [SUP_DONE] =      {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
                        do_nothing, do_nothing,    do_nothing,      do_nothing,
-                       do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing},
     /* A worker that exits during the capture is recorded; the group being down is handled
      * when the capture ends (capture_done restarts at once then). */
     [SUP_CAPTURING] = {do_nothing, note_failure,  do_nothing,      capture_abort,  do_nothing,
                        do_nothing, capture_round_ended, capture_rdzv_failed, do_nothing,
-                       do_nothing,    capture_done},
+                       do_nothing,    capture_done,  do_nothing},
+    /* No worker runs: a signal ends the wait for the store's answer, and so does its loss. */
+    [SUP_ABORTING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
+                       do_nothing, do_nothing,    no_progress_fail, do_nothing,
+                       do_nothing,    do_nothing,    no_progress_fail},
 };
 /* clang-format on */
 

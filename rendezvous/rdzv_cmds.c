@@ -384,7 +384,7 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
         size_t need = 0;
         ddp_err_t err;
         ddp_err_clear(&err);
-        if (buf[off] >= RDZV_CMD_RDZV_JOIN && buf[off] <= RDZV_CMD_RDZV_STATUS) {
+        if (buf[off] >= RDZV_CMD_RDZV_JOIN && buf[off] <= RDZV_CMD_RDZV_ABORT) {
             rdzv_round_req_t rreq;
             long rn = rdzv_round_req_parse(buf + off, len - off, &rreq, &need, &err);
             if (rn < 0) {

@@ -1,4 +1,4 @@
-/* rdzv_proto: the codec of the rendezvous commands 0x50-0x53 (rdzv_proto.h,
+/* rdzv_proto: the codec of the rendezvous commands 0x50-0x54 (rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
  * reply parser for its clients. */
 #include "rdzv_proto.h"
@@ -130,6 +130,9 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
         STEP(cur_i64(c, &q->round));
         STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "failure text"));
         break;
+    case RDZV_CMD_RDZV_ABORT:
+        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "abort reason"));
+        break;
     default: break; /* HEARTBEAT, STATUS: the run id only */
     }
     return (long)c->off;
@@ -144,7 +147,7 @@ long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req,
         *need = 1;
         return 0;
     }
-    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_STATUS) {
+    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_ABORT) {
         if (err != NULL && err->code == 0)
             err->offset = 0;
         return ddp_err_set(err, DDP_EFRAME, "unknown rendezvous command 0x%02x", cmd);
@@ -220,6 +223,16 @@ int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const 
     return 0;
 }
 
+int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why) {
+    size_t start = b->len;
+    size_t n = why != NULL ? strlen(why) : 0;
+    if (n > RDZV_WHAT_MAX)
+        n = RDZV_WHAT_MAX;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_ABORT, run_id));
+    PUT(rdzv__put_blob(b, why != NULL ? why : "", n));
+    return 0;
+}
+
 int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
     size_t start = b->len;
     PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
@@ -272,6 +285,13 @@ int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
     return 0;
 }
 
+int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_ABORT));
+    PUT(rdzv__put_u8(b, stopped ? 0 : 1));
+    return 0;
+}
+
 static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
     STEP(cur_u8(c, &p->status));
     switch (p->cmd) {
@@ -305,6 +325,10 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
         STEP(cur_i64(c, &p->fail.restarts_used));
         STEP(cur_i64(c, &p->fail.max_restarts));
         break;
+    case RDZV_CMD_RDZV_ABORT:
+        if (p->status > 1)
+            return ddp_err_set(c->err, DDP_EPROTO, "ABORT reply status %u unknown", p->status);
+        break;
     default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, STR_ANY, "status")); break;
     }
     return (long)c->off;
@@ -321,7 +345,7 @@ long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *
         *need = 1;
         return 0;
     }
-    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_STATUS)
+    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_ABORT)
         return ddp_err_set(err, DDP_EPROTO, "unexpected reply 0x%02x to a rendezvous command",
                            rep->cmd);
     long rc = reply_fields(&c, rep);

@@ -83,6 +83,7 @@ struct rdzv_run {
     int64_t round;
     int64_t restarts_used;
     char last_failure[RDZV_ROUND_TEXT_MAX];
+    int aborted;            /* FAILED by an ABORT (last_failure says who and why), not restarts */
     uint64_t last_call_ms;  /* LAST_CALL: when the round closes */
     uint64_t live_check_ms; /* RUNNING: earliest time a member can be silent too long */
     uint64_t empty_since_ms;
@@ -498,8 +499,11 @@ static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char 
 
 /* The text a refused join gets from a FAILED run. */
 static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
-    textf(out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s", r->id,
-          (long long)r->cfg.max_restarts, r->last_failure);
+    if (r->aborted)
+        textf(out, cap, "rendezvous '%s' failed: stopped by %s", r->id, r->last_failure);
+    else
+        textf(out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s",
+              r->id, (long long)r->cfg.max_restarts, r->last_failure);
 }
 
 /* Ends the running round (its dead members are already removed from the group): END_ROUND,
@@ -775,6 +779,34 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
     rep->round = r->round;
     rep->restarts_used = r->restarts_used;
     rep->max_restarts = r->cfg.max_restarts;
+    return 0;
+}
+
+int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const char *why,
+                    uint64_t now_ms, rdzv_actions_t *out) {
+    rdzv_run_t *r = run_find(rs, run_id);
+    rdzv_member_t *m = member_find(rs, member);
+    if (r == NULL || m == NULL || m->run != r || r->state == RDZV_RUN_FAILED)
+        return -ENOENT;
+    if (event_reserve(r, 0, out) < 0)
+        return -ENOMEM;
+    char who[RDZV_HOST_MAX + 64];
+    /* A member between rounds has no rank now: the one it had names it. */
+    node_name(who, sizeof who, m->group_rank >= 0 ? m->group_rank : m->prev_rank, m->host);
+    textf(r->last_failure, sizeof r->last_failure, "%s: %.255s", who,
+          why != NULL && why[0] != '\0' ? why : "aborted");
+    r->aborted = 1;
+    if (r->state == RDZV_RUN_RUNNING) {
+        char why_end[RDZV_ROUND_TEXT_MAX];
+        textf(why_end, sizeof why_end, "the run was stopped by %s", r->last_failure);
+        round_end(rs, r, why_end, 1, now_ms, out); /* FAILED, the waiters refused */
+        return 0;
+    }
+    char text[RDZV_ROUND_TEXT_MAX];
+    r->state = RDZV_RUN_FAILED;
+    failed_text(r, text, sizeof text);
+    joiners_refuse(rs, r, DDP_ERDZV_CLOSED, text, now_ms, out);
+    run_trim(r);
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /* rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
- * commands 0x50-0x53 through the state machines of rdzv_round.c and carries out the actions they
+ * commands 0x50-0x54 through the state machines of rdzv_round.c and carries out the actions they
  * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
 #include "rdzv_server_int.h"
 
@@ -169,7 +169,7 @@ static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rd
     return 0;
 }
 
-/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS). */
+/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, ABORT). */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
@@ -210,6 +210,15 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
             reply_buf(c, &b);
         break;
     }
+    case RDZV_CMD_RDZV_ABORT: {
+        int rc = rdzv_runs_abort(s->runs, r->join.run_id, c->id, r->what, now, &s->acts);
+        if (rc == 0)
+            rdzv__slog(s, DDP_LOG_WARN, "%s stops rendezvous '%s' for good: %s", c->peer,
+                       r->join.run_id, r->what);
+        if (rdzv_abort_reply_encode(&b, rc == 0) == 0)
+            reply_buf(c, &b);
+        break;
+    }
     case RDZV_CMD_RDZV_STATUS: {
         ddp_buf_t json = DDP_BUF_INIT;
         int rc =
@@ -228,8 +237,8 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
 }
 
 void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
-    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS"};
-    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_STATUS
+    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS", "ABORT"};
+    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_ABORT
                            ? names[cmd - RDZV_CMD_RDZV_JOIN]
                            : "rendezvous";
     char text[RDZV_ROUND_TEXT_MAX];

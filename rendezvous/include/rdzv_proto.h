@@ -1,4 +1,4 @@
-/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x53 of the
+/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x54 of the
  * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
@@ -18,13 +18,14 @@ enum {
     RDZV_CMD_RDZV_HEARTBEAT = 0x51, /* refresh liveness -> current round and state */
     RDZV_CMD_RDZV_FAIL = 0x52,      /* the worker group of a round failed -> counted or not */
     RDZV_CMD_RDZV_STATUS = 0x53,    /* -> JSON of the run */
+    RDZV_CMD_RDZV_ABORT = 0x54,     /* a member stops the run for good -> done or ignored */
 };
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
  * printable ASCII (0x20-0x7e): the store refuses any other byte. */
 #define RDZV_RUN_ID_MAX 128                            /* run id (--rdzv_id) */
 #define RDZV_HOST_MAX 255                              /* address the other nodes reach a node at */
-#define RDZV_WHAT_MAX 255                              /* FAIL's description of the failure */
+#define RDZV_WHAT_MAX 255                              /* FAIL's failure, ABORT's reason */
 #define RDZV_ROUND_TEXT_MAX 512                        /* error texts the server writes */
 #define RDZV_REPLY_TEXT_MAX ((size_t)1024)             /* error text a client accepts in a reply */
 #define RDZV_STATUS_JSON_MAX ((size_t)8 * 1024 * 1024) /* STATUS reply a client accepts */
@@ -99,15 +100,15 @@ enum {
 
 /* ---- requests ---- */
 
-/* One parsed rendezvous request (any of 0x50-0x53). Strings are NUL-terminated copies. */
+/* One parsed rendezvous request (any of 0x50-0x54). Strings are NUL-terminated copies. */
 typedef struct rdzv_round_req {
     uint8_t cmd;
     rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
     int64_t round;                /* FAIL */
-    char what[RDZV_WHAT_MAX + 1]; /* FAIL */
+    char what[RDZV_WHAT_MAX + 1]; /* FAIL, ABORT */
 } rdzv_round_req_t;
 
-/* Parses one rendezvous request (buf[0] is its command, 0x50-0x53) from buf[0..len) (server
+/* Parses one rendezvous request (buf[0] is its command, 0x50-0x54) from buf[0..len) (server
  * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
  * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
  * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
@@ -122,6 +123,7 @@ int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *req);
 int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id);
 int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what);
 int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id);
+int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
 
 /* ---- replies ---- */
 
@@ -132,12 +134,14 @@ int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text);
 int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
 int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep);
 int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
+int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped);
 
 /* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can
  * tell a parked JOIN's answer from a HEARTBEAT's on the same connection. */
 typedef struct rdzv_round_reply {
     uint8_t cmd;
-    uint8_t status;          /* JOIN: 0 ok, 1 error; HEARTBEAT/STATUS: 0 ok, 1 unknown; FAIL */
+    uint8_t status;          /* JOIN: 0 ok, 1 error; HEARTBEAT/STATUS: 0 ok, 1 unknown; FAIL;
+                              * ABORT: 0 the run stopped, 1 ignored */
     rdzv_join_result_t join; /* JOIN ok */
     int64_t code;            /* JOIN error */
     int64_t round;           /* HEARTBEAT */

@@ -105,6 +105,37 @@ steps_json() {
 check "ddprun status --json: step and beat_age_ms per member" steps_json
 check "both agents of the progress run exit 0 ($ra $rb)" [ "$ra" = 0 -a "$rb" = 0 ]
 
+# 1d. The no-progress guard across nodes: one node's worker hangs at step 5 in every attempt, the
+# other's makes progress. After 2 attempts without passing step 5 the first node stops, and stops
+# the run for the other too: it is refused at once with the reason, instead of waiting for the
+# first until join_timeout (20 s).
+PORT=$(free_port); RUN=noprog
+cat >"$TMP/noprog.sh" <<'EOF'
+#!/bin/sh
+if [ "$NOPROG_STUCK" = 1 ]; then echo 5 >"$DDPRUN_HEARTBEAT_FILE"; exec sleep 600; fi
+i=0
+while [ $i -lt 300 ]; do
+    i=$((i + 1)); echo $((TORCHELASTIC_RESTART_COUNT * 1000 + i)) >"$DDPRUN_HEARTBEAT_FILE"
+    sleep 0.1
+done
+EOF
+chmod +x "$TMP/noprog.sh"
+hb="--heartbeat_timeout=1 --stacks_timeout=2 --max_restarts=5 --max_no_progress_restarts=2"
+NOPROG_STUCK=1 agent np0 2 --nproc_per_node=1 $hb "$TMP/noprog.sh"; a=$LAST
+agent np1 2 --nproc_per_node=1 $hb "$TMP/noprog.sh"; b=$LAST
+wait $a; ra=$?
+t1=$(date +%s%N)
+wait $b; rb=$?
+t2=$(date +%s%N)
+late=$(( (t2 - t1) / 1000000 ))
+[ "$ra" = 1 ] && [ "$rb" = 1 ] && [ $late -lt 10000 ] &&
+    grep -qF "2 attempt(s) in a row ended without passing step 5 (--max_no_progress_restarts=2): not restarting" "$TMP/np0.out" &&
+    grep -qE "rendezvous 'noprog' failed: stopped by node [01] \(127.0.0.1\): 2 attempt\(s\) in a row ended without passing step 5" "$TMP/np1.out"
+verdict "no progress on one node stops both: exit 1 and 1, the other refused $late ms later with the reason (rc $ra $rb)" ||
+    show_tail "$TMP/np0.out" "$TMP/np1.out"
+check "the stopping node's summary says why it did not restart" \
+    grep -q "Not restarted: 2 attempt(s) in a row made no progress past step 5" "$TMP/np0.out"
+
 # A server whose STATUS JSON lacks fields or has them ill-typed (an older or newer store): the
 # table prints "-" there, never "(null)" or a made-up 0. The fake store answers VALIDATE + PING,
 # then one RDZV_STATUS (u8 0x53, u8 0, u64 length, JSON).

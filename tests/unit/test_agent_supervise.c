@@ -44,6 +44,8 @@ typedef struct effects {
     int rdzv_joins;
     int rdzv_reports;
     char rdzv_what[256];
+    int rdzv_aborts; /* agent__rdzv_abort */
+    char abort_why[256];
     int barriers;
     int pg_kills;      /* kill(-pgid, SIGKILL) of a worker still marked running */
     int captures;      /* agent__hang_capture_start */
@@ -79,8 +81,10 @@ void agent__hang_report(agent_t *a, const agent_failure_t *f) {
     fx.hang_reports++;
 }
 
-int agent__hang_progress_stop(agent_t *a) {
+int agent__hang_progress_stop(agent_t *a, char *why, size_t cap) {
     (void)a;
+    if (progress_stop)
+        snprintf(why, cap, "2 attempt(s) in a row ended without passing step 5");
     return progress_stop;
 }
 
@@ -138,6 +142,12 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     (void)a;
     fx.rdzv_reports++;
     snprintf(fx.rdzv_what, sizeof fx.rdzv_what, "%s", what);
+}
+
+void agent__rdzv_abort(agent_t *a, const char *why) {
+    (void)a;
+    fx.rdzv_aborts++;
+    snprintf(fx.abort_why, sizeof fx.abort_why, "%s", why);
 }
 
 void agent__rdzv_exit_barrier(agent_t *a) {
@@ -260,41 +270,45 @@ typedef enum {
     A_CAPTURE_ROUND_ENDED,
     A_CAPTURE_ABORT,
     A_CAPTURE_RDZV_FAILED,
+    A_NO_PROGRESS_FAIL,
 } action_t;
 
-static const char *const state_names[SUP_NSTATES] = {"RUNNING", "STOPPING", "SHUTDOWN", "JOINING",
-                                                     "BARRIER", "DONE",     "CAPTURING"};
+static const char *const state_names[SUP_NSTATES] = {
+    "RUNNING", "STOPPING", "SHUTDOWN", "JOINING", "BARRIER", "DONE", "CAPTURING", "ABORTING"};
 static const char *const event_names[EV_NEVENTS] = {
     "WORKER_OK", "WORKER_FAIL", "GROUP_DOWN",   "SIGNAL",      "KILL_TIMER",  "JOINED",
-    "ROUND_END", "RDZV_ERROR",  "BARRIER_DONE", "WORKER_HUNG", "STACKS_DONE",
+    "ROUND_END", "RDZV_ERROR",  "BARRIER_DONE", "WORKER_HUNG", "STACKS_DONE", "ABORT_DONE",
 };
 
 /* clang-format off */
 static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
     /*                WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
      *                JOINED     ROUND_END        RDZV_ERROR          BARRIER_DONE
-     *                WORKER_HUNG      STACKS_DONE */
+     *                WORKER_HUNG      STACKS_DONE      ABORT_DONE */
     [SUP_RUNNING] =   {A_IGNORE, A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_ROUND_ENDED,   A_RDZV_FAILED,      A_IGNORE,
-                       A_CAPTURE_BEGIN, A_IGNORE},
+                       A_CAPTURE_BEGIN, A_IGNORE,        A_IGNORE},
     [SUP_STOPPING] =  {A_IGNORE, A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
                        A_IGNORE, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
-                       A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE},
     [SUP_SHUTDOWN] =  {A_IGNORE, A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
                        A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
-                       A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE},
     [SUP_JOINING] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
-                       A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE},
     [SUP_BARRIER] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_BARRIER_DONE,  A_RDZV_FAILED,      A_BARRIER_DONE,
-                       A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE},
     [SUP_DONE] =      {A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
                        A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
-                       A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE},
     [SUP_CAPTURING] = {A_IGNORE, A_NOTE_FAILURE,  A_IGNORE,           A_CAPTURE_ABORT,  A_IGNORE,
                        A_IGNORE, A_CAPTURE_ROUND_ENDED, A_CAPTURE_RDZV_FAILED, A_IGNORE,
-                       A_IGNORE,        A_CAPTURE_DONE},
+                       A_IGNORE,        A_CAPTURE_DONE,  A_IGNORE},
+    [SUP_ABORTING] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+                       A_IGNORE, A_IGNORE,        A_NO_PROGRESS_FAIL, A_IGNORE,
+                       A_IGNORE,        A_IGNORE,        A_NO_PROGRESS_FAIL},
 };
 /* clang-format on */
 
@@ -390,6 +404,11 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
     case A_CAPTURE_ROUND_ENDED: break;
+    case A_NO_PROGRESS_FAIL: /* the store took the stop (or is gone): the summary, then exit */
+        o.state = SUP_DONE;
+        o.summaries = 1;
+        o.loop_shutdowns = 1;
+        break;
     }
     return o;
 }
@@ -686,7 +705,8 @@ static void test_signal_in_every_state(void **state) {
     (void)state;
     for (int st = 0; st < SUP_NSTATES; st++) {
         for (int running = 0; running <= 1; running++) {
-            setup((agent_sup_state_t)st, st == SUP_JOINING || st == SUP_BARRIER, running, 0);
+            setup((agent_sup_state_t)st,
+                  st == SUP_JOINING || st == SUP_BARRIER || st == SUP_ABORTING, running, 0);
             ag.stop_signal = SIGHUP;
             agent__event(&ag, EV_SIGNAL, NULL);
             switch (st) {
@@ -694,6 +714,7 @@ static void test_signal_in_every_state(void **state) {
             case SUP_STOPPING:
             case SUP_JOINING:
             case SUP_BARRIER:
+            case SUP_ABORTING:
                 assert_int_equal(fx.restart_timer_stopped, 1);
                 if (running) {
                     assert_int_equal(ag.state, SUP_SHUTDOWN);
@@ -789,6 +810,27 @@ static void test_no_progress_stops(void **state) {
     job.max_restarts = 5;
     progress_stop = 1;
     fail_group(EXITED(1));
+    assert_failed_without_restart();
+    assert_int_equal(ag.no_progress_stop, 1);
+}
+
+/* --max_no_progress_restarts on several nodes: instead of re-joining, the node stops the run
+ * for every node (ABORT with the reason) and fails once the store has answered. */
+static void test_no_progress_stops_every_node(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 1, 2, 0);
+    workers[0].state = WORKER_RUNNING;
+    job.max_restarts = 5;
+    progress_stop = 1;
+    fail_group(EXITED(1));
+    assert_int_equal(ag.state, SUP_ABORTING);
+    assert_int_equal(fx.rdzv_aborts, 1);
+    assert_string_equal(fx.abort_why, "2 attempt(s) in a row ended without passing step 5");
+    assert_int_equal(fx.rdzv_joins, 0);
+    assert_int_equal(fx.summaries, 0);
+    agent__event(&ag, EV_ROUND_END, NULL); /* the round this node ended: nothing more */
+    assert_int_equal(ag.state, SUP_ABORTING);
+    agent__event(&ag, EV_ABORT_DONE, NULL);
     assert_failed_without_restart();
     assert_int_equal(ag.no_progress_stop, 1);
 }
@@ -928,6 +970,7 @@ int main(void) {
         cmocka_unit_test(test_hang_capture_then_restart),
         cmocka_unit_test(test_hang_without_capture_multi_node),
         cmocka_unit_test(test_no_progress_stops),
+        cmocka_unit_test(test_no_progress_stops_every_node),
         cmocka_unit_test(test_gpu_wait_defers_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

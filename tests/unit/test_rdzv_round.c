@@ -1,6 +1,6 @@
 /* Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
  * call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound, a
- * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x53. Time is
+ * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x54. Time is
  * simulated: every event gets its own now_ms. */
 #include <errno.h>
 #include <jansson.h>
@@ -290,6 +290,57 @@ static void test_max_restarts_spent(void **state) {
     ddp_err_clear(&err);
     assert_int_equal(rdzv_runs_join(f->rs, 60, &q, ++now, &f->out, &err), DDP_ERDZV_CLOSED);
     assert_int_equal(rdzv_runs_count(f->rs), 1);
+}
+
+/* A member between rounds (its group stopped, not re-joined) stops the run: the node already
+ * waiting for the next round is refused with who stopped it and why, and so is every later JOIN. */
+static void test_abort_between_rounds(void **state) {
+    fx_t *f = *state;
+    rdzv_fail_reply_t rep;
+    form(f, 2, 2, 2, 0);
+    rdzv_runs_fail(f->rs, "job", 2, 0, "rank 3 hung", 1, &f->out, &rep);
+    join_ok(f->rs, "job", 1, -1, 2, 2, 2, &f->out); /* node 0 waits for round 1 */
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 2, "no progress in 2 attempts", 3, &f->out), 0);
+    const char *want = "rendezvous 'job' failed: stopped by node 1 (h2): no progress in 2 attempts";
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 1);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ERDZV_CLOSED);
+    assert_string_equal(a->text, want);
+    assert_int_equal(f->out.n, 1);
+    rdzv_join_req_t q = req("job", "h9", -1, 2, 1, 2, 2);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(f->rs, 9, &q, 4, &f->out, &err), DDP_ERDZV_CLOSED);
+    assert_string_equal(err.text, want);
+    /* A second ABORT (the other node decided the same) changes nothing. */
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 2, "again", 5, &f->out), -ENOENT);
+    assert_int_equal(f->out.n, 0);
+}
+
+/* ABORT during a running round ends it (END_ROUND naming who stopped the run) and fails the run;
+ * an unknown run, a connection that is not a member and a member of another run change nothing. */
+static void test_abort_running_and_refusals(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 2, 0);
+    join_ok(f->rs, "other", 7, -1, 1, 1, 0, &f->out);
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_abort(f->rs, "nope", 1, "x", 1, &f->out), -ENOENT);
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 99, "x", 1, &f->out), -ENOENT);
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 7, "x", 1, &f->out), -ENOENT);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 1, "operator said so", 2, &f->out), 0);
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(e);
+    assert_int_equal(e->round, 0);
+    assert_non_null(strstr(e->text, "stopped by node 0 (h1): operator said so"));
+    rdzv_join_req_t q = req("job", "h2", -1, 2, 1, 2, 2);
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 3, &f->out, &err), DDP_ERDZV_CLOSED);
+    /* The other run goes on. */
+    rdzv_fail_reply_t rep;
+    assert_int_equal(rdzv_runs_fail(f->rs, "other", 7, 0, "x", 4, &f->out, &rep), 0);
+    assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
 }
 
 static void test_restart_count_survives_reconnect(void **state) {
@@ -860,6 +911,16 @@ static void test_wire_fail_status_req(void **state) {
     assert_int_equal(rdzv_status_req_encode(&b, "job7"), 0);
     assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_STATUS);
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_abort_req_encode(&b, "job7", "no progress in 3 attempts"), 0);
+    /* u8 0x54, blob "job7", blob reason */
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 25);
+    assert_int_equal(b.data[0], 0x54);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_ABORT);
+    assert_string_equal(p.join.run_id, "job7");
+    assert_string_equal(p.what, "no progress in 3 attempts");
+    check_all_prefixes_incomplete(&b, 0);
     ddp_buf_free(&b);
 }
 
@@ -908,6 +969,17 @@ static void test_wire_replies(void **state) {
     assert_string_equal((const char *)rep.text.data, "{\"round\":1}");
     check_all_prefixes_incomplete(&b, 1);
 
+    for (int stopped = 0; stopped <= 1; stopped++) {
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_abort_reply_encode(&b, stopped), 0);
+        assert_int_equal(b.len, 2);
+        assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 2);
+        assert_int_equal(rep.cmd, RDZV_CMD_RDZV_ABORT);
+        assert_int_equal(rep.status, stopped ? 0 : 1);
+    }
+    uint8_t badabort[2] = {0x54, 2};
+    assert_int_equal(rdzv_round_reply_parse(badabort, 2, &rep, &need, NULL), DDP_EPROTO);
+
     /* Unknown reply command and JOIN status are protocol errors. */
     ddp_err_t err = {0};
     uint8_t junk[2] = {0x06, 0};
@@ -929,6 +1001,8 @@ int main(void) {
         T(test_stable_ranks_after_scale_down),
         T(test_fail_ends_round_and_counts),
         T(test_max_restarts_spent),
+        T(test_abort_between_rounds),
+        T(test_abort_running_and_refusals),
         T(test_restart_count_survives_reconnect),
         T(test_empty_run_frees_arrays),
         T(test_leave_running_ends_round),
