@@ -26,8 +26,8 @@
 
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */
 #define AGENT_JOIN_SLACK_MS 10000
-/* The hosting agent keeps the store up after the exit barrier until the other nodes have hung
- * up (they have their answer then), for at most this long. */
+/* The hosting agent keeps the store up after the exit barrier, or after stopping the run, until
+ * the other nodes have hung up (they have their answer then), for at most this long. */
 #define AGENT_HOST_LINGER_MS 2000
 /* While a JOIN is parked, a line now and then says who has joined, so that a rendezvous waiting
  * for a missing node is not silent for all of join_timeout (600 s by default): first after
@@ -48,6 +48,7 @@ struct agent_rdzv {
     uv_timer_t hb_timer;
     uv_timer_t linger_timer;
     uint64_t linger_until;
+    agent_event_t linger_done; /* emitted when the lingering ends */
     int hb_pending;
     uint64_t hb_sent_ms;
     int barrier_phase;         /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
@@ -357,6 +358,8 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
                  err.text[0] ? err.text : ddp_strerror(rc));
 }
 
+static void leave_after_linger(struct agent_rdzv *r, agent_event_t done);
+
 static void on_abort_reply(void *arg, int status, const uint8_t *reply, size_t len,
                            const char *errtext) {
     struct agent_rdzv *r = arg;
@@ -374,7 +377,8 @@ static void on_abort_reply(void *arg, int status, const uint8_t *reply, size_t l
     /* status 1: another node stopped the run first, or it had failed already */
     if (status == 0)
         ddp_buf_free(&rep.text);
-    emit(r->a, EV_ABORT_DONE);
+    /* A node whose JOIN is on its way is refused with the reason only while the store is up. */
+    leave_after_linger(r, EV_ABORT_DONE);
 }
 
 void agent__rdzv_abort(agent_t *a, const char *why) {
@@ -538,7 +542,22 @@ static void on_linger(uv_timer_t *t) {
     if (st.conns > 2 && uv_now(r->a->loop) < r->linger_until)
         return;
     uv_timer_stop(t);
-    emit(r->a, EV_BARRIER_DONE);
+    emit(r->a, r->linger_done);
+}
+
+/* Emits done now, or, when this agent hosts the store, once the other nodes have hung up (they
+ * have their answer then: the exit barrier's end, or the refusal of a stopped run) or
+ * AGENT_HOST_LINGER_MS has passed, whichever comes first. */
+static void leave_after_linger(struct agent_rdzv *r, agent_event_t done) {
+    agent_t *a = r->a;
+    if (a->store != NULL) {
+        r->linger_done = done;
+        r->linger_until = uv_now(a->loop) + AGENT_HOST_LINGER_MS;
+        if (uv_timer_start(&r->linger_timer, on_linger, 0, 10) == 0)
+            return;
+        /* Without the timer there is no lingering: leave at once. */
+    }
+    emit(a, done);
 }
 
 static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t len,
@@ -556,14 +575,7 @@ static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t 
         char esc[AGENT_STORE_TEXT_MAX];
         DDP_DEBUG("exit barrier: %s", store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
     }
-    if (a->store != NULL) {
-        /* Hosting: the others may still be reading their answer from our store. */
-        r->linger_until = uv_now(a->loop) + AGENT_HOST_LINGER_MS;
-        if (uv_timer_start(&r->linger_timer, on_linger, 0, 10) == 0)
-            return;
-        /* Without the timer there is no lingering: leave at once. */
-    }
-    emit(a, EV_BARRIER_DONE);
+    leave_after_linger(r, EV_BARRIER_DONE);
 }
 
 static void barrier_key(agent_t *a, const char *what, char *key, size_t cap) {
