@@ -140,7 +140,7 @@ static void cmd_wait(conn_t *c, const rdzv_req_t *r) {
         rdzv_slice_t k;
         rdzv__list_next(&cur, 0, &k, NULL);
         entry_t *e = rdzv__keys_lookup(s, &k);
-        if (e != NULL && e->present)
+        if (rdzv__entry_ready(e))
             continue;
         if (c->wait_kind == WAIT_NONE) {
             c->wait_kind = WAIT_KEYS;
@@ -184,22 +184,112 @@ static void cmd_get_wait(conn_t *c, const rdzv_req_t *r) {
     }
 }
 
+/* QUEUE_PUSH: no reply (TCPStore's client sends the next request at once). */
+static void cmd_queue_push(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    char kr[300];
+    entry_t *e = rdzv__keys_get_or_add(s, &r->key);
+    int rc = e == NULL ? -ENOMEM : rdzv__queue_push(s, e, r->val.p, r->val.n);
+    if (rc < 0) {
+        if (e != NULL)
+            rdzv__keys_maybe_remove(s, e);
+        rdzv__key_repr(r->key.p, r->key.n, kr, sizeof kr);
+        if (rc == -ENOSPC)
+            rdzv__conn_fail(c, NULL, "QUEUE_PUSH to queue '%s', which holds %zu items already", kr,
+                            RDZV_MAX_QUEUE_LEN);
+        else
+            rdzv__conn_fail(c, &s->st.mem_refused,
+                            "store memory limit (%zu bytes) reached pushing to queue '%s'",
+                            s->max_total_mem, kr);
+        return;
+    }
+    rdzv__keys_wake_one(s, e);
+}
+
+/* QUEUE_POP never parks: TCPStore's client blocks with a WAIT on the key first (a push answers
+ * one such WAIT), then pops; 0 says the queue was empty. */
+static void cmd_queue_pop(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    int64_t n = e != NULL && e->q != NULL ? (int64_t)e->q->n : 0;
+    qitem_t *it = n > 0 ? rdzv__queue_pop(s, e) : NULL;
+    if (rdzv__reply_i64(c, n) == 0 && it != NULL)
+        rdzv__reply_blob(c, it->data, it->len);
+    if (it != NULL)
+        rdzv__qitem_free(s, it);
+}
+
+static void cmd_queue_len(conn_t *c, const rdzv_req_t *r) {
+    entry_t *e = rdzv__keys_lookup(c->s, &r->key);
+    rdzv__reply_i64(c, e != NULL && e->q != NULL ? (int64_t)e->q->n : 0);
+}
+
+/* LIST_KEYS: every key with a value (not queues), in table order. */
+static void cmd_list_keys(conn_t *c) {
+    rdzv_server_t *s = c->s;
+    if (rdzv__reply_i64(c, (int64_t)s->st.keys) < 0)
+        return;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (entry_t *e = s->buckets[i]; e != NULL; e = e->next)
+            if (e->present && rdzv__reply_blob(c, e->key, e->klen) < 0)
+                return;
+}
+
+/* BARRIER: counts arrivals in the key's value (decimal, as ADD); the last of world_size arrivals
+ * answers everyone parked on the key, itself at once. */
+static void cmd_barrier(conn_t *c, const rdzv_req_t *r) {
+    rdzv_server_t *s = c->s;
+    char kr[300];
+    if (c->wait_kind != WAIT_NONE) {
+        rdzv__conn_fail(c, &s->st.bad_frames, "BARRIER while a wait is already parked");
+        return;
+    }
+    int64_t cur = 0;
+    entry_t *e = rdzv__keys_lookup(s, &r->key);
+    if (e != NULL && e->present &&
+        (parse_stored_int(e->val, e->vlen, &cur) < 0 || cur == INT64_MAX)) {
+        rdzv__conn_fail(c, NULL, "BARRIER on key '%s' whose value is not a count",
+                        rdzv__key_repr(r->key.p, r->key.n, kr, sizeof kr));
+        return;
+    }
+    char num[24];
+    int len = snprintf(num, sizeof num, "%lld", (long long)(cur + 1));
+    if ((e = rdzv__keys_get_or_add(s, &r->key)) == NULL ||
+        rdzv__entry_set(s, e, num, (size_t)len) < 0) {
+        if (e != NULL)
+            rdzv__keys_maybe_remove(s, e);
+        rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in BARRIER",
+                        s->max_total_mem);
+        return;
+    }
+    if (cur + 1 >= r->delta) {
+        rdzv__keys_wake(s, e);
+        rdzv__reply_u8(c, RDZV_WAIT_STOP_WAITING);
+        return;
+    }
+    c->wait_kind = WAIT_BARRIER;
+    s->st.waiting++;
+    if (rdzv__wait_add(c, e) < 0)
+        rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in BARRIER",
+                        s->max_total_mem);
+}
+
 static void cmd_stats(conn_t *c) {
     rdzv_server_t *s = c->s;
     char text[640];
     const rdzv_server_stats_t *t = &s->st;
     int n = snprintf(text, sizeof text,
                      "conns %llu\nconns_total %llu\nconns_refused %llu\nkeys %llu\n"
-                     "waiting %llu\nmem_used %llu\nrequests %llu\nbad_frames %llu\n"
+                     "queued %llu\nwaiting %llu\nmem_used %llu\nrequests %llu\nbad_frames %llu\n"
                      "auth_refused %llu\nidle_closed %llu\nslow_closed %llu\nmem_refused %llu\n"
                      "hs_evicted %llu\n",
                      (unsigned long long)t->conns, (unsigned long long)t->conns_total,
                      (unsigned long long)t->conns_refused, (unsigned long long)t->keys,
-                     (unsigned long long)t->waiting, (unsigned long long)t->mem_used,
-                     (unsigned long long)t->requests, (unsigned long long)t->bad_frames,
-                     (unsigned long long)t->auth_refused, (unsigned long long)t->idle_closed,
-                     (unsigned long long)t->slow_closed, (unsigned long long)t->mem_refused,
-                     (unsigned long long)t->hs_evicted);
+                     (unsigned long long)t->queued, (unsigned long long)t->waiting,
+                     (unsigned long long)t->mem_used, (unsigned long long)t->requests,
+                     (unsigned long long)t->bad_frames, (unsigned long long)t->auth_refused,
+                     (unsigned long long)t->idle_closed, (unsigned long long)t->slow_closed,
+                     (unsigned long long)t->mem_refused, (unsigned long long)t->hs_evicted);
     rdzv__reply_blob(c, text, n < 0 ? 0 : (size_t)n);
 }
 
@@ -277,8 +367,7 @@ static void cmd_check(conn_t *c, const rdzv_req_t *r) {
     for (uint64_t i = 0; i < r->nkeys && ready; i++) {
         rdzv_slice_t k;
         rdzv__list_next(&cur, 0, &k, NULL);
-        entry_t *e = rdzv__keys_lookup(c->s, &k);
-        ready = e != NULL && e->present;
+        ready = rdzv__entry_ready(rdzv__keys_lookup(c->s, &k));
     }
     rdzv__reply_u8(c, ready ? RDZV_CHECK_READY : RDZV_CHECK_NOT_READY);
 }
@@ -345,6 +434,11 @@ static void dispatch(conn_t *c, const rdzv_req_t *r) {
         rdzv__wait_clear(c);
         rdzv__reply_u8(c, RDZV_WAIT_CANCELED);
         return;
+    case RDZV_CMD_QUEUE_PUSH: cmd_queue_push(c, r); return;
+    case RDZV_CMD_QUEUE_POP: cmd_queue_pop(c, r); return;
+    case RDZV_CMD_QUEUE_LEN: cmd_queue_len(c, r); return;
+    case RDZV_CMD_LIST_KEYS: cmd_list_keys(c); return;
+    case RDZV_CMD_BARRIER: cmd_barrier(c, r); return;
     case RDZV_CMD_GET_WAIT: cmd_get_wait(c, r); return;
     case RDZV_CMD_STATS: cmd_stats(c); return;
     default: rdzv__conn_fail(c, &s->st.bad_frames, "unknown command 0x%02x", r->cmd); return;

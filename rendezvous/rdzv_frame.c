@@ -32,7 +32,8 @@ uint32_t rdzv__get_u32(const uint8_t *p) {
 const char *rdzv__cmd_name(int cmd) {
     static const char *const names[] = {
         "VALIDATE",   "SET",        "COMPARE_SET", "GET",       "ADD",       "CHECK",       "WAIT",
-        "GETNUMKEYS", "DELETE_KEY", "APPEND",      "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "PING"};
+        "GETNUMKEYS", "DELETE_KEY", "APPEND",      "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "PING",
+        "QUEUE_PUSH", "QUEUE_POP",  "QUEUE_LEN",   "LIST_KEYS", "BARRIER"};
     if (cmd >= 0 && cmd < (int)(sizeof names / sizeof names[0]))
         return names[cmd];
     switch (cmd) {
@@ -156,6 +157,7 @@ long rdzv__frame_parse(const uint8_t *buf, size_t len, const rdzv_frame_limits_t
         break;
     case RDZV_CMD_SET:
     case RDZV_CMD_APPEND:
+    case RDZV_CMD_QUEUE_PUSH:
         rc = read_blob(&c, lim->max_key_len, "key", &req->key);
         if (rc > 0)
             rc = read_blob(&c, lim->max_value_len, "value", &req->val);
@@ -168,11 +170,14 @@ long rdzv__frame_parse(const uint8_t *buf, size_t len, const rdzv_frame_limits_t
             rc = read_blob(&c, lim->max_value_len, "desired value", &req->val2);
         break;
     case RDZV_CMD_GET:
-    case RDZV_CMD_DELETE_KEY: rc = read_blob(&c, lim->max_key_len, "key", &req->key); break;
+    case RDZV_CMD_DELETE_KEY:
+    case RDZV_CMD_QUEUE_POP:
+    case RDZV_CMD_QUEUE_LEN: rc = read_blob(&c, lim->max_key_len, "key", &req->key); break;
     case RDZV_CMD_ADD:
+    case RDZV_CMD_BARRIER:
         rc = read_blob(&c, lim->max_key_len, "key", &req->key);
         if (rc > 0)
-            rc = read_fixed(&c, 8, "delta", &p);
+            rc = read_fixed(&c, 8, req->cmd == RDZV_CMD_ADD ? "delta" : "world size", &p);
         if (rc > 0)
             req->delta = (int64_t)rdzv__get_u64(p);
         break;
@@ -182,6 +187,7 @@ long rdzv__frame_parse(const uint8_t *buf, size_t len, const rdzv_frame_limits_t
     case RDZV_CMD_MULTI_SET: rc = read_list(&c, 1, req); break;
     case RDZV_CMD_GETNUMKEYS:
     case RDZV_CMD_CANCEL_WAIT:
+    case RDZV_CMD_LIST_KEYS:
     case RDZV_CMD_STATS: rc = 1; break;
     case RDZV_CMD_AUTH_HELLO:
     case RDZV_CMD_AUTH_PROOF:

@@ -11,8 +11,8 @@
 #include "ddp_err.h"
 #include "rdzv_limits.h"
 
-/* Command codes: 0..13 are TCPStore's QueryType (TCPStoreBackend.hpp); 14..16 are its queue
- * commands, which ddprun does not serve; ddprun's own start at 0x40. */
+/* Command codes: 0..18 are TCPStore's QueryType (TCPStoreBackend.hpp, PyTorch 2.x); ddprun's own
+ * start at 0x40 (the rendezvous commands, rdzv_proto.h, at 0x50). */
 enum rdzv_cmd {
     RDZV_CMD_VALIDATE = 0,
     RDZV_CMD_SET = 1,
@@ -28,6 +28,11 @@ enum rdzv_cmd {
     RDZV_CMD_MULTI_SET = 11,
     RDZV_CMD_CANCEL_WAIT = 12,
     RDZV_CMD_PING = 13,
+    RDZV_CMD_QUEUE_PUSH = 14,   /* key, value -> (no reply) */
+    RDZV_CMD_QUEUE_POP = 15,    /* key -> i64 length before the pop [+ blob when > 0] */
+    RDZV_CMD_QUEUE_LEN = 16,    /* key -> i64 */
+    RDZV_CMD_LIST_KEYS = 17,    /* -> i64 count + count blobs */
+    RDZV_CMD_BARRIER = 18,      /* key, i64 world size -> u8 0 once that many have arrived */
     RDZV_CMD_AUTH_HELLO = 0x40, /* 32-byte client nonce -> u8 status [+ 32-byte server nonce] */
     RDZV_CMD_AUTH_PROOF = 0x41, /* 32-byte MAC -> u8 status [+ 32-byte server MAC] */
     RDZV_CMD_GET_WAIT = 0x42,   /* key, u8 mode -> u8 0 + blob, or u8 1 (absent / canceled) */
@@ -76,10 +81,11 @@ typedef struct rdzv_frame_limits {
  * that buffer is unchanged. Fields not used by cmd are zero. */
 typedef struct rdzv_req {
     uint8_t cmd;
-    rdzv_slice_t key;  /* SET, COMPARE_SET, GET, ADD, DELETE_KEY, APPEND, GET_WAIT */
-    rdzv_slice_t val;  /* SET/APPEND value, COMPARE_SET expected, AUTH_* 32 bytes */
+    rdzv_slice_t key;  /* SET, COMPARE_SET, GET, ADD, DELETE_KEY, APPEND, GET_WAIT, QUEUE_*,
+                          BARRIER */
+    rdzv_slice_t val;  /* SET/APPEND/QUEUE_PUSH value, COMPARE_SET expected, AUTH_* 32 bytes */
     rdzv_slice_t val2; /* COMPARE_SET desired */
-    int64_t delta;     /* ADD */
+    int64_t delta;     /* ADD delta, BARRIER world size */
     uint32_t u32;      /* VALIDATE magic, PING nonce */
     uint8_t mode;      /* GET_WAIT */
     uint64_t nkeys;    /* CHECK, WAIT, MULTI_GET, MULTI_SET */

@@ -1,6 +1,7 @@
 /* rdzv_keys: the store's key table (a chained hash with a per-server random seed, grown at load
- * factor 1) and the waits parked on its keys: WAIT and GET_WAIT are answered when their keys
- * appear, never polled. Every byte is on the memory account (rdzv_server_int.h). */
+ * factor 1), the queues kept beside the values, and the waits parked on keys: WAIT, GET_WAIT and
+ * BARRIER are answered when their keys appear or their last party arrives, never polled. Every
+ * byte is on the memory account (rdzv_server_int.h). */
 #include "rdzv_server_int.h"
 
 #include <errno.h>
@@ -70,9 +71,9 @@ entry_t *rdzv__keys_lookup(rdzv_server_t *s, const rdzv_slice_t *k) {
     return tbl_find(s, k, key_hash(s, k->p, k->n));
 }
 
-/* Removes e when it has neither a value nor waiters. */
+/* Removes e when it has neither a value, nor queued items, nor waiters. */
 void rdzv__keys_maybe_remove(rdzv_server_t *s, entry_t *e) {
-    if (e->present || e->waiters != NULL)
+    if (e->present || e->waiters != NULL || e->q != NULL)
         return;
     entry_t **pp = &s->buckets[e->hash & (s->nbuckets - 1)];
     while (*pp != e)
@@ -108,6 +109,71 @@ int rdzv__entry_set(rdzv_server_t *s, entry_t *e, const void *v, size_t n) {
     return 0;
 }
 
+/* ---- queues ---- */
+
+int rdzv__queue_push(rdzv_server_t *s, entry_t *e, const void *v, size_t n) {
+    if (e->q != NULL && e->q->n >= RDZV_MAX_QUEUE_LEN)
+        return -ENOSPC;
+    size_t need = sizeof(qitem_t) + n + (e->q == NULL ? sizeof *e->q : 0);
+    if (!mem_allows(s, need))
+        return -ENOMEM;
+    qitem_t *it = malloc(sizeof *it + n);
+    if (it == NULL)
+        return -ENOMEM;
+    if (e->q == NULL && (e->q = calloc(1, sizeof *e->q)) == NULL) {
+        free(it);
+        return -ENOMEM;
+    }
+    mem_acct(s, 0, need);
+    it->next = NULL;
+    it->len = n;
+    if (n > 0)
+        memcpy(it->data, v, n);
+    if (e->q->tail != NULL)
+        e->q->tail->next = it;
+    else
+        e->q->head = it;
+    e->q->tail = it;
+    e->q->n++;
+    s->st.queued++;
+    return 0;
+}
+
+qitem_t *rdzv__queue_pop(rdzv_server_t *s, entry_t *e) {
+    rdzv_queue_t *q = e->q;
+    if (q == NULL || q->head == NULL)
+        return NULL;
+    qitem_t *it = q->head;
+    q->head = it->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    q->n--;
+    s->st.queued--;
+    if (q->n == 0) {
+        /* An empty queue is no queue: TCPStore answers QUEUE_LEN 0 either way. */
+        mem_acct(s, sizeof *q, 0);
+        free(q);
+        e->q = NULL;
+        rdzv__keys_maybe_remove(s, e);
+    }
+    return it;
+}
+
+void rdzv__qitem_free(rdzv_server_t *s, qitem_t *it) {
+    mem_acct(s, sizeof *it + it->len, 0);
+    free(it);
+}
+
+static void queue_free(rdzv_queue_t *q) {
+    if (q == NULL)
+        return;
+    for (qitem_t *it = q->head, *next; it != NULL; it = next) {
+        next = it->next;
+        free(it);
+    }
+    free(q);
+}
+
 /* ---- waits ---- */
 
 /* A waiter of c fired for e (now present); answers the wait once nothing is left. */
@@ -120,9 +186,21 @@ static void wait_fired(conn_t *c, entry_t *e) {
         if (rdzv__reply_u8(c, RDZV_GETW_FOUND) == 0)
             rdzv__reply_blob(c, e->val, e->vlen);
     } else {
-        rdzv__reply_u8(c, RDZV_WAIT_STOP_WAITING);
+        rdzv__reply_u8(c, RDZV_WAIT_STOP_WAITING); /* BARRIER's reply is the same byte */
     }
     rdzv__conn_flush(c);
+}
+
+/* Unlinks w from its entry, which it leaves for good. */
+static void waiter_unlink(entry_t *e, waiter_t *w) {
+    if (w->e_prev)
+        w->e_prev->e_next = w->e_next;
+    else
+        e->waiters = w->e_next;
+    if (w->e_next)
+        w->e_next->e_prev = w->e_prev;
+    w->e = NULL;
+    w->e_prev = w->e_next = NULL;
 }
 
 /* e just got a value: releases its waiters. Each is unlinked from the head of e's list just
@@ -133,16 +211,24 @@ void rdzv__keys_wake(rdzv_server_t *s, entry_t *e) {
     (void)s;
     waiter_t *w;
     while ((w = e->waiters) != NULL) {
-        e->waiters = w->e_next;
-        if (w->e_next)
-            w->e_next->e_prev = NULL;
-        w->e = NULL;
-        w->e_prev = w->e_next = NULL;
+        waiter_unlink(e, w);
         wait_fired(w->c, e); /* may free w and any other waiter no longer on e */
     }
 }
 
-/* Parks c on absent key e. Returns 0 or -ENOMEM. */
+void rdzv__keys_wake_one(rdzv_server_t *s, entry_t *e) {
+    (void)s;
+    waiter_t *oldest = NULL;
+    for (waiter_t *w = e->waiters; w != NULL; w = w->e_next)
+        if (w->c->wait_kind == WAIT_KEYS)
+            oldest = w; /* the list is newest first: the last match waited longest */
+    if (oldest != NULL) {
+        waiter_unlink(e, oldest);
+        wait_fired(oldest->c, e);
+    }
+}
+
+/* Parks c on key e (one not ready for a WAIT or GET_WAIT; a BARRIER's). Returns 0 or -ENOMEM. */
 int rdzv__wait_add(conn_t *c, entry_t *e) {
     rdzv_server_t *s = c->s;
     waiter_t *w;
@@ -168,12 +254,7 @@ void rdzv__wait_clear(conn_t *c) {
         waiter_t *next = w->c_next;
         entry_t *e = w->e;
         if (e != NULL) {
-            if (w->e_prev)
-                w->e_prev->e_next = w->e_next;
-            else
-                e->waiters = w->e_next;
-            if (w->e_next)
-                w->e_next->e_prev = w->e_prev;
+            waiter_unlink(e, w);
             rdzv__keys_maybe_remove(s, e);
         }
         mem_acct(s, sizeof *w, 0);
@@ -192,6 +273,7 @@ void rdzv__keys_free(rdzv_server_t *s) {
         entry_t *e = s->buckets[i];
         while (e != NULL) {
             entry_t *next = e->next;
+            queue_free(e->q);
             free(e->val);
             free(e);
             e = next;

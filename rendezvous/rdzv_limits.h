@@ -14,6 +14,10 @@
 /* Most keys in one CHECK, WAIT, MULTI_GET or MULTI_SET (TCPStore: MAX_KEY_COUNT). */
 #define RDZV_MAX_KEYS_PER_REQ ((size_t)128 * 1024)
 
+/* Items one queue (QUEUE_PUSH) holds; a push past it closes the pushing connection. Their bytes
+ * count against max_total_mem like values; this bounds the per-item overhead of empty items. */
+#define RDZV_MAX_QUEUE_LEN ((size_t)1024 * 1024)
+
 /* Largest single request frame the server buffers while it is incomplete. It must hold one
  * COMPARE_SET of two maximal values; a MULTI_SET larger than this is refused as a whole. */
 #define RDZV_MAX_FRAME_LEN ((size_t)32 * 1024 * 1024)

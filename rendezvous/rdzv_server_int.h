@@ -5,7 +5,7 @@
  *   rdzv_server.c        lifecycle: options, listening socket, accept, handshake deadline, close
  *   rdzv_conn.c          one connection's I/O: accept, read, write, close, replies, limits
  *   rdzv_cmds.c          the store commands: frame parsing per connection state, dispatch
- *   rdzv_keys.c          the key table and the waits parked on its keys
+ *   rdzv_keys.c          the key table, the queues kept beside it, and the waits parked on keys
  *   rdzv_server_round.c  the glue to the rendezvous state machines (rdzv_round.c)
  *
  * Connection states: NEW (must send VALIDATE) -> AUTH (server has a token: only AUTH_HELLO and
@@ -27,17 +27,35 @@
 #include "rdzv_server.h"
 
 enum { ST_NEW = 0, ST_AUTH = 1, ST_READY = 2 };
-enum { WAIT_NONE = 0, WAIT_KEYS = 1, WAIT_GET = 2 };
+/* What a parked connection waits for: WAIT's keys (a value or a non-empty queue each), GET_WAIT's
+ * value, or a BARRIER's last arrival (its key has a value from the first arrival on). */
+enum { WAIT_NONE = 0, WAIT_KEYS = 1, WAIT_GET = 2, WAIT_BARRIER = 3 };
 
 typedef struct entry entry_t;
 typedef struct conn conn_t;
 typedef struct waiter waiter_t;
+typedef struct qitem qitem_t;
 
-/* One key: present (it has a value) or absent with parked waiters. */
+/* One QUEUE_PUSH value, oldest first. */
+struct qitem {
+    qitem_t *next;
+    size_t len;
+    uint8_t data[];
+};
+
+/* A key's queue: TCPStore keeps it apart from the key's value (GET, DELETE_KEY, GETNUMKEYS and
+ * LIST_KEYS see values only; CHECK and WAIT count a non-empty queue as ready). */
+typedef struct rdzv_queue {
+    qitem_t *head, *tail;
+    size_t n;
+} rdzv_queue_t;
+
+/* One key: present (it has a value), a non-empty queue, or absent with parked waiters. */
 struct entry {
     entry_t *next; /* hash chain */
     uint64_t hash;
-    waiter_t *waiters; /* doubly linked through e_prev/e_next */
+    waiter_t *waiters; /* doubly linked through e_prev/e_next, newest first */
+    rdzv_queue_t *q;   /* NULL when no item is queued */
     uint8_t *val;
     size_t vlen, vcap;
     uint32_t klen;
@@ -214,8 +232,13 @@ entry_t *rdzv__keys_get_or_add(rdzv_server_t *s, const rdzv_slice_t *k);
 /* Finds key k, present or not; NULL when unknown. */
 entry_t *rdzv__keys_lookup(rdzv_server_t *s, const rdzv_slice_t *k);
 
-/* Removes e when it has neither a value nor waiters. */
+/* Removes e when it has neither a value, nor queued items, nor waiters. */
 void rdzv__keys_maybe_remove(rdzv_server_t *s, entry_t *e);
+
+/* 1 when a WAIT or CHECK on e is satisfied: it has a value or queued items. */
+static inline int rdzv__entry_ready(const entry_t *e) {
+    return e != NULL && (e->present || (e->q != NULL && e->q->n > 0));
+}
 
 /* Frees every entry and the bucket array (server teardown; no waiter may remain). */
 void rdzv__keys_free(rdzv_server_t *s);
@@ -226,7 +249,22 @@ int rdzv__entry_set(rdzv_server_t *s, entry_t *e, const void *v, size_t n);
 /* e just got a value: answers the waits parked on it. */
 void rdzv__keys_wake(rdzv_server_t *s, entry_t *e);
 
-/* Parks c on absent key e. Returns 0 or -ENOMEM. */
+/* Appends a copy of v[0..n) to e's queue. Returns 0, -ENOMEM (memory limit or malloc) or
+ * -ENOSPC (RDZV_MAX_QUEUE_LEN items queued). */
+int rdzv__queue_push(rdzv_server_t *s, entry_t *e, const void *v, size_t n);
+
+/* Takes the oldest item off e's queue (NULL when it is empty); the caller frees it with
+ * rdzv__qitem_free once replied. e may be removed when the queue empties. */
+qitem_t *rdzv__queue_pop(rdzv_server_t *s, entry_t *e);
+
+/* Frees an item taken by rdzv__queue_pop and takes it off the account. */
+void rdzv__qitem_free(rdzv_server_t *s, qitem_t *it);
+
+/* An item was queued on e: answers the oldest WAIT parked on e (one only, as TCPStore: each item
+ * is for one blocked pop). GET_WAIT and BARRIER waits stay parked. */
+void rdzv__keys_wake_one(rdzv_server_t *s, entry_t *e);
+
+/* Parks c on key e (one not ready for a WAIT or GET_WAIT; a BARRIER's). Returns 0 or -ENOMEM. */
 int rdzv__wait_add(conn_t *c, entry_t *e);
 
 /* Drops c's parked wait: unlinks every unfired waiter and frees them all. */

@@ -58,7 +58,8 @@ typedef struct rdzv_server_stats {
     uint64_t conns_total;   /* accepted since start */
     uint64_t conns_refused; /* closed at once: connection limit, every slot authenticated */
     uint64_t keys;          /* keys with a value (GETNUMKEYS) */
-    uint64_t waiting;       /* connections with a parked WAIT or GET_WAIT */
+    uint64_t queued;        /* items in queues (QUEUE_PUSH, not yet popped) */
+    uint64_t waiting;       /* connections with a parked WAIT, GET_WAIT or BARRIER */
     uint64_t mem_used;      /* bytes accounted against max_total_mem */
     uint64_t requests;      /* requests served */
     uint64_t bad_frames;    /* connections closed for a malformed or oversized frame */

@@ -280,7 +280,7 @@ sleep 0.2
 # The client looks addresses up by name: it runs under scripts/private-names.sh (no lookup leaves
 # the machine), and is skipped, saying why, where that cannot be.
 torch2='import sys, torch, torch.distributed; sys.exit(int(torch.__version__.split(".")[0]) < 2)'
-name="PyTorch 2.x's own TCPStore client works against the daemon"
+name="PyTorch 2.x's own TCPStore clients (use_libuv True and False): every public method, with its value, blocking and timeout"
 if ! scripts/private-names.sh true 2>"$TMP/names.err"; then
     skip "$name" "no private name lookups: $(cat "$TMP/names.err")"
 elif [ -n "${TORCH_PYTHON:-}" ] || timeout 60 python3 -c "$torch2" 2>/dev/null; then
@@ -289,7 +289,7 @@ elif [ -n "${TORCH_PYTHON:-}" ] || timeout 60 python3 -c "$torch2" 2>/dev/null; 
         2>"$TMP/torch.err")
     check "$name ($("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null))" \
         test "$out" = "torch client ok"
-    [ "$out" = "torch client ok" ] || sed 's/^/#   /' "$TMP/torch.err" | tail -5
+    [ "$out" = "torch client ok" ] || sed 's/^/#   /' "$TMP/torch.err" | head -20
 else
     skip "$name" "python3 has no torch 2.x (TORCH_PYTHON=\$(scripts/ensure-torch2.sh) runs it)"
 fi

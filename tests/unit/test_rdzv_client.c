@@ -39,25 +39,30 @@ typedef struct server_thread {
     uint16_t port;
 } server_thread_t;
 
-static server_thread_t *server_up(const void *token, size_t token_len, size_t max_out_buf,
-                                  int auth_idle_ms) {
+/* The server of o (host and port filled in here: 127.0.0.1, a free port) on a thread. */
+static server_thread_t *server_up_with(rdzv_server_opts_t *o) {
     server_thread_t *st = calloc(1, sizeof *st);
     assert_non_null(st);
+    o->host = "127.0.0.1";
+    o->port = 0;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (rdzv_server_thread_start(o, &st->t, &err) < 0)
+        fail_msg("server start: %s", err.text);
+    st->port = rdzv_server_thread_port(st->t);
+    assert_true(st->port > 0);
+    return st;
+}
+
+static server_thread_t *server_up(const void *token, size_t token_len, size_t max_out_buf,
+                                  int auth_idle_ms) {
     rdzv_server_opts_t o = {0};
-    o.host = "127.0.0.1";
-    o.port = 0;
     o.token = token;
     o.token_len = token_len;
     o.no_auth = token == NULL;
     o.max_out_buf = max_out_buf;
     o.auth_idle_ms = auth_idle_ms;
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    if (rdzv_server_thread_start(&o, &st->t, &err) < 0)
-        fail_msg("server start: %s", err.text);
-    st->port = rdzv_server_thread_port(st->t);
-    assert_true(st->port > 0);
-    return st;
+    return server_up_with(&o);
 }
 
 static void server_down(server_thread_t *st) {
@@ -588,6 +593,284 @@ static void join_frame(ddp_buf_t *b, const char *host) {
     assert_int_equal(rdzv_join_req_encode(b, &q), 0);
 }
 
+/* One named counter from STATS (a line "name value"). */
+static long long stat_of(rdzv_client_t *c, const char *name) {
+    ddp_buf_t out = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_stats(c, &out, &err), 0);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n%s ", name);
+    ddp_buf_t nl = DDP_BUF_INIT;
+    assert_int_equal(ddp_buf_printf(&nl, "\n%.*s", (int)out.len, out.data), 0);
+    const char *at = strstr((const char *)nl.data, pat);
+    assert_non_null(at);
+    long long v = strtoll(at + strlen(pat), NULL, 10);
+    ddp_buf_free(&nl);
+    ddp_buf_free(&out);
+    return v;
+}
+
+static void put_key_cmd(ddp_buf_t *b, uint8_t cmd, const char *key) {
+    assert_int_equal(rdzv__put_u8(b, cmd), 0);
+    assert_int_equal(rdzv__put_blob(b, key, strlen(key)), 0);
+}
+
+static void put_push(ddp_buf_t *b, const char *key, const char *val) {
+    put_key_cmd(b, RDZV_CMD_QUEUE_PUSH, key);
+    assert_int_equal(rdzv__put_blob(b, val, strlen(val)), 0);
+}
+
+static void put_wait1(ddp_buf_t *b, const char *key) {
+    assert_int_equal(rdzv__put_u8(b, RDZV_CMD_WAIT), 0);
+    assert_int_equal(rdzv__put_u64(b, 1), 0);
+    assert_int_equal(rdzv__put_blob(b, key, strlen(key)), 0);
+}
+
+/* Reads exactly n reply bytes from fd (SO_RCVTIMEO bounds it). */
+static void raw_read(int fd, uint8_t *out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, out + got, n - got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+}
+
+/* 1 when nothing arrives on fd within ms. */
+static int raw_quiet(int fd, int ms) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, ms) == 0;
+}
+
+/* Queues as TCPStore keeps them: FIFO, beside the key's value (GETNUMKEYS and DELETE_KEY see
+ * values only, CHECK and WAIT count a non-empty queue as ready), and a push answers the oldest
+ * parked WAIT on its key only. Popped items leave the memory account. */
+static void test_queues(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    stat_of(c, "mem_used"); /* its reply buffer is on the account from the next one on */
+    long long mem0 = stat_of(c, "mem_used");
+    int w1 = raw_connect(st->port), w2 = raw_connect(st->port), p = raw_connect(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    put_wait1(&b, "/q");
+    assert_int_equal(raw_send_sync(w1, &b), 0); /* w1 parks first, */
+    put_wait1(&b, "/q");
+    assert_int_equal(raw_send_sync(w2, &b), 0); /* then w2 */
+    assert_int_equal(stat_of(c, "waiting"), 2);
+    put_push(&b, "/q", "one");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_LEN, "/q");
+    assert_int_equal(raw_send_sync(p, &b), 8); /* the push has no reply; QUEUE_LEN's i64 */
+    uint8_t r[64];
+    raw_read(w1, r, 1);
+    assert_int_equal(r[0], RDZV_WAIT_STOP_WAITING);
+    assert_true(raw_quiet(w2, 100)); /* one item, one waiter released */
+    put_push(&b, "/q", "two");
+    assert_int_equal(raw_send_sync(p, &b), 0);
+    raw_read(w2, r, 1);
+    assert_int_equal(r[0], RDZV_WAIT_STOP_WAITING);
+    assert_int_equal(stat_of(c, "queued"), 2);
+    assert_int_equal(stat_of(c, "waiting"), 0);
+
+    /* A queue is not a value, but it makes its key ready. */
+    int64_t nkeys = -1;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_num_keys(c, &nkeys, &err), 0);
+    assert_int_equal(nkeys, 0);
+    const char *qk[] = {"/q"};
+    int ready = 0;
+    assert_int_equal(rdzv_client_check(c, qk, 1, &ready, &err), 0);
+    assert_int_equal(ready, 1);
+    put_key_cmd(&b, RDZV_CMD_DELETE_KEY, "/q");
+    assert_int_equal(raw_send_sync(p, &b), 8);
+    put_wait1(&b, "/q"); /* ready at once */
+    assert_int_equal(raw_send_sync(p, &b), 1);
+
+    /* FIFO pops, each answered with the length before it; then 0 for empty or unknown. */
+    put_key_cmd(&b, RDZV_CMD_QUEUE_POP, "/q");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_POP, "/q");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_POP, "/q");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_LEN, "/nothing");
+    assert_int_equal(raw_send_sync(p, &b), (8 + 8 + 3) * 2 + 8 + 8);
+    ready = 1;
+    assert_int_equal(rdzv_client_check(c, qk, 1, &ready, &err), 0);
+    assert_int_equal(ready, 0);
+    assert_int_equal(stat_of(c, "queued"), 0);
+    close(w1);
+    close(w2);
+    close(p);
+    /* Every item and the queue itself freed: back to the account before, once the server has
+     * closed the three connections (their buffers are on it too). */
+    long long mem = -1;
+    for (int i = 0; i < 100 && (mem = stat_of(c, "mem_used")) != mem0; i++)
+        usleep(10000);
+    assert_int_equal(mem, mem0);
+    ddp_buf_free(&b);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+/* The replies of the pops above, checked byte for byte, and LIST_KEYS listing values only. */
+static void test_queue_pop_and_list_replies(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    int p = raw_connect(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    put_push(&b, "/q", "a");
+    put_push(&b, "/q", "bc");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_POP, "/q");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_POP, "/q");
+    put_key_cmd(&b, RDZV_CMD_QUEUE_POP, "/q");
+    ddp_buf_t want = DDP_BUF_INIT;
+    assert_int_equal(rdzv__put_i64(&want, 2), 0);
+    assert_int_equal(rdzv__put_blob(&want, "a", 1), 0);
+    assert_int_equal(rdzv__put_i64(&want, 1), 0);
+    assert_int_equal(rdzv__put_blob(&want, "bc", 2), 0);
+    assert_int_equal(rdzv__put_i64(&want, 0), 0);
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_PING), 0);
+    assert_int_equal(rdzv__put_u32(&b, 7), 0);
+    assert_int_equal(write(p, b.data, b.len), (ssize_t)b.len);
+    uint8_t r[64];
+    raw_read(p, r, want.len + 4);
+    assert_memory_equal(r, want.data, want.len);
+    ddp_buf_reset(&b);
+    ddp_buf_reset(&want);
+    /* One value and one queue: LIST_KEYS names the value only. */
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_SET), 0);
+    assert_int_equal(rdzv__put_blob(&b, "/k", 2), 0);
+    assert_int_equal(rdzv__put_blob(&b, "v", 1), 0);
+    put_push(&b, "/q2", "x");
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_LIST_KEYS), 0);
+    assert_int_equal(rdzv__put_i64(&want, 1), 0);
+    assert_int_equal(rdzv__put_blob(&want, "/k", 2), 0);
+    assert_int_equal(raw_send_sync(p, &b), want.len);
+    close(p);
+    ddp_buf_free(&b);
+    ddp_buf_free(&want);
+    server_down(st);
+}
+
+/* BARRIER parks every arrival but the last, which answers all of them; the count is the key's
+ * value. A BARRIER given up with CANCEL_WAIT leaves the count as it is (TCPStore's behaviour). */
+static void test_barrier(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    int a = raw_connect(st->port), d = raw_connect(st->port), e = raw_connect(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    put_key_cmd(&b, RDZV_CMD_BARRIER, "/bar");
+    assert_int_equal(rdzv__put_i64(&b, 3), 0);
+    assert_int_equal(raw_send_sync(a, &b), 0);
+    put_key_cmd(&b, RDZV_CMD_BARRIER, "/bar");
+    assert_int_equal(rdzv__put_i64(&b, 3), 0);
+    assert_int_equal(raw_send_sync(d, &b), 0);
+    put_wait1(&b, "/bar"); /* the key has a value (the count): a WAIT returns at once */
+    assert_int_equal(raw_send_sync(e, &b), 1);
+    assert_int_equal(stat_of(c, "waiting"), 2);
+    ddp_buf_t v = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_get(c, "/bar", 0, &v, &err), 0);
+    assert_int_equal(v.len, 1);
+    assert_memory_equal(v.data, "2", 1);
+    put_key_cmd(&b, RDZV_CMD_BARRIER, "/bar");
+    assert_int_equal(rdzv__put_i64(&b, 3), 0);
+    assert_int_equal(raw_send_sync(e, &b), 1); /* the last one: answered at once */
+    uint8_t r[4];
+    raw_read(a, r, 1);
+    raw_read(d, r + 1, 1);
+    assert_int_equal(r[0], 0);
+    assert_int_equal(r[1], 0);
+    assert_int_equal(stat_of(c, "waiting"), 0);
+    /* Alone at a barrier of 2, then given up. */
+    put_key_cmd(&b, RDZV_CMD_BARRIER, "/b2");
+    assert_int_equal(rdzv__put_i64(&b, 2), 0);
+    assert_int_equal(raw_send_sync(a, &b), 0);
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_CANCEL_WAIT), 0);
+    assert_int_equal(raw_send_sync(a, &b), 1);
+    assert_int_equal(stat_of(c, "waiting"), 0);
+    assert_int_equal(rdzv_client_get(c, "/b2", 0, &v, &err), 0);
+    assert_memory_equal(v.data, "1", 1);
+    /* A barrier on a key that is not a count closes that connection alone. */
+    assert_int_equal(rdzv_client_set(c, "/text", "abc", 3, &err), 0);
+    put_key_cmd(&b, RDZV_CMD_BARRIER, "/text");
+    assert_int_equal(rdzv__put_i64(&b, 2), 0);
+    assert_int_equal(write(d, b.data, b.len), (ssize_t)b.len);
+    ddp_buf_reset(&b);
+    assert_true(raw_closed(d));
+    assert_int_equal(rdzv_client_ping(c, &err), 0);
+    close(a);
+    close(d);
+    close(e);
+    ddp_buf_free(&v);
+    ddp_buf_free(&b);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+/* A server without a token and with max_total_mem (0: the default). */
+static server_thread_t *server_up_mem(size_t max_total_mem) {
+    rdzv_server_opts_t o = {0};
+    o.no_auth = 1;
+    o.max_total_mem = max_total_mem;
+    return server_up_with(&o);
+}
+
+/* Writes all of b to fd, or as much as the server takes before it closes fd; empties b. */
+static void write_until_closed(int fd, ddp_buf_t *b) {
+    size_t off = 0;
+    while (off < b->len) {
+        ssize_t w = send(fd, b->data + off, b->len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    ddp_buf_reset(b);
+}
+
+/* Queues are bounded: their bytes by max_total_mem and their length by RDZV_MAX_QUEUE_LEN. The
+ * pushing connection is closed there; the store keeps serving, its items intact. */
+static void test_queue_bounds(void **state) {
+    (void)state;
+    server_thread_t *st = server_up_mem(8u << 20);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    int p = raw_connect(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    char *big = malloc(1 << 20);
+    assert_non_null(big);
+    memset(big, 'x', 1 << 20);
+    big[(1 << 20) - 1] = '\0';
+    for (int i = 0; i < 12; i++) /* 12 MiB into an 8 MiB store */
+        put_push(&b, "/big", big);
+    write_until_closed(p, &b);
+    assert_true(raw_closed(p));
+    close(p);
+    long long kept = stat_of(c, "queued");
+    if (kept < 4 || kept >= 8)
+        fail_msg("%lld items of 1 MiB kept in an 8 MiB store", kept);
+    assert_int_equal(stat_of(c, "mem_refused"), 1);
+    free(big);
+    rdzv_client_free(c);
+    server_down(st);
+
+    /* RDZV_MAX_QUEUE_LEN empty items fit (the default memory limit); one more does not. */
+    st = server_up_mem(0);
+    c = must_connect(st->port, NULL, 0);
+    p = raw_connect(st->port);
+    for (size_t i = 0; i <= RDZV_MAX_QUEUE_LEN; i++)
+        put_push(&b, "/n", "");
+    write_until_closed(p, &b);
+    assert_true(raw_closed(p));
+    close(p);
+    assert_int_equal(stat_of(c, "queued"), RDZV_MAX_QUEUE_LEN);
+    assert_int_equal(stat_of(c, "mem_refused"), 0);
+    ddp_buf_free(&b);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
 /* Reentrancy: waking a key answers member A, whose reply is over the output cap, so A is closed;
  * A's death ends its round, the next round closes at once with the waiting joiner C, and C's
  * JOIN reply is over the cap too, so C is closed while its WAIT on the same key is the next
@@ -866,6 +1149,10 @@ int main(void) {
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_token_messages),
         cmocka_unit_test(test_server_start_errors),
+        cmocka_unit_test(test_queues),
+        cmocka_unit_test(test_queue_pop_and_list_replies),
+        cmocka_unit_test(test_barrier),
+        cmocka_unit_test(test_queue_bounds),
         cmocka_unit_test(test_close_members_inside_wake),
         cmocka_unit_test(test_round_answers_by_member),
         cmocka_unit_test(test_idle_handshakes_evicted),

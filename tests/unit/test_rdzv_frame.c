@@ -90,6 +90,7 @@ static void describe(const rdzv_req_t *r, ddp_buf_t *o) {
     case RDZV_CMD_PING: ddp_buf_printf(o, " nonce=%u", r->u32); break;
     case RDZV_CMD_SET:
     case RDZV_CMD_APPEND:
+    case RDZV_CMD_QUEUE_PUSH:
         ddp_buf_printf(o, " key='%s' value_len=%zu",
                        rdzv__key_repr(r->key.p, r->key.n, k, sizeof k), r->val.n);
         break;
@@ -99,11 +100,17 @@ static void describe(const rdzv_req_t *r, ddp_buf_t *o) {
         break;
     case RDZV_CMD_GET:
     case RDZV_CMD_DELETE_KEY:
+    case RDZV_CMD_QUEUE_POP:
+    case RDZV_CMD_QUEUE_LEN:
         ddp_buf_printf(o, " key='%s'", rdzv__key_repr(r->key.p, r->key.n, k, sizeof k));
         break;
     case RDZV_CMD_ADD:
         ddp_buf_printf(o, " key='%s' delta=%lld", rdzv__key_repr(r->key.p, r->key.n, k, sizeof k),
                        (long long)r->delta);
+        break;
+    case RDZV_CMD_BARRIER:
+        ddp_buf_printf(o, " key='%s' world_size=%lld",
+                       rdzv__key_repr(r->key.p, r->key.n, k, sizeof k), (long long)r->delta);
         break;
     case RDZV_CMD_GET_WAIT:
         ddp_buf_printf(o, " key='%s' mode=%u", rdzv__key_repr(r->key.p, r->key.n, k, sizeof k),

@@ -68,6 +68,14 @@ case("multi_set", u8(11) + u64(2) + blob(b"x") + blob(b"1") + blob(b"yy") + blob
      "MULTI_SET keys=2 'x'=1 'yy'=2\nend")
 case("cancel_wait", u8(12), "CANCEL_WAIT\nend")
 case("ping", u8(13) + u32(4242), "PING nonce=4242\nend")
+case("queue_push", u8(14) + blob(b"/q") + blob(b"item"), "QUEUE_PUSH key='/q' value_len=4\nend")
+case("queue_pop", u8(15) + blob(b"/q"), "QUEUE_POP key='/q'\nend")
+case("queue_len", u8(16) + blob(b"/q"), "QUEUE_LEN key='/q'\nend")
+case("list_keys", u8(17), "LIST_KEYS\nend")
+case("barrier", u8(18) + blob(b"/bar") + i64(4), "BARRIER key='/bar' world_size=4\nend")
+# A blocking queue_pop as PyTorch's client sends it: WAIT on the key, then QUEUE_POP.
+case("queue_pop_blocking", u8(6) + keys(b"/q") + u8(15) + blob(b"/q"),
+     "WAIT keys=1 '/q'\nQUEUE_POP key='/q'\nend")
 case("auth_hello", u8(0x40) + bytes(range(32)), "AUTH_HELLO payload=32\nend")
 case("auth_proof", u8(0x41) + bytes(32), "AUTH_PROOF payload=32\nend")
 case("get_wait", u8(0x42) + blob(b"id") + u8(0), "GET_WAIT key='id' mode=0\nend")
@@ -84,14 +92,15 @@ case("truncated_key", u8(1) + u64(3) + b"a", "incomplete need=12")
 case("truncated_value", u8(1) + blob(b"abc") + u64(10) + b"01234",
      "incomplete need=30")
 case("truncated_ping", u8(13) + b"\x01\x02", "incomplete need=5")
+case("truncated_barrier", u8(18) + blob(b"/bar") + b"\x02\x00", "incomplete need=21")
 case("truncated_multi_set", u8(11) + u64(2) + blob(b"x") + blob(b"1") + blob(b"yy"),
      "incomplete need=45")
 case("truncated_after_frame", u8(7) + u8(3) + u64(5) + b"ab",
      "GETNUMKEYS\nincomplete need=14")
 
 # --- hostile frames: the server closes the connection with this text ---
-case("unknown_command", u8(0x0E) + blob(b"q") + blob(b"v"),
-     "error DDP_EFRAME at 0: unknown command 0x0e")
+case("unknown_command", u8(0x13) + blob(b"q") + blob(b"v"),
+     "error DDP_EFRAME at 0: unknown command 0x13")
 case("unknown_command_ff", u8(0xFF), "error DDP_EFRAME at 0: unknown command 0xff")
 case("frame_then_garbage", u8(13) + u32(1) + u8(0x77) + b"junk",
      "PING nonce=1\nerror DDP_EFRAME at 0: unknown command 0x77")
@@ -102,6 +111,10 @@ case("negative_key_len", u8(1) + i64(-1) + blob(b"v"),
      "error DDP_ETOOBIG at 1: key length 18446744073709551615 exceeds 8192")
 case("negative_value_len", u8(1) + blob(b"k") + i64(-8),
      "error DDP_ETOOBIG at 10: value length 18446744073709551608 exceeds 8388608")
+case("queue_push_value_too_long", u8(14) + blob(b"/q") + u64(8 * 1024 * 1024 + 1),
+     "error DDP_ETOOBIG at 11: value length 8388609 exceeds 8388608")
+case("queue_pop_key_too_long", u8(15) + u64(8193),
+     "error DDP_ETOOBIG at 1: key length 8193 exceeds 8192")
 case("value_too_long", u8(9) + blob(b"k") + u64(8 * 1024 * 1024 + 1),
      "error DDP_ETOOBIG at 10: value length 8388609 exceeds 8388608")
 case("cas_desired_too_long", u8(2) + blob(b"k") + blob(b"") + u64(1 << 40),
