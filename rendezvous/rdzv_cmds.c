@@ -128,31 +128,43 @@ static void cmd_append(conn_t *c, const rdzv_req_t *r) {
     rdzv__keys_wake(s, e);
 }
 
-static void cmd_wait(conn_t *c, const rdzv_req_t *r) {
+/* One parked wait per connection (WAIT, GET_WAIT, BARRIER): 1 when c may park; otherwise c is
+ * closed and 0 returned. */
+static int may_park(conn_t *c, const rdzv_req_t *r) {
+    if (c->wait_kind == WAIT_NONE)
+        return 1;
+    rdzv__conn_fail(c, &c->s->st.bad_frames, "%s while a wait is already parked",
+                    rdzv__cmd_name(r->cmd));
+    return 0;
+}
+
+/* Parks c, waiting as kind, on key k (added absent when unknown). Returns 0, or -1 with c closed
+ * (memory limit). */
+static int park_on(conn_t *c, int kind, const rdzv_slice_t *k, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
-    if (c->wait_kind != WAIT_NONE) {
-        rdzv__conn_fail(c, &s->st.bad_frames, "%s while a wait is already parked",
-                        rdzv__cmd_name(r->cmd));
-        return;
+    if (c->wait_kind == WAIT_NONE) {
+        c->wait_kind = (uint8_t)kind;
+        s->st.waiting++;
     }
+    entry_t *e = rdzv__keys_get_or_add(s, k);
+    if (e != NULL && rdzv__wait_add(c, e) == 0)
+        return 0;
+    if (e != NULL)
+        rdzv__keys_maybe_remove(s, e);
+    rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in %s",
+                    s->max_total_mem, rdzv__cmd_name(r->cmd));
+    return -1;
+}
+
+static void cmd_wait(conn_t *c, const rdzv_req_t *r) {
+    if (!may_park(c, r))
+        return;
     const uint8_t *cur = r->list.p;
     for (uint64_t i = 0; i < r->nkeys; i++) {
         rdzv_slice_t k;
         rdzv__list_next(&cur, 0, &k, NULL);
-        entry_t *e = rdzv__keys_lookup(s, &k);
-        if (rdzv__entry_ready(e))
-            continue;
-        if (c->wait_kind == WAIT_NONE) {
-            c->wait_kind = WAIT_KEYS;
-            s->st.waiting++;
-        }
-        if ((e = rdzv__keys_get_or_add(s, &k)) == NULL || rdzv__wait_add(c, e) < 0) {
-            if (e != NULL)
-                rdzv__keys_maybe_remove(s, e);
-            rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in WAIT",
-                            s->max_total_mem);
+        if (!rdzv__entry_ready(rdzv__keys_lookup(c->s, &k)) && park_on(c, WAIT_KEYS, &k, r) < 0)
             return;
-        }
     }
     if (c->wait_kind == WAIT_NONE)
         rdzv__reply_u8(c, RDZV_WAIT_STOP_WAITING);
@@ -170,18 +182,13 @@ static void cmd_get_wait(conn_t *c, const rdzv_req_t *r) {
         rdzv__reply_u8(c, RDZV_GETW_ABSENT);
         return;
     }
-    if (c->wait_kind != WAIT_NONE) {
-        rdzv__conn_fail(c, &s->st.bad_frames, "GET_WAIT while a wait is already parked");
-        return;
-    }
-    c->wait_kind = WAIT_GET;
-    s->st.waiting++;
-    if ((e = rdzv__keys_get_or_add(s, &r->key)) == NULL || rdzv__wait_add(c, e) < 0) {
-        if (e != NULL)
-            rdzv__keys_maybe_remove(s, e);
-        rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in GET_WAIT",
-                        s->max_total_mem);
-    }
+    if (may_park(c, r))
+        park_on(c, WAIT_GET, &r->key, r);
+}
+
+/* Items queued on e (NULL: an unknown key). */
+static int64_t queue_len(const entry_t *e) {
+    return e != NULL && e->q != NULL ? (int64_t)e->q->n : 0;
 }
 
 /* QUEUE_PUSH: no reply (TCPStore's client sends the next request at once). */
@@ -211,7 +218,7 @@ static void cmd_queue_push(conn_t *c, const rdzv_req_t *r) {
 static void cmd_queue_pop(conn_t *c, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
     entry_t *e = rdzv__keys_lookup(s, &r->key);
-    int64_t n = e != NULL && e->q != NULL ? (int64_t)e->q->n : 0;
+    int64_t n = queue_len(e);
     qitem_t *it = n > 0 ? rdzv__queue_pop(s, e) : NULL;
     if (rdzv__reply_i64(c, n) == 0 && it != NULL)
         rdzv__reply_blob(c, it->data, it->len);
@@ -220,8 +227,7 @@ static void cmd_queue_pop(conn_t *c, const rdzv_req_t *r) {
 }
 
 static void cmd_queue_len(conn_t *c, const rdzv_req_t *r) {
-    entry_t *e = rdzv__keys_lookup(c->s, &r->key);
-    rdzv__reply_i64(c, e != NULL && e->q != NULL ? (int64_t)e->q->n : 0);
+    rdzv__reply_i64(c, queue_len(rdzv__keys_lookup(c->s, &r->key)));
 }
 
 /* LIST_KEYS: every key with a value (not queues), in table order. */
@@ -240,10 +246,8 @@ static void cmd_list_keys(conn_t *c) {
 static void cmd_barrier(conn_t *c, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
     char kr[300];
-    if (c->wait_kind != WAIT_NONE) {
-        rdzv__conn_fail(c, &s->st.bad_frames, "BARRIER while a wait is already parked");
+    if (!may_park(c, r))
         return;
-    }
     int64_t cur = 0;
     entry_t *e = rdzv__keys_lookup(s, &r->key);
     if (e != NULL && e->present &&
@@ -267,11 +271,7 @@ static void cmd_barrier(conn_t *c, const rdzv_req_t *r) {
         rdzv__reply_u8(c, RDZV_WAIT_STOP_WAITING);
         return;
     }
-    c->wait_kind = WAIT_BARRIER;
-    s->st.waiting++;
-    if (rdzv__wait_add(c, e) < 0)
-        rdzv__conn_fail(c, &s->st.mem_refused, "store memory limit (%zu bytes) reached in BARRIER",
-                        s->max_total_mem);
+    park_on(c, WAIT_BARRIER, &r->key, r);
 }
 
 static void cmd_stats(conn_t *c) {

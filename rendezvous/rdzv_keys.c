@@ -176,7 +176,8 @@ static void queue_free(rdzv_queue_t *q) {
 
 /* ---- waits ---- */
 
-/* A waiter of c fired for e (now present); answers the wait once nothing is left. */
+/* A waiter of c fired for e (now present, or, for a WAIT, with an item queued); answers the wait
+ * once nothing is left. */
 static void wait_fired(conn_t *c, entry_t *e) {
     if (--c->wait_left > 0)
         return;

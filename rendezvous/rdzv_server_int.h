@@ -55,7 +55,7 @@ struct entry {
     entry_t *next; /* hash chain */
     uint64_t hash;
     waiter_t *waiters; /* doubly linked through e_prev/e_next, newest first */
-    rdzv_queue_t *q;   /* NULL when no item is queued */
+    rdzv_queue_t *q;   /* NULL when no item is queued (never empty) */
     uint8_t *val;
     size_t vlen, vcap;
     uint32_t klen;
@@ -237,7 +237,7 @@ void rdzv__keys_maybe_remove(rdzv_server_t *s, entry_t *e);
 
 /* 1 when a WAIT or CHECK on e is satisfied: it has a value or queued items. */
 static inline int rdzv__entry_ready(const entry_t *e) {
-    return e != NULL && (e->present || (e->q != NULL && e->q->n > 0));
+    return e != NULL && (e->present || e->q != NULL); /* an emptied queue is freed */
 }
 
 /* Frees every entry and the bucket array (server teardown; no waiter may remain). */
