@@ -147,6 +147,10 @@ void agent__shutdown_loop(agent_t *a) {
         rdzv_server_close(a->store, NULL, NULL);
         a->store = NULL;
     }
+    if (a->wstore != NULL) {
+        rdzv_server_close(a->wstore, NULL, NULL);
+        a->wstore = NULL;
+    }
     uv_walk(a->loop, close_walk_cb, NULL);
 }
 
@@ -266,8 +270,32 @@ void agent__store_nofile_log(const struct rdzv_server *store) {
         ddp_log(level, "job store: %s", note);
 }
 
-/* One node: the job store on 127.0.0.1 with a fresh token, and a free MASTER_PORT for PyTorch
- * workers unless one was given. Returns 0 or a negative code (logged). */
+int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag) {
+    rdzv_server_opts_t so = {.host = host, .port = (uint16_t)port, .no_auth = 1, .worker_store = 1};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_server_start(a->loop, &so, &a->wstore, &err);
+    if (rc < 0) {
+        DDP_ERROR("unable to serve the workers' store (%s): %s; choose another address or port, "
+                  "or --worker_store=own",
+                  flag, err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
+    }
+    rdzv_server_set_log(a->wstore, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
+    DDP_INFO("serving the workers' store (TORCHELASTIC_USE_AGENT_STORE=True) on %s",
+             rdzv_server_addr(a->wstore));
+    return 0;
+}
+
+void agent__worker_store_reset(agent_t *a) {
+    if (a->wstore != NULL)
+        rdzv_server_reset(a->wstore);
+}
+
+/* One node: the job store on 127.0.0.1 with a fresh token, and the workers' store on
+ * MASTER_ADDR (--master_port, or a port the kernel picks: no race with another job); with
+ * --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Returns 0 or a negative
+ * code (logged). */
 static int local_store_start(agent_t *a, ddp_err_t *err) {
     const agent_job_t *job = a->job;
     ddp_buf_t token = DDP_BUF_INIT;
@@ -289,7 +317,13 @@ static int local_store_start(agent_t *a, ddp_err_t *err) {
     snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
     snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
     a->master_port = job->master_port;
-    if (a->master_port < 0) {
+    if (!job->worker_store_own) {
+        rc = agent__worker_store_start(a, a->master_addr, a->master_port < 0 ? 0 : a->master_port,
+                                       "--master_addr/--master_port");
+        if (rc < 0)
+            return rc;
+        a->master_port = rdzv_server_port(a->wstore);
+    } else if (a->master_port < 0) {
         a->master_port = agent__pick_free_port(a->master_addr);
         if (a->master_port < 0) {
             DDP_ERROR("unable to pick a free MASTER_PORT on %s: %s", a->master_addr,

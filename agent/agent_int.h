@@ -135,6 +135,9 @@ struct agent {
     uv_timer_t kill_timer;
     uv_timer_t restart_timer;
     struct rdzv_server *store;
+    /* The workers' store (job->worker_store_own == 0): PyTorch's TCPStore commands at
+     * MASTER_ADDR:MASTER_PORT when this node is group rank 0; NULL with --worker_store=own. */
+    struct rdzv_server *wstore;
 
     agent_sup_state_t state;
     int nproc, world_size, node_rank;
@@ -226,6 +229,14 @@ void agent__shutdown_loop(agent_t *a);
 
 /* agent.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
 int agent__pick_free_port(const char *addr);
+
+/* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore. flag names
+ * where the address came from, for the error line. Returns 0 or a negative code (logged). */
+int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag);
+
+/* Empties the workers' store (when there is one) for the next group: called when none of this
+ * node's workers runs and before the next group anywhere can start. */
+void agent__worker_store_reset(agent_t *a);
 /* rdzv.c: nonzero when the job needs a multi-node rendezvous. */
 int agent__rdzv_wanted(const agent_job_t *job);
 /* rdzv.c: agent_job_prepare's multi-node part: the endpoint given and resolved, the run id short

@@ -299,8 +299,15 @@ void agent__rdzv_join(agent_t *a) {
     snprintf(req.host, sizeof req.host, "%s", r->host);
     req.want_node_rank = job->node_rank;
     req.nproc = a->nproc;
-    int port = agent__pick_free_port(r->host);
-    req.master_port = port > 0 ? port : AGENT_DEFAULT_MASTER_PORT;
+    if (a->wstore != NULL) {
+        /* None of this node's workers runs, and the next group cannot start anywhere before
+         * this JOIN is in the round: the previous group's keys go now. */
+        agent__worker_store_reset(a);
+        req.master_port = rdzv_server_port(a->wstore);
+    } else {
+        int port = agent__pick_free_port(r->host);
+        req.master_port = port > 0 ? port : AGENT_DEFAULT_MASTER_PORT;
+    }
     req.cfg.min_nodes = job->min_nodes;
     req.cfg.max_nodes = job->max_nodes;
     req.cfg.last_call_timeout_ms = job->rdzv.last_call_timeout_ms;
@@ -753,6 +760,11 @@ int agent__rdzv_start(agent_t *a) {
         ddp_addr_route_source(r->addr, r->port, r->host, sizeof r->host);
     int rc = maybe_host(r);
     if (rc < 0)
+        return rc;
+    /* Served by every agent, used by the one that becomes group rank 0: its port goes with the
+     * JOIN, so MASTER_PORT is bound before anyone is told it (no port race). */
+    if (!job->worker_store_own &&
+        (rc = agent__worker_store_start(a, r->host, 0, "this node's address, --local_addr")) < 0)
         return rc;
     snprintf(a->store_addr, sizeof a->store_addr, "%s", r->addr);
     a->store_port = (uint16_t)r->port;

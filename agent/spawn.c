@@ -83,10 +83,12 @@ int agent__base_env_build(agent_t *a) {
     rc = rc ? rc : ddp_strv_setenv(e, "MASTER_PORT", "%d", a->master_port);
     rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_MAX_RESTARTS", "%d", job->max_restarts);
     rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_RUN_ID", "%s", job->run_id);
-    /* Workers that call init_process_group(env://) create their own TCPStore at
-     * MASTER_ADDR:MASTER_PORT (rank 0 hosts it), as under torchrun's static backend: ddprun's
-     * store requires a token that PyTorch's client cannot present. */
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_USE_AGENT_STORE", "False");
+    /* init_process_group(env://) connects every rank to the agent's store at
+     * MASTER_ADDR:MASTER_PORT when this is True (the workers' store of group rank 0's agent),
+     * as under torchrun 2.x; with --worker_store=own rank 0 hosts a TCPStore there. */
+    rc = rc ? rc
+            : ddp_strv_setenv(e, "TORCHELASTIC_USE_AGENT_STORE", "%s",
+                              job->worker_store_own ? "False" : "True");
     if (rc == 0 && getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
         rc = ddp_strv_setenv(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
     if (rc == 0 && getenv("OMP_NUM_THREADS") == NULL && a->nproc > 1) {
@@ -536,6 +538,8 @@ static int filtered_files_reset(agent_t *a) {
 
 int agent__group_start(agent_t *a) {
     a->running = 0;
+    if (a->rdzv == NULL) /* one node; several empty it before joining (agent__rdzv_join) */
+        agent__worker_store_reset(a);
     a->nfailures = 0;
     int frc = filtered_files_reset(a);
     if (frc < 0)

@@ -170,6 +170,15 @@ static int apply_start_method(launch_spec_t *spec, const char *flag, const char 
     return launch__str_set(&spec->start_method, val);
 }
 
+/* --worker_store agent|own: who serves the store PyTorch workers reach at MASTER_ADDR:PORT. */
+static int apply_worker_store(launch_spec_t *spec, const char *flag, const char *val,
+                              ddp_err_t *err) {
+    if (strcmp(val, "agent") != 0 && strcmp(val, "own") != 0)
+        return launch__bad_value(err, flag, val, "is not agent or own");
+    spec->worker_store_own = strcmp(val, "own") == 0;
+    return 0;
+}
+
 static int apply_role(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     return launch__str_set_nonempty(&spec->role, flag, val, err);
 }
@@ -357,6 +366,7 @@ static const opt_t opts[] = {
      "PET_MAX_NO_PROGRESS_RESTARTS", FIELD(COUNT, max_no_progress_restarts)},
     {LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT, "gpu-memory-reclaim-timeout", 0, 1,
      "PET_GPU_MEMORY_RECLAIM_TIMEOUT", FIELD(SECONDS, gpu_memory_reclaim_timeout)},
+    {LAUNCH_OPT_WORKER_STORE, "worker-store", 0, 1, "PET_WORKER_STORE", FN(apply_worker_store)},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, FN(NULL)},

@@ -61,9 +61,8 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->min_nodes = spec->min_nodes;
     job->max_nodes = spec->max_nodes;
     /* Slurm derives node_rank without marking it given: any rank above 0 was asked for. */
-    job->node_rank = LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) || spec->node_rank > 0
-                         ? spec->node_rank
-                         : -1;
+    job->node_rank =
+        LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) || spec->node_rank > 0 ? spec->node_rank : -1;
     job->nproc = spec->nproc_per_node;
     job->max_restarts = spec->max_restarts;
     job->role = spec->role;
@@ -89,6 +88,7 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->n_signals = spec->n_signals;
     job->shutdown_timeout_ms = ms(spec->shutdown_timeout);
     job->virtual_local_rank = spec->virtual_local_rank;
+    job->worker_store_own = spec->worker_store_own;
     job->devices = ddp_devices_select(getenv_fn(ctx, "HIP_VISIBLE_DEVICES"),
                                       getenv_fn(ctx, "CUDA_VISIBLE_DEVICES"), &job->devices_var);
     hang_opts_build(spec, job);

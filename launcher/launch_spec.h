@@ -58,6 +58,7 @@ typedef enum launch_opt {
     LAUNCH_OPT_STACKS_TIMEOUT,
     LAUNCH_OPT_MAX_NO_PROGRESS_RESTARTS,
     LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT,
+    LAUNCH_OPT_WORKER_STORE,
     LAUNCH_OPT_VERBOSE,
     LAUNCH_OPT_HELP,
     LAUNCH_OPT_VERSION,
@@ -130,25 +131,26 @@ typedef struct launch_spec {
     agent_std_map_t tee;            /* -t/--tee */
     int *local_ranks_filter;        /* NULL = every rank shown on the console */
     int n_local_ranks_filter;
-    char *master_addr;               /* default "127.0.0.1" */
-    int master_port;                 /* default 29500; -1 when not given explicitly */
-    char *local_addr;                /* NULL when not given */
-    int no_python;                   /* --no_python */
-    int module;                      /* -m/--module */
-    char *run_path;                  /* --run_path (script given as path under python3) */
-    int signals[AGENT_MAX_SIGNALS];  /* --signals_to_handle, default TERM,INT,HUP,QUIT */
+    char *master_addr;              /* default "127.0.0.1" */
+    int master_port;                /* default 29500; -1 when not given explicitly */
+    char *local_addr;               /* NULL when not given */
+    int no_python;                  /* --no_python */
+    int module;                     /* -m/--module */
+    char *run_path;                 /* --run_path (script given as path under python3) */
+    int signals[AGENT_MAX_SIGNALS]; /* --signals_to_handle, default TERM,INT,HUP,QUIT */
     int n_signals;
     double shutdown_timeout; /* seconds before SIGKILL; default 30 */
     int verbose;             /* -v count */
     char *const *prog_argv;  /* training program and its args (borrowed from argv) */
     int prog_argc;
     /* Added by the launcher module (cli.c): */
-    unsigned long long given;       /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
-    char *rdzv_host;                /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
-    int rdzv_port;                  /* --rdzv_endpoint's port; -1 when absent */
-    launch_rdzv_conf_t rdzv_opts;   /* rdzv_conf parsed and validated, defaults filled */
-    char *start_method;             /* --start_method spawn|fork|forkserver: accepted, unused */
-    int virtual_local_rank;         /* --virtual_local_rank: LOCAL_RANK=0, one device per worker */
+    unsigned long long given;     /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
+    char *rdzv_host;              /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
+    int rdzv_port;                /* --rdzv_endpoint's port; -1 when absent */
+    launch_rdzv_conf_t rdzv_opts; /* rdzv_conf parsed and validated, defaults filled */
+    char *start_method;           /* --start_method spawn|fork|forkserver: accepted, unused */
+    int virtual_local_rank;       /* --virtual_local_rank: LOCAL_RANK=0, one device per worker */
+    int worker_store_own;         /* --worker_store own: rank 0 of the workers hosts their store */
     char *log_line_prefix_template; /* NULL = AGENT_DEFAULT_LOG_LINE_PREFIX */
     char *event_log_handler;        /* "null" (default) or "console": accepted, unused */
     char **dup_stdout_filters;      /* NULL-terminated strings; NULL = no duplication */
@@ -160,7 +162,8 @@ typedef struct launch_spec {
     int heartbeat_on_output;          /* a whole output line counts as a beat */
     double stacks_timeout;            /* LAUNCH_DEFAULT_STACKS_TIMEOUT_S */
     int max_no_progress_restarts;     /* 0 = off (default) */
-    double gpu_memory_reclaim_timeout; /* LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S; 0 = no wait */
+    double
+        gpu_memory_reclaim_timeout; /* LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S; 0 = no wait */
 } launch_spec_t;
 
 /* Fills spec from argv and PET_* variables (command line wins). Returns 0, or DDP_EUSAGE with

@@ -467,18 +467,64 @@ static int state_allows(conn_t *c, uint8_t cmd) {
     return 0;
 }
 
+/* The workers' store tells a new connection's numbering by its first frame: VALIDATE (0) with
+ * its 4-byte magic is PyTorch >= 2.2's (and ddprun's); anything else is PyTorch <= 2.0's, which
+ * has no VALIDATE and numbers SET 0 (whose u64 key length could never equal the magic under the
+ * key length limit). Returns 1 when the connection's numbering is settled (c->legacy set, and a
+ * legacy connection READY), 0 when more bytes are needed (c->need set). */
+static int dialect_settle(conn_t *c, const uint8_t *p, size_t n) {
+    if (!c->s->worker_store || c->state != ST_NEW || c->legacy)
+        return 1;
+    if (p[0] == RDZV_CMD_VALIDATE && n < 5) {
+        c->need = 5;
+        return 0;
+    }
+    if (p[0] == RDZV_CMD_VALIDATE && rdzv__get_u32(p + 1) == RDZV_VALIDATE_MAGIC)
+        return 1;
+    c->legacy = 1;
+    c->state = ST_READY;
+    rdzv__conn_ready(c);
+    rdzv__slog(c->s, DDP_LOG_DEBUG, "%s speaks PyTorch <= 2.0's store protocol", c->peer);
+    return 1;
+}
+
+/* The command a frame starting with code means on c (today's numbering), or -1 with c closed:
+ * a code of PyTorch <= 2.0's numbering that is not served, or a rendezvous command on the
+ * workers' store. */
+static int frame_cmd(conn_t *c, uint8_t code) {
+    if (c->legacy) {
+        int cmd = rdzv__legacy_cmd(code);
+        if (cmd < 0)
+            rdzv__conn_fail(c, &c->s->st.bad_frames,
+                            "command %u of PyTorch <= 2.0's numbering (%s) is not served", code,
+                            code == 7 ? "WATCH_KEY" : "unknown");
+        return cmd;
+    }
+    if (c->s->worker_store && code >= RDZV_CMD_RDZV_JOIN && code <= RDZV_CMD_RDZV_ABORT) {
+        rdzv__conn_fail(c, &c->s->st.bad_frames,
+                        "rendezvous command 0x%02x on the workers' store (it serves TCPStore's "
+                        "commands only)",
+                        code);
+        return -1;
+    }
+    return code;
+}
+
 /* Parses and runs every whole frame in buf. Returns the bytes consumed. */
 size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
     rdzv_server_t *s = c->s;
     size_t off = 0;
     c->need = 0;
     while (off < len && !c->closing && !c->close_after_write) {
-        if (!state_allows(c, buf[off]))
+        if (!dialect_settle(c, buf + off, len - off))
+            break;
+        int cmd = frame_cmd(c, buf[off]);
+        if (cmd < 0 || !state_allows(c, (uint8_t)cmd))
             break;
         size_t need = 0;
         ddp_err_t err;
         ddp_err_clear(&err);
-        if (buf[off] >= RDZV_CMD_RDZV_JOIN && buf[off] <= RDZV_CMD_RDZV_ABORT) {
+        if (cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_ABORT) {
             rdzv_round_req_t rreq;
             long rn = rdzv_round_req_parse(buf + off, len - off, &rreq, &need, &err);
             if (rn < 0) {
@@ -494,9 +540,10 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
             continue;
         }
         rdzv_req_t req;
-        long n = rdzv__frame_parse(buf + off, len - off, &s->lim, &req, &need, &err);
+        long n =
+            rdzv__frame_parse_as((uint8_t)cmd, buf + off, len - off, &s->lim, &req, &need, &err);
         if (n < 0) {
-            const char *name = rdzv__cmd_name(buf[off]);
+            const char *name = rdzv__cmd_name(cmd);
             if (strcmp(name, "UNKNOWN") == 0)
                 rdzv__conn_fail(c, &s->st.bad_frames, "malformed frame: %s", err.text);
             else

@@ -335,6 +335,8 @@ static void conn_link(rdzv_server_t *s, conn_t *c) {
     s->st.conns++;
     s->st.conns_total++;
     c->accepted_ms = uv_now(s->loop);
+    if (s->worker_store)
+        return; /* no handshake deadline (rdzv_server_opts_t.worker_store) */
     c->in_hs = 1;
     s->hs_count++;
     c->hs_prev = s->hs_tail;

@@ -135,16 +135,36 @@ static int read_list(cursor_t *c, int with_values, rdzv_req_t *req) {
     return 1;
 }
 
-/* Over 60 lines: one switch over the command codes keeps every frame layout in one place. */
 long rdzv__frame_parse(const uint8_t *buf, size_t len, const rdzv_frame_limits_t *lim,
                        rdzv_req_t *req, size_t *need, ddp_err_t *err) {
+    if (len == 0) {
+        memset(req, 0, sizeof *req);
+        *need = 1;
+        return 0;
+    }
+    return rdzv__frame_parse_as(buf[0], buf, len, lim, req, need, err);
+}
+
+int rdzv__legacy_cmd(uint8_t code) {
+    /* PyTorch <= 2.0's QueryType: SET, COMPARE_SET, GET, ADD, CHECK, WAIT, GETNUMKEYS,
+     * WATCH_KEY, DELETE_KEY. WATCH_KEY (7) needs the callback protocol, which is not served. */
+    static const int map[] = {
+        RDZV_CMD_SET,  RDZV_CMD_COMPARE_SET, RDZV_CMD_GET, RDZV_CMD_ADD,       RDZV_CMD_CHECK,
+        RDZV_CMD_WAIT, RDZV_CMD_GETNUMKEYS,  -1,           RDZV_CMD_DELETE_KEY};
+    return code < sizeof map / sizeof map[0] ? map[code] : -1;
+}
+
+/* Over 60 lines: one switch over the command codes keeps every frame layout in one place. */
+long rdzv__frame_parse_as(uint8_t cmd, const uint8_t *buf, size_t len,
+                          const rdzv_frame_limits_t *lim, rdzv_req_t *req, size_t *need,
+                          ddp_err_t *err) {
     memset(req, 0, sizeof *req);
     cursor_t c = {buf, len, 0, 0, lim, err};
     if (len == 0) {
         *need = 1;
         return 0;
     }
-    req->cmd = buf[0];
+    req->cmd = cmd;
     c.off = 1;
     const uint8_t *p = NULL;
     int rc;

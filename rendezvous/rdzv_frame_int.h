@@ -100,6 +100,17 @@ typedef struct rdzv_req {
 long rdzv__frame_parse(const uint8_t *buf, size_t len, const rdzv_frame_limits_t *lim,
                        rdzv_req_t *req, size_t *need, ddp_err_t *err);
 
+/* As rdzv__frame_parse, with the frame's first byte read as command cmd: the codes of another
+ * numbering (rdzv__legacy_cmd) share the frame layouts. */
+long rdzv__frame_parse_as(uint8_t cmd, const uint8_t *buf, size_t len,
+                          const rdzv_frame_limits_t *lim, rdzv_req_t *req, size_t *need,
+                          ddp_err_t *err);
+
+/* PyTorch <= 2.0's command numbering (no VALIDATE; SET is 0, DELETE_KEY 8): the command code
+ * of today's numbering for code, or -1 when it has none that is served (WATCH_KEY, 7, and
+ * anything above 8). PyTorch 2.1 numbered alike up to GETNUMKEYS (6) and differently above. */
+int rdzv__legacy_cmd(uint8_t code);
+
 /* Steps through req->list, which rdzv__frame_parse has validated: fills *key (and *val for
  * MULTI_SET when val is not NULL) and advances *cursor, which starts at req->list. Call it
  * exactly req->nkeys times. */

@@ -269,6 +269,27 @@ void rdzv__wait_clear(conn_t *c) {
     c->wait_left = 0;
 }
 
+void rdzv__keys_clear(rdzv_server_t *s) {
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        entry_t *e = s->buckets[i];
+        while (e != NULL) {
+            entry_t *next = e->next;
+            if (e->present) {
+                e->present = 0;
+                s->st.keys--;
+            }
+            /* The last pop removes e (with its value, on the account); without a queue,
+             * removing it is this loop's to do. */
+            if (e->q != NULL)
+                for (size_t n = e->q->n; n > 0; n--)
+                    rdzv__qitem_free(s, rdzv__queue_pop(s, e));
+            else
+                rdzv__keys_maybe_remove(s, e);
+            e = next;
+        }
+    }
+}
+
 void rdzv__keys_free(rdzv_server_t *s) {
     for (size_t i = 0; i < s->nbuckets; i++) {
         entry_t *e = s->buckets[i];

@@ -188,6 +188,10 @@ static int opts_check(const rdzv_server_opts_t *opts, ddp_err_t *err) {
                            has_token ? "store on %s: both a token and no_auth given"
                                      : "store on %s: no token (set no_auth to serve without one)",
                            opts->host);
+    if (opts->worker_store && has_token)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "workers' store on %s: PyTorch's client cannot present a token",
+                           opts->host);
     if (opts->token_len > RDZV_TOKEN_MAX_LEN)
         return ddp_err_set(err, DDP_EUSAGE, "store token longer than %zu bytes",
                            RDZV_TOKEN_MAX_LEN);
@@ -266,6 +270,7 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->max_out_buf = or_default(opts->max_out_buf, RDZV_MAX_OUT_BUF);
     s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
     s->auth_idle_ms = opts->auth_idle_ms > 0 ? (uint64_t)opts->auth_idle_ms : RDZV_AUTH_IDLE_MS;
+    s->worker_store = opts->worker_store;
     if (opts->token != NULL && opts->token_len > 0) {
         memcpy(s->token, opts->token, opts->token_len);
         s->token_len = opts->token_len;
@@ -372,6 +377,14 @@ void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg)
     rdzv_runs_free(s->runs);
     s->runs = NULL;
     rdzv_actions_close(&s->acts);
+}
+
+void rdzv_server_reset(rdzv_server_t *s) {
+    if (s == NULL || s->closing)
+        return;
+    while (s->conns != NULL)
+        rdzv__conn_close(s->conns);
+    rdzv__keys_clear(s);
 }
 
 void rdzv_server_stats(const rdzv_server_t *s, rdzv_server_stats_t *out) {

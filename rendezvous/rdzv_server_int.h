@@ -90,6 +90,7 @@ struct conn {
     size_t woff, wchunk;
     size_t need; /* in.len must reach this before parsing again */
     uint8_t state, closing, writing, close_after_write, in_hs, wait_kind;
+    uint8_t legacy; /* PyTorch <= 2.0's command numbering (worker store only) */
     size_t wait_left;
     waiter_t *waiters;
     auth_state_t *auth;
@@ -108,6 +109,7 @@ struct rdzv_server {
     rdzv_frame_limits_t lim;
     size_t max_conns, max_unauth, max_out_buf, max_total_mem;
     uint64_t auth_idle_ms;
+    int worker_store; /* rdzv_server_opts_t.worker_store */
     uint8_t token[RDZV_TOKEN_MAX_LEN];
     size_t token_len;
     entry_t **buckets;
@@ -239,6 +241,10 @@ void rdzv__keys_maybe_remove(rdzv_server_t *s, entry_t *e);
 static inline int rdzv__entry_ready(const entry_t *e) {
     return e != NULL && (e->present || e->q != NULL); /* an emptied queue is freed */
 }
+
+/* Drops every value and queued item and frees every entry (no waiter may remain); the bucket
+ * array stays, at the size it grew to. */
+void rdzv__keys_clear(rdzv_server_t *s);
 
 /* Frees every entry and the bucket array (server teardown; no waiter may remain). */
 void rdzv__keys_free(rdzv_server_t *s);

@@ -79,11 +79,14 @@ typedef struct agent_job {
     int n_signals;
     int64_t shutdown_timeout_ms; /* SIGTERM to SIGKILL */
     int virtual_local_rank;      /* LOCAL_RANK=0 and one visible device per worker */
-    const char *devices_var;     /* the visible-device list in use (ddp_devices_select) */
-    const char *devices;         /* its value; NULL = unset */
-    const char *path;            /* what workers exec, resolved (no search after fork) */
-    char *const *argv;           /* their argv, argv[0] as the user gave it */
-    const char *prog_name;       /* the user's program, named by the summary */
+    /* 0: the agent serves the workers' store at MASTER_ADDR:MASTER_PORT (group rank 0's node),
+     * as torchrun 2.x; 1: the workers' rank 0 hosts it (TORCHELASTIC_USE_AGENT_STORE=False). */
+    int worker_store_own;
+    const char *devices_var; /* the visible-device list in use (ddp_devices_select) */
+    const char *devices;     /* its value; NULL = unset */
+    const char *path;        /* what workers exec, resolved (no search after fork) */
+    char *const *argv;       /* their argv, argv[0] as the user gave it */
+    const char *prog_name;   /* the user's program, named by the summary */
     /* Hangs (README "Hangs"): a worker that does not beat within the timeout is hung; the agent
      * captures the stacks of every worker's process group, then restarts the group. */
     int64_t heartbeat_timeout_ms;         /* 0 = no hang detection */

@@ -26,6 +26,13 @@ typedef struct rdzv_server_opts {
      * evicts the oldest of them. 0 = max(8, max_conns / 4), never above max_conns. Unused
      * with no_auth. */
     size_t max_unauth_conns;
+    /* The workers' store (what PyTorch's init_process_group reaches through MASTER_ADDR and
+     * MASTER_PORT when TORCHELASTIC_USE_AGENT_STORE=True): TCPStore's commands only, ddprun's
+     * rendezvous commands refused; it requires no_auth (PyTorch's client cannot authenticate).
+     * No handshake deadline: PyTorch <= 2.0 opens a second connection that never sends. Each
+     * connection's first frame tells its numbering: VALIDATE with its magic is PyTorch >= 2.2's
+     * (and ddprun's), anything else PyTorch <= 2.0's (docs/protocol.md). */
+    int worker_store;
 } rdzv_server_opts_t;
 
 /* Binds, listens and starts serving on loop. On success *out is the server: caller owns;
@@ -51,6 +58,12 @@ uint16_t rdzv_server_port(const rdzv_server_t *s);
 void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg);
 
 /* --- Additions (ddprun store v1): stats, logging and the bound address. --- */
+
+/* Empties the store for a new group of workers: closes every connection (parked waits are
+ * dropped) and drops every key and queue; the listener stays, on the same port. The next group
+ * never sees a key of the previous one, whatever prefix its keys have (PyTorch >= 2.x puts none
+ * on the agent's store). */
+void rdzv_server_reset(rdzv_server_t *s);
 
 /* Counters a caller may read at any time from the loop's thread. */
 typedef struct rdzv_server_stats {

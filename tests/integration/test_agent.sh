@@ -24,7 +24,7 @@ for r in 0 1 2 3; do
     for kv in "RANK=$r" "LOCAL_RANK=$r" "WORLD_SIZE=4" "LOCAL_WORLD_SIZE=4" "GROUP_RANK=0" \
               "ROLE_RANK=$r" "ROLE_NAME=default" "GROUP_WORLD_SIZE=1" "ROLE_WORLD_SIZE=4" \
               "MASTER_ADDR=127.0.0.1" "TORCHELASTIC_RESTART_COUNT=0" \
-              "TORCHELASTIC_MAX_RESTARTS=0" "TORCHELASTIC_USE_AGENT_STORE=False" \
+              "TORCHELASTIC_MAX_RESTARTS=0" "TORCHELASTIC_USE_AGENT_STORE=True" \
               "OMP_NUM_THREADS=1" "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" "DDPRUN_ROUND=0"; do
         grep -qx "$kv" "$f" 2>/dev/null || { echo "# rank $r lacks $kv"; envok=0; }
     done

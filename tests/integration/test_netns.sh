@@ -32,6 +32,7 @@ AGENT_LIMIT=30
 
 SECTIONS=("3 hosts form one job" "3 hosts with a job token" "SIGKILL of an agent" "cut link"
     "stopped agent" "scale-up" "worker failure restarts every node" "train across 2 hosts"
+    "PyTorch DDP across 2 hosts"
     "nothing left, namespaces removed")
 skip_all() {
     local s
@@ -519,6 +520,41 @@ else
     sed 's/^/#   /' "$D/a.out" "$D/b.out" | tail -30
     not_ok "train --epochs 1 --samples 2048 across 2 hosts x 1 worker ($(rcs a b))"
 fi
+
+# ------------------------------------------------------------------------------------ 6b. torch
+# 2 hosts x 1 worker of real PyTorch (Debian's 1.13 and TORCH_PYTHON's 2.x, each that is here):
+# a DDP step over gloo across the bridge, every rank a client of the workers' store that group
+# rank 0's agent serves (it answers ddprun's STATS at MASTER_PORT); rank 1 fails attempt 0 after
+# every rank initialised, both groups restart, and attempt 1 sees none of attempt 0's keys.
+HELPERS=$(cd "$(dirname "$0")/../helpers" && pwd)
+tpys=()
+for py in /usr/bin/python3 ${TORCH_PYTHON:-}; do
+    "$py" -c 'import torch.distributed' 2>/dev/null && tpys+=("$py")
+done
+[ ${#tpys[@]} -gt 0 ] || skip "PyTorch DDP across 2 hosts" "no python3 here imports torch.distributed"
+PORT=29411
+for py in "${tpys[@]}"; do
+    v="torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+    RUN=torch$((PORT - 29411)) D=$TMP/torch$((PORT - 29411))
+    t=$(now_ms)
+    export PYTHON_EXEC=$py
+    for h in a b; do
+        NPROC=1 agent $h 2 --max_restarts=1 "$HELPERS/torch_ddp_step.py" --expect-agent-store \
+            --fail 1:0
+    done
+    WAIT_S=$AGENT_LIMIT wait_all a b
+    unset PYTHON_EXEC
+    echo "# $v DDP across 2 hosts with a restart: $(($(now_ms) - t)) ms"
+    if all_rc 0 a b && [ "$(cat "$D"/[ab].out | grep -c '^ddp rank [01]/2 attempt 1 ok$')" = 2 ] &&
+        grep -q "rank 1 fails attempt 0 on purpose" "$D"/[ab].out; then
+        ok "$v: DDP step across 2 hosts on group rank 0's store, restarted after a failure"
+    else
+        sed 's/^/#   /' "$D/a.out" "$D/b.out" | grep -v '^# *$' | tail -30
+        not_ok "$v: DDP step across 2 hosts on group rank 0's store ($(rcs a b))"
+    fi
+    PORT=$((PORT + 1))
+done
+check "nothing left after the PyTorch jobs" no_leftovers 2
 
 # ------------------------------------------------------------------------------------ 7. hang
 # 2 hosts x 1 worker: rank 1 stops beating in the first attempt (alive, asleep). Its agent takes

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Drop-in compatibility with real PyTorch: an unmodified script that calls init_process_group("gloo")
-# with env:// runs under ddprun, and @record's error file reaches the failure summary. Runs with
-# Debian's python3-torch (1.13, /usr/bin/python3) and with TORCH_PYTHON (PyTorch 2.x from PyPI,
-# scripts/ensure-torch2.sh; .ci/run sets it), each that is there. Rank 0 hosts PyTorch's TCPStore,
-# whose server resolves each client's address to a name: the jobs run under
+# with env:// runs under ddprun, and @record's error file reaches the failure summary; a real DDP
+# step (tests/helpers/torch_ddp_step.py) survives a restart with the workers' store served by the
+# agent (the default: every rank a client, attempt 0's keys gone in attempt 1) and with
+# --worker_store=own (rank 0 hosts it). Runs with Debian's python3-torch (1.13, /usr/bin/python3:
+# PyTorch <= 2.0's store numbering) and with TORCH_PYTHON (PyTorch 2.x from PyPI,
+# scripts/ensure-torch2.sh; .ci/run sets it), each that is there. PyTorch's own TCPStore server
+# (--worker_store=own) resolves each client's address to a name: the jobs run under
 # scripts/private-names.sh, so that no lookup leaves the machine.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
@@ -16,6 +19,7 @@ for py in /usr/bin/python3 ${TORCH_PYTHON:-}; do
     fi
 done
 PRIVATE_NAMES=$(cd "$(dirname "$0")/../.." && pwd)/scripts/private-names.sh
+HELPERS=$(cd "$(dirname "$0")/../helpers" && pwd)
 why=
 if [ ${#pys[@]} -eq 0 ]; then
     why="PyTorch not importable by /usr/bin/python3 (apt-get install python3-torch)"
@@ -25,7 +29,9 @@ fi
 if [ -n "$why" ]; then
     for t in "init_process_group(env://) + all_reduce under ddprun" \
         "a worker's exception fails the job (exit 1)" "@record's error file reaches the summary" \
-        "the summary names rank 1 as the root cause" "nothing left after the PyTorch job"; do
+        "the summary names rank 1 as the root cause" "nothing left after the PyTorch job" \
+        "DDP step and a restart on the agent's store" "DDP step and a restart, --worker_store=own" \
+        "nothing left after the DDP jobs"; do
         skip "torch: $t" "$why"
     done
     finish; exit
@@ -72,5 +78,21 @@ for py in "${pys[@]}"; do
         grep -q "RuntimeError: boom from rank 1" "$TMP/fail.out"
     check "$v: the summary names rank 1 as the root cause" root_cause_is_rank1
     check "$v: nothing left after the PyTorch job" no_leftovers
+
+    # A real DDP step, rank 1 failing attempt 0 after every rank initialised: attempt 1 runs
+    # on an emptied store. The agent's store (default) answers ddprun's STATS at MASTER_PORT.
+    for mode in agent own; do
+        args=(--fail 1:0) what="DDP step and a restart on the agent's store"
+        [ $mode = agent ] && args+=(--expect-agent-store)
+        [ $mode = own ] && what="DDP step and a restart, --worker_store=own"
+        timeout -k 5 120 "$PRIVATE_NAMES" "$DDPRUN" --standalone --nproc_per_node=2 \
+            --max_restarts=1 --worker_store=$mode "$HELPERS/torch_ddp_step.py" "${args[@]}" \
+            >"$TMP/ddp.out" 2>&1; rc=$?
+        [ $rc -eq 0 ] && [ "$(grep -c '^ddp rank [01]/2 attempt 1 ok$' "$TMP/ddp.out")" = 2 ] &&
+            grep -q "rank 1 fails attempt 0 on purpose" "$TMP/ddp.out"
+        verdict "$v: $what"
+        [ $rc -eq 0 ] || sed 's/^/# /' "$TMP/ddp.out" | grep -v '^# *$' | tail -20
+    done
+    check "$v: nothing left after the DDP jobs" no_leftovers
 done
 finish

@@ -235,6 +235,10 @@ static void ck_dup_err(const launch_spec_t *s) {
     assert_null(s->dup_stdout_filters);
 }
 
+static void ck_wstore(const launch_spec_t *s) {
+    assert_int_equal(s->worker_store_own, 1);
+}
+
 static const flag_case_t value_flags[] = {
     {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
     {"nproc-per-node", "4", LAUNCH_OPT_NPROC_PER_NODE, ck_nproc},
@@ -254,6 +258,7 @@ static const flag_case_t value_flags[] = {
     {"master-addr", "10.0.0.1", LAUNCH_OPT_MASTER_ADDR, ck_maddr},
     {"master-port", "1234", LAUNCH_OPT_MASTER_PORT, ck_mport},
     {"local-addr", "n1", LAUNCH_OPT_LOCAL_ADDR, ck_laddr},
+    {"worker-store", "own", LAUNCH_OPT_WORKER_STORE, ck_wstore},
     {"signals-to-handle", "SIGUSR1,TERM,usr2,SIGTERM", LAUNCH_OPT_SIGNALS_TO_HANDLE, ck_signals},
     {"shutdown-timeout", "5", LAUNCH_OPT_SHUTDOWN_TIMEOUT, ck_shutdown},
     {"log-line-prefix-template", "${hostname}:${rank}: ", LAUNCH_OPT_LOG_LINE_PREFIX_TEMPLATE,
@@ -490,7 +495,7 @@ static void test_prefix_render(void **state) {
     agent_prefix_render("${hostname}:${rank}: ", "r", 0, 12, "r12i0n8", out, sizeof out);
     assert_string_equal(out, "r12i0n8:12: ");
     agent_prefix_render("$role_name/$local_rank $$ ${rank}x $9 ${ $", "trainer", 2, 5, "h", out,
-                         sizeof out);
+                        sizeof out);
     assert_string_equal(out, "trainer/2 $ 5x $9 ${ $");
     agent_prefix_render("[${role_name}]", "averyveryverylongrole", 0, 0, "h", out, 8);
     assert_string_equal(out, "[averyv"); /* cut to the buffer */
@@ -707,6 +712,7 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--max_restarts", "x", "--max_restarts: 'x' is not a number");
     expect_bad("--monitor_interval", "abc", "--monitor_interval: 'abc' is not a number of seconds");
     expect_bad("--start_method", "thread", "--start_method: 'thread'");
+    expect_bad("--worker_store", "rank0", "--worker_store: 'rank0' is not agent or own");
     expect_bad("--role", "", "--role: empty value");
     expect_bad("--log_dir", "/etc/passwd", "--log_dir: '/etc/passwd' is not a directory");
     expect_bad("--log_dir", "/etc/passwd/x", "--log_dir: '/etc/passwd/x'");
@@ -801,7 +807,8 @@ static void test_numeric_bounds(void **state) {
     expect_bad("--monitor_interval", "1e17",
                "--monitor_interval: '1e17' is outside 0..2000000 seconds");
     expect_bad("--shutdown_timeout", "1e999", "is outside 0..2000000 seconds");
-    expect_bad("--shutdown_timeout", "0x10", "--shutdown_timeout: '0x10' is not a number of seconds");
+    expect_bad("--shutdown_timeout", "0x10",
+               "--shutdown_timeout: '0x10' is not a number of seconds");
     expect_bad("--shutdown_timeout", "inf", "--shutdown_timeout: 'inf' is not a number of seconds");
     expect_bad("--shutdown_timeout", "nan", "--shutdown_timeout: 'nan' is not a number of seconds");
     expect_bad("--shutdown_timeout", "5s", "--shutdown_timeout: '5s' is not a number of seconds");
@@ -810,7 +817,8 @@ static void test_numeric_bounds(void **state) {
     expect_bad("--rdzv_conf", "close_timeout=1e17",
                "close_timeout='1e17' is outside 0.001..2000000 seconds");
     expect_bad("--nnodes", "70000", "--nnodes: '70000' is out of range (1..65536)");
-    expect_bad("--nnodes", "1:70000", "--nnodes: '1:70000' is out of range (MIN and MAX in 1..65536)");
+    expect_bad("--nnodes", "1:70000",
+               "--nnodes: '1:70000' is out of range (MIN and MAX in 1..65536)");
     expect_bad("--nnodes", "1:99999999999999999999", "is out of range");
     expect_bad("--nnodes", "1:2x", "is not N or MIN:MAX");
     expect_bad("--nproc_per_node", "65537", "--nproc_per_node: '65537' is out of range (1..65536)");
@@ -943,9 +951,8 @@ static void test_one_node_endpoint(void **state) {
     launch_spec_t s;
     ddp_err_t e;
     char addr[64];
-    assert_int_equal(parse(&s, &e, "--rdzv_backend=c10d", "--rdzv_endpoint=192.0.2.1:29400", "x",
-                           END),
-                     0);
+    assert_int_equal(
+        parse(&s, &e, "--rdzv_backend=c10d", "--rdzv_endpoint=192.0.2.1:29400", "x", END), 0);
     assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), DDP_EUSAGE);
     assert_string_equal(e.text, "--rdzv_endpoint: '192.0.2.1' is not this machine; a one-node "
                                 "job meets nobody there (set --nnodes)");
@@ -957,9 +964,9 @@ static void test_one_node_endpoint(void **state) {
     assert_string_equal(addr, "127.0.0.1");
     launch_spec_free(&s);
     /* Nothing to check: several nodes (agent_job_prepare's part), static, --standalone, none. */
-    assert_int_equal(parse(&s, &e, "--nnodes=2", "--rdzv_backend=c10d",
-                           "--rdzv_endpoint=192.0.2.1", "x", END),
-                     0);
+    assert_int_equal(
+        parse(&s, &e, "--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=192.0.2.1", "x", END),
+        0);
     assert_int_equal(launch_endpoint_check(&s, addr, sizeof addr, &e), 0);
     assert_string_equal(addr, "");
     launch_spec_free(&s);

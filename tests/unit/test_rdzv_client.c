@@ -1067,6 +1067,223 @@ static void test_idle_handshakes_evicted(void **state) {
     server_down(st);
 }
 
+/* ---- the workers' store (rdzv_server_opts_t.worker_store) ---- */
+
+static server_thread_t *server_up_workers(int auth_idle_ms) {
+    rdzv_server_opts_t o = {0};
+    o.no_auth = 1;
+    o.worker_store = 1;
+    o.auth_idle_ms = auth_idle_ms;
+    return server_up_with(&o);
+}
+
+/* A TCP connection to port that sends nothing yet (PyTorch <= 2.0's clients send no VALIDATE). */
+static int raw_connect_bare(uint16_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+static void send_all(int fd, ddp_buf_t *b) {
+    assert_int_equal(write(fd, b->data, b->len), (ssize_t)b->len);
+    ddp_buf_reset(b);
+}
+
+static int64_t read_i64(int fd) {
+    uint8_t r[8];
+    raw_read(fd, r, 8);
+    return (int64_t)rdzv__get_u64(r);
+}
+
+/* PyTorch <= 2.0's numbering, byte for byte as its client sends it (SET 0, COMPARE_SET 1, GET
+ * 2, ADD 3, CHECK 4, WAIT 5, GETNUMKEYS 6, DELETE_KEY 8; no VALIDATE), on a connection whose
+ * first frame is not VALIDATE; WATCH_KEY (7) closes the connection. Today's numbering works on
+ * the same store beside it, and a connection that never sends stays open past the handshake
+ * deadline of the authenticated store (PyTorch <= 2.0's callback connection does that). */
+static void test_worker_store_legacy_numbering(void **state) {
+    (void)state;
+    server_thread_t *st = server_up_workers(100);
+    int idle = raw_connect_bare(st->port);
+    int fd = raw_connect_bare(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    put_key_cmd(&b, 0, "/a"); /* SET /a = "one" */
+    assert_int_equal(rdzv__put_blob(&b, "one", 3), 0);
+    put_key_cmd(&b, 3, "/n"); /* ADD /n 5 -> 5 */
+    assert_int_equal(rdzv__put_u64(&b, 5), 0);
+    send_all(fd, &b);
+    assert_int_equal(read_i64(fd), 5);
+    put_key_cmd(&b, 2, "/a"); /* GET /a -> "one" */
+    send_all(fd, &b);
+    uint8_t r[16];
+    assert_int_equal(read_i64(fd), 3);
+    raw_read(fd, r, 3);
+    assert_memory_equal(r, "one", 3);
+    put_key_cmd(&b, 1, "/a"); /* COMPARE_SET /a one -> two */
+    assert_int_equal(rdzv__put_blob(&b, "one", 3), 0);
+    assert_int_equal(rdzv__put_blob(&b, "two", 3), 0);
+    send_all(fd, &b);
+    assert_int_equal(read_i64(fd), 3);
+    raw_read(fd, r, 3);
+    assert_memory_equal(r, "two", 3);
+    for (uint8_t cmd = 4; cmd <= 5; cmd++) { /* CHECK, then WAIT, on /a and /n: ready */
+        assert_int_equal(rdzv__put_u8(&b, cmd), 0);
+        assert_int_equal(rdzv__put_u64(&b, 2), 0);
+        assert_int_equal(rdzv__put_blob(&b, "/a", 2), 0);
+        assert_int_equal(rdzv__put_blob(&b, "/n", 2), 0);
+        send_all(fd, &b);
+        raw_read(fd, r, 1);
+        assert_int_equal(r[0], 0);
+    }
+    assert_int_equal(rdzv__put_u8(&b, 6), 0); /* GETNUMKEYS -> 2 */
+    send_all(fd, &b);
+    assert_int_equal(read_i64(fd), 2);
+    put_key_cmd(&b, 8, "/a"); /* DELETE_KEY /a -> 1 */
+    send_all(fd, &b);
+    assert_int_equal(read_i64(fd), 1);
+    /* Today's numbering on another connection: /n is 5, /a is gone. */
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    int64_t v = 0;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_client_add(c, "/n", 1, &v, &err), 0);
+    assert_int_equal(v, 6);
+    int ready = 1;
+    const char *ka[] = {"/a"};
+    assert_int_equal(rdzv_client_check(c, ka, 1, &ready, &err), 0);
+    assert_int_equal(ready, 0);
+    usleep(300 * 1000); /* three handshake deadlines */
+    assert_true(raw_still_open(idle));
+    put_key_cmd(&b, 7, "/a"); /* WATCH_KEY: not served */
+    send_all(fd, &b);
+    assert_true(raw_closed(fd));
+    assert_true(raw_still_open(idle));
+    assert_int_equal(stat_of(c, "idle_closed"), 0);
+    close(fd);
+    close(idle);
+    ddp_buf_free(&b);
+    rdzv_client_free(c);
+    server_down(st);
+}
+
+/* The workers' store serves no rendezvous command (a JOIN closes the connection, the store
+ * keeps serving) and cannot be started with a token. */
+static void test_worker_store_refuses_rendezvous(void **state) {
+    (void)state;
+    server_thread_t *st = server_up_workers(0);
+    int fd = raw_connect(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    join_frame(&b, "127.0.0.1");
+    send_all(fd, &b);
+    assert_true(raw_closed(fd));
+    close(fd);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    assert_int_equal(stat_of(c, "bad_frames"), 1);
+    rdzv_client_free(c);
+    server_down(st);
+    rdzv_server_opts_t o = {0};
+    o.host = "127.0.0.1";
+    o.token = good_token;
+    o.token_len = strlen(good_token);
+    o.worker_store = 1;
+    rdzv_server_thread_t *t = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_thread_start(&o, &t, &err), DDP_EUSAGE);
+    assert_null(t);
+    assert_non_null(strstr(err.text, "cannot present a token"));
+}
+
+/* Turns loop until fd has a byte to read or is closed (at most 5 s). */
+static void loop_until_readable(uv_loop_t *loop, int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (int i = 0; i < 5000; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        if (poll(&p, 1, 1) > 0)
+            return;
+    }
+    fail_msg("no reply within 5 s");
+}
+
+/* rdzv_server_reset, on the server's own loop (this thread): every connection is closed (a
+ * parked WAIT too), every key and queue dropped, the memory account back where it started, and
+ * the same port serves the next group, which sees none of the previous group's keys. */
+static void test_worker_store_reset(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .no_auth = 1, .worker_store = 1};
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    uint16_t port = rdzv_server_port(s);
+    rdzv_server_stats_t st0, st1;
+    rdzv_server_stats(s, &st0);
+    /* w: PyTorch <= 2.0's numbering, a SET and a WAIT that parks; q: today's, a queue item;
+     * a: a GETNUMKEYS once those ran. */
+    int a = raw_connect_bare(port), w = raw_connect_bare(port), q = raw_connect(port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    put_key_cmd(&b, 0, "/worker/attempt_0/k");
+    assert_int_equal(rdzv__put_blob(&b, "v", 1), 0);
+    assert_int_equal(rdzv__put_u8(&b, 5), 0);
+    assert_int_equal(rdzv__put_u64(&b, 1), 0);
+    assert_int_equal(rdzv__put_blob(&b, "/never", 6), 0);
+    send_all(w, &b);
+    put_push(&b, "/q", "item");
+    send_all(q, &b);
+    for (int i = 0; i < 50; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(rdzv__put_u8(&b, 6), 0);
+    send_all(a, &b);
+    loop_until_readable(&loop, a);
+    assert_int_equal(read_i64(a), 1);
+    rdzv_server_stats(s, &st1);
+    assert_int_equal(st1.keys, 1);
+    assert_int_equal(st1.queued, 1);
+    assert_int_equal(st1.waiting, 1);
+    rdzv_server_reset(s);
+    loop_until_readable(&loop, a);
+    assert_true(raw_closed(a));
+    loop_until_readable(&loop, w);
+    assert_true(raw_closed(w));
+    loop_until_readable(&loop, q);
+    assert_true(raw_closed(q));
+    for (int i = 0; i < 10; i++) /* the close callbacks */
+        uv_run(&loop, UV_RUN_NOWAIT);
+    rdzv_server_stats(s, &st1);
+    assert_int_equal(st1.conns, 0);
+    assert_int_equal(st1.keys, 0);
+    assert_int_equal(st1.queued, 0);
+    assert_int_equal(st1.waiting, 0);
+    assert_int_equal(st1.mem_used, st0.mem_used);
+    close(a);
+    close(w);
+    close(q);
+    /* The next group, on the same port: CHECK of the old key is not ready. */
+    a = raw_connect_bare(port);
+    assert_int_equal(rdzv__put_u8(&b, 4), 0);
+    assert_int_equal(rdzv__put_u64(&b, 1), 0);
+    assert_int_equal(rdzv__put_blob(&b, "/worker/attempt_0/k", 19), 0);
+    send_all(a, &b);
+    loop_until_readable(&loop, a);
+    uint8_t r;
+    raw_read(a, &r, 1);
+    assert_int_equal(r, RDZV_CHECK_NOT_READY);
+    close(a);
+    ddp_buf_free(&b);
+    rdzv_server_close(s, NULL, NULL);
+    while (uv_run(&loop, UV_RUN_NOWAIT) != 0) {
+    }
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 typedef struct log_capture {
     int lines, evicted, summary;
     char last[512];
@@ -1158,6 +1375,9 @@ int main(void) {
         cmocka_unit_test(test_idle_handshakes_evicted),
         cmocka_unit_test(test_admission_log_rate_limited),
         cmocka_unit_test(test_nofile_plan),
+        cmocka_unit_test(test_worker_store_legacy_numbering),
+        cmocka_unit_test(test_worker_store_refuses_rendezvous),
+        cmocka_unit_test(test_worker_store_reset),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }
