@@ -127,6 +127,7 @@ setup() (
         echo "127.0.0.1 localhost"
         for h in $HOSTS; do echo "$(addr_of "$h") $P$h"; done
     } >"$TMP/hosts"
+    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$TMP/resolv.conf"
     # Usable, not just created (in a user namespace `ip netns add` can half-succeed).
     for h in $HOSTS; do
         nsenter --net="/run/netns/$P$h" ip -br addr show eth0 | grep -q "$(addr_of "$h")/"
@@ -143,11 +144,14 @@ if [ $setup_rc != 0 ]; then
 fi
 echo "# hosts ${P}a ${P}b ${P}c on $SUB.0/24 (bridge in ${P}br), set up in $(($(now_ms) - t_setup)) ms"
 
-# INS: the rest of the command runs with host H's hostname and our hosts file on /etc/hosts.
-# nsenter --net (not `ip netns exec`, which remounts /sys); nsenter, unshare and sh all exec, so
-# a background job's $! ends up being the command itself.
+# INS: the rest of the command runs with host H's hostname, our hosts file on /etc/hosts and a
+# resolver on loopback only on /etc/resolv.conf (PyTorch's TCPStore server looks up its clients'
+# names: a name the hosts file lacks fails on loopback, no packet leaves). nsenter --net (not `ip
+# netns exec`, which remounts /sys); nsenter, unshare and sh all exec, so a background job's $!
+# ends up being the command itself.
 INS=(unshare --uts --mount --propagation private /bin/sh -c
-    'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' in_ns "$TMP/hosts")
+    'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && hostname "$3" &&
+        shift 3 && exec "$@"' in_ns "$TMP/hosts" "$TMP/resolv.conf")
 on() {
     local h=$1
     shift
@@ -523,9 +527,10 @@ fi
 
 # ------------------------------------------------------------------------------------ 6b. torch
 # 2 hosts x 1 worker of real PyTorch (Debian's 1.13 and TORCH_PYTHON's 2.x, each that is here):
-# a DDP step over gloo across the bridge, every rank a client of the workers' store that group
-# rank 0's agent serves (it answers ddprun's STATS at MASTER_PORT); rank 1 fails attempt 0 after
-# every rank initialised, both groups restart, and attempt 1 sees none of attempt 0's keys.
+# a DDP step over gloo across the bridge; rank 1 fails attempt 0 after every rank initialised and
+# both groups restart. With the agent's store (default) every rank is a client of the workers'
+# store group rank 0's agent serves (it answers ddprun's STATS at MASTER_PORT) and attempt 1 sees
+# none of attempt 0's keys; with --worker_store=own rank 0 hosts a TCPStore at MASTER_PORT.
 HELPERS=$(cd "$(dirname "$0")/../helpers" && pwd)
 tpys=()
 for py in /usr/bin/python3 ${TORCH_PYTHON:-}; do
@@ -535,24 +540,29 @@ done
 PORT=29411
 for py in "${tpys[@]}"; do
     v="torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-    RUN=torch$((PORT - 29411)) D=$TMP/torch$((PORT - 29411))
-    t=$(now_ms)
-    export PYTHON_EXEC=$py
-    for h in a b; do
-        NPROC=1 agent $h 2 --max_restarts=1 "$HELPERS/torch_ddp_step.py" --expect-agent-store \
-            --fail 1:0
+    for mode in agent own; do
+        RUN=torch$((PORT - 29411)) D=$TMP/torch$((PORT - 29411))
+        args=(--fail 1:0) what="group rank 0's agent serves the store"
+        [ $mode = agent ] && args+=(--expect-agent-store)
+        [ $mode = own ] && what="--worker_store=own, rank 0 hosts the store"
+        t=$(now_ms)
+        export PYTHON_EXEC=$py
+        for h in a b; do
+            NPROC=1 agent $h 2 --max_restarts=1 --worker_store=$mode \
+                "$HELPERS/torch_ddp_step.py" "${args[@]}"
+        done
+        WAIT_S=$AGENT_LIMIT wait_all a b
+        unset PYTHON_EXEC
+        echo "# $v DDP across 2 hosts with a restart, --worker_store=$mode: $(($(now_ms) - t)) ms"
+        if all_rc 0 a b && [ "$(cat "$D"/[ab].out | grep -c '^ddp rank [01]/2 attempt 1 ok$')" = 2 ] &&
+            grep -q "rank 1 fails attempt 0 on purpose" "$D"/[ab].out; then
+            ok "$v: DDP step across 2 hosts restarted after a failure ($what)"
+        else
+            sed 's/^/#   /' "$D/a.out" "$D/b.out" | grep -v '^# *$' | tail -30
+            not_ok "$v: DDP step across 2 hosts restarted after a failure ($what; $(rcs a b))"
+        fi
+        PORT=$((PORT + 1))
     done
-    WAIT_S=$AGENT_LIMIT wait_all a b
-    unset PYTHON_EXEC
-    echo "# $v DDP across 2 hosts with a restart: $(($(now_ms) - t)) ms"
-    if all_rc 0 a b && [ "$(cat "$D"/[ab].out | grep -c '^ddp rank [01]/2 attempt 1 ok$')" = 2 ] &&
-        grep -q "rank 1 fails attempt 0 on purpose" "$D"/[ab].out; then
-        ok "$v: DDP step across 2 hosts on group rank 0's store, restarted after a failure"
-    else
-        sed 's/^/#   /' "$D/a.out" "$D/b.out" | grep -v '^# *$' | tail -30
-        not_ok "$v: DDP step across 2 hosts on group rank 0's store ($(rcs a b))"
-    fi
-    PORT=$((PORT + 1))
 done
 check "nothing left after the PyTorch jobs" no_leftovers 2
 
