@@ -41,6 +41,7 @@ static const char *const owned_vars[] = {"RANK",
                                          "DDPRUN_STORE_PORT",
                                          "DDPRUN_STORE_TOKEN",
                                          "DDPRUN_ROUND",
+                                         "DDPRUN_LOCAL_RANK",
                                          "DDPRUN_RUN_ID",
                                          "DDPRUN_HEARTBEAT_FILE",
                                          NULL};
@@ -398,6 +399,8 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
     rc = rc ? rc : ddp_strv_pushf(own, "ROLE_RANK=%d", w->rank);
     int local_rank_env = a->job->virtual_local_rank ? 0 : w->local_rank;
     rc = rc ? rc : ddp_strv_pushf(own, "LOCAL_RANK=%d", local_rank_env);
+    /* The worker's place on the node, also when LOCAL_RANK is virtual (worker_template/ddpw.h). */
+    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_LOCAL_RANK=%d", w->local_rank);
     if (rc == 0 && a->job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
         char dev[256]; /* an entry may be a GPU or MIG UUID */

@@ -100,6 +100,10 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
         if ((rc = env_int("LOCAL_RANK", 0, env->local_world_size - 1, 0, 0, &v, err)) != 0)
             return rc;
         env->local_rank = (int)v;
+        if ((rc = env_int("DDPRUN_LOCAL_RANK", 0, env->local_world_size - 1, 1, env->local_rank, &v,
+                          err)) != 0)
+            return rc;
+        env->node_local_rank = (int)v;
         if ((rc = env_int("GROUP_RANK", 0, env->world_size - 1, 1, 0, &v, err)) != 0)
             return rc;
         env->group_rank = (int)v;
@@ -317,7 +321,7 @@ static int hier_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp
         (rc = w->ring->allreduce(w->ring_state, buf, count, DDPW_SUM, NULL, 1, err)) != 0)
         return rc;
     if (w->ops != NULL && (rc = w->ops->broadcast(w->state, buf, count * sizeof(float),
-                                                  e->rank - e->local_rank, err)) != 0)
+                                                  e->rank - e->node_local_rank, err)) != 0)
         return rc;
     if (op == DDPW_AVG) {
         float n = (float)e->world_size;
@@ -338,7 +342,7 @@ static int hier_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t 
     if (w->ring_state != NULL && (rc = w->ring->broadcast(w->ring_state, buf, len, root, err)) != 0)
         return rc;
     if (w->ops != NULL && e->group_rank != root_node)
-        return w->ops->broadcast(w->state, buf, len, e->rank - e->local_rank, err);
+        return w->ops->broadcast(w->state, buf, len, e->rank - e->node_local_rank, err);
     return 0;
 }
 

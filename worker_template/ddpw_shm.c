@@ -240,7 +240,7 @@ static int open_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, siz
 }
 
 static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
-    int n = ctx->env.local_world_size, me = ctx->env.local_rank;
+    int n = ctx->env.local_world_size, me = ctx->env.node_local_rank;
     *state = NULL;
     if (n > SHM_MAX_RANKS)
         return ddp_err_set(err, DDP_EUSAGE, "cpu backend: at most %d ranks per node",

@@ -2,8 +2,9 @@
  * leader connected to the next (GROUP_RANK + 1) and accepting from the previous. The ring sums
  * node leaders' buffers (reduce-scatter then allgather, full duplex) and passes broadcasts along;
  * ddpw.c composes it with the shared memory of each node (node allreduce, ring, node broadcast
- * from each node's leader), so every rank ends with its node leader's bits and the summation order depends
- * only on the world's shape. Addresses are exchanged through the store under the round prefix
+ * from each node's leader), so every rank ends with its node leader's bits and the summation order
+ * depends only on the world's shape. Addresses are exchanged through the store under the round
+ * prefix
  * ("cpu/tcp/<node>" = "ADDR PORT"). */
 #include "ddpw_int.h"
 
@@ -295,12 +296,12 @@ static int tcp_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
                            "(nodes must run the same number of ranks)",
                            ws, lws);
     int nodes = ws / lws;
-    if (e->group_rank >= nodes || e->rank != e->group_rank * lws + e->local_rank)
+    if (e->group_rank >= nodes || e->rank != e->group_rank * lws + e->node_local_rank)
         return ddp_err_set(err, DDP_EUSAGE,
                            "backend cpu: RANK=%d is not GROUP_RANK*LOCAL_WORLD_SIZE+LOCAL_RANK "
                            "(%d*%d+%d)",
-                           e->rank, e->group_rank, lws, e->local_rank);
-    if (e->local_rank != 0)
+                           e->rank, e->group_rank, lws, e->node_local_rank);
+    if (e->node_local_rank != 0)
         return 0; /* only leaders talk TCP */
     ddpw_tcp_t *t = calloc(1, sizeof *t);
     if (t == NULL)

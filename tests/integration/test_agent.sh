@@ -446,8 +446,9 @@ FW_DIR=$d CUDA_VISIBLE_DEVICES="5, 7" run_ddprun "$TMP/vlr.out" --standalone --n
 [ $rc -eq 0 ] && grep -qx "LOCAL_RANK=0" "$d/env.0.0" && grep -qx "LOCAL_RANK=0" "$d/env.1.0" && \
     grep -qx "RANK=1" "$d/env.1.0" && grep -qx "CUDA_VISIBLE_DEVICES=5" "$d/env.0.0" && \
     grep -qx "CUDA_VISIBLE_DEVICES=7" "$d/env.1.0" && \
-    [ "$(grep -c '^CUDA_VISIBLE_DEVICES=' "$d/env.1.0")" = 1 ]
-verdict "--virtual-local-rank: LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=5 and =7 (the parent's entries)"
+    [ "$(grep -c '^CUDA_VISIBLE_DEVICES=' "$d/env.1.0")" = 1 ] && \
+    grep -qx "DDPRUN_LOCAL_RANK=0" "$d/env.0.0" && grep -qx "DDPRUN_LOCAL_RANK=1" "$d/env.1.0"
+verdict "--virtual-local-rank: LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=5 and =7 (the parent's entries), DDPRUN_LOCAL_RANK=0 and 1"
 d=$TMP/vlr2; mkdir -p "$d"
 (unset CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES
  FW_DIR=$d PET_VIRTUAL_LOCAL_RANK=1 run_ddprun "$TMP/vlr2.out" --standalone --nproc_per_node=2 "$FW")

@@ -110,6 +110,19 @@ x, y = struct.unpack("<%df" % n, a), struct.unpack("<%df" % n, b)
 worst = max(abs(p - q) / (1e-3 + abs(p)) for p, q in zip(x, y))
 assert worst < 1e-3, worst' "$TMP/eq1.bin" "$TMP/eq2.bin" "$rc"
 
+# 2b. --virtual_local_rank: every worker has LOCAL_RANK=0 (its one visible device); the CPU
+#     backend places them on the node by DDPRUN_LOCAL_RANK, so they meet as the same 2-rank world
+#     (bitwise the run of 2a). A 10 s collective timeout bounds a mistake.
+DDPRUN_COLL_TIMEOUT_MS=10000 CUDA_VISIBLE_DEVICES=0,1 timeout -k 2 60 "$BIN/ddprun" --standalone \
+    --nproc_per_node=2 --virtual_local_rank "$TRAIN" "${SMALL[@]}" --backend auto --epochs 1 \
+    --max-steps 20 --dump-params "$TMP/vlr.bin" >"$TMP/vlr.out" 2>&1
+rc=$?
+check "--virtual_local_rank, no GPU: 2 workers with LOCAL_RANK=0 train on the CPU backend, exit 0" \
+    [ $rc -eq 0 ]
+check "--virtual_local_rank: the same parameters as 2 ranks with their own LOCAL_RANK (bitwise)" \
+    cmp -s "$TMP/vlr.bin" "$TMP/eq2.bin"
+[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/vlr.out" | tail -5
+
 # 2b. Two "nodes" of two ranks each on this machine: shared memory inside each node, the TCP
 #     ring between the node leaders. Ranks stay bitwise in sync.
 pids=()

@@ -61,7 +61,7 @@ static int group_teardown(void **state) {
 
 static void env_for(ddpw_env_t *env, int rank, int world, int64_t round, const char *run) {
     memset(env, 0, sizeof *env);
-    env->rank = env->local_rank = rank;
+    env->rank = env->local_rank = env->node_local_rank = rank;
     env->world_size = env->local_world_size = world;
     env->round = round;
     env->have_store = 1;
@@ -101,7 +101,9 @@ static const char *env_vars[] = {"RANK",
                                  "TORCHELASTIC_RUN_ID",
                                  "DDPRUN_STORE_TOKEN",
                                  "MASTER_ADDR",
-                                 "TORCHELASTIC_USE_AGENT_STORE"};
+                                 "TORCHELASTIC_USE_AGENT_STORE",
+                                 "DDPRUN_LOCAL_RANK",
+                                 "DDPRUN_COLL_TIMEOUT_MS"};
 
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof env_vars / sizeof *env_vars; i++)
@@ -153,6 +155,7 @@ static void test_env_errors(void **state) {
         {"DDPRUN_STORE_ADDR", NULL, "DDPRUN_STORE_ADDR is not set"},
         {"DDPRUN_ROUND", "-1", "DDPRUN_ROUND='-1'"},
         {"GROUP_RANK", "x", "GROUP_RANK='x'"},
+        {"DDPRUN_LOCAL_RANK", "2", "DDPRUN_LOCAL_RANK='2'"}, /* LOCAL_WORLD_SIZE is 2 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         clear_env();
@@ -174,6 +177,14 @@ static void test_env_errors(void **state) {
     assert_int_equal(ddpw_env_read(&env, NULL), 0);
     assert_int_equal(env.rank, 1);
     assert_int_equal(env.store_port, 29400);
+    assert_int_equal(env.node_local_rank, 1); /* LOCAL_RANK when DDPRUN_LOCAL_RANK is absent */
+    /* --virtual_local_rank: LOCAL_RANK=0 names the one visible device, DDPRUN_LOCAL_RANK the
+     * place on the node. */
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("DDPRUN_LOCAL_RANK", "1", 1);
+    assert_int_equal(ddpw_env_read(&env, NULL), 0);
+    assert_int_equal(env.local_rank, 0);
+    assert_int_equal(env.node_local_rank, 1);
     clear_env();
 }
 
@@ -230,7 +241,7 @@ static int child_collectives(int rank, const coll_case_t *c, const char *run) {
     env_for(&env, rank, c->world, 0, run);
     int nodes = c->nodes > 1 ? c->nodes : 1;
     env.local_world_size = c->world / nodes;
-    env.local_rank = rank % env.local_world_size;
+    env.local_rank = env.node_local_rank = rank % env.local_world_size;
     env.group_rank = rank / env.local_world_size;
     ddpw_t *w = cpu_init(&env, 20000, c->chunk);
     if (w == NULL)
@@ -441,7 +452,7 @@ static int dead_node_child(int rank, const void *arg) {
     snprintf(run, sizeof run, "deadnode-%d", (int)getppid());
     env_for(&env, rank, 2, 0, run);
     env.local_world_size = 1;
-    env.local_rank = 0;
+    env.local_rank = env.node_local_rank = 0;
     env.group_rank = rank;
     ddpw_t *w = cpu_init(&env, 20000, 0);
     if (w == NULL)

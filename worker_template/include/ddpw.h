@@ -41,6 +41,10 @@ typedef struct ddpw_opts {
 /* The ranks as read from the environment (also useful without a store). */
 typedef struct ddpw_env {
     int rank, local_rank, world_size, local_world_size, group_rank;
+    /* This rank's place among its node's ranks: DDPRUN_LOCAL_RANK, else LOCAL_RANK. They differ
+     * under --virtual_local_rank, where every worker has LOCAL_RANK=0 (its one visible device);
+     * the node-local backend and the node leaders go by this one. */
+    int node_local_rank;
     int64_t round;     /* DDPRUN_ROUND, else TORCHELASTIC_RESTART_COUNT, else 0 */
     int restart_count; /* TORCHELASTIC_RESTART_COUNT, 0 when absent */
     int have_store;    /* 1 when DDPRUN_STORE_ADDR is set */
@@ -60,7 +64,8 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err);
  * no usable device), DDP_ENCCL, DDP_EUSAGE (e.g. CPU backend across nodes), -errno. */
 int ddpw_init(ddpw_t **out, const ddpw_opts_t *opts, ddp_err_t *err);
 
-/* Same as ddpw_init with an environment the caller filled (tests, embedding). */
+/* Same as ddpw_init with an environment the caller filled (tests, embedding); node_local_rank
+ * is read from it too (set it to local_rank unless LOCAL_RANK is virtual). */
 int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, ddp_err_t *err);
 
 /* Releases the backend (aborting a NCCL communicator that is still busy), unmaps shared memory
