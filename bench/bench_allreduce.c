@@ -52,6 +52,35 @@ static double memcpy_gbs(size_t bytes, double seconds) {
     return (double)bytes * iters / ((double)(t1 - t0));
 }
 
+/* count floats of buf through one allreduce per call, `calls` calls; with NCCL all of them in
+ * flight on the backend's stream and one wait at the end (as nccl-tests times them), else each
+ * call waited for. Exits the rank with its error on any failure: a timed call that failed would
+ * count as fast. */
+static void timed_calls(ddpw_t *w, float *buf, size_t count, int calls, int gpu) {
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    int rc = 0;
+    for (int i = 0; i < calls && rc == 0; i++)
+        rc = gpu ? ddpw_allreduce_async(w, buf, count, DDPW_SUM, NULL, &e)
+                 : ddpw_allreduce(w, buf, count, DDPW_SUM, &e);
+    if (rc == 0 && gpu)
+        rc = ddpw_stream_wait(w, NULL, &e);
+    if (rc != 0) {
+        fprintf(stderr, "rank %d: allreduce of %zu floats: %s\n", ddpw_rank(w), count, e.text);
+        exit(1);
+    }
+}
+
+#ifdef DDP_HAVE_CUDA
+/* A CUDA call that must succeed, or the rank stops naming it. */
+static void cuda_ok(cudaError_t ce, int rank, const char *what) {
+    if (ce != cudaSuccess) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, what, cudaGetErrorString(ce));
+        exit(1);
+    }
+}
+#endif
+
 static int run_rank(const opts_t *o) {
     ddpw_opts_t wo = DDPW_OPTS_INIT;
     wo.backend = o->backend;
@@ -101,8 +130,14 @@ static int run_rank(const opts_t *o) {
         for (size_t i = 0; i < count; i++)
             host[i] = (float)(rank + 1);
 #ifdef DDP_HAVE_CUDA
-        if (gpu)
-            cudaMemcpy(buf, host, count * sizeof(float), cudaMemcpyHostToDevice);
+        /* A copy from pageable memory may still be in flight when cudaMemcpy returns, and NCCL
+         * reads on a non-blocking stream that does not wait for the default stream: the device
+         * is synchronised before the allreduce reads the buffer. */
+        if (gpu) {
+            cuda_ok(cudaMemcpy(buf, host, count * sizeof(float), cudaMemcpyHostToDevice), rank,
+                    "upload (cudaMemcpy)");
+            cuda_ok(cudaDeviceSynchronize(), rank, "upload (cudaDeviceSynchronize)");
+        }
 #endif
         if ((rc = ddpw_allreduce(w, buf, count, DDPW_SUM, &e)) != 0) {
             fprintf(stderr, "rank %d: %s\n", rank, e.text);
@@ -110,7 +145,8 @@ static int run_rank(const opts_t *o) {
         }
 #ifdef DDP_HAVE_CUDA
         if (gpu)
-            cudaMemcpy(host, buf, count * sizeof(float), cudaMemcpyDeviceToHost);
+            cuda_ok(cudaMemcpy(host, buf, count * sizeof(float), cudaMemcpyDeviceToHost), rank,
+                    "download (cudaMemcpy)");
 #endif
         size_t wrong = 0;
         for (size_t i = 0; i < count; i++)
@@ -118,8 +154,7 @@ static int run_rank(const opts_t *o) {
         /* Three warm-up calls, timed on rank 0, set the iteration count for about
          * o->seconds / 12 per size; every rank must make the same number of calls. */
         uint64_t t0 = ddp_now_ns();
-        for (int i = 0; i < 3; i++)
-            ddpw_allreduce(w, buf, count, DDPW_SUM, NULL);
+        timed_calls(w, buf, count, 3, gpu);
         double per = (double)(ddp_now_ns() - t0) / 3;
         float fw = (float)(o->seconds * 1e9 / 12 / per) + 3;
         if (fw > 100000)
@@ -144,8 +179,7 @@ static int run_rank(const opts_t *o) {
         int want = (int)fw;
         ddpw_barrier(w, NULL);
         t0 = ddp_now_ns();
-        for (int i = 0; i < want; i++)
-            ddpw_allreduce(w, buf, count, DDPW_SUM, NULL);
+        timed_calls(w, buf, count, want, gpu);
         double us = (double)(ddp_now_ns() - t0) / 1e3 / want;
         double algbw = (double)bytes / 1e3 / us;
         double busbw = algbw * 2.0 * (n - 1) / n;

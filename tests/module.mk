@@ -2,3 +2,9 @@
 HELPERS += $(BUILD)/tests/fake_worker
 $(BUILD)/tests/fake_worker: $(BUILD)/obj/tests/helpers/fake_worker.o $(BUILD)/libddpcommon.a
 	$(LINK)
+# A libcuda.so.1 older than the CUDA runtime (test_train.sh: CUDA's error is kept, not "no GPU").
+HELPERS += $(BUILD)/tests/old_driver/libcuda.so.1
+$(BUILD)/tests/old_driver/libcuda.so.1: $(BUILD)/obj/tests/helpers/fake_libcuda_old.o
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -shared -o $@ $^

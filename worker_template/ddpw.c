@@ -10,6 +10,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_parse.h"
+#include "ddp_time.h"
 
 struct ddpw {
     ddpw_ctx_t ctx;         /* what the backends see; backend states point into it */
@@ -22,7 +23,8 @@ struct ddpw {
      * is NULL on ranks that are not their node's leader. */
     const ddpw_backend_ops_t *ring;
     void *ring_state;
-    uint64_t seq; /* store barrier sequence */
+    uint64_t seq;   /* store barrier sequence */
+    char note[600]; /* the backend decision's warning for the user ("" = none) */
 };
 
 /* Reads integer variable name into *out. Absent: *out = def and returns 0 when optional, else
@@ -174,31 +176,79 @@ static int pick_timeout(const ddpw_opts_t *opts, int *out, ddp_err_t *err) {
     return 0;
 }
 
-/* Resolves the backend asked for into CPU or NCCL. Decided before touching the store so "no GPU"
- * is reported the same way on every rank, without waiting for peers. */
-static int pick_backend(const ddpw_env_t *env, ddpw_backend_t asked, ddpw_backend_t *out,
-                        ddp_err_t *err) {
-    ddpw_backend_t b = asked;
-    /* Asking CUDA costs ~1 s on a machine without a driver: only when a GPU may be used. */
-    int ndev = b == DDPW_BACKEND_CPU ? 0 : ddpw__cuda_device_count();
-    /* AUTO takes NCCL only when every local rank gets a device of its own: deciding by this
-     * rank's LOCAL_RANK alone would split a node with fewer GPUs than ranks between NCCL and the
-     * CPU backend, and both sides would wait for each other until the timeout. */
-    if (b == DDPW_BACKEND_AUTO)
-        b = ndev >= env->local_world_size ? DDPW_BACKEND_NCCL : DDPW_BACKEND_CPU;
-    if (b == DDPW_BACKEND_NCCL && ndev <= 0)
-        return ddp_err_set(err, DDP_ENOGPU, "backend nccl: no CUDA device is visible (%s)",
-#ifdef DDP_HAVE_CUDA
-                           "cudaGetDeviceCount found none"
-#else
-                           "built without CUDA"
-#endif
-        );
-    if (b == DDPW_BACKEND_NCCL && env->local_rank >= ndev)
-        return ddp_err_set(err, DDP_ENOGPU,
-                           "backend nccl: LOCAL_RANK=%d but only %d CUDA device(s) are visible",
-                           env->local_rank, ndev);
-    *out = b;
+/* Rank 0's part of the agreement: every rank's vote (its own is mine), the decision, and the
+ * decision published as "<code>\t<backend>\t<note or error>". */
+static int decide_for_all(ddpw_t *w, const ddpw_vote_t *mine, ddp_err_t *err) {
+    const ddpw_ctx_t *c = &w->ctx;
+    int n = c->env.world_size, rc = 0;
+    ddpw_vote_t *votes = calloc((size_t)n, sizeof *votes);
+    if (votes == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory for %d backend votes", n);
+    votes[0] = *mine;
+    uint64_t deadline = ddp_now_ms() + (uint64_t)c->timeout_ms;
+    for (int r = 1; r < n && rc == 0; r++) {
+        char key[48], text[DDPW_VOTE_MAX + 1];
+        size_t len = 0;
+        uint64_t now = ddp_now_ms();
+        int left = now < deadline ? (int)(deadline - now) : 1;
+        snprintf(key, sizeof key, "backend/vote/%d", r);
+        rc = ddpw__store_get(c, key, text, sizeof text - 1, &len, left, err);
+        if (rc == 0) {
+            text[len] = '\0';
+            rc = ddpw__vote_decode(text, r, &votes[r], err);
+        }
+    }
+    ddp_err_t verdict;
+    ddp_err_clear(&verdict);
+    ddpw_backend_t b = DDPW_BACKEND_CPU;
+    int code = rc == 0 ? ddpw__backend_decide(votes, n, &b, w->note, sizeof w->note, &verdict) : rc;
+    free(votes);
+    if (rc != 0)
+        return rc; /* the others time out on the decision, as on a lost rank 0 */
+    char text[sizeof w->note + 32];
+    int len =
+        snprintf(text, sizeof text, "%d\t%d\t%s", code, (int)b, code == 0 ? w->note : verdict.text);
+    rc = ddpw__store_set(c, "backend/decision", text, (size_t)len, err);
+    if (rc == 0 && code != 0)
+        rc = ddp_err_set(err, code, "%s", verdict.text);
+    w->backend = b;
+    return rc;
+}
+
+/* Decides the backend once for the job (ddpw_backend.c): each rank votes through the store,
+ * rank 0 decides, every rank applies the decision; an error (e.g. NCCL asked for and a node
+ * without a device) is the same line on every rank. A world of one decides alone. */
+static int agree_backend(ddpw_t *w, ddpw_backend_t asked, ddp_err_t *err) {
+    const ddpw_ctx_t *c = &w->ctx;
+    ddpw_vote_t mine;
+    ddpw__vote_make(&c->env, asked, &mine);
+    if (c->env.world_size == 1)
+        return ddpw__backend_decide(&mine, 1, &w->backend, w->note, sizeof w->note, err);
+    char text[DDPW_VOTE_MAX + 1], key[48];
+    int len = ddpw__vote_encode(&mine, text, sizeof text);
+    if (len < 0)
+        return ddp_err_set(err, DDP_EUSAGE, "backend vote longer than %d bytes", DDPW_VOTE_MAX);
+    snprintf(key, sizeof key, "backend/vote/%d", c->env.rank);
+    int rc = ddpw__store_set(c, key, text, (size_t)len, err);
+    if (rc != 0)
+        return rc;
+    if (c->env.rank == 0)
+        return decide_for_all(w, &mine, err);
+    size_t got = 0;
+    char dec[sizeof w->note + 32];
+    rc = ddpw__store_get(c, "backend/decision", dec, sizeof dec - 1, &got, -1, err);
+    if (rc != 0)
+        return rc;
+    dec[got] = '\0';
+    char *t1 = strchr(dec, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+    if (t2 == NULL)
+        return ddp_err_set(err, DDP_EPROTO, "the backend decision of round %lld is malformed",
+                           (long long)c->env.round);
+    int code = atoi(dec);
+    if (code != 0)
+        return ddp_err_set(err, code, "%s", t2 + 1);
+    w->backend = (ddpw_backend_t)atoi(t1 + 1);
+    snprintf(w->note, sizeof w->note, "%s", t2 + 1);
     return 0;
 }
 
@@ -237,8 +287,6 @@ int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, 
     w->ctx.env = *env;
     w->ctx.chunk_bytes = opts->cpu_chunk_bytes ? opts->cpu_chunk_bytes : DDPW_DEFAULT_CHUNK;
     int rc = pick_timeout(opts, &w->ctx.timeout_ms, err);
-    if (rc == 0)
-        rc = pick_backend(env, opts->backend, &w->backend, err);
     if (rc != 0)
         goto fail;
     if (env->world_size > 1) {
@@ -246,7 +294,7 @@ int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, 
         if ((rc = connect_store(&w->ctx, cms, err)) != 0)
             goto fail;
     }
-    if ((rc = setup_backends(w, err)) != 0)
+    if ((rc = agree_backend(w, opts->backend, err)) != 0 || (rc = setup_backends(w, err)) != 0)
         goto fail;
     *out = w;
     return 0;
@@ -299,6 +347,10 @@ ddpw_backend_t ddpw_backend(const ddpw_t *w) {
 }
 int ddpw_device(const ddpw_t *w) {
     return w->backend == DDPW_BACKEND_NCCL ? w->ctx.env.local_rank : -1;
+}
+
+const char *ddpw_backend_note(const ddpw_t *w) {
+    return w->note[0] != '\0' ? w->note : NULL;
 }
 
 const char *ddpw_backend_name(ddpw_backend_t b) {

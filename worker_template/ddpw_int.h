@@ -13,6 +13,7 @@
 #define DDPW_DEFAULT_CONNECT_MS 30000
 #define DDPW_DEFAULT_CHUNK (256u << 10) /* per rank: cache-resident chunks measured fastest */
 #define DDPW_KEY_MAX 512
+#define DDPW_VOTE_MAX 512 /* a vote's text in the store */
 
 /* What a backend may read of its handle: the ranks, the bounds and the store connection. It
  * lives in the ddpw_t and outlives every backend state. */
@@ -60,8 +61,46 @@ extern const ddpw_backend_ops_t ddpw__nccl_ops;
 /* The context of a handle (ddpw.c). Borrowed; valid until ddpw_free(w). For the unit tests. */
 const ddpw_ctx_t *ddpw__ctx(const ddpw_t *w);
 
-/* Visible CUDA devices, 0 without a driver or device (never fails; ddpw_nccl.c). */
-int ddpw__cuda_device_count(void);
+/* What one rank's device query found (ddpw__cuda_probe). */
+typedef struct ddpw_cuda_probe {
+    int count;       /* CUDA devices visible; -1 when the query failed */
+    int driver;      /* cudaDriverGetVersion (e.g. 13000); 0 = no driver installed */
+    int runtime;     /* cudaRuntimeGetVersion; 0 = built without CUDA */
+    char error[160]; /* CUDA's error name when the query failed (cudaErrorInsufficientDriver) */
+    char bus_id[32]; /* PCI bus id of the device asked about, when it exists */
+} ddpw_cuda_probe_t;
+
+/* Counts the visible CUDA devices and reads the PCI bus id of device (when it exists), keeping
+ * CUDA's error and the driver and runtime versions when the count fails (ddpw_nccl.c; never
+ * crashes without a driver or device). */
+void ddpw__cuda_probe(int device, ddpw_cuda_probe_t *p);
+
+/* One rank's say in the job's backend: what it asked for and whether NCCL can run on it. */
+typedef struct ddpw_vote {
+    ddpw_backend_t asked;
+    int group_rank;
+    int can_nccl;    /* device LOCAL_RANK exists for this rank */
+    int cuda_failed; /* a driver is installed, and the device query failed */
+    char host[64];
+    char device[32]; /* its PCI bus id, when can_nccl */
+    char why[240];   /* why not, when !can_nccl (one phrase) */
+} ddpw_vote_t;
+
+/* Fills this rank's vote: probes CUDA unless asked is CPU. */
+void ddpw__vote_make(const ddpw_env_t *env, ddpw_backend_t asked, ddpw_vote_t *v);
+
+/* The job's backend from every rank's vote (votes[r] is rank r's; n ranks). The ranks must ask
+ * for the same backend; NCCL needs every rank to have a device of its own (none shared by two
+ * ranks of one node); AUTO takes NCCL then, else CPU for every rank, with *note (cap bytes; ""
+ * when there is nothing to say) naming the rank that kept NCCL out when some rank could have
+ * used it or a device query failed. Returns 0 with *out set, or DDP_ENOGPU / DDP_EUSAGE with err
+ * naming the rank and node that differ. */
+int ddpw__backend_decide(const ddpw_vote_t *votes, int n, ddpw_backend_t *out, char *note,
+                         size_t cap, ddp_err_t *err);
+
+/* A vote as one line of text for the store, and back (0, or DDP_EPROTO naming the rank). */
+int ddpw__vote_encode(const ddpw_vote_t *v, char *out, size_t cap);
+int ddpw__vote_decode(const char *s, int rank, ddpw_vote_t *v, ddp_err_t *err);
 
 /* Exchanges a 128-byte NCCL unique id through the store: rank 0 creates it (ncclGetUniqueId,
  * works without a GPU) and SETs "<prefix>/nccl/id"; the others GET it within the timeout.

@@ -26,14 +26,27 @@ typedef struct ddpw_nccl {
     cudaStream_t stream; /* for the blocking calls */
 } ddpw_nccl_t;
 
-int ddpw__cuda_device_count(void) {
+void ddpw__cuda_probe(int device, ddpw_cuda_probe_t *p) {
+    memset(p, 0, sizeof *p);
+    /* Both versions read without a device; the driver's is 0 when none is installed. */
+    (void)cudaDriverGetVersion(&p->driver);
+    (void)cudaRuntimeGetVersion(&p->runtime);
     int n = 0;
-    /* On a machine without a driver or device this returns an error, never crashes. */
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    /* Without a driver or device this returns an error, never crashes. An old driver returns
+     * cudaErrorInsufficientDriver: that is kept, not taken for "no GPU". */
+    cudaError_t ce = cudaGetDeviceCount(&n);
+    if (ce != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0;
+        p->count = -1;
+        snprintf(p->error, sizeof p->error, "%s", cudaGetErrorName(ce));
+        return;
     }
-    return n;
+    p->count = n;
+    if (device >= 0 && device < n &&
+        cudaDeviceGetPCIBusId(p->bus_id, (int)sizeof p->bus_id, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(p->bus_id, sizeof p->bus_id, "device %d", device);
+    }
 }
 
 int ddpw__nccl_id_exchange(const ddpw_ctx_t *w, unsigned char *id, ddp_err_t *err) {
@@ -138,10 +151,11 @@ static void nccl_fini(void *state) {
         return;
     if (n->comm != NULL) {
         ncclResult_t st = ncclSuccess;
-        ncclCommGetAsyncError(n->comm, &st);
+        /* A failing query is a broken communicator too. */
+        ncclResult_t q = ncclCommGetAsyncError(n->comm, &st);
         /* A healthy communicator is finalized (non-blocking: poll it, bounded), then destroyed;
          * one that is busy, broken or slow to finalize is aborted. */
-        int clean = st == ncclSuccess;
+        int clean = q == ncclSuccess && st == ncclSuccess;
         if (clean) {
             st = ncclCommFinalize(n->comm);
             uint64_t deadline = ddp_now_ms() + 10000;
@@ -181,8 +195,11 @@ static int settle(ddpw_nccl_t *n, ncclResult_t r, const char *what, ddp_err_t *e
         return 0;
     uint64_t deadline = ddp_now_ms() + (uint64_t)n->ctx->timeout_ms;
     while (r == ncclInProgress) {
-        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
+        ncclResult_t q = ncclCommGetAsyncError(comm, &r);
+        if (q != ncclSuccess) {
+            r = q; /* the query's own failure, not "operation in progress" */
             break;
+        }
         if (r == ncclInProgress && ddp_now_ms() >= deadline) {
             abort_comm(n);
             return ddp_err_set(err, DDP_ETIMEOUT, "%s: still enqueuing after %d ms; aborted", what,
@@ -199,28 +216,48 @@ static int settle(ddpw_nccl_t *n, ncclResult_t r, const char *what, ddp_err_t *e
     return rc;
 }
 
-/* Waits for stream with the handle's deadline, checking the communicator for async errors. */
+/* The wait between two looks at a stream: none for the first WAIT_SPIN_NS (a collective that
+ * ends within it costs no sleep's latency), then a sleep that doubles from 1 us up to 1 ms (a
+ * long wait costs no CPU). */
+#define WAIT_SPIN_NS 100000L
+#define WAIT_SLEEP_MAX_NS 1000000L
+
+/* Waits for stream with the handle's deadline, checking the communicator for async errors. Any
+ * failure aborts the communicator (no NCCL kernel keeps spinning, later calls see it gone). */
 static int wait_stream(ddpw_nccl_t *n, cudaStream_t stream, const char *what, ddp_err_t *err) {
     uint64_t deadline = ddp_now_ms() + (uint64_t)n->ctx->timeout_ms;
+    uint64_t spin_until = ddp_now_ns() + WAIT_SPIN_NS;
+    long sleep_ns = 1000L;
     for (;;) {
         cudaError_t ce = cudaStreamQuery(stream);
         if (ce == cudaSuccess)
             return 0;
-        if (ce != cudaErrorNotReady)
-            return ddp_err_set(err, DDP_ECUDA, "%s: %s", what, cudaGetErrorString(ce));
-        ncclResult_t st = ncclSuccess;
-        ncclCommGetAsyncError(n->comm, &st);
-        if (st != ncclSuccess && st != ncclInProgress) {
+        if (ce != cudaErrorNotReady) {
+            (void)cudaGetLastError();
             abort_comm(n);
-            return ddp_err_set(err, DDP_ENCCL, "%s: %s", what, ncclGetErrorString(st));
+            return ddp_err_set(err, DDP_ECUDA, "%s: %s; communicator aborted", what,
+                               cudaGetErrorString(ce));
+        }
+        ncclResult_t st = ncclSuccess;
+        ncclResult_t q = ncclCommGetAsyncError(n->comm, &st);
+        if (q != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
+            ncclResult_t bad = q != ncclSuccess ? q : st;
+            abort_comm(n);
+            return ddp_err_set(err, DDP_ENCCL, "%s: %s%s; communicator aborted", what,
+                               q != ncclSuccess ? "ncclCommGetAsyncError: " : "",
+                               ncclGetErrorString(bad));
         }
         if (ddp_now_ms() >= deadline) {
             abort_comm(n);
             return ddp_err_set(err, DDP_ETIMEOUT, "%s: timed out after %d ms; communicator aborted",
                                what, n->ctx->timeout_ms);
         }
-        struct timespec ts = {0, 20000L};
+        if (ddp_now_ns() < spin_until)
+            continue;
+        struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
+        if (sleep_ns < WAIT_SLEEP_MAX_NS)
+            sleep_ns *= 2;
     }
 }
 
@@ -258,8 +295,11 @@ static int nccl_stream_wait(void *state, void *stream, ddp_err_t *err) {
 
 #else /* !DDP_HAVE_CUDA */
 
-int ddpw__cuda_device_count(void) {
-    return 0;
+void ddpw__cuda_probe(int device, ddpw_cuda_probe_t *p) {
+    (void)device;
+    memset(p, 0, sizeof *p);
+    p->count = -1;
+    snprintf(p->error, sizeof p->error, "this build has no CUDA support");
 }
 
 int ddpw__nccl_id_exchange(const ddpw_ctx_t *w, unsigned char *id, ddp_err_t *err) {

@@ -1,7 +1,7 @@
 # worker_template/: libddpw (ddpw.h: env -> ranks, store, CPU/NCCL collectives, error files) and
 # train, the data-parallel MLP trainer (C on the CPU, .cu on the GPU when HAVE_CUDA=1).
 DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \
-             worker_template/ddpw_nccl.c worker_template/ddpw_store.c \
+             worker_template/ddpw_nccl.c worker_template/ddpw_store.c worker_template/ddpw_backend.c \
              worker_template/ddpw_errfile.c worker_template/ddpw_heartbeat.c
 $(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
 LIBS += $(BUILD)/libddpw.a

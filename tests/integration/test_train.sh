@@ -110,7 +110,7 @@ x, y = struct.unpack("<%df" % n, a), struct.unpack("<%df" % n, b)
 worst = max(abs(p - q) / (1e-3 + abs(p)) for p, q in zip(x, y))
 assert worst < 1e-3, worst' "$TMP/eq1.bin" "$TMP/eq2.bin" "$rc"
 
-# 2b. --virtual_local_rank: every worker has LOCAL_RANK=0 (its one visible device); the CPU
+# 2e. --virtual_local_rank: every worker has LOCAL_RANK=0 (its one visible device); the CPU
 #     backend places them on the node by DDPRUN_LOCAL_RANK, so they meet as the same 2-rank world
 #     (bitwise the run of 2a). A 10 s collective timeout bounds a mistake.
 DDPRUN_COLL_TIMEOUT_MS=10000 CUDA_VISIBLE_DEVICES=0,1 timeout -k 2 60 "$BIN/ddprun" --standalone \
@@ -265,14 +265,46 @@ if ! ls /dev/nvidia0 >/dev/null 2>&1; then
         >"$TMP/nogpu.out" 2>&1
     rc=$?
     check "--backend nccl without a GPU exits 1 (got $rc) saying so" \
-        bash -c "[ $rc -eq 1 ] && grep -q 'no CUDA device' '$TMP/nogpu.out'"
+        bash -c "[ $rc -eq 1 ] && grep -Eq 'backend nccl: rank 0 on node 0 \(.*\): no CUDA (device|driver)' '$TMP/nogpu.out'"
     check "the error file has PyTorch's shape" python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))["message"]
-assert "no CUDA device" in m["message"] and m["extraInfo"]["timestamp"].isdigit()' "$TMP/nogpu.json"
+assert "no CUDA d" in m["message"] and m["extraInfo"]["timestamp"].isdigit()' "$TMP/nogpu.json"
+    timeout 30 "$TRAIN" --backend auto --epochs 1 --samples 512 >"$TMP/noauto.out" 2>&1
+    check "--backend auto without a GPU trains on the CPU backend without a warning" \
+        bash -c "[ $? -eq 0 ] && grep -q 'backend cpu' '$TMP/noauto.out' && ! grep -q warning '$TMP/noauto.out'"
 else
     skip "--backend nccl without a GPU exits 1 saying so" "a GPU is present"
     skip "the error file has PyTorch's shape" "a GPU is present"
+    skip "--backend auto without a GPU trains on the CPU backend without a warning" "a GPU is present"
+fi
+
+# 6a. A CUDA driver older than the runtime (tests/helpers/fake_libcuda_old.c, through
+#     LD_LIBRARY_PATH): cudaGetDeviceCount fails with cudaErrorInsufficientDriver. That is kept
+#     and said with both versions, never taken for "no GPU": NCCL fails with it, AUTO warns with
+#     it and trains on the CPU. Under ddprun the 2 ranks agree: the same line from each, at once.
+OLD_DRIVER=$BIN/tests/old_driver
+LD_LIBRARY_PATH=$OLD_DRIVER timeout 30 "$TRAIN" --backend nccl >"$TMP/olddrv.out" 2>&1
+rc=$?
+if grep -q "this build has no CUDA support" "$TMP/olddrv.out"; then
+    for t in "--backend nccl under an old driver names CUDA's error and both versions" \
+        "--backend auto under an old driver warns with it and trains on the CPU" \
+        "2 ranks under an old driver: the same error line from each, exit 1"; do
+        skip "$t" "train was built without CUDA"
+    done
+else
+    want="cudaGetDeviceCount: cudaErrorInsufficientDriver \(driver 11\.8, runtime [0-9]+\.[0-9]+\)"
+    check "--backend nccl under an old driver names CUDA's error and both versions" \
+        bash -c "[ $rc -eq 1 ] && grep -Eq 'backend nccl: rank 0 on node 0 \(.*\): $want' '$TMP/olddrv.out'"
+    LD_LIBRARY_PATH=$OLD_DRIVER timeout 30 "$TRAIN" --backend auto --epochs 1 --samples 512 \
+        >"$TMP/olddrv2.out" 2>&1
+    check "--backend auto under an old driver warns with it and trains on the CPU" \
+        bash -c "[ $? -eq 0 ] && grep -Eq 'warning: backend auto: the CPU backend for every rank.*$want' '$TMP/olddrv2.out' && grep -q 'backend cpu' '$TMP/olddrv2.out'"
+    LD_LIBRARY_PATH=$OLD_DRIVER timeout 60 "$BIN/ddprun" --standalone --nproc_per_node=2 "$TRAIN" \
+        --backend nccl >"$TMP/olddrv3.out" 2>&1
+    rc=$?
+    check "2 ranks under an old driver: the same error line from each, exit 1" \
+        bash -c "[ $rc -eq 1 ] && [ \$(grep -Ec ' E rank [01]: worker init: backend nccl: rank 0 on node 0 \(.*\): $want' '$TMP/olddrv3.out') = 2 ]"
 fi
 "$TRAIN" --epochs 0 >"$TMP/flag.out" 2>&1
 rc=$?

@@ -59,9 +59,12 @@ typedef struct ddpw_env {
 int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err);
 
 /* Reads the environment, connects and authenticates to the store (when world_size > 1) and sets
- * up the backend chosen by opts (NULL = defaults). On success *out is a new handle: caller owns;
- * free with ddpw_free. Errors: DDP_EENV, DDP_ETIMEOUT, DDP_EAUTH, DDP_ENOGPU (NCCL asked for and
- * no usable device), DDP_ENCCL, DDP_EUSAGE (e.g. CPU backend across nodes), -errno. */
+ * up the backend chosen by opts (NULL = defaults). The backend is decided once for the job, the
+ * same on every rank (ddpw_backend_note says why AUTO did not take NCCL when it matters). On
+ * success *out is a new handle: caller owns; free with ddpw_free. Errors: DDP_EENV,
+ * DDP_ETIMEOUT, DDP_EAUTH, DDP_ENOGPU (NCCL asked for and a rank without a device of its own:
+ * the same line on every rank, naming that rank, its node and CUDA's error), DDP_ENCCL,
+ * DDP_EUSAGE (ranks asking for different backends, CPU backend across nodes), -errno. */
 int ddpw_init(ddpw_t **out, const ddpw_opts_t *opts, ddp_err_t *err);
 
 /* Same as ddpw_init with an environment the caller filled (tests, embedding); node_local_rank
@@ -86,6 +89,12 @@ ddpw_backend_t ddpw_backend(const ddpw_t *w);
 
 /* "cpu" or "nccl": static string. */
 const char *ddpw_backend_name(ddpw_backend_t b);
+
+/* Why the job's backend is not what AUTO would prefer (e.g. the CPU backend because one node has
+ * fewer GPUs than ranks, or a device query failed: CUDA's error and the driver and runtime
+ * versions), as one line for the user; NULL when there is nothing to say. The same on every
+ * rank: print it once (rank 0). */
+const char *ddpw_backend_note(const ddpw_t *w);
 
 /* The CUDA device this rank uses (LOCAL_RANK), or -1 on the CPU backend. */
 int ddpw_device(const ddpw_t *w);

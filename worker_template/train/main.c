@@ -187,6 +187,8 @@ int main(int argc, char **argv) {
         die_err(t.rank, "worker init", rc, &e);
     trainer_heartbeat(&t, 0, 0);
     alloc_trainer(&t);
+    if (t.rank == 0 && ddpw_backend_note(t.w) != NULL) /* the same on every rank: said once */
+        fprintf(stderr, "train: warning: %s\n", ddpw_backend_note(t.w));
     if (t.rank == 0 && !a.quiet) {
         printf("train: world %d, backend %s, layers %s (%zu parameters), %zu samples, batch %d "
                "per rank, %s lr %g\n",

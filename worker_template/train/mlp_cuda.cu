@@ -133,10 +133,14 @@ extern "C" int gpu_model_new(const mlp_shape_t *s, const optim_t *opt, int max_b
                              size_t bucket_floats, gpu_model_t **out, ddp_err_t *err) {
     *out = NULL;
     int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= dev) {
+    cudaError_t qe = cudaGetDeviceCount(&ndev);
+    if (qe != cudaSuccess) { /* CUDA's own error (an old driver is not "no device") */
         (void)cudaGetLastError();
-        return ddp_err_set(err, DDP_ENOGPU, "no CUDA device %d (%d visible)", dev, ndev);
+        return ddp_err_set(err, DDP_ENOGPU, "cudaGetDeviceCount: %s (%s)", cudaGetErrorName(qe),
+                           cudaGetErrorString(qe));
     }
+    if (ndev <= dev)
+        return ddp_err_set(err, DDP_ENOGPU, "no CUDA device %d (%d visible)", dev, ndev);
     gpu_model_t *m = (gpu_model_t *)calloc(1, sizeof *m);
     if (m == NULL)
         return ddp_err_set(err, -ENOMEM, "out of memory");
