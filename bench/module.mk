@@ -16,3 +16,8 @@ $(BUILD)/obj/bench/bench_heartbeat.o: CPPFLAGS += -Iworker_template
 BENCHES += $(BUILD)/bench/bench_beat_worker
 $(BUILD)/bench/bench_beat_worker: $(BUILD)/obj/bench/bench_beat_worker.o
 	$(LINK)
+# bench_gpu: CUDA's device count and the cuBLAS SGEMM roof of train's MLP shapes (make gpu-check).
+BENCHES += $(BUILD)/bench/bench_gpu
+$(BUILD)/bench/bench_gpu: EXTRA_LIBS += $(CUDA_LIBS)
+$(BUILD)/bench/bench_gpu: $(BUILD)/obj/bench/bench_gpu.o
+	$(LINK)

@@ -1,48 +1,105 @@
 #!/usr/bin/env bash
-# make gpu-check / make test-gpu: the GPU checks of the worker template, for a machine with CUDA
-# devices. Prints "SKIP: ..." and exits 0 where there is no device or the build has no CUDA.
+# make gpu-check: proves the GPU path on a machine with CUDA devices, through ddprun as users run
+# it. One line per check ("ok - ...", "not ok - ...", "skip - ... (needs 2+ GPUs)"), then one JSON
+# line of figures ("gpu-check figures: {...}") and "gpu-check: all passed" or "gpu-check: FAILED".
+#   0. the driver and the devices as CUDA sees them (bench_gpu info), and ddprun's own count
+#      (--nproc_per_node=gpu) agreeing with it;
 #   1. the CUDA MLP step against the CPU reference (unit test test_gpu_matches_cpu);
 #   2. train --backend nccl vs --backend cpu, same seed: final parameters within tolerance;
-#   3. the NCCL path with one rank per GPU (store on 127.0.0.1, --check-sync, equal parameters);
-#   4. benchmarks: train samples/s per GPU and NCCL allreduce busbw (bench_allreduce).
+#   3. ddprun --nproc_per_node=gpu with the default backend: NCCL chosen, ranks in sync;
+#   4. the same under --virtual_local_rank (each worker sees its one device as device 0);
+#   5. a run stopped mid-epoch and resumed from its checkpoint ends bitwise equal to an
+#      uninterrupted one (the GPU path is deterministic on one machine);
+#   6. (2+ GPUs) a rank SIGKILLed mid-collective: the group restarts and the job finishes;
+#   figures: cuBLAS SGEMM at train's shapes (the compute roof) and the MLP step's achieved
+#   fraction of it, train samples/s after warm-up, NCCL allreduce busbw up to 1 GiB (2+ GPUs).
+# Without a driver or a device it prints "SKIP: ..." and exits 0; a driver whose query fails is a
+# failure, in one line with CUDA's error and both versions. Runs in about 3 minutes on one GPU.
+# GPU_CHECK_REHEARSAL=cpu runs the script itself where there is no GPU (make test does): every
+# check that does not need a GPU, with 2 CPU workers standing for 2 GPUs and smaller figures.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 BIN=$(cd "$BUILD" && pwd)
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    echo "SKIP: no CUDA device"
-    exit 0
+DDPRUN=$BIN/ddprun
+REHEARSAL=${GPU_CHECK_REHEARSAL:-}
+NPROC=gpu BACKEND=nccl TPUT_SAMPLES=131072 AR_MAX=1073741824 SECONDS_PER=3
+if [ "$REHEARSAL" = cpu ]; then
+    line="rehearsal on the CPU backend: 2 workers stand for 2 GPUs, 2 device(s):"
+    NPROC=2 BACKEND=cpu TPUT_SAMPLES=4096 AR_MAX=16777216 SECONDS_PER=1
+    export CUDA_VISIBLE_DEVICES=0,1 # --virtual_local_rank hands one entry to each worker
 fi
-if ! ldd "$BIN/train" 2>/dev/null | grep -q libnccl; then
+[ -n "$REHEARSAL" ] && (exit 0) || line=$("$BIN/bench/bench_gpu" info)
+case $? in
+0) echo "# $line" ;;
+3)
+    echo "SKIP: $line"
+    exit 0
+    ;;
+*)
+    echo "not ok - CUDA: $line"
+    echo "gpu-check: FAILED"
+    exit 1
+    ;;
+esac
+if [ -z "$REHEARSAL" ] && ! ldd "$BIN/train" 2>/dev/null | grep -q libnccl; then
     echo "SKIP: $BIN/train was built without CUDA/NCCL (HAVE_CUDA=0)"
     exit 0
 fi
-NGPU=$(nvidia-smi -L | grep -c '^GPU')
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/gpucheck.XXXXXX")
-STORE_PID=
-cleanup() { [ -n "$STORE_PID" ] && kill "$STORE_PID" 2>/dev/null; rm -rf "$TMP"; }
+JOB=
+cleanup() {
+    [ -n "$JOB" ] && kill -TERM "$JOB" 2>/dev/null && wait "$JOB" 2>/dev/null
+    rm -rf "$TMP"
+}
 trap cleanup EXIT
 fail=0
 pass() { echo "ok - $*"; }
 bad() { echo "not ok - $*"; fail=1; }
+need2() { echo "skip - $* (needs 2+ GPUs)"; }
+gpu_only() { echo "skip - $* (needs a GPU: rehearsal)"; }
+tail_of() { sed 's/^/#   /' "$1" | tail -"${2:-8}"; }
+# same_files F...: every file exists and all are identical.
+same_files() {
+    local f
+    for f; do [ -s "$f" ] && cmp -s "$1" "$f" || return 1; done
+}
 
-echo "# $NGPU GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+# 0. The device count: CUDA's, and ddprun's own (--nproc_per_node=gpu, what users run).
+NCUDA=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) device(s):.*/\1/p')
+NGPU=$(timeout 60 "$DDPRUN" --standalone --nproc_per_node="$NPROC" --no_python sh -c \
+    'echo "$LOCAL_WORLD_SIZE"' 2>"$TMP/count.err" | head -1)
+if [ -n "$NGPU" ] && [ "$NGPU" = "$NCUDA" ]; then
+    pass "device count: ddprun --nproc_per_node=$NPROC and CUDA agree on $NGPU"
+else
+    bad "device count: ddprun says '${NGPU:-nothing}', CUDA $NCUDA"
+    tail_of "$TMP/count.err" 3
+    NGPU=${NCUDA:-1}
+fi
 
 # 1. CUDA kernels + cuBLAS against the CPU math, step by step.
-out=$(timeout 120 "$BIN/tests/unit/test_train" 2>&1)
-if echo "$out" | grep -q '\[       OK \] test_gpu_matches_cpu'; then
+[ -z "$REHEARSAL" ] && timeout 120 "$BIN/tests/unit/test_train" >"$TMP/unit.out" 2>&1
+if [ -n "$REHEARSAL" ]; then
+    gpu_only "CUDA MLP step matches the CPU reference"
+elif grep -q '\[       OK \] test_gpu_matches_cpu' "$TMP/unit.out"; then
     pass "CUDA MLP step matches the CPU reference (gradients, loss, Adam)"
 else
-    bad "CUDA MLP step vs CPU reference"; echo "$out" | tail -20
+    bad "CUDA MLP step vs CPU reference"
+    tail_of "$TMP/unit.out" 20
 fi
 
 # 2. Whole training runs, same seed: GPU (world of one, NCCL) vs CPU reference.
 # shellcheck disable=SC2054 # the commas are inside one value (--layers)
-COMMON=(--layers 64,256,128,10 --samples 4096 --batch-size 64 --epochs 2 --seed 3 --quiet
-        --optimizer sgd --lr 0.02)
-timeout 300 "$BIN/train" "${COMMON[@]}" --backend cpu --dump-params "$TMP/cpu.bin" &&
-timeout 300 "$BIN/train" "${COMMON[@]}" --backend nccl --dump-params "$TMP/gpu.bin"
-if [ $? -eq 0 ] && python3 - "$TMP/cpu.bin" "$TMP/gpu.bin" <<'PY'
+COMMON=(--layers 64,256,128,10 --batch-size 64 --seed 3 --optimizer sgd --lr 0.02)
+Q=(--quiet)
+if [ -n "$REHEARSAL" ]; then
+    gpu_only "train --backend nccl ends within tolerance of the CPU reference"
+else
+timeout 300 "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples 4096 --epochs 2 --backend cpu \
+    --dump-params "$TMP/cpu.bin" >"$TMP/cpu.out" 2>&1 &&
+    timeout 300 "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples 4096 --epochs 2 --backend nccl \
+        --dump-params "$TMP/gpu.bin" >"$TMP/gpu.out" 2>&1
+if [ $? -eq 0 ] && python3 - "$TMP/cpu.bin" "$TMP/gpu.bin" <<'PY'; then
 import struct, sys
 a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
 assert len(a) == len(b) and len(a) > 0
@@ -52,52 +109,142 @@ worst = max(abs(p - q) / (1e-3 + abs(p)) for p, q in zip(x, y))
 print("# max relative parameter difference after 2 epochs: %.3g" % worst)
 sys.exit(0 if worst < 5e-2 else 1)
 PY
-then pass "train --backend nccl ends within tolerance of the CPU reference"
-else bad "train GPU vs CPU parameters"; fi
-
-# 3. One rank per GPU through the store.
-out="$TMP/store.out"
-"$BIN/ddp-rendezvous" --host 127.0.0.1 --port 0 --no-auth >"$out" 2>/dev/null &
-STORE_PID=$!
-for _ in $(seq 100); do grep -q 'listening on' "$out" 2>/dev/null && break; sleep 0.05; done
-PORT=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\).*/\1/p' "$out" | head -1)
-launch() { # launch RUN PROG ARGS...: one rank per GPU; 0 when all exit 0
-    local run=$1 pids=() r rc=0; shift
-    for ((r = 0; r < NGPU; r++)); do
-        RANK=$r LOCAL_RANK=$r WORLD_SIZE=$NGPU LOCAL_WORLD_SIZE=$NGPU GROUP_RANK=0 \
-        DDPRUN_STORE_ADDR=127.0.0.1 DDPRUN_STORE_PORT=$PORT DDPRUN_ROUND=0 DDPRUN_RUN_ID=$run \
-            timeout 300 "$@" >"$TMP/$run.$r.out" 2>&1 &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
-    return $rc
-}
-if launch nccl "$BIN/train" "${COMMON[@]}" --backend nccl --check-sync \
-        --dump-params "$TMP/nccl.{rank}.bin"; then
-    same=1
-    for ((r = 1; r < NGPU; r++)); do cmp -s "$TMP/nccl.0.bin" "$TMP/nccl.$r.bin" || same=0; done
-    [ $same = 1 ] && pass "NCCL path, $NGPU rank(s), one per GPU: parameters identical" ||
-        bad "NCCL ranks differ"
+    pass "train --backend nccl ends within tolerance of the CPU reference"
 else
-    bad "NCCL path with $NGPU rank(s)"; tail -5 "$TMP"/nccl.*.out
+    bad "train GPU vs CPU parameters"
+    tail_of "$TMP/gpu.out"
+fi
 fi
 
-# 4. Benchmarks.
-echo "# train samples/s per GPU (default ~1M-parameter MLP, batch 256 per rank):"
-launch tput "$BIN/train" --backend nccl --batch-size 256 --samples 65536 --epochs 1 \
-    --log-every 50 --metrics "$TMP/tput.jsonl" --quiet
-python3 - "$TMP/tput.jsonl" "$NGPU" <<'PY' || bad "train throughput"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if "samples_per_s" in l]
-rows = rows[1:] or rows
-sps = sorted(r["samples_per_s"] for r in rows)[len(rows) // 2]
-print("#   world %s: %.0f samples/s in all, %.0f per GPU" % (sys.argv[2], sps, sps / int(sys.argv[2])))
-PY
+# Every rank runs 64 steps an epoch, whatever the number of GPUs.
+SAMPLES=$((4096 * NGPU))
+# under_ddprun ARGS...: ddprun, one worker per GPU (as users run it), bounded.
+under_ddprun() { timeout -k 5 300 "$DDPRUN" --standalone --nproc_per_node="$NPROC" "$@"; }
+rank_files() { local r; for ((r = 0; r < NGPU; r++)); do echo "$1.$r.bin"; done; }
+
+# 3. The default backend choice through ddprun: NCCL, every rank in sync.
+under_ddprun "$BIN/train" "${COMMON[@]}" --samples "$SAMPLES" --epochs 1 --check-sync \
+    --dump-params "$TMP/auto.{rank}.bin" >"$TMP/auto.out" 2>&1
+rc=$?
+# shellcheck disable=SC2046 # one file per rank
+if [ $rc -eq 0 ] && grep -q "backend $BACKEND" "$TMP/auto.out" && same_files $(rank_files "$TMP/auto"); then
+    pass "ddprun --nproc_per_node=$NPROC, default backend: $BACKEND on $NGPU rank(s), parameters identical"
+else
+    bad "ddprun --nproc_per_node=$NPROC, default backend $BACKEND (exit $rc)"
+    tail_of "$TMP/auto.out"
+fi
+
+# 4. --virtual_local_rank: LOCAL_RANK=0 and one visible device per worker; still NCCL.
+under_ddprun --virtual_local_rank "$BIN/train" "${COMMON[@]}" --samples "$SAMPLES" --epochs 1 \
+    --check-sync --dump-params "$TMP/vlr.{rank}.bin" >"$TMP/vlr.out" 2>&1
+rc=$?
+# shellcheck disable=SC2046
+if [ $rc -eq 0 ] && grep -q "backend $BACKEND" "$TMP/vlr.out" && same_files $(rank_files "$TMP/vlr"); then
+    pass "--virtual_local_rank: $BACKEND on $NGPU rank(s), one device each, parameters identical"
+else
+    bad "--virtual_local_rank (exit $rc)"
+    tail_of "$TMP/vlr.out"
+fi
+
+# 5. Checkpoint, stop mid-epoch 2, resume: bitwise the uninterrupted run.
+under_ddprun "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" --epochs 2 --checkpoint-dir "$TMP/ckA" \
+    --dump-params "$TMP/whole.bin" >"$TMP/whole.out" 2>&1 &&
+    under_ddprun "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" --epochs 2 --checkpoint-dir "$TMP/ckB" \
+        --checkpoint-every 16 --max-steps 100 >"$TMP/part1.out" 2>&1 &&
+    under_ddprun "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" --epochs 2 --checkpoint-dir "$TMP/ckB" \
+        --dump-params "$TMP/resumed.bin" >"$TMP/part2.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && same_files "$TMP/whole.bin" "$TMP/resumed.bin"; then
+    pass "stopped at step 100 of 128, resumed from the step-96 checkpoint: bitwise the uninterrupted run"
+else
+    bad "checkpoint and resume on the GPU (exit $rc, or parameters differ)"
+    tail_of "$TMP/part2.out"
+fi
+
+# 6. A rank killed mid-collective: the group stops, restarts from its checkpoint and finishes.
 if [ "$NGPU" -ge 2 ]; then
-    launch ncclbench "$BIN/bench/bench_allreduce" --backend nccl --seconds 2 &&
-        cat "$TMP/ncclbench.0.out" || bad "NCCL allreduce bench"
+    DDPRUN_COLL_TIMEOUT_MS=20000 timeout -k 5 300 "$DDPRUN" --standalone --nproc_per_node="$NPROC" \
+        --max_restarts=1 "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" --epochs 2 \
+        --checkpoint-dir "$TMP/ckK" --checkpoint-every 16 --step-delay-ms 10 \
+        --metrics "$TMP/kill.jsonl" --log-every 4 >"$TMP/kill.out" 2>&1 &
+    JOB=$!
+    victim=
+    for _ in $(seq 600); do # until rank 0 has logged step 40 (at most 60 s)
+        rows=$(grep -c '"step"' "$TMP/kill.jsonl" 2>/dev/null)
+        if [ "${rows:-0}" -ge 10 ]; then
+            # The worker of RANK=1 among ddprun's children (by PID, never by name).
+            for c in $(cat /proc/"$JOB"/task/*/children 2>/dev/null); do
+                for w in $c $(cat /proc/"$c"/task/*/children 2>/dev/null); do
+                    tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$w
+                done
+            done
+            break
+        fi
+        sleep 0.1
+    done
+    [ -n "$victim" ] && kill -KILL "$victim"
+    wait "$JOB"
+    rc=$?
+    JOB=
+    if [ -n "$victim" ] && [ $rc -eq 0 ] && grep -q "restarting, attempt 1" "$TMP/kill.out"; then
+        pass "rank 1 SIGKILLed mid-training: the group stopped, restarted and finished"
+    else
+        bad "rank killed mid-collective (victim ${victim:-not found}, exit $rc)"
+        tail_of "$TMP/kill.out" 12
+    fi
 else
-    echo "# NCCL allreduce busbw needs 2+ GPUs (busbw of 1 rank is 0 by definition): skipped"
+    need2 "a rank SIGKILLed mid-collective: the others stop, the group restarts"
 fi
+
+# Figures. The compute roof: every SGEMM of train's default MLP step at batch 256, best times.
+BATCH=256
+if [ -n "$REHEARSAL" ]; then
+    gpu_only "cuBLAS SGEMM roof"
+    : >"$TMP/sgemm.json"
+else
+    "$BIN/bench/bench_gpu" sgemm --layers 512,1024,512,10 --batch $BATCH --seconds $SECONDS_PER \
+        >"$TMP/sgemm.json" 2>"$TMP/sgemm.err" || {
+        bad "cuBLAS SGEMM roof"
+        tail_of "$TMP/sgemm.err" 3
+    }
+fi
+# Train's throughput after warm-up (the first rows dropped), default MLP, batch 256 per rank.
+under_ddprun "$BIN/train" --batch-size $BATCH --samples $((TPUT_SAMPLES * NGPU)) --epochs 1 --log-every 4 \
+    --metrics "$TMP/tput.jsonl" --quiet >"$TMP/tput.out" 2>&1 || {
+    bad "train throughput run"
+    tail_of "$TMP/tput.out"
+}
+BUSBW=null
+if [ "$NGPU" -ge 2 ]; then
+    under_ddprun "$BIN/bench/bench_allreduce" --backend $BACKEND --max-bytes $AR_MAX --seconds $SECONDS_PER \
+        >"$TMP/ar.out" 2>&1 || bad "NCCL allreduce benchmark (an error, or a wrong sum)"
+    grep -E '^ +[0-9]+ ' "$TMP/ar.out" | tail -4 | sed 's/^/# /'
+    BUSBW=$(sed -n 's/^# busbw at the largest size: \([0-9.]*\) GB.*/\1/p' "$TMP/ar.out")
+    [ -n "$BUSBW" ] || BUSBW=null
+else
+    need2 "NCCL allreduce busbw (one rank moves no bytes)"
+fi
+python3 - "$TMP/sgemm.json" "$TMP/tput.jsonl" "$NGPU" "$BUSBW" "$REHEARSAL" <<'PY' || bad "figures"
+import json, sys
+fig = {"gpus": int(sys.argv[3])}
+try:
+    s = json.loads(open(sys.argv[1]).read())
+    fig.update(device=s["device"], sgemm_tflops=s["sgemm_tflops"])
+except Exception:
+    s = None
+rows = [json.loads(l) for l in open(sys.argv[2]) if "samples_per_s" in l and "epoch_end" not in l]
+rows = rows[3:] or rows  # after warm-up
+sps = sorted(r["samples_per_s"] for r in rows)[len(rows) // 2] if rows else None
+fig["train_samples_per_s"] = sps
+if sps and s:
+    per_gpu = sps / fig["gpus"]
+    fig["mlp_step_tflops_per_gpu"] = round(per_gpu * s["sgemm_flop_per_sample"] / 1e12, 3)
+    fig["mlp_fraction_of_sgemm_roof"] = round(fig["mlp_step_tflops_per_gpu"] / s["sgemm_tflops"], 3)
+fig["allreduce_busbw_gbs_at_max_size"] = None if sys.argv[4] == "null" else float(sys.argv[4])
+if sys.argv[5]:
+    fig["rehearsal"] = sys.argv[5]
+print("gpu-check figures: " + json.dumps(fig))
+sys.exit(0 if sps and (s or sys.argv[5]) else 1)
+PY
 [ $fail = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILED"
 exit $fail

@@ -39,8 +39,8 @@ $(BUILD)/bench/bench_allreduce: $(BUILD)/obj/bench/bench_allreduce.o $(BUILD)/li
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)
 
-gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/ddp-rendezvous \
-    $(BUILD)/tests/unit/test_train
+gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/bench/bench_gpu \
+    $(BUILD)/ddprun $(BUILD)/tests/unit/test_train
 	@BUILD=$(BUILD) worker_template/gpu_check.sh
 $(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train

@@ -333,6 +333,17 @@ timeout 60 "$TRAIN" --data "$TMP/good.csv" --layers 2,32,2 --epochs 8 --batch-si
 acc=$(eval_acc "$TMP/csvok.out")
 check "training on a CSV file learns (eval accuracy ${acc:-none} > 0.8)" above "${acc:-0}" 0.8
 
+# 6b. make gpu-check, rehearsed on the CPU backend (2 workers stand for 2 GPUs): the script that
+#     proves the GPU path on a lent GPU machine runs its every check that needs no GPU here.
+GPU_CHECK_REHEARSAL=cpu BUILD=$BUILD timeout 300 bash worker_template/gpu_check.sh \
+    >"$TMP/gpucheck.out" 2>&1
+rc=$?
+check "gpu-check rehearsal: every check that needs no GPU passes, one JSON line of figures" \
+    bash -c "[ $rc -eq 0 ] && grep -q '^gpu-check: all passed' '$TMP/gpucheck.out' &&
+        [ \$(grep -c '^ok - ' '$TMP/gpucheck.out') = 5 ] && ! grep -q '^not ok' '$TMP/gpucheck.out' &&
+        grep -q '^gpu-check figures: {' '$TMP/gpucheck.out'"
+[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/gpucheck.out" | tail -15
+
 # 7. Files in shared directories: a checkpoint directory others may write is refused; symlinks
 #    planted at --metrics and --dump-params are never written through.
 TINY=(--layers 8,16,2 --samples 256 --batch-size 32 --backend cpu --epochs 1 --quiet)
