@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ddp_log.h"
@@ -42,6 +43,8 @@ static const char *const owned_vars[] = {"RANK",
                                          "DDPRUN_STORE_TOKEN",
                                          "DDPRUN_ROUND",
                                          "DDPRUN_LOCAL_RANK",
+                                         "DDPRUN_CPU_BINDING",
+                                         "DDPRUN_NUMA_NODE",
                                          "DDPRUN_RUN_ID",
                                          "DDPRUN_HEARTBEAT_FILE",
                                          NULL};
@@ -251,7 +254,31 @@ typedef struct child_args {
     char *const *envp;
     volatile int exec_errno;
     volatile int cgroup_errno; /* moving into the job's cgroup failed */
+    int local_rank;
+    volatile int bind_errno; /* --numa_binding: sched_setaffinity failed */
 } child_args_t;
+
+/* set_mempolicy's modes (linux/mempolicy.h): one preferred node; several (Linux 5.15). */
+#define DDP_MPOL_PREFERRED 1
+#define DDP_MPOL_PREFERRED_MANY 5
+
+/* --numa_binding in the child, by system calls only: the CPUs (inherited by every thread the
+ * program starts) and a preference for the NUMA nodes' memory. */
+static void child_bind(child_args_t *c) {
+    const agent_job_t *job = c->a->job;
+    if (sched_setaffinity(0, sizeof(cpu_set_t), &job->bind_cpus[c->local_rank]) != 0)
+        c->bind_errno = errno;
+    unsigned long mask = (unsigned long)job->bind_mems[c->local_rank];
+    if (mask == 0)
+        return;
+    int many = (mask & (mask - 1)) != 0;
+    if (syscall(SYS_set_mempolicy, many ? DDP_MPOL_PREFERRED_MANY : DDP_MPOL_PREFERRED, &mask,
+                (unsigned long)sizeof mask * 8 + 1) != 0 &&
+        many) {
+        mask &= ~(mask - 1); /* an older kernel: the first of the nodes */
+        syscall(SYS_set_mempolicy, DDP_MPOL_PREFERRED, &mask, (unsigned long)sizeof mask * 8 + 1);
+    }
+}
 
 /* The child side: async-signal-safe calls only, and no write to memory but the args' exec_errno
  * (the parent's memory is shared until exec). Never returns. */
@@ -269,6 +296,8 @@ static int child_main(void *arg) {
     setpgid(0, 0);
     if (c->a->nofile_saved)
         setrlimit(RLIMIT_NOFILE, &c->a->nofile);
+    if (c->a->job->bind_cpus != NULL)
+        child_bind(c);
     /* Into the job's cgroup before anything of the program runs: whatever it starts, wherever
      * that goes (setsid, double fork), is born there and is killed with the cgroup. "0" moves
      * the writer itself. */
@@ -401,6 +430,12 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
     rc = rc ? rc : ddp_strv_pushf(own, "LOCAL_RANK=%d", local_rank_env);
     /* The worker's place on the node, also when LOCAL_RANK is virtual (worker_template/ddpw.h). */
     rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_LOCAL_RANK=%d", w->local_rank);
+    if (rc == 0 && a->job->bind_cpus_text != NULL) {
+        rc = ddp_strv_pushf(own, "DDPRUN_CPU_BINDING=%s", a->job->bind_cpus_text[w->local_rank]);
+        rc =
+            rc ? rc
+               : ddp_strv_pushf(own, "DDPRUN_NUMA_NODE=%s", a->job->bind_nodes_text[w->local_rank]);
+    }
     if (rc == 0 && a->job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
         char dev[256]; /* an entry may be a GPU or MIG UUID */
@@ -445,7 +480,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     /* posix_spawn's technique: clone(CLONE_VM | CLONE_VFORK) copies no page tables and resumes
      * the agent once the child has exec'd. Signals stay blocked across it so that no libuv
      * handler runs in the child before it resets them; the child clears its mask before exec. */
-    child_args_t args = {a, out.child_fd, err.child_fd, a->cgroup_procs_fd, getpid(), envp, 0, 0};
+    child_args_t args = {
+        a, out.child_fd, err.child_fd, a->cgroup_procs_fd, getpid(), envp, 0, 0, w->local_rank, 0};
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
@@ -474,6 +510,9 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
         close(a->cgroup_procs_fd);
         a->cgroup_procs_fd = -1;
     }
+    if (args.bind_errno != 0)
+        DDP_WARN("--numa_binding: unable to bind rank %d to CPUs %s: %s", w->rank,
+                 a->job->bind_cpus_text[w->local_rank], strerror(args.bind_errno));
     if (w->exec_errno != 0)
         DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank,
                   strerror(w->exec_errno));

@@ -1,6 +1,7 @@
 /* bench_launch: the agent's own costs, each against a reference measured in the same run.
  *   launch   wall time of `ddprun --standalone --nproc_per_node=8 /bin/true` vs a plain
- *            fork+exec+wait of the same 8 processes (the floor), median of N runs, interleaved
+ *            fork+exec+wait of the same 8 processes (the floor), median of N runs, interleaved;
+ *            and the same with --numa_binding=node against without (the binding's own cost)
  *   restart  time from a worker's death to every worker of the new attempt running
  *   rss      peak RSS (VmHWM) of ddprun supervising 8 workers
  * Usage: bench_launch DDPRUN FAKE_WORKER [RUNS]. Prints markdown table rows. */
@@ -159,15 +160,20 @@ int main(int argc, char **argv) {
     self[n] = '\0';
     char *floor_argv[] = {self, "floor", NULL};
     char *ddp_argv[] = {argv[1], "--standalone", "--nproc_per_node=8", "/bin/true", NULL};
+    char *numa_argv[] = {
+        argv[1], "--standalone", "--nproc_per_node=8", "--numa_binding=node", "/bin/true", NULL};
     double *tf = calloc((size_t)runs, sizeof *tf), *td = calloc((size_t)runs, sizeof *td);
-    double *tr = calloc((size_t)runs, sizeof *tr);
-    /* Warm-up, then interleave so that both see the same machine state. */
+    double *tr = calloc((size_t)runs, sizeof *tr), *tn = calloc((size_t)runs, sizeof *tn);
+    /* Warm-up, then interleave so that all see the same machine state. Binding needs a NUMA
+     * topology in sysfs: without one that series is left out. */
     time_cmd(floor_argv);
     time_cmd(ddp_argv);
+    int numa = time_cmd(numa_argv) >= 0;
     for (int i = 0; i < runs; i++) {
         tf[i] = time_cmd(floor_argv);
         td[i] = time_cmd(ddp_argv);
-        if (tf[i] < 0 || td[i] < 0) {
+        tn[i] = numa ? time_cmd(numa_argv) : 0;
+        if (tf[i] < 0 || td[i] < 0 || tn[i] < 0) {
             fprintf(stderr, "bench_launch: a run failed\n");
             return 1;
         }
@@ -176,6 +182,15 @@ int main(int argc, char **argv) {
     printf("| launch 8 x /bin/true: ddprun --standalone | %.2f ms | floor fork+exec x8 %.2f ms | "
            "%.2fx (target <= 1.5x) |\n",
            md, mf, md / mf);
+    if (numa) {
+        double mn = bench_median(tn, runs);
+        printf("| launch 8 x /bin/true with --numa_binding=node | %.2f ms | without %.2f ms | "
+               "%.2fx |\n",
+               mn, md, mn / md);
+    } else {
+        printf("| launch with --numa_binding=node | not measured: no NUMA topology in sysfs | - "
+               "| - |\n");
+    }
     int ok = 0;
     for (int i = 0; i < runs; i++) {
         double t = restart_once(argv[1], argv[2]);
@@ -194,5 +209,6 @@ int main(int argc, char **argv) {
     free(tf);
     free(td);
     free(tr);
+    free(tn);
     return 0;
 }

@@ -288,10 +288,14 @@ static int apply_bool(int *dst, const char *flag, const char *val, ddp_err_t *er
  * than as unknown flags, so that a torchrun command line that uses them says why it stops. */
 static int apply_numa_binding(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
-    (void)spec;
-    return launch__bad_value(
-        err, flag, val,
-        "is not supported by ddprun yet: drop it, or bind in the program (numactl)");
+    static const launch_numa_mode_t modes[] = {LAUNCH_NUMA_NODE, LAUNCH_NUMA_SOCKET,
+                                               LAUNCH_NUMA_EXCLUSIVE, LAUNCH_NUMA_CORE_COMPLEX};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(val, launch_numa_mode_name(modes[i])) == 0) {
+            spec->numa_binding = modes[i];
+            return 0;
+        }
+    return launch__bad_value(err, flag, val, "is not node, socket, exclusive or core-complex");
 }
 
 static int apply_print_completion(launch_spec_t *spec, const char *flag, const char *val,
@@ -353,6 +357,8 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_VIRTUAL_LOCAL_RANK, "virtual-local-rank", 0, 0, "PET_VIRTUAL_LOCAL_RANK",
      FIELD(SWITCH, virtual_local_rank)},
     {LAUNCH_OPT_NUMA_BINDING, "numa-binding", 0, 1, "PET_NUMA_BINDING", FN(apply_numa_binding)},
+    {LAUNCH_OPT_NUMA_BINDING_FALLBACK, "numa-binding-fallback", 0, 0, "PET_NUMA_BINDING_FALLBACK",
+     FIELD(SWITCH, numa_binding_fallback)},
     {LAUNCH_OPT_PRINT_COMPLETION, "print-completion", 0, 1, NULL, FN(apply_print_completion)},
     {LAUNCH_OPT_HEARTBEAT_TIMEOUT, "heartbeat-timeout", 0, 1, "PET_HEARTBEAT_TIMEOUT",
      FIELD(SECONDS, heartbeat_timeout)},
@@ -696,6 +702,15 @@ int launch_cli_parse(int argc, char *const *argv, launch_spec_t *spec, ddp_err_t
 void launch_spec_free(launch_spec_t *spec) {
     if (spec == NULL)
         return;
+    for (int i = 0; spec->bind_cpus_text && spec->bind_nodes_text && i < spec->nproc_per_node;
+         i++) {
+        free(spec->bind_cpus_text[i]);
+        free(spec->bind_nodes_text[i]);
+    }
+    free(spec->bind_cpus_text);
+    free(spec->bind_nodes_text);
+    free(spec->bind_cpus);
+    free(spec->bind_mems);
     free(spec->rdzv_backend);
     free(spec->rdzv_id);
     free(spec->rdzv_conf);

@@ -89,6 +89,12 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->shutdown_timeout_ms = ms(spec->shutdown_timeout);
     job->virtual_local_rank = spec->virtual_local_rank;
     job->worker_store_own = spec->worker_store_own;
+    if (spec->numa_binding != LAUNCH_NUMA_OFF && spec->bind_cpus != NULL) {
+        job->bind_cpus = spec->bind_cpus;
+        job->bind_mems = spec->bind_mems;
+        job->bind_cpus_text = spec->bind_cpus_text;
+        job->bind_nodes_text = spec->bind_nodes_text;
+    }
     job->devices = ddp_devices_select(getenv_fn(ctx, "HIP_VISIBLE_DEVICES"),
                                       getenv_fn(ctx, "CUDA_VISIBLE_DEVICES"), &job->devices_var);
     hang_opts_build(spec, job);

@@ -10,6 +10,10 @@
  * at a fake driver or at a missing file. Not thread-safe; call before counting. */
 void launch__nproc_set_cuda_lib(const char *soname);
 
+/* The PCI bus ids of the visible CUDA devices, in CUDA's order (CUDA_VISIBLE_DEVICES honoured),
+ * at most max, through the driver API. Returns the count (0: none, why says why) or -1 (why). */
+int launch_gpu_pci_ids(char (*ids)[32], int max, char *why, size_t why_len);
+
 /* cli_values.c: the value parsers of the option table. Each returns 0, DDP_EUSAGE with a one-line
  * message naming flag (and quoting the value), or -ENOMEM; outputs are untouched on error. */
 

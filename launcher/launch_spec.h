@@ -8,6 +8,7 @@
 
 #include "agent.h"
 #include "ddp_err.h"
+#include "launch_numa.h"
 
 #ifndef DDPRUN_VERSION
 #define DDPRUN_VERSION "0.1.0"
@@ -51,6 +52,7 @@ typedef enum launch_opt {
     LAUNCH_OPT_DUPLICATE_STDERR_FILTERS,
     LAUNCH_OPT_VIRTUAL_LOCAL_RANK,
     LAUNCH_OPT_NUMA_BINDING,
+    LAUNCH_OPT_NUMA_BINDING_FALLBACK,
     LAUNCH_OPT_PRINT_COMPLETION,
     LAUNCH_OPT_HEARTBEAT_TIMEOUT,
     LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT,
@@ -151,6 +153,12 @@ typedef struct launch_spec {
     char *start_method;           /* --start_method spawn|fork|forkserver: accepted, unused */
     int virtual_local_rank;       /* --virtual_local_rank: LOCAL_RANK=0, one device per worker */
     int worker_store_own;         /* --worker_store own: rank 0 of the workers hosts their store */
+    launch_numa_mode_t numa_binding; /* --numa_binding; LAUNCH_NUMA_OFF when not given */
+    int numa_binding_fallback;       /* warn once and run unbound when binding is impossible */
+    /* Filled by launch_numa_setup: each local rank's binding, as the agent applies it. */
+    cpu_set_t *bind_cpus;
+    uint64_t *bind_mems; /* bit = NUMA node id */
+    char **bind_cpus_text, **bind_nodes_text;
     char *log_line_prefix_template; /* NULL = AGENT_DEFAULT_LOG_LINE_PREFIX */
     char *event_log_handler;        /* "null" (default) or "console": accepted, unused */
     char **dup_stdout_filters;      /* NULL-terminated strings; NULL = no duplication */
@@ -249,5 +257,10 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
 int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err);
 
 /* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
+
+/* --numa_binding: plans every local rank's CPUs and NUMA nodes into spec (bind_*), once
+ * nproc_per_node is known. 0; or DDP_EUSAGE with err naming the mode, the rank and why (the
+ * job must not start), unless --numa_binding_fallback (one warning, no binding, 0). */
+int launch_numa_setup(launch_spec_t *spec, ddp_err_t *err);
 
 #endif

@@ -79,8 +79,7 @@ static int slurm_apply(launch_spec_t *spec, ddp_err_t *err) {
 
 /* Parses, derives and resolves everything up to a prepared job; every failure here is a usage
  * error (err says which flag). On success free prog and the job's token. */
-static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *job,
-                       ddp_err_t *err) {
+static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *job, ddp_err_t *err) {
     char ep_addr[64];
     int rc = slurm_apply(spec, err);
     if (rc == 0 && (rc = launch_endpoint_check(spec, ep_addr, sizeof ep_addr, err)) == 0 &&
@@ -98,6 +97,8 @@ static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *jo
                          "is at most %d",
                          spec->max_nodes, spec->nproc_per_node,
                          (long long)spec->max_nodes * spec->nproc_per_node, LAUNCH_WORLD_SIZE_MAX);
+    if (rc == 0)
+        rc = launch_numa_setup(spec, err);
     if (rc == 0)
         rc = launch_program_argv(spec, prog, err);
     if (rc < 0)

@@ -1,8 +1,10 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
-# slurm.c), and the job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
+# slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the
+# job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c \
-               launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c
+               launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
+               launcher/numa.c launcher/numa_setup.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
 # The launcher's headers are all private (beside its sources); its unit tests see them too.
@@ -11,7 +13,10 @@ $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
 
 # Unit tests (cmocka).
 UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_nproc \
-              $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm
+              $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm \
+              $(BUILD)/tests/unit/test_launch_numa
+$(BUILD)/tests/unit/test_launch_numa: $(BUILD)/obj/tests/unit/test_launch_numa.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli: $(BUILD)/obj/tests/unit/test_launch_cli.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_hostlist: $(BUILD)/obj/tests/unit/test_hostlist.o \

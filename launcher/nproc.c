@@ -61,6 +61,32 @@ int launch_gpu_count(char *why, size_t why_len) {
     return n;
 }
 
+typedef int (*cu_dev_get_fn)(int *dev, int ordinal);
+typedef int (*cu_pci_fn)(char *bus_id, int len, int dev);
+
+int launch_gpu_pci_ids(char (*ids)[32], int max, char *why, size_t why_len) {
+    int n = launch_gpu_count(why, why_len);
+    if (n <= 0)
+        return n;
+    void *h = dlopen(cuda_lib, RTLD_NOW | RTLD_LOCAL); /* loaded already: a reference */
+    cu_dev_get_fn get = h ? (cu_dev_get_fn)dlsym(h, "cuDeviceGet") : NULL;
+    cu_pci_fn pci = h ? (cu_pci_fn)dlsym(h, "cuDeviceGetPCIBusId") : NULL;
+    if (get == NULL || pci == NULL) {
+        snprintf(why, why_len, "%s has no cuDeviceGet/cuDeviceGetPCIBusId", cuda_lib);
+        return -1;
+    }
+    for (int i = 0; i < n && i < max; i++) {
+        int dev = 0, r = get(&dev, i);
+        if (r == 0)
+            r = pci(ids[i], 32, dev);
+        if (r != 0) {
+            snprintf(why, why_len, "cuDeviceGetPCIBusId of device %d failed (%d)", i, r);
+            return -1;
+        }
+    }
+    return n < max ? n : max;
+}
+
 int launch_cpu_count(void) {
     cpu_set_t set;
     /* The affinity mask is what this process may use (taskset, cgroup cpusets under Slurm). */

@@ -8,3 +8,9 @@ $(BUILD)/tests/old_driver/libcuda.so.1: $(BUILD)/obj/tests/helpers/fake_libcuda_
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -shared -o $@ $^
+# The fake driver of test_launch_nproc as libcuda.so.1, for ddprun's GPU placement (test_numa.sh).
+HELPERS += $(BUILD)/tests/fake_gpus/libcuda.so.1
+$(BUILD)/tests/fake_gpus/libcuda.so.1: $(BUILD)/obj/tests/unit/test_launch_fakecuda.o
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -shared -o $@ $^

@@ -4,6 +4,7 @@
 #ifndef AGENT_H
 #define AGENT_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,13 @@ typedef struct agent_job {
     /* 0: the agent serves the workers' store at MASTER_ADDR:MASTER_PORT (group rank 0's node),
      * as torchrun 2.x; 1: the workers' rank 0 hosts it (TORCHELASTIC_USE_AGENT_STORE=False). */
     int worker_store_own;
+    /* --numa_binding: worker i (local rank) runs on bind_cpus[i] with its memory preferred on
+     * the NUMA nodes of bind_mems[i] (bit = node id); the texts go to its environment
+     * (DDPRUN_CPU_BINDING, DDPRUN_NUMA_NODE). NULL: no binding. */
+    const cpu_set_t *bind_cpus;
+    const uint64_t *bind_mems;
+    char *const *bind_cpus_text;
+    char *const *bind_nodes_text;
     const char *devices_var; /* the visible-device list in use (ddp_devices_select) */
     const char *devices;     /* its value; NULL = unset */
     const char *path;        /* what workers exec, resolved (no search after fork) */

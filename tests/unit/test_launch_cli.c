@@ -678,10 +678,27 @@ static void test_unknown_and_prefix(void **state) {
     assert_string_equal(e.text,
                         "--logs-specs: 'my_specs' is a Python log spec plugin, which ddprun "
                         "cannot load (only 'default'; use --log_dir)");
+    /* torchrun 2.x's --numa-binding: its four modes, both spellings, PET_NUMA_BINDING. */
+    const char *modes[] = {"node", "socket", "exclusive", "core-complex"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(parse(&s, &e, "--numa-binding", modes[i], "prog", END), 0);
+        assert_string_equal(launch_numa_mode_name(s.numa_binding), modes[i]);
+        assert_int_equal(s.numa_binding_fallback, 0);
+        launch_spec_free(&s);
+    }
+    assert_int_equal(parse(&s, &e, "--numa_binding=socket", "--numa_binding_fallback", "prog", END),
+                     0);
+    assert_int_equal(s.numa_binding, LAUNCH_NUMA_SOCKET);
+    assert_int_equal(s.numa_binding_fallback, 1);
+    launch_spec_free(&s);
+    const char *envp[] = {"PET_NUMA_BINDING=exclusive", NULL};
+    assert_int_equal(parse_env(&s, &e, envp, "prog", END), 0);
+    assert_int_equal(s.numa_binding, LAUNCH_NUMA_EXCLUSIVE);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--numa-binding", "cores", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--numa-binding: 'cores' is not node, socket, exclusive or "
+                                "core-complex");
     /* torchrun 2.x flags ddprun lacks are refused by name, saying so, not as unknown flags. */
-    assert_int_equal(parse(&s, &e, "--numa-binding", "node", "prog", END), DDP_EUSAGE);
-    assert_string_equal(e.text, "--numa-binding: 'node' is not supported by ddprun yet: drop it, "
-                                "or bind in the program (numactl)");
     assert_int_equal(parse(&s, &e, "--print_completion=bash", "prog", END), DDP_EUSAGE);
     assert_non_null(strstr(e.text, "--print_completion: 'bash' is not supported by ddprun"));
 }
