@@ -357,6 +357,8 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_VIRTUAL_LOCAL_RANK, "virtual-local-rank", 0, 0, "PET_VIRTUAL_LOCAL_RANK",
      FIELD(SWITCH, virtual_local_rank)},
     {LAUNCH_OPT_NUMA_BINDING, "numa-binding", 0, 1, "PET_NUMA_BINDING", FN(apply_numa_binding)},
+    {LAUNCH_OPT_PRINT_TOPOLOGY, "print-topology", 0, 0, NULL, FIELD(SWITCH, print_topology)},
+    {LAUNCH_OPT_JSON, "json", 0, 0, NULL, FIELD(SWITCH, json)},
     {LAUNCH_OPT_NUMA_BINDING_FALLBACK, "numa-binding-fallback", 0, 0, "PET_NUMA_BINDING_FALLBACK",
      FIELD(SWITCH, numa_binding_fallback)},
     {LAUNCH_OPT_PRINT_COMPLETION, "print-completion", 0, 1, NULL, FN(apply_print_completion)},
@@ -673,6 +675,10 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
     if ((rc = apply_pet(spec, getenv_fn, ctx, err)) < 0 ||
         (rc = apply_torch_env(spec, getenv_fn, ctx, err)) < 0)
         goto out;
+    if (i >= argc && spec->print_topology) {
+        rc = default_strings(spec); /* nothing to run: the topology is printed */
+        goto out;
+    }
     if (i >= argc) {
         rc = ddp_err_set(err, DDP_EUSAGE,
                          "missing program to run (usage: ddprun [flags] program [args...])");

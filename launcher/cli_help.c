@@ -70,6 +70,8 @@ void launch_usage(void) {
         "                              CPUs ddprun may use; impossible bindings exit 2. Workers\n"
         "                              get DDPRUN_CPU_BINDING and DDPRUN_NUMA_NODE\n"
         "  --numa_binding_fallback     warn once and run unbound where binding is impossible\n"
+        "  --print_topology [--json]   print, per local rank, its GPU, NUMA node, socket and the\n"
+        "                              CPUs each --numa_binding mode would give; no program\n"
         "\n"
         "Hangs (a worker that stops making progress without exiting):\n"
         "  --heartbeat_timeout SECS    0 = off (default). Each worker gets DDPRUN_HEARTBEAT_FILE,\n"

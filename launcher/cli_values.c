@@ -87,7 +87,6 @@ int launch__seconds_get(const char *flag, const char *val, double *out, ddp_err_
     return 0;
 }
 
-
 /* A host as a flag gives it: a name (letters, digits, '-', '.', '_'), an IPv4 address, or an IPv6
  * address (hex digits, ':', '.', and a '%' zone) when v6 is set. Returns 0, or DDP_EUSAGE naming
  * flag, the whole value val and the first character a host cannot have. */
@@ -270,7 +269,6 @@ int launch__str_set_or_unset(char **dst, const char *val) {
     return 0;
 }
 
-
 /* A log directory that stat refused with errno e: said as errno says it (a search permission
  * missing on the way is not a file in the way). */
 static int log_dir_refused(const char *flag, const char *val, int e, ddp_err_t *err) {
@@ -278,8 +276,9 @@ static int log_dir_refused(const char *flag, const char *val, int e, ddp_err_t *
     if (e == ENOTDIR)
         snprintf(what, sizeof what, "cannot be used: a component of the path is not a directory");
     else if (e == EACCES)
-        snprintf(what, sizeof what, "cannot be used: permission denied (a directory on the way "
-                                    "is not searchable)");
+        snprintf(what, sizeof what,
+                 "cannot be used: permission denied (a directory on the way "
+                 "is not searchable)");
     else
         snprintf(what, sizeof what, "cannot be used: %s", strerror(e));
     return launch__bad_value(err, flag, val, what);

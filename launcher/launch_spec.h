@@ -5,6 +5,7 @@
 #define LAUNCH_SPEC_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "agent.h"
 #include "ddp_err.h"
@@ -53,6 +54,8 @@ typedef enum launch_opt {
     LAUNCH_OPT_VIRTUAL_LOCAL_RANK,
     LAUNCH_OPT_NUMA_BINDING,
     LAUNCH_OPT_NUMA_BINDING_FALLBACK,
+    LAUNCH_OPT_PRINT_TOPOLOGY,
+    LAUNCH_OPT_JSON,
     LAUNCH_OPT_PRINT_COMPLETION,
     LAUNCH_OPT_HEARTBEAT_TIMEOUT,
     LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT,
@@ -66,6 +69,8 @@ typedef enum launch_opt {
     LAUNCH_OPT_VERSION,
     LAUNCH_OPT__COUNT
 } launch_opt_t;
+
+_Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per flag");
 
 /* Nonzero when flag opt was given explicitly (command line, PET_*, or forced by --standalone). */
 #define LAUNCH_GIVEN(spec, opt) ((int)(((spec)->given >> (opt)) & 1u))
@@ -155,6 +160,8 @@ typedef struct launch_spec {
     int worker_store_own;         /* --worker_store own: rank 0 of the workers hosts their store */
     launch_numa_mode_t numa_binding; /* --numa_binding; LAUNCH_NUMA_OFF when not given */
     int numa_binding_fallback;       /* warn once and run unbound when binding is impossible */
+    int print_topology;              /* --print_topology: print every mode's plan and exit */
+    int json;                        /* --json: --print_topology as one JSON object */
     /* Filled by launch_numa_setup: each local rank's binding, as the agent applies it. */
     cpu_set_t *bind_cpus;
     uint64_t *bind_mems; /* bit = NUMA node id */
@@ -262,5 +269,11 @@ int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp
  * nproc_per_node is known. 0; or DDP_EUSAGE with err naming the mode, the rank and why (the
  * job must not start), unless --numa_binding_fallback (one warning, no binding, 0). */
 int launch_numa_setup(launch_spec_t *spec, ddp_err_t *err);
+
+/* --print_topology: this node's topology and, per local rank (--nproc_per_node, resolved), the
+ * GPU, NUMA node, socket, L3 group and the CPUs each --numa_binding mode would give, as a table
+ * (or one JSON object with --json) on out. Returns 0, or DDP_EUSAGE (err) when the topology
+ * cannot be read. */
+int launch_numa_print(const launch_spec_t *spec, FILE *out, ddp_err_t *err);
 
 #endif

@@ -129,6 +129,12 @@ int main(int argc, char **argv) {
     }
     if (rc == 0)
         verbosity_apply(spec.verbose);
+    if (rc == 0 && spec.print_topology) { /* no job: what each --numa_binding mode would give */
+        if ((rc = launch_nproc_resolve(&spec, &err)) == 0)
+            rc = launch_numa_print(&spec, stdout, &err);
+        launch_spec_free(&spec);
+        return rc < 0 ? usage_error(&err, rc) : EXIT_OK;
+    }
     if (rc < 0 || (rc = job_resolve(&spec, &prog, &job, &err)) < 0) {
         launch_spec_free(&spec);
         return usage_error(&err, rc);

@@ -102,3 +102,157 @@ int launch_numa_setup(launch_spec_t *spec, ddp_err_t *err) {
     }
     return rc;
 }
+
+/* --print_topology: every mode's plan for n local ranks, one row each. */
+typedef struct topo_view {
+    launch_topo_t *t;
+    int n, gpus;
+    int *anchor;
+    char (*pci)[32];
+    launch_bind_t *plan[4]; /* per mode (node, socket, exclusive, core-complex); NULL: refused */
+    char why[4][DDP_ERR_TEXT_LEN];
+    cpu_set_t allowed;
+} topo_view_t;
+
+static const launch_numa_mode_t view_modes[4] = {LAUNCH_NUMA_NODE, LAUNCH_NUMA_SOCKET,
+                                                 LAUNCH_NUMA_EXCLUSIVE, LAUNCH_NUMA_CORE_COMPLEX};
+
+static void view_free(topo_view_t *v) {
+    for (int m = 0; m < 4; m++)
+        free(v->plan[m]);
+    free(v->t);
+    free(v->anchor);
+    free(v->pci);
+}
+
+static int view_build(const launch_spec_t *spec, topo_view_t *v, ddp_err_t *err) {
+    memset(v, 0, sizeof *v);
+    v->n = spec->nproc_per_node;
+    const char *root = launch_numa_sysfs_root();
+    v->t = malloc(sizeof *v->t);
+    v->anchor = calloc((size_t)v->n, sizeof *v->anchor);
+    v->pci = calloc((size_t)v->n, sizeof *v->pci);
+    if (v->t == NULL || v->anchor == NULL || v->pci == NULL)
+        return ddp_err_set(err, -ENOMEM, "out of memory for the topology");
+    if (sched_getaffinity(0, sizeof v->allowed, &v->allowed) != 0)
+        CPU_ZERO(&v->allowed);
+    int rc = launch_topo_read(root, v->t, err);
+    if (rc == 0)
+        rc = anchors(root, v->t, v->n, v->anchor, &v->gpus, err);
+    if (rc == 0 && v->gpus) {
+        char why[160];
+        launch_gpu_pci_ids(v->pci, v->n, why, sizeof why);
+    }
+    for (int m = 0; m < 4 && rc == 0; m++) {
+        ddp_err_t e;
+        ddp_err_clear(&e);
+        v->plan[m] = calloc((size_t)v->n, sizeof *v->plan[m]);
+        if (v->plan[m] == NULL)
+            return ddp_err_set(err, -ENOMEM, "out of memory for the topology");
+        if (launch_numa_plan(v->t, view_modes[m], v->anchor, v->n, &v->allowed, v->plan[m], &e) !=
+            0) {
+            snprintf(v->why[m], sizeof v->why[m], "%s", e.text);
+            free(v->plan[m]);
+            v->plan[m] = NULL;
+        }
+    }
+    return rc;
+}
+
+/* The socket of node index a. */
+static int node_socket(const launch_topo_t *t, int a) {
+    for (int c = 0; c < t->ncpus; c++)
+        if (CPU_ISSET(c, &t->node_cpus[a]))
+            return t->cpu_socket[c];
+    return -1;
+}
+
+static void print_table(const topo_view_t *v, FILE *out) {
+    char buf[4096];
+    fprintf(out, "CPUs ddprun may use: %s\n", launch_cpulist_format(&v->allowed, buf, sizeof buf));
+    fprintf(out, "%-5s %-20s %-4s %-6s | CPUs by --numa_binding mode:\n", "", "", "NUMA", "");
+    fprintf(out, "%-5s %-20s %-4s %-6s | %-18s %-18s %-18s %s\n", "rank", "GPU", "node", "socket",
+            "node", "socket", "exclusive", "core-complex");
+    for (int i = 0; i < v->n; i++) {
+        char gpu[48] = "-";
+        if (v->gpus)
+            snprintf(gpu, sizeof gpu, "%d %s", i, v->pci[i]);
+        fprintf(out, "%-5d %-20s %-4d %-6d |", i, gpu, v->t->node_id[v->anchor[i]],
+                node_socket(v->t, v->anchor[i]));
+        for (int m = 0; m < 4; m++)
+            fprintf(out, m < 3 ? " %-18s" : " %s",
+                    v->plan[m] ? launch_cpulist_format(&v->plan[m][i].cpus, buf, sizeof buf) : "-");
+        fprintf(out, "\n");
+    }
+    for (int m = 0; m < 4; m++)
+        if (v->plan[m] == NULL)
+            fprintf(out, "%s\n", v->why[m]);
+    if (!v->gpus)
+        fprintf(out, "no GPU for every worker: placed by local rank (NUMA node i mod %d)\n",
+                v->t->nnodes);
+}
+
+/* s as a JSON string (the texts here are ASCII; quotes and backslashes escaped). */
+static void json_str(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', out);
+        if ((unsigned char)*s >= 0x20)
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void print_json(const topo_view_t *v, FILE *out) {
+    char buf[4096];
+    fprintf(out, "{\"cpus_allowed\": ");
+    json_str(out, launch_cpulist_format(&v->allowed, buf, sizeof buf));
+    fprintf(out, ", \"placed_by\": \"%s\", \"ranks\": [", v->gpus ? "gpu" : "local_rank");
+    for (int i = 0; i < v->n; i++) {
+        fprintf(out, "%s{\"local_rank\": %d, \"gpu\": ", i ? ", " : "", i);
+        if (v->gpus) {
+            fprintf(out, "{\"index\": %d, \"pci\": ", i);
+            json_str(out, v->pci[i]);
+            fprintf(out, "}");
+        } else {
+            fprintf(out, "null");
+        }
+        fprintf(out, ", \"numa_node\": %d, \"socket\": %d, \"cpus\": {",
+                v->t->node_id[v->anchor[i]], node_socket(v->t, v->anchor[i]));
+        for (int m = 0; m < 4; m++) {
+            fprintf(out, "%s", m ? ", " : "");
+            json_str(out, launch_numa_mode_name(view_modes[m]));
+            fprintf(out, ": ");
+            if (v->plan[m])
+                json_str(out, launch_cpulist_format(&v->plan[m][i].cpus, buf, sizeof buf));
+            else
+                fprintf(out, "null");
+        }
+        fprintf(out, "}}");
+    }
+    fprintf(out, "], \"refused\": {");
+    int first = 1;
+    for (int m = 0; m < 4; m++)
+        if (v->plan[m] == NULL) {
+            fprintf(out, "%s", first ? "" : ", ");
+            json_str(out, launch_numa_mode_name(view_modes[m]));
+            fprintf(out, ": ");
+            json_str(out, v->why[m]);
+            first = 0;
+        }
+    fprintf(out, "}}\n");
+}
+
+int launch_numa_print(const launch_spec_t *spec, FILE *out, ddp_err_t *err) {
+    topo_view_t v;
+    int rc = view_build(spec, &v, err);
+    if (rc == 0) {
+        if (spec->json)
+            print_json(&v, out);
+        else
+            print_table(&v, out);
+    }
+    view_free(&v);
+    return rc;
+}

@@ -66,10 +66,9 @@ static int check_interpreter(const char *what, const char *path, ddp_err_t *err)
     /* The line may end in CR (a file saved with CRLF): shown escaped, it explains itself. */
     char shown[4 * 64 + 8];
     ddp_str_escape(shown, sizeof shown, p, len < 64 ? len : 64);
-    return ddp_err_set(err, DDP_EUSAGE, "%s '%.*s': its interpreter '%s' (#! line) %s", what,
-                       PQ / 2, path, shown,
-                       missing ? (e == ENOENT || e == ENOTDIR ? "not found" : strerror(e))
-                               : "is not executable");
+    return ddp_err_set(
+        err, DDP_EUSAGE, "%s '%.*s': its interpreter '%s' (#! line) %s", what, PQ / 2, path, shown,
+        missing ? (e == ENOENT || e == ENOTDIR ? "not found" : strerror(e)) : "is not executable");
 }
 
 /* Finds name (no '/') in $PATH like execvp. Returns 0 with *out (caller frees), -ENOENT,

@@ -83,6 +83,20 @@ DDPRUN_SYSFS_ROOT=$R LD_LIBRARY_PATH=$FAKE_GPUS job "$TMP/fakev.out" --nproc_per
 check "fake topology, socket, -v: 2 workers on both nodes, placed by their GPU" \
     bash -c "[ $rc -eq 0 ] && [ \$(grep -c 'cpus=0-1 bind=0-1 node=0,1' '$TMP/fakev.out') = 2 ] &&
         grep -q 'numa_binding socket: 2 worker(s) placed by their GPU' '$TMP/fakev.out'"
+# --print_topology: no program; the table and the JSON say the same placement.
+DDPRUN_SYSFS_ROOT=$R LD_LIBRARY_PATH=$FAKE_GPUS timeout 20 "$DDPRUN" --print_topology \
+    --nproc_per_node=gpu >"$TMP/topo.out" 2>&1; rc=$?
+check "--print_topology: rank 0's row names GPU 0 (its PCI id), NUMA node 1 and its CPUs" \
+    bash -c "[ $rc -eq 0 ] && grep -Eq '^0 +0 00000000:18:00.0 +1 +0 +\| 1 +0-1 +1 +1$' '$TMP/topo.out'"
+DDPRUN_SYSFS_ROOT=$R LD_LIBRARY_PATH=$FAKE_GPUS timeout 20 "$DDPRUN" --print_topology --json \
+    --nproc_per_node=gpu >"$TMP/topo.json" 2>&1
+check "--print_topology --json: one object, rank 1 on node 0 with CPU 0 in every mode" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["ranks"][1]
+assert d["placed_by"] == "gpu" and r["gpu"]["pci"] == "00000000:9A:00.0" and r["numa_node"] == 0
+assert r["cpus"] == {"node": "0", "socket": "0-1", "exclusive": "0", "core-complex": "0"}, r
+assert d["refused"] == {}' "$TMP/topo.json"
 unset FAKE_CUDA_COUNT FAKE_CUDA_PCI
 
 # 5. Impossible: exit 2, one line naming the mode and why, no worker started.

@@ -695,6 +695,11 @@ static void test_unknown_and_prefix(void **state) {
     assert_int_equal(parse_env(&s, &e, envp, "prog", END), 0);
     assert_int_equal(s.numa_binding, LAUNCH_NUMA_EXCLUSIVE);
     launch_spec_free(&s);
+    /* --print_topology needs no program; --json goes with it. */
+    assert_int_equal(parse(&s, &e, "--print_topology", "--json", END), 0);
+    assert_true(s.print_topology && s.json);
+    assert_int_equal(s.prog_argc, 0);
+    launch_spec_free(&s);
     assert_int_equal(parse(&s, &e, "--numa-binding", "cores", "prog", END), DDP_EUSAGE);
     assert_string_equal(e.text, "--numa-binding: 'cores' is not node, socket, exclusive or "
                                 "core-complex");
