@@ -298,11 +298,15 @@ static int apply_numa_binding(launch_spec_t *spec, const char *flag, const char 
     return launch__bad_value(err, flag, val, "is not node, socket, exclusive or core-complex");
 }
 
+/* --print_completion bash: the completion script (completion.c), then nothing to run. */
 static int apply_print_completion(launch_spec_t *spec, const char *flag, const char *val,
                                   ddp_err_t *err) {
-    (void)spec;
-    return launch__bad_value(err, flag, val,
-                             "is not supported by ddprun (ddprun --help lists the flags)");
+    if (strcmp(val, "bash") != 0)
+        return launch__bad_value(err, flag, val, "is not a shell ddprun completes (bash)");
+    launch_completion_bash(stdout);
+    fflush(stdout);
+    spec->info_printed = 1;
+    return 0;
 }
 
 /* --run_path is a switch in torchrun. While parsing, spec->run_path is "" for "on"; it gets the
@@ -380,6 +384,16 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, FN(NULL)},
 };
 #define N_OPTS (sizeof opts / sizeof opts[0])
+
+size_t launch_cli_flag_count(void) {
+    return N_OPTS;
+}
+
+int launch_cli_flag(size_t k, const char **name, char *shortc) {
+    *name = k < N_OPTS ? opts[k].name : NULL;
+    *shortc = k < N_OPTS ? opts[k].shortc : 0;
+    return k < N_OPTS && opts[k].takes_value;
+}
 
 /* ---- the parser ---------------------------------------------------------------------------- */
 

@@ -72,6 +72,8 @@ void launch_usage(void) {
         "  --numa_binding_fallback     warn once and run unbound where binding is impossible\n"
         "  --print_topology [--json]   print, per local rank, its GPU, NUMA node, socket and the\n"
         "                              CPUs each --numa_binding mode would give; no program\n"
+        "  --print_completion bash     print a bash completion script for ddprun's flags and\n"
+        "                              values (> /etc/bash_completion.d/ddprun); no program\n"
         "\n"
         "Hangs (a worker that stops making progress without exiting):\n"
         "  --heartbeat_timeout SECS    0 = off (default). Each worker gets DDPRUN_HEARTBEAT_FILE,\n"

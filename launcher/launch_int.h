@@ -14,6 +14,18 @@ void launch__nproc_set_cuda_lib(const char *soname);
  * at most max, through the driver API. Returns the count (0: none, why says why) or -1 (why). */
 int launch_gpu_pci_ids(char (*ids)[32], int max, char *why, size_t why_len);
 
+/* The flag table (cli.c), for the completion script: how many flags, and flag k's dashed name
+ * (without "--") and short letter (0: none). Returns 1 when it takes a value. */
+size_t launch_cli_flag_count(void);
+int launch_cli_flag(size_t k, const char **name, char *shortc);
+
+/* The values completion offers after flag (dashed name): words separated by spaces, "@dir" for
+ * a directory, NULL for none (completion.c). */
+const char *launch_completion_values(const char *flag);
+
+/* Writes the bash completion script of `ddprun --print_completion bash` to out. */
+void launch_completion_bash(FILE *out);
+
 /* cli_values.c: the value parsers of the option table. Each returns 0, DDP_EUSAGE with a one-line
  * message naming flag (and quoting the value), or -ENOMEM; outputs are untouched on error. */
 

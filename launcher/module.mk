@@ -4,7 +4,7 @@
 # job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
-               launcher/numa.c launcher/numa_setup.c
+               launcher/numa.c launcher/numa_setup.c launcher/completion.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
 # The launcher's headers are all private (beside its sources); its unit tests see them too.
