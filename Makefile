@@ -77,6 +77,9 @@ LIBS :=
 UNIT_TESTS :=
 HELPERS :=
 BENCHES :=
+# Man pages: OPTIONS come from each program's --help (scripts/help2man.py), the rest from
+# docs/man/*.in.
+MANPAGES := $(BUILD)/man/ddprun.1 $(BUILD)/man/ddp-rendezvous.8
 # What a worker program links (the worker library and what it needs); the rest is internal.
 INSTALL_LIBS = $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 
@@ -88,7 +91,7 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench install deps clean fuzz format lint \
+.PHONY: run all test test-unit test-integration test-gpu bench install deps clean fuzz format lint man \
         cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
@@ -121,7 +124,7 @@ $(UNIT_TESTS): EXTRA_LIBS += $(CMOCKA_LIBS) $(CUDA_LIBS)
 $(UNIT_TESTS):
 	$(LINK)
 
-test: all $(UNIT_TESTS) $(BENCHES)
+test: all $(UNIT_TESTS) $(BENCHES) $(MANPAGES)
 	@BUILD=$(BUILD) UNIT_TESTS="$(UNIT_TESTS)" tests/run_all.sh
 
 test-unit: all $(UNIT_TESTS)
@@ -133,9 +136,25 @@ test-integration: all $(BENCHES)
 bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
 
-install: all
+man: $(MANPAGES)
+$(BUILD)/man/ddprun.1: docs/man/ddprun.1.in scripts/help2man.py $(BUILD)/ddprun
+	@mkdir -p $(@D)
+	@echo "  MAN     $@"
+	@python3 scripts/help2man.py $< $@ $(BUILD)/ddprun
+$(BUILD)/man/ddp-rendezvous.8: docs/man/ddp-rendezvous.8.in scripts/help2man.py \
+    $(BUILD)/ddp-rendezvous
+	@mkdir -p $(@D)
+	@echo "  MAN     $@"
+	@python3 scripts/help2man.py $< $@ $(BUILD)/ddp-rendezvous
+
+install: all man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/ddprun \
-	    $(DESTDIR)$(PREFIX)/libexec/ddprun
+	    $(DESTDIR)$(PREFIX)/libexec/ddprun $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(BUILD)/man/ddprun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(BUILD)/man/ddp-rendezvous.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	$(BUILD)/ddprun --print_completion bash \
+	    >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/ddprun
 	install -m 755 $(BUILD)/ddprun $(BUILD)/ddp-rendezvous $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
 	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/

@@ -35,6 +35,15 @@ static const char usage_text[] =
     "                     past it or --max-conns, a newcomer evicts the oldest of them\n"
     "                     (not with --no-auth: there, past --max-conns newcomers are refused)\n"
     "  --auth-idle-ms MS  handshake deadline (default 5000)\n"
+    "  --max-key-len N    bytes of one key (default 8192, at most 65536)\n"
+    "  --max-value-len N  bytes of one value (default 8 MiB, at most 1 GiB)\n"
+    "  --max-keys N       keys in one request (CHECK, WAIT, MULTI_GET; default 131072)\n"
+    "  --max-out-buf N    bytes of replies queued for one client before it is cut off as a slow\n"
+    "                     reader (default 64 MiB)\n"
+    "  --max-mem N        bytes the store holds in all: keys, values, queues, buffers (default\n"
+    "                     2 GiB); a request past it closes its client, the store goes on\n"
+    "  --log-level L      error, warn (default), info or debug\n"
+    "  -v, --verbose      one level more per -v\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
 
