@@ -1,12 +1,17 @@
 /* ddp-rendezvous: the store daemon. Parses flags, loads the token, serves rdzv_server on the
- * default libuv loop, prints "listening on ADDR:PORT" once it accepts, and exits 0 on SIGTERM or
- * SIGINT. Exit codes: 0 clean shutdown; 1 could not start (address in use, token unreadable);
+ * default libuv loop, prints "listening on ADDR:PORT" once it accepts (and tells systemd, under
+ * Type=notify), and exits 0 on SIGTERM or SIGINT. Exit codes: 0 clean shutdown; 1 could not start (address in use, token unreadable);
  * 2 usage (one line naming the flag). */
+#include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "ddp_buf.h"
@@ -44,7 +49,8 @@ static const char usage_text[] =
     "                     2 GiB); a request past it closes its client, the store goes on\n"
     "  --log-level L      error, warn (default), info or debug\n"
     "  -v, --verbose      one level more per -v\n"
-    "prints 'listening on ADDR:PORT' on stdout once it accepts connections.\n"
+    "prints 'listening on ADDR:PORT' on stdout once it accepts connections, and tells systemd\n"
+    "(READY=1 to $NOTIFY_SOCKET) when run as a Type=notify service.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
 
 typedef struct daemon_state {
@@ -53,12 +59,37 @@ typedef struct daemon_state {
     int stopping;
 } daemon_state_t;
 
+/* systemd's readiness protocol (sd_notify(3), without libsystemd): one datagram of "KEY=value"
+ * lines to the AF_UNIX socket in $NOTIFY_SOCKET ('@' first: the abstract namespace). A no-op
+ * outside a Type=notify service; a failure is logged, the store serves anyway. */
+static void notify_systemd(const char *state) {
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (path == NULL || path[0] == '\0')
+        return;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path || (path[0] != '/' && path[0] != '@')) {
+        ddp_log(DDP_LOG_WARN, "NOTIFY_SOCKET '%s' is not a socket path: systemd not told", path);
+        return;
+    }
+    memcpy(sa.sun_path, path, n);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0';
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    if (fd < 0 || sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, len) < 0)
+        ddp_log(DDP_LOG_WARN, "unable to notify systemd at %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
 static void on_signal(uv_signal_t *h, int signum) {
     daemon_state_t *d = h->data;
     if (d->stopping)
         return;
     d->stopping = 1;
     ddp_log(DDP_LOG_INFO, "received %s, shutting down", strsignal(signum));
+    notify_systemd("STOPPING=1");
     rdzv_server_close(d->server, NULL, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -104,6 +135,10 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
     d.sigterm.data = d.sigint.data = &d;
     printf("listening on %s\n", rdzv_server_addr(d.server));
     fflush(stdout);
+    char ready[160];
+    snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s\nMAINPID=%ld",
+             rdzv_server_addr(d.server), (long)getpid());
+    notify_systemd(ready);
     ddp_log(DDP_LOG_INFO, "serving the store on %s (%s)", rdzv_server_addr(d.server),
             opts->no_auth ? "no authentication" : "token authentication");
     (void)uv_run(loop, UV_RUN_DEFAULT); /* ends when every handle is closed: checked just below */
