@@ -54,6 +54,13 @@ static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
     } else {
         DDP_DEBUG("rank %d (pid %d) exited %d", w->rank, (int)w->pid, WEXITSTATUS(status));
     }
+    if (WIFSIGNALED(status))
+        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:n, s:s}", "rank", w->rank, "local_rank",
+                     w->local_rank, "pid", (int)w->pid, "exit_code", "signal",
+                     ddp_signal_name(WTERMSIG(status)));
+    else
+        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:i, s:n}", "rank", w->rank, "local_rank",
+                     w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
     agent__event(a, ok ? EV_WORKER_OK : EV_WORKER_FAIL, w);
 }
 

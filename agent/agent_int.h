@@ -230,6 +230,11 @@ void agent__shutdown_loop(agent_t *a);
 /* agent.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
 int agent__pick_free_port(const char *addr);
 
+/* --event_log_handler json: writes event (its name) with the common fields (ts, run_id, host,
+ * agent_pid, node_rank, attempt) and the fields fmt packs (jansson's json_pack format of one
+ * object; NULL: none) as one line (agent/events.c). A no-op when events are off. */
+void agent__evlog(agent_t *a, const char *event, const char *fmt, ...);
+
 /* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore. flag names
  * where the address came from, for the error line. Returns 0 or a negative code (logged). */
 int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag);

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "ddp_escape.h"
+#include <jansson.h>
+
 #include "ddp_log.h"
 #include "ddp_parse.h"
 #include "ddp_time.h"
@@ -207,6 +209,14 @@ static void on_hb_timer(uv_timer_t *t) {
         DDP_WARN("rank %d (local %d, pid %d) hung: no heartbeat for %.1f s; taking the stacks of "
                  "the group before it is stopped",
                  hung->rank, hung->local_rank, (int)hung->pid, hung->hung_for_ms / 1000.0);
+        if (hung->step >= 0)
+            agent__evlog(a, "worker_hung", "{s:i, s:i, s:i, s:I, s:I}", "rank", hung->rank,
+                         "local_rank", hung->local_rank, "pid", (int)hung->pid, "silent_ms",
+                         (json_int_t)hung->hung_for_ms, "step", (json_int_t)hung->step);
+        else
+            agent__evlog(a, "worker_hung", "{s:i, s:i, s:i, s:I, s:n}", "rank", hung->rank,
+                         "local_rank", hung->local_rank, "pid", (int)hung->pid, "silent_ms",
+                         (json_int_t)hung->hung_for_ms, "step");
         agent__event(a, EV_WORKER_HUNG, hung);
         return;
     }

@@ -280,6 +280,10 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
              a->job->run_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
              a->rank_base + a->nproc - 1, a->world_size,
              store_text(a->master_addr, (size_t)-1, "", esc), a->master_port);
+    agent__evlog(a, "rendezvous_joined", "{s:I, s:i, s:i, s:i, s:s, s:i}", "round",
+                 (json_int_t)a->round, "nnodes", a->group_world_size, "world_size", a->world_size,
+                 "rank_base", a->rank_base, "master_addr", a->master_addr, "master_port",
+                 a->master_port);
     int rc = agent__base_env_build(a);
     if (rc < 0) {
         DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));

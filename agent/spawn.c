@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "ddp_log.h"
 
 extern char **environ;
@@ -503,6 +505,8 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     w->exec_errno = args.exec_errno;
     a->running++;
     agent__guard_update(a, pid, 1);
+    agent__evlog(a, "worker_started", "{s:i, s:i, s:i}", "rank", w->rank, "local_rank",
+                 w->local_rank, "pid", (int)pid);
     if (args.cgroup_errno != 0) {
         /* The others would fail the same way: they run without it, as where there is none. */
         DDP_WARN("unable to move rank %d into cgroup %s: %s; running the job without it", w->rank,
@@ -596,6 +600,8 @@ int agent__group_start(agent_t *a) {
             return rc;
     }
     agent__hang_arm(a);
+    agent__evlog(a, "worker_group_started", "{s:I, s:i, s:i, s:i}", "round", (json_int_t)a->round,
+                 "nproc", a->nproc, "rank_base", a->rank_base, "world_size", a->world_size);
     return 0;
 }
 

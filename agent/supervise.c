@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "ddp_log.h"
 #include "ddp_signal.h"
 #include "ddp_time.h"
@@ -118,6 +120,16 @@ static void sweep_leftovers(agent_t *a) {
 /* Ends the run. a->result already says how the job ended; error < 0 when the agent itself failed
  * (agent_run returns it). */
 static void finish(agent_t *a, int error) {
+    const char *how = error != 0             ? "error"
+                      : a->result.failed     ? "failed"
+                      : a->result.signal     ? "signal"
+                      : a->result.exec_errno ? "failed"
+                                             : "succeeded";
+    if (a->result.signal)
+        agent__evlog(a, "shutdown", "{s:s, s:s}", "result", how, "signal",
+                     ddp_signal_name(a->result.signal));
+    else
+        agent__evlog(a, "shutdown", "{s:s, s:n}", "result", how, "signal");
     a->error = error;
     a->state = SUP_DONE;
     agent__shutdown_loop(a);
@@ -157,6 +169,15 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     (void)w;
     uv_timer_stop(&a->kill_timer);
     sweep_leftovers(a);
+    if (a->nfailures > 0) {
+        const agent_failure_t *f = &a->failures[0];
+        agent__evlog(a, "worker_group_failed", "{s:i, s:i, s:s}", "rank", f->rank, "local_rank",
+                     f->local_rank, "cause",
+                     f->hung                  ? "hung"
+                     : f->exec_errno          ? "exec"
+                     : WIFSIGNALED(f->status) ? "signal"
+                                              : "exit");
+    }
     if (a->nfailures > 0 && a->failures[0].exec_errno != 0) {
         /* The program cannot be executed: restarting would fail the same way. */
         agent__summary_print(a);
@@ -291,6 +312,7 @@ static void joined(agent_t *a, agent_worker_t *w) {
 /* RUNNING + the round ended elsewhere (a failure, a death, a node joining): stop and re-join. */
 static void round_ended(agent_t *a, agent_worker_t *w) {
     (void)w;
+    agent__evlog(a, "rendezvous_round_ended", "{s:I}", "round", (json_int_t)a->round);
     a->state = SUP_STOPPING;
     if (a->running == 0) {
         restart_or_fail(a, NULL);

@@ -253,11 +253,14 @@ static int apply_prefix_template(launch_spec_t *spec, const char *flag, const ch
     return launch__str_set_or_unset(&spec->log_line_prefix_template, val); /* empty: the default */
 }
 
-/* torch.distributed.elastic.events knows two handlers; ddprun logs its events itself. */
+/* torch.distributed.elastic.events knows two handlers (null, console), accepted; ddprun adds
+ * json (stderr) and json:PATH (a file, appended to): structured events, agent/events.c. */
 static int apply_event_log_handler(launch_spec_t *spec, const char *flag, const char *val,
                                    ddp_err_t *err) {
-    if (strcmp(val, "null") != 0 && strcmp(val, "console") != 0)
-        return launch__bad_value(err, flag, val, "is not an event log handler (null or console)");
+    if (strcmp(val, "null") != 0 && strcmp(val, "console") != 0 && strcmp(val, "json") != 0 &&
+        (strncmp(val, "json:", 5) != 0 || val[5] == '\0'))
+        return launch__bad_value(err, flag, val,
+                                 "is not an event log handler (null, console, json or json:PATH)");
     return launch__str_set(&spec->event_log_handler, val);
 }
 

@@ -21,7 +21,7 @@ static const struct {
     {"start-method", "spawn fork forkserver"},
     {"redirects", "0 1 2 3"},
     {"tee", "0 1 2 3"},
-    {"event-log-handler", "null console"},
+    {"event-log-handler", "null console json"},
     {"logs-specs", "default"},
     {"print-completion", "bash"},
     {"signals-to-handle", "SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2"},

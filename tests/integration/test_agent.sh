@@ -483,7 +483,7 @@ PET_EVENT_LOG_HANDLER=null run_ddprun "$TMP/evh2.out" --standalone --logs-specs 
 check "PET_EVENT_LOG_HANDLER=null and --logs-specs default are accepted" [ $rc -eq 0 ]
 run_ddprun "$TMP/evh3.out" --standalone --event_log_handler=file "$FW"; rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l < "$TMP/evh3.out")" = 1 ] && \
-    grep -q -- "--event_log_handler: 'file' is not an event log handler (null or console)" \
+    grep -q -- "--event_log_handler: 'file' is not an event log handler (null, console, json or json:PATH)" \
     "$TMP/evh3.out"
 verdict "--event_log_handler file -> exit 2 naming the flag and the allowed values"
 run_ddprun "$TMP/lsp.out" --standalone --logs-specs custom "$FW"; rc=$?

@@ -768,7 +768,8 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--redirects", "4", "--redirects: '4' is not 0-3");
     expect_bad("--event_log_handler", "file",
                "--event_log_handler: 'file' is not an event log "
-               "handler (null or console)");
+               "handler (null, console, json or json:PATH)");
+    expect_bad("--event_log_handler", "json:", "--event_log_handler: 'json:' is not an event log");
     expect_bad("--event-log-handler", "", "--event-log-handler: '' is not an event log handler");
     expect_bad("--log_line_prefix_template", "${node}:",
                "--log_line_prefix_template: unknown "
