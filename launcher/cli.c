@@ -21,6 +21,7 @@
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
+#include "launch_k8s.h"
 #include "launch_slurm.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
@@ -497,6 +498,17 @@ static int opt_store(launch_spec_t *spec, const opt_t *o, const char *flag, cons
     return o->apply(spec, flag, val, err);
 }
 
+int launch__opt_from_env(launch_spec_t *spec, launch_opt_t id, const char *var, const char *val,
+                         ddp_err_t *err) {
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (opts[i].id == id) {
+            int rc = opt_store(spec, &opts[i], var, val, err);
+            return rc < 0 ? (err != NULL && err->code == 0 ? ddp_err_set(err, rc, "%s", var) : rc)
+                          : 0;
+        }
+    return ddp_err_set(err, -EINVAL, "no option %d", (int)id);
+}
+
 /* Applies one option occurrence. flag is the spelling shown in messages. */
 static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const char *val,
                  ddp_err_t *err) {
@@ -659,7 +671,8 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
     if (spec->run_path != NULL && spec->module)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
     if (spec->node_rank >= spec->max_nodes &&
-        (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) || !launch_slurm_detect(getenv_fn, ctx)))
+        (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ||
+         (!launch_slurm_detect(getenv_fn, ctx) && !launch_k8s_sets_nnodes(getenv_fn, ctx))))
         return ddp_err_set(err, DDP_EUSAGE, "--node_rank: %d is not below the node count %d",
                            spec->node_rank, spec->max_nodes);
     return 0;

@@ -16,6 +16,11 @@ int launch_gpu_pci_ids(char (*ids)[32], int max, char *why, size_t why_len);
 
 /* The flag table (cli.c), for the completion script: how many flags, and flag k's dashed name
  * (without "--") and short letter (0: none). Returns 1 when it takes a value. */
+/* Sets option id from an environment variable's value, as its flag would (the value checked the
+ * same way; errors name var). Not marked given: derivations fill what the user left unset. */
+int launch__opt_from_env(launch_spec_t *spec, launch_opt_t id, const char *var, const char *val,
+                         ddp_err_t *err);
+
 size_t launch_cli_flag_count(void);
 int launch_cli_flag(size_t k, const char **name, char *shortc);
 

@@ -12,6 +12,7 @@
 #include "agent.h"
 #include "ddp_buf.h"
 #include "ddp_log.h"
+#include "launch_k8s.h"
 #include "launch_slurm.h"
 #include "launch_spec.h"
 #include "launch_status.h"
@@ -71,6 +72,17 @@ static int slurm_apply(launch_spec_t *spec, ddp_err_t *err) {
     if (rc == 0 && slurm.detected && spec->verbose > 0) {
         ddp_buf_t b = DDP_BUF_INIT;
         if (launch_slurm_describe(&slurm, &b) == 0 && b.len > 0)
+            fprintf(stderr, "%s", (char *)b.data);
+        ddp_buf_free(&b);
+    }
+    if (rc < 0 || slurm.detected)
+        return rc;
+    /* In a Kubernetes pod: PyTorchJob's and Indexed Jobs' variables, the same way. */
+    launch_k8s_t k8s;
+    rc = launch_k8s_derive(spec, NULL, NULL, &k8s, err);
+    if (rc == 0 && k8s.detected && spec->verbose > 0) {
+        ddp_buf_t b = DDP_BUF_INIT;
+        if (launch_k8s_describe(&k8s, &b) == 0 && b.len > 0)
             fprintf(stderr, "%s", (char *)b.data);
         ddp_buf_free(&b);
     }

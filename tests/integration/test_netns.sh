@@ -32,7 +32,7 @@ AGENT_LIMIT=30
 
 SECTIONS=("3 hosts form one job" "3 hosts with a job token" "SIGKILL of an agent" "cut link"
     "stopped agent" "scale-up" "worker failure restarts every node" "train across 2 hosts"
-    "PyTorch DDP across 2 hosts"
+    "PyTorch DDP across 2 hosts" "Kubernetes launches"
     "nothing left, namespaces removed")
 skip_all() {
     local s
@@ -565,6 +565,57 @@ for py in "${tpys[@]}"; do
     done
 done
 check "nothing left after the PyTorch jobs" no_leftovers 2
+
+# ------------------------------------------------------------------------------------ 6c. k8s
+# Kubernetes' ways of launching torchrun, each with the environment its operator documents, on
+# hosts standing for the pods (KUBERNETES_SERVICE_HOST is set as in every pod; nothing contacts
+# it). ddprun gets no job-shape flag where the operator gives none.
+# pod H OUT ENV... -- ARGS...: ddprun in host H's namespaces with ENV, in the background.
+pod() {
+    local h=$1 out=$2 envs=()
+    shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    mkdir -p "$D/$h"
+    FW_DIR=$D/$h nsenter --net="/run/netns/$P$h" "${INS[@]}" "$P$h" env "${envs[@]}" \
+        KUBERNETES_SERVICE_HOST=10.96.0.1 timeout -k 3 $AGENT_LIMIT "$DDPRUN" -v "$@" \
+        >"$out" 2>&1 &
+    PID[$h]=$!
+    LIVE[$!]=1
+}
+# A PyTorchJob with a Master replica (non-elastic): the operator sets MASTER_ADDR (the master
+# pod's name), MASTER_PORT, WORLD_SIZE (pods) and RANK (master 0, worker i at i + 1).
+D=$TMP/pytorchjob
+for h in a b; do
+    r=$([ $h = a ] && echo 0 || echo 1)
+    pod $h "$D/$h.out" MASTER_ADDR="${P}a" MASTER_PORT=29414 WORLD_SIZE=2 RANK=$r \
+        PYTHONUNBUFFERED=0 -- "$FW"
+done
+wait_all a b
+pj_ok() {
+    all_rc 0 a b && same_var WORLD_SIZE 2 "$D/[ab]/env.*.0" &&
+        grep -qx GROUP_RANK=0 "$D/a/env.0.0" && grep -qx GROUP_RANK=1 "$D/b/env.1.0" &&
+        grep -q "kubernetes PyTorchJob: nnodes=2 from WORLD_SIZE" "$D/b.out" &&
+        grep -q "kubernetes PyTorchJob: node_rank=1 from RANK" "$D/b.out"
+}
+check "PyTorchJob (non-elastic) environment, no flags: 2 pods form the job, GROUP_RANK = RANK" pj_ok
+pj_ok || sed 's/^/#   /' "$D/a.out" "$D/b.out" | tail -12
+# An Indexed Job (or a JobSet's pods): JOB_COMPLETION_INDEX is the node rank; the manifest gives
+# the size and the endpoint (the first pod's headless-service name).
+D=$TMP/indexed RUN=indexed
+for h in a b; do
+    i=$([ $h = a ] && echo 0 || echo 1)
+    pod $h "$D/$h.out" JOB_COMPLETION_INDEX=$i -- --nnodes=2 --rdzv_backend=c10d \
+        --rdzv_endpoint="${P}a:29415" --rdzv_id=indexed --rdzv_conf="$CONF" "$FW"
+done
+wait_all a b
+ij_ok() {
+    all_rc 0 a b && grep -qx GROUP_RANK=0 "$D/a/env.0.0" && grep -qx GROUP_RANK=1 "$D/b/env.1.0" &&
+        grep -q "kubernetes Indexed Job: node_rank=1 from JOB_COMPLETION_INDEX" "$D/b.out"
+}
+check "Indexed Job: GROUP_RANK = JOB_COMPLETION_INDEX on each pod, the job forms" ij_ok
+ij_ok || sed 's/^/#   /' "$D/a.out" "$D/b.out" | tail -12
+check "nothing left after the Kubernetes jobs" no_leftovers 2
 
 # ------------------------------------------------------------------------------------ 7. hang
 # 2 hosts x 1 worker: rank 1 stops beating in the first attempt (alive, asleep). Its agent takes
