@@ -14,11 +14,12 @@ LIBS += $(BUILD)/libagent.a
 $(BUILD)/obj/tests/unit/test_agent_%.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent
 
-# test_agent_supervise links supervise.c alone: the test defines the agent functions the table
-# calls and replaces the loop's timers and kill() through the linker.
+# test_agent_supervise links supervise.c alone (and events.c, silent unless a job asks): the test
+# defines the agent functions the table calls and replaces the loop's timers and kill() through
+# the linker.
 UNIT_TESTS += $(BUILD)/tests/unit/test_agent_supervise
 $(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_supervise.o \
-    $(BUILD)/obj/agent/supervise.o $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/agent/supervise.o $(BUILD)/obj/agent/events.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
     -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
 
