@@ -1,11 +1,11 @@
 /* ddp-rendezvous: the store daemon. Parses flags, loads the token, serves rdzv_server on the
  * default libuv loop, prints "listening on ADDR:PORT" once it accepts (and tells systemd, under
- * Type=notify), and exits 0 on SIGTERM or SIGINT. Exit codes: 0 clean shutdown; 1 could not start (address in use, token unreadable);
- * 2 usage (one line naming the flag). */
+ * Type=notify), and exits 0 on SIGTERM or SIGINT. Exit codes: 0 clean shutdown; 1 could not start
+ * (address in use, token unreadable); 2 usage (one line naming the flag). */
 #include <errno.h>
 #include <getopt.h>
-#include <stddef.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@ static const char usage_text[] =
     "                      [--max-key-len N] [--max-value-len N] [--max-keys N]\n"
     "                      [--max-conns N] [--max-unauth-conns N] [--max-out-buf N]\n"
     "                      [--max-mem N] [--auth-idle-ms MS] [-v ...]\n"
-    "                      [--log-level error|warn|info|debug]\n"
+    "                      [--log-level error|warn|info|debug] [--metrics ADDR:PORT]\n"
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
     "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
@@ -48,6 +48,9 @@ static const char usage_text[] =
     "  --max-mem N        bytes the store holds in all: keys, values, queues, buffers (default\n"
     "                     2 GiB); a request past it closes its client, the store goes on\n"
     "  --log-level L      error, warn (default), info or debug\n"
+    "  --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics (connections,\n"
+    "                     requests by command, waits, keys, memory, rounds, restarts, members\n"
+    "                     and each node's silence); port 0 picks one (printed on stdout)\n"
     "  -v, --verbose      one level more per -v\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections, and tells systemd\n"
     "(READY=1 to $NOTIFY_SOCKET) when run as a Type=notify service.\n"
@@ -56,8 +59,13 @@ static const char usage_text[] =
 typedef struct daemon_state {
     uv_signal_t sigterm, sigint;
     rdzv_server_t *server;
+    rdzv_metrics_t *metrics; /* --metrics, or NULL */
     int stopping;
 } daemon_state_t;
+
+/* --metrics HOST:PORT ([v6]:PORT), split: the Prometheus listener's address. */
+static char metrics_host[256];
+static int metrics_port = -1;
 
 /* systemd's readiness protocol (sd_notify(3), without libsystemd): one datagram of "KEY=value"
  * lines to the AF_UNIX socket in $NOTIFY_SOCKET ('@' first: the abstract namespace). A no-op
@@ -91,6 +99,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     ddp_log(DDP_LOG_INFO, "received %s, shutting down", strsignal(signum));
     notify_systemd("STOPPING=1");
     rdzv_server_close(d->server, NULL, NULL);
+    rdzv_metrics_close(d->metrics);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
 }
@@ -133,7 +142,15 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
         return 1;
     }
     d.sigterm.data = d.sigint.data = &d;
+    if (metrics_port >= 0 && rdzv_metrics_start(loop, d.server, metrics_host,
+                                                (uint16_t)metrics_port, &d.metrics, &err) < 0) {
+        ddp_log(DDP_LOG_ERROR, "--metrics: %s", err.text);
+        return 1;
+    }
     printf("listening on %s\n", rdzv_server_addr(d.server));
+    if (d.metrics != NULL)
+        printf("metrics on http://%s%s%s:%u/metrics\n", strchr(metrics_host, ':') ? "[" : "",
+               metrics_host, strchr(metrics_host, ':') ? "]" : "", rdzv_metrics_port(d.metrics));
     fflush(stdout);
     char ready[160];
     snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s\nMAINPID=%ld",
@@ -167,7 +184,8 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         O_MAX_OUT,
         O_MAX_MEM,
         O_IDLE,
-        O_LOG_LEVEL
+        O_LOG_LEVEL,
+        O_METRICS
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, O_HOST},
@@ -183,6 +201,7 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         {"max-mem", required_argument, NULL, O_MAX_MEM},
         {"auth-idle-ms", required_argument, NULL, O_IDLE},
         {"log-level", required_argument, NULL, O_LOG_LEVEL},
+        {"metrics", required_argument, NULL, O_METRICS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -247,6 +266,23 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
                     *level = i;
             if (*level < 0)
                 return usage_error("--log-level: '%s' is not error, warn, info or debug", a);
+            break;
+        }
+        case O_METRICS: {
+            /* HOST:PORT, [IPv6]:PORT; port 0 = the kernel picks (printed on stdout). */
+            const char *colon = strrchr(a, ':');
+            int64_t p;
+            size_t hl = colon ? (size_t)(colon - a) : 0;
+            if (hl > 1 && a[0] == '[' && a[hl - 1] == ']') {
+                a++;
+                hl -= 2;
+            }
+            if (colon == NULL || hl == 0 || hl >= sizeof metrics_host ||
+                ddp_parse_i64(colon + 1, 0, 65535, &p) < 0)
+                return usage_error("--metrics: '%s' is not HOST:PORT", optarg);
+            memcpy(metrics_host, a, hl);
+            metrics_host[hl] = '\0';
+            metrics_port = (int)p;
             break;
         }
         case 'v': verbose++; break;

@@ -3,7 +3,7 @@
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
                  rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_aclient.c \
                  rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
-                 rendezvous/rdzv_server_round.c \
+                 rendezvous/rdzv_server_round.c rendezvous/rdzv_metrics.c \
                  rendezvous/rdzv_server_thread.c rendezvous/rdzv_proto.c
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a

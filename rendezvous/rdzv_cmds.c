@@ -414,6 +414,7 @@ static void cmd_multi_set(conn_t *c, const rdzv_req_t *r) {
 static void dispatch(conn_t *c, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
+    s->cmd_counts[r->cmd]++;
     switch (r->cmd) {
     case RDZV_CMD_VALIDATE: cmd_validate(c, r); return;
     case RDZV_CMD_AUTH_HELLO: cmd_auth_hello(c, r); return;

@@ -1041,3 +1041,27 @@ int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t no
         return ddp_err_set(err, rc, "unable to write the status of '%s': out of memory", run_id);
     return 0;
 }
+
+void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
+                     void (*run_fn)(void *ctx, const rdzv_run_view_t *r),
+                     void (*member_fn)(void *ctx, const rdzv_member_view_t *m), void *ctx) {
+    for (const rdzv_run_t *r = rs != NULL ? rs->runs : NULL; r != NULL; r = r->next_all) {
+        size_t in_group = 0;
+        for (size_t i = 0; i < r->ngroup; i++)
+            in_group += r->group[i] != NULL;
+        rdzv_run_view_t rv = {r->id,
+                              rdzv_run_state_name(r->state),
+                              r->round,
+                              r->restarts_used,
+                              r->cfg.max_restarts,
+                              r->nmembers,
+                              in_group};
+        if (run_fn != NULL)
+            run_fn(ctx, &rv);
+        for (const rdzv_member_t *m = r->mhead; member_fn != NULL && m != NULL; m = m->rnext) {
+            rdzv_member_view_t mv = {r->id, m->host, member_state_name(m->state), m->group_rank,
+                                     now_ms > m->last_seen_ms ? now_ms - m->last_seen_ms : 0};
+            member_fn(ctx, &mv);
+        }
+    }
+}

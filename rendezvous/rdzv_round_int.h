@@ -131,6 +131,24 @@ int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t no
                           rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
                           ddp_err_t *err);
 
+/* What the metrics need of each run and each of its members (rdzv_runs_visit). */
+typedef struct rdzv_run_view {
+    const char *id, *state;
+    int64_t round, restarts_used, max_restarts;
+    size_t members, group; /* members held; those in the current round's group */
+} rdzv_run_view_t;
+
+typedef struct rdzv_member_view {
+    const char *run_id, *host, *state;
+    int64_t group_rank; /* -1: not in the round's group */
+    uint64_t silent_ms; /* since its last message (a keep-alive, a JOIN) */
+} rdzv_member_view_t;
+
+/* Calls run_fn for every run, then member_fn for each of its members (either may be NULL). */
+void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
+                     void (*run_fn)(void *ctx, const rdzv_run_view_t *r),
+                     void (*member_fn)(void *ctx, const rdzv_member_view_t *m), void *ctx);
+
 /* Number of runs held (tests, STATS). */
 size_t rdzv_runs_count(const rdzv_runs_t *rs);
 

@@ -137,6 +137,7 @@ struct rdzv_server {
     uv_timer_t rtimer;
     int rtimer_live;
     uint64_t next_conn_id;
+    uint64_t cmd_counts[256]; /* requests served, by command code (metrics) */
     uint8_t rbuf[RDZV_READ_CHUNK];
 };
 

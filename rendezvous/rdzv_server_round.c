@@ -173,6 +173,7 @@ static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rd
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
+    s->cmd_counts[r->cmd]++;
     if (rounds_ready(s) < 0) {
         rdzv__conn_fail(c, &s->st.mem_refused, "out of memory for the rendezvous");
         return;

@@ -14,9 +14,10 @@ for arg in "$@"; do
         # python3-torch: tests/integration/test_torch.sh (PyTorch 1.13, /usr/bin/python3);
         # python3-venv: scripts/ensure-torch2.sh (PyTorch 2.x from PyPI, TCPStore compatibility);
         # gdb: test_agent_stacks' native backtrace case (skipped without it);
-        # man-db, groff-base: test_man.sh renders the man pages and counts groff's warnings.
+        # man-db, groff-base: test_man.sh renders the man pages and counts groff's warnings;
+        # prometheus: test_metrics.sh checks the page with promtool and scrapes it for real.
         pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv gdb man-db
-            groff-base) ;;
+            groff-base prometheus) ;;
     --bench)
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools) ;;
     *)

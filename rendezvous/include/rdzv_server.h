@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "ddp_buf.h"
 #include "ddp_err.h"
 
 typedef struct rdzv_server rdzv_server_t;
@@ -102,6 +103,24 @@ void rdzv_server_log_to_ddp(void *arg, int level, const char *msg);
 
 /* The bound address as "ADDR:PORT" ("[ADDR]:PORT" for IPv6); borrowed, valid until close. */
 const char *rdzv_server_addr(const rdzv_server_t *s);
+
+/* ---- Prometheus metrics (rdzv_metrics.c) ---- */
+
+/* Appends s's metrics in Prometheus' text exposition format (0.0.4) to out: connections (open,
+ * accepted, refused, closed by reason), requests by command, parked waits, keys, queued items,
+ * memory and its limit, and per rendezvous run its round, restarts, members by state and each
+ * member's silence. Returns 0 or -ENOMEM. Call it from the loop's thread. */
+int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out);
+
+/* An HTTP listener on host:port (0: the kernel picks) answering GET /metrics with
+ * rdzv_server_metrics(s), on s's loop: HTTP/1.0 and 1.1, one request per connection, at most
+ * 16 connections, each closed after 5 s; anything else gets 404 or 405. */
+typedef struct rdzv_metrics rdzv_metrics_t;
+int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, const char *host, uint16_t port,
+                       rdzv_metrics_t **out, ddp_err_t *err);
+uint16_t rdzv_metrics_port(const rdzv_metrics_t *m);
+/* Closes the listener and its connections; the memory goes once libuv released the handles. */
+void rdzv_metrics_close(rdzv_metrics_t *m);
 
 /* The store served on a thread of its own, for programs without a libuv loop of their own (the
  * worker library's tests, benchmarks). rdzv_server_thread.c, linked only by those who call it. */

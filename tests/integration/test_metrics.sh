@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# ddp-rendezvous --metrics: Prometheus' text format over HTTP, scraped while two real agents hold
+# a run on the daemon: the page passes `promtool check metrics`, says what is true (2 members in
+# the round, their JOINs counted, each node's silence), and a real Prometheus server (Debian's
+# prometheus package) scrapes it; the listener answers only GET /metrics and stays bounded.
+. "$(dirname "$0")/lib.sh"
+DDPRUN=$BIN/ddprun
+D=$BIN/ddp-rendezvous
+FW=$BIN/tests/fake_worker
+unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR FW_FAIL_ATTEMPTS
+command -v python3 >/dev/null || { skip "metrics" "python3 is missing"; finish; exit 0; }
+PIDS=()
+cleanup_pids() { local p; for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+trap cleanup_pids EXIT
+
+"$D" --host 127.0.0.1 --port 0 --no-auth --metrics 127.0.0.1:0 --log-level error \
+    >"$TMP/d.out" 2>"$TMP/d.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q '^metrics on' "$TMP/d.out" 2>/dev/null && break; sleep 0.05; done
+PORT=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/d.out")
+MPORT=$(sed -n 's|^metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$TMP/d.out")
+check "--metrics 127.0.0.1:0: the store and the metrics listener both up, their ports printed" \
+    bash -c "[ -n '$PORT' ] && [ -n '$MPORT' ]"
+
+# get PATH [METHOD]: "STATUS" line then the body, from the metrics listener.
+get() {
+    python3 - "$MPORT" "$1" "${2:-GET}" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+c.request(sys.argv[3], sys.argv[2])
+r = c.getresponse()
+print(r.status, r.getheader("Content-Type"))
+sys.stdout.write(r.read().decode())
+PY
+}
+
+# Two agents hold a run on the daemon while the page is read.
+for n in 0 1; do
+    FW_SLEEP_MS=4000 timeout -k 5 30 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
+        --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=metrics --rdzv_conf=keep_alive_interval=0.2 \
+        "$FW" >"$TMP/agent$n.out" 2>&1 &
+    PIDS+=($!)
+done
+for _ in $(seq 100); do
+    get /metrics >"$TMP/page" 2>/dev/null
+    grep -q 'ddprun_rendezvous_members{run="metrics",set="group"} 2' "$TMP/page" && break
+    sleep 0.1
+done
+check "GET /metrics: 200, text/plain version=0.0.4" \
+    grep -q '^200 text/plain; version=0.0.4' "$TMP/page"
+check "the page says the truth: 2 members in the run's group, 2+ JOINs, 2 open connections or more" \
+    python3 - "$TMP/page" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def value(pat):
+    m = re.search("^" + re.escape(pat) + r" (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+assert value('ddprun_rendezvous_members{run="metrics",set="group"}') == 2
+assert value('ddprun_store_requests_total{command="RDZV_JOIN"}') >= 2
+assert value("ddprun_store_connections") >= 2
+assert value("ddprun_rendezvous_runs") == 1
+silences = re.findall(r'^ddprun_rendezvous_member_silence_seconds\{run="metrics",.*\} (\S+)$', text, re.M)
+assert len(silences) == 2 and all(float(s) < 5 for s in silences), silences
+assert value("ddprun_store_memory_bytes") < value("ddprun_store_memory_limit_bytes")
+PY
+if command -v promtool >/dev/null; then
+    sed 1d "$TMP/page" >"$TMP/page.txt"
+    promtool check metrics <"$TMP/page.txt" >"$TMP/promtool.out" 2>&1
+    check "promtool check metrics: no problem" bash -c "[ $? -eq 0 ] && [ ! -s '$TMP/promtool.out' ]"
+    sed 's/^/# /' "$TMP/promtool.out" | head -5
+else
+    skip "promtool check metrics: no problem" "promtool is missing (apt-get install prometheus)"
+fi
+get / >"$TMP/root"
+get /metrics POST >"$TMP/post"
+check "GET / is 404 naming /metrics; POST is 405" \
+    bash -c "grep -q '^404' '$TMP/root' && grep -q /metrics '$TMP/root' && grep -q '^405' '$TMP/post'"
+
+# A real Prometheus server scrapes the daemon.
+if command -v prometheus >/dev/null; then
+    PP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    cat >"$TMP/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: ddp-rendezvous
+    static_configs:
+      - targets: ["127.0.0.1:$MPORT"]
+YML
+    prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/tsdb" \
+        --web.listen-address="127.0.0.1:$PP" >"$TMP/prom.out" 2>&1 &
+    PIDS+=($!)
+    ok_scrape=0
+    for _ in $(seq 150); do
+        python3 - "$PP" >"$TMP/q" 2>/dev/null <<'PY' && { ok_scrape=1; break; }
+import json, sys, urllib.request
+u = "http://127.0.0.1:%s/api/v1/query?query=ddprun_store_requests_total%%7Bcommand%%3D%%22RDZV_JOIN%%22%%7D" % sys.argv[1]
+r = json.load(urllib.request.urlopen(u, timeout=2))["data"]["result"]
+up = "http://127.0.0.1:%s/api/v1/query?query=up" % sys.argv[1]
+u2 = json.load(urllib.request.urlopen(up, timeout=2))["data"]["result"]
+assert r and float(r[0]["value"][1]) >= 2 and u2 and u2[0]["value"][1] == "1"
+print(r[0]["value"][1])
+PY
+        sleep 0.2
+    done
+    check "a real Prometheus scrapes it: up == 1, the JOIN counter queryable" [ $ok_scrape = 1 ]
+    [ $ok_scrape = 1 ] || tail -5 "$TMP/prom.out" | sed 's/^/# /'
+else
+    skip "a real Prometheus scrapes it: up == 1, the JOIN counter queryable" \
+        "prometheus is missing (apt-get install prometheus)"
+fi
+
+# Bounded: 20 idle connections, then a request: the listener still answers; the store serves.
+python3 - "$MPORT" "$PORT" <<'PY' >"$TMP/bounded" 2>&1
+import http.client, socket, sys
+def closed(s):  # EOF, or a reset when our bytes were left unread
+    s.settimeout(5)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+big = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+big.sendall(b"GET /" + b"x" * 9000)  # past 8 KiB of header: closed, nothing answered
+assert closed(big)
+idle = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(20)]
+assert closed(idle[-1])  # past 16 open connections: closed at once
+for s in idle:
+    s.close()
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+c.request("GET", "/metrics")
+assert c.getresponse().status == 200
+socket.create_connection(("127.0.0.1", int(sys.argv[2]))).close()
+print("ok")
+PY
+check "20 idle connections and an 8 KiB+ request: closed, the listener and the store go on" \
+    grep -qx ok "$TMP/bounded"
+for p in "${PIDS[@]:1:2}"; do wait "$p" 2>/dev/null; done
+"$D" --no-auth --metrics nonsense >"$TMP/bad.out" 2>&1
+check "--metrics nonsense: exit 2 naming the flag" \
+    bash -c "[ $? -eq 2 ] && grep -q -- \"--metrics: 'nonsense' is not HOST:PORT\" '$TMP/bad.out'"
+cleanup_pids
+PIDS=()
+check "nothing left running" no_leftovers
+finish
