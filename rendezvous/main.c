@@ -142,7 +142,7 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
         return 1;
     }
     d.sigterm.data = d.sigint.data = &d;
-    if (metrics_port >= 0 && rdzv_metrics_start(loop, d.server, metrics_host,
+    if (metrics_port >= 0 && rdzv_metrics_start(loop, d.server, NULL, NULL, metrics_host,
                                                 (uint16_t)metrics_port, &d.metrics, &err) < 0) {
         ddp_log(DDP_LOG_ERROR, "--metrics: %s", err.text);
         return 1;

@@ -178,6 +178,8 @@ struct rdzv_metrics {
     uv_tcp_t listener;
     uv_timer_t timer;
     const rdzv_server_t *s;
+    rdzv_metrics_extra_fn extra;
+    void *extra_ctx;
     mconn_t *conns;
     int nconns, live_handles, closing;
     int listener_live, timer_live; /* initialized: closed by rdzv_metrics_close */
@@ -241,7 +243,9 @@ static void answer(mconn_t *c) {
         status = "405 Method Not Allowed";
         ddp_buf_printf(&body, "only GET /metrics\n");
     } else if (plen == 8 && strncmp(path, "/metrics", 8) == 0) {
-        if (rdzv_server_metrics(c->m->s, &body) < 0) {
+        rdzv_metrics_t *m = c->m;
+        if ((m->s != NULL && rdzv_server_metrics(m->s, &body) < 0) ||
+            (m->extra != NULL && m->extra(m->extra_ctx, &body) < 0)) {
             status = "500 Internal Server Error";
             ddp_buf_reset(&body);
             ddp_buf_printf(&body, "out of memory\n");
@@ -332,8 +336,9 @@ static void on_handle_closed(uv_handle_t *h) {
     metrics_maybe_free(m);
 }
 
-int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, const char *host, uint16_t port,
-                       rdzv_metrics_t **out, ddp_err_t *err) {
+int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_extra_fn extra,
+                       void *extra_ctx, const char *host, uint16_t port, rdzv_metrics_t **out,
+                       ddp_err_t *err) {
     *out = NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -351,6 +356,8 @@ int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, const char *host
         return ddp_err_set(err, -ENOMEM, "out of memory for the metrics listener");
     }
     m->s = s;
+    m->extra = extra;
+    m->extra_ctx = extra_ctx;
     int rc = uv_tcp_init(loop, &m->listener);
     if (rc == 0) {
         m->listener.data = m;

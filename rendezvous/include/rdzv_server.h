@@ -113,11 +113,14 @@ const char *rdzv_server_addr(const rdzv_server_t *s);
 int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out);
 
 /* An HTTP listener on host:port (0: the kernel picks) answering GET /metrics with
- * rdzv_server_metrics(s), on s's loop: HTTP/1.0 and 1.1, one request per connection, at most
- * 16 connections, each closed after 5 s; anything else gets 404 or 405. */
+ * rdzv_server_metrics(s) (s may be NULL: none) followed by what extra (may be NULL) appends,
+ * on loop: HTTP/1.0 and 1.1, one request per connection, at most 16 connections, each closed
+ * after 5 s; anything else gets 404 or 405. extra returns 0 or -ENOMEM. */
 typedef struct rdzv_metrics rdzv_metrics_t;
-int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, const char *host, uint16_t port,
-                       rdzv_metrics_t **out, ddp_err_t *err);
+typedef int (*rdzv_metrics_extra_fn)(void *ctx, ddp_buf_t *out);
+int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_extra_fn extra,
+                       void *extra_ctx, const char *host, uint16_t port, rdzv_metrics_t **out,
+                       ddp_err_t *err);
 uint16_t rdzv_metrics_port(const rdzv_metrics_t *m);
 /* Closes the listener and its connections; the memory goes once libuv released the handles. */
 void rdzv_metrics_close(rdzv_metrics_t *m);

@@ -94,9 +94,11 @@ static void test_pytorchjob(void **state) {
     run(&j, "KUBERNETES_SERVICE_HOST=1", "MASTER_ADDR=m", "WORLD_SIZE=four", "RANK=0", END, END);
     assert_int_equal(j.rc, DDP_EENV);
     assert_non_null(strstr(j.err.text, "WORLD_SIZE: 'four'"));
+    launch_spec_free(&j.spec);
     run(&j, "KUBERNETES_SERVICE_HOST=1", "MASTER_ADDR=m", "WORLD_SIZE=2", "RANK=2", END, END);
     assert_int_equal(j.rc, DDP_EENV);
     assert_string_equal(j.err.text, "RANK=2 is not below WORLD_SIZE=2");
+    launch_spec_free(&j.spec);
     /* Outside a pod the same variables mean nothing to ddprun. */
     run(&j, "MASTER_ADDR=m", "WORLD_SIZE=4", "RANK=1", END, END);
     assert_int_equal(j.rc, 0);
@@ -157,9 +159,11 @@ static void test_indexed_job(void **state) {
     assert_int_equal(j.rc, DDP_EENV);
     assert_non_null(strstr(j.err.text, "JOB_INDEX=2"));
     assert_non_null(strstr(j.err.text, "pass --node_rank"));
+    launch_spec_free(&j.spec);
     run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=-1", END, "--nnodes=2", END);
     assert_int_equal(j.rc, DDP_EENV);
     assert_non_null(strstr(j.err.text, "JOB_COMPLETION_INDEX: '-1'"));
+    launch_spec_free(&j.spec);
 }
 
 int main(void) {

@@ -1181,6 +1181,7 @@ static void test_worker_store_refuses_rendezvous(void **state) {
     ddp_buf_t b = DDP_BUF_INIT;
     join_frame(&b, "127.0.0.1");
     send_all(fd, &b);
+    ddp_buf_free(&b);
     assert_true(raw_closed(fd));
     close(fd);
     rdzv_client_t *c = must_connect(st->port, NULL, 0);
