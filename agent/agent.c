@@ -158,6 +158,8 @@ void agent__shutdown_loop(agent_t *a) {
         rdzv_server_close(a->wstore, NULL, NULL);
         a->wstore = NULL;
     }
+    rdzv_metrics_close(a->metrics);
+    a->metrics = NULL;
     uv_walk(a->loop, close_walk_cb, NULL);
 }
 
@@ -402,6 +404,8 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
         (rc = uv_timer_init(a->loop, &a->restart_timer)) < 0)
         return rc;
     a->kill_timer.data = a->restart_timer.data = a;
+    if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
+        return rc;
     return agent__hang_init(a);
 }
 

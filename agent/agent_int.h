@@ -138,6 +138,10 @@ struct agent {
     /* The workers' store (job->worker_store_own == 0): PyTorch's TCPStore commands at
      * MASTER_ADDR:MASTER_PORT when this node is group rank 0; NULL with --worker_store=own. */
     struct rdzv_server *wstore;
+    struct rdzv_metrics *metrics; /* --metrics, or NULL */
+    /* Counters for the metrics (agent/metrics.c): since ddprun started. */
+    uint64_t m_worker_starts, m_group_starts;
+    uint64_t m_failures[4]; /* the first failure of each failed group: exit, signal, hung, exec */
 
     agent_sup_state_t state;
     int nproc, world_size, node_rank;
@@ -234,6 +238,10 @@ int agent__pick_free_port(const char *addr);
  * agent_pid, node_rank, attempt) and the fields fmt packs (jansson's json_pack format of one
  * object; NULL: none) as one line (agent/events.c). A no-op when events are off. */
 void agent__evlog(agent_t *a, const char *event, const char *fmt, ...);
+
+/* --metrics: starts the agent's Prometheus listener (agent/metrics.c). 0 or a negative code
+ * (logged, naming the flag). */
+int agent__metrics_start(agent_t *a);
 
 /* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore. flag names
  * where the address came from, for the error line. Returns 0 or a negative code (logged). */

@@ -505,6 +505,7 @@ static int worker_spawn(agent_t *a, agent_worker_t *w) {
     w->exec_errno = args.exec_errno;
     a->running++;
     agent__guard_update(a, pid, 1);
+    a->m_worker_starts++;
     agent__evlog(a, "worker_started", "{s:i, s:i, s:i}", "rank", w->rank, "local_rank",
                  w->local_rank, "pid", (int)pid);
     if (args.cgroup_errno != 0) {
@@ -600,6 +601,7 @@ int agent__group_start(agent_t *a) {
             return rc;
     }
     agent__hang_arm(a);
+    a->m_group_starts++;
     agent__evlog(a, "worker_group_started", "{s:I, s:i, s:i, s:i}", "round", (json_int_t)a->round,
                  "nproc", a->nproc, "rank_base", a->rank_base, "world_size", a->world_size);
     return 0;

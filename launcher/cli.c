@@ -171,6 +171,24 @@ static int apply_start_method(launch_spec_t *spec, const char *flag, const char 
     return launch__str_set(&spec->start_method, val);
 }
 
+/* --metrics HOST:PORT ([v6]:PORT): the agent's Prometheus listener. */
+static int apply_metrics(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    const char *colon = strrchr(val, ':');
+    size_t hl = colon ? (size_t)(colon - val) : 0;
+    const char *host = val;
+    if (hl > 1 && val[0] == '[' && val[hl - 1] == ']') {
+        host++;
+        hl -= 2;
+    }
+    int port;
+    if (colon == NULL || hl == 0 || launch__int_get(flag, colon + 1, 0, 65535, &port, err) < 0)
+        return launch__bad_value(err, flag, val, "is not HOST:PORT");
+    free(spec->metrics_host);
+    spec->metrics_host = strndup(host, hl);
+    spec->metrics_port = port;
+    return spec->metrics_host != NULL ? 0 : -ENOMEM;
+}
+
 /* --worker_store agent|own: who serves the store PyTorch workers reach at MASTER_ADDR:PORT. */
 static int apply_worker_store(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
@@ -383,6 +401,7 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT, "gpu-memory-reclaim-timeout", 0, 1,
      "PET_GPU_MEMORY_RECLAIM_TIMEOUT", FIELD(SECONDS, gpu_memory_reclaim_timeout)},
     {LAUNCH_OPT_WORKER_STORE, "worker-store", 0, 1, "PET_WORKER_STORE", FN(apply_worker_store)},
+    {LAUNCH_OPT_METRICS, "metrics", 0, 1, "PET_METRICS", FN(apply_metrics)},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, FN(NULL)},
@@ -743,6 +762,7 @@ void launch_spec_free(launch_spec_t *spec) {
         free(spec->bind_cpus_text[i]);
         free(spec->bind_nodes_text[i]);
     }
+    free(spec->metrics_host);
     free(spec->bind_cpus_text);
     free(spec->bind_nodes_text);
     free(spec->bind_cpus);

@@ -89,6 +89,8 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->shutdown_timeout_ms = ms(spec->shutdown_timeout);
     job->virtual_local_rank = spec->virtual_local_rank;
     job->worker_store_own = spec->worker_store_own;
+    job->metrics_host = spec->metrics_host;
+    job->metrics_port = spec->metrics_port;
     if (spec->numa_binding != LAUNCH_NUMA_OFF && spec->bind_cpus != NULL) {
         job->bind_cpus = spec->bind_cpus;
         job->bind_mems = spec->bind_mems;

@@ -64,6 +64,7 @@ typedef enum launch_opt {
     LAUNCH_OPT_MAX_NO_PROGRESS_RESTARTS,
     LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT,
     LAUNCH_OPT_WORKER_STORE,
+    LAUNCH_OPT_METRICS,
     LAUNCH_OPT_VERBOSE,
     LAUNCH_OPT_HELP,
     LAUNCH_OPT_VERSION,
@@ -161,7 +162,9 @@ typedef struct launch_spec {
     launch_numa_mode_t numa_binding; /* --numa_binding; LAUNCH_NUMA_OFF when not given */
     int numa_binding_fallback;       /* warn once and run unbound when binding is impossible */
     int print_topology;              /* --print_topology: print every mode's plan and exit */
-    int json;                        /* --json: --print_topology as one JSON object */
+    char *metrics_host;              /* --metrics HOST:PORT; NULL = none */
+    int metrics_port;
+    int json; /* --json: --print_topology as one JSON object */
     /* Filled by launch_numa_setup: each local rank's binding, as the agent applies it. */
     cpu_set_t *bind_cpus;
     uint64_t *bind_mems; /* bit = NUMA node id */

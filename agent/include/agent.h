@@ -89,6 +89,8 @@ typedef struct agent_job {
     /* --event_log_handler json: one JSON object a line per event (agent/events.c) written to
      * event_log_fd when event_log_on; the caller opened it and closes it after agent_run. */
     int event_log_on, event_log_fd;
+    const char *metrics_host; /* --metrics: the Prometheus listener; NULL = none */
+    int metrics_port;
     const cpu_set_t *bind_cpus;
     const uint64_t *bind_mems;
     char *const *bind_cpus_text;

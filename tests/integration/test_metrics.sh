@@ -135,6 +135,40 @@ PY
 check "20 idle connections and an 8 KiB+ request: closed, the listener and the store go on" \
     grep -qx ok "$TMP/bounded"
 for p in "${PIDS[@]:1:2}"; do wait "$p" 2>/dev/null; done
+# ddprun --metrics: the agent's workers after its store's metrics. Rank 1 fails the first
+# attempt; the page is read while the second one runs.
+AP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+FW_EXIT=1 FW_RANK=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=3000 timeout -k 5 30 "$DDPRUN" --standalone \
+    --nproc_per_node=2 --max_restarts=1 --metrics "127.0.0.1:$AP" "$FW" >"$TMP/agentm.out" 2>&1 &
+PIDS+=($!)
+MPORT=$AP
+for _ in $(seq 100); do
+    get /metrics >"$TMP/apage" 2>/dev/null
+    grep -q 'ddprun_agent_attempt{.*} 1$' "$TMP/apage" && grep -q 'workers_running{.*} 2$' "$TMP/apage" && break
+    sleep 0.05
+done
+check "ddprun --metrics: 2 running, attempt 1, 2 groups started, 1 failure by exit, its store too" \
+    python3 - "$TMP/apage" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def value(name, labels=""):
+    m = re.search("^" + re.escape(name) + r"\{[^}]*" + re.escape(labels) + r"[^}]*\} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+assert value("ddprun_agent_workers_running") == 2
+assert value("ddprun_agent_attempt") == 1
+assert value("ddprun_agent_worker_groups_started_total") == 2
+assert value("ddprun_agent_worker_group_failures_total", 'cause="exit"') == 1
+assert value("ddprun_agent_worker_group_failures_total", 'cause="hung"') == 0
+assert re.search(r"^ddprun_store_connections \d+$", text, re.M)
+PY
+if command -v promtool >/dev/null; then
+    sed 1d "$TMP/apage" | promtool check metrics >"$TMP/apromtool.out" 2>&1
+    check "promtool check metrics on ddprun's page: no problem" \
+        bash -c "[ $? -eq 0 ] && [ ! -s '$TMP/apromtool.out' ]"
+else
+    skip "promtool check metrics on ddprun's page: no problem" "promtool is missing"
+fi
+wait "${PIDS[-1]}"
 "$D" --no-auth --metrics nonsense >"$TMP/bad.out" 2>&1
 check "--metrics nonsense: exit 2 naming the flag" \
     bash -c "[ $? -eq 2 ] && grep -q -- \"--metrics: 'nonsense' is not HOST:PORT\" '$TMP/bad.out'"

@@ -239,6 +239,10 @@ static void ck_dup_err(const launch_spec_t *s) {
 static void ck_wstore(const launch_spec_t *s) {
     assert_int_equal(s->worker_store_own, 1);
 }
+static void ck_metrics(const launch_spec_t *s) {
+    assert_string_equal(s->metrics_host, "::1");
+    assert_int_equal(s->metrics_port, 9464);
+}
 
 static const flag_case_t value_flags[] = {
     {"nnodes", "2:4", LAUNCH_OPT_NNODES, ck_nnodes},
@@ -260,6 +264,7 @@ static const flag_case_t value_flags[] = {
     {"master-port", "1234", LAUNCH_OPT_MASTER_PORT, ck_mport},
     {"local-addr", "n1", LAUNCH_OPT_LOCAL_ADDR, ck_laddr},
     {"worker-store", "own", LAUNCH_OPT_WORKER_STORE, ck_wstore},
+    {"metrics", "[::1]:9464", LAUNCH_OPT_METRICS, ck_metrics},
     {"signals-to-handle", "SIGUSR1,TERM,usr2,SIGTERM", LAUNCH_OPT_SIGNALS_TO_HANDLE, ck_signals},
     {"shutdown-timeout", "5", LAUNCH_OPT_SHUTDOWN_TIMEOUT, ck_shutdown},
     {"log-line-prefix-template", "${hostname}:${rank}: ", LAUNCH_OPT_LOG_LINE_PREFIX_TEMPLATE,
@@ -762,6 +767,7 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--monitor_interval", "abc", "--monitor_interval: 'abc' is not a number of seconds");
     expect_bad("--start_method", "thread", "--start_method: 'thread'");
     expect_bad("--worker_store", "rank0", "--worker_store: 'rank0' is not agent or own");
+    expect_bad("--metrics", "9464", "--metrics: '9464' is not HOST:PORT");
     expect_bad("--role", "", "--role: empty value");
     expect_bad("--log_dir", "/etc/passwd", "--log_dir: '/etc/passwd' is not a directory");
     expect_bad("--log_dir", "/etc/passwd/x", "--log_dir: '/etc/passwd/x'");

@@ -1,0 +1,103 @@
+/* agent/metrics.c: ddprun --metrics HOST:PORT, the agent's Prometheus listener: its workers
+ * (running, started, failed by cause, each one's heartbeat age, the attempt) after the metrics of
+ * the store it hosts, if any (rdzv_server_metrics), served on the agent's loop
+ * (rdzv_metrics_start). docs/operations.md lists them. */
+#include "agent_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "ddp_log.h"
+#include "rdzv_server.h"
+
+static const char *const causes[4] = {"exit", "signal", "hung", "exec"};
+
+/* One family's HELP and TYPE lines, then its samples. */
+#define FAMILY(name, type, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
+
+static int agent_metrics(void *ctx, ddp_buf_t *out) {
+    agent_t *a = ctx;
+    char run[160];
+    size_t j = 0;
+    for (const char *s = a->job->run_id ? a->job->run_id : ""; *s && j + 3 < sizeof run; s++) {
+        if (*s == '\\' || *s == '"')
+            run[j++] = '\\';
+        run[j++] = *s == '\n' ? ' ' : *s;
+    }
+    run[j] = '\0';
+    int rc = ddp_buf_printf(out,
+                            FAMILY("ddprun_agent_workers_running", "gauge",
+                                   "Workers of this node running now.") "ddprun_agent_workers_"
+                                                                        "running{run=\"%s\","
+                                                                        "node_rank=\"%d\"} %d\n",
+                            run, a->node_rank, a->running);
+    rc = rc ? rc
+            : ddp_buf_printf(
+                  out,
+                  FAMILY(
+                      "ddprun_agent_attempt", "gauge",
+                      "The worker group's attempt (TORCHELASTIC_RESTART_COUNT).") "ddprun_agent_"
+                                                                                  "attempt{run=\"%"
+                                                                                  "s\",node_rank="
+                                                                                  "\"%d\"} %d\n",
+                  run, a->node_rank, a->attempt);
+    rc = rc ? rc
+            : ddp_buf_printf(
+                  out,
+                  FAMILY(
+                      "ddprun_agent_worker_groups_started_total", "counter",
+                      "Worker groups started (the first and every restart).") "ddprun_agent_worker_"
+                                                                              "groups_started_"
+                                                                              "total{run=\"%s\","
+                                                                              "node_rank=\"%d\"} "
+                                                                              "%llu\n",
+                  run, a->node_rank, (unsigned long long)a->m_group_starts);
+    rc = rc ? rc
+            : ddp_buf_printf(out,
+                             FAMILY("ddprun_agent_workers_started_total", "counter",
+                                    "Workers started.") "ddprun_agent_workers_started_total{run="
+                                                        "\"%s\",node_rank=\"%d\"} %llu\n",
+                             run, a->node_rank, (unsigned long long)a->m_worker_starts);
+    rc = rc ? rc
+            : ddp_buf_printf(out, FAMILY("ddprun_agent_worker_group_failures_total", "counter",
+                                         "Failed worker groups, by the cause of the first "
+                                         "failure: exit, signal, hung, exec."));
+    for (int c = 0; rc == 0 && c < 4; c++)
+        rc = ddp_buf_printf(out,
+                            "ddprun_agent_worker_group_failures_total{run=\"%s\",node_rank=\"%d\","
+                            "cause=\"%s\"} %llu\n",
+                            run, a->node_rank, causes[c], (unsigned long long)a->m_failures[c]);
+    /* Heartbeat ages: workers that beat (--heartbeat_timeout), since their last beat. */
+    uint64_t now = uv_now(a->loop);
+    int header = 0;
+    for (int i = 0; rc == 0 && i < a->nproc; i++) {
+        const agent_worker_t *w = &a->workers[i];
+        if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0' || !w->hb_beaten)
+            continue;
+        if (!header++)
+            rc = ddp_buf_printf(out, FAMILY("ddprun_agent_worker_heartbeat_age_seconds", "gauge",
+                                            "Time since each worker's last heartbeat."));
+        if (rc == 0)
+            rc = ddp_buf_printf(out,
+                                "ddprun_agent_worker_heartbeat_age_seconds{run=\"%s\",rank=\"%d\","
+                                "local_rank=\"%d\"} %.3f\n",
+                                run, w->rank, w->local_rank,
+                                now > w->hb_last_ms ? (double)(now - w->hb_last_ms) / 1000.0 : 0.0);
+    }
+    return rc < 0 ? -ENOMEM : 0;
+}
+
+int agent__metrics_start(agent_t *a) {
+    const agent_job_t *job = a->job;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_metrics_start(a->loop, a->store, agent_metrics, a, job->metrics_host,
+                                (uint16_t)job->metrics_port, &a->metrics, &err);
+    if (rc < 0) {
+        DDP_ERROR("--metrics %s:%d: %s", job->metrics_host, job->metrics_port, err.text);
+        return rc;
+    }
+    DDP_INFO("serving metrics on http://%s:%u/metrics", job->metrics_host,
+             rdzv_metrics_port(a->metrics));
+    return 0;
+}
