@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "ddp_log.h"
+#include "rdzv_server.h"
 
 extern char **environ;
 
@@ -585,8 +586,12 @@ static int filtered_files_reset(agent_t *a) {
 
 int agent__group_start(agent_t *a) {
     a->running = 0;
-    if (a->rdzv == NULL) /* one node; several empty it before joining (agent__rdzv_join) */
+    if (a->rdzv == NULL) { /* one node; several empty it before joining (agent__rdzv_join) */
         agent__worker_store_reset(a);
+        /* The earlier attempts' worker keys in the job store (their workers are gone); a
+         * multi-node store drops them itself when a round closes. */
+        rdzv_server_forget_rounds(a->store, a->job->run_id, a->round);
+    }
     a->nfailures = 0;
     int frc = filtered_files_reset(a);
     if (frc < 0)

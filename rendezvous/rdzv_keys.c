@@ -269,6 +269,42 @@ void rdzv__wait_clear(conn_t *c) {
     c->wait_left = 0;
 }
 
+/* Takes e's value and queued items off; removes e when nothing else holds it. Returns 1 when e
+ * was freed. */
+static int entry_empty(rdzv_server_t *s, entry_t *e) {
+    if (e->present) {
+        e->present = 0;
+        s->st.keys--;
+        mem_acct(s, e->vcap, 0);
+        free(e->val);
+        e->val = NULL;
+        e->vlen = e->vcap = 0;
+    }
+    if (e->q != NULL) { /* the last pop removes e when nothing else holds it */
+        int waited = e->waiters != NULL;
+        for (size_t n = e->q->n; n > 0; n--)
+            rdzv__qitem_free(s, rdzv__queue_pop(s, e));
+        return !waited;
+    }
+    if (e->waiters != NULL)
+        return 0;
+    rdzv__keys_maybe_remove(s, e);
+    return 1;
+}
+
+void rdzv__keys_drop_if(rdzv_server_t *s, int (*keep)(void *ctx, const uint8_t *key, size_t n),
+                        void *ctx) {
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        entry_t *e = s->buckets[i];
+        while (e != NULL) {
+            entry_t *next = e->next;
+            if ((e->present || e->q != NULL) && !keep(ctx, e->key, e->klen))
+                entry_empty(s, e);
+            e = next;
+        }
+    }
+}
+
 void rdzv__keys_clear(rdzv_server_t *s) {
     for (size_t i = 0; i < s->nbuckets; i++) {
         entry_t *e = s->buckets[i];

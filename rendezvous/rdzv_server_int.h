@@ -247,6 +247,11 @@ static inline int rdzv__entry_ready(const entry_t *e) {
  * array stays, at the size it grew to. */
 void rdzv__keys_clear(rdzv_server_t *s);
 
+/* Drops the value and queued items of every key for which keep(ctx, key) is 0; an entry left
+ * with neither and no waiter goes. */
+void rdzv__keys_drop_if(rdzv_server_t *s, int (*keep)(void *ctx, const uint8_t *key, size_t n),
+                        void *ctx);
+
 /* Frees every entry and the bucket array (server teardown; no waiter may remain). */
 void rdzv__keys_free(rdzv_server_t *s);
 

@@ -87,11 +87,20 @@ void rdzv__rounds_after(rdzv_server_t *s) {
         s->acts = (rdzv_actions_t)RDZV_ACTIONS_INIT;
         conn_index_t ix;
         conn_index_build(s, todo.n, &ix);
+        const rdzv_action_t *forgot = NULL; /* the last (run, round) whose old keys went */
         for (size_t i = 0; i < todo.n; i++) {
             const rdzv_action_t *a = &todo.v[i];
             ddp_buf_t b = DDP_BUF_INIT;
             switch (a->kind) {
             case RDZV_ACT_REPLY_OK:
+                /* A round closed: the keys of the rounds before the previous one go (every
+                 * member of the new round has left those; the previous one's stay for a
+                 * straggler). Once per run and round, not per member. */
+                if (forgot == NULL || forgot->res.round != a->res.round ||
+                    strcmp(forgot->run_id, a->run_id) != 0) {
+                    rdzv_server_forget_rounds(s, a->run_id, a->res.round - 1);
+                    forgot = a;
+                }
                 if (rdzv_join_reply_encode_ok(&b, &a->res) == 0)
                     reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;

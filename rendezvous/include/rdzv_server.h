@@ -66,6 +66,14 @@ void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg)
  * on the agent's store). */
 void rdzv_server_reset(rdzv_server_t *s);
 
+/* Drops what earlier rounds of run_id left in the store: the worker library's keys
+ * ("ddpw/<run_id>/<round>/...") and the round-end keys ("__rdzv/<run_id>/end/<round>") of every
+ * round below `before`. A key with a parked waiter keeps its entry (the waiter's), not its value.
+ * The server calls it when a round closes (keeping the previous round's); an agent hosting a
+ * one-node job's store calls it before each restarted group. Without it they accumulate, one
+ * set a round, for as long as the store lives. */
+void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, int64_t before);
+
 /* Counters a caller may read at any time from the loop's thread. */
 typedef struct rdzv_server_stats {
     uint64_t conns;         /* open connections */

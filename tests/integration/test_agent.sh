@@ -142,6 +142,23 @@ check "restarts spent -> exit 1" [ $rc -eq 1 ]
 verdict "exactly 3 attempts ran (max_restarts=2)" || echo "# attempts' files: $(ls "$d" | tr '\n' ' ')"
 check "the restart count reaches the workers" grep -qx "TORCHELASTIC_RESTART_COUNT=2" "$d/env.1.2"
 
+# 5b. Restarts do not grow the job's store: each attempt's worker keys ("ddpw/<run>/<round>/")
+#     go before the next attempt starts. Each attempt sets a 100 kB key and reads the store's
+#     STATS (through the job's token), then fails, 4 times.
+d=$TMP/keys; mkdir -p "$d"
+cat >"$d/w.sh" <<EOF
+#!/bin/sh
+"$BIN/tests/store_client" "\$DDPRUN_STORE_PORT" set-size "ddpw/\$DDPRUN_RUN_ID/\$DDPRUN_ROUND/blob" 100000
+"$BIN/tests/store_client" "\$DDPRUN_STORE_PORT" stats >"$d/stats.\$TORCHELASTIC_RESTART_COUNT"
+[ "\$TORCHELASTIC_RESTART_COUNT" -ge 4 ]
+EOF
+chmod +x "$d/w.sh"
+run_ddprun "$TMP/keys.out" --standalone --max_restarts=4 --no_python "$d/w.sh"; rc=$?
+stat_of() { sed -n "s/^$2 //p" "$d/stats.$1" 2>/dev/null; }
+k0=$(stat_of 0 keys) k4=$(stat_of 4 keys) m0=$(stat_of 0 mem_used) m4=$(stat_of 4 mem_used)
+check "5 attempts of 100 kB keys: the store holds one attempt's (keys $k0 -> $k4, mem_used $m0 -> $m4)" \
+    bash -c "[ $rc -eq 0 ] && [ -n '$k4' ] && [ '$k4' = '$k0' ] && [ \$(( ${m4:-0} - ${m0:-0} )) -lt 50000 ]"
+
 # 6. A transient failure recovers.
 d=$TMP/recover; mkdir -p "$d"
 FW_DIR=$d FW_RANK=0 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 \

@@ -1285,6 +1285,74 @@ static void test_worker_store_reset(void **state) {
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* SETs key=value on fd (today's numbering, after VALIDATE) and turns loop until the store ran it
+ * (a PING's answer). */
+static void loop_set(uv_loop_t *loop, int fd, const char *key) {
+    ddp_buf_t b = DDP_BUF_INIT;
+    put_key_cmd(&b, RDZV_CMD_SET, key);
+    assert_int_equal(rdzv__put_blob(&b, "value", 5), 0);
+    assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_PING), 0);
+    assert_int_equal(rdzv__put_u32(&b, 7), 0);
+    send_all(fd, &b);
+    ddp_buf_free(&b);
+    loop_until_readable(loop, fd);
+    uint8_t r[4];
+    raw_read(fd, r, 4);
+}
+
+/* Old rounds' keys go (rdzv_server_forget_rounds): the worker library's "ddpw/<run>/<round>/"
+ * keys and the round-end keys of rounds below the given one, of that run only; everything else
+ * stays, and the memory account comes back to what the kept keys hold. */
+static void test_forget_rounds(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .no_auth = 1};
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    int fd = raw_connect(rdzv_server_port(s));
+    static const char *kept[] = {"ddpw/r/2/c",          "ddpw/rx/0/d",    "ddpw/r/x/e",
+                                 "__rdzv/r/end/2",      "other",          "ddpw/r",
+                                 "__rdzv/r/progress/0", "__rdzv/rx/end/0"};
+    static const char *dropped[] = {"ddpw/r/0/a", "ddpw/r/1/b", "ddpw/r/1/nested/key",
+                                    "__rdzv/r/end/0", "__rdzv/r/end/1"};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        loop_set(&loop, fd, kept[i]);
+    rdzv_server_stats_t st0, st1;
+    rdzv_server_stats(s, &st0);
+    for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
+        loop_set(&loop, fd, dropped[i]);
+    rdzv_server_forget_rounds(s, "r", 2);
+    rdzv_server_stats(s, &st1);
+    assert_int_equal(st1.keys, st0.keys);
+    assert_int_equal(st1.mem_used, st0.mem_used);
+    /* Which ones: CHECK each. */
+    for (int pass = 0; pass < 2; pass++) {
+        const char **list = pass ? dropped : kept;
+        size_t n = pass ? sizeof dropped / sizeof dropped[0] : sizeof kept / sizeof kept[0];
+        for (size_t i = 0; i < n; i++) {
+            ddp_buf_t b = DDP_BUF_INIT;
+            assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_CHECK), 0);
+            assert_int_equal(rdzv__put_u64(&b, 1), 0);
+            assert_int_equal(rdzv__put_blob(&b, list[i], strlen(list[i])), 0);
+            send_all(fd, &b);
+            ddp_buf_free(&b);
+            loop_until_readable(&loop, fd);
+            uint8_t r;
+            raw_read(fd, &r, 1);
+            if (r != (pass ? RDZV_CHECK_NOT_READY : RDZV_CHECK_READY))
+                fail_msg("%s: %s", list[i], pass ? "still there" : "gone");
+        }
+    }
+    close(fd);
+    rdzv_server_close(s, NULL, NULL);
+    while (uv_run(&loop, UV_RUN_NOWAIT) != 0) {
+    }
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 typedef struct log_capture {
     int lines, evicted, summary;
     char last[512];
@@ -1379,6 +1447,7 @@ int main(void) {
         cmocka_unit_test(test_worker_store_legacy_numbering),
         cmocka_unit_test(test_worker_store_refuses_rendezvous),
         cmocka_unit_test(test_worker_store_reset),
+        cmocka_unit_test(test_forget_rounds),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }
