@@ -265,6 +265,24 @@ DDPRUN_TOKEN_FILE=$TMP/badtoken timeout 20 "$DDPRUN" --nnodes=2 --nproc_per_node
     "$FW" >"$TMP/badtok.out" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "127.0.0.1:$PORT" "$TMP/badtok.out"
 verdict "an agent with the wrong token is refused: exit 1, names the store"
+# 6b. Restarts do not grow the daemon's store: as each round closes, the worker keys
+#     ("ddpw/<run>/<round>/") and round-end keys of rounds before the previous one go. Every rank
+#     sets a 100 kB key a round; rank 3 fails rounds 0-3; the store keeps rounds 3 and 4 only.
+PORT=$(sed -E 's/.*:([0-9]+)$/\1/' "$TMP/daemon.out"); RUN=keys; d=$TMP/keys; mkdir -p "$d"
+cat >"$d/w.sh" <<EOF
+#!/bin/sh
+"$BIN/tests/store_client" "\$DDPRUN_STORE_PORT" set-size "ddpw/\$DDPRUN_RUN_ID/\$DDPRUN_ROUND/b\$RANK" 100000
+[ "\$RANK" != 3 ] || [ "\$DDPRUN_ROUND" -ge 4 ] || exit 1
+sleep 0.5
+EOF
+chmod +x "$d/w.sh"
+agent k0 2 --max_restarts=4 --no_python "$d/w.sh"; a=$LAST
+agent k1 2 --max_restarts=4 --no_python "$d/w.sh"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+"$BIN/tests/store_client" "$PORT" stats >"$TMP/keys.stats" 2>&1
+mem=$(sed -n 's/^mem_used //p' "$TMP/keys.stats")
+check "5 rounds x 4 ranks x 100 kB: the daemon holds 2 rounds' keys, not 5 (mem_used ${mem:-?})" \
+    bash -c "[ $ra = 0 ] && [ $rb = 0 ] && [ -n '$mem' ] && [ '$mem' -lt 1300000 ]"
 kill -TERM $dpid; wait $dpid
 unset FW_DIR FW_SLEEP_MS DDPRUN_TOKEN_FILE
 
