@@ -42,11 +42,12 @@ $(BUILD)/ddprun: $(BUILD)/obj/launcher/main.o $(BUILD)/obj/launcher/status.o $(B
 # ddprun is on the critical path of every job start: link libuv, jansson and libcrypto into it
 # statically when their archives exist (Debian's -dev packages ship them). That saves the dynamic
 # relocation of libcrypto at every start, a fifth of the launch overhead (docs/BENCHMARKS.md).
-# STATIC_DEPS=0 links them dynamically like the other programs.
+# ddp-rendezvous too: both then run where those libraries are not installed (the wheel,
+# pyproject.toml). STATIC_DEPS=0 links them dynamically like the other programs.
 STATIC_DEPS ?= 1
 DDPRUN_ARCHIVES := $(foreach l,libuv_a.a libjansson.a libcrypto.a,$(shell $(CC) -print-file-name=$(l)))
 ifeq ($(STATIC_DEPS),1)
 ifeq ($(words $(filter /%,$(DDPRUN_ARCHIVES))),3)
-$(BUILD)/ddprun: LDLIBS := $(DDPRUN_ARCHIVES) -lpthread -lm -ldl
+$(BUILD)/ddprun $(BUILD)/ddp-rendezvous: LDLIBS := $(DDPRUN_ARCHIVES) -lpthread -lm -ldl
 endif
 endif

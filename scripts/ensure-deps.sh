@@ -15,9 +15,10 @@ for arg in "$@"; do
         # python3-venv: scripts/ensure-torch2.sh (PyTorch 2.x from PyPI, TCPStore compatibility);
         # gdb: test_agent_stacks' native backtrace case (skipped without it);
         # man-db, groff-base: test_man.sh renders the man pages and counts groff's warnings;
-        # prometheus: test_metrics.sh checks the page with promtool and scrapes it for real.
+        # prometheus: test_metrics.sh checks the page with promtool and scrapes it for real;
+        # python3-setuptools, python3-wheel: test_wheel.sh builds the wheel offline.
         pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv gdb man-db
-            groff-base prometheus) ;;
+            groff-base prometheus python3-setuptools python3-wheel) ;;
     --bench)
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools) ;;
     *)
