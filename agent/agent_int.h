@@ -29,6 +29,10 @@
 #define AGENT_EXTERNAL_TERM_GRACE_MS 250
 
 typedef struct agent agent_t;
+
+/* The cause of a failed group's first failure, as events and metrics name it (events.c). */
+enum { AGENT_CAUSE_EXIT, AGENT_CAUSE_SIGNAL, AGENT_CAUSE_HUNG, AGENT_CAUSE_EXEC, AGENT_NCAUSES };
+extern const char *const agent__cause_names[AGENT_NCAUSES];
 typedef struct agent_worker agent_worker_t;
 
 /* One of a worker's output streams, read through a pipe. Heap-allocated per attempt and freed in
@@ -141,7 +145,7 @@ struct agent {
     struct rdzv_metrics *metrics; /* --metrics, or NULL */
     /* Counters for the metrics (agent/metrics.c): since ddprun started. */
     uint64_t m_worker_starts, m_group_starts;
-    uint64_t m_failures[4]; /* the first failure of each failed group: exit, signal, hung, exec */
+    uint64_t m_failures[AGENT_NCAUSES]; /* failed groups, by their first failure's cause */
 
     agent_sup_state_t state;
     int nproc, world_size, node_rank;

@@ -14,6 +14,8 @@
 
 #include "ddp_log.h"
 
+const char *const agent__cause_names[AGENT_NCAUSES] = {"exit", "signal", "hung", "exec"};
+
 void agent__evlog(agent_t *a, const char *event, const char *fmt, ...) {
     int fd = a->job->event_log_fd;
     if (!a->job->event_log_on || fd < 0)

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,6 @@
 #include <unistd.h>
 
 #include "ddp_escape.h"
-#include <jansson.h>
-
 #include "ddp_log.h"
 #include "ddp_parse.h"
 #include "ddp_time.h"

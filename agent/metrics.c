@@ -10,64 +10,50 @@
 #include "ddp_log.h"
 #include "rdzv_server.h"
 
-static const char *const causes[4] = {"exit", "signal", "hung", "exec"};
-
-/* One family's HELP and TYPE lines, then its samples. */
-#define FAMILY(name, type, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
+/* A family's HELP and TYPE lines, then one sample of it labelled with the run and node. */
+static int sample(ddp_buf_t *out, const char *name, const char *type, const char *help,
+                  const char *run, int node_rank, const char *value) {
+    return ddp_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s{run=\"%s\",node_rank=\"%d\"} %s\n",
+                          name, help, name, type, name, run, node_rank, value);
+}
 
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
-    char run[160];
-    size_t j = 0;
+    char run[160], v[32];
+    size_t j = 0; /* the run id as a label value: backslash and quote escaped */
     for (const char *s = a->job->run_id ? a->job->run_id : ""; *s && j + 3 < sizeof run; s++) {
         if (*s == '\\' || *s == '"')
             run[j++] = '\\';
         run[j++] = *s == '\n' ? ' ' : *s;
     }
     run[j] = '\0';
-    int rc = ddp_buf_printf(out,
-                            FAMILY("ddprun_agent_workers_running", "gauge",
-                                   "Workers of this node running now.") "ddprun_agent_workers_"
-                                                                        "running{run=\"%s\","
-                                                                        "node_rank=\"%d\"} %d\n",
-                            run, a->node_rank, a->running);
+    int n = a->node_rank, rc;
+    snprintf(v, sizeof v, "%d", a->running);
+    rc = sample(out, "ddprun_agent_workers_running", "gauge", "Workers of this node running now.",
+                run, n, v);
+    snprintf(v, sizeof v, "%d", a->attempt);
     rc = rc ? rc
-            : ddp_buf_printf(
-                  out,
-                  FAMILY(
-                      "ddprun_agent_attempt", "gauge",
-                      "The worker group's attempt (TORCHELASTIC_RESTART_COUNT).") "ddprun_agent_"
-                                                                                  "attempt{run=\"%"
-                                                                                  "s\",node_rank="
-                                                                                  "\"%d\"} %d\n",
-                  run, a->node_rank, a->attempt);
+            : sample(out, "ddprun_agent_attempt", "gauge",
+                     "The worker group's attempt (TORCHELASTIC_RESTART_COUNT).", run, n, v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_group_starts);
     rc = rc ? rc
-            : ddp_buf_printf(
-                  out,
-                  FAMILY(
-                      "ddprun_agent_worker_groups_started_total", "counter",
-                      "Worker groups started (the first and every restart).") "ddprun_agent_worker_"
-                                                                              "groups_started_"
-                                                                              "total{run=\"%s\","
-                                                                              "node_rank=\"%d\"} "
-                                                                              "%llu\n",
-                  run, a->node_rank, (unsigned long long)a->m_group_starts);
+            : sample(out, "ddprun_agent_worker_groups_started_total", "counter",
+                     "Worker groups started (the first and every restart).", run, n, v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_worker_starts);
+    rc = rc ? rc
+            : sample(out, "ddprun_agent_workers_started_total", "counter", "Workers started.", run,
+                     n, v);
+    const char *fail = "ddprun_agent_worker_group_failures_total";
     rc = rc ? rc
             : ddp_buf_printf(out,
-                             FAMILY("ddprun_agent_workers_started_total", "counter",
-                                    "Workers started.") "ddprun_agent_workers_started_total{run="
-                                                        "\"%s\",node_rank=\"%d\"} %llu\n",
-                             run, a->node_rank, (unsigned long long)a->m_worker_starts);
-    rc = rc ? rc
-            : ddp_buf_printf(out, FAMILY("ddprun_agent_worker_group_failures_total", "counter",
-                                         "Failed worker groups, by the cause of the first "
-                                         "failure: exit, signal, hung, exec."));
-    for (int c = 0; rc == 0 && c < 4; c++)
-        rc = ddp_buf_printf(out,
-                            "ddprun_agent_worker_group_failures_total{run=\"%s\",node_rank=\"%d\","
-                            "cause=\"%s\"} %llu\n",
-                            run, a->node_rank, causes[c], (unsigned long long)a->m_failures[c]);
+                             "# HELP %s Failed worker groups, by the cause of the first "
+                             "failure: exit, signal, hung, exec.\n# TYPE %s counter\n",
+                             fail, fail);
+    for (int c = 0; rc == 0 && c < AGENT_NCAUSES; c++)
+        rc = ddp_buf_printf(out, "%s{run=\"%s\",node_rank=\"%d\",cause=\"%s\"} %llu\n", fail, run,
+                            n, agent__cause_names[c], (unsigned long long)a->m_failures[c]);
     /* Heartbeat ages: workers that beat (--heartbeat_timeout), since their last beat. */
+    const char *age = "ddprun_agent_worker_heartbeat_age_seconds";
     uint64_t now = uv_now(a->loop);
     int header = 0;
     for (int i = 0; rc == 0 && i < a->nproc; i++) {
@@ -75,12 +61,12 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
         if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0' || !w->hb_beaten)
             continue;
         if (!header++)
-            rc = ddp_buf_printf(out, FAMILY("ddprun_agent_worker_heartbeat_age_seconds", "gauge",
-                                            "Time since each worker's last heartbeat."));
-        if (rc == 0)
             rc = ddp_buf_printf(out,
-                                "ddprun_agent_worker_heartbeat_age_seconds{run=\"%s\",rank=\"%d\","
-                                "local_rank=\"%d\"} %.3f\n",
+                                "# HELP %s Time since each worker's last heartbeat.\n"
+                                "# TYPE %s gauge\n",
+                                age, age);
+        if (rc == 0)
+            rc = ddp_buf_printf(out, "%s{run=\"%s\",rank=\"%d\",local_rank=\"%d\"} %.3f\n", age,
                                 run, w->rank, w->local_rank,
                                 now > w->hb_last_ms ? (double)(now - w->hb_last_ms) / 1000.0 : 0.0);
     }

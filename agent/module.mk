@@ -3,6 +3,7 @@
 # (agent_job_t). stacks.c (stack capture of a hung worker's process group) and gpu_mem.c (waiting
 # for a stopped group's GPU memory, NVML dlopen'ed) are the building blocks of hang recovery:
 # hang.c (heartbeat deadlines, capture, progress) and gpu_wait.c (the wait before a restart).
+# events.c (--event_log_handler json) and metrics.c (--metrics) say what happens, for machines.
 AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/supervise.c \
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \

@@ -10,7 +10,6 @@
 /* An unknown macro's name is quoted in messages up to this many characters. */
 #define NAME_QUOTE_MAX 48
 
-
 static const char *const prefix_macros[] = {"role_name", "local_rank", "rank", "hostname"};
 #define N_PREFIX_MACROS (sizeof prefix_macros / sizeof prefix_macros[0])
 
@@ -75,7 +74,7 @@ static size_t put(char *out, size_t len, size_t cap, const char *s, size_t n) {
 }
 
 size_t agent_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
-                            const char *hostname, char *out, size_t cap) {
+                           const char *hostname, char *out, size_t cap) {
     if (cap == 0)
         return 0;
     if (tmpl == NULL)

@@ -171,11 +171,13 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     sweep_leftovers(a);
     if (a->nfailures > 0) {
         const agent_failure_t *f = &a->failures[0];
-        int cause = f->hung ? 2 : f->exec_errno ? 3 : WIFSIGNALED(f->status) ? 1 : 0;
-        static const char *const names[4] = {"exit", "signal", "hung", "exec"};
+        int cause = f->hung                  ? AGENT_CAUSE_HUNG
+                    : f->exec_errno          ? AGENT_CAUSE_EXEC
+                    : WIFSIGNALED(f->status) ? AGENT_CAUSE_SIGNAL
+                                             : AGENT_CAUSE_EXIT;
         a->m_failures[cause]++;
         agent__evlog(a, "worker_group_failed", "{s:i, s:i, s:s}", "rank", f->rank, "local_rank",
-                     f->local_rank, "cause", names[cause]);
+                     f->local_rank, "cause", agent__cause_names[cause]);
     }
     if (a->nfailures > 0 && a->failures[0].exec_errno != 0) {
         /* The program cannot be executed: restarting would fail the same way. */

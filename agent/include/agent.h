@@ -83,14 +83,14 @@ typedef struct agent_job {
     /* 0: the agent serves the workers' store at MASTER_ADDR:MASTER_PORT (group rank 0's node),
      * as torchrun 2.x; 1: the workers' rank 0 hosts it (TORCHELASTIC_USE_AGENT_STORE=False). */
     int worker_store_own;
-    /* --numa_binding: worker i (local rank) runs on bind_cpus[i] with its memory preferred on
-     * the NUMA nodes of bind_mems[i] (bit = node id); the texts go to its environment
-     * (DDPRUN_CPU_BINDING, DDPRUN_NUMA_NODE). NULL: no binding. */
     /* --event_log_handler json: one JSON object a line per event (agent/events.c) written to
      * event_log_fd when event_log_on; the caller opened it and closes it after agent_run. */
     int event_log_on, event_log_fd;
     const char *metrics_host; /* --metrics: the Prometheus listener; NULL = none */
     int metrics_port;
+    /* --numa_binding: worker i (local rank) runs on bind_cpus[i] with its memory preferred on
+     * the NUMA nodes of bind_mems[i] (bit = node id); the texts go to its environment
+     * (DDPRUN_CPU_BINDING, DDPRUN_NUMA_NODE). NULL: no binding. */
     const cpu_set_t *bind_cpus;
     const uint64_t *bind_mems;
     char *const *bind_cpus_text;

@@ -46,6 +46,27 @@ tagged_pids() {
 
 # no_leftovers [WAIT_S]: true when no tagged process remains within WAIT_S seconds (default 3);
 # otherwise lists them, kills them by PID and returns false.
+# free_port: a TCP port free on 127.0.0.1, below the kernel's ephemeral range: a port another
+# process's bind(0) (an agent's workers' store, a client) is never handed between this pick and
+# the listener that uses it, as one picked by bind(0) itself can be.
+free_port() {
+    python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    port = random.randrange(20000, max(20001, low))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+PY
+}
+
 no_leftovers() {
     local deadline=$(( $(date +%s%N) / 1000000 + ${1:-3} * 1000 ))
     local left

@@ -70,7 +70,7 @@ check "SIGTERM: worker_exited by SIGTERM, shutdown with result signal, signal SI
 and ev[-1]["event"] == "shutdown" and ev[-1]["result"] == "signal" and ev[-1]["signal"] == "SIGTERM"'
 
 # 5. Two nodes on loopback: each agent's rendezvous_joined says the round's shape.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 for n in 0 1; do
     timeout -k 5 30 "$DDPRUN" --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d \
         --rdzv_endpoint="127.0.0.1:$port" --rdzv_id="ev$$" --event_log_handler json "$FW" \

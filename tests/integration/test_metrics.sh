@@ -78,7 +78,7 @@ check "GET / is 404 naming /metrics; POST is 405" \
 
 # A real Prometheus server scrapes the daemon.
 if command -v prometheus >/dev/null; then
-    PP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    PP=$(free_port)
     cat >"$TMP/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
@@ -137,7 +137,7 @@ check "20 idle connections and an 8 KiB+ request: closed, the listener and the s
 for p in "${PIDS[@]:1:2}"; do wait "$p" 2>/dev/null; done
 # ddprun --metrics: the agent's workers after its store's metrics. Rank 1 fails the first
 # attempt; the page is read while the second one runs.
-AP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+AP=$(free_port)
 FW_EXIT=1 FW_RANK=1 FW_FAIL_ATTEMPTS=1 FW_SLEEP_MS=3000 timeout -k 5 30 "$DDPRUN" --standalone \
     --nproc_per_node=2 --max_restarts=1 --metrics "127.0.0.1:$AP" "$FW" >"$TMP/agentm.out" 2>&1 &
 PIDS+=($!)

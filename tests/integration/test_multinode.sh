@@ -8,7 +8,6 @@ DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
 unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Fast timeouts so that every round closes within a second. A node is dead after 1 s without a
 # keep-alive: short enough for the tests that kill one, long enough for a loaded CI machine.
 CONF=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.2,keep_alive_max_attempt=5,close_timeout=5
