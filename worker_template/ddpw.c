@@ -241,13 +241,13 @@ static int agree_backend(ddpw_t *w, ddpw_backend_t asked, ddp_err_t *err) {
         return rc;
     dec[got] = '\0';
     char *t1 = strchr(dec, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-    if (t2 == NULL)
+    int code = atoi(dec), b = t1 ? atoi(t1 + 1) : -1;
+    if (t2 == NULL || code > 0 || (code == 0 && b != DDPW_BACKEND_CPU && b != DDPW_BACKEND_NCCL))
         return ddp_err_set(err, DDP_EPROTO, "the backend decision of round %lld is malformed",
                            (long long)c->env.round);
-    int code = atoi(dec);
     if (code != 0)
         return ddp_err_set(err, code, "%s", t2 + 1);
-    w->backend = (ddpw_backend_t)atoi(t1 + 1);
+    w->backend = (ddpw_backend_t)b;
     snprintf(w->note, sizeof w->note, "%s", t2 + 1);
     return 0;
 }
