@@ -275,8 +275,10 @@ static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
 void agent__store_nofile_log(const struct rdzv_server *store) {
     int level = DDP_LOG_INFO;
     const char *note = rdzv_server_nofile_note(store, &level);
+    /* The default limit fitted to the open-file limit is routine for a job's own store: said
+     * at -vv, not on every -v run. An explicit limit clipped stays a warning. */
     if (note != NULL)
-        ddp_log(level, "job store: %s", note);
+        ddp_log(level == DDP_LOG_INFO ? DDP_LOG_DEBUG : level, "job store: %s", note);
 }
 
 int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag) {
