@@ -292,8 +292,13 @@ int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_e
         from = RDZV_TOKEN_ENV, rc = hex_decode(v, from, tok, &e);
     if (source != NULL)
         *source = from;
-    if (rc < 0)
+    if (rc < 0) {
+        /* Nothing of a refused token stays behind: wiped and freed for the caller. */
+        if (tok->data != NULL)
+            memset(tok->data, 0, tok->cap);
+        ddp_buf_free(tok);
         return ddp_err_set(err, rc, "%s", e.text[0] ? e.text : ddp_strerror(rc));
+    }
     return 0;
 }
 
