@@ -4,11 +4,13 @@
 #include "agent_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,13 +24,24 @@ char *agent__error_file_message(const char *path, char **timestamp_out, char *ba
         *timestamp_out = NULL;
     if (bad != NULL && bad_cap > 0)
         bad[0] = '\0';
-    if (access(path, R_OK) < 0) {
-        if (errno != ENOENT && bad != NULL)
-            snprintf(bad, bad_cap, "unable to read it: %s", strerror(errno));
+    /* Opened once, not followed through a symlink, never blocking: the worker chose what is at
+     * this path, and a FIFO there must not stall the summary (nor a link show another file). */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int e = fd < 0 ? errno : 0;
+        if (fd >= 0)
+            close(fd);
+        if (e != ENOENT && bad != NULL)
+            snprintf(bad, bad_cap, "unable to read it: %s",
+                     e == ELOOP ? "a symbolic link"
+                     : e != 0   ? strerror(e)
+                                : "not a regular file");
         return NULL;
     }
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *root = json_loadfd(fd, 0, &jerr);
+    close(fd);
     if (root == NULL) {
         if (bad != NULL)
             snprintf(bad, bad_cap, "not valid JSON (line %d, column %d: %s)", jerr.line,

@@ -81,6 +81,27 @@ run_ddprun "$TMP/badjson.out" --log_dir "$TMP/badjson.logs" "$TMP/badjson.sh"; r
 verdict "an error file that is not JSON: the summary names it and says so (rc $rc)" ||
     show_tail "$TMP/badjson.out"
 
+# 3a'. An error file that is a FIFO (or a symlink) is named as such: the summary never blocks on
+#      it, nor shows another file through it.
+cat >"$TMP/fifo.sh" <<'EOF2'
+#!/bin/sh
+rm -f "$TORCHELASTIC_ERROR_FILE" && mkfifo "$TORCHELASTIC_ERROR_FILE"
+exit 4
+EOF2
+chmod +x "$TMP/fifo.sh"
+run_ddprun "$TMP/fifo.out" --log_dir "$TMP/fifo.logs" "$TMP/fifo.sh"; rc=$?
+check "an error file that is a FIFO: exit 1 at once, 'not a regular file' (rc $rc)" \
+    bash -c "[ $rc -eq 1 ] && grep -q 'unable to read it: not a regular file' '$TMP/fifo.out'"
+cat >"$TMP/link.sh" <<'EOF2'
+#!/bin/sh
+rm -f "$TORCHELASTIC_ERROR_FILE" && ln -s /etc/hostname "$TORCHELASTIC_ERROR_FILE"
+exit 4
+EOF2
+chmod +x "$TMP/link.sh"
+run_ddprun "$TMP/link.out" --log_dir "$TMP/link.logs" "$TMP/link.sh"; rc=$?
+check "an error file that is a symlink: not followed, 'a symbolic link' (rc $rc)" \
+    bash -c "[ $rc -eq 1 ] && grep -q 'unable to read it: a symbolic link' '$TMP/link.out'"
+
 # 3b. Nothing of a run stays in its private run directory's place (/dev/shm without TMPDIR),
 # however ddprun ends; a huge error file is cut to the 64 KiB the agent reads. The run directory
 # is found from the error file path the worker got; only that directory is ever removed here.
