@@ -377,12 +377,7 @@ static void cmd_delete(conn_t *c, const rdzv_req_t *r) {
     entry_t *e = rdzv__keys_lookup(s, &r->key);
     int64_t deleted = e != NULL && e->present;
     if (deleted) {
-        e->present = 0;
-        s->st.keys--;
-        mem_acct(s, e->vcap, 0);
-        free(e->val);
-        e->val = NULL;
-        e->vlen = e->vcap = 0;
+        rdzv__entry_drop_value(s, e);
         rdzv__keys_maybe_remove(s, e);
     }
     rdzv__reply_i64(c, deleted);

@@ -269,17 +269,21 @@ void rdzv__wait_clear(conn_t *c) {
     c->wait_left = 0;
 }
 
+void rdzv__entry_drop_value(rdzv_server_t *s, entry_t *e) {
+    if (!e->present)
+        return;
+    e->present = 0;
+    s->st.keys--;
+    mem_acct(s, e->vcap, 0);
+    free(e->val);
+    e->val = NULL;
+    e->vlen = e->vcap = 0;
+}
+
 /* Takes e's value and queued items off; removes e when nothing else holds it. Returns 1 when e
  * was freed. */
 static int entry_empty(rdzv_server_t *s, entry_t *e) {
-    if (e->present) {
-        e->present = 0;
-        s->st.keys--;
-        mem_acct(s, e->vcap, 0);
-        free(e->val);
-        e->val = NULL;
-        e->vlen = e->vcap = 0;
-    }
+    rdzv__entry_drop_value(s, e);
     if (e->q != NULL) { /* the last pop removes e when nothing else holds it */
         int waited = e->waiters != NULL;
         for (size_t n = e->q->n; n > 0; n--)

@@ -255,6 +255,9 @@ void rdzv__keys_drop_if(rdzv_server_t *s, int (*keep)(void *ctx, const uint8_t *
 /* Frees every entry and the bucket array (server teardown; no waiter may remain). */
 void rdzv__keys_free(rdzv_server_t *s);
 
+/* Takes e's value off (it stays in the table: rdzv__keys_maybe_remove decides). */
+void rdzv__entry_drop_value(rdzv_server_t *s, entry_t *e);
+
 /* Replaces e's value. Returns 0 or -ENOMEM (memory limit or malloc). */
 int rdzv__entry_set(rdzv_server_t *s, entry_t *e, const void *v, size_t n);
 

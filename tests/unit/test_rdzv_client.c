@@ -541,7 +541,8 @@ static void test_server_start_errors(void **state) {
 
 /* ---- raw connections, for frame sequences rdzv_client does not make ---- */
 
-static int raw_connect(uint16_t port) {
+/* A TCP connection to port that sends nothing yet (PyTorch <= 2.0's clients send no VALIDATE). */
+static int raw_connect_bare(uint16_t port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
     struct timeval tv = {5, 0};
@@ -551,6 +552,12 @@ static int raw_connect(uint16_t port) {
     sa.sin_port = htons(port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+/* A connection to port that has sent VALIDATE (today's numbering). */
+static int raw_connect(uint16_t port) {
+    int fd = raw_connect_bare(port);
     ddp_buf_t b = DDP_BUF_INIT;
     assert_int_equal(rdzv__put_u8(&b, RDZV_CMD_VALIDATE), 0);
     assert_int_equal(rdzv__put_u32(&b, RDZV_VALIDATE_MAGIC), 0);
@@ -1075,20 +1082,6 @@ static server_thread_t *server_up_workers(int auth_idle_ms) {
     o.worker_store = 1;
     o.auth_idle_ms = auth_idle_ms;
     return server_up_with(&o);
-}
-
-/* A TCP connection to port that sends nothing yet (PyTorch <= 2.0's clients send no VALIDATE). */
-static int raw_connect_bare(uint16_t port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    return fd;
 }
 
 static void send_all(int fd, ddp_buf_t *b) {
