@@ -265,6 +265,26 @@ static void place_in_node(const int *anchor, int n, int i, int *j, int *k) {
         }
 }
 
+/* Rank i's share of node a's groups (physical cores or L3 groups, by key) that ddprun may use,
+ * into out: of the k ranks anchored on a, the j-th takes groups [j*ng/k, (j+1)*ng/k) (its even
+ * share of cores), or group j alone when one_each (one L3 complex per rank). Fewer groups than
+ * ranks is DDP_EUSAGE naming the mode, the node and what it lacks. */
+static int share(const launch_topo_t *t, int a, const cpu_set_t *allowed, const short *key,
+                 int one_each, const char *mode, const char *what, const int *anchor, int n, int i,
+                 cpu_set_t *groups, cpu_set_t *out, ddp_err_t *err) {
+    int j, k, ng = groups_of(t, a, allowed, key, groups, LAUNCH_NUMA_MAX_CPUS);
+    place_in_node(anchor, n, i, &j, &k);
+    if (ng < k)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--numa_binding %s: NUMA node %d has %d %s ddprun may use for %d local "
+                           "rank(s)",
+                           mode, t->node_id[a], ng, what, k);
+    int first = one_each ? j : j * ng / k, end = one_each ? j + 1 : (j + 1) * ng / k;
+    for (int g = first; g < end; g++)
+        CPU_OR(out, out, &groups[g]);
+    return 0;
+}
+
 /* Over 60 lines: one switch keeps the four modes and their failures together. */
 int launch_numa_plan(const launch_topo_t *t, launch_numa_mode_t mode, const int *anchor, int n,
                      const cpu_set_t *allowed, launch_bind_t *out, ddp_err_t *err) {
@@ -274,7 +294,7 @@ int launch_numa_plan(const launch_topo_t *t, launch_numa_mode_t mode, const int 
         return ddp_err_set(err, -ENOMEM, "out of memory planning --numa_binding");
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        int a = anchor[i], j, k, ng;
+        int a = anchor[i];
         launch_bind_t *b = &out[i];
         CPU_ZERO(&b->cpus);
         b->nodes = 1ull << a;
@@ -285,32 +305,13 @@ int launch_numa_plan(const launch_topo_t *t, launch_numa_mode_t mode, const int 
                 if (b->nodes >> x & 1)
                     CPU_OR(&b->cpus, &b->cpus, &t->node_cpus[x]);
             break;
-        case LAUNCH_NUMA_EXCLUSIVE:
-            /* The node's physical cores, evenly: rank j of k takes cores [j*C/k, (j+1)*C/k),
-             * each with its SMT siblings. */
-            ng = groups_of(t, a, allowed, t->cpu_core, groups, LAUNCH_NUMA_MAX_CPUS);
-            place_in_node(anchor, n, i, &j, &k);
-            if (ng < k) {
-                rc = ddp_err_set(err, DDP_EUSAGE,
-                                 "--numa_binding exclusive: NUMA node %d has %d core(s) ddprun "
-                                 "may use for %d local rank(s)",
-                                 t->node_id[a], ng, k);
-                break;
-            }
-            for (int g = j * ng / k; g < (j + 1) * ng / k; g++)
-                CPU_OR(&b->cpus, &b->cpus, &groups[g]);
+        case LAUNCH_NUMA_EXCLUSIVE: /* physical cores, each with its SMT siblings */
+            rc = share(t, a, allowed, t->cpu_core, 0, name, "core(s)", anchor, n, i, groups,
+                       &b->cpus, err);
             break;
         case LAUNCH_NUMA_CORE_COMPLEX:
-            ng = groups_of(t, a, allowed, t->cpu_l3, groups, LAUNCH_NUMA_MAX_CPUS);
-            place_in_node(anchor, n, i, &j, &k);
-            if (ng < k) {
-                rc = ddp_err_set(err, DDP_EUSAGE,
-                                 "--numa_binding core-complex: NUMA node %d has %d L3 group(s) "
-                                 "ddprun may use for %d local rank(s)",
-                                 t->node_id[a], ng, k);
-                break;
-            }
-            b->cpus = groups[j];
+            rc = share(t, a, allowed, t->cpu_l3, 1, name, "L3 group(s)", anchor, n, i, groups,
+                       &b->cpus, err);
             break;
         default: b->cpus = t->node_cpus[a]; break;
         }
