@@ -14,7 +14,8 @@
 #   figures: cuBLAS SGEMM at train's shapes (the compute roof) and the MLP step's achieved
 #   fraction of it, train samples/s after warm-up, NCCL allreduce busbw up to 1 GiB (2+ GPUs).
 # Without a driver or a device it prints "SKIP: ..." and exits 0; a driver whose query fails is a
-# failure, in one line with CUDA's error and both versions. Runs in about 3 minutes on one GPU.
+# failure, in one line with CUDA's error and both versions. Sized to finish well within the 8
+# minutes a lent GPU machine gives it (not yet timed on one; the CPU rehearsal takes 5 s here).
 # GPU_CHECK_REHEARSAL=cpu runs the script itself where there is no GPU (make test does): every
 # check that does not need a GPU, with 2 CPU workers standing for 2 GPUs and smaller figures.
 set -u
