@@ -298,11 +298,6 @@ int agent__worker_store_start(agent_t *a, const char *host, int port, const char
     return 0;
 }
 
-void agent__worker_store_reset(agent_t *a) {
-    if (a->wstore != NULL)
-        rdzv_server_reset(a->wstore);
-}
-
 /* One node: the job store on 127.0.0.1 with a fresh token, and the workers' store on
  * MASTER_ADDR (--master_port, or a port the kernel picks: no race with another job); with
  * --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Returns 0 or a negative

@@ -251,9 +251,6 @@ int agent__metrics_start(agent_t *a);
  * where the address came from, for the error line. Returns 0 or a negative code (logged). */
 int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag);
 
-/* Empties the workers' store (when there is one) for the next group: called when none of this
- * node's workers runs and before the next group anywhere can start. */
-void agent__worker_store_reset(agent_t *a);
 /* rdzv.c: nonzero when the job needs a multi-node rendezvous. */
 int agent__rdzv_wanted(const agent_job_t *job);
 /* rdzv.c: agent_job_prepare's multi-node part: the endpoint given and resolved, the run id short

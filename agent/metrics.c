@@ -20,13 +20,7 @@ static int sample(ddp_buf_t *out, const char *name, const char *type, const char
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
     char run[160], v[32];
-    size_t j = 0; /* the run id as a label value: backslash and quote escaped */
-    for (const char *s = a->job->run_id ? a->job->run_id : ""; *s && j + 3 < sizeof run; s++) {
-        if (*s == '\\' || *s == '"')
-            run[j++] = '\\';
-        run[j++] = *s == '\n' ? ' ' : *s;
-    }
-    run[j] = '\0';
+    rdzv_metrics_label(a->job->run_id ? a->job->run_id : "", run, sizeof run);
     int n = a->node_rank, rc;
     snprintf(v, sizeof v, "%d", a->running);
     rc = sample(out, "ddprun_agent_workers_running", "gauge", "Workers of this node running now.",
@@ -83,7 +77,6 @@ int agent__metrics_start(agent_t *a) {
         DDP_ERROR("--metrics %s:%d: %s", job->metrics_host, job->metrics_port, err.text);
         return rc;
     }
-    DDP_INFO("serving metrics on http://%s:%u/metrics", job->metrics_host,
-             rdzv_metrics_port(a->metrics));
+    DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
     return 0;
 }

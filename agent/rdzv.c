@@ -306,7 +306,7 @@ void agent__rdzv_join(agent_t *a) {
     if (a->wstore != NULL) {
         /* None of this node's workers runs, and the next group cannot start anywhere before
          * this JOIN is in the round: the previous group's keys go now. */
-        agent__worker_store_reset(a);
+        rdzv_server_reset(a->wstore);
         req.master_port = rdzv_server_port(a->wstore);
     } else {
         int port = agent__pick_free_port(r->host);

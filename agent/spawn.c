@@ -283,8 +283,8 @@ static void child_bind(child_args_t *c) {
     }
 }
 
-/* The child side: async-signal-safe calls only, and no write to memory but the args' exec_errno
- * (the parent's memory is shared until exec). Never returns. */
+/* The child side: async-signal-safe calls only, and no write to memory but the args' *_errno
+ * fields (the parent's memory is shared until exec). Never returns. */
 static int child_main(void *arg) {
     child_args_t *c = arg;
     /* Handlers installed by libuv must not run here; exec would reset them anyway, but a signal
@@ -586,8 +586,11 @@ static int filtered_files_reset(agent_t *a) {
 
 int agent__group_start(agent_t *a) {
     a->running = 0;
-    if (a->rdzv == NULL) { /* one node; several empty it before joining (agent__rdzv_join) */
-        agent__worker_store_reset(a);
+    if (a->rdzv == NULL) {
+        /* One node: the workers' store (if any) empties for the next group here, as none of
+         * this node's workers runs; several nodes empty theirs before joining
+         * (agent__rdzv_join). rdzv_server_reset(NULL) does nothing. */
+        rdzv_server_reset(a->wstore);
         /* The earlier attempts' worker keys in the job store (their workers are gone); a
          * multi-node store drops them itself when a round closes. */
         rdzv_server_forget_rounds(a->store, a->job->run_id, a->round);

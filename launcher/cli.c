@@ -173,20 +173,18 @@ static int apply_start_method(launch_spec_t *spec, const char *flag, const char 
 
 /* --metrics HOST:PORT ([v6]:PORT): the agent's Prometheus listener. */
 static int apply_metrics(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
-    const char *colon = strrchr(val, ':');
-    size_t hl = colon ? (size_t)(colon - val) : 0;
-    const char *host = val;
-    if (hl > 1 && val[0] == '[' && val[hl - 1] == ']') {
-        host++;
-        hl -= 2;
+    char *host;
+    int port, rc = launch_endpoint_split(flag, val, &host, &port, err);
+    if (rc == 0 && port < 0) {
+        free(host);
+        rc = launch__bad_value(err, flag, val, "is not HOST:PORT");
     }
-    int port;
-    if (colon == NULL || hl == 0 || launch__int_get(flag, colon + 1, 0, 65535, &port, err) < 0)
-        return launch__bad_value(err, flag, val, "is not HOST:PORT");
+    if (rc < 0)
+        return rc;
     free(spec->metrics_host);
-    spec->metrics_host = strndup(host, hl);
+    spec->metrics_host = host;
     spec->metrics_port = port;
-    return spec->metrics_host != NULL ? 0 : -ENOMEM;
+    return 0;
 }
 
 /* --worker_store agent|own: who serves the store PyTorch workers reach at MASTER_ADDR:PORT. */
@@ -700,6 +698,11 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
 const char *launch_getenv_process(void *ctx, const char *name) {
     (void)ctx;
     return getenv(name);
+}
+
+const char *launch__env(launch_getenv_fn fn, void *ctx, const char *name) {
+    const char *v = fn(ctx, name);
+    return v != NULL && *v != '\0' ? v : NULL;
 }
 
 int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn, void *ctx,

@@ -9,7 +9,7 @@
 
 #include "launch_int.h"
 
-/* The values offered after a flag: words, or "@dir" / "@file" for paths. A flag that takes a
+/* The values offered after a flag: words, or "@dir" for a directory. A flag that takes a
  * value and is not listed gets no suggestion (a number, an address, an id). */
 static const struct {
     const char *flag, *values;

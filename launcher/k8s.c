@@ -16,11 +16,6 @@
 #include "ddp_parse.h"
 #include "launch_int.h"
 
-static const char *env(launch_getenv_fn fn, void *ctx, const char *name) {
-    const char *v = fn(ctx, name);
-    return v != NULL && *v != '\0' ? v : NULL;
-}
-
 static void line(launch_k8s_t *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(launch_k8s_t *k, const char *fmt, ...) {
     if (k->n_lines >= LAUNCH_K8S_MAX_LINES)
@@ -52,9 +47,10 @@ static int derive(launch_spec_t *spec, launch_k8s_t *k, launch_opt_t id, const c
 int launch_k8s_sets_nnodes(launch_getenv_fn getenv_fn, void *ctx) {
     if (getenv_fn == NULL)
         getenv_fn = launch_getenv_process;
-    return env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") != NULL &&
-           env(getenv_fn, ctx, "MASTER_ADDR") != NULL &&
-           env(getenv_fn, ctx, "WORLD_SIZE") != NULL && env(getenv_fn, ctx, "RANK") != NULL;
+    return launch__env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") != NULL &&
+           launch__env(getenv_fn, ctx, "MASTER_ADDR") != NULL &&
+           launch__env(getenv_fn, ctx, "WORLD_SIZE") != NULL &&
+           launch__env(getenv_fn, ctx, "RANK") != NULL;
 }
 
 int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx, launch_k8s_t *out,
@@ -64,14 +60,14 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
     memset(k, 0, sizeof *k);
     if (getenv_fn == NULL)
         getenv_fn = launch_getenv_process;
-    if (env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") == NULL)
+    if (launch__env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") == NULL)
         return 0; /* not in a pod */
     k->detected = 1;
-    const char *maddr = env(getenv_fn, ctx, "MASTER_ADDR");
-    const char *mport = env(getenv_fn, ctx, "MASTER_PORT");
-    const char *world = env(getenv_fn, ctx, "WORLD_SIZE");
-    const char *rank = env(getenv_fn, ctx, "RANK");
-    const char *index = env(getenv_fn, ctx, "JOB_COMPLETION_INDEX");
+    const char *maddr = launch__env(getenv_fn, ctx, "MASTER_ADDR");
+    const char *mport = launch__env(getenv_fn, ctx, "MASTER_PORT");
+    const char *world = launch__env(getenv_fn, ctx, "WORLD_SIZE");
+    const char *rank = launch__env(getenv_fn, ctx, "RANK");
+    const char *index = launch__env(getenv_fn, ctx, "JOB_COMPLETION_INDEX");
     int rc = 0;
     if (maddr != NULL && world != NULL && rank != NULL) {
         /* The training operator's non-elastic PyTorchJob: one ddprun per pod, the pods are the
@@ -96,7 +92,7 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
     } else if (index != NULL) {
         /* An Indexed Job (or a JobSet's): the completion index is the pod's place. */
         k->kind = "Indexed Job";
-        const char *job_index = env(getenv_fn, ctx, "JOB_INDEX");
+        const char *job_index = launch__env(getenv_fn, ctx, "JOB_INDEX");
         int64_t ji = 0;
         if (job_index != NULL && ddp_parse_i64(job_index, 0, INT32_MAX, &ji) == 0 && ji > 0 &&
             !LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK))

@@ -14,13 +14,17 @@ void launch__nproc_set_cuda_lib(const char *soname);
  * at most max, through the driver API. Returns the count (0: none, why says why) or -1 (why). */
 int launch_gpu_pci_ids(char (*ids)[32], int max, char *why, size_t why_len);
 
-/* The flag table (cli.c), for the completion script: how many flags, and flag k's dashed name
- * (without "--") and short letter (0: none). Returns 1 when it takes a value. */
 /* Sets option id from an environment variable's value, as its flag would (the value checked the
  * same way; errors name var). Not marked given: derivations fill what the user left unset. */
 int launch__opt_from_env(launch_spec_t *spec, launch_opt_t id, const char *var, const char *val,
                          ddp_err_t *err);
 
+/* fn(ctx, name) when the variable is set and not empty, else NULL: how the Slurm and Kubernetes
+ * derivations read their variables (an empty one is no value). */
+const char *launch__env(launch_getenv_fn fn, void *ctx, const char *name);
+
+/* The flag table (cli.c), for the completion script: how many flags, and flag k's dashed name
+ * (without "--") and short letter (0: none). Returns 1 when it takes a value. */
 size_t launch_cli_flag_count(void);
 int launch_cli_flag(size_t k, const char **name, char *shortc);
 

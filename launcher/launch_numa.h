@@ -47,6 +47,9 @@ int launch_topo_read(const char *root, launch_topo_t *t, ddp_err_t *err);
  * 8-digit domain accepted) under root; -1 when sysfs does not say (err names the file). */
 int launch_topo_pci_node(const char *root, const launch_topo_t *t, const char *pci, ddp_err_t *err);
 
+/* The socket (physical_package_id) of node index a: its first CPU's. */
+int launch_topo_node_socket(const launch_topo_t *t, int a);
+
 /* Each local rank's binding. */
 typedef struct launch_bind {
     cpu_set_t cpus;

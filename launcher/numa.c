@@ -222,12 +222,16 @@ int launch_topo_pci_node(const char *root, const launch_topo_t *t, const char *p
     return -1;
 }
 
+int launch_topo_node_socket(const launch_topo_t *t, int a) {
+    return t->cpu_socket[first_cpu(&t->node_cpus[a])];
+}
+
 /* The node indexes of the socket of node a, as a bit mask. */
 static uint64_t socket_nodes(const launch_topo_t *t, int a) {
-    int sock = t->cpu_socket[first_cpu(&t->node_cpus[a])];
+    int sock = launch_topo_node_socket(t, a);
     uint64_t m = 0;
     for (int i = 0; i < t->nnodes; i++)
-        if (t->cpu_socket[first_cpu(&t->node_cpus[i])] == sock)
+        if (launch_topo_node_socket(t, i) == sock)
             m |= 1ull << i;
     return m;
 }

@@ -7,6 +7,7 @@
 #include "launch_spec.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +16,10 @@
 #include "ddp_log.h"
 #include "launch_int.h"
 
-/* Each local rank's anchor node index; *gpus says whether they came from GPUs. */
-static int anchors(const char *root, const launch_topo_t *t, int n, int *anchor, int *gpus,
-                   ddp_err_t *err) {
-    char(*pci)[32] = calloc((size_t)n, sizeof *pci);
-    if (pci == NULL)
-        return ddp_err_set(err, -ENOMEM, "out of memory for %d PCI ids", n);
+/* Each local rank's anchor node index; *gpus says whether they came from GPUs, whose PCI bus ids
+ * are then in pci[0..n). */
+static int anchors(const char *root, const launch_topo_t *t, int n, char (*pci)[32], int *anchor,
+                   int *gpus, ddp_err_t *err) {
     char why[160];
     int ng = launch_gpu_pci_ids(pci, n, why, sizeof why);
     int rc = 0;
@@ -37,7 +36,6 @@ static int anchors(const char *root, const launch_topo_t *t, int n, int *anchor,
         for (int i = 0; i < n; i++)
             anchor[i] = i % t->nnodes;
     }
-    free(pci);
     return rc;
 }
 
@@ -76,14 +74,15 @@ int launch_numa_setup(launch_spec_t *spec, ddp_err_t *err) {
     const char *root = launch_numa_sysfs_root();
     launch_topo_t *t = malloc(sizeof *t);
     int *anchor = calloc((size_t)n, sizeof *anchor);
+    char(*pci)[32] = calloc((size_t)n, sizeof *pci);
     launch_bind_t *b = calloc((size_t)n, sizeof *b);
     cpu_set_t allowed;
-    if (t == NULL || anchor == NULL || b == NULL)
+    if (t == NULL || anchor == NULL || pci == NULL || b == NULL)
         rc = ddp_err_set(err, -ENOMEM, "out of memory planning --numa_binding");
     else if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         rc = ddp_err_set(err, DDP_EUSAGE, "--numa_binding: sched_getaffinity: %s", strerror(errno));
     else if ((rc = launch_topo_read(root, t, err)) == 0 &&
-             (rc = anchors(root, t, n, anchor, &gpus, err)) == 0 &&
+             (rc = anchors(root, t, n, pci, anchor, &gpus, err)) == 0 &&
              (rc = launch_numa_plan(t, spec->numa_binding, anchor, n, &allowed, b, err)) == 0 &&
              (rc = keep_plan(spec, t, b, n)) < 0)
         ddp_err_set(err, rc, "out of memory keeping the --numa_binding plan");
@@ -92,6 +91,7 @@ int launch_numa_setup(launch_spec_t *spec, ddp_err_t *err) {
                  launch_numa_mode_name(spec->numa_binding), n, gpus ? "their GPU" : "local rank");
     free(t);
     free(anchor);
+    free(pci);
     free(b);
     if (rc != 0 && rc != -ENOMEM && spec->numa_binding_fallback) {
         /* torchrun's roll-out escape: one warning, and the workers run unbound. */
@@ -138,11 +138,7 @@ static int view_build(const launch_spec_t *spec, topo_view_t *v, ddp_err_t *err)
         CPU_ZERO(&v->allowed);
     int rc = launch_topo_read(root, v->t, err);
     if (rc == 0)
-        rc = anchors(root, v->t, v->n, v->anchor, &v->gpus, err);
-    if (rc == 0 && v->gpus) {
-        char why[160];
-        launch_gpu_pci_ids(v->pci, v->n, why, sizeof why);
-    }
+        rc = anchors(root, v->t, v->n, v->pci, v->anchor, &v->gpus, err);
     for (int m = 0; m < 4 && rc == 0; m++) {
         ddp_err_t e;
         ddp_err_clear(&e);
@@ -159,14 +155,6 @@ static int view_build(const launch_spec_t *spec, topo_view_t *v, ddp_err_t *err)
     return rc;
 }
 
-/* The socket of node index a. */
-static int node_socket(const launch_topo_t *t, int a) {
-    for (int c = 0; c < t->ncpus; c++)
-        if (CPU_ISSET(c, &t->node_cpus[a]))
-            return t->cpu_socket[c];
-    return -1;
-}
-
 static void print_table(const topo_view_t *v, FILE *out) {
     char buf[4096];
     fprintf(out, "CPUs ddprun may use: %s\n", launch_cpulist_format(&v->allowed, buf, sizeof buf));
@@ -178,7 +166,7 @@ static void print_table(const topo_view_t *v, FILE *out) {
         if (v->gpus)
             snprintf(gpu, sizeof gpu, "%d %s", i, v->pci[i]);
         fprintf(out, "%-5d %-20s %-4d %-6d |", i, gpu, v->t->node_id[v->anchor[i]],
-                node_socket(v->t, v->anchor[i]));
+                launch_topo_node_socket(v->t, v->anchor[i]));
         for (int m = 0; m < 4; m++)
             fprintf(out, m < 3 ? " %-18s" : " %s",
                     v->plan[m] ? launch_cpulist_format(&v->plan[m][i].cpus, buf, sizeof buf) : "-");
@@ -192,67 +180,48 @@ static void print_table(const topo_view_t *v, FILE *out) {
                 v->t->nnodes);
 }
 
-/* s as a JSON string (the texts here are ASCII; quotes and backslashes escaped). */
-static void json_str(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', out);
-        if ((unsigned char)*s >= 0x20)
-            fputc(*s, out);
-    }
-    fputc('"', out);
+/* A CPU set as a JSON string. */
+static json_t *cpus_json(const cpu_set_t *set) {
+    char buf[4096];
+    return json_string(launch_cpulist_format(set, buf, sizeof buf));
 }
 
-static void print_json(const topo_view_t *v, FILE *out) {
-    char buf[4096];
-    fprintf(out, "{\"cpus_allowed\": ");
-    json_str(out, launch_cpulist_format(&v->allowed, buf, sizeof buf));
-    fprintf(out, ", \"placed_by\": \"%s\", \"ranks\": [", v->gpus ? "gpu" : "local_rank");
-    for (int i = 0; i < v->n; i++) {
-        fprintf(out, "%s{\"local_rank\": %d, \"gpu\": ", i ? ", " : "", i);
-        if (v->gpus) {
-            fprintf(out, "{\"index\": %d, \"pci\": ", i);
-            json_str(out, v->pci[i]);
-            fprintf(out, "}");
-        } else {
-            fprintf(out, "null");
-        }
-        fprintf(out, ", \"numa_node\": %d, \"socket\": %d, \"cpus\": {",
-                v->t->node_id[v->anchor[i]], node_socket(v->t, v->anchor[i]));
-        for (int m = 0; m < 4; m++) {
-            fprintf(out, "%s", m ? ", " : "");
-            json_str(out, launch_numa_mode_name(view_modes[m]));
-            fprintf(out, ": ");
-            if (v->plan[m])
-                json_str(out, launch_cpulist_format(&v->plan[m][i].cpus, buf, sizeof buf));
-            else
-                fprintf(out, "null");
-        }
-        fprintf(out, "}}");
+static int print_json(const topo_view_t *v, FILE *out) {
+    json_t *ranks = json_array(), *refused = json_object();
+    json_t *root =
+        json_pack("{s:o, s:s, s:o, s:o}", "cpus_allowed", cpus_json(&v->allowed), "placed_by",
+                  v->gpus ? "gpu" : "local_rank", "ranks", ranks, "refused", refused);
+    for (int i = 0; root != NULL && i < v->n; i++) {
+        json_t *cpus = json_object();
+        for (int m = 0; m < 4; m++)
+            json_object_set_new(cpus, launch_numa_mode_name(view_modes[m]),
+                                v->plan[m] ? cpus_json(&v->plan[m][i].cpus) : json_null());
+        json_array_append_new(
+            ranks,
+            json_pack("{s:i, s:o, s:i, s:i, s:o}", "local_rank", i, "gpu",
+                      v->gpus ? json_pack("{s:i, s:s}", "index", i, "pci", v->pci[i]) : json_null(),
+                      "numa_node", v->t->node_id[v->anchor[i]], "socket",
+                      launch_topo_node_socket(v->t, v->anchor[i]), "cpus", cpus));
     }
-    fprintf(out, "], \"refused\": {");
-    int first = 1;
     for (int m = 0; m < 4; m++)
-        if (v->plan[m] == NULL) {
-            fprintf(out, "%s", first ? "" : ", ");
-            json_str(out, launch_numa_mode_name(view_modes[m]));
-            fprintf(out, ": ");
-            json_str(out, v->why[m]);
-            first = 0;
-        }
-    fprintf(out, "}}\n");
+        if (v->plan[m] == NULL)
+            json_object_set_new(refused, launch_numa_mode_name(view_modes[m]),
+                                json_string(v->why[m]));
+    int rc = root != NULL ? json_dumpf(root, out, JSON_PRESERVE_ORDER) : -1;
+    json_decref(root);
+    if (rc < 0)
+        return -ENOMEM;
+    fputc('\n', out);
+    return 0;
 }
 
 int launch_numa_print(const launch_spec_t *spec, FILE *out, ddp_err_t *err) {
     topo_view_t v;
     int rc = view_build(spec, &v, err);
-    if (rc == 0) {
-        if (spec->json)
-            print_json(&v, out);
-        else
-            print_table(&v, out);
-    }
+    if (rc == 0 && spec->json && print_json(&v, out) < 0)
+        rc = ddp_err_set(err, -ENOMEM, "out of memory for the topology");
+    else if (rc == 0 && !spec->json)
+        print_table(&v, out);
     view_free(&v);
     return rc;
 }

@@ -15,18 +15,13 @@
 
 #define EQ 32 /* environment values are quoted up to this many characters */
 
-static const char *env(launch_getenv_fn fn, void *ctx, const char *name) {
-    const char *v = fn(ctx, name);
-    return v != NULL && *v != '\0' ? v : NULL;
-}
-
 /* The first of two spellings that is set (Slurm exports both SLURM_JOB_ID and SLURM_JOBID). */
 static const char *env2(launch_getenv_fn fn, void *ctx, const char *a, const char *b,
                         const char **which) {
-    const char *v = env(fn, ctx, a);
+    const char *v = launch__env(fn, ctx, a);
     *which = a;
     if (v == NULL) {
-        v = env(fn, ctx, b);
+        v = launch__env(fn, ctx, b);
         *which = b;
     }
     return v;
@@ -65,7 +60,7 @@ int launch_slurm_detect(launch_getenv_fn getenv_fn, void *ctx) {
     if (env2(getenv_fn, ctx, "SLURM_JOB_ID", "SLURM_JOBID", &w) == NULL)
         return 0;
     return env2(getenv_fn, ctx, "SLURM_STEP_ID", "SLURM_STEPID", &w) != NULL ||
-           env(getenv_fn, ctx, "SLURM_NODEID") != NULL;
+           launch__env(getenv_fn, ctx, "SLURM_NODEID") != NULL;
 }
 
 /* Refuses more than one ddprun task on a node: each would start its own workers on the same GPUs.
@@ -74,7 +69,7 @@ int launch_slurm_detect(launch_getenv_fn getenv_fn, void *ctx) {
 static int check_one_task(launch_getenv_fn fn, void *ctx, const launch_slurm_t *s, int step_nodes,
                           ddp_err_t *err) {
     const char *var = "SLURM_STEP_TASKS_PER_NODE";
-    const char *v = env(fn, ctx, var);
+    const char *v = launch__env(fn, ctx, var);
     int most = 1;
     if (v != NULL) {
         launch_counts_t c;
@@ -84,7 +79,7 @@ static int check_one_task(launch_getenv_fn fn, void *ctx, const launch_slurm_t *
         for (size_t i = 0; i < c.n; i++)
             most = c.v[i] > most ? c.v[i] : most;
         launch_counts_free(&c);
-    } else if ((v = env(fn, ctx, var = "SLURM_NTASKS_PER_NODE")) != NULL) {
+    } else if ((v = launch__env(fn, ctx, var = "SLURM_NTASKS_PER_NODE")) != NULL) {
         if (env_int(var, v, 0, 1 << 20, &most, err) < 0)
             return DDP_EENV;
     }
@@ -120,7 +115,7 @@ static int derive_nnodes(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, la
         return 0;
     }
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = env(fn, ctx, vars[i]);
+        const char *v = launch__env(fn, ctx, vars[i]);
         if (v == NULL)
             continue;
         int n = 0;
@@ -142,7 +137,7 @@ static int derive_node_rank(launch_spec_t *spec, launch_getenv_fn fn, void *ctx,
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK)) {
         line(s, "node_rank=%d kept (given explicitly)", spec->node_rank);
     } else {
-        const char *v = env(fn, ctx, "SLURM_NODEID");
+        const char *v = launch__env(fn, ctx, "SLURM_NODEID");
         if (v != NULL) {
             if (env_int("SLURM_NODEID", v, 0, INT32_MAX - 1, &spec->node_rank, err) < 0)
                 return DDP_EENV;
@@ -211,7 +206,7 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
         line(s, "nproc_per_node kept (given explicitly)");
         return 0;
     }
-    const char *v = env(fn, ctx, "SLURM_GPUS_ON_NODE");
+    const char *v = launch__env(fn, ctx, "SLURM_GPUS_ON_NODE");
     int n = 0;
     if (v != NULL && env_int("SLURM_GPUS_ON_NODE", v, 0, 65536, &n, err) < 0)
         return DDP_EENV;
@@ -220,8 +215,8 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
     } else {
         /* Slurm's gres plugin sets the list: one worker per device it makes visible. */
         const char *var;
-        v = ddp_devices_select(env(fn, ctx, "HIP_VISIBLE_DEVICES"),
-                               env(fn, ctx, "CUDA_VISIBLE_DEVICES"), &var);
+        v = ddp_devices_select(launch__env(fn, ctx, "HIP_VISIBLE_DEVICES"),
+                               launch__env(fn, ctx, "CUDA_VISIBLE_DEVICES"), &var);
         n = ddp_devices_count(v);
         if (n > 0)
             line(s, "nproc_per_node=%d from %s=%.64s", n, var, v);
@@ -265,18 +260,18 @@ int launch_slurm_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *c
         snprintf(s->step_id, sizeof s->step_id, "batch");
     }
     s->port = launch_slurm_port((uint64_t)job_num, s->in_step, (uint64_t)step_num);
-    const char *rc_v = env(getenv_fn, ctx, "SLURM_RESTART_COUNT");
+    const char *rc_v = launch__env(getenv_fn, ctx, "SLURM_RESTART_COUNT");
     if (rc_v != NULL &&
         env_int("SLURM_RESTART_COUNT", rc_v, 0, INT32_MAX, &s->restart_count, err) < 0)
         return DDP_EENV;
 
     /* The head is the step's first node: a step may run on a subset of the job's nodes. */
     const char *nl_var = "SLURM_STEP_NODELIST";
-    const char *nl = s->in_step ? env(getenv_fn, ctx, nl_var) : NULL;
+    const char *nl = s->in_step ? launch__env(getenv_fn, ctx, nl_var) : NULL;
     if (nl == NULL)
-        nl = env(getenv_fn, ctx, nl_var = "SLURM_JOB_NODELIST");
+        nl = launch__env(getenv_fn, ctx, nl_var = "SLURM_JOB_NODELIST");
     if (nl == NULL)
-        nl = env(getenv_fn, ctx, nl_var = "SLURM_NODELIST");
+        nl = launch__env(getenv_fn, ctx, nl_var = "SLURM_NODELIST");
     int rc;
     if (nl != NULL) {
         ddp_err_t e = {0};

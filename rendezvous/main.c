@@ -149,8 +149,7 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
     }
     printf("listening on %s\n", rdzv_server_addr(d.server));
     if (d.metrics != NULL)
-        printf("metrics on http://%s%s%s:%u/metrics\n", strchr(metrics_host, ':') ? "[" : "",
-               metrics_host, strchr(metrics_host, ':') ? "]" : "", rdzv_metrics_port(d.metrics));
+        printf("metrics on http://%s/metrics\n", rdzv_metrics_addr(d.metrics));
     fflush(stdout);
     char ready[160];
     snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s\nMAINPID=%ld",

@@ -280,20 +280,14 @@ void rdzv__entry_drop_value(rdzv_server_t *s, entry_t *e) {
     e->vlen = e->vcap = 0;
 }
 
-/* Takes e's value and queued items off; removes e when nothing else holds it. Returns 1 when e
- * was freed. */
-static int entry_empty(rdzv_server_t *s, entry_t *e) {
+/* Takes e's value and queued items off; removes e when nothing else (a waiter) holds it. */
+static void entry_empty(rdzv_server_t *s, entry_t *e) {
     rdzv__entry_drop_value(s, e);
-    if (e->q != NULL) { /* the last pop removes e when nothing else holds it */
-        int waited = e->waiters != NULL;
+    if (e->q != NULL) /* the last pop removes e when nothing else holds it */
         for (size_t n = e->q->n; n > 0; n--)
             rdzv__qitem_free(s, rdzv__queue_pop(s, e));
-        return !waited;
-    }
-    if (e->waiters != NULL)
-        return 0;
-    rdzv__keys_maybe_remove(s, e);
-    return 1;
+    else
+        rdzv__keys_maybe_remove(s, e);
 }
 
 void rdzv__keys_drop_if(rdzv_server_t *s, int (*keep)(void *ctx, const uint8_t *key, size_t n),
@@ -309,25 +303,13 @@ void rdzv__keys_drop_if(rdzv_server_t *s, int (*keep)(void *ctx, const uint8_t *
     }
 }
 
+static int keep_none(void *ctx, const uint8_t *key, size_t n) {
+    (void)ctx, (void)key, (void)n;
+    return 0;
+}
+
 void rdzv__keys_clear(rdzv_server_t *s) {
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        entry_t *e = s->buckets[i];
-        while (e != NULL) {
-            entry_t *next = e->next;
-            if (e->present) {
-                e->present = 0;
-                s->st.keys--;
-            }
-            /* The last pop removes e (with its value, on the account); without a queue,
-             * removing it is this loop's to do. */
-            if (e->q != NULL)
-                for (size_t n = e->q->n; n > 0; n--)
-                    rdzv__qitem_free(s, rdzv__queue_pop(s, e));
-            else
-                rdzv__keys_maybe_remove(s, e);
-            e = next;
-        }
-    }
+    rdzv__keys_drop_if(s, keep_none, NULL);
 }
 
 void rdzv__keys_free(rdzv_server_t *s) {

@@ -5,12 +5,12 @@
 #include "rdzv_server_int.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "ddp_log.h"
 
@@ -46,8 +46,7 @@ static void family(mtext_t *t, const char *name, const char *type, const char *h
     emit(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* A label value as the format wants it: backslash, quote and newline escaped. */
-static const char *label(const char *v, char *out, size_t cap) {
+const char *rdzv_metrics_label(const char *v, char *out, size_t cap) {
     size_t j = 0;
     for (; *v && j + 3 < cap; v++) {
         if (*v == '\\' || *v == '"') {
@@ -67,7 +66,7 @@ static const char *label(const char *v, char *out, size_t cap) {
 static void run_metrics(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
     char id[160];
-    label(r->id, id, sizeof id);
+    rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_round", "gauge", "The run's current round.");
     emit(t, "ddprun_rendezvous_round{run=\"%s\",state=\"%s\"} %lld\n", id, r->state,
          (long long)r->round);
@@ -77,14 +76,14 @@ static void run_restarts(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
     char id[160];
     family(t, "ddprun_rendezvous_restarts", "gauge", "Restarts the run has used.");
-    emit(t, "ddprun_rendezvous_restarts{run=\"%s\"} %lld\n", label(r->id, id, sizeof id),
-         (long long)r->restarts_used);
+    emit(t, "ddprun_rendezvous_restarts{run=\"%s\"} %lld\n",
+         rdzv_metrics_label(r->id, id, sizeof id), (long long)r->restarts_used);
 }
 
 static void run_members(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
     char id[160];
-    label(r->id, id, sizeof id);
+    rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_members", "gauge",
            "Nodes of the run: held by the store, and in the current round's group.");
     emit(t, "ddprun_rendezvous_members{run=\"%s\",set=\"all\"} %zu\n", id, r->members);
@@ -99,8 +98,9 @@ static void member_silence(void *ctx, const rdzv_member_view_t *m) {
     emit(t,
          "ddprun_rendezvous_member_silence_seconds{run=\"%s\",host=\"%s\",group_rank=\"%lld\","
          "state=\"%s\"} %.3f\n",
-         label(m->run_id, id, sizeof id), label(m->host, host, sizeof host),
-         (long long)m->group_rank, m->state, (double)m->silent_ms / 1000.0);
+         rdzv_metrics_label(m->run_id, id, sizeof id),
+         rdzv_metrics_label(m->host, host, sizeof host), (long long)m->group_rank, m->state,
+         (double)m->silent_ms / 1000.0);
 }
 
 static const char *round_cmd_name(int cmd) {
@@ -183,7 +183,7 @@ struct rdzv_metrics {
     mconn_t *conns;
     int nconns, live_handles, closing;
     int listener_live, timer_live; /* initialized: closed by rdzv_metrics_close */
-    uint16_t port;
+    char addr[80];                 /* the bound address, as rdzv_server_addr */
 };
 
 struct mconn {
@@ -340,19 +340,12 @@ int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_ext
                        void *extra_ctx, const char *host, uint16_t port, rdzv_metrics_t **out,
                        ddp_err_t *err) {
     *out = NULL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port);
-    struct addrinfo *res = NULL;
-    int g = getaddrinfo(host, ps, &hints, &res);
-    if (g != 0)
-        return ddp_err_set(err, DDP_EUSAGE, "metrics: unable to resolve %s: %s", host,
-                           gai_strerror(g));
+    int fd = rdzv__listen_socket(host, port, err);
+    if (fd < 0)
+        return fd;
     rdzv_metrics_t *m = calloc(1, sizeof *m);
     if (m == NULL) {
-        freeaddrinfo(res);
+        close(fd);
         return ddp_err_set(err, -ENOMEM, "out of memory for the metrics listener");
     }
     m->s = s;
@@ -362,10 +355,11 @@ int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_ext
     if (rc == 0) {
         m->listener.data = m;
         m->live_handles = m->listener_live = 1;
-        rc = uv_tcp_bind(&m->listener, res->ai_addr, 0);
+        rc = uv_tcp_open(&m->listener, fd);
     }
-    freeaddrinfo(res);
-    if (rc == 0)
+    if (rc < 0)
+        close(fd); /* not adopted by the handle */
+    else
         rc = uv_listen((uv_stream_t *)&m->listener, 64, on_connection);
     if (rc == 0 && (rc = uv_timer_init(loop, &m->timer)) == 0) {
         m->timer.data = m;
@@ -374,22 +368,22 @@ int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_ext
         rc = uv_timer_start(&m->timer, on_timer, 1000, 1000);
     }
     if (rc < 0) {
-        ddp_err_set(err, rc, "metrics: unable to listen on %s:%u: %s", host, port, uv_strerror(rc));
+        ddp_err_set(err, rc, "unable to listen on %s:%u: %s", host, port, uv_strerror(rc));
         rdzv_metrics_close(m);
         return rc;
     }
     struct sockaddr_storage sa;
     int salen = sizeof sa;
-    if (uv_tcp_getsockname(&m->listener, (struct sockaddr *)&sa, &salen) == 0) {
-        char text[80];
-        rdzv__addr_format(&sa, text, sizeof text, &m->port);
-    }
+    uint16_t bound;
+    snprintf(m->addr, sizeof m->addr, "%s:%u", host, port);
+    if (uv_tcp_getsockname(&m->listener, (struct sockaddr *)&sa, &salen) == 0)
+        rdzv__addr_format(&sa, m->addr, sizeof m->addr, &bound);
     *out = m;
     return 0;
 }
 
-uint16_t rdzv_metrics_port(const rdzv_metrics_t *m) {
-    return m->port;
+const char *rdzv_metrics_addr(const rdzv_metrics_t *m) {
+    return m->addr;
 }
 
 void rdzv_metrics_close(rdzv_metrics_t *m) {

@@ -126,8 +126,7 @@ static size_t or_default(size_t v, size_t def) {
     return v ? v : def;
 }
 
-/* Creates a listening socket on host:port. Returns the fd or -errno (err filled). */
-static int listen_socket(const char *host, uint16_t port, ddp_err_t *err) {
+int rdzv__listen_socket(const char *host, uint16_t port, ddp_err_t *err) {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -136,7 +135,7 @@ static int listen_socket(const char *host, uint16_t port, ddp_err_t *err) {
     snprintf(ps, sizeof ps, "%u", port);
     int rc = getaddrinfo(host, ps, &hints, &res);
     if (rc != 0)
-        return ddp_err_set(err, -EINVAL, "unable to resolve %s: %s", host, gai_strerror(rc));
+        return ddp_err_set(err, DDP_EUSAGE, "unable to resolve %s: %s", host, gai_strerror(rc));
     int fd = -1, last = -EADDRNOTAVAIL;
     for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -323,7 +322,7 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
         return ddp_err_set(err, -ENOMEM, "out of memory for the store");
     }
     s->st.mem_used = sizeof *s + s->nbuckets * sizeof *s->buckets;
-    int fd = listen_socket(opts->host, opts->port, err);
+    int fd = rdzv__listen_socket(opts->host, opts->port, err);
     if (fd < 0) {
         free(s->buckets);
         free(s);

@@ -174,6 +174,11 @@ static inline void buf_release(rdzv_server_t *s, ddp_buf_t *b) {
 __attribute__((format(printf, 3, 4))) void rdzv__slog(rdzv_server_t *s, int level, const char *fmt,
                                                       ...);
 
+/* A listening socket (non-blocking, close-on-exec, SO_REUSEADDR, TCP_NODELAY) on host:port, the
+ * first of host's addresses that binds: the store's and the metrics listener's. Returns the fd,
+ * DDP_EUSAGE when host does not resolve, or -errno; err names host (and port). */
+int rdzv__listen_socket(const char *host, uint16_t port, ddp_err_t *err);
+
 /* Writes sa as "IP:PORT" or "[IP]:PORT" into out (cap bytes) and its port into *port. */
 void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port);
 

@@ -1,10 +1,10 @@
 /* ddpw_backend.c: the job's backend, decided once for every rank. Each rank says what it asked
  * for and whether NCCL can run on it (its vote: a device of its own, or why not, with CUDA's own
  * error when the device query failed); rank 0 reads every vote through the store, decides, and
- * publishes the decision, which every rank applies. Deciding per rank split jobs whose nodes
- * differ (one with fewer GPUs than ranks) between NCCL and the CPU backend, and both halves
- * waited for each other until the collective timeout; now such a job trains on one backend, or
- * every rank fails at once with the same line naming the rank and node that differ. */
+ * publishes the decision, which every rank applies. Decided per rank, a job whose nodes differ
+ * (one with fewer GPUs than ranks) would split between NCCL and the CPU backend, both halves
+ * waiting for each other until the collective timeout; decided once, it trains on one backend,
+ * or every rank fails at once with the same line naming the rank and node that differ. */
 #include "ddpw_int.h"
 
 #include <stdio.h>

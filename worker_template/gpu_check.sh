@@ -123,29 +123,28 @@ SAMPLES=$((4096 * NGPU))
 under_ddprun() { timeout -k 5 300 "$DDPRUN" --standalone --nproc_per_node="$NPROC" "$@"; }
 rank_files() { local r; for ((r = 0; r < NGPU; r++)); do echo "$1.$r.bin"; done; }
 
+# synced_run NAME LABEL [DDPRUN FLAGS...]: one epoch under ddprun with --check-sync; passes when it
+# exits 0 with the expected backend and every rank's parameters are identical.
+synced_run() {
+    local name=$1 label=$2 rc
+    shift 2
+    under_ddprun "$@" "$BIN/train" "${COMMON[@]}" --samples "$SAMPLES" --epochs 1 --check-sync \
+        --dump-params "$TMP/$name.{rank}.bin" >"$TMP/$name.out" 2>&1
+    rc=$?
+    # shellcheck disable=SC2046 # one file per rank
+    if [ $rc -eq 0 ] && grep -q "backend $BACKEND" "$TMP/$name.out" && same_files $(rank_files "$TMP/$name"); then
+        pass "$label: $BACKEND on $NGPU rank(s), parameters identical"
+    else
+        bad "$label, backend $BACKEND (exit $rc)"
+        tail_of "$TMP/$name.out"
+    fi
+}
+
 # 3. The default backend choice through ddprun: NCCL, every rank in sync.
-under_ddprun "$BIN/train" "${COMMON[@]}" --samples "$SAMPLES" --epochs 1 --check-sync \
-    --dump-params "$TMP/auto.{rank}.bin" >"$TMP/auto.out" 2>&1
-rc=$?
-# shellcheck disable=SC2046 # one file per rank
-if [ $rc -eq 0 ] && grep -q "backend $BACKEND" "$TMP/auto.out" && same_files $(rank_files "$TMP/auto"); then
-    pass "ddprun --nproc_per_node=$NPROC, default backend: $BACKEND on $NGPU rank(s), parameters identical"
-else
-    bad "ddprun --nproc_per_node=$NPROC, default backend $BACKEND (exit $rc)"
-    tail_of "$TMP/auto.out"
-fi
+synced_run auto "ddprun --nproc_per_node=$NPROC, default backend"
 
 # 4. --virtual_local_rank: LOCAL_RANK=0 and one visible device per worker; still NCCL.
-under_ddprun --virtual_local_rank "$BIN/train" "${COMMON[@]}" --samples "$SAMPLES" --epochs 1 \
-    --check-sync --dump-params "$TMP/vlr.{rank}.bin" >"$TMP/vlr.out" 2>&1
-rc=$?
-# shellcheck disable=SC2046
-if [ $rc -eq 0 ] && grep -q "backend $BACKEND" "$TMP/vlr.out" && same_files $(rank_files "$TMP/vlr"); then
-    pass "--virtual_local_rank: $BACKEND on $NGPU rank(s), one device each, parameters identical"
-else
-    bad "--virtual_local_rank (exit $rc)"
-    tail_of "$TMP/vlr.out"
-fi
+synced_run vlr "--virtual_local_rank, one device each" --virtual_local_rank
 
 # 5. Checkpoint, stop mid-epoch 2, resume: bitwise the uninterrupted run.
 under_ddprun "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" --epochs 2 --checkpoint-dir "$TMP/ckA" \

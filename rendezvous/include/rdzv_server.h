@@ -129,7 +129,11 @@ typedef int (*rdzv_metrics_extra_fn)(void *ctx, ddp_buf_t *out);
 int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_extra_fn extra,
                        void *extra_ctx, const char *host, uint16_t port, rdzv_metrics_t **out,
                        ddp_err_t *err);
-uint16_t rdzv_metrics_port(const rdzv_metrics_t *m);
+/* The bound address as "ADDR:PORT" ("[ADDR]:PORT" for IPv6); borrowed, valid until close. */
+const char *rdzv_metrics_addr(const rdzv_metrics_t *m);
+/* v as a label value of the text format (backslash, quote and newline escaped) into out (cap
+ * bytes; cut, never mid-escape, when too long); returns out, for use as a printf argument. */
+const char *rdzv_metrics_label(const char *v, char *out, size_t cap);
 /* Closes the listener and its connections; the memory goes once libuv released the handles. */
 void rdzv_metrics_close(rdzv_metrics_t *m);
 
