@@ -7,8 +7,9 @@
  *   RESOLVING/CONNECTING -> BACKOFF -> RESOLVING ...     (refused, unreachable: retry)
  *   any -> FAILED  (connect budget spent, handshake failed, connection lost)
  *   any -> CLOSING (rdzv_aclient_close; the client is freed once every handle is released)
- * Timers: t_conn bounds the whole connect phase, t_retry is the backoff, t_io fires when a reply
- * or a write makes no progress for io_timeout_ms, t_wait ends the one parked request's wait. */
+ * Timers: t_conn bounds the whole connect phase, t_retry is the backoff (and, while CONNECTING,
+ * the bound on one unanswered connect), t_io fires when a reply or a write makes no progress for
+ * io_timeout_ms, t_wait ends the one parked request's wait. */
 #include "rdzv_aclient.h"
 
 #include <errno.h>
@@ -83,7 +84,7 @@ struct rdzv_aclient {
     int tcp_live;     /* tcp initialised and uv_close not yet called */
     int gai_pending, writing, io_armed, finished, authed;
     int connect_ms, io_ms, tries, last_err, gai_failed, deferred_code;
-    uint64_t backoff_ms;
+    uint64_t backoff_ms, attempt_ms;
     uint16_t port;
     char *host;
     uint8_t *token;
@@ -769,6 +770,19 @@ static void schedule_retry(rdzv_aclient_t *c) {
 
 static void on_connected(uv_connect_t *req, int status);
 
+/* A connect got no answer within its bound (ddp_net.h): abandon it (on_tcp_closed goes on with the
+ * next address, or backs off) and allow the next one longer. */
+static void on_attempt_timer(uv_timer_t *t) {
+    rdzv_aclient_t *c = t->data;
+    if (c->state != S_CONNECTING || !c->tcp_live)
+        return;
+    c->last_err = UV_ETIMEDOUT;
+    c->attempt_ms =
+        c->attempt_ms * 2 > DDP_CONNECT_TRY_MAX_MS ? DDP_CONNECT_TRY_MAX_MS : c->attempt_ms * 2;
+    c->tcp_live = 0;
+    uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
+}
+
 /* Tries the next resolved address, or backs off when none is left. */
 static void next_addr(rdzv_aclient_t *c) {
     while (c->addr_i < c->naddrs) {
@@ -783,8 +797,11 @@ static void next_addr(rdzv_aclient_t *c) {
         c->tcp.data = c;
         c->state = S_CONNECTING;
         rc = uv_tcp_connect(&c->creq, &c->tcp, sa, on_connected);
-        if (rc == 0)
+        if (rc == 0) {
+            if (uv_timer_start(&c->t_retry, on_attempt_timer, c->attempt_ms, 0) < 0)
+                connect_fail(c, DDP_EPROTO, "unable to start the connect timer");
             return;
+        }
         c->last_err = rc;
         c->tcp_live = 0;
         uv_close((uv_handle_t *)&c->tcp, on_tcp_closed); /* on_tcp_closed goes on */
@@ -797,8 +814,9 @@ static void next_addr(rdzv_aclient_t *c) {
 
 static void on_connected(uv_connect_t *req, int status) {
     rdzv_aclient_t *c = req->data;
-    if (c->state != S_CONNECTING)
-        return; /* canceled: the budget ran out or the client is closing */
+    if (c->state != S_CONNECTING || !c->tcp_live)
+        return; /* canceled: the budget ran out, the client is closing, or the try timed out */
+    timer_stop(&c->t_retry);
     uv_os_fd_t fd;
     if (status == 0 && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ddp_tcp_is_self_connected(fd))
         status = UV_ECONNREFUSED; /* nothing listens yet (ddp_net.h): retried like a refusal */
@@ -1020,6 +1038,7 @@ int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_a
     c->connect_ms = opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : DEFAULT_CONNECT_MS;
     c->io_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : DEFAULT_IO_MS;
     c->backoff_ms = BACKOFF_FIRST_MS;
+    c->attempt_ms = DDP_CONNECT_TRY_FIRST_MS;
     c->out_limit = RDZV_ACLIENT_OUT_LIMIT;
     c->conn_cb = cb;
     c->conn_arg = arg;

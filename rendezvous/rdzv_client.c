@@ -354,12 +354,16 @@ int rdzv_client_connect(const rdzv_client_opts_t *opts, rdzv_client_t **out, ddp
     c->io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : DEFAULT_IO_MS;
     int budget = opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : DEFAULT_CONNECT_MS;
     uint64_t deadline = deadline_in(budget);
-    uint64_t backoff = BACKOFF_FIRST_MS;
+    uint64_t backoff = BACKOFF_FIRST_MS, try_ms = DDP_CONNECT_TRY_FIRST_MS;
     int fd, tries = 0;
     for (;;) {
         int gai = 0;
         tries++;
-        fd = try_connect(opts->host, opts->port, deadline, &gai);
+        /* An unanswered try is abandoned and made again (ddp_net.h), never past the deadline. */
+        uint64_t try_end = ddp_now_ms() + try_ms;
+        fd = try_connect(opts->host, opts->port, try_end < deadline ? try_end : deadline, &gai);
+        if (fd == -ETIMEDOUT)
+            try_ms = try_ms * 2 > DDP_CONNECT_TRY_MAX_MS ? DDP_CONNECT_TRY_MAX_MS : try_ms * 2;
         if (fd >= 0)
             break;
         if ((!retryable(-fd) && gai == 0) || ddp_now_ms() >= deadline) {

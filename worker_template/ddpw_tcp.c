@@ -141,19 +141,28 @@ static int local_addr(const ddpw_ctx_t *c, struct sockaddr_storage *ss, socklen_
 }
 
 /* Connects to node `next`'s leader at ai (peer = "ADDR:PORT" for messages) before deadline.
- * ddp_tcp_connect bounds each try by the deadline, not by the kernel's SYN retries (minutes).
- * A refusal (a leader not listening yet, or gone) is retried with a short
- * doubling backoff until the deadline. Returns the connected fd, or a negative code (DDP_ETIMEOUT
- * when it timed out or kept being refused, else -errno) with err naming the peer. */
+ * Each try is bounded by DDP_CONNECT_TRY_* (an unanswered SYN is abandoned and sent again on a
+ * new socket: the kernel's SYN backoff held a group's first collective past --heartbeat_timeout); a
+ * refusal (a leader not listening yet, or gone) is retried with a short doubling backoff; all until
+ * the deadline. Returns the connected fd, or a negative code (DDP_ETIMEOUT when it timed out or
+ * kept being refused, else -errno) with err naming the peer. */
 static int connect_leader(const ddpw_ctx_t *c, int next, const struct addrinfo *ai,
                           const char *peer, uint64_t deadline, ddp_err_t *err) {
     int rank = next * c->env.local_world_size;
-    uint64_t backoff = 5;
+    uint64_t backoff = 5, try_ms = DDP_CONNECT_TRY_FIRST_MS;
     int refused = 0;
     for (;;) {
-        int fd = ddp_tcp_connect(ai->ai_addr, ai->ai_addrlen, deadline, RING_SOCK_BUF);
+        uint64_t now = ddp_now_ms();
+        uint64_t try_end = now + try_ms < deadline ? now + try_ms : deadline;
+        int fd = ddp_tcp_connect(ai->ai_addr, ai->ai_addrlen, try_end, RING_SOCK_BUF);
         if (fd >= 0)
             return fd;
+        now = ddp_now_ms();
+        if (fd == -ETIMEDOUT && now < deadline) {
+            /* No answer within this try: a new SYN, with a longer bound. */
+            try_ms = try_ms * 2 > DDP_CONNECT_TRY_MAX_MS ? DDP_CONNECT_TRY_MAX_MS : try_ms * 2;
+            continue;
+        }
         if (fd == -ETIMEDOUT && !refused)
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu backend: connecting to node %d's leader (rank %d) at %s timed "
@@ -165,7 +174,6 @@ static int connect_leader(const ddpw_ctx_t *c, int next, const struct addrinfo *
                                "%s: %s",
                                next, rank, peer, strerror(-fd));
         refused = 1;
-        uint64_t now = ddp_now_ms();
         if (fd == -ETIMEDOUT || now >= deadline) /* refused, then no answer: refused */
             return ddp_err_set(err, DDP_ETIMEOUT,
                                "cpu backend: node %d's leader (rank %d) at %s refused the "

@@ -21,6 +21,14 @@ int ddp_wait_fd(int fd, short events, uint64_t deadline);
  * it: callers treat it as refused. */
 int ddp_tcp_is_self_connected(int fd);
 
+/* Bounds on one connect that gets no answer (its SYN lost to a link that was down, or to a full
+ * accept queue): callers that retry abandon a try after DDP_CONNECT_TRY_FIRST_MS, double the
+ * bound per try up to DDP_CONNECT_TRY_MAX_MS, and connect again on a new socket. Waiting on the
+ * kernel's own SYN backoff (1 s, 3 s, 7 s, 15 s, ...) left a peer connecting seconds after the
+ * link came back. */
+#define DDP_CONNECT_TRY_FIRST_MS 250
+#define DDP_CONNECT_TRY_MAX_MS 4000
+
 /* Connects a new TCP socket of addr's family to addr before deadline. bufsize > 0 sets
  * SO_SNDBUF and SO_RCVBUF before connecting (TCP agrees the window scale in the handshake).
  * Returns the connected fd (non-blocking, close-on-exec, TCP_NODELAY), or -errno: -ETIMEDOUT
