@@ -99,18 +99,21 @@ typedef enum {
 } agent_sup_state_t;
 
 typedef enum {
-    EV_WORKER_OK = 0, /* a worker exited 0 */
-    EV_WORKER_FAIL,   /* a worker exited non-zero or by a signal */
-    EV_GROUP_DOWN,    /* no worker of the attempt is running any more */
-    EV_SIGNAL,        /* a termination signal (TERM, INT, HUP, QUIT, ...) */
-    EV_KILL_TIMER,    /* shutdown_timeout ran out */
-    EV_JOINED,        /* multi-node: the rendezvous closed a round with us in it */
-    EV_ROUND_END,     /* multi-node: the running round ended (failure, death or scale-up) */
-    EV_RDZV_ERROR,    /* multi-node: the rendezvous refused us or the store was lost */
-    EV_BARRIER_DONE,  /* multi-node: every node passed the exit barrier (or its bound ran out) */
-    EV_WORKER_HUNG,   /* a worker did not beat within its heartbeat timeout */
-    EV_STACKS_DONE,   /* every stack capture helper was reaped, or their budget ran out */
-    EV_ABORT_DONE,    /* multi-node: the store answered this node's ABORT (or could not) */
+    EV_WORKER_OK = 0,  /* a worker exited 0 */
+    EV_WORKER_FAIL,    /* a worker exited non-zero or by a signal */
+    EV_GROUP_DOWN,     /* no worker of the attempt is running any more */
+    EV_SIGNAL,         /* a termination signal (TERM, INT, HUP, QUIT, ...) */
+    EV_KILL_TIMER,     /* shutdown_timeout ran out */
+    EV_JOINED,         /* multi-node: the rendezvous closed a round with us in it */
+    EV_ROUND_END,      /* multi-node: the running round ended (failure, death or scale-up) */
+    EV_RDZV_ERROR,     /* multi-node: the rendezvous refused us or the store was lost */
+    EV_BARRIER_DONE,   /* multi-node: every node passed the exit barrier (or its bound ran out) */
+    EV_WORKER_HUNG,    /* a worker did not beat within its heartbeat timeout */
+    EV_STACKS_DONE,    /* every stack capture helper was reaped, or their budget ran out */
+    EV_ABORT_DONE,     /* multi-node: the store answered this node's ABORT (or could not) */
+    EV_STORE_LOST,     /* multi-node: the daemon's store was lost; the agent is reconnecting */
+    EV_BARRIER_BROKEN, /* multi-node: the round ended (or the store forgot it) before every node
+                        * passed the exit barrier: the job is not done, re-join */
     EV_NEVENTS
 } agent_event_t;
 
@@ -271,6 +274,9 @@ void agent__rdzv_report_failure(agent_t *a, const char *what);
 void agent__rdzv_abort(agent_t *a, const char *why);
 /* rdzv.c: enters the exit barrier of the current round; EV_BARRIER_DONE follows. */
 void agent__rdzv_exit_barrier(agent_t *a);
+/* rdzv.c: at the exit barrier, the round ended or the store was lost: asks the store whether
+ * every node passed the barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN). */
+void agent__rdzv_barrier_settle(agent_t *a);
 /* rdzv.c: closes the connections and timers (the hosted store is a->store). */
 void agent__rdzv_stop(agent_t *a);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */

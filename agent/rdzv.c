@@ -5,7 +5,13 @@
  *
  * Two connections: "ctl" carries JOIN (parked until the round closes), HEARTBEAT, FAIL and the
  * exit barrier; "watch" holds a parked WAIT on __rdzv/<run>/end/<round>, which the server SETs
- * when the round ends (a failure, a death, a node joining). */
+ * when the round ends (a failure, a death, a node joining).
+ *
+ * A lost store that is not an agent's (the ddp-rendezvous daemon, restarted by systemd or by
+ * hand; or a link that was down) is reconnected to for up to store_reconnect_timeout: the group
+ * stops (EV_STORE_LOST) and the node JOINs again, carrying the newest round it was told and the
+ * restarts it saw counted, so that a daemon that forgot the run numbers its rounds on and keeps
+ * the count. An agent's store ends with that agent: losing it ends the job at once. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -24,6 +30,13 @@
 #include "rdzv_proto.h"
 #include "rdzv_server.h"
 
+/* Between two tries to reach a lost store when one failed past its connect (a dying daemon's
+ * listener can still accept, then close). */
+#define AGENT_RECONNECT_RETRY_MS 100
+/* An agent's store that closed the connection is given this long to answer again: it is still
+ * there when its server closed a node it had declared dead (this agent was stopped, or cut off),
+ * and gone for good when its agent died (nobody serves the address again: refused at once). */
+#define AGENT_EMBEDDED_CHECK_MS 2000
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */
 #define AGENT_JOIN_SLACK_MS 10000
 /* The hosting agent keeps the store up after the exit barrier, or after stopping the run, until
@@ -61,6 +74,18 @@ struct agent_rdzv {
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int lost;                /* the store was lost (said once) */
     int stopping;
+    /* Carried across a lost store (rdzv_join_req_t): */
+    int joined;            /* a JOIN reply came: a->round is a round this node was told */
+    int embedded;          /* that reply said the store is an agent's (RDZV_STORE_EMBEDDED) */
+    int64_t restarts_seen; /* the most restarts_used any reply said */
+    /* Reconnecting to a lost store: */
+    int reconnecting;             /* connections not both re-made yet */
+    int reconnect_pending;        /* of the two, how many have not connected */
+    uint64_t reconnect_since_ms;  /* uv_now() when the store was lost */
+    uint64_t reconnect_window_ms; /* how long to try: store_reconnect_timeout, or the check below */
+    int reconnect_check;          /* an agent's store closed: only checking it still serves */
+    uv_timer_t reconnect_timer;   /* the next try after one that failed */
+    int settling;                 /* a barrier_settle GET is queued: the barrier WAIT stops */
 };
 
 /* Text that came from the store (a reply's error text, a key's value, a client error quoting the
@@ -109,34 +134,143 @@ static void emit(agent_t *a, agent_event_t ev) {
     agent__event(a, ev, NULL);
 }
 
-/* A connection to the store failed or was lost while it mattered. */
-static void store_lost(struct agent_rdzv *r, const char *errtext) {
-    /* Every request still pending on the connection fails with it: one loss, said once. */
-    if (r->stopping || r->lost)
+static int rdzv_connect(struct agent_rdzv *r, int connect_timeout_ms);
+
+/* Drops both connections and opens new ones, trying until the reconnect window closes (requests
+ * queue on them meanwhile), then tells the supervisor, which stops the group (or settles the
+ * exit barrier) and JOINs again on the new ones. Returns 0 or a negative code. */
+static int reconnect_try(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    uint64_t end = r->reconnect_since_ms + r->reconnect_window_ms;
+    uint64_t now = uv_now(a->loop);
+    uint64_t left = end > now ? end - now : 1;
+    /* Whatever was pending on the old connections completes with DDP_ECANCELED, later: the
+     * callbacks ignore that status before touching any of the state reset here. */
+    rdzv_aclient_close(r->ctl, NULL, NULL);
+    rdzv_aclient_close(r->watch, NULL, NULL);
+    r->ctl = r->watch = NULL;
+    r->hb_pending = 0;
+    r->watch_round = -1;
+    r->watch_waits = 0;
+    r->join_status_pending = 0;
+    r->barrier_phase = 0;
+    r->settling = 0;
+    r->reconnecting = 1;
+    r->reconnect_pending = 2;
+    int rc = rdzv_connect(r, left > INT_MAX ? INT_MAX : (int)left);
+    if (rc < 0)
+        return rc;
+    emit(a, EV_STORE_LOST);
+    return 0;
+}
+
+static void on_reconnect_timer(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->stopping || !r->reconnecting)
+        return;
+    if (reconnect_try(r) < 0) {
+        r->lost = 1;
+        agent__rdzv_stop(r->a);
+        emit(r->a, EV_RDZV_ERROR);
+    }
+}
+
+/* The store went away: reconnect for up to store_reconnect_timeout, or, check (an agent's store
+ * that closed the connection), for AGENT_EMBEDDED_CHECK_MS. Returns 0, or a negative code when
+ * not even that could start. */
+static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
+    agent_t *a = r->a;
+    r->reconnect_check = check;
+    r->reconnect_window_ms =
+        check ? AGENT_EMBEDDED_CHECK_MS : (uint64_t)a->job->rdzv.store_reconnect_timeout_ms;
+    if (check)
+        DDP_WARN("the rendezvous store at %s:%d (served by the agent of another node) closed the "
+                 "connection: %s; reconnecting if it still serves",
+                 r->addr, r->port, why);
+    else
+        DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting for up to %gs "
+                 "(--rdzv_conf store_reconnect_timeout)",
+                 r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
+    agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->round);
+    r->reconnect_since_ms = uv_now(a->loop);
+    return reconnect_try(r);
+}
+
+/* A connection to the store failed or was lost while it mattered. silent: the store did not
+ * answer heartbeats for the keep-alive bound, rather than close: this node's network is as
+ * likely as the store to be at fault, so even an agent's store is tried for as long as the
+ * daemon's. An agent's store that closed the connection is only checked (reconnect_begin). */
+static void store_lost_how(struct agent_rdzv *r, const char *errtext, int silent) {
+    /* Every request still pending on the connection fails with it: one loss, said once. While
+     * reconnecting, the connections' own outcome (on_connected) decides what comes next. */
+    if (r->stopping || r->lost || r->reconnecting)
         return;
     char esc[AGENT_STORE_TEXT_MAX];
-    if (r->a->state == SUP_BARRIER && r->barrier_phase == 2) {
+    const char *why = store_text(errtext, (size_t)-1, "connection closed", esc);
+    agent_t *a = r->a;
+    if (a->state == SUP_BARRIER && r->barrier_phase == 2 && r->embedded) {
         /* Our arrival was counted; the hosting agent left once everyone had arrived. */
-        DDP_DEBUG("store gone after the exit barrier: %s",
-                  store_text(errtext, (size_t)-1, "closed", esc));
-        emit(r->a, EV_BARRIER_DONE);
+        DDP_DEBUG("store gone after the exit barrier: %s", why);
+        emit(a, EV_BARRIER_DONE);
         return;
     }
+    /* One this agent serves cannot be lost at all. Before the first JOIN reply nobody knows
+     * whose it is: the daemon's, as far as this node can tell. */
+    if (a->store == NULL && a->job->rdzv.store_reconnect_timeout_ms > 0 &&
+        reconnect_begin(r, why, r->embedded && !silent) == 0)
+        return;
     r->lost = 1;
-    DDP_ERROR("lost the rendezvous store at %s:%d: %s; this node is out of the job", r->addr,
-              r->port, store_text(errtext, (size_t)-1, "connection closed", esc));
-    emit(r->a, EV_RDZV_ERROR);
+    DDP_ERROR("lost the rendezvous store at %s:%d%s: %s; this node is out of the job", r->addr,
+              r->port, r->embedded ? " (served by the agent of another node)" : "", why);
+    emit(a, EV_RDZV_ERROR);
+}
+
+static void store_lost(struct agent_rdzv *r, const char *errtext) {
+    store_lost_how(r, errtext, 0);
 }
 
 static void on_connected(void *arg, int status, const char *errtext) {
     struct agent_rdzv *r = arg;
-    if (status == 0 || status == DDP_ECANCELED || r->stopping)
+    if (status == DDP_ECANCELED || r->stopping)
         return;
+    if (status == 0) {
+        if (r->reconnecting && --r->reconnect_pending == 0) {
+            r->reconnecting = 0;
+            DDP_WARN("reconnected to the rendezvous store at %s:%d after %.1f s", r->addr, r->port,
+                     (uv_now(r->a->loop) - r->reconnect_since_ms) / 1000.0);
+            agent__evlog(r->a, "rendezvous_store_reconnected", "{s:I}", "down_ms",
+                         (json_int_t)(uv_now(r->a->loop) - r->reconnect_since_ms));
+        }
+        return;
+    }
     char esc[AGENT_STORE_TEXT_MAX];
-    DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
-              store_text(errtext, (size_t)-1, ddp_strerror(status), esc),
-              r->token->len == 0 ? " (agents read the job token from " RDZV_TOKEN_ENV_NAMES ")"
-                                 : "");
+    if (r->reconnecting && uv_now(r->a->loop) + AGENT_RECONNECT_RETRY_MS <
+                               r->reconnect_since_ms + r->reconnect_window_ms) {
+        /* Reached but refused (a daemon dying or still starting): try again while time is
+         * left; the other connection's outcome no longer matters. */
+        DDP_DEBUG("the rendezvous store at %s:%d is not back yet: %s", r->addr, r->port,
+                  store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+        if (!uv_is_active((uv_handle_t *)&r->reconnect_timer) &&
+            uv_timer_start(&r->reconnect_timer, on_reconnect_timer, AGENT_RECONNECT_RETRY_MS, 0) ==
+                0)
+            return;
+        if (uv_is_active((uv_handle_t *)&r->reconnect_timer))
+            return;
+    }
+    if (r->reconnecting && r->reconnect_check)
+        DDP_ERROR("lost the rendezvous store at %s:%d (served by the agent of another node, "
+                  "which is gone): %s; this node is out of the job",
+                  r->addr, r->port, store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+    else if (r->reconnecting)
+        DDP_ERROR("unable to reach the rendezvous store at %s:%d again within "
+                  "store_reconnect_timeout=%gs: %s; this node is out of the job",
+                  r->addr, r->port, r->reconnect_window_ms / 1000.0,
+                  store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+    else
+        DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
+                  store_text(errtext, (size_t)-1, ddp_strerror(status), esc),
+                  r->token->len == 0 ? " (agents read the job token from " RDZV_TOKEN_ENV_NAMES ")"
+                                     : "");
     /* Stop first, so the other connection's failure does not log the same thing again. */
     agent__rdzv_stop(r->a);
     emit(r->a, EV_RDZV_ERROR);
@@ -193,9 +327,9 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
     (void)reply;
     (void)len;
     struct agent_rdzv *r = arg;
-    r->watch_waits--;
     if (status == DDP_ECANCELED || r->stopping)
-        return;
+        return; /* a closed connection's: its count was reset */
+    r->watch_waits--;
     if (status != 0) {
         store_lost(r, errtext);
         return;
@@ -236,6 +370,11 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     if (status == DDP_ECANCELED || r->stopping)
         return;
     char esc[AGENT_STORE_TEXT_MAX];
+    if (status == DDP_ECLOSED) {
+        /* The connection, not the rendezvous, failed: a lost store (or one not back yet). */
+        store_lost(r, errtext);
+        return;
+    }
     if (status != 0) {
         DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->job->run_id, r->addr, r->port,
                   store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
@@ -269,6 +408,10 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
         return;
     }
     a->round = j->round;
+    r->joined = 1;
+    r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;
+    if (j->restarts_used > r->restarts_seen)
+        r->restarts_seen = j->restarts_used;
     a->node_rank = (int)j->group_rank;
     a->group_world_size = (int)j->group_world_size;
     a->rank_base = (int)j->rank_base;
@@ -312,6 +455,8 @@ void agent__rdzv_join(agent_t *a) {
         int port = agent__pick_free_port(r->host);
         req.master_port = port > 0 ? port : AGENT_DEFAULT_MASTER_PORT;
     }
+    r->barrier_phase = 0;
+    r->settling = 0;
     req.cfg.min_nodes = job->min_nodes;
     req.cfg.max_nodes = job->max_nodes;
     req.cfg.last_call_timeout_ms = job->rdzv.last_call_timeout_ms;
@@ -319,6 +464,10 @@ void agent__rdzv_join(agent_t *a) {
     req.cfg.keep_alive_interval_ms = job->rdzv.keep_alive_interval_ms;
     req.cfg.keep_alive_max_attempt = job->rdzv.keep_alive_max_attempt;
     req.cfg.max_restarts = job->max_restarts;
+    /* For a store that forgot the run (restarted): the rounds go on after ours, and the
+     * restarts counted so far stay counted. A store that remembers ignores both. */
+    req.min_round = r->joined ? a->round + 1 : 0;
+    req.restarts_used = r->restarts_seen > a->attempt ? r->restarts_seen : a->attempt;
     ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
@@ -334,7 +483,10 @@ void agent__rdzv_join(agent_t *a) {
     r->join_sent_ms = uv_now(a->loop);
     r->join_report_gap = first < AGENT_JOIN_REPORT_FIRST_MS ? first : AGENT_JOIN_REPORT_FIRST_MS;
     r->join_report_at = r->join_sent_ms + r->join_report_gap;
-    if (rc < 0) {
+    if (rc == DDP_ECLOSED || (rc < 0 && r->reconnecting)) {
+        /* The connection went (or is being made again): the JOIN goes out once it is back. */
+        store_lost(r, err.text[0] ? err.text : ddp_strerror(rc));
+    } else if (rc < 0) {
         DDP_ERROR("unable to join rendezvous '%s': %s", job->run_id,
                   err.text[0] ? err.text : ddp_strerror(rc));
         emit(a, EV_RDZV_ERROR);
@@ -348,6 +500,8 @@ static void on_fail_reply(void *arg, int status, const uint8_t *reply, size_t le
     rdzv_round_reply_t rep;
     if (status != 0 || round_reply(reply, len, &rep) < 0)
         return; /* a lost store shows up on the watch connection */
+    if (rep.fail.restarts_used > r->restarts_seen)
+        r->restarts_seen = rep.fail.restarts_used;
     if (rep.fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
                  (long long)rep.fail.restarts_used, (long long)rep.fail.max_restarts);
@@ -417,8 +571,9 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
     (void)len;
     (void)errtext;
     struct agent_rdzv *r = arg;
-    r->hb_pending = 0;
-    (void)status; /* a lost store shows up on the watch connection */
+    if (status == DDP_ECANCELED)
+        return;        /* a closed connection's: hb_pending was reset */
+    r->hb_pending = 0; /* a lost store shows up on the watch connection */
 }
 
 static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t len,
@@ -463,6 +618,8 @@ static void on_join_status(void *arg, int status, const uint8_t *reply, size_t l
     (void)errtext;
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
+    if (status == DDP_ECANCELED)
+        return; /* a closed connection's: join_status_pending was reset */
     r->join_status_pending = 0;
     if (status != 0 || r->stopping || a->state != SUP_JOINING)
         return; /* a lost store shows up through the connections' own callbacks */
@@ -520,7 +677,8 @@ static void on_hb_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     agent_t *a = r->a;
     const agent_job_t *job = a->job;
-    if (r->stopping)
+    /* While reconnecting, heartbeats would only queue (the new connections carry the JOIN). */
+    if (r->stopping || r->reconnecting)
         return;
     /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
     if (a->state == SUP_JOINING) {
@@ -537,7 +695,7 @@ static void on_hb_timer(uv_timer_t *t) {
             char why[96];
             snprintf(why, sizeof why, "no answer to heartbeats for %llu ms",
                      (unsigned long long)waited);
-            store_lost(r, why);
+            store_lost_how(r, why, 1);
         }
         return;
     }
@@ -621,6 +779,10 @@ static int barrier_wait(struct agent_rdzv *r) {
 static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t len,
                             const char *errtext) {
     struct agent_rdzv *r = arg;
+    if (status == DDP_ECANCELED)
+        return; /* a closed connection's */
+    if (status == DDP_ETIMEOUT && r->settling)
+        return; /* barrier_settle's ADD decides now */
     if (status == DDP_ETIMEOUT && !r->stopping && uv_now(r->a->loop) < r->barrier_deadline) {
         /* A slice ran out, not close_timeout: heartbeat (unless one is queued), wait again. */
         if (!r->hb_pending)
@@ -632,6 +794,32 @@ static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t 
         errtext = "unable to send the exit barrier request";
     }
     on_barrier_done(arg, status, reply, len, errtext);
+}
+
+/* The exit barrier's counter holds arrivals (+1 each) and, once a node has seen the round end
+ * before the barrier completed, one BARRIER_SEAL per such node. The store applies ADDs one at a
+ * time, so every node reads the same verdict from the value its own ADD returns: the barrier
+ * passed if and only if the last arrival came before the first seal. Arrivals below a seal
+ * re-join; nodes that seal after the last arrival pass. */
+#define BARRIER_SEAL ((int64_t)1 << 32)
+
+static void on_settle(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext);
+
+/* Seals the barrier (see BARRIER_SEAL); on_settle reads the verdict. */
+static void barrier_seal(struct agent_rdzv *r) {
+    char key[RDZV_RUN_ID_MAX + 64];
+    barrier_key(r->a, "", key, sizeof key);
+    if (rdzv_aclient_add(r->ctl, key, BARRIER_SEAL, on_settle, r, NULL) < 0)
+        store_lost(r, "unable to reach the store at the exit barrier");
+}
+
+static void barrier_broken(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    DDP_WARN("rendezvous '%s' round %lld ended before every node passed the exit barrier: "
+             "re-joining (this node's workers run again, from the job's checkpoint if it keeps "
+             "one)",
+             a->job->run_id, (long long)a->round);
+    emit(a, EV_BARRIER_BROKEN);
 }
 
 static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t len,
@@ -647,12 +835,21 @@ static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t l
         return;
     }
     r->barrier_phase = 2;
+    if (n >= BARRIER_SEAL) {
+        /* A node saw the round end before everyone had arrived: this arrival is too late. */
+        barrier_broken(r);
+        return;
+    }
     char key[RDZV_RUN_ID_MAX + 64];
     barrier_key(a, "/done", key, sizeof key);
     int rc;
     if (n >= a->group_world_size) {
         /* The last node to arrive releases the others. */
         rc = rdzv_aclient_set(r->ctl, key, "1", 1, on_barrier_done, r, NULL);
+    } else if (r->settling) {
+        /* The round ended while this arrival was on its way. */
+        barrier_seal(r);
+        return;
     } else {
         r->barrier_deadline = uv_now(a->loop) + (uint64_t)a->job->rdzv.close_timeout_ms;
         rc = barrier_wait(r);
@@ -666,8 +863,44 @@ void agent__rdzv_exit_barrier(agent_t *a) {
     char key[RDZV_RUN_ID_MAX + 64];
     barrier_key(a, "", key, sizeof key);
     r->barrier_phase = 1;
+    r->settling = 0;
     if (rdzv_aclient_add(r->ctl, key, 1, on_barrier_add, r, NULL) < 0)
         store_lost(r, "unable to reach the store at the exit barrier");
+}
+
+static void on_settle(void *arg, int status, const uint8_t *reply, size_t len,
+                      const char *errtext) {
+    struct agent_rdzv *r = arg;
+    agent_t *a = r->a;
+    int64_t n = 0;
+    if (status == DDP_ECANCELED || r->stopping || a->state != SUP_BARRIER)
+        return;
+    if (status != 0 || rdzv_aclient_reply_i64(reply, len, &n) < 0) {
+        store_lost(r, errtext ? errtext : "malformed reply at the exit barrier");
+        return; /* settled again once reconnected */
+    }
+    r->settling = 0;
+    if (n % BARRIER_SEAL >= a->group_world_size) {
+        /* The last node arrived before anyone sealed: every group succeeded. */
+        DDP_DEBUG("exit barrier of round %lld passed by every node", (long long)a->round);
+        leave_after_linger(r, EV_BARRIER_DONE);
+        return;
+    }
+    barrier_broken(r);
+}
+
+/* The round ended, or the store was lost, while this node waited at the exit barrier: the job is
+ * done only if every node arrived first. An arrival still unanswered seals on its reply (it may
+ * be the last one); otherwise the seal goes now, behind a parked barrier WAIT on ctl, so that a
+ * done reply already on its way is read first. After a reconnection the counter is the new
+ * connection's store's: a store that forgot the run has none, and the node re-joins. */
+void agent__rdzv_barrier_settle(agent_t *a) {
+    struct agent_rdzv *r = a->rdzv;
+    if (r->settling)
+        return;
+    r->settling = 1;
+    if (r->barrier_phase != 1)
+        barrier_seal(r);
 }
 
 /* Hosts the store on the endpoint when it is this machine's (or --rdzv_conf is_host=1) and the
@@ -678,7 +911,7 @@ static int maybe_host(struct agent_rdzv *r) {
     int is_host = a->job->rdzv.is_host;
     if (is_host == 0 || (is_host < 0 && !ddp_addr_is_local(r->addr)))
         return 0;
-    rdzv_server_opts_t so = {.host = r->addr, .port = (uint16_t)r->port};
+    rdzv_server_opts_t so = {.host = r->addr, .port = (uint16_t)r->port, .embedded = 1};
     if (r->token->len > 0) {
         so.token = r->token->data;
         so.token_len = r->token->len;
@@ -707,9 +940,9 @@ static int maybe_host(struct agent_rdzv *r) {
     return 0;
 }
 
-/* Opens the two connections to the store (ctl and watch) and starts the heartbeat timer.
+/* Opens the two connections to the store (ctl and watch), trying for connect_timeout_ms.
  * Returns 0 or a negative code (logged). */
-static int rdzv_connect(struct agent_rdzv *r) {
+static int rdzv_connect(struct agent_rdzv *r, int connect_timeout_ms) {
     agent_t *a = r->a;
     const agent_job_t *job = a->job;
     rdzv_client_opts_t co = {
@@ -717,7 +950,7 @@ static int rdzv_connect(struct agent_rdzv *r) {
         .port = (uint16_t)r->port,
         .token = r->token->len ? r->token->data : NULL,
         .token_len = r->token->len,
-        .connect_timeout_ms = (int)job->rdzv.join_timeout_ms,
+        .connect_timeout_ms = connect_timeout_ms,
         .io_timeout_ms = (int)job->rdzv.read_timeout_ms,
     };
     ddp_err_t err;
@@ -732,10 +965,18 @@ static int rdzv_connect(struct agent_rdzv *r) {
     }
     rdzv_aclient_on_close(r->ctl, on_conn_lost, r);
     rdzv_aclient_on_close(r->watch, on_conn_lost, r);
-    r->hb_timer.data = r->linger_timer.data = r;
-    uint64_t hb = (uint64_t)job->rdzv.keep_alive_interval_ms;
+    return 0;
+}
+
+/* The heartbeat and linger timers, once per agent. Returns 0 or a negative code (logged). */
+static int rdzv_timers_start(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    int rc;
+    r->hb_timer.data = r->linger_timer.data = r->reconnect_timer.data = r;
+    uint64_t hb = (uint64_t)a->job->rdzv.keep_alive_interval_ms;
     if ((rc = uv_timer_init(a->loop, &r->hb_timer)) < 0 ||
         (rc = uv_timer_init(a->loop, &r->linger_timer)) < 0 ||
+        (rc = uv_timer_init(a->loop, &r->reconnect_timer)) < 0 ||
         (rc = uv_timer_start(&r->hb_timer, on_hb_timer, hb, hb)) < 0)
         DDP_ERROR("unable to start the heartbeat timer: %s", uv_strerror(rc));
     return rc;
@@ -774,7 +1015,8 @@ int agent__rdzv_start(agent_t *a) {
     a->store_port = (uint16_t)r->port;
     /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
      * would feed the state table before the agent is in SUP_JOINING. */
-    return rdzv_connect(r);
+    rc = rdzv_connect(r, (int)job->rdzv.join_timeout_ms);
+    return rc < 0 ? rc : rdzv_timers_start(r);
 }
 
 void agent__rdzv_stop(agent_t *a) {
@@ -784,6 +1026,7 @@ void agent__rdzv_stop(agent_t *a) {
     r->stopping = 1;
     uv_timer_stop(&r->hb_timer);
     uv_timer_stop(&r->linger_timer);
+    uv_timer_stop(&r->reconnect_timer);
     rdzv_aclient_close(r->ctl, NULL, NULL);
     rdzv_aclient_close(r->watch, NULL, NULL);
     r->ctl = r->watch = NULL;

@@ -16,8 +16,9 @@
  *   ABORTING  multi-node: --max_no_progress_restarts ran out; the store is told to stop the run
  *             on every node (the others would wait for this one), then the agent fails
  * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer, and
- * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed; and
- * for hang detection: a worker hung, the stack capture finished, the store took the stop. */
+ * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed, the
+ * daemon's store lost (reconnecting), the exit barrier broken; and for hang detection: a worker
+ * hung, the stack capture finished, the store took the stop. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -325,6 +326,42 @@ static void round_ended(agent_t *a, agent_worker_t *w) {
     start_kill_timer(a);
 }
 
+/* RUNNING + the daemon's store was lost: rdzv.c reconnects; the group stops as when the round
+ * ends, and the node JOINs again once it is down (a store that forgot the run forms a new round;
+ * a lost store is no restart of the job). */
+static void store_lost_stop(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->state = SUP_STOPPING;
+    if (a->running == 0) {
+        restart_or_fail(a, NULL);
+        return;
+    }
+    DDP_INFO("stopping %d worker(s) to re-join once the store is back", a->running);
+    agent__group_signal(a, SIGTERM);
+    start_kill_timer(a);
+}
+
+/* JOINING + the daemon's store was lost: the parked JOIN went with the connection; send it
+ * again on the new one (it waits there until the connection is made). */
+static void rejoin(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->state = SUP_JOINING;
+    agent__rdzv_join(a);
+}
+
+/* BARRIER + the round ended, or the store was lost: done only if every node arrived. */
+static void barrier_settle(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    agent__rdzv_barrier_settle(a);
+}
+
+/* BARRIER + not every node passed it: another node's group failed (or a node was lost) after
+ * this one's finished. The job is not done: run with the others again. */
+static void barrier_broken(agent_t *a, agent_worker_t *w) {
+    agent__evlog(a, "rendezvous_round_ended", "{s:I}", "round", (json_int_t)a->round);
+    rejoin(a, w);
+}
+
 /* The rendezvous refused us (max_restarts spent, join timeout, ...) or the store is gone: the
  * message was logged; stop what runs and exit 1. */
 static void rdzv_failed(agent_t *a, agent_worker_t *w) {
@@ -407,34 +444,47 @@ static void capture_rdzv_failed(agent_t *a, agent_worker_t *w) {
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     /*                WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
      *                JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE
-     *                WORKER_HUNG    STACKS_DONE    ABORT_DONE */
+     *                WORKER_HUNG    STACKS_DONE    ABORT_DONE
+     *                STORE_LOST       BARRIER_BROKEN */
     [SUP_RUNNING] =   {do_nothing, fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
                        do_nothing, round_ended,   rdzv_failed,     do_nothing,
-                       capture_begin, do_nothing,    do_nothing},
+                       capture_begin, do_nothing,    do_nothing,
+                       store_lost_stop, do_nothing},
+    /* Once the group is down, restart_or_fail JOINs on whichever connection is current. */
     [SUP_STOPPING] =  {do_nothing, note_failure,  restart_or_fail, begin_shutdown, kill_all,
                        do_nothing, do_nothing,    rdzv_failed,     do_nothing,
-                       do_nothing,    do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing,
+                       do_nothing,      do_nothing},
     [SUP_SHUTDOWN] =  {do_nothing, note_failure,  finish_shutdown, escalate,       kill_all,
                        do_nothing, do_nothing,    do_nothing,      do_nothing,
-                       do_nothing,    do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing,
+                       do_nothing,      do_nothing},
     [SUP_JOINING] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                        joined,     do_nothing,    rdzv_failed,     do_nothing,
-                       do_nothing,    do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing,
+                       rejoin,          do_nothing},
+    /* A round that ends at the barrier (another node failed or was lost after this one's
+     * workers finished) is settled by the barrier's done key: pass, or re-join. */
     [SUP_BARRIER] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                       do_nothing, barrier_done,  rdzv_failed,     barrier_done,
-                       do_nothing,    do_nothing,    do_nothing},
+                       do_nothing, barrier_settle, rdzv_failed,    barrier_done,
+                       do_nothing,    do_nothing,    do_nothing,
+                       barrier_settle,  barrier_broken},
     [SUP_DONE] =      {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
                        do_nothing, do_nothing,    do_nothing,      do_nothing,
-                       do_nothing,    do_nothing,    do_nothing},
+                       do_nothing,    do_nothing,    do_nothing,
+                       do_nothing,      do_nothing},
     /* A worker that exits during the capture is recorded; the group being down is handled
-     * when the capture ends (capture_done restarts at once then). */
+     * when the capture ends (capture_done restarts at once then). A lost store ends the round
+     * like a round end does. */
     [SUP_CAPTURING] = {do_nothing, note_failure,  do_nothing,      capture_abort,  do_nothing,
                        do_nothing, capture_round_ended, capture_rdzv_failed, do_nothing,
-                       do_nothing,    capture_done,  do_nothing},
+                       do_nothing,    capture_done,  do_nothing,
+                       capture_round_ended, do_nothing},
     /* No worker runs: a signal ends the wait for the store's answer, and so does its loss. */
     [SUP_ABORTING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                        do_nothing, do_nothing,    no_progress_fail, do_nothing,
-                       do_nothing,    do_nothing,    no_progress_fail},
+                       do_nothing,    do_nothing,    no_progress_fail,
+                       no_progress_fail, do_nothing},
 };
 /* clang-format on */
 

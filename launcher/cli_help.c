@@ -34,6 +34,7 @@ void launch_usage(void) {
         "  --rdzv_conf K=V,...         join_timeout=600 last_call_timeout=30 close_timeout=30\n"
         "                              timeout=600 heartbeat|keep_alive_interval=5\n"
         "                              keep_alive_max_attempt=3 read_timeout=60 is_host=auto\n"
+        "                              store_reconnect_timeout=60 (a lost ddp-rendezvous)\n"
         "  --master_addr ADDR          static backend master (default 127.0.0.1)\n"
         "  --master_port PORT          static backend port (default 29500 with several nodes; on "
         "one\n"

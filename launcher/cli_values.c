@@ -156,7 +156,7 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
 
 static const char *const conf_keys = "join_timeout, last_call_timeout, close_timeout, timeout, "
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
-                                     "read_timeout, is_host";
+                                     "read_timeout, is_host, store_reconnect_timeout";
 
 /* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
@@ -168,6 +168,7 @@ void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
     c->keep_alive_max_attempt = RDZV_DEFAULT_KEEP_ALIVE_MAX_ATTEMPT;
     c->read_timeout = RDZV_DEFAULT_READ_TIMEOUT_MS / 1000.0;
     c->is_host = -1;
+    c->store_reconnect_timeout = AGENT_DEFAULT_STORE_RECONNECT_TIMEOUT_MS / 1000.0;
 }
 
 int launch__bool_parse(const char *v) {
@@ -189,10 +190,14 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
         const char *key;
         double *dst;
     } secs[] = {
-        {"join_timeout", &c->join_timeout},     {"last_call_timeout", &c->last_call_timeout},
-        {"close_timeout", &c->close_timeout},   {"timeout", &c->timeout},
-        {"heartbeat", &c->keep_alive_interval}, {"keep_alive_interval", &c->keep_alive_interval},
+        {"join_timeout", &c->join_timeout},
+        {"last_call_timeout", &c->last_call_timeout},
+        {"close_timeout", &c->close_timeout},
+        {"timeout", &c->timeout},
+        {"heartbeat", &c->keep_alive_interval},
+        {"keep_alive_interval", &c->keep_alive_interval},
         {"read_timeout", &c->read_timeout},
+        {"store_reconnect_timeout", &c->store_reconnect_timeout},
     };
     for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
         if (strcmp(key, secs[i].key) != 0)

@@ -23,6 +23,7 @@ static void rdzv_opts_build(const launch_rdzv_conf_t *c, agent_rdzv_opts_t *o) {
     o->keep_alive_max_attempt = c->keep_alive_max_attempt;
     o->read_timeout_ms = ms(c->read_timeout);
     o->is_host = c->is_host;
+    o->store_reconnect_timeout_ms = ms(c->store_reconnect_timeout);
 }
 
 /* The rendezvous endpoint: static meets at --master_addr:--master_port, c10d at

@@ -101,14 +101,15 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per f
 
 /* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
 typedef struct launch_rdzv_conf {
-    double join_timeout;        /* 600 s */
-    double last_call_timeout;   /* 30 s */
-    double close_timeout;       /* 30 s */
-    double timeout;             /* 600 s (static rendezvous) */
-    double keep_alive_interval; /* 5 s; "heartbeat" is the same key */
-    int keep_alive_max_attempt; /* 3 */
-    double read_timeout;        /* 60 s */
-    int is_host;                /* -1 when not given (decide from the endpoint), else 0 or 1 */
+    double join_timeout;            /* 600 s */
+    double last_call_timeout;       /* 30 s */
+    double close_timeout;           /* 30 s */
+    double timeout;                 /* 600 s (static rendezvous) */
+    double keep_alive_interval;     /* 5 s; "heartbeat" is the same key */
+    int keep_alive_max_attempt;     /* 3 */
+    double read_timeout;            /* 60 s */
+    int is_host;                    /* -1 when not given (decide from the endpoint), else 0 or 1 */
+    double store_reconnect_timeout; /* 60 s; ddprun's own key */
 } launch_rdzv_conf_t;
 
 /* A getenv-like lookup: returns the value of name or NULL. ctx is passed through. The launcher's

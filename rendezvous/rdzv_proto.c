@@ -125,6 +125,8 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
         STEP(cur_i64(c, &j->cfg.keep_alive_interval_ms));
         STEP(cur_i64(c, &j->cfg.keep_alive_max_attempt));
         STEP(cur_i64(c, &j->cfg.max_restarts));
+        STEP(cur_i64(c, &j->min_round));
+        STEP(cur_i64(c, &j->restarts_used));
         break;
     case RDZV_CMD_RDZV_FAIL:
         STEP(cur_i64(c, &q->round));
@@ -191,7 +193,9 @@ int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
                          q->cfg.join_timeout_ms,
                          q->cfg.keep_alive_interval_ms,
                          q->cfg.keep_alive_max_attempt,
-                         q->cfg.max_restarts};
+                         q->cfg.max_restarts,
+                         q->min_round,
+                         q->restarts_used};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         PUT(rdzv__put_i64(b, v[i]));
     return 0;
@@ -245,6 +249,7 @@ int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
     PUT(rdzv__put_blob(b, res->master_addr, strnlen(res->master_addr, RDZV_HOST_MAX)));
     PUT(rdzv__put_i64(b, res->master_port));
     PUT(rdzv__put_i64(b, res->restarts_used));
+    PUT(rdzv__put_i64(b, res->store_flags));
     return 0;
 }
 
@@ -306,6 +311,7 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
             STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, STR_TEXT, "master_addr"));
             STEP(cur_i64(c, &j->master_port));
             STEP(cur_i64(c, &j->restarts_used));
+            STEP(cur_i64(c, &j->store_flags));
         } else if (p->status == 1) {
             STEP(cur_i64(c, &p->code));
             STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));

@@ -81,6 +81,7 @@ struct rdzv_run {
     rdzv_round_cfg_t cfg;
     rdzv_run_state_t state;
     int64_t round;
+    int64_t min_round; /* the largest a JOIN carried: no round is numbered below it */
     int64_t restarts_used;
     char last_failure[RDZV_ROUND_TEXT_MAX];
     int aborted;            /* FAILED by an ABORT (last_failure says who and why), not restarts */
@@ -532,6 +533,8 @@ static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int faile
     }
     r->ngroup = 0;
     r->round++;
+    if (r->round < r->min_round)
+        r->round = r->min_round;
     if (failed) {
         char text[RDZV_ROUND_TEXT_MAX];
         r->state = RDZV_RUN_FAILED;
@@ -621,6 +624,11 @@ static int join_validate(const rdzv_join_req_t *q, ddp_err_t *err) {
     if (c->max_restarts < 0 || c->max_restarts > RDZV_ROUND_MAX_RESTARTS)
         return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': max_restarts %lld out of range", id,
                            (long long)c->max_restarts);
+    if (q->min_round < 0 || q->min_round > RDZV_ROUND_MAX_ROUND || q->restarts_used < 0 ||
+        q->restarts_used > RDZV_ROUND_MAX_RESTARTS)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "rendezvous '%s': carried round %lld or restarts %lld out of range", id,
+                           (long long)q->min_round, (long long)q->restarts_used);
     return 0;
 }
 
@@ -704,6 +712,15 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     m->master_port = req->master_port;
     m->join_ms = now_ms;
     m->last_seen_ms = now_ms;
+    /* What the node carries past a store that forgot the run: the rounds go on after the newest
+     * it was told (only a round nobody has been told is renumbered; a running round's successor
+     * is, when it ends), and the restarts it saw counted stay counted. */
+    if (req->min_round > r->min_round)
+        r->min_round = req->min_round;
+    if (r->state != RDZV_RUN_RUNNING && r->round < r->min_round)
+        r->round = r->min_round;
+    if (req->restarts_used > r->restarts_used)
+        r->restarts_used = req->restarts_used;
     return join_park(rs, r, m, was_running, now_ms, out);
 }
 

@@ -270,6 +270,7 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
     s->auth_idle_ms = opts->auth_idle_ms > 0 ? (uint64_t)opts->auth_idle_ms : RDZV_AUTH_IDLE_MS;
     s->worker_store = opts->worker_store;
+    s->embedded = opts->embedded;
     if (opts->token != NULL && opts->token_len > 0) {
         memcpy(s->token, opts->token, opts->token_len);
         s->token_len = opts->token_len;

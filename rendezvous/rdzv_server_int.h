@@ -110,6 +110,7 @@ struct rdzv_server {
     size_t max_conns, max_unauth, max_out_buf, max_total_mem;
     uint64_t auth_idle_ms;
     int worker_store; /* rdzv_server_opts_t.worker_store */
+    int embedded;     /* rdzv_server_opts_t.embedded */
     uint8_t token[RDZV_TOKEN_MAX_LEN];
     size_t token_len;
     entry_t **buckets;

@@ -101,7 +101,9 @@ void rdzv__rounds_after(rdzv_server_t *s) {
                     rdzv_server_forget_rounds(s, a->run_id, a->res.round - 1);
                     forgot = a;
                 }
-                if (rdzv_join_reply_encode_ok(&b, &a->res) == 0)
+                rdzv_join_result_t res = a->res;
+                res.store_flags = s->embedded ? RDZV_STORE_EMBEDDED : 0;
+                if (rdzv_join_reply_encode_ok(&b, &res) == 0)
                     reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_REPLY_ERR:

@@ -49,7 +49,13 @@ typedef struct agent_rdzv_opts {
     int keep_alive_max_attempt;
     int64_t read_timeout_ms;
     int is_host; /* -1: host the store when the endpoint is this machine's; else 0 or 1 */
+    /* How long to keep trying to reach a lost store that is not an agent's (a restarted
+     * ddp-rendezvous daemon, a link that was down); 0: do not. */
+    int64_t store_reconnect_timeout_ms;
 } agent_rdzv_opts_t;
+
+/* store_reconnect_timeout's default: a daemon restarted by systemd is back well within it. */
+#define AGENT_DEFAULT_STORE_RECONNECT_TIMEOUT_MS 60000
 
 /* The job one agent runs. Every pointer is borrowed from the caller and must stay valid until
  * agent_run returns; agent_job_prepare fills the last two fields (free with agent_job_release).

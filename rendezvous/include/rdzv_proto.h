@@ -64,6 +64,12 @@ typedef struct rdzv_join_req {
     int64_t nproc;          /* local world size, >= 1 */
     int64_t master_port;    /* MASTER_PORT this node offers if it becomes group rank 0 */
     rdzv_round_cfg_t cfg;
+    /* What this node carries across a store that forgot the run (a restarted daemon): the round
+     * after the newest it was told (0: none), and the restarts it knows were counted. The round
+     * this JOIN closes is numbered at least min_round, and the run's count does not fall below
+     * restarts_used. 0 and 0 ask for nothing. */
+    int64_t min_round;
+    int64_t restarts_used;
 } rdzv_join_req_t;
 
 /* What a member learns when its round closes. */
@@ -75,7 +81,15 @@ typedef struct rdzv_join_result {
     char master_addr[RDZV_HOST_MAX + 1];  /* host of group rank 0 */
     int64_t master_port;                  /* group rank 0's candidate */
     int64_t restarts_used;
+    int64_t store_flags; /* RDZV_STORE_*: what the store that answered is */
 } rdzv_join_result_t;
+
+/* store_flags of a JOIN reply. */
+#define RDZV_STORE_EMBEDDED 1 /* served by an agent: it ends with that agent, nobody restarts it   \
+                               */
+
+/* Bound on a JOIN's min_round (round numbers never come near it). */
+#define RDZV_ROUND_MAX_ROUND ((int64_t)1 << 53)
 
 /* States of a run (HEARTBEAT's reply carries one). */
 typedef enum rdzv_run_state {

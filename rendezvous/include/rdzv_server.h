@@ -34,6 +34,9 @@ typedef struct rdzv_server_opts {
      * connection's first frame tells its numbering: VALIDATE with its magic is PyTorch >= 2.2's
      * (and ddprun's), anything else PyTorch <= 2.0's (docs/protocol.md). */
     int worker_store;
+    /* Served by an agent (not the ddp-rendezvous daemon): JOIN replies say so
+     * (RDZV_STORE_EMBEDDED), so that the other nodes know nobody will restart it when it goes. */
+    int embedded;
 } rdzv_server_opts_t;
 
 /* Binds, listens and starts serving on loop. On success *out is the server: caller owns;

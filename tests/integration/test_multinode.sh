@@ -285,6 +285,79 @@ check "5 rounds x 4 ranks x 100 kB: the daemon holds 2 rounds' keys, not 5 (mem_
 kill -TERM $dpid; wait $dpid
 unset FW_DIR FW_SLEEP_MS DDPRUN_TOKEN_FILE
 
+# 6c. The daemon is SIGKILLed mid-job and started again on the same address: the agents keep
+# trying to reach it (store_reconnect_timeout), stop their groups and form a new round on the
+# fresh store, which knows nothing of the run. The agents carry what it forgot: the new round is
+# numbered after the last one (DDPRUN_ROUND 2, so no worker key of round 0 is ever met again)
+# and the restart counted before the loss stays counted (TORCHELASTIC_RESTART_COUNT=1). Rank 3
+# fails round 0; the daemon goes during round 1.
+PORT=$(free_port); RUN=phoenix; d=$TMP/phoenix; mkdir -p "$d"
+daemon_up() {
+    "$BIN/ddp-rendezvous" --port "$PORT" --no-auth >"$TMP/phoenix.d$1" 2>&1 &
+    dpid=$!
+    wait_for "$TMP/phoenix.d$1" '^listening on ' 5
+}
+daemon_up 0
+export FW_DIR=$d FW_SLEEP_MS=1500 FW_RANK=3 FW_EXIT=1 FW_FAIL_ATTEMPTS=1 FW_TERM_EXIT=143
+agent ph0 2 --max_restarts=3 "$FW"; a=$LAST; agent ph1 2 --max_restarts=3 "$FW"; b=$LAST
+for i in $(seq 200); do [ -f "$d/env.0.1" ] && [ -f "$d/env.3.1" ] && break; sleep 0.05; done
+kill -KILL $dpid; wait $dpid 2>/dev/null
+sleep 0.5
+daemon_up 1
+wait $a; ra=$?; wait $b; rb=$?
+kill -TERM $dpid; wait $dpid
+[ "$ra" = 0 ] && [ "$rb" = 0 ]
+verdict "the daemon killed and restarted on its address: both agents exit 0" ||
+    show_tail "$TMP/ph0.out" "$TMP/ph1.out"
+check "both agents said they lost the store and reconnected" \
+    bash -c "grep -q 'lost the rendezvous store at 127.0.0.1:$PORT' '$TMP/ph0.out' '$TMP/ph1.out' &&
+        [ \$(cat '$TMP/ph0.out' '$TMP/ph1.out' | grep -c 'reconnected to the rendezvous store') = 2 ]"
+round2() { [ "$(cat "$d"/env.*.2 2>/dev/null | grep -c '^DDPRUN_ROUND=2$')" = 4 ]; }
+check "the fresh store's first round is round 2, all 4 ranks (no round number reused)" round2
+kept() { [ "$(cat "$d"/env.*.2 2>/dev/null | grep -c '^TORCHELASTIC_RESTART_COUNT=1$')" = 4 ]; }
+check "the restart counted before the loss stays counted: TORCHELASTIC_RESTART_COUNT=1 in round 2" kept
+unset FW_RANK FW_EXIT FW_FAIL_ATTEMPTS
+
+# 6d. The daemon does not come back: both agents give up after store_reconnect_timeout (2 s),
+# exit 1 with a line naming the store and the bound, and leave nothing running.
+PORT=$(free_port); RUN=gone; d=$TMP/gone; mkdir -p "$d"
+daemon_up 2
+export FW_DIR=$d FW_SLEEP_MS=20000
+CONF=$CONF,store_reconnect_timeout=2 agent gn0 2 "$FW"; a=$LAST
+CONF=$CONF,store_reconnect_timeout=2 agent gn1 2 "$FW"; b=$LAST
+for i in $(seq 200); do [ -f "$d/env.0.0" ] && [ -f "$d/env.3.0" ] && break; sleep 0.05; done
+t0=$(date +%s%N)
+kill -KILL $dpid; wait $dpid 2>/dev/null
+wait $a; ra=$?; wait $b; rb=$?
+gone_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$ra" = 1 ] && [ "$rb" = 1 ] && [ $gone_ms -lt 12000 ]
+verdict "a daemon that stays gone: both agents exit 1 after store_reconnect_timeout=2s (${gone_ms} ms)" ||
+    show_tail "$TMP/gn0.out" "$TMP/gn1.out"
+check "the line names the store and the bound" \
+    grep -q "unable to reach the rendezvous store at 127.0.0.1:$PORT again within store_reconnect_timeout=2s" "$TMP/gn0.out"
+check "nothing left after the daemon stayed gone" no_leftovers
+
+# 6e. An agent's store ends with that agent: when the hosting agent is SIGKILLed the other one
+# checks that nobody serves the address any more (refused) and ends within
+# AGENT_EMBEDDED_CHECK_MS (2 s), not store_reconnect_timeout, naming the lost store.
+PORT=$(free_port); RUN=hosted; d=$TMP/hosted; mkdir -p "$d"
+agent hs0 2 "$FW"; a=$LAST
+sleep 0.2
+agent hs1 2 "$FW"; b=$LAST
+for i in $(seq 200); do [ -f "$d/env.0.0" ] && [ -f "$d/env.3.0" ] && break; sleep 0.05; done
+t0=$(date +%s%N)
+kill -KILL "$(child_pid $a)"
+wait $b; rb=$?
+hosted_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+wait $a
+[ "$rb" = 1 ] && [ $hosted_ms -lt 8000 ] &&
+    grep -q "lost the rendezvous store at 127.0.0.1:$PORT (served by the agent of another node, which is gone)" "$TMP/hs1.out" &&
+    ! grep -q "reconnecting for up to" "$TMP/hs1.out"
+verdict "the hosting agent SIGKILLed: the other exits 1 at once naming the agent's store (${hosted_ms} ms)" ||
+    show_tail "$TMP/hs1.out"
+check "nothing left after the hosting agent died" no_leftovers
+unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
+
 # 7. --rdzv_backend=static with --node_rank and --master_addr/--master_port.
 PORT=$(free_port); d=$TMP/static; mkdir -p "$d"
 export FW_DIR=$d FW_SLEEP_MS=100
@@ -313,6 +386,21 @@ wait $a; ra=$?; wait $b; rb=$?
 [ "$ra" = 0 ] && [ "$rb" = 0 ] && [ ! -f "$d/sig.2.0" ] && [ ! -f "$d/env.2.1" ]
 verdict "nodes finishing 2.4 s apart: both exit 0, no worker stopped or restarted"
 unset FW_DIR
+# 8b. A node whose workers finished waits at the exit barrier; then a worker of the other node
+# fails. The job is not done: the waiting node must not leave with exit 0 (the failed node would
+# wait for it until join_timeout), it re-joins and both groups run again. Node 0's ranks finish
+# after 100 ms; rank 3 fails round 0 after 1 s.
+PORT=$(free_port); RUN=late; d=$TMP/late; mkdir -p "$d"
+export FW_DIR=$d FW_SLEEP_MS=100 FW_RANK=3 FW_EXIT=1 FW_DELAY_MS=1000 FW_FAIL_ATTEMPTS=1
+agent lt0 2 --node_rank=0 --max_restarts=1 "$FW"; a=$LAST
+agent lt1 2 --node_rank=1 --max_restarts=1 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+[ "$ra" = 0 ] && [ "$rb" = 0 ] && [ -f "$d/env.0.1" ] && [ -f "$d/env.3.1" ]
+verdict "a failure after the other node's workers finished: it re-joins, both run round 1, exit 0" ||
+    show_tail "$TMP/lt0.out" "$TMP/lt1.out"
+check "the finished node says why it runs again" \
+    grep -q "round 0 ended before every node passed the exit barrier: re-joining" "$TMP/lt0.out"
+unset FW_DIR FW_RANK FW_EXIT FW_DELAY_MS FW_FAIL_ATTEMPTS
 
 # 9. The round closes but not even the first worker can start (its log directory cannot be
 # made): the node fails at once with exit 1 instead of waiting forever.
@@ -378,9 +466,10 @@ def serve(c):
         read_exact(c, 9 * 8)
         if mode == "refuse":
             c.sendall(bytes([0x50, 1]) + struct.pack("<qQ", -22, len(text)) + text)
-        else:   # round 0, group rank 0 of 1, rank_base 0, world_size 2^32, master, port, restarts
+        else:   # round 0, group rank 0 of 1, rank_base 0, world_size 2^32, master, port,
+                # restarts, store flags
             c.sendall(bytes([0x50, 0]) + struct.pack("<qqqqqQ", 0, 0, 1, 0, 1 << 32, 9) +
-                      b"127.0.0.1" + struct.pack("<qq", 29500, 0))
+                      b"127.0.0.1" + struct.pack("<qqq", 29500, 0, 0))
         time.sleep(5)
     except (EOFError, OSError):
         pass

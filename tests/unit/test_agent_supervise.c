@@ -47,6 +47,7 @@ typedef struct effects {
     int rdzv_aborts; /* agent__rdzv_abort */
     char abort_why[256];
     int barriers;
+    int settles;       /* agent__rdzv_barrier_settle */
     int pg_kills;      /* kill(-pgid, SIGKILL) of a worker still marked running */
     int captures;      /* agent__hang_capture_start */
     int capture_kills; /* agent__hang_capture_kill */
@@ -153,6 +154,11 @@ void agent__rdzv_abort(agent_t *a, const char *why) {
 void agent__rdzv_exit_barrier(agent_t *a) {
     (void)a;
     fx.barriers++;
+}
+
+void agent__rdzv_barrier_settle(agent_t *a) {
+    (void)a;
+    fx.settles++;
 }
 
 void agent__on_kill_timer(uv_timer_t *t) {
@@ -271,44 +277,58 @@ typedef enum {
     A_CAPTURE_ABORT,
     A_CAPTURE_RDZV_FAILED,
     A_NO_PROGRESS_FAIL,
+    A_STORE_LOST_STOP,
+    A_REJOIN,
+    A_BARRIER_SETTLE,
+    A_BARRIER_BROKEN,
 } action_t;
 
 static const char *const state_names[SUP_NSTATES] = {
     "RUNNING", "STOPPING", "SHUTDOWN", "JOINING", "BARRIER", "DONE", "CAPTURING", "ABORTING"};
 static const char *const event_names[EV_NEVENTS] = {
-    "WORKER_OK", "WORKER_FAIL", "GROUP_DOWN",   "SIGNAL",      "KILL_TIMER",  "JOINED",
-    "ROUND_END", "RDZV_ERROR",  "BARRIER_DONE", "WORKER_HUNG", "STACKS_DONE", "ABORT_DONE",
+    "WORKER_OK",   "WORKER_FAIL", "GROUP_DOWN", "SIGNAL",         "KILL_TIMER",
+    "JOINED",      "ROUND_END",   "RDZV_ERROR", "BARRIER_DONE",   "WORKER_HUNG",
+    "STACKS_DONE", "ABORT_DONE",  "STORE_LOST", "BARRIER_BROKEN",
 };
 
 /* clang-format off */
 static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
     /*                WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
      *                JOINED     ROUND_END        RDZV_ERROR          BARRIER_DONE
-     *                WORKER_HUNG      STACKS_DONE      ABORT_DONE */
+     *                WORKER_HUNG      STACKS_DONE      ABORT_DONE
+     *                STORE_LOST          BARRIER_BROKEN */
     [SUP_RUNNING] =   {A_IGNORE, A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_ROUND_ENDED,   A_RDZV_FAILED,      A_IGNORE,
-                       A_CAPTURE_BEGIN, A_IGNORE,        A_IGNORE},
+                       A_CAPTURE_BEGIN, A_IGNORE,        A_IGNORE,
+                       A_STORE_LOST_STOP,  A_IGNORE},
     [SUP_STOPPING] =  {A_IGNORE, A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
                        A_IGNORE, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
-                       A_IGNORE,        A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE,
+                       A_IGNORE,           A_IGNORE},
     [SUP_SHUTDOWN] =  {A_IGNORE, A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
                        A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
-                       A_IGNORE,        A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE,
+                       A_IGNORE,           A_IGNORE},
     [SUP_JOINING] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
-                       A_IGNORE,        A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE,
+                       A_REJOIN,           A_IGNORE},
     [SUP_BARRIER] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
-                       A_IGNORE, A_BARRIER_DONE,  A_RDZV_FAILED,      A_BARRIER_DONE,
-                       A_IGNORE,        A_IGNORE,        A_IGNORE},
+                       A_IGNORE, A_BARRIER_SETTLE, A_RDZV_FAILED,     A_BARRIER_DONE,
+                       A_IGNORE,        A_IGNORE,        A_IGNORE,
+                       A_BARRIER_SETTLE,   A_BARRIER_BROKEN},
     [SUP_DONE] =      {A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
                        A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
-                       A_IGNORE,        A_IGNORE,        A_IGNORE},
+                       A_IGNORE,        A_IGNORE,        A_IGNORE,
+                       A_IGNORE,           A_IGNORE},
     [SUP_CAPTURING] = {A_IGNORE, A_NOTE_FAILURE,  A_IGNORE,           A_CAPTURE_ABORT,  A_IGNORE,
                        A_IGNORE, A_CAPTURE_ROUND_ENDED, A_CAPTURE_RDZV_FAILED, A_IGNORE,
-                       A_IGNORE,        A_CAPTURE_DONE,  A_IGNORE},
+                       A_IGNORE,        A_CAPTURE_DONE,  A_IGNORE,
+                       A_CAPTURE_ROUND_ENDED, A_IGNORE},
     [SUP_ABORTING] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_IGNORE,        A_NO_PROGRESS_FAIL, A_IGNORE,
-                       A_IGNORE,        A_IGNORE,        A_NO_PROGRESS_FAIL},
+                       A_IGNORE,        A_IGNORE,        A_NO_PROGRESS_FAIL,
+                       A_NO_PROGRESS_FAIL, A_IGNORE},
 };
 /* clang-format on */
 
@@ -321,7 +341,7 @@ typedef struct outcome {
     int kill_timer_started, kill_timer_stopped;
     int restart_timer_started, restart_timer_stopped;
     int group_starts, summaries, loop_shutdowns, adopted_kills;
-    int rdzv_joins, rdzv_reports, barriers;
+    int rdzv_joins, rdzv_reports, barriers, settles;
     int nfailures;
     int fatal, result_signal;
     int captures, capture_kills, hang_reports, gpu_cancels;
@@ -378,6 +398,7 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.state = SUP_RUNNING;
         o.group_starts = 1;
         break;
+    case A_STORE_LOST_STOP: /* stopped as when the round ends; nothing is reported */
     case A_ROUND_ENDED:
         o.state = SUP_STOPPING;
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
@@ -404,6 +425,12 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
     case A_CAPTURE_ROUND_ENDED: break;
+    case A_BARRIER_BROKEN:
+    case A_REJOIN:
+        o.state = SUP_JOINING;
+        o.rdzv_joins = 1;
+        break;
+    case A_BARRIER_SETTLE: o.settles = 1; break;
     case A_NO_PROGRESS_FAIL: /* the store took the stop (or is gone): the summary, then exit */
         o.state = SUP_DONE;
         o.summaries = 1;
@@ -440,6 +467,7 @@ static void sweep(int multi) {
                 .rdzv_joins = fx.rdzv_joins,
                 .rdzv_reports = fx.rdzv_reports,
                 .barriers = fx.barriers,
+                .settles = fx.settles,
                 .nfailures = ag.nfailures,
                 .fatal = ag.fatal,
                 .result_signal = ag.result.signal,

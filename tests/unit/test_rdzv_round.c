@@ -359,6 +359,56 @@ static void test_restart_count_survives_reconnect(void **state) {
     assert_int_equal(a->res.round, 1);
 }
 
+/* A restarted daemon knows nothing of the run: the agents carry the round after the newest they
+ * were told and the restarts they saw counted. The first round the fresh store closes is
+ * numbered after the largest carried, the count is the largest carried, and a joiner that
+ * carries nothing (0, 0) changes neither. A running round is never renumbered: its successor
+ * is, when it ends. Out-of-range carried values are refused. */
+static void test_carried_round_and_restarts(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    rdzv_join_req_t q = req("job", "h1", -1, 2, 29501, 3, 3);
+    q.min_round = 7;
+    q.restarts_used = 2;
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, 0, &f->out, &err), 0);
+    q = req("job", "h2", -1, 2, 29502, 3, 3);
+    q.min_round = 9; /* a node that was a round ahead */
+    q.restarts_used = 1;
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 0, &f->out, &err), 0);
+    join_ok(f->rs, "job", 3, -1, 3, 3, 0, &f->out); /* carries nothing */
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_OK, 3);
+    assert_non_null(a);
+    assert_int_equal(a->res.round, 9);
+    assert_int_equal(a->res.restarts_used, 2);
+    /* Running round 9: a joiner carrying 12 waits (at max) and does not renumber it; the next
+     * round is 12, not 10. */
+    rdzv_actions_reset(&f->out);
+    q = req("job", "h1", -1, 2, 29501, 3, 3);
+    q.min_round = 12;
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, 1, &f->out, &err), 0); /* joined again */
+    const rdzv_action_t *e = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(e);
+    assert_int_equal(e->round, 9);
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 2, -1, 3, 3, 2, &f->out);
+    join_ok(f->rs, "job", 3, -1, 3, 3, 2, &f->out);
+    a = find_act(&f->out, RDZV_ACT_REPLY_OK, 2);
+    assert_non_null(a);
+    assert_int_equal(a->res.round, 12);
+    assert_int_equal(a->res.restarts_used, 2);
+    /* Refused: a negative or huge carried round, restarts past the protocol's bound. */
+    int64_t bad[][2] = {
+        {-1, 0}, {RDZV_ROUND_MAX_ROUND + 1, 0}, {0, -1}, {0, RDZV_ROUND_MAX_RESTARTS + 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        q = req("job", "h9", -1, 2, 29509, 3, 3);
+        q.min_round = bad[i][0];
+        q.restarts_used = bad[i][1];
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_runs_join(f->rs, 9, &q, 3, &f->out, &err), DDP_EUSAGE);
+        assert_non_null(strstr(err.text, "carried"));
+    }
+}
+
 /* Heap bytes in use (glibc), or 0 where malloc is replaced (ASan): the test then skips. */
 static size_t heap_used(void) {
     struct mallinfo2 mi = mallinfo2();
@@ -800,9 +850,11 @@ static void test_wire_join_req(void **state) {
     (void)state;
     rdzv_join_req_t q = req("job7", "10.0.0.2", 3, 8, 29500, 2, 4);
     q.cfg.max_restarts = 5;
+    q.min_round = 12;
+    q.restarts_used = 4;
     ddp_buf_t b = DDP_BUF_INIT;
     assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
-    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 10 * 8);
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 12 * 8);
     assert_int_equal(b.data[0], 0x50);
     rdzv_round_req_t p;
     size_t need = 0;
@@ -812,7 +864,7 @@ static void test_wire_join_req(void **state) {
     check_all_prefixes_incomplete(&b, 0);
     /* Pipelined: the first frame's length only. */
     assert_int_equal(rdzv_heartbeat_req_encode(&b, "job7"), 0);
-    size_t first = 1 + 8 + 4 + 8 + 8 + 10 * 8;
+    size_t first = 1 + 8 + 4 + 8 + 8 + 12 * 8;
     assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)first);
     assert_int_equal(rdzv_round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_HEARTBEAT);
@@ -927,9 +979,9 @@ static void test_wire_fail_status_req(void **state) {
 static void test_wire_replies(void **state) {
     (void)state;
     ddp_buf_t b = DDP_BUF_INIT;
-    rdzv_join_result_t res = {4, 1, 3, 8, 24, "10.0.0.1", 29500, 2};
+    rdzv_join_result_t res = {4, 1, 3, 8, 24, "10.0.0.1", 29500, 2, RDZV_STORE_EMBEDDED};
     assert_int_equal(rdzv_join_reply_encode_ok(&b, &res), 0);
-    assert_int_equal(b.len, 2 + 5 * 8 + 8 + 8 + 8 + 8);
+    assert_int_equal(b.len, 2 + 5 * 8 + 8 + 8 + 8 + 8 + 8);
     rdzv_round_reply_t rep = {0};
     size_t need = 0;
     assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
@@ -1004,6 +1056,7 @@ int main(void) {
         T(test_abort_between_rounds),
         T(test_abort_running_and_refusals),
         T(test_restart_count_survives_reconnect),
+        T(test_carried_round_and_restarts),
         T(test_empty_run_frees_arrays),
         T(test_leave_running_ends_round),
         T(test_leave_joiner_drops),
