@@ -10,12 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 #include <uv.h>
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
+#include "ddp_net.h"
 #include "ddp_time.h"
 #include "rdzv_aclient.h"
 #include "rdzv_frame_int.h"
@@ -609,6 +615,59 @@ TEST(test_connect_retry) {
     client_close(e, c);
 }
 
+/* A listener on 127.0.0.1 whose accept queue (backlog 0) is full: the kernel drops every SYN
+ * sent to it, as a link that is down would. *filler holds the one queued connection. */
+static uint16_t syn_blackhole(int *lfd, int *filler) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    *lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(*lfd >= 0);
+    assert_int_equal(bind(*lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(*lfd, 0), 0);
+    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&a, &len), 0);
+    *filler = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(*filler, (struct sockaddr *)&a, sizeof a), 0);
+    return ntohs(a.sin_port);
+}
+
+typedef struct blackhole {
+    env_t *e;
+    int lfd, filler;
+} blackhole_t;
+
+/* The store comes where nothing answered: the blackhole goes, a server takes its port. */
+static void on_blackhole_to_server(uv_timer_t *t) {
+    blackhole_t *b = t->data;
+    close(b->filler);
+    close(b->lfd);
+    srv_start(b->e, good_token, b->e->port);
+}
+
+/* A connect that gets no answer is abandoned after DDP_CONNECT_TRY_FIRST_MS and made again on a
+ * new socket: the store that answers from 100 ms on is reached on the next try, not when the
+ * kernel sends the lost SYN again (1 s later). Before, an agent whose link came back waited for
+ * the kernel's backoff (1 s, 3 s, 7 s, ...). */
+TEST(test_connect_unanswered_retried) {
+    blackhole_t b = {.e = e};
+    e->port = syn_blackhole(&b.lfd, &b.filler);
+    uv_timer_t later;
+    assert_int_equal(uv_timer_init(&e->loop, &later), 0);
+    later.data = &b;
+    assert_int_equal(uv_timer_start(&later, on_blackhole_to_server, 100, 0), 0);
+    status_res_t cr;
+    rdzv_client_opts_t o = opts_for(e->port, good_token, 5000, 3000);
+    uint64_t t0 = ddp_now_ms();
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
+    uint64_t took = ddp_now_ms() - t0;
+    if (cr.status != 0)
+        fail_msg("connect: %s", cr.text);
+    print_message("connected after %llu ms\n", (unsigned long long)took);
+    assert_true(took >= DDP_CONNECT_TRY_FIRST_MS - 10 && took < 800);
+    close_now(e, &later);
+    client_close(e, c);
+}
+
 TEST(test_connect_timeout) {
     status_res_t cr;
     rdzv_client_opts_t o = opts_for(free_port(e), good_token, 300, 3000);
@@ -947,6 +1006,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_close_while_pending, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_close_in_callback, setup_open_server, teardown),
         cmocka_unit_test_setup_teardown(test_connect_retry, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_connect_unanswered_retried, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_timeout, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_raw, setup_client, teardown),

@@ -25,6 +25,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
+#include "ddp_net.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
@@ -93,6 +94,69 @@ static rdzv_client_t *must_connect(uint16_t port, const void *token, size_t toke
 
 static void mark_closed(void *arg) {
     *(int *)arg = 1;
+}
+
+/* A listener on 127.0.0.1 whose accept queue (backlog 0) is full: the kernel drops every SYN
+ * sent to it, as a link that is down would. *filler holds the one queued connection. */
+static uint16_t syn_blackhole(int *lfd, int *filler) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    *lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(*lfd >= 0);
+    assert_int_equal(bind(*lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(*lfd, 0), 0);
+    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&a, &len), 0);
+    *filler = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(*filler, (struct sockaddr *)&a, sizeof a), 0);
+    return ntohs(a.sin_port);
+}
+
+typedef struct blackhole {
+    int lfd, filler;
+    uint16_t port;
+    rdzv_server_thread_t *srv;
+} blackhole_t;
+
+/* 100 ms later the blackhole goes and a store takes its port. */
+static void *blackhole_to_server(void *arg) {
+    blackhole_t *b = arg;
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    close(b->filler);
+    close(b->lfd);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .port = b->port, .no_auth = 1};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (rdzv_server_thread_start(&o, &b->srv, &err) < 0)
+        b->srv = NULL;
+    return NULL;
+}
+
+/* A connect that gets no answer is abandoned after DDP_CONNECT_TRY_FIRST_MS and made again on a
+ * new socket: the store that answers from 100 ms on is reached on the next try, not when the
+ * kernel sends the lost SYN again (1 s later). Before, a worker whose link flapped during its
+ * start-up waited for the kernel's backoff past --heartbeat_timeout. */
+static void test_connect_unanswered_retried(void **state) {
+    (void)state;
+    blackhole_t b = {0};
+    b.port = syn_blackhole(&b.lfd, &b.filler);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, blackhole_to_server, &b), 0);
+    rdzv_client_opts_t o = {.host = "127.0.0.1", .port = b.port, .connect_timeout_ms = 5000};
+    rdzv_client_t *c = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    uint64_t t0 = ddp_now_ms();
+    int rc = rdzv_client_connect(&o, &c, &err);
+    uint64_t took = ddp_now_ms() - t0;
+    pthread_join(th, NULL);
+    if (rc < 0)
+        fail_msg("connect: %s", err.text);
+    print_message("connected after %llu ms\n", (unsigned long long)took);
+    assert_true(took >= DDP_CONNECT_TRY_FIRST_MS - 10 && took < 800);
+    rdzv_client_free(c);
+    assert_non_null(b.srv);
+    rdzv_server_thread_stop(b.srv);
 }
 
 static void test_commands(void **state) {
@@ -1441,6 +1505,7 @@ int main(void) {
         cmocka_unit_test(test_worker_store_refuses_rendezvous),
         cmocka_unit_test(test_worker_store_reset),
         cmocka_unit_test(test_forget_rounds),
+        cmocka_unit_test(test_connect_unanswered_retried),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }
