@@ -175,6 +175,18 @@ static void on_reconnect_timer(uv_timer_t *t) {
     }
 }
 
+/* One of the new connections failed (refused past its connect, or lost after it): both are made
+ * again AGENT_RECONNECT_RETRY_MS later, while the window lasts. Returns 0, or -ETIMEDOUT when
+ * the window is over (the caller ends the job). */
+static int reconnect_again(struct agent_rdzv *r) {
+    if (uv_is_active((uv_handle_t *)&r->reconnect_timer))
+        return 0;
+    if (uv_now(r->a->loop) + AGENT_RECONNECT_RETRY_MS >=
+        r->reconnect_since_ms + r->reconnect_window_ms)
+        return -ETIMEDOUT;
+    return uv_timer_start(&r->reconnect_timer, on_reconnect_timer, AGENT_RECONNECT_RETRY_MS, 0);
+}
+
 /* The store went away: reconnect for up to store_reconnect_timeout, or, check (an agent's store
  * that closed the connection), for AGENT_EMBEDDED_CHECK_MS. Returns 0, or a negative code when
  * not even that could start. */
@@ -201,13 +213,27 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
  * likely as the store to be at fault, so even an agent's store is tried for as long as the
  * daemon's. An agent's store that closed the connection is only checked (reconnect_begin). */
 static void store_lost_how(struct agent_rdzv *r, const char *errtext, int silent) {
-    /* Every request still pending on the connection fails with it: one loss, said once. While
-     * reconnecting, the connections' own outcome (on_connected) decides what comes next. */
-    if (r->stopping || r->lost || r->reconnecting)
-        return;
-    char esc[AGENT_STORE_TEXT_MAX];
-    const char *why = store_text(errtext, (size_t)-1, "connection closed", esc);
     agent_t *a = r->a;
+    char esc[AGENT_STORE_TEXT_MAX];
+    /* Every request still pending on the connection fails with it: one loss, said once. */
+    if (r->stopping || r->lost)
+        return;
+    /* While reconnecting, only the new connections report (the old ones were closed): one that
+     * connected and was lost again (a daemon killed twice) is made again with the other, or
+     * a JOIN sent on it would be lost with it. */
+    if (r->reconnecting) {
+        if (reconnect_again(r) == 0)
+            return;
+        r->lost = 1;
+        DDP_ERROR("unable to reach the rendezvous store at %s:%d again within %gs: %s; this "
+                  "node is out of the job",
+                  r->addr, r->port, r->reconnect_window_ms / 1000.0,
+                  store_text(errtext, (size_t)-1, "connection closed", esc));
+        agent__rdzv_stop(a);
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
+    const char *why = store_text(errtext, (size_t)-1, "connection closed", esc);
     if (a->state == SUP_BARRIER && r->barrier_phase == 2 && r->embedded) {
         /* Our arrival was counted; the hosting agent left once everyone had arrived. */
         DDP_DEBUG("store gone after the exit barrier: %s", why);
@@ -234,7 +260,9 @@ static void on_connected(void *arg, int status, const char *errtext) {
     if (status == DDP_ECANCELED || r->stopping)
         return;
     if (status == 0) {
-        if (r->reconnecting && --r->reconnect_pending == 0) {
+        /* With a retry pending (the other connection failed), this one is closed soon. */
+        if (r->reconnecting && !uv_is_active((uv_handle_t *)&r->reconnect_timer) &&
+            --r->reconnect_pending == 0) {
             r->reconnecting = 0;
             DDP_WARN("reconnected to the rendezvous store at %s:%d after %.1f s", r->addr, r->port,
                      (uv_now(r->a->loop) - r->reconnect_since_ms) / 1000.0);
@@ -244,18 +272,12 @@ static void on_connected(void *arg, int status, const char *errtext) {
         return;
     }
     char esc[AGENT_STORE_TEXT_MAX];
-    if (r->reconnecting && uv_now(r->a->loop) + AGENT_RECONNECT_RETRY_MS <
-                               r->reconnect_since_ms + r->reconnect_window_ms) {
+    if (r->reconnecting && reconnect_again(r) == 0) {
         /* Reached but refused (a daemon dying or still starting): try again while time is
          * left; the other connection's outcome no longer matters. */
         DDP_DEBUG("the rendezvous store at %s:%d is not back yet: %s", r->addr, r->port,
                   store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
-        if (!uv_is_active((uv_handle_t *)&r->reconnect_timer) &&
-            uv_timer_start(&r->reconnect_timer, on_reconnect_timer, AGENT_RECONNECT_RETRY_MS, 0) ==
-                0)
-            return;
-        if (uv_is_active((uv_handle_t *)&r->reconnect_timer))
-            return;
+        return;
     }
     if (r->reconnecting && r->reconnect_check)
         DDP_ERROR("lost the rendezvous store at %s:%d (served by the agent of another node, "

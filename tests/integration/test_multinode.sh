@@ -356,6 +356,67 @@ wait $a
 verdict "the hosting agent SIGKILLed: the other exits 1 at once naming the agent's store (${hosted_ms} ms)" ||
     show_tail "$TMP/hs1.out"
 check "nothing left after the hosting agent died" no_leftovers
+
+# 6f. A daemon killed twice in a row: the agent's new control connection is made (and carries
+# the JOIN) while its watch connection is still in its handshake, then lost. The agent must make
+# both again and send the JOIN again; before, the loss was ignored while reconnecting, the watch
+# connected, and the node waited for a JOIN that was never sent. A fake store plays the daemon:
+# it closes the first pair after the JOIN, then (for as many pairs as it takes) answers one
+# connection's handshake, closes it if it is the control connection (it sends the JOIN), and
+# only then answers the other's; it writes "again" when a JOIN comes on a connection after that.
+cat >"$TMP/fake_twice.py" <<'PY'
+import os, select, socket, sys, time
+portfile, result = sys.argv[1], sys.argv[2]
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); s.settimeout(10)
+open(portfile + ".tmp", "w").write(str(s.getsockname()[1])); os.rename(portfile + ".tmp", portfile)
+def hs(c):                                       # VALIDATE u32 magic, PING u32 nonce
+    b = b""
+    while len(b) < 10:
+        chunk = c.recv(10 - len(b))
+        if not chunk:
+            raise EOFError
+        b += chunk
+    return b[6:10]
+def first(c, wait):
+    return c.recv(1) if select.select([c], [], [], wait)[0] else b""
+a, b = s.accept()[0], s.accept()[0]
+na, nb = hs(a), hs(b); a.sendall(na); b.sendall(nb)
+select.select([a, b], [], [], 5); a.close(); b.close()             # the daemon dies
+for _ in range(30):
+    a, b = s.accept()[0], s.accept()[0]
+    na, nb = hs(a), hs(b)
+    a.sendall(na)
+    if first(a, 0.5) == b"\x50":                                   # a is the control connection
+        a.close(); b.sendall(nb)                                    # lost; the watch connects
+        break
+    a.close(); b.close()
+else:
+    sys.exit("the control connection never answered first")
+end = time.monotonic() + 5
+while time.monotonic() < end:
+    try:
+        c = s.accept()[0]
+    except OSError:
+        break
+    c.sendall(hs(c))
+    if first(c, 1) == b"\x50":
+        open(result, "w").write("again\n")
+        break
+PY
+rm -f "$TMP/fake_twice.port" "$TMP/fake_twice.res"
+python3 "$TMP/fake_twice.py" "$TMP/fake_twice.port" "$TMP/fake_twice.res" 2>"$TMP/fake_twice.err" &
+fake=$!
+for i in $(seq 100); do [ -f "$TMP/fake_twice.port" ] && break; sleep 0.05; done
+timeout -k 5 30 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$(cat "$TMP/fake_twice.port")" --rdzv_id=twice \
+    --rdzv_conf="$CONF,store_reconnect_timeout=20" "$FW" >"$TMP/twice.out" 2>&1 &
+tw=$!
+wait "$fake"
+kill -TERM "$tw" 2>/dev/null; wait "$tw" 2>/dev/null
+check "a control connection lost while its watch connection was still connecting: the JOIN is sent again" \
+    grep -qx again "$TMP/fake_twice.res"
+grep -qx again "$TMP/fake_twice.res" 2>/dev/null || sed 's/^/#   /' "$TMP/fake_twice.err" "$TMP/twice.out" | tail -8
+check "nothing left after the twice-killed store" no_leftovers
 unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
 
 # 7. --rdzv_backend=static with --node_rank and --master_addr/--master_port.
