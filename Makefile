@@ -91,7 +91,7 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench install deps clean fuzz format lint man \
+.PHONY: run all test test-unit test-integration test-gpu bench chaos install deps clean fuzz format lint man \
         cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
@@ -135,6 +135,13 @@ test-integration: all $(BENCHES)
 
 bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
+
+# The fault-injection campaign (docs/RELIABILITY.md; root: network namespaces). CHAOS_MINUTES
+# (default 2) and CHAOS_SEED (default random, printed) choose it; `make test` runs the short one
+# (tests/integration/test_chaos.sh).
+CHAOS_MINUTES ?= 2
+chaos: all
+	@CHAOS_SEED=$(CHAOS_SEED) python3 tests/chaos/chaos.py --bin $(BUILD) --minutes $(CHAOS_MINUTES)
 
 man: $(MANPAGES)
 $(BUILD)/man/ddprun.1: docs/man/ddprun.1.in scripts/help2man.py $(BUILD)/ddprun

@@ -21,7 +21,9 @@ for s in "${suites[@]}"; do
     fi
     echo "# suite $(basename "$s")"
     out=$(mktemp)
-    timeout -k 10 ${SUITE_TIMEOUT:-300} bash "$s" 2>&1 | tee "$out"
+    # A suite may ask for more than the default with a "# suite-timeout: SECONDS" line.
+    limit=$(sed -n '1,5s/^# suite-timeout: \([0-9][0-9]*\)$/\1/p' "$s" | head -1)
+    timeout -k 10 "${SUITE_TIMEOUT:-${limit:-300}}" bash "$s" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
     # The directive as TAP harnesses read it: case-insensitive, "# SKIP", "#skip", "# Skipped".
     k=$(grep -ciE '^ok [0-9]+( .*)? #[[:space:]]*skip' "$out")

@@ -1,0 +1,864 @@
+#!/usr/bin/env python3
+"""The fault-injection campaign (docs/RELIABILITY.md): three hosts made of network namespaces, each
+running a ddprun agent of one `train` job (2 workers a host, world 6, CPU collectives over TCP
+between the hosts, checkpoints in a directory every host shares), the store either a standalone
+ddp-rendezvous on a fourth namespace or embedded in host a's agent. A seeded random schedule
+injects, at random moments (rendezvous, start-up, training, checkpoint writing, the exit
+barrier): worker SIGKILL, worker SIGSTOP (a hang), agent SIGKILL followed by the host starting
+its agent again (as Slurm's requeue would), a link flap shorter than the keep-alive bound (must
+cost nothing), a link down for longer (the node is dropped, then rejoins), and the standalone
+daemon SIGKILLed and started again on its address.
+
+After every job: each host's agent exits 0; rank 0's final parameters are bitwise those of a clean
+run of the same shape and seed; every fault was detected within its bound (recovery times are
+reported per kind); a flap cost no restart; no process is left in any namespace; no checkpoint
+was found torn; the daemon's memory accounting and each agent's open descriptors do not grow
+from round to round.
+
+Exit status 0 when every invariant held, 1 when one did not (each broken one is printed), 77 when
+it cannot run here (not root, no `ip netns`). The seed is printed first: `--seed N` replays a
+campaign's schedule exactly (the moments the faults land in depend on the machine's timing).
+Everything it starts is its own, ended by PID; nothing leaves the namespaces it makes.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart"]
+HOSTS = ["a", "b", "c"]
+NPROC = 2
+PORT = 29400
+
+# Keep-alive: a node silent for KA_INTERVAL x KA_ATTEMPTS is dead. A flap must stay well inside the
+# bound: TCP retransmits after 0.2, 0.6, 1.4 s, so a 0.8 s outage is over by 1.4 s, plus one
+# interval before the next heartbeat.
+KA_INTERVAL = 0.4
+KA_ATTEMPTS = 6
+KA_BOUND = KA_INTERVAL * KA_ATTEMPTS
+FLAP_S = (0.2, 0.8)
+DOWN_S = (1.5 * KA_BOUND, 2.5 * KA_BOUND)
+HB_TIMEOUT = 3          # --heartbeat_timeout: above any flap's delay of one step (1.4 s)
+HB_INITIAL = 12         # --initial_heartbeat_timeout: start-up on a loaded 2-core machine
+SHUTDOWN_TIMEOUT = 2
+STACKS_TIMEOUT = 3
+# What a loaded 2-core machine may add to a detection bound (scheduling, the poll below).
+SLACK = 1.5
+POLL = 0.05
+
+TRAIN_ARGS = ["--epochs", "4", "--samples", "6144", "--batch-size", "32", "--layers",
+              "32,64,10", "--checkpoint-every", "1", "--keep", "3", "--check-sync", "--seed",
+              "11", "--data-seed", "5", "--backend", "cpu", "--step-delay-ms", "80",
+              "--eval-samples", "256", "--log-every", "1000"]
+
+
+def now():
+    return time.monotonic()
+
+
+def log(msg):
+    print(f"# {msg}", flush=True)
+
+
+class Net:
+    """Hosts a, b, c (agents) and s (the daemon), each a network namespace with a veth to a bridge
+    in a fifth one; its own hostname, /etc/hosts and a loopback-only resolver (a mount namespace
+    per command), as tests/integration/test_netns.sh does."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        base = f"dch{os.getpid()}"
+        self.p = base
+        while os.path.exists(f"/run/netns/{self.p}a") or os.path.exists(f"/run/netns/{self.p}br"):
+            self.p = f"{base}r{random.randrange(1 << 16)}"
+        self.sub = f"10.215.{random.SystemRandom().randrange(20, 220)}"
+        self.addr = {"a": self.sub + ".11", "b": self.sub + ".12", "c": self.sub + ".13",
+                     "s": self.sub + ".14"}
+        self.names = [self.p + "br"] + [self.p + h for h in self.addr]
+        self.netns_dir_existed = os.path.isdir("/run/netns")
+        self.made = False
+
+    def ip(self, *args):
+        subprocess.run(["ip", *args], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+
+    def setup(self):
+        self.made = True
+        br = self.p + "br"
+        self.ip("netns", "add", br)
+        self.ip("-n", br, "link", "set", "lo", "up")
+        self.ip("-n", br, "link", "add", "br0", "type", "bridge")
+        self.ip("-n", br, "link", "set", "br0", "up")
+        for h, a in self.addr.items():
+            ns = self.p + h
+            self.ip("netns", "add", ns)
+            subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "sysctl", "-qw",
+                            "net.ipv6.conf.all.disable_ipv6=1"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            self.ip("-n", ns, "link", "set", "lo", "up")
+            self.ip("-n", br, "link", "add", "v" + h, "type", "veth", "peer", "name", "eth0",
+                    "netns", ns)
+            self.ip("-n", br, "link", "set", "v" + h, "master", "br0", "up")
+            self.ip("-n", ns, "addr", "add", a + "/24", "dev", "eth0")
+            self.ip("-n", ns, "link", "set", "eth0", "up")
+        with open(os.path.join(self.tmp, "hosts"), "w") as f:
+            f.write("127.0.0.1 localhost\n")
+            for h, a in self.addr.items():
+                f.write(f"{a} {self.p}{h}\n")
+        with open(os.path.join(self.tmp, "resolv.conf"), "w") as f:
+            f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+
+    def cmd(self, h, argv):
+        """argv run on host h (nsenter, unshare and sh exec: the PID is argv's own)."""
+        return ["nsenter", f"--net=/run/netns/{self.p}{h}", "unshare", "--uts", "--mount",
+                "--propagation", "private", "/bin/sh", "-c",
+                'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && '
+                'hostname "$3" && shift 3 && exec "$@"', "in_ns",
+                os.path.join(self.tmp, "hosts"), os.path.join(self.tmp, "resolv.conf"),
+                self.p + h] + argv
+
+    def link(self, h, up):
+        self.ip("-n", self.p + "br", "link", "set", "v" + h, "up" if up else "down")
+
+    def pids(self, h=None):
+        out = []
+        for ns in ([self.p + h] if h else self.names):
+            r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            out += [int(x) for x in r.stdout.split()]
+        return out
+
+    def teardown(self):
+        if not self.made:
+            return
+        for _ in range(3):
+            for p in self.pids():
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        for ns in self.names:
+            if os.path.exists(f"/run/netns/{ns}"):
+                subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+        if not self.netns_dir_existed and os.path.isdir("/run/netns") and not os.listdir("/run/netns"):
+            subprocess.run(["umount", "/run/netns"], stderr=subprocess.DEVNULL)
+            try:
+                os.rmdir("/run/netns")
+            except OSError:
+                pass
+
+
+def children(pid):
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def fd_kinds(pid):
+    """What pid holds open, by kind ("socket", "pipe", "anon_inode:[eventfd]", or the path)."""
+    out = {}
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                t = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            # Sockets and pipes by kind; a worker group's cgroup (.../g<attempt>) as one name.
+            k = t.split(":[")[0] if t.startswith(("socket:", "pipe:")) else re.sub(
+                r"/g\d+(/|$)", r"/g*\1", t)
+            out[k] = out.get(k, 0) + 1
+    except OSError:
+        return None
+    return out
+
+
+def rss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class Job:
+    """One run of `train` on the three hosts, under faults or clean."""
+
+    def __init__(self, camp, name, variant, faults, rng):
+        self.c, self.name, self.variant, self.rng = camp, name, variant, rng
+        self.dir = os.path.join(camp.tmp, name)
+        os.makedirs(self.dir)
+        self.ckpt = os.path.join(self.dir, "ckpt")
+        os.makedirs(self.ckpt, mode=0o700)
+        self.params = os.path.join(self.dir, "params.bin")
+        self.plan = faults          # kinds still to inject, in order
+        self.injected = []          # dicts: kind, host, t, ...
+        self.agent = {}             # host -> Popen of the running incarnation
+        self.final = {}             # host -> exit status of the agent that ended the job there
+        self.restart_at = {}        # host -> when the killed agent starts again
+        self.link_up_at = {}        # host -> when its link comes back
+        self.daemon = None
+        self.daemon_up_at = None
+        self.daemon_samples = []    # (t, mem_used, rss_kb) at each new round
+        self.fd_samples = {}        # agent pid -> [fd counts at each new round]
+        self.quiet_until = 0.0      # no fault before this (a flap's window)
+        self.flaps = []             # (start, end) windows that must cost nothing
+        self.stopped = set()        # SIGSTOPped workers not yet gone
+        self.rounds_seen = -1
+        self.ev, self.ev_off, self.ev_sorted = [], {}, True  # events() reads on from ev_off
+        self.problems = []          # (invariant, text)
+
+    def problem(self, invariant, text):
+        self.problems.append((invariant, text))
+
+    # ------------------------------------------------------------------ processes
+    def endpoint(self):
+        return self.c.net.addr["s" if self.variant == "daemon" else "a"]
+
+    def start_daemon(self):
+        out = os.path.join(self.dir, "daemon.out")
+        with open(out, "a") as f:
+            f.write(f"--- started {now():.3f}\n")
+        f = open(out, "a")
+        self.daemon = subprocess.Popen(
+            self.c.net.cmd("s", [self.c.rdzv, "--host", "0.0.0.0", "--port", str(PORT),
+                                 "--token-file", self.c.token]),
+            stdout=f, stderr=subprocess.STDOUT)
+        f.close()
+        end = now() + 10
+        while now() < end:
+            with open(out) as g:
+                text = g.read()
+            if text.count("listening on") >= text.count("--- started"):
+                return
+            if self.daemon.poll() is not None:
+                break
+            time.sleep(POLL)
+        raise RuntimeError(f"ddp-rendezvous did not start: {open(out).read()[-500:]}")
+
+    def daemon_stats(self):
+        r = subprocess.run(self.c.net.cmd("s", [self.c.store_client, str(PORT), "stats"]),
+                           capture_output=True, text=True, timeout=10,
+                           env={**os.environ, "DDPRUN_TOKEN_FILE": self.c.token})
+        m = re.search(r"^mem_used (\d+)$", r.stdout, re.M)
+        return int(m.group(1)) if m else None
+
+    def start_agent(self, h):
+        conf = (f"last_call_timeout=0.3,join_timeout=90,keep_alive_interval={KA_INTERVAL},"
+                f"keep_alive_max_attempt={KA_ATTEMPTS},close_timeout=30,"
+                f"store_reconnect_timeout=60")
+        argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}", "--rdzv_backend=c10d",
+                f"--rdzv_endpoint={self.endpoint()}:{PORT}", f"--rdzv_id={self.name}",
+                f"--rdzv_conf={conf}", "--max_restarts=100000",
+                f"--heartbeat_timeout={HB_TIMEOUT}", f"--initial_heartbeat_timeout={HB_INITIAL}",
+                f"--shutdown_timeout={SHUTDOWN_TIMEOUT}", f"--stacks_timeout={STACKS_TIMEOUT}",
+                f"--event_log_handler=json:{os.path.join(self.dir, h + '.events')}",
+                "--log_dir", os.path.join(self.dir, "logs-" + h),
+                self.c.train, *TRAIN_ARGS, "--checkpoint-dir", self.ckpt,
+                "--dump-params", self.params]
+        f = open(os.path.join(self.dir, h + ".out"), "a")
+        f.write(f"--- agent started {now():.3f}\n")
+        f.flush()
+        env = {**os.environ, "DDPRUN_TOKEN_FILE": self.c.token}
+        self.agent[h] = subprocess.Popen(self.c.net.cmd(h, argv), stdout=f,
+                                         stderr=subprocess.STDOUT, env=env)
+        f.close()
+
+    def workers(self, h):
+        p = self.agent.get(h)
+        if p is None or p.poll() is not None:
+            return []
+        return [c for c in children(p.pid) if comm(c) == "train"]
+
+    # ------------------------------------------------------------------ events
+    def events(self):
+        """Every host's events so far, in time order. Files are read from where the last call
+        stopped (this runs every poll: the agents must not wait for the campaign's CPU)."""
+        for h in HOSTS:
+            path = os.path.join(self.dir, h + ".events")
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self.ev_off.get(h, 0))
+                    data = f.read()
+            except OSError:
+                continue
+            end = data.rfind(b"\n") + 1  # whole lines only: an agent may be writing one
+            self.ev_off[h] = self.ev_off.get(h, 0) + end
+            for line in data[:end].splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    self.problem("job", f"{h}: an event line is not JSON: {line[:80]!r}")
+                    continue
+                e["_host"] = h
+                e["_t"] = self.c.wall_to_mono(e["ts"])
+                self.ev.append(e)
+                self.ev_sorted = False
+        if not self.ev_sorted:
+            self.ev.sort(key=lambda e: e["_t"])
+            self.ev_sorted = True
+        return self.ev
+
+    def group_rounds(self, ev):
+        """host -> [(t, round)] of worker_group_started."""
+        out = {h: [] for h in HOSTS}
+        for e in ev:
+            if e["event"] == "worker_group_started":
+                out[e["_host"]].append((e["_t"], e["round"]))
+        return out
+
+    def steady_since(self):
+        """When all three hosts last started the same, newest round; None when they are not in
+        one (a rendezvous, a restart, a lost node)."""
+        ev = self.events()
+        g = self.group_rounds(ev)
+        last = {h: (g[h][-1] if g[h] else None) for h in HOSTS}
+        if any(v is None for v in last.values()):
+            return None
+        rounds = {v[1] for v in last.values()}
+        if len(rounds) != 1:
+            return None
+        since = max(v[0] for v in last.values())
+        # Nothing ended since then on any host.
+        for e in ev:
+            if e["_t"] > since and e["event"] in ("rendezvous_round_ended", "rendezvous_store_lost",
+                                                  "worker_exited", "worker_hung", "shutdown"):
+                return None
+        if any(len(self.workers(h)) != NPROC for h in HOSTS):
+            return None
+        return since
+
+    # ------------------------------------------------------------------ faults
+    def inject(self, kind):
+        t = now()
+        # In a running round (else a node can only be missed once the others start one).
+        steady = self.steady_since() is not None
+        rec = {"kind": kind, "t": t, "steady": steady,
+               # No other fault in effect, and the job running: its detection bound is checked.
+               # Overlapping faults hide each other (a daemon killed behind a link that is down
+               # closes nothing; agents still reconnecting have nothing to lose).
+               "isolated": steady and not self.link_up_at and not self.restart_at
+               and self.daemon_up_at is None}
+        if kind in ("worker_kill", "worker_stop"):
+            hosts = [h for h in HOSTS if self.workers(h)]
+            if not hosts:
+                return None
+            h = self.rng.choice(hosts)
+            pid = self.rng.choice(self.workers(h))
+            rec.update(host=h, pid=pid, beaten=self.beaten(pid))
+            try:
+                os.kill(pid, signal.SIGKILL if kind == "worker_kill" else signal.SIGSTOP)
+            except ProcessLookupError:
+                return None
+            if kind == "worker_stop":
+                self.stopped.add(pid)
+        elif kind == "agent_kill":
+            hosts = [h for h in HOSTS if self.agent.get(h) and self.agent[h].poll() is None
+                     and not (self.variant == "embedded" and h == "a")]
+            if not hosts:
+                return None
+            h = self.rng.choice(hosts)
+            rec.update(host=h, pid=self.agent[h].pid)
+            self.agent[h].kill()
+            self.agent[h].wait()
+            self.restart_at[h] = t + self.rng.uniform(0.3, 1.5)
+        elif kind in ("link_flap", "link_down"):
+            hosts = [h for h in self.c.net.addr if h not in self.link_up_at
+                     and (h != "s" or self.variant == "daemon")]
+            if not hosts:
+                return None
+            h = self.rng.choice(hosts)
+            dur = self.rng.uniform(*(FLAP_S if kind == "link_flap" else DOWN_S))
+            self.c.net.link(h, False)
+            self.link_up_at[h] = t + dur
+            rec.update(host=h, dur=dur)
+            if kind == "link_flap":
+                self.flaps.append((t, t + dur + KA_BOUND))
+                self.quiet_until = max(self.quiet_until, t + dur + KA_BOUND + 0.5)
+        elif kind == "store_restart":
+            if self.daemon is None or self.daemon.poll() is not None:
+                return None
+            rec.update(host="s", pid=self.daemon.pid)
+            self.daemon.kill()
+            self.daemon.wait()
+            self.daemon_up_at = t + self.rng.uniform(0.2, 2.0)
+        rec["round"] = self.rounds_seen
+        self.injected.append(rec)
+        with open(os.path.join(self.dir, "faults.jsonl"), "a") as f:
+            f.write(json.dumps({**rec, "wall": time.time()}) + "\n")
+        return rec
+
+    def flap_window_ok(self, t):
+        """Nothing pending (a hung worker found during a flap would be counted against it) and
+        every host in the same round for a while."""
+        if self.link_up_at or self.restart_at or self.daemon_up_at is not None:
+            return False
+        self.stopped = {p for p in self.stopped if comm(p) and not zombie(p)}
+        if self.stopped:
+            return False
+        since = self.steady_since()
+        return since is not None and t - since > 1.0
+
+    def beaten(self, pid):
+        """Whether the worker has beaten in this attempt (its heartbeat file holds a step)."""
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            with open(env[b"DDPRUN_HEARTBEAT_FILE"]) as f:
+                return f.read().strip() != ""
+        except (OSError, KeyError):
+            return False
+
+    def allowed(self, kind):
+        if kind == "store_restart":
+            return self.variant == "daemon"
+        return True
+
+    # ------------------------------------------------------------------ the run
+    def run(self, limit_s, gap_s):
+        t0 = now()
+        if self.variant == "daemon":
+            self.start_daemon()
+        for h in HOSTS:
+            self.start_agent(h)
+        next_fault = t0 + self.rng.uniform(*gap_s)
+        while True:
+            t = now()
+            if t - t0 > limit_s:
+                self.problem("exit", f"the job did not end within {limit_s} s")
+                break
+            # Restore what the schedule took away.
+            for h, at in list(self.link_up_at.items()):
+                if t >= at:
+                    self.c.net.link(h, True)
+                    del self.link_up_at[h]
+            if self.daemon_up_at is not None and t >= self.daemon_up_at:
+                self.daemon_up_at = None
+                self.start_daemon()
+            for h, at in list(self.restart_at.items()):
+                if t >= at:
+                    del self.restart_at[h]
+                    self.start_agent(h)
+            # Agents that ended by themselves end the job on their host.
+            for h in HOSTS:
+                p = self.agent.get(h)
+                if p is not None and h not in self.final and h not in self.restart_at:
+                    rc = p.poll()
+                    if rc is not None:
+                        self.final[h] = rc
+            if len(self.final) == len(HOSTS):
+                break
+            self.sample()
+            # The next fault: none once any host has finished (the job is ending), none inside a
+            # flap's window. Flaps wait for a steady job (every host running the same round, no
+            # fault pending) and go in bursts of up to 3 hosts at once (a switch's hiccup), so
+            # that what they cost (nothing) is measured alone; the other kinds go meanwhile.
+            if self.plan and not self.final and t >= next_fault and t >= self.quiet_until:
+                done = False
+                flaps = self.plan.count("link_flap")
+                if flaps and self.flap_window_ok(t):
+                    n = 0
+                    for _ in range(min(3, flaps)):
+                        if self.inject("link_flap") is None:
+                            break
+                        self.plan.remove("link_flap")
+                        n += 1
+                    done = n > 0
+                others = [k for k in self.plan if k != "link_flap"]
+                if not done and others:
+                    kind = others[0]
+                    if self.inject(kind) is not None:
+                        self.plan.remove(kind)
+                        done = True
+                next_fault = t + (self.rng.uniform(*gap_s) if done else 0.1)
+            time.sleep(POLL)
+        for h in list(self.link_up_at):
+            self.c.net.link(h, True)
+        self.link_up_at.clear()
+        return now() - t0
+
+    def sample(self):
+        """At each new round: the daemon's memory and every agent's open descriptors."""
+        ev_rounds = [e["round"] for e in self.events() if e["event"] == "worker_group_started"]
+        if not ev_rounds or max(ev_rounds) <= self.rounds_seen:
+            return
+        r = max(ev_rounds)
+        if ev_rounds.count(r) < len(HOSTS):
+            return  # not every host has started it yet
+        self.rounds_seen = r
+        if self.variant == "daemon" and self.daemon and self.daemon.poll() is None:
+            try:
+                mem = self.daemon_stats()
+            except subprocess.TimeoutExpired:
+                mem = None
+            self.daemon_samples.append((self.daemon.pid, r, mem, rss_kb(self.daemon.pid)))
+        for h in HOSTS:
+            p = self.agent.get(h)
+            if p is not None and p.poll() is None:
+                k = fd_kinds(p.pid)
+                if k is not None:
+                    self.fd_samples.setdefault((h, p.pid), []).append(k)
+
+    def stop(self):
+        for p in list(self.agent.values()) + ([self.daemon] if self.daemon else []):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+class Campaign:
+    def __init__(self, args):
+        self.args = args
+        self.bin = os.path.abspath(args.bin)
+        self.ddprun = os.path.join(self.bin, "ddprun")
+        self.rdzv = os.path.join(self.bin, "ddp-rendezvous")
+        self.train = os.path.join(self.bin, "train")
+        self.store_client = os.path.join(self.bin, "tests", "store_client")
+        self.tmp = tempfile.mkdtemp(prefix="ddpchaos.")
+        os.chmod(self.tmp, 0o755)
+        self.token = os.path.join(self.tmp, "token")
+        with open(self.token, "wb") as f:
+            f.write(os.urandom(32).hex().encode())
+        os.chmod(self.token, 0o600)
+        self.net = Net(self.tmp)
+        # Event times are wall clock (ms); faults are monotonic: one offset, taken once.
+        self.mono_minus_wall = time.monotonic() - time.time()
+
+    def wall_to_mono(self, ts):
+        t = time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")
+        import calendar
+        return calendar.timegm(t) + int(ts[20:23]) / 1000.0 + self.mono_minus_wall
+
+    def clean_params(self):
+        job = Job(self, "clean", "daemon", [], random.Random(0))
+        took = job.run(self.args.job_limit, (1e9, 1e9))
+        job.stop()
+        if any(rc != 0 for rc in job.final.values()) or job.problems:
+            raise RuntimeError(f"the clean run failed: {job.final} {job.problems}; see {job.dir}")
+        with open(job.params, "rb") as f:
+            return f.read(), took
+
+    def plan(self, rng, variant):
+        per = self.args.per_job
+        kinds = [k for k in KINDS for _ in range(per) if k != "store_restart" or variant == "daemon"]
+        if variant == "daemon":
+            kinds += ["store_restart"] * per  # the daemon's jobs carry the embedded ones' share
+        rng.shuffle(kinds)
+        return kinds
+
+
+def check_job(job, ref, results):
+    """The invariants of one job; appends what is broken to job.problems and the figures to
+    results."""
+    ev = job.events()
+    for h in HOSTS:
+        rc = job.final.get(h)
+        if rc != 0:
+            job.problem("exit", f"host {h}: the agent's exit status is {rc}, not 0")
+    try:
+        with open(job.params, "rb") as f:
+            got = f.read()
+        if got != ref:
+            job.problem("params", f"final parameters differ from the clean run ({len(got)} bytes "
+                                f"against {len(ref)})")
+    except OSError as e:
+        job.problem("params", f"no final parameters: {e}")
+    left = job.c.net.pids()
+    left = [p for p in left if job.daemon is None or p != job.daemon.pid]
+    if left:
+        job.problem("leftover", f"processes left in the namespaces: "
+                            f"{[(p, comm(p)) for p in left]}")
+    # Checkpoints: none torn (written whole, renamed into place), so none was ever skipped.
+    for h in HOSTS:
+        try:
+            with open(os.path.join(job.dir, h + ".out"), errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        n = len(re.findall(r"skipped \d+ unusable checkpoint", text))
+        if n:
+            job.problem("checkpoint", f"host {h}: {n} unusable checkpoint(s) found")
+    stray = [f for f in os.listdir(job.ckpt) if not re.fullmatch(r"ckpt-\d{20}\.bin", f)]
+    results["stray_files"] += len(stray)
+    # Growth: the daemon's accounting, per daemon lifetime, and each agent's descriptors.
+    by_daemon = {}
+    for pid, r, mem, rss in job.daemon_samples:
+        by_daemon.setdefault(pid, []).append((r, mem, rss))
+    for pid, s in by_daemon.items():
+        mems = [m for _, m, _ in s if m is not None]
+        if len(mems) >= 3 and mems[-1] > max(mems[:2]) * 1.5 + 65536:
+            job.problem("growth", f"daemon {pid}: mem_used grew from {mems[:2]} to {mems[-1]} "
+                                f"over {len(mems)} rounds")
+        rss = [x for _, _, x in s if x is not None]
+        if len(rss) >= 3 and rss[-1] > max(rss[:2]) + 4096:
+            job.problem("growth", f"daemon {pid}: RSS grew from {rss[:2]} kB to {rss[-1]} kB")
+        results["daemon_rounds"] += len(s)
+        if mems:
+            results["daemon_mem"].append((min(mems), max(mems)))
+    for (h, pid), kinds in job.fd_samples.items():
+        # A leak grows with the rounds; a connection on its way in or out (a node reconnecting,
+        # a worker's store client) is there for a sample or two. The fewest of the last three
+        # samples against the first, with room for two such connections.
+        n = [sum(k.values()) for k in kinds]
+        if len(n) >= 4 and min(n[-3:]) > n[0] + 2:
+            grew = {k: v - kinds[0].get(k, 0) for k, v in kinds[-1].items()
+                    if v > kinds[0].get(k, 0)}
+            job.problem("growth", f"host {h} agent {pid}: open descriptors grew from {n[0]} to "
+                        f"{n[-1]} over {len(n)} rounds ({grew})")
+        results["fd_ranges"].append(max(n) - min(n))
+    # Each fault: detected within its bound, recovered when.
+    g = job.group_rounds(ev)
+    for f in job.injected:
+        kind, t = f["kind"], f["t"]
+        det = detect(job, f, ev)
+        rec = None
+        before = max([r for h in HOSTS for (tt, r) in g[h] if tt <= t] or [-1])
+        firsts = []
+        for h in HOSTS:
+            later = [tt for (tt, r) in g[h] if tt > t and r > before]
+            if later:
+                firsts.append(later[0])
+        if len(firsts) == len(HOSTS):
+            rec = max(firsts) - t
+        f["detect_s"], f["recover_s"] = det, rec
+        stats = results["kinds"].setdefault(kind, {"n": 0, "detected": 0, "bounded": 0,
+                                                     "recover": [], "detect": []})
+        stats["n"] += 1
+        if kind == "link_flap":
+            w0, w1 = t, t + f["dur"] + KA_BOUND
+            bad = [e for e in ev if w0 <= e["_t"] <= w1 and e["event"] in
+                   ("rendezvous_round_ended", "rendezvous_store_lost", "worker_hung",
+                    "worker_group_failed")]
+            if bad:
+                job.problem("flap", f"a {f['dur']:.2f} s flap of host {f['host']} cost a "
+                                    f"restart: {bad[0]['event']} on {bad[0]['_host']}")
+            else:
+                stats["detected"] += 1
+            continue
+        bound = f.get("bound")
+        if det is None:
+            if f.get("moot") or not f["isolated"]:
+                # Nothing was running that could notice (see detect), or another fault hid it.
+                stats["unseen"] = stats.get("unseen", 0) + 1
+            else:
+                job.problem("detect", f"{kind} of host {f['host']} at +{t - job_t0(job):.1f} s was "
+                                    f"never detected")
+            continue
+        stats["detected"] += 1
+        stats["detect"].append(det)
+        if f["isolated"]:
+            stats["bounded"] += 1
+        if bound is not None and f["isolated"] and det > bound:
+            job.problem("detect", f"{kind} of host {f['host']} detected after {det:.2f} s, "
+                                f"bound {bound:.2f} s")
+        if rec is not None:
+            stats["recover"].append(rec)
+
+
+def job_t0(job):
+    return min([f["t"] for f in job.injected] or [now()])
+
+
+def detect(job, f, ev):
+    """Seconds from the fault to the first sign that ddprun noticed it, or None; sets f["bound"]
+    and, when nothing could notice (no group, no round running), f["moot"]."""
+    kind, t, h = f["kind"], f["t"], f["host"]
+    after = [e for e in ev if e["_t"] >= t - 0.005]
+    if kind == "worker_kill":
+        f["bound"] = 1.0 + SLACK
+        for e in after:
+            if e["event"] == "worker_exited" and e["_host"] == h and e.get("pid") == f["pid"]:
+                return e["_t"] - t
+        f["moot"] = True  # the worker was already on its way out (its group was stopping)
+        return None
+    if kind == "worker_stop":
+        f["bound"] = (HB_TIMEOUT if f["beaten"] else HB_INITIAL) + SLACK + 1.0
+        for e in after:
+            if e["_host"] == h and ((e["event"] == "worker_hung" and e.get("pid") == f["pid"]) or
+                                    (e["event"] == "worker_exited" and e.get("pid") == f["pid"])):
+                return e["_t"] - t
+        f["moot"] = True
+        return None
+    if kind == "agent_kill":
+        f["bound"] = 1.0 + SLACK
+        for e in after:
+            if e["_host"] != h and e["event"] in ("rendezvous_round_ended", "rendezvous_store_lost"):
+                return e["_t"] - t
+            if e["_host"] == h and e["event"] == "rendezvous_joined":
+                break  # back before anyone had to notice (it was not in a running round)
+        f["moot"] = True
+        return None
+    if kind == "link_down":
+        # Cut while a round ran: the keep-alive bound. Cut in a rendezvous or a restart: nobody
+        # checks a joiner, so the node is missed once the others run a round, which can start
+        # while it is still down.
+        f["bound"] = KA_BOUND + KA_INTERVAL + SLACK + (0 if f["steady"] else f["dur"])
+        for e in after:
+            if e["_t"] > t + f["dur"] + KA_BOUND + 5:
+                break
+            if e["event"] in ("rendezvous_round_ended", "rendezvous_store_lost"):
+                return e["_t"] - t
+        f["moot"] = True  # down while nobody ran a round (a rendezvous): nothing to end
+        return None
+    if kind == "store_restart":
+        f["bound"] = 1.0 + SLACK
+        for e in after:
+            if e["event"] == "rendezvous_store_lost":
+                return e["_t"] - t
+        f["moot"] = True
+        return None
+    return None
+
+
+def summary_line(kind, s):
+    if kind == "link_flap":
+        return f"{kind:14s} injected {s['n']:4d}  cost no restart {s['detected']:4d}"
+    rec = sorted(s["recover"])
+    det = sorted(s["detect"])
+    med = f"{statistics.median(rec):.2f}" if rec else "-"
+    mx = f"{max(rec):.2f}" if rec else "-"
+    dmed = f"{statistics.median(det):.2f}" if det else "-"
+    dmx = f"{max(det):.2f}" if det else "-"
+    return (f"{kind:14s} injected {s['n']:4d}  detected {s['detected']:4d} "
+            f"({s['bounded']} alone: within bound; {s.get('unseen', 0)} unseen: nothing ran that "
+            f"could notice, or another fault hid it)  detect median {dmed} s max {dmx} s  "
+            f"recover median {med} s max {mx} s ({len(rec)} timed)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", default=os.environ.get("BIN", "build"))
+    ap.add_argument("--minutes", type=float, default=float(os.environ.get("CHAOS_MINUTES", 2)))
+    ap.add_argument("--seed", type=int, default=int(os.environ["CHAOS_SEED"])
+                    if os.environ.get("CHAOS_SEED") else None)
+    ap.add_argument("--per-job", type=int, default=5, help="faults of each kind in one job")
+    ap.add_argument("--min-per-kind", type=int, default=20,
+                    help="keep going past --minutes until every kind was injected this often")
+    ap.add_argument("--job-limit", type=float, default=240, help="seconds one job may take")
+    ap.add_argument("--gap", type=float, nargs=2, default=(0.2, 1.5),
+                    help="seconds between two faults, drawn uniformly")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--json", help="write the results there")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("chaos: skipped: needs root (network namespaces)")
+        return 77
+    for tool in ("ip", "nsenter", "unshare"):
+        if shutil.which(tool) is None:
+            print(f"chaos: skipped: {tool} is missing")
+            return 77
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    print(f"chaos: seed {seed} (replay: CHAOS_SEED={seed})", flush=True)
+    rng = random.Random(seed)
+    camp = Campaign(args)
+    results = {"seed": seed, "jobs": 0, "kinds": {}, "stray_files": 0,
+               "daemon_rounds": 0, "daemon_mem": [], "fd_ranges": [], "problems": []}
+    stop = {"sig": None}
+
+    def on_signal(sig, _):
+        stop["sig"] = sig
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    t0 = now()
+    jobs = []
+    try:
+        try:
+            camp.net.setup()
+        except subprocess.CalledProcessError as e:
+            print(f"chaos: skipped: network namespaces unavailable: "
+                  f"{(e.stderr or b'').decode().strip()[-200:]}")
+            return 77
+        log(f"hosts {camp.net.p}a/b/c, store host {camp.net.p}s on {camp.net.sub}.0/24; "
+            f"work directory {camp.tmp}")
+        ref, clean_s = camp.clean_params()
+        log(f"clean run: {clean_s:.1f} s, {len(ref)} bytes of parameters")
+        i = 0
+        while True:
+            counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k) for k in KINDS}
+            if now() - t0 >= args.minutes * 60 and min(counts.values()) >= args.min_per_kind:
+                break
+            if now() - t0 >= args.minutes * 60 * 2 + 120:
+                results["problems"].append(["coverage", f"stopped at {now() - t0:.0f} s with "
+                                            f"{counts}: not every kind reached --min-per-kind"])
+                break
+            variant = "daemon" if i % 2 == 0 else "embedded"
+            job = Job(camp, f"job{i}", variant, camp.plan(rng, variant), random.Random(rng.random()))
+            took = job.run(args.job_limit, tuple(args.gap))
+            job.stop()
+            jobs.append(job)
+            check_job(job, ref, results)
+            kinds = ", ".join(f"{k} {sum(1 for f in job.injected if f['kind'] == k)}"
+                              for k in KINDS)
+            broken = "; ".join(t for _, t in job.problems)
+            log(f"job{i} ({variant} store): {took:.1f} s, {len(job.injected)} faults ({kinds}); "
+                f"{'ok' if not job.problems else 'BROKEN: ' + broken}")
+            results["problems"] += [[inv, f"job{i}: {t}"] for inv, t in job.problems]
+            i += 1
+    except KeyboardInterrupt:
+        results["problems"].append(["job", "interrupted"])
+    finally:
+        for j in jobs:
+            j.stop()
+        camp.net.teardown()
+    results["jobs"] = len(jobs)
+    results["seconds"] = round(now() - t0, 1)
+    print(f"chaos: seed {seed}: {len(jobs)} jobs in {results['seconds']} s, "
+          f"{results['stray_files']} unfinished checkpoint files left by killed writers")
+    for k in KINDS:
+        if k in results["kinds"]:
+            print("chaos:   " + summary_line(k, results["kinds"][k]))
+    if results["daemon_mem"]:
+        lo = min(a for a, _ in results["daemon_mem"])
+        hi = max(b for _, b in results["daemon_mem"])
+        print(f"chaos:   daemon mem_used over {results['daemon_rounds']} rounds: {lo}..{hi} bytes; "
+              f"agents' descriptors vary by at most {max(results['fd_ranges'] or [0])} per agent")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    if stop["sig"] is not None:
+        return 128 + stop["sig"]
+    if results["problems"]:
+        for inv, t in results["problems"]:
+            print(f"chaos: BROKEN ({inv}): {t}")
+        print(f"chaos: work directory kept: {camp.tmp}")
+        return 1
+    if not args.keep:
+        shutil.rmtree(camp.tmp, ignore_errors=True)
+    print("chaos: every invariant held")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
