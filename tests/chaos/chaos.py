@@ -667,6 +667,11 @@ def check_job(job, ref, results):
                 stats["detected"] += 1
             continue
         bound = f.get("bound")
+        # Alone: nothing else in effect when it came (isolated), and nothing else came before its
+        # bound ran out (a worker killed on a node that is cut off stops that node's heartbeats
+        # and its group: the cut is then found through another path, later).
+        if bound is not None and any(o is not f and t < o["t"] <= t + bound for o in job.injected):
+            f["isolated"] = False
         if det is None:
             if f.get("moot") or not f["isolated"]:
                 # Nothing was running that could notice (see detect), or another fault hid it.
