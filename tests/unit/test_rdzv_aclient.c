@@ -26,6 +26,7 @@
 #include "rdzv_aclient.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_server.h"
+#include "syn_blackhole.h"
 
 #define GUARD_MS 10000
 
@@ -613,21 +614,6 @@ TEST(test_connect_retry) {
     assert_int_equal(r.status, 0);
     close_now(e, &later);
     client_close(e, c);
-}
-
-/* A listener on 127.0.0.1 whose accept queue (backlog 0) is full: the kernel drops every SYN
- * sent to it, as a link that is down would. *filler holds the one queued connection. */
-static uint16_t syn_blackhole(int *lfd, int *filler) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    *lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(*lfd >= 0);
-    assert_int_equal(bind(*lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(*lfd, 0), 0);
-    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&a, &len), 0);
-    *filler = socket(AF_INET, SOCK_STREAM, 0);
-    assert_int_equal(connect(*filler, (struct sockaddr *)&a, sizeof a), 0);
-    return ntohs(a.sin_port);
 }
 
 typedef struct blackhole {

@@ -32,6 +32,7 @@
 #include "rdzv_proto.h"
 #include "rdzv_server.h"
 #include "rdzv_server_int.h"
+#include "syn_blackhole.h"
 
 static const char good_token[] = "0123456789abcdef-test-token";
 
@@ -94,21 +95,6 @@ static rdzv_client_t *must_connect(uint16_t port, const void *token, size_t toke
 
 static void mark_closed(void *arg) {
     *(int *)arg = 1;
-}
-
-/* A listener on 127.0.0.1 whose accept queue (backlog 0) is full: the kernel drops every SYN
- * sent to it, as a link that is down would. *filler holds the one queued connection. */
-static uint16_t syn_blackhole(int *lfd, int *filler) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    *lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(*lfd >= 0);
-    assert_int_equal(bind(*lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(*lfd, 0), 0);
-    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&a, &len), 0);
-    *filler = socket(AF_INET, SOCK_STREAM, 0);
-    assert_int_equal(connect(*filler, (struct sockaddr *)&a, sizeof a), 0);
-    return ntohs(a.sin_port);
 }
 
 typedef struct blackhole {
