@@ -137,7 +137,7 @@ bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
 
 # The fault-injection campaign (docs/RELIABILITY.md; root: network namespaces). CHAOS_MINUTES
-# (default 2) and CHAOS_SEED (default random, printed) choose it; `make test` runs the short one
+# (default 2) and CHAOS_SEED (default random, printed) choose it; `DDP_CHAOS=1 make test` runs the short one
 # (tests/integration/test_chaos.sh).
 CHAOS_MINUTES ?= 2
 chaos: all
