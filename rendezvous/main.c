@@ -4,6 +4,7 @@
  * (address in use, token unreadable); 2 usage (one line naming the flag). */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -344,6 +345,9 @@ int main(int argc, char **argv) {
     if (rc >= 0)
         return rc;
     ddp_log_init("rendezvous", level > DDP_LOG_DEBUG ? DDP_LOG_DEBUG : level);
+    /* A reply written to a client that reset its connection (a killed worker or agent) must be
+     * an EPIPE on that connection, not a SIGPIPE that ends the store silently for every job. */
+    signal(SIGPIPE, SIG_IGN);
     ddp_buf_t tok = DDP_BUF_INIT;
     if ((rc = load_token(&o, token_file, &tok)) >= 0)
         return rc;
