@@ -357,7 +357,7 @@ static void barrier_settle(agent_t *a, agent_worker_t *w) {
 
 /* BARRIER + not every node passed it: another node's group failed (or a node was lost) after
  * this one's finished. The job is not done: run with the others again. */
-static void barrier_broken(agent_t *a, agent_worker_t *w) {
+static void rejoin_after_barrier(agent_t *a, agent_worker_t *w) {
     agent__evlog(a, "rendezvous_round_ended", "{s:I}", "round", (json_int_t)a->round);
     rejoin(a, w);
 }
@@ -468,7 +468,7 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     [SUP_BARRIER] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
                        do_nothing, barrier_settle, rdzv_failed,    barrier_done,
                        do_nothing,    do_nothing,    do_nothing,
-                       barrier_settle,  barrier_broken},
+                       barrier_settle,  rejoin_after_barrier},
     [SUP_DONE] =      {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
                        do_nothing, do_nothing,    do_nothing,      do_nothing,
                        do_nothing,    do_nothing,    do_nothing,

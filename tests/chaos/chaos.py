@@ -21,6 +21,8 @@ campaign's schedule exactly (the moments the faults land in depend on the machin
 Everything it starts is its own, ended by PID; nothing leaves the namespaces it makes.
 """
 import argparse
+import calendar
+import ctypes
 import json
 import os
 import random
@@ -62,6 +64,16 @@ TRAIN_ARGS = ["--epochs", "4", "--samples", "6144", "--batch-size", "32", "--lay
 
 def now():
     return time.monotonic()
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_campaign():
+    """preexec_fn of what the campaign starts: SIGKILLed when the campaign dies, even by
+    SIGKILL, so that no agent or daemon outlives it (PR_SET_PDEATHSIG survives the execs of
+    nsenter, unshare and sh)."""
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def log(msg):
@@ -233,10 +245,10 @@ class Job:
         self.daemon_samples = []    # (t, mem_used, rss_kb) at each new round
         self.fd_samples = {}        # agent pid -> [fd counts at each new round]
         self.quiet_until = 0.0      # no fault before this (a flap's window)
-        self.flaps = []             # (start, end) windows that must cost nothing
         self.stopped = set()        # SIGSTOPped workers not yet gone
         self.rounds_seen = -1
         self.ev, self.ev_off, self.ev_sorted = [], {}, True  # events() reads on from ev_off
+        self.starts = {}            # round -> hosts that started a group of it (events())
         self.problems = []          # (invariant, text)
 
     def problem(self, invariant, text):
@@ -254,7 +266,7 @@ class Job:
         self.daemon = subprocess.Popen(
             self.c.net.cmd("s", [self.c.rdzv, "--host", "0.0.0.0", "--port", str(PORT),
                                  "--token-file", self.c.token]),
-            stdout=f, stderr=subprocess.STDOUT)
+            stdout=f, stderr=subprocess.STDOUT, preexec_fn=die_with_campaign)
         f.close()
         end = now() + 10
         while now() < end:
@@ -292,7 +304,8 @@ class Job:
         f.flush()
         env = {**os.environ, "DDPRUN_TOKEN_FILE": self.c.token}
         self.agent[h] = subprocess.Popen(self.c.net.cmd(h, argv), stdout=f,
-                                         stderr=subprocess.STDOUT, env=env)
+                                         stderr=subprocess.STDOUT, env=env,
+                                         preexec_fn=die_with_campaign)
         f.close()
 
     def workers(self, h):
@@ -324,6 +337,8 @@ class Job:
                 e["_host"] = h
                 e["_t"] = self.c.wall_to_mono(e["ts"])
                 self.ev.append(e)
+                if e["event"] == "worker_group_started":
+                    self.starts[e["round"]] = self.starts.get(e["round"], 0) + 1
                 self.ev_sorted = False
         if not self.ev_sorted:
             self.ev.sort(key=lambda e: e["_t"])
@@ -404,7 +419,6 @@ class Job:
             self.link_up_at[h] = t + dur
             rec.update(host=h, dur=dur)
             if kind == "link_flap":
-                self.flaps.append((t, t + dur + KA_BOUND))
                 self.quiet_until = max(self.quiet_until, t + dur + KA_BOUND + 0.5)
         elif kind == "store_restart":
             if self.daemon is None or self.daemon.poll() is not None:
@@ -510,11 +524,11 @@ class Job:
 
     def sample(self):
         """At each new round: the daemon's memory and every agent's open descriptors."""
-        ev_rounds = [e["round"] for e in self.events() if e["event"] == "worker_group_started"]
-        if not ev_rounds or max(ev_rounds) <= self.rounds_seen:
+        self.events()
+        if not self.starts or max(self.starts) <= self.rounds_seen:
             return
-        r = max(ev_rounds)
-        if ev_rounds.count(r) < len(HOSTS):
+        r = max(self.starts)
+        if self.starts[r] < len(HOSTS):
             return  # not every host has started it yet
         self.rounds_seen = r
         if self.variant == "daemon" and self.daemon and self.daemon.poll() is None:
@@ -557,7 +571,6 @@ class Campaign:
 
     def wall_to_mono(self, ts):
         t = time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")
-        import calendar
         return calendar.timegm(t) + int(ts[20:23]) / 1000.0 + self.mono_minus_wall
 
     def clean_params(self):

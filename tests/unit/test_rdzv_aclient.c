@@ -592,27 +592,36 @@ static void on_start_server(uv_timer_t *t) {
     srv_start(e, good_token, e->port);
 }
 
-TEST(test_connect_retry) {
-    e->port = free_port(e);
+/* Connects to e->port, where a server comes 100 ms later (on_later starts it, with data);
+ * returns the connected client and, in *took, the milliseconds the connect took. */
+static rdzv_aclient_t *connect_served_later(env_t *e, uv_timer_cb on_later, void *data,
+                                            uint64_t *took) {
     uv_timer_t later;
     assert_int_equal(uv_timer_init(&e->loop, &later), 0);
-    later.data = e;
-    assert_int_equal(uv_timer_start(&later, on_start_server, 100, 0), 0);
+    later.data = data;
+    assert_int_equal(uv_timer_start(&later, on_later, 100, 0), 0);
     status_res_t cr;
     rdzv_client_opts_t o = opts_for(e->port, good_token, 5000, 3000);
     uint64_t t0 = ddp_now_ms();
     rdzv_aclient_t *c = start_client(e, &o, &cr);
     run_until(e, &cr.called);
-    uint64_t took = ddp_now_ms() - t0;
+    *took = ddp_now_ms() - t0;
     if (cr.status != 0)
         fail_msg("connect: %s", cr.text);
+    close_now(e, &later);
+    return c;
+}
+
+TEST(test_connect_retry) {
+    e->port = free_port(e);
+    uint64_t took;
+    rdzv_aclient_t *c = connect_served_later(e, on_start_server, e, &took);
     assert_true(took >= 90 && took < 3000);
     assert_int_equal(rdzv_aclient_authenticated(c), 1);
     res_t r = {0};
     assert_int_equal(rdzv_aclient_ping(c, rec_cb, &r, NULL), 0);
     run_until(e, &r.called);
     assert_int_equal(r.status, 0);
-    close_now(e, &later);
     client_close(e, c);
 }
 
@@ -636,21 +645,10 @@ static void on_blackhole_to_server(uv_timer_t *t) {
 TEST(test_connect_unanswered_retried) {
     blackhole_t b = {.e = e};
     e->port = syn_blackhole(&b.lfd, &b.filler);
-    uv_timer_t later;
-    assert_int_equal(uv_timer_init(&e->loop, &later), 0);
-    later.data = &b;
-    assert_int_equal(uv_timer_start(&later, on_blackhole_to_server, 100, 0), 0);
-    status_res_t cr;
-    rdzv_client_opts_t o = opts_for(e->port, good_token, 5000, 3000);
-    uint64_t t0 = ddp_now_ms();
-    rdzv_aclient_t *c = start_client(e, &o, &cr);
-    run_until(e, &cr.called);
-    uint64_t took = ddp_now_ms() - t0;
-    if (cr.status != 0)
-        fail_msg("connect: %s", cr.text);
+    uint64_t took;
+    rdzv_aclient_t *c = connect_served_later(e, on_blackhole_to_server, &b, &took);
     print_message("connected after %llu ms\n", (unsigned long long)took);
     assert_true(took >= DDP_CONNECT_TRY_FIRST_MS - 10 && took < 800);
-    close_now(e, &later);
     client_close(e, c);
 }
 
