@@ -182,6 +182,13 @@ int agent__pick_free_port(const char *addr) {
     return rc < 0 ? rc : ntohs(sin.sin_port);
 }
 
+void agent__file_safe(const char *text, char *out, size_t cap) {
+    size_t n = 0;
+    for (const char *p = text; *p && n < cap - 1; p++)
+        out[n++] = (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.') ? *p : '_';
+    out[n] = '\0';
+}
+
 /* rm -rf for the private run directory (only ever a mkdtemp directory of ours). */
 void agent__remove_tree(const char *path) {
     DIR *d = opendir(path);
@@ -239,12 +246,8 @@ static int run_dir_setup(agent_t *a) {
     const char *tmp = getenv("TMPDIR");
     if ((tmp == NULL || *tmp == '\0') && !uses_log_files(job) && access("/dev/shm", W_OK) == 0)
         tmp = "/dev/shm";
-    /* The run id is the user's text: keep only characters that are safe in a file name. */
     char id[64];
-    size_t n = 0;
-    for (const char *p = job->run_id; *p && n < sizeof id - 1; p++)
-        id[n++] = (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.') ? *p : '_';
-    id[n] = '\0';
+    agent__file_safe(job->run_id, id, sizeof id);
     snprintf(a->run_dir, sizeof a->run_dir, "%s/ddprun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", id);
     if (mkdtemp(a->run_dir) == NULL) {
         DDP_ERROR("unable to create a run directory %s: %s", a->run_dir, strerror(errno));
@@ -388,6 +391,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
         return -ENOMEM;
     if ((rc = run_dir_setup(a)) < 0)
         return rc;
+    agent__scratch_start(a);
     agent__cgroup_start(a); /* without one the job runs as before (said at -v) */
     /* Before any libuv signal handler and any socket exists, so the guard inherits neither; after
      * the run directory and the cgroup, which it removes if the agent dies. */
@@ -443,6 +447,7 @@ static int agent_begin(agent_t *a) {
  * no private run directory, no guard; then the memory. */
 static void agent_teardown(agent_t *a) {
     agent__cgroup_stop(a);
+    agent__scratch_stop(a);
     /* A private run directory holds only error files, whose messages the summary has printed:
      * it goes away however the job ended, since it may be on RAM-backed /dev/shm. */
     if (a->run_dir_is_temp && !a->log_layout && !a->stacks_kept)

@@ -170,7 +170,8 @@ struct agent {
     ddp_strv_t base_env; /* environment shared by every worker */
     char run_dir[3072];  /* log_dir, or a private temp dir for error files */
     int run_dir_is_temp;
-    int log_layout; /* attempt_N/<local_rank>/ directories (log_dir or log files) */
+    char scratch_dir[PATH_MAX]; /* DDPRUN_SHM_DIR: the workers' directory on /dev/shm, or "" */
+    int log_layout;             /* attempt_N/<local_rank>/ directories (log_dir or log files) */
     char hostname[256];
     char token_hex[2049]; /* the job token, hex, for DDPRUN_STORE_TOKEN ("" = none) */
     uint16_t store_port;
@@ -371,5 +372,15 @@ void agent__error_file_bound(const char *path);
 
 /* agent.c: removes the tree at path (the private run directory; nothing else). */
 void agent__remove_tree(const char *path);
+/* text (the user's run id) as a file name: characters other than [A-Za-z0-9._-] become '_';
+ * cut to cap - 1 bytes. */
+void agent__file_safe(const char *text, char *out, size_t cap);
+
+/* scratch.c: the workers' directory on /dev/shm (DDPRUN_SHM_DIR). start makes it ("" when
+ * /dev/shm is not writable); clear empties it once a group's workers are reaped; stop removes
+ * it. */
+void agent__scratch_start(agent_t *a);
+void agent__scratch_clear(agent_t *a);
+void agent__scratch_stop(agent_t *a);
 
 #endif

@@ -2,7 +2,8 @@
  * clean up after it. Workers die with the agent through PR_SET_PDEATHSIG, but their own children
  * (data loaders, shells) do not. When its pipe from the agent reaches EOF without a goodbye, the
  * guard kills the job's cgroup (everything the workers started, wherever it went) where there is
- * one, and the workers' process groups, then removes the cgroup and the private run directory.
+ * one, and the workers' process groups, then removes the cgroup, the workers' scratch directory
+ * and the private run directory.
  * Messages: 1 byte '+' or '-' and a native int32 pgid; 'q' (and 4 ignored bytes) says the agent
  * has cleaned up itself. */
 #include "agent_int.h"
@@ -65,6 +66,8 @@ agent_gone:
         kill(-groups[i], SIGKILL);
     if (a->cgroup_dir[0] != '\0')
         agent__cgroup_remove_dir(a->cgroup_dir);
+    if (a->scratch_dir[0] != '\0')
+        agent__remove_tree(a->scratch_dir);
     if (a->run_dir_is_temp && !a->log_layout)
         agent__remove_tree(a->run_dir);
     _exit(0);

@@ -50,6 +50,7 @@ static const char *const owned_vars[] = {"RANK",
                                          "DDPRUN_NUMA_NODE",
                                          "DDPRUN_RUN_ID",
                                          "DDPRUN_HEARTBEAT_FILE",
+                                         "DDPRUN_SHM_DIR",
                                          NULL};
 
 static int is_owned(const char *entry) {
@@ -110,6 +111,8 @@ int agent__base_env_build(agent_t *a) {
     if (rc == 0 && a->token_hex[0] != '\0')
         rc = ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
     rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", job->run_id);
+    if (rc == 0 && a->scratch_dir[0] != '\0')
+        rc = ddp_strv_setenv(e, "DDPRUN_SHM_DIR", "%s", a->scratch_dir);
     return rc;
 }
 

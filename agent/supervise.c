@@ -116,6 +116,7 @@ static void sweep_leftovers(agent_t *a) {
         }
     }
     agent__kill_adopted(a);
+    agent__scratch_clear(a); /* what a killed worker had not unlinked yet */
 }
 
 /* Ends the run. a->result already says how the job ended; error < 0 when the agent itself failed

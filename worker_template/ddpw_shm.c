@@ -1,6 +1,9 @@
 /* ddpw_shm.c: the CPU backend. The ranks of one node share one POSIX shared-memory segment,
  * created once by local rank 0 (name exchanged through the store under the round prefix) and
- * unlinked as soon as every rank has mapped it, so nothing is left behind after a crash.
+ * unlinked as soon as every rank has mapped it, so nothing is left behind after a crash. Under
+ * ddprun it is a file in DDPRUN_SHM_DIR, the agent's private directory on /dev/shm, which the
+ * agent empties when the group stops: a rank 0 killed before its unlink leaks nothing either.
+ * Elsewhere (torchrun, by hand) it is a shm_open name.
  *
  * Layout: a header (barrier words on their own cache lines, the ranks' pids), then one slot per
  * rank, each cut into n sub-slots. Allreduce of a chunk, on rank `me`:
@@ -18,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -189,6 +193,39 @@ static int map_segment(ddpw_shm_t *s, int fd, int create, ddp_err_t *err, const 
     return 0;
 }
 
+/* The agent's scratch directory (DDPRUN_SHM_DIR), or NULL: segments are then shm_open names. */
+static const char *scratch_dir(void) {
+    const char *d = getenv("DDPRUN_SHM_DIR");
+    return d != NULL && d[0] == '/' ? d : NULL;
+}
+
+/* Opens (or creates, O_EXCL) the segment name: a path in the scratch directory, or a shm_open
+ * name. Returns the descriptor or -1 (errno). */
+static int segment_open(const char *name, int create) {
+    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+    if (strchr(name + 1, '/') != NULL)
+        return open(name, flags | O_NOFOLLOW, 0600);
+    return shm_open(name, flags, 0600);
+}
+
+static void segment_unlink(const char *name) {
+    if (strchr(name + 1, '/') != NULL)
+        unlink(name);
+    else
+        shm_unlink(name);
+}
+
+/* A name read from the store is one create_segment makes: a shm_open name, or a file directly in
+ * this node's scratch directory; never another path. */
+static int segment_name_ok(const char *name) {
+    const char *dir = scratch_dir();
+    size_t n = dir != NULL ? strlen(dir) : 0;
+    const char *base = name;
+    if (dir != NULL && strncmp(name, dir, n) == 0 && name[n] == '/')
+        base = name + n;
+    return strncmp(base, "/ddpw-", 6) == 0 && strchr(base + 1, '/') == NULL;
+}
+
 /* Local rank 0: creates the segment under a fresh random name (O_EXCL), maps it, fills the
  * header and publishes the name under key. *fd and name (cap bytes) are the caller's to clean. */
 static int create_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, size_t cap,
@@ -196,8 +233,13 @@ static int create_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, s
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
         nonce = ddp_now_ns();
-    snprintf(name, cap, "/ddpw-%d-%016llx", (int)getpid(), (unsigned long long)nonce);
-    *fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const char *dir = scratch_dir();
+    int len = snprintf(name, cap, "%s/ddpw-%d-%016llx", dir != NULL ? dir : "", (int)getpid(),
+                       (unsigned long long)nonce);
+    if (len < 0 || (size_t)len >= cap)
+        return ddp_err_set(err, DDP_EUSAGE, "DDPRUN_SHM_DIR is too long (%zu bytes at most)",
+                           cap - 40);
+    *fd = segment_open(name, 1);
     if (*fd < 0)
         return ddp_err_set(err, -errno, "unable to create shared memory %s: %s", name,
                            strerror(errno));
@@ -220,9 +262,9 @@ static int open_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, siz
     int rc = ddpw__store_get(s->ctx, key, name, cap, &len, -1, err);
     if (rc != 0)
         return rc;
-    if (len == 0 || name[len - 1] != '\0')
+    if (len == 0 || name[len - 1] != '\0' || !segment_name_ok(name))
         return ddp_err_set(err, DDP_EPROTO, "store key %s: malformed shared memory name", key);
-    *fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    *fd = segment_open(name, 0);
     if (*fd < 0)
         return ddp_err_set(err, -errno, "unable to open shared memory %s: %s", name,
                            strerror(errno));
@@ -260,7 +302,7 @@ static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
     s->sub_floats = s->slot_bytes / (size_t)n / sizeof(float);
     s->map_len = SHM_HDR_BYTES + (s->slot_bytes + 2 * (size_t)SHM_SMALL_BYTES) * (size_t)n;
 
-    char key[64], name[128] = "";
+    char key[64], name[PATH_MAX] = "";
     snprintf(key, sizeof key, "cpu/shm/%d", ctx->env.group_rank);
     int fd = -1;
     int rc = me == 0 ? create_segment(s, key, &fd, name, sizeof name, err)
@@ -275,7 +317,7 @@ static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
         rc = ddpw__store_barrier(ctx, bname, n, err);
     }
     if (created)
-        shm_unlink(name);
+        segment_unlink(name);
     if (rc != 0) {
         shm_fini(s);
         return rc;

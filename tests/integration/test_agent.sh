@@ -146,6 +146,58 @@ for how in TERM KILL; do
 done
 check "nothing left after the run directory checks" no_leftovers 3
 
+# 3c. Workers share memory on the node through files in DDPRUN_SHM_DIR, the agent's directory on
+# /dev/shm (the CPU backend's segment: tests/unit/test_ddpw.c). A worker killed before it unlinks
+# its file leaks nothing: the next attempt starts with the directory empty, it is gone when
+# ddprun exits, and the orphan guard removes it when ddprun is SIGKILLed.
+cat >"$TMP/seg.sh" <<'EOS'
+#!/bin/sh
+d=$1
+echo $$ >"$d/pid.$LOCAL_RANK.$TORCHELASTIC_RESTART_COUNT"
+echo "${DDPRUN_SHM_DIR:-unset}" >"$d/shmdir.$TORCHELASTIC_RESTART_COUNT"
+ls -A "${DDPRUN_SHM_DIR:-/nonexistent}" >"$d/ls.$LOCAL_RANK.$TORCHELASTIC_RESTART_COUNT" 2>&1
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+[ "$LOCAL_RANK" = 0 ] && echo segment >"$DDPRUN_SHM_DIR/ddpw-$$-test"
+exec sleep 30
+EOS
+chmod +x "$TMP/seg.sh"
+# wait_segment DIR: waits (up to 10 s) for rank 0's file in the scratch directory named in
+# DIR/shmdir.0; prints the directory.
+wait_segment() {
+    local i sd
+    for i in $(seq 500); do
+        sd=$(cat "$1/shmdir.0" 2>/dev/null)
+        [ -n "$sd" ] && [ -f "$1/pid.0.0" ] && [ -f "$sd/ddpw-$(cat "$1/pid.0.0")-test" ] &&
+            { echo "$sd"; return 0; }
+        sleep 0.02
+    done
+    return 1
+}
+d=$TMP/seg; mkdir -p "$d"
+(timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=2 --max_restarts=1 "$TMP/seg.sh" "$d" \
+    >"$TMP/seg.out" 2>&1) &
+pid=$!
+sd=$(wait_segment "$d")
+[ -n "$sd" ] && kill -KILL "$(cat "$d/pid.0.0")"
+wait $pid; rc=$?
+case $sd in /dev/shm/ddprun-shm-*) true ;; *) false ;; esac && [ $rc -eq 0 ]
+verdict "rank 0 killed with a file in its DDPRUN_SHM_DIR ($sd): restarted, exit 0 (rc $rc)" ||
+    show_tail "$TMP/seg.out"
+[ -f "$d/ls.0.1" ] && [ ! -s "$d/ls.0.1" ] && [ "$(cat "$d/shmdir.1" 2>/dev/null)" = "$sd" ]
+verdict "the next attempt finds the same scratch directory, empty"
+[ -n "$sd" ] && [ ! -e "$sd" ]
+verdict "the scratch directory is gone when ddprun exits"
+d=$TMP/segk; mkdir -p "$d"
+(timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=2 "$TMP/seg.sh" "$d" \
+    >"$TMP/segk.out" 2>&1) &
+pid=$!
+sd=$(wait_segment "$d")
+[ -n "$sd" ] && kill -KILL "$(child_pid $pid)"
+{ wait $pid; } 2>/dev/null
+case $sd in /dev/shm/ddprun-shm-*) gone_within "$sd" ;; *) false ;; esac
+verdict "SIGKILL of ddprun with a file in the scratch directory: the guard removes $sd"
+check "nothing left after the segment checks" no_leftovers 3
+
 # 4. A worker killed by a signal is named in the summary.
 FW_RANK=0 FW_SIGNAL=9 FW_SLEEP_MS=20000 \
     run_ddprun "$TMP/sig.out" --standalone --nproc_per_node=2 "$FW"; rc=$?

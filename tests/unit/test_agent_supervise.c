@@ -124,6 +124,10 @@ void agent__kill_adopted(agent_t *a) {
     fx.adopted_kills++;
 }
 
+void agent__scratch_clear(agent_t *a) {
+    (void)a;
+}
+
 void agent__shutdown_loop(agent_t *a) {
     (void)a;
     fx.loop_shutdowns++;

@@ -5,6 +5,7 @@
  * refused files, a failed write; pwrite is wrapped by the linker to count and fail writes). The
  * store runs in a thread of this process (rdzv_server on its own libuv loop, 127.0.0.1:0). */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -441,6 +442,52 @@ static int dead_child(int rank, const void *arg) {
 static void test_dead_peer(void **state) {
     (void)state;
     assert_int_equal(run_ranks(2, dead_child, NULL), 0);
+}
+
+/* Under ddprun the segment is a file in DDPRUN_SHM_DIR, which the agent empties when a group
+ * stops. Rank 1 is set up differently (its chunk), so it refuses the segment's size, naming it:
+ * the name must be in the directory. Rank 0 waits for it until its timeout, then unlinks. */
+static int scratch_child(int rank, const void *arg) {
+    const char *dir = arg;
+    ddpw_env_t env;
+    char run[64];
+    snprintf(run, sizeof run, "scratch-%d", (int)getppid());
+    env_for(&env, rank, 2, 0, run);
+    ddpw_opts_t o = DDPW_OPTS_INIT;
+    o.backend = DDPW_BACKEND_CPU;
+    o.timeout_ms = rank == 0 ? 1500 : 10000;
+    o.cpu_chunk_bytes = rank == 0 ? 0 : (size_t)1 << 20;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    ddpw_t *w = NULL;
+    int rc = ddpw_init_env(&w, &env, &o, &e);
+    int ok = rc != 0 && w == NULL;
+    if (rank == 1) {
+        char want[512]; /* the name goes on with rank 0's pid and a nonce */
+        snprintf(want, sizeof want, "shared memory %s/ddpw-", dir);
+        ok = ok && rc == DDP_EPROTO && strstr(e.text, want) != NULL;
+    }
+    if (!ok)
+        fprintf(stderr, "scratch rank %d: rc %d '%s'\n", rank, rc, e.text);
+    return ok ? 0 : 1;
+}
+
+static void test_segment_in_scratch_dir(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ddpw-scratch-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("DDPRUN_SHM_DIR", dir, 1);
+    int failed = run_ranks(2, scratch_child, dir);
+    unsetenv("DDPRUN_SHM_DIR");
+    int left = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+        left += de->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    rmdir(dir);
+    assert_int_equal(failed, 0);
+    assert_int_equal(left, 0); /* rank 0 unlinked it once its wait ended */
 }
 
 /* Two "nodes" of one rank: node 1's leader exits; node 0's next collective reports the closed
@@ -1039,6 +1086,7 @@ int main(void) {
         cmocka_unit_test(test_init_timeout),
         cmocka_unit_test(test_dead_peer),
         cmocka_unit_test(test_dead_node),
+        cmocka_unit_test(test_segment_in_scratch_dir),
         cmocka_unit_test(test_nccl_id_exchange),
         cmocka_unit_test(test_nccl_without_gpu),
         cmocka_unit_test(test_backend_decide),

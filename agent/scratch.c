@@ -1,0 +1,62 @@
+/* The workers' scratch directory: a private directory on /dev/shm (tmpfs), made at start and
+ * given to every worker as DDPRUN_SHM_DIR, for what they share in memory on this node (the CPU
+ * backend's segment). A worker killed before it unlinks its segment cannot leak it: the agent
+ * empties the directory at every group stop, once every worker of the group is reaped, removes
+ * it at exit, and the orphan guard removes it when the agent itself is SIGKILLed. Without a
+ * writable /dev/shm there is none, and the workers fall back to shm_open's names. */
+#include "agent_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddp_log.h"
+
+#define SCRATCH_PARENT "/dev/shm"
+
+void agent__scratch_start(agent_t *a) {
+    a->scratch_dir[0] = '\0';
+    if (access(SCRATCH_PARENT, W_OK | X_OK) != 0) {
+        DDP_DEBUG("no scratch directory for the workers: %s: %s", SCRATCH_PARENT, strerror(errno));
+        return;
+    }
+    char id[64];
+    agent__file_safe(a->job->run_id, id, sizeof id);
+    snprintf(a->scratch_dir, sizeof a->scratch_dir, SCRATCH_PARENT "/ddprun-shm-%s-XXXXXX", id);
+    if (mkdtemp(a->scratch_dir) == NULL) {
+        DDP_DEBUG("no scratch directory for the workers: %s: %s", a->scratch_dir, strerror(errno));
+        a->scratch_dir[0] = '\0';
+    }
+}
+
+void agent__scratch_clear(agent_t *a) {
+    if (a->scratch_dir[0] == '\0')
+        return;
+    DIR *d = opendir(a->scratch_dir);
+    if (d == NULL)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char sub[sizeof a->scratch_dir + sizeof de->d_name + 1];
+        snprintf(sub, sizeof sub, "%s/%s", a->scratch_dir, de->d_name);
+        DDP_DEBUG("removing %s, left by a worker of the stopped group", sub);
+        struct stat st;
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            agent__remove_tree(sub);
+        else
+            unlink(sub);
+    }
+    closedir(d);
+}
+
+void agent__scratch_stop(agent_t *a) {
+    if (a->scratch_dir[0] != '\0')
+        agent__remove_tree(a->scratch_dir);
+    a->scratch_dir[0] = '\0';
+}
