@@ -64,12 +64,23 @@ struct agent_rdzv {
     agent_event_t linger_done; /* emitted when the lingering ends */
     int hb_pending;
     uint64_t hb_sent_ms;
-    int barrier_phase;         /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
-    uint64_t barrier_deadline; /* uv_now() ms when the exit barrier's close_timeout runs out */
-    int64_t watch_round;       /* the round the newest watch WAIT is for, -1 none */
-    int watch_waits;           /* watch WAITs sent and not answered yet (FIFO: newest last) */
-    uint64_t join_sent_ms;     /* uv_now() when the parked JOIN was sent */
-    uint64_t join_report_at;   /* uv_now() of the next waiting line */
+    /* The spare heartbeat path. A control connection that lost a heartbeat to a network outage
+     * retransmits it on TCP's exponential backoff: seconds after the link is back, past the
+     * keep-alive bound. When a heartbeat goes unanswered for 1.5 intervals, BEAT_FOR goes on a
+     * fresh connection (no backoff), naming this node's member and key, until the control
+     * connection answers again. */
+    int64_t member, member_key; /* from the last JOIN reply; member 0: none yet */
+    rdzv_aclient_t *spare;      /* the fresh connection, or NULL */
+    int spare_pending;          /* a BEAT_FOR on it awaits its reply */
+    uint64_t spare_sent_ms;     /* uv_now() of that BEAT_FOR */
+    uint64_t spare_answered_ms; /* uv_now() of the last BEAT_FOR the store counted */
+    uint64_t spare_since_ms;    /* uv_now() when the spare path opened (for the log line) */
+    int barrier_phase;          /* 0 none, 1 ADD sent, 2 ADD answered: waiting for the others */
+    uint64_t barrier_deadline;  /* uv_now() ms when the exit barrier's close_timeout runs out */
+    int64_t watch_round;        /* the round the newest watch WAIT is for, -1 none */
+    int watch_waits;            /* watch WAITs sent and not answered yet (FIFO: newest last) */
+    uint64_t join_sent_ms;      /* uv_now() when the parked JOIN was sent */
+    uint64_t join_report_at;    /* uv_now() of the next waiting line */
     uint64_t join_report_gap;
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int lost;                /* the store was lost (said once) */
@@ -136,6 +147,13 @@ static void emit(agent_t *a, agent_event_t ev) {
 
 static int rdzv_connect(struct agent_rdzv *r, int connect_timeout_ms);
 
+/* Closes the spare heartbeat connection, if any (its pending BEAT_FOR completes cancelled). */
+static void spare_close(struct agent_rdzv *r) {
+    rdzv_aclient_close(r->spare, NULL, NULL);
+    r->spare = NULL;
+    r->spare_pending = 0;
+}
+
 /* Drops both connections and opens new ones, trying until the reconnect window closes (requests
  * queue on them meanwhile), then tells the supervisor, which stops the group (or settles the
  * exit barrier) and JOINs again on the new ones. Returns 0 or a negative code. */
@@ -150,6 +168,8 @@ static int reconnect_try(struct agent_rdzv *r) {
     rdzv_aclient_close(r->watch, NULL, NULL);
     r->ctl = r->watch = NULL;
     r->hb_pending = 0;
+    spare_close(r);
+    r->member = 0; /* the store that forgot the run forgot the member too */
     r->watch_round = -1;
     r->watch_waits = 0;
     r->join_status_pending = 0;
@@ -431,6 +451,8 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
     }
     a->round = j->round;
     r->joined = 1;
+    r->member = j->member;
+    r->member_key = j->member_key;
     r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;
     if (j->restarts_used > r->restarts_seen)
         r->restarts_seen = j->restarts_used;
@@ -596,6 +618,82 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
     if (status == DDP_ECANCELED)
         return;        /* a closed connection's: hb_pending was reset */
     r->hb_pending = 0; /* a lost store shows up on the watch connection */
+    if (r->spare != NULL) {
+        DDP_INFO("the rendezvous store answers on the control connection again after %.1f s; "
+                 "heartbeats went on a spare connection meanwhile",
+                 (uv_now(r->a->loop) - r->spare_since_ms) / 1000.0);
+        spare_close(r);
+    }
+}
+
+static void on_spare_beat(void *arg, int status, const uint8_t *reply, size_t len,
+                          const char *errtext) {
+    (void)errtext;
+    struct agent_rdzv *r = arg;
+    if (status == DDP_ECANCELED)
+        return; /* closed: spare_pending was reset */
+    r->spare_pending = 0;
+    rdzv_round_reply_t rep;
+    if (status == 0 && round_reply(reply, len, &rep) == 0) {
+        /* Status 1: not a member (its round is over, or another store): nothing was counted. */
+        if (rep.cmd == RDZV_CMD_RDZV_BEAT_FOR && rep.status == 0)
+            r->spare_answered_ms = uv_now(r->a->loop);
+        ddp_buf_free(&rep.text);
+    }
+}
+
+static void on_spare_connected(void *arg, int status, const char *errtext) {
+    struct agent_rdzv *r = arg;
+    char esc[AGENT_STORE_TEXT_MAX];
+    if (status == 0 || status == DDP_ECANCELED)
+        return;
+    /* Not reached yet (the link is still down): the next tick makes another. */
+    DDP_DEBUG("spare heartbeat connection to %s:%d: %s", r->addr, r->port,
+              store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+    spare_close(r);
+}
+
+static void on_spare_lost(void *arg, int status, const char *errtext) {
+    (void)status, (void)errtext;
+    spare_close(arg); /* the control connection decides whether the store is lost */
+}
+
+/* The spare path (see struct agent_rdzv): a BEAT_FOR on a fresh connection, made again when the
+ * last one is itself stuck. A failure here is never the store's loss: the control connection
+ * and the keep-alive bound decide that. */
+static void spare_beat(struct agent_rdzv *r) {
+    agent_t *a = r->a;
+    uint64_t now = uv_now(a->loop);
+    uint64_t stuck = (uint64_t)a->job->rdzv.keep_alive_interval_ms * 3 / 2;
+    if (r->spare != NULL && r->spare_pending && now - r->spare_sent_ms >= stuck)
+        spare_close(r);
+    if (r->spare == NULL) {
+        rdzv_client_opts_t co = {
+            .host = r->addr,
+            .port = (uint16_t)r->port,
+            .token = r->token->len ? r->token->data : NULL,
+            .token_len = r->token->len,
+            .connect_timeout_ms = (int)stuck,
+            .io_timeout_ms = (int)a->job->rdzv.read_timeout_ms,
+        };
+        if (rdzv_aclient_connect(a->loop, &co, on_spare_connected, r, &r->spare, NULL) < 0) {
+            r->spare = NULL;
+            return;
+        }
+        rdzv_aclient_on_close(r->spare, on_spare_lost, r);
+        if (r->spare_since_ms < r->hb_sent_ms)
+            r->spare_since_ms = now;
+    }
+    if (r->spare_pending)
+        return;
+    ddp_buf_t frame = DDP_BUF_INIT;
+    if (rdzv_beat_for_req_encode(&frame, a->job->run_id, r->member, r->member_key) == 0 &&
+        rdzv_aclient_raw(r->spare, &frame, rdzv_round_reply_len, 0, -1, "RDZV_BEAT_FOR",
+                         on_spare_beat, r, NULL) == 0) {
+        r->spare_pending = 1;
+        r->spare_sent_ms = now;
+    }
+    ddp_buf_free(&frame);
 }
 
 static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t len,
@@ -712,12 +810,19 @@ static void on_hb_timer(uv_timer_t *t) {
          * back for as long is cut off (network, a stopped store) and must not go on alone. */
         uint64_t bound =
             (uint64_t)job->rdzv.keep_alive_interval_ms * (uint64_t)job->rdzv.keep_alive_max_attempt;
-        uint64_t waited = uv_now(a->loop) - r->hb_sent_ms;
+        uint64_t now = uv_now(a->loop);
+        /* A BEAT_FOR the store counted since then: it hears this node. */
+        uint64_t heard =
+            r->spare_answered_ms > r->hb_sent_ms ? r->spare_answered_ms : r->hb_sent_ms;
+        uint64_t waited = now - heard;
         if (waited > bound) {
             char why[96];
             snprintf(why, sizeof why, "no answer to heartbeats for %llu ms",
                      (unsigned long long)waited);
             store_lost_how(r, why, 1);
+        } else if (r->member != 0 &&
+                   now - r->hb_sent_ms >= (uint64_t)job->rdzv.keep_alive_interval_ms * 3 / 2) {
+            spare_beat(r);
         }
         return;
     }
@@ -1052,6 +1157,7 @@ void agent__rdzv_stop(agent_t *a) {
     rdzv_aclient_close(r->ctl, NULL, NULL);
     rdzv_aclient_close(r->watch, NULL, NULL);
     r->ctl = r->watch = NULL;
+    spare_close(r);
 }
 
 /* Frees the state once the loop has closed every handle (agent_run calls it after uv_run). */

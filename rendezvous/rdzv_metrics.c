@@ -110,6 +110,7 @@ static const char *round_cmd_name(int cmd) {
     case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
     case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
     case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
+    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
     default: return NULL;
     }
 }

@@ -1,4 +1,4 @@
-/* rdzv_proto: the codec of the rendezvous commands 0x50-0x54 (rdzv_proto.h,
+/* rdzv_proto: the codec of the rendezvous commands 0x50-0x55 (rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
  * reply parser for its clients. */
 #include "rdzv_proto.h"
@@ -135,6 +135,10 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
     case RDZV_CMD_RDZV_ABORT:
         STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "abort reason"));
         break;
+    case RDZV_CMD_RDZV_BEAT_FOR:
+        STEP(cur_i64(c, &q->member));
+        STEP(cur_i64(c, &q->member_key));
+        break;
     default: break; /* HEARTBEAT, STATUS: the run id only */
     }
     return (long)c->off;
@@ -149,7 +153,7 @@ long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req,
         *need = 1;
         return 0;
     }
-    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_ABORT) {
+    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_LAST) {
         if (err != NULL && err->code == 0)
             err->offset = 0;
         return ddp_err_set(err, DDP_EFRAME, "unknown rendezvous command 0x%02x", cmd);
@@ -212,6 +216,14 @@ int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id) {
     return run_only_encode(b, RDZV_CMD_RDZV_HEARTBEAT, run_id);
 }
 
+int rdzv_beat_for_req_encode(ddp_buf_t *b, const char *run_id, int64_t member, int64_t member_key) {
+    size_t start = b->len;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_BEAT_FOR, run_id));
+    PUT(rdzv__put_i64(b, member));
+    PUT(rdzv__put_i64(b, member_key));
+    return 0;
+}
+
 int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id) {
     return run_only_encode(b, RDZV_CMD_RDZV_STATUS, run_id);
 }
@@ -250,6 +262,8 @@ int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
     PUT(rdzv__put_i64(b, res->master_port));
     PUT(rdzv__put_i64(b, res->restarts_used));
     PUT(rdzv__put_i64(b, res->store_flags));
+    PUT(rdzv__put_i64(b, res->member));
+    PUT(rdzv__put_i64(b, res->member_key));
     return 0;
 }
 
@@ -263,13 +277,21 @@ int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
     return 0;
 }
 
-int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
+static int beat_reply_encode(ddp_buf_t *b, uint8_t cmd, int ok, int64_t round, int state) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_HEARTBEAT));
+    PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, ok ? 0 : 1));
     PUT(rdzv__put_i64(b, round));
     PUT(rdzv__put_i64(b, state));
     return 0;
+}
+
+int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
+    return beat_reply_encode(b, RDZV_CMD_RDZV_HEARTBEAT, ok, round, state);
+}
+
+int rdzv_beat_for_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
+    return beat_reply_encode(b, RDZV_CMD_RDZV_BEAT_FOR, ok, round, state);
 }
 
 int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
@@ -312,6 +334,8 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
             STEP(cur_i64(c, &j->master_port));
             STEP(cur_i64(c, &j->restarts_used));
             STEP(cur_i64(c, &j->store_flags));
+            STEP(cur_i64(c, &j->member));
+            STEP(cur_i64(c, &j->member_key));
         } else if (p->status == 1) {
             STEP(cur_i64(c, &p->code));
             STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));
@@ -320,6 +344,7 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
         }
         break;
     case RDZV_CMD_RDZV_HEARTBEAT:
+    case RDZV_CMD_RDZV_BEAT_FOR:
         STEP(cur_i64(c, &p->round));
         STEP(cur_i64(c, &p->state));
         break;
@@ -351,7 +376,7 @@ long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *
         *need = 1;
         return 0;
     }
-    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_ABORT)
+    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_LAST)
         return ddp_err_set(err, DDP_EPROTO, "unexpected reply 0x%02x to a rendezvous command",
                            rep->cmd);
     long rc = reply_fields(&c, rep);

@@ -47,6 +47,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 typedef enum member_state {
     MEMBER_JOINING,
@@ -65,6 +67,7 @@ typedef struct rdzv_member {
     int64_t group_rank; /* RUNNING: its rank; else -1 */
     int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
     uint64_t join_ms, last_seen_ms;
+    int64_t key; /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
     struct rdzv_member *hnext;         /* member hash chain */
     struct rdzv_member *rprev, *rnext; /* the run's member list */
 } rdzv_member_t;
@@ -472,6 +475,8 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         copy_str(a->res.master_addr, sizeof a->res.master_addr, slot[0]->host);
         a->res.master_port = slot[0]->master_port;
         a->res.restarts_used = r->restarts_used;
+        a->res.member = (int64_t)m->id;
+        a->res.member_key = m->key;
         base += m->nproc;
     }
     /* Members of the previous round that did not come back are no longer members. */
@@ -645,6 +650,18 @@ static rdzv_round_cfg_t cfg_defaults(rdzv_round_cfg_t c) {
 }
 
 /* Makes m, a new member with connection id member, known to the registry and to run r. */
+/* A member's BEAT_FOR key: random, so that a member id another store handed out (ids restart
+ * with the store) or a stray number never beats for this member. */
+static int64_t member_key_make(void) {
+    uint64_t k = 0;
+    if (getrandom(&k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        k = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts;
+    }
+    return (int64_t)(k >> 1); /* non-negative: it reads the same in every language's i64 */
+}
+
 static void member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_t member) {
     m->id = member;
     m->run = r;
@@ -703,8 +720,10 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
             run_free(rs, r);
         return ddp_err_set(err, -ENOMEM, "rendezvous '%s': out of memory", req->run_id);
     }
-    if (m->run == NULL)
+    if (m->run == NULL) {
         member_link(rs, r, m, member);
+        m->key = member_key_make();
+    }
     int was_running = m->state == MEMBER_RUNNING && r->state == RDZV_RUN_RUNNING;
     copy_str(m->host, sizeof m->host, req->host);
     m->want_rank = req->want_node_rank;
@@ -767,6 +786,14 @@ int rdzv_runs_heartbeat(rdzv_runs_t *rs, const char *run_id, uint64_t member, ui
     if (state != NULL)
         *state = (int)m->run->state;
     return 0;
+}
+
+int rdzv_runs_beat_for(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t key,
+                       uint64_t now_ms, int64_t *round, int *state) {
+    rdzv_member_t *m = member_find(rs, member);
+    if (m == NULL || m->key != key)
+        return -ENOENT;
+    return rdzv_runs_heartbeat(rs, run_id, member, now_ms, round, state);
 }
 
 int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,

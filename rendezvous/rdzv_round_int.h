@@ -1,6 +1,6 @@
 /* rdzv_round: the server side of multi-node rendezvous as pure logic: one state machine per run
  * id (JOINING -> LAST_CALL -> RUNNING -> round r+1, or FAILED), kept in a bounded registry. The
- * wire codec of the rendezvous commands 0x50-0x54 is rdzv_proto.h.
+ * wire codec of the rendezvous commands 0x50-0x55 is rdzv_proto.h.
  * No sockets, no clock reads: the server passes events and the time in and carries out the
  * actions that come back (reply to a member, SET the round's end key, close a connection). */
 #ifndef RDZV_ROUND_INT_H
@@ -84,6 +84,11 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
  * member of run_id (or of any run). */
 int rdzv_runs_heartbeat(rdzv_runs_t *rs, const char *run_id, uint64_t member, uint64_t now_ms,
                         int64_t *round, int *state);
+
+/* The same for a BEAT_FOR (from a connection that is not the member's): key must be the one
+ * its JOIN reply carried, else -ENOENT (a member id of a forgotten store, or a guess). */
+int rdzv_runs_beat_for(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t key,
+                       uint64_t now_ms, int64_t *round, int *state);
 
 /* Member member (of any state: joining, running, or between rounds) stops run_id for good: why
  * (e.g. "no progress in 3 attempts") becomes its last failure, the running round ends, the run

@@ -1,5 +1,5 @@
 /* rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
- * commands 0x50-0x54 through the state machines of rdzv_round.c and carries out the actions they
+ * commands 0x50-0x55 through the state machines of rdzv_round.c and carries out the actions they
  * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
 #include "rdzv_server_int.h"
 
@@ -215,6 +215,16 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
             reply_buf(c, &b);
         break;
     }
+    case RDZV_CMD_RDZV_BEAT_FOR: {
+        /* The member's spare path: its control connection may be stuck in TCP's backoff. */
+        int64_t round = 0;
+        int state = 0;
+        int rc = rdzv_runs_beat_for(s->runs, r->join.run_id, (uint64_t)r->member, r->member_key,
+                                    now, &round, &state);
+        if (rdzv_beat_for_reply_encode(&b, rc == 0, round, state) == 0)
+            reply_buf(c, &b);
+        break;
+    }
     case RDZV_CMD_RDZV_FAIL: {
         rdzv_fail_reply_t rep;
         rdzv_runs_fail(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, &rep);
@@ -249,8 +259,8 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
 }
 
 void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
-    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS", "ABORT"};
-    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_ABORT
+    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS", "ABORT", "BEAT_FOR"};
+    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_LAST
                            ? names[cmd - RDZV_CMD_RDZV_JOIN]
                            : "rendezvous";
     char text[RDZV_ROUND_TEXT_MAX];

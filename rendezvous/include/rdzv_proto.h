@@ -1,4 +1,4 @@
-/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x54 of the
+/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x55 of the
  * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
@@ -19,6 +19,8 @@ enum {
     RDZV_CMD_RDZV_FAIL = 0x52,      /* the worker group of a round failed -> counted or not */
     RDZV_CMD_RDZV_STATUS = 0x53,    /* -> JSON of the run */
     RDZV_CMD_RDZV_ABORT = 0x54,     /* a member stops the run for good -> done or ignored */
+    RDZV_CMD_RDZV_BEAT_FOR = 0x55,  /* a HEARTBEAT for a member, from another connection */
+    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_BEAT_FOR,
 };
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
@@ -82,11 +84,15 @@ typedef struct rdzv_join_result {
     int64_t master_port;                  /* group rank 0's candidate */
     int64_t restarts_used;
     int64_t store_flags; /* RDZV_STORE_*: what the store that answered is */
+    /* This node's member and its key: a BEAT_FOR carrying both beats for the member from any
+     * connection (its spare path when the control connection's TCP is backing off). */
+    int64_t member, member_key;
 } rdzv_join_result_t;
 
 /* store_flags of a JOIN reply. */
-#define RDZV_STORE_EMBEDDED 1 /* served by an agent: it ends with that agent, nobody restarts it   \
-                               */
+#define RDZV_STORE_EMBEDDED                                                                        \
+    1 /* served by an agent: it ends with that agent, nobody restarts it                           \
+       */
 
 /* Bound on a JOIN's min_round (round numbers never come near it). */
 #define RDZV_ROUND_MAX_ROUND ((int64_t)1 << 53)
@@ -114,15 +120,16 @@ enum {
 
 /* ---- requests ---- */
 
-/* One parsed rendezvous request (any of 0x50-0x54). Strings are NUL-terminated copies. */
+/* One parsed rendezvous request (any of 0x50-0x55). Strings are NUL-terminated copies. */
 typedef struct rdzv_round_req {
     uint8_t cmd;
     rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
     int64_t round;                /* FAIL */
     char what[RDZV_WHAT_MAX + 1]; /* FAIL, ABORT */
+    int64_t member, member_key;   /* BEAT_FOR */
 } rdzv_round_req_t;
 
-/* Parses one rendezvous request (buf[0] is its command, 0x50-0x54) from buf[0..len) (server
+/* Parses one rendezvous request (buf[0] is its command, 0x50-0x55) from buf[0..len) (server
  * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
  * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
  * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
@@ -135,6 +142,7 @@ long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req,
  * string is empty or over its bound; b is unchanged on error. */
 int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *req);
 int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id);
+int rdzv_beat_for_req_encode(ddp_buf_t *b, const char *run_id, int64_t member, int64_t member_key);
 int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what);
 int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id);
 int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
@@ -145,7 +153,9 @@ int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
  * Texts longer than RDZV_REPLY_TEXT_MAX are cut. */
 int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res);
 int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text);
+/* HEARTBEAT's reply; BEAT_FOR's with cmd RDZV_CMD_RDZV_BEAT_FOR (the same fields). */
 int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
+int rdzv_beat_for_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
 int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep);
 int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
 int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped);
@@ -158,8 +168,8 @@ typedef struct rdzv_round_reply {
                               * ABORT: 0 the run stopped, 1 ignored */
     rdzv_join_result_t join; /* JOIN ok */
     int64_t code;            /* JOIN error */
-    int64_t round;           /* HEARTBEAT */
-    int64_t state;           /* HEARTBEAT */
+    int64_t round;           /* HEARTBEAT, BEAT_FOR */
+    int64_t state;           /* HEARTBEAT, BEAT_FOR */
     rdzv_fail_reply_t fail;  /* FAIL */
     ddp_buf_t text;          /* JOIN error text, STATUS JSON or error; NUL-terminated; owned:
                               * free with ddp_buf_free (parse appends to it after a reset) */

@@ -31,7 +31,7 @@ SLACK_MS=${NETNS_SLACK_MS:-700}
 AGENT_LIMIT=30
 
 SECTIONS=("3 hosts form one job" "3 hosts with a job token" "SIGKILL of an agent" "cut link"
-    "stopped agent" "scale-up" "worker failure restarts every node" "train across 2 hosts"
+    "stopped agent" "link flap" "scale-up" "worker failure restarts every node" "train across 2 hosts"
     "PyTorch DDP across 2 hosts" "Kubernetes launches"
     "nothing left, namespaces removed")
 skip_all() {
@@ -475,6 +475,36 @@ last=$(ls "$D"/c/env.*.* 2>/dev/null | sed 's/.*\.//' | sort -n | tail -1)
 check "SIGCONT: c finds the store still serving and rejoins: a round of all 6 ranks (round ${last:-?}, ${stale:-?} ms after), all exit 0 ($(rcs $HOSTS))" \
     cond '[ -n "$stale" ] && all_rc 0 $HOSTS && rejoined "${last:-x}"'
 check "the stopped agent's workers of its first round are gone" workers_gone c 0
+unset FW_SLEEP_MS
+
+# ------------------------------------------------------------------------------------ 3c. flap
+# The link of host a, whose agent serves the store, is down for 4 s, within the keep-alive bound
+# (0.5 s x 12 = 6 s): it must cost nothing. The heartbeats b and c sent into the outage are lost
+# on the bridge, and TCP retransmits them on its exponential backoff (0.2, 0.4, 0.8, 1.7, 3.3,
+# 6.9 s after the first send, on an idle link): the first copy after the link is back lands 6.9 s
+# after it was sent, past the bound, whatever the phase of the cut (the 3.3 s copy is lost too).
+# (A node whose own link is down retries every 0.5 s instead: the kernel sees the failure.) So b
+# and c send BEAT_FOR on a fresh connection, which has no backoff to wait out.
+PORT=29416 RUN=flap D=$TMP/flap
+CONF_SAVED=$CONF
+CONF=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.5,keep_alive_max_attempt=12,close_timeout=10
+export FW_SLEEP_MS=9000
+for h in $HOSTS; do agent $h 3 "$FW"; done
+cut=""
+if wait_count 6 10 "$D/[abc]/env.*.0"; then
+    sleep 1
+    ip -n "${P}br" link set va down
+    sleep 4
+    ip -n "${P}br" link set va up
+    cut=4
+fi
+ip -n "${P}br" link set va up 2>/dev/null
+WAIT_S=20 wait_all $HOSTS
+CONF=$CONF_SAVED
+check "link of the store's host down ${cut:-?} s, inside the keep-alive bound: one round, all exit 0 ($(rcs $HOSTS))" \
+    cond '[ -n "$cut" ] && all_rc 0 $HOSTS && ranks_once 0 6 && ! ls "$D"/[abc]/env.*.1 >/dev/null 2>&1'
+check "b's and c's heartbeats went on a spare connection while their control connections retransmitted" \
+    cond 'grep -q "heartbeats went on a spare connection" "$D/b.out" && grep -q "heartbeats went on a spare connection" "$D/c.out"'
 unset FW_SLEEP_MS
 
 # ------------------------------------------------------------------------------------ 4. scale-up

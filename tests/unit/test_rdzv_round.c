@@ -1,6 +1,6 @@
 /* Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
  * call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound, a
- * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x54. Time is
+ * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x55. Time is
  * simulated: every event gets its own now_ms. */
 #include <errno.h>
 #include <jansson.h>
@@ -481,6 +481,46 @@ static void test_leave_joiner_drops(void **state) {
     assert_null(find_act(&f->out, RDZV_ACT_REPLY_OK, 1));
 }
 
+/* BEAT_FOR, a member's spare heartbeat path: its JOIN reply carries its member id and a random
+ * key; a BEAT_FOR with both keeps it alive like a HEARTBEAT, a wrong key or a member id the
+ * store never handed out does not. */
+static void test_beat_for(void **state) {
+    fx_t *f = *state;
+    join_ok(f->rs, "job", 1, -1, 2, 2, 0, &f->out);
+    join_ok(f->rs, "job", 2, -1, 2, 2, 0, &f->out); /* at max: closes at once, limit 300 ms */
+    const rdzv_action_t *a1 = find_act(&f->out, RDZV_ACT_REPLY_OK, 1);
+    const rdzv_action_t *a2 = find_act(&f->out, RDZV_ACT_REPLY_OK, 2);
+    assert_non_null(a1);
+    assert_non_null(a2);
+    assert_int_equal(a1->res.member, 1);
+    assert_int_equal(a2->res.member, 2);
+    assert_true(a1->res.member_key >= 0 && a2->res.member_key >= 0);
+    assert_true(a1->res.member_key != a2->res.member_key); /* 2^-63 to fail by chance */
+    int64_t key2 = a2->res.member_key;
+    rdzv_actions_reset(&f->out);
+    int64_t round = -1;
+    int st = -1;
+    for (uint64_t t = 100; t <= 500; t += 100) {
+        assert_int_equal(rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL), 0);
+        assert_int_equal(rdzv_runs_beat_for(f->rs, "job", 2, key2, t, &round, &st), 0);
+        assert_int_equal(rdzv_runs_beat_for(f->rs, "job", 2, key2 ^ 1, t, NULL, NULL), -ENOENT);
+        assert_int_equal(rdzv_runs_beat_for(f->rs, "job", 9, key2, t, NULL, NULL), -ENOENT);
+        assert_int_equal(rdzv_runs_beat_for(f->rs, "other", 2, key2, t, NULL, NULL), -ENOENT);
+        rdzv_runs_tick(f->rs, t, &f->out);
+        assert_int_equal(f->out.n, 0); /* member 2 is alive through its spare path alone */
+    }
+    assert_int_equal(round, 0);
+    assert_int_equal(st, RDZV_RUN_RUNNING);
+    /* Wrong keys only from now on: member 2 is silent, dead 300 ms after its last BEAT_FOR. */
+    for (uint64_t t = 600; t <= 800; t += 100) {
+        assert_int_equal(rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL), 0);
+        assert_int_equal(rdzv_runs_beat_for(f->rs, "job", 2, key2 + 1, t, NULL, NULL), -ENOENT);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    assert_non_null(find_act(&f->out, RDZV_ACT_CLOSE, 2));
+    assert_non_null(strstr(find_act(&f->out, RDZV_ACT_END_ROUND, 0)->text, "silent for 300ms"));
+}
+
 static void test_heartbeat_silence(void **state) {
     fx_t *f = *state;
     form(f, 3, 2, 4, 0); /* closes at 1000; silence limit 300 ms */
@@ -869,6 +909,17 @@ static void test_wire_join_req(void **state) {
     assert_int_equal(rdzv_round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_HEARTBEAT);
     assert_string_equal(p.join.run_id, "job7");
+    /* u8 0x55, blob "job7", i64 member, i64 key */
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_beat_for_req_encode(&b, "job7", 42, -7), 0);
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8);
+    assert_int_equal(b.data[0], 0x55);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_BEAT_FOR);
+    assert_string_equal(p.join.run_id, "job7");
+    assert_int_equal(p.member, 42);
+    assert_int_equal(p.member_key, -7);
+    check_all_prefixes_incomplete(&b, 0);
     ddp_buf_free(&b);
 }
 
@@ -979,9 +1030,10 @@ static void test_wire_fail_status_req(void **state) {
 static void test_wire_replies(void **state) {
     (void)state;
     ddp_buf_t b = DDP_BUF_INIT;
-    rdzv_join_result_t res = {4, 1, 3, 8, 24, "10.0.0.1", 29500, 2, RDZV_STORE_EMBEDDED};
+    rdzv_join_result_t res = {
+        4, 1, 3, 8, 24, "10.0.0.1", 29500, 2, RDZV_STORE_EMBEDDED, 17, 0x123456789abcdefLL};
     assert_int_equal(rdzv_join_reply_encode_ok(&b, &res), 0);
-    assert_int_equal(b.len, 2 + 5 * 8 + 8 + 8 + 8 + 8 + 8);
+    assert_int_equal(b.len, 2 + 5 * 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8);
     rdzv_round_reply_t rep = {0};
     size_t need = 0;
     assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), (long)b.len);
@@ -1004,6 +1056,14 @@ static void test_wire_replies(void **state) {
     assert_int_equal(rep.cmd, RDZV_CMD_RDZV_HEARTBEAT);
     assert_int_equal(rep.round, 7);
     assert_int_equal(rep.state, RDZV_RUN_RUNNING);
+
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_beat_for_reply_encode(&b, 1, 8, RDZV_RUN_LAST_CALL), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 18);
+    assert_int_equal(rep.cmd, RDZV_CMD_RDZV_BEAT_FOR);
+    assert_int_equal(rep.status, 0);
+    assert_int_equal(rep.round, 8);
+    assert_int_equal(rep.state, RDZV_RUN_LAST_CALL);
 
     ddp_buf_reset(&b);
     rdzv_fail_reply_t fr = {RDZV_FAIL_RUN_FAILED, 5, 4, 3};
@@ -1060,6 +1120,7 @@ int main(void) {
         T(test_empty_run_frees_arrays),
         T(test_leave_running_ends_round),
         T(test_leave_joiner_drops),
+        T(test_beat_for),
         T(test_heartbeat_silence),
         T(test_heartbeat_deadline_lazy),
         T(test_scale_up),
