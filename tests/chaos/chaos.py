@@ -11,13 +11,15 @@ daemon SIGKILLed and started again on its address.
 
 After every job: each host's agent exits 0; rank 0's final parameters are bitwise those of a clean
 run of the same shape and seed; every fault was detected within its bound (recovery times are
-reported per kind); a flap cost no restart; no process is left in any namespace; no checkpoint
-was found torn; the daemon's memory accounting and each agent's open descriptors do not grow
-from round to round.
+reported per kind); a flap cost no restart; no process is left in any namespace and nothing of
+ddprun's in /dev/shm; no checkpoint was found torn; the daemon's memory accounting and each
+agent's open descriptors do not grow from round to round; the daemon never ends unless the
+schedule kills it (how it ended, and where its core went, is reported).
 
 Exit status 0 when every invariant held, 1 when one did not (each broken one is printed), 77 when
 it cannot run here (not root, no `ip netns`). The seed is printed first: `--seed N` replays a
-campaign's schedule exactly (the moments the faults land in depend on the machine's timing).
+campaign's schedule exactly (the moments the faults land in depend on the machine's timing), and
+`--seed N --job K` replays job K of it alone.
 Everything it starts is its own, ended by PID; nothing leaves the namespaces it makes.
 """
 import argparse
@@ -27,6 +29,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -74,6 +77,31 @@ def die_with_campaign():
     SIGKILL, so that no agent or daemon outlives it (PR_SET_PDEATHSIG survives the execs of
     nsenter, unshare and sh)."""
     _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def with_core_dumps():
+    """preexec_fn of the daemon: dies with the campaign, and leaves a core file if it crashes
+    (kernel.core_pattern permitting: "core" writes it into the job's directory, its cwd)."""
+    die_with_campaign()
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def exit_text(rc):
+    """A Popen returncode in words."""
+    if rc is None:
+        return "running"
+    if rc < 0:
+        return f"killed by {signal.Signals(-rc).name}"
+    return f"exit status {rc}"
+
+
+def shm_entries():
+    """ddprun's and its workers' names in /dev/shm (ddprun-* scratch directories, ddpw-*
+    segments of the CPU backend)."""
+    try:
+        return {n for n in os.listdir("/dev/shm") if n.startswith(("ddpw-", "ddprun-"))}
+    except OSError:
+        return set()
 
 
 def log(msg):
@@ -187,12 +215,17 @@ def comm(pid):
         return ""
 
 
-def zombie(pid):
+def proc_state(pid):
+    """The one-letter state of pid (R, S, D, T, Z), or "" once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def zombie(pid):
+    return proc_state(pid) in ("Z", "")
 
 
 def fd_kinds(pid):
@@ -242,6 +275,7 @@ class Job:
         self.link_up_at = {}        # host -> when its link comes back
         self.daemon = None
         self.daemon_up_at = None
+        self.daemon_ended = None    # (t, returncode) when the daemon ended without a fault
         self.daemon_samples = []    # (t, mem_used, rss_kb) at each new round
         self.fd_samples = {}        # agent pid -> [fd counts at each new round]
         self.quiet_until = 0.0      # no fault before this (a flap's window)
@@ -266,7 +300,7 @@ class Job:
         self.daemon = subprocess.Popen(
             self.c.net.cmd("s", [self.c.rdzv, "--host", "0.0.0.0", "--port", str(PORT),
                                  "--token-file", self.c.token]),
-            stdout=f, stderr=subprocess.STDOUT, preexec_fn=die_with_campaign)
+            stdout=f, stderr=subprocess.STDOUT, preexec_fn=with_core_dumps, cwd=self.dir)
         f.close()
         end = now() + 10
         while now() < end:
@@ -391,7 +425,9 @@ class Job:
                 return None
             h = self.rng.choice(hosts)
             pid = self.rng.choice(self.workers(h))
-            rec.update(host=h, pid=pid, beaten=self.beaten(pid))
+            # A process in uninterruptible sleep (an fsync of a checkpoint on a busy disk) acts
+            # on SIGKILL only when its system call returns: its bound starts then, not now.
+            rec.update(host=h, pid=pid, beaten=self.beaten(pid), state=proc_state(pid))
             try:
                 os.kill(pid, signal.SIGKILL if kind == "worker_kill" else signal.SIGSTOP)
             except ProcessLookupError:
@@ -421,7 +457,7 @@ class Job:
             if kind == "link_flap":
                 self.quiet_until = max(self.quiet_until, t + dur + KA_BOUND + 0.5)
         elif kind == "store_restart":
-            if self.daemon is None or self.daemon.poll() is not None:
+            if self.daemon is None or self.daemon.poll() is not None or self.daemon_ended:
                 return None
             rec.update(host="s", pid=self.daemon.pid)
             self.daemon.kill()
@@ -480,6 +516,7 @@ class Job:
             if self.daemon_up_at is not None and t >= self.daemon_up_at:
                 self.daemon_up_at = None
                 self.start_daemon()
+            self.check_daemon(t, t0)
             for h, at in list(self.restart_at.items()):
                 if t >= at:
                     del self.restart_at[h]
@@ -522,8 +559,26 @@ class Job:
         self.link_up_at.clear()
         return now() - t0
 
+    def check_daemon(self, t, t0):
+        """A daemon that ended without being killed by the schedule is a fault of its own: say
+        how it ended, when, and where its core went, and do not start it again."""
+        if self.daemon is None or self.daemon_up_at is not None or self.daemon_ended:
+            return
+        rc = self.daemon.poll()
+        if rc is None:
+            return
+        self.daemon_ended = (t, rc)
+        with open(os.path.join(self.dir, "faults.jsonl"), "a") as f:
+            f.write(json.dumps({"kind": "daemon_ended", "t": t, "rc": rc, "wall": time.time()})
+                    + "\n")
+        cores = [n for n in os.listdir(self.dir) if n.startswith("core")]
+        self.problem("daemon", f"ddp-rendezvous (pid {self.daemon.pid}) ended by itself at "
+                               f"+{t - t0:.1f} s ({exit_text(rc)})"
+                     + (f"; core: {os.path.join(self.dir, cores[0])}" if cores else "; no core"))
+
     def sample(self):
-        """At each new round: the daemon's memory and every agent's open descriptors."""
+        """At each new round: the daemon's memory and the open descriptors of every agent that
+        runs its group."""
         self.events()
         if not self.starts or max(self.starts) <= self.rounds_seen:
             return
@@ -539,7 +594,9 @@ class Job:
             self.daemon_samples.append((self.daemon.pid, r, mem, rss_kb(self.daemon.pid)))
         for h in HOSTS:
             p = self.agent.get(h)
-            if p is not None and p.poll() is None:
+            # Like with like: an agent between groups (its group just failed) holds neither the
+            # workers' pipes nor the group's cgroup.
+            if p is not None and p.poll() is None and len(self.workers(h)) == NPROC:
                 k = fd_kinds(p.pid)
                 if k is not None:
                     self.fd_samples.setdefault((h, p.pid), []).append(k)
@@ -566,6 +623,7 @@ class Campaign:
             f.write(os.urandom(32).hex().encode())
         os.chmod(self.token, 0o600)
         self.net = Net(self.tmp)
+        self.shm_before = shm_entries()  # another job's on this machine: not the campaign's
         # Event times are wall clock (ms); faults are monotonic: one offset, taken once.
         self.mono_minus_wall = time.monotonic() - time.time()
 
@@ -612,6 +670,12 @@ def check_job(job, ref, results):
     if left:
         job.problem("leftover", f"processes left in the namespaces: "
                             f"{[(p, comm(p)) for p in left]}")
+    shm = shm_entries() - job.c.shm_before
+    if shm:
+        job.problem("leftover", f"left in /dev/shm: {sorted(shm)}")
+        for n in shm:  # not counted again against the next job
+            path = os.path.join("/dev/shm", n)
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
     # Checkpoints: none torn (written whole, renamed into place), so none was ever skipped.
     for h in HOSTS:
         try:
@@ -695,7 +759,7 @@ def check_job(job, ref, results):
             continue
         stats["detected"] += 1
         stats["detect"].append(det)
-        if f["isolated"]:
+        if f["isolated"] and bound is not None:
             stats["bounded"] += 1
         if bound is not None and f["isolated"] and det > bound:
             job.problem("detect", f"{kind} of host {f['host']} detected after {det:.2f} s, "
@@ -714,7 +778,8 @@ def detect(job, f, ev):
     kind, t, h = f["kind"], f["t"], f["host"]
     after = [e for e in ev if e["_t"] >= t - 0.005]
     if kind == "worker_kill":
-        f["bound"] = 1.0 + SLACK
+        # Not bounded when it was in uninterruptible sleep: it dies when the kernel lets it.
+        f["bound"] = None if f.get("state") == "D" else 1.0 + SLACK
         for e in after:
             if e["event"] == "worker_exited" and e["_host"] == h and e.get("pid") == f["pid"]:
                 return e["_t"] - t
@@ -786,6 +851,9 @@ def main():
     ap.add_argument("--job-limit", type=float, default=240, help="seconds one job may take")
     ap.add_argument("--gap", type=float, nargs=2, default=(0.2, 1.5),
                     help="seconds between two faults, drawn uniformly")
+    ap.add_argument("--job", type=int, action="append",
+                    help="run only this job of the seed's campaign (repeatable): replays one "
+                         "job's schedule without the jobs before it")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", help="write the results there")
     args = ap.parse_args()
@@ -825,14 +893,22 @@ def main():
         i = 0
         while True:
             counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k) for k in KINDS}
-            if now() - t0 >= args.minutes * 60 and min(counts.values()) >= args.min_per_kind:
+            if not args.job and (now() - t0 >= args.minutes * 60
+                                 and min(counts.values()) >= args.min_per_kind):
                 break
-            if now() - t0 >= args.minutes * 60 * 2 + 120:
+            if not args.job and now() - t0 >= args.minutes * 60 * 2 + 120:
                 results["problems"].append(["coverage", f"stopped at {now() - t0:.0f} s with "
                                             f"{counts}: not every kind reached --min-per-kind"])
                 break
             variant = "daemon" if i % 2 == 0 else "embedded"
-            job = Job(camp, f"job{i}", variant, camp.plan(rng, variant), random.Random(rng.random()))
+            plan, job_seed = camp.plan(rng, variant), rng.random()  # drawn for every job
+            if args.job:
+                if i > max(args.job):
+                    break
+                if i not in args.job:
+                    i += 1
+                    continue
+            job = Job(camp, f"job{i}", variant, plan, random.Random(job_seed))
             took = job.run(args.job_limit, tuple(args.gap))
             job.stop()
             jobs.append(job)

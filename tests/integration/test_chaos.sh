@@ -8,10 +8,12 @@
 . "$(dirname "$0")/lib.sh"
 CHECKS=("every job ends with exit 0 on every host" "final parameters bitwise equal to a clean run"
     "every fault alone is detected within its bound" "a flap shorter than the keep-alive bound costs no restart"
-    "no process left in any namespace" "no torn checkpoint is ever found"
+    "nothing left: no process in any namespace, nothing of ddprun's in /dev/shm"
+    "no torn checkpoint is ever found"
     "no growth from round to round (daemon memory, agents' descriptors)"
+    "the daemon never ends unless the schedule kills it"
     "at least 20 faults of every kind")
-INVARIANTS=(exit params detect flap leftover checkpoint growth coverage)
+INVARIANTS=(exit params detect flap leftover checkpoint growth daemon coverage)
 skip_all() {
     local c
     for c in "${CHECKS[@]}"; do skip "$c" "$1"; done
