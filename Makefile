@@ -137,8 +137,8 @@ bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
 
 # The fault-injection campaign (docs/RELIABILITY.md; root: network namespaces). CHAOS_MINUTES
-# (default 2) and CHAOS_SEED (default random, printed) choose it; `DDP_CHAOS=1 make test` runs the short one
-# (tests/integration/test_chaos.sh).
+# (default 2) and CHAOS_SEED (default random, printed) choose it; `make test` runs the short one as
+# root (tests/integration/test_chaos.sh).
 CHAOS_MINUTES ?= 2
 chaos: all
 	@CHAOS_SEED=$(CHAOS_SEED) python3 tests/chaos/chaos.py --bin $(BUILD) --minutes $(CHAOS_MINUTES)

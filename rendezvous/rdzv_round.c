@@ -649,7 +649,6 @@ static rdzv_round_cfg_t cfg_defaults(rdzv_round_cfg_t c) {
     return c;
 }
 
-/* Makes m, a new member with connection id member, known to the registry and to run r. */
 /* A member's BEAT_FOR key: random, so that a member id another store handed out (ids restart
  * with the store) or a stray number never beats for this member. */
 static int64_t member_key_make(void) {
@@ -662,6 +661,7 @@ static int64_t member_key_make(void) {
     return (int64_t)(k >> 1); /* non-negative: it reads the same in every language's i64 */
 }
 
+/* Makes m, a new member with connection id member, known to the registry and to run r. */
 static void member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_t member) {
     m->id = member;
     m->run = r;

@@ -89,10 +89,9 @@ typedef struct rdzv_join_result {
     int64_t member, member_key;
 } rdzv_join_result_t;
 
-/* store_flags of a JOIN reply. */
-#define RDZV_STORE_EMBEDDED                                                                        \
-    1 /* served by an agent: it ends with that agent, nobody restarts it                           \
-       */
+/* store_flags of a JOIN reply. RDZV_STORE_EMBEDDED: served by an agent, it ends with that agent
+ * and nobody restarts it. */
+#define RDZV_STORE_EMBEDDED 1
 
 /* Bound on a JOIN's min_round (round numbers never come near it). */
 #define RDZV_ROUND_MAX_ROUND ((int64_t)1 << 53)
