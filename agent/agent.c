@@ -189,24 +189,30 @@ void agent__file_safe(const char *text, char *out, size_t cap) {
     out[n] = '\0';
 }
 
-/* rm -rf for the private run directory (only ever a mkdtemp directory of ours). */
-void agent__remove_tree(const char *path) {
+int agent__empty_tree(const char *path) {
     DIR *d = opendir(path);
-    if (d != NULL) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char sub[PATH_MAX];
-            snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
-            struct stat st;
-            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-                agent__remove_tree(sub);
-            else
-                unlink(sub);
-        }
-        closedir(d);
+    if (d == NULL)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char sub[PATH_MAX + sizeof de->d_name + 1];
+        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
+        struct stat st;
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            agent__remove_tree(sub);
+        else
+            unlink(sub);
+        n++;
     }
+    closedir(d);
+    return n;
+}
+
+void agent__remove_tree(const char *path) {
+    agent__empty_tree(path);
     rmdir(path);
 }
 

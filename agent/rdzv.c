@@ -147,6 +147,19 @@ static void emit(agent_t *a, agent_event_t ev) {
 
 static int rdzv_connect(struct agent_rdzv *r, int connect_timeout_ms);
 
+/* How this agent connects to the store: its endpoint and token, trying for connect_timeout_ms. */
+static rdzv_client_opts_t store_opts(const struct agent_rdzv *r, int connect_timeout_ms) {
+    rdzv_client_opts_t co = {
+        .host = r->addr,
+        .port = (uint16_t)r->port,
+        .token = r->token->len ? r->token->data : NULL,
+        .token_len = r->token->len,
+        .connect_timeout_ms = connect_timeout_ms,
+        .io_timeout_ms = (int)r->a->job->rdzv.read_timeout_ms,
+    };
+    return co;
+}
+
 /* Closes the spare heartbeat connection, if any (its pending BEAT_FOR completes cancelled). */
 static void spare_close(struct agent_rdzv *r) {
     rdzv_aclient_close(r->spare, NULL, NULL);
@@ -668,14 +681,7 @@ static void spare_beat(struct agent_rdzv *r) {
     if (r->spare != NULL && r->spare_pending && now - r->spare_sent_ms >= stuck)
         spare_close(r);
     if (r->spare == NULL) {
-        rdzv_client_opts_t co = {
-            .host = r->addr,
-            .port = (uint16_t)r->port,
-            .token = r->token->len ? r->token->data : NULL,
-            .token_len = r->token->len,
-            .connect_timeout_ms = (int)stuck,
-            .io_timeout_ms = (int)a->job->rdzv.read_timeout_ms,
-        };
+        rdzv_client_opts_t co = store_opts(r, (int)stuck);
         if (rdzv_aclient_connect(a->loop, &co, on_spare_connected, r, &r->spare, NULL) < 0) {
             r->spare = NULL;
             return;
@@ -1071,15 +1077,7 @@ static int maybe_host(struct agent_rdzv *r) {
  * Returns 0 or a negative code (logged). */
 static int rdzv_connect(struct agent_rdzv *r, int connect_timeout_ms) {
     agent_t *a = r->a;
-    const agent_job_t *job = a->job;
-    rdzv_client_opts_t co = {
-        .host = r->addr,
-        .port = (uint16_t)r->port,
-        .token = r->token->len ? r->token->data : NULL,
-        .token_len = r->token->len,
-        .connect_timeout_ms = connect_timeout_ms,
-        .io_timeout_ms = (int)job->rdzv.read_timeout_ms,
-    };
+    rdzv_client_opts_t co = store_opts(r, connect_timeout_ms);
     ddp_err_t err;
     ddp_err_clear(&err);
     int rc = rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->ctl, &err);

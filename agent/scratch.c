@@ -6,12 +6,10 @@
  * writable /dev/shm there is none, and the workers fall back to shm_open's names. */
 #include "agent_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ddp_log.h"
@@ -36,23 +34,10 @@ void agent__scratch_start(agent_t *a) {
 void agent__scratch_clear(agent_t *a) {
     if (a->scratch_dir[0] == '\0')
         return;
-    DIR *d = opendir(a->scratch_dir);
-    if (d == NULL)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char sub[sizeof a->scratch_dir + sizeof de->d_name + 1];
-        snprintf(sub, sizeof sub, "%s/%s", a->scratch_dir, de->d_name);
-        DDP_DEBUG("removing %s, left by a worker of the stopped group", sub);
-        struct stat st;
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-            agent__remove_tree(sub);
-        else
-            unlink(sub);
-    }
-    closedir(d);
+    int n = agent__empty_tree(a->scratch_dir);
+    if (n > 0)
+        DDP_DEBUG("removed %d entries of %s left by workers of the stopped group", n,
+                  a->scratch_dir);
 }
 
 void agent__scratch_stop(agent_t *a) {

@@ -199,17 +199,21 @@ static const char *scratch_dir(void) {
     return d != NULL && d[0] == '/' ? d : NULL;
 }
 
-/* Opens (or creates, O_EXCL) the segment name: a path in the scratch directory, or a shm_open
- * name. Returns the descriptor or -1 (errno). */
+/* Nonzero when the segment name is a path (in the scratch directory), not a shm_open name. */
+static int segment_is_file(const char *name) {
+    return strchr(name + 1, '/') != NULL;
+}
+
+/* Opens (or creates, O_EXCL) the segment name. Returns the descriptor or -1 (errno). */
 static int segment_open(const char *name, int create) {
     int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
-    if (strchr(name + 1, '/') != NULL)
+    if (segment_is_file(name))
         return open(name, flags | O_NOFOLLOW, 0600);
     return shm_open(name, flags, 0600);
 }
 
 static void segment_unlink(const char *name) {
-    if (strchr(name + 1, '/') != NULL)
+    if (segment_is_file(name))
         unlink(name);
     else
         shm_unlink(name);
@@ -238,7 +242,7 @@ static int create_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, s
                        (unsigned long long)nonce);
     if (len < 0 || (size_t)len >= cap)
         return ddp_err_set(err, DDP_EUSAGE, "DDPRUN_SHM_DIR is too long (%zu bytes at most)",
-                           cap - 40);
+                           cap - sizeof "/ddpw-2147483647-0123456789abcdef");
     *fd = segment_open(name, 1);
     if (*fd < 0)
         return ddp_err_set(err, -errno, "unable to create shared memory %s: %s", name,

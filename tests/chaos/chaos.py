@@ -465,9 +465,13 @@ class Job:
             self.daemon_up_at = t + self.rng.uniform(0.2, 2.0)
         rec["round"] = self.rounds_seen
         self.injected.append(rec)
+        self.log_fault(rec)
+        return rec
+
+    def log_fault(self, rec):
+        """Appends rec, with the wall time, to the job's faults.jsonl."""
         with open(os.path.join(self.dir, "faults.jsonl"), "a") as f:
             f.write(json.dumps({**rec, "wall": time.time()}) + "\n")
-        return rec
 
     def flap_window_ok(self, t):
         """Nothing pending (a hung worker found during a flap would be counted against it) and
@@ -568,9 +572,7 @@ class Job:
         if rc is None:
             return
         self.daemon_ended = (t, rc)
-        with open(os.path.join(self.dir, "faults.jsonl"), "a") as f:
-            f.write(json.dumps({"kind": "daemon_ended", "t": t, "rc": rc, "wall": time.time()})
-                    + "\n")
+        self.log_fault({"kind": "daemon_ended", "t": t, "rc": rc})
         cores = [n for n in os.listdir(self.dir) if n.startswith("core")]
         self.problem("daemon", f"ddp-rendezvous (pid {self.daemon.pid}) ended by itself at "
                                f"+{t - t0:.1f} s ({exit_text(rc)})"
