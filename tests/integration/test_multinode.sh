@@ -528,9 +528,9 @@ def serve(c):
         if mode == "refuse":
             c.sendall(bytes([0x50, 1]) + struct.pack("<qQ", -22, len(text)) + text)
         else:   # round 0, group rank 0 of 1, rank_base 0, world_size 2^32, master, port,
-                # restarts, store flags
+                # restarts, store flags, member, member key
             c.sendall(bytes([0x50, 0]) + struct.pack("<qqqqqQ", 0, 0, 1, 0, 1 << 32, 9) +
-                      b"127.0.0.1" + struct.pack("<qqq", 29500, 0, 0))
+                      b"127.0.0.1" + struct.pack("<qqqqq", 29500, 0, 0, 1, 12345))
         time.sleep(5)
     except (EOFError, OSError):
         pass
