@@ -1,0 +1,228 @@
+/* Unit tests of ddp_file_open and ddp_dir_make (common/ddp_file.c) against what another user can
+ * plant in a directory ddprun writes into: a symbolic link (to a file or for a directory), a hard
+ * link, a FIFO with and without a reader. Each case checks that the planted target is untouched
+ * and that nothing blocks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddp_file.h"
+
+typedef struct fixture {
+    char dir[64];    /* the trusted directory (a --log_dir) */
+    char victim[96]; /* a file outside it that must never change */
+} fixture_t;
+
+static void remove_tree(const char *path) {
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state) {
+    fixture_t *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/ddp-file-test-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        return -1;
+    snprintf(f->victim, sizeof f->victim, "%s.victim", f->dir);
+    FILE *v = fopen(f->victim, "w");
+    fputs("precious\n", v);
+    fclose(v);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture_t *f = *state;
+    remove_tree(f->dir);
+    unlink(f->victim);
+    free(f);
+    return 0;
+}
+
+static void victim_untouched(const fixture_t *f) {
+    char buf[64] = "";
+    FILE *v = fopen(f->victim, "r");
+    assert_non_null(v);
+    size_t n = fread(buf, 1, sizeof buf - 1, v);
+    fclose(v);
+    buf[n] = '\0';
+    assert_string_equal(buf, "precious\n");
+}
+
+/* path = f->dir + "/" + rel, in buf. */
+static const char *in_dir(const fixture_t *f, const char *rel, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s", f->dir, rel);
+    return buf;
+}
+
+static void test_plain_file_appended_and_replaced(void **state) {
+    fixture_t *f = *state;
+    char p[PATH_MAX];
+    in_dir(f, "a.log", p, sizeof p);
+    ddp_err_t err = {0};
+    int fd = ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "one\n", 4), 4);
+    close(fd);
+    fd = ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err);
+    assert_int_equal(write(fd, "two\n", 4), 4);
+    close(fd);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 8);
+    fd = ddp_file_open(p, strlen(f->dir), DDP_FILE_REPLACE, 0600, &err);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(err.code, 0);
+}
+
+static void test_symlink_refused(void **state) {
+    fixture_t *f = *state;
+    char p[PATH_MAX];
+    in_dir(f, "stdout.log", p, sizeof p);
+    assert_int_equal(symlink(f->victim, p), 0);
+    ddp_err_t err = {0};
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err), -ELOOP);
+    assert_non_null(strstr(err.text, "stdout.log: a symbolic link, not followed"));
+    victim_untouched(f);
+    /* Replacing removes the link itself and writes a fresh file of ours. */
+    int fd = ddp_file_open(p, strlen(f->dir), DDP_FILE_REPLACE, 0644, NULL);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "stacks\n", 7), 7);
+    close(fd);
+    victim_untouched(f);
+    struct stat st;
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+}
+
+static void test_hard_link_refused(void **state) {
+    fixture_t *f = *state;
+    char p[PATH_MAX];
+    in_dir(f, "stderr.log", p, sizeof p);
+    if (link(f->victim, p) < 0)
+        skip(); /* another file system, or protected_hardlinks for a non-root run */
+    ddp_err_t err = {0};
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "has 2 hard links"));
+    victim_untouched(f);
+}
+
+static void test_fifo_refused_without_blocking(void **state) {
+    fixture_t *f = *state;
+    char p[PATH_MAX];
+    in_dir(f, "events.json", p, sizeof p);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    ddp_err_t err = {0};
+    /* No reader: a blocking open would wait for ever. */
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "events.json: a FIFO, not a regular file"));
+    /* With a reader the open succeeds in the kernel; the file is still refused. */
+    int rd = open(p, O_RDONLY | O_NONBLOCK);
+    assert_true(rd >= 0);
+    ddp_err_clear(&err);
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "a FIFO, not a regular file"));
+    close(rd);
+    /* A device, and a directory. */
+    ddp_err_clear(&err);
+    assert_int_equal(ddp_file_open("/dev/null", 4, DDP_FILE_APPEND, 0644, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "a character device"));
+    ddp_err_clear(&err);
+    assert_true(ddp_file_open(f->dir, ddp_file_dir_len(f->dir), DDP_FILE_APPEND, 0644, &err) < 0);
+    assert_non_null(strstr(err.text, "directory"));
+}
+
+/* A directory below the trusted one replaced by a link: ddp_dir_make refuses it, and so does a
+ * later open through it (the walk is made again at every open). */
+static void test_linked_directory_refused(void **state) {
+    fixture_t *f = *state;
+    char p[PATH_MAX], target[128];
+    snprintf(target, sizeof target, "%s.elsewhere", f->dir);
+    assert_int_equal(mkdir(target, 0755), 0);
+    in_dir(f, "attempt_0", p, sizeof p);
+    assert_int_equal(symlink(target, p), 0);
+    ddp_err_t err = {0};
+    in_dir(f, "attempt_0/0", p, sizeof p);
+    assert_int_equal(ddp_dir_make(p, strlen(f->dir), 0755, &err), -ELOOP);
+    assert_non_null(strstr(err.text, "/attempt_0: a symbolic link, not followed"));
+    ddp_err_clear(&err);
+    in_dir(f, "attempt_0/stacks.txt", p, sizeof p);
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_REPLACE, 0644, &err), -ELOOP);
+    struct stat st;
+    char planted[PATH_MAX];
+    snprintf(planted, sizeof planted, "%s/stacks.txt", target);
+    assert_int_equal(stat(planted, &st), -1); /* nothing written behind the link */
+    remove_tree(target);
+    /* The trusted part itself may be a link: the user named it. */
+    char alias[128];
+    snprintf(alias, sizeof alias, "%s.alias", f->dir);
+    assert_int_equal(symlink(f->dir, alias), 0);
+    snprintf(p, sizeof p, "%s/attempt_1/3", alias);
+    assert_int_equal(ddp_dir_make(p, strlen(alias), 0755, NULL), 0);
+    snprintf(p, sizeof p, "%s/attempt_1/3/stdout.log", alias);
+    int fd = ddp_file_open(p, strlen(alias), DDP_FILE_APPEND, 0644, NULL);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(alias);
+    in_dir(f, "attempt_1/3/stdout.log", p, sizeof p);
+    assert_int_equal(stat(p, &st), 0);
+}
+
+static void test_dir_make_and_errors(void **state) {
+    fixture_t *f = *state;
+    char p[PATH_MAX];
+    in_dir(f, "a/b/c", p, sizeof p);
+    assert_int_equal(ddp_dir_make(p, strlen(f->dir), 0700, NULL), 0);
+    assert_int_equal(ddp_dir_make(p, strlen(f->dir), 0700, NULL), 0); /* exists: fine */
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    /* A file where a directory should be. */
+    in_dir(f, "a/file", p, sizeof p);
+    int fd = ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, NULL);
+    close(fd);
+    in_dir(f, "a/file/x", p, sizeof p);
+    ddp_err_t err = {0};
+    assert_int_equal(ddp_dir_make(p, strlen(f->dir), 0755, &err), -ENOTDIR);
+    /* A missing directory when opening a file is an error, not made. */
+    ddp_err_clear(&err);
+    in_dir(f, "none/x.log", p, sizeof p);
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err), -ENOENT);
+    assert_non_null(strstr(err.text, "/none: "));
+    /* ".." cannot climb out of the trusted directory. */
+    ddp_err_clear(&err);
+    in_dir(f, "../escape.log", p, sizeof p);
+    assert_int_equal(ddp_file_open(p, strlen(f->dir), DDP_FILE_APPEND, 0644, &err), -EINVAL);
+    assert_int_equal(ddp_file_dir_len("/tmp/x.json"), 4);
+    assert_int_equal(ddp_file_dir_len("x.json"), 0);
+    assert_int_equal(ddp_file_dir_len("/x.json"), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_plain_file_appended_and_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hard_link_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_refused_without_blocking, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_linked_directory_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_make_and_errors, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
