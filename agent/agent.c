@@ -460,6 +460,7 @@ static void agent_teardown(agent_t *a) {
         agent__remove_tree(a->run_dir);
     else if (a->stacks_kept)
         DDP_WARN("keeping %s: it holds the stacks of hung workers", a->run_dir);
+    agent__evlog_lost_say(a);
     agent__gpu_wait_free(a);
     agent__guard_stop(a);
     agent__rdzv_free(a);

@@ -193,6 +193,7 @@ struct agent {
     uint64_t group_start_ms; /* monotonic start of the running attempt */
     int round_ended;         /* multi-node: the round ended while capturing (nothing to report) */
     int stacks_kept;         /* a capture wrote into the private run directory: keep it */
+    long events_lost;        /* --event_log_handler json events that could not be written */
     long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
     int no_progress;         /* attempts in a row that ended without passing best_step */
     int no_progress_stop;    /* restarts stopped by --max_no_progress_restarts */
@@ -246,6 +247,9 @@ int agent__pick_free_port(const char *addr);
  * agent_pid, node_rank, attempt) and the fields fmt packs (jansson's json_pack format of one
  * object; NULL: none) as one line (agent/events.c). A no-op when events are off. */
 void agent__evlog(agent_t *a, const char *event, const char *fmt, ...);
+
+/* Says how many events could not be written, if any (once, at the end of the job). */
+void agent__evlog_lost_say(const agent_t *a);
 
 /* --metrics: starts the agent's Prometheus listener (agent/metrics.c). 0 or a negative code
  * (logged, naming the flag). */

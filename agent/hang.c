@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ddp_escape.h"
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "ddp_parse.h"
 #include "ddp_time.h"
@@ -54,19 +55,22 @@ int agent__hang_worker_file(agent_t *a, agent_worker_t *w, const char *dir) {
     else
         snprintf(w->hb_file, sizeof w->hb_file, "%s/heartbeat.%d.%d", a->run_dir, a->attempt,
                  w->local_rank);
-    /* A file left by an earlier run in the same --log_dir is replaced: O_EXCL then proves the
-     * file is ours, and O_NOFOLLOW that no link sends the worker's beats elsewhere. */
-    if (unlink(w->hb_file) < 0 && errno != ENOENT)
-        DDP_DEBUG("unable to remove %s: %s", w->hb_file, strerror(errno));
-    int fd = open(w->hb_file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* A file left by an earlier run in the same --log_dir is replaced: a fresh file proves it
+     * is ours, and no link (planted for it or for a directory above it) sends the worker's
+     * beats elsewhere. */
+    ddp_err_t err = {0};
+    int fd = ddp_file_open(w->hb_file, strlen(a->run_dir), DDP_FILE_REPLACE, 0600, &err);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
-        int e = errno;
-        DDP_ERROR("unable to create the heartbeat file %s: %s", w->hb_file, strerror(e));
+        int e = fd < 0 ? fd : -errno;
+        if (fd < 0)
+            DDP_ERROR("unable to create the heartbeat file %s", err.text);
+        else
+            DDP_ERROR("unable to create the heartbeat file %s: %s", w->hb_file, strerror(-e));
         if (fd >= 0)
             close(fd);
         w->hb_file[0] = '\0';
-        return -e;
+        return e;
     }
     close(fd);
     w->hb_mtime = st.st_mtim;
@@ -285,7 +289,7 @@ int agent__hang_capture_start(agent_t *a) {
         if (w->state != WORKER_RUNNING)
             continue;
         stacks_path(a, w);
-        pid_t pid = agent__stacks_start(w->pid, w->stacks_file, budget, 0);
+        pid_t pid = agent__stacks_start(w->pid, w->stacks_file, strlen(a->run_dir), budget, 0);
         if (pid < 0) {
             DDP_WARN("unable to capture the stacks of rank %d: %s", w->rank, strerror(-pid));
             w->stacks_file[0] = '\0';

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "ddp_time.h"
 
@@ -223,9 +224,10 @@ static void stream_tag_init(agent_t *a, agent_stream_t *s) {
     snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->run_dir, a->attempt,
              s->console_fd == 1 ? "stdout" : "stderr");
     /* O_APPEND: every rank's stream appends whole lines to the one file of the attempt. */
-    s->dup_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    ddp_err_t err = {0};
+    s->dup_fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_APPEND, 0644, &err);
     if (s->dup_fd < 0)
-        DDP_WARN("unable to open %s for rank %d: %s", path, s->rank, strerror(errno));
+        DDP_WARN("unable to open %s for rank %d", err.text, s->rank);
     else
         s->filters = filters;
 }

@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "rdzv_server.h"
 
@@ -151,36 +152,32 @@ static void exhaustion_log(agent_t *a, agent_worker_t *w, int rc) {
         DDP_ERROR("out of memory starting worker %d of %d", n, a->nproc);
 }
 
-/* Opens path for appending worker output. Returns the fd or -errno. */
-static int open_log(const char *dir, const char *name) {
+/* Opens dir/name (below the run directory) for appending worker output, refusing what another
+ * user may have planted there (ddp_file_open). Returns the fd or a negative code (logged). */
+static int open_log(agent_t *a, const char *dir, const char *name) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ddp_err_t err = {0};
+    int fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_APPEND, 0644, &err);
     if (fd < 0) {
-        int e = errno;
         /* Running out of a resource is said once by worker_spawn, naming the limit. */
-        if (!is_exhaustion(-e))
-            DDP_ERROR("unable to open %s: %s", path, strerror(e));
-        return -e;
+        if (!is_exhaustion(fd))
+            DDP_ERROR("unable to open %s", err.text);
+        return fd;
     }
+    /* The worker writes its own log file with blocking writes, as it would without ddprun. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
 }
 
-/* mkdir -p for the per-attempt directories. Returns 0 or -errno. */
-static int make_dirs(const char *path) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
+/* mkdir -p for the per-attempt directories below the run directory, none of them a link.
+ * Returns 0 or a negative code (logged). */
+static int attempt_dirs_make(agent_t *a, const char *path) {
+    ddp_err_t err = {0};
+    int rc = ddp_dir_make(path, strlen(a->run_dir), 0755, &err);
+    if (rc < 0)
+        DDP_ERROR("unable to create %s", err.text);
+    return rc;
 }
 
 static int rank_shown(const agent_job_t *job, int local_rank) {
@@ -224,11 +221,11 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
     int watched = job->heartbeat_on_output && job->heartbeat_timeout_ms > 0;
     if (file_only && !watched) {
         /* The worker writes the file directly; the agent never touches the bytes. */
-        p->child_fd = open_log(dir, name);
+        p->child_fd = open_log(a, dir, name);
         return p->child_fd < 0 ? p->child_fd : 0;
     }
     if (file_only || tee) {
-        p->file_fd = open_log(dir, name);
+        p->file_fd = open_log(a, dir, name);
         if (p->file_fd < 0)
             return p->file_fd;
     }
@@ -411,11 +408,9 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
     snprintf(dir, cap, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
     if (a->log_layout) {
         /* torchrun's layout: <log_dir>/attempt_N/<local_rank>/{stdout,stderr}.log, error.json */
-        rc = make_dirs(dir);
-        if (rc < 0) {
-            DDP_ERROR("unable to create %s: %s", dir, strerror(-rc));
+        rc = attempt_dirs_make(a, dir);
+        if (rc < 0)
             return rc;
-        }
         snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
     } else {
         /* Only error files, in the private run directory: no directory per worker to create. */
@@ -566,21 +561,19 @@ static int filtered_files_reset(agent_t *a) {
         return 0;
     char dir[3200];
     snprintf(dir, sizeof dir, "%s/attempt_%d", a->run_dir, a->attempt);
-    int rc = make_dirs(dir);
-    if (rc < 0) {
-        DDP_ERROR("unable to create %s: %s", dir, strerror(-rc));
+    int rc = attempt_dirs_make(a, dir);
+    if (rc < 0)
         return rc;
-    }
     for (int std = 1; std <= 2; std++) {
         if ((std == 1 ? job->dup_stdout_filters : job->dup_stderr_filters) == NULL)
             continue;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/filtered_%s.log", dir, std == 1 ? "stdout" : "stderr");
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ddp_err_t err = {0};
+        int fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_REPLACE, 0644, &err);
         if (fd < 0) {
-            rc = -errno;
-            DDP_ERROR("unable to open %s: %s", path, strerror(errno));
-            return rc;
+            DDP_ERROR("unable to open %s", err.text);
+            return fd;
         }
         close(fd);
     }

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
+#include "ddp_log.h"
 #include "ddp_time.h"
 
 extern char **environ;
@@ -139,7 +141,10 @@ char agent__stacks_proc_state(pid_t pid) {
     return state;
 }
 
-/* Finds an executable called name in $PATH; out gets its path, or "" when there is none. */
+/* Finds an executable called name in $PATH; out gets its path, or "" when there is none. Only
+ * absolute entries count: an empty entry, "." or any relative one names the working directory
+ * (or one below it), where another user may have left a "gdb" that the agent, often root, would
+ * run. */
 static void find_on_path(const char *name, char *out, size_t cap) {
     out[0] = '\0';
     const char *path = getenv("PATH");
@@ -147,8 +152,7 @@ static void find_on_path(const char *name, char *out, size_t cap) {
         return;
     while (*path) {
         size_t len = strcspn(path, ":");
-        /* An empty entry means the current directory, which a tool lookup must not trust. */
-        if (len > 0 && (size_t)snprintf(out, cap, "%.*s/%s", (int)len, path, name) < cap &&
+        if (path[0] == '/' && (size_t)snprintf(out, cap, "%.*s/%s", (int)len, path, name) < cap &&
             access(out, X_OK) == 0)
             return;
         path += len;
@@ -485,7 +489,8 @@ static void file_header(cap_t *c, pid_t pgid, int nprocs) {
 }
 
 /* Opens the file and finds the tools. Returns 0 or -errno (err names the file). */
-static int cap_open(cap_t *c, const char *out_path, int budget_ms, int flags, ddp_err_t *err) {
+static int cap_open(cap_t *c, const char *out_path, size_t trusted, int budget_ms, int flags,
+                    ddp_err_t *err) {
     memset(c, 0, sizeof *c);
     c->flags = flags;
     c->budget_ms = budget_ms > 0 ? budget_ms : 0;
@@ -501,21 +506,27 @@ static int cap_open(cap_t *c, const char *out_path, int budget_ms, int flags, dd
     if (tool_env_build(c) < 0)
         return ddp_err_set(err, -ENOMEM, "unable to capture stacks: out of memory");
     c->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    c->fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (c->fd < 0 || c->devnull < 0) {
+    if (c->devnull < 0) {
         int e = -errno;
-        if (c->fd >= 0)
-            close(c->fd);
-        if (c->devnull >= 0)
-            close(c->devnull);
         free(c->envp);
-        return ddp_err_set(err, e, "unable to create %s: %s", out_path, strerror(-e));
+        return ddp_err_set(err, e, "unable to capture stacks: /dev/null: %s", strerror(-e));
     }
+    /* A fresh file of ours: nothing planted under its name (a link to a file of root's) is
+     * truncated or written through. */
+    ddp_err_t open_err = {0};
+    c->fd = ddp_file_open(out_path, trusted, DDP_FILE_REPLACE, 0644, &open_err);
+    if (c->fd < 0) {
+        close(c->devnull);
+        free(c->envp);
+        return ddp_err_set(err, c->fd, "unable to create %s", open_err.text);
+    }
+    /* The capture writes with dprintf: a regular file never blocks, but be plain about it. */
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
     return 0;
 }
 
-int agent__stacks_capture(pid_t pgid, const char *out_path, int budget_ms, int flags,
-                          ddp_err_t *err) {
+int agent__stacks_capture(pid_t pgid, const char *out_path, size_t trusted, int budget_ms,
+                          int flags, ddp_err_t *err) {
     if (pgid < 2)
         return ddp_err_set(err, -EINVAL, "unable to capture stacks: %d is no process group",
                            (int)pgid);
@@ -527,7 +538,7 @@ int agent__stacks_capture(pid_t pgid, const char *out_path, int budget_ms, int f
         return ddp_err_set(err, -ESRCH, "unable to capture stacks: process group %d is empty",
                            (int)pgid);
     cap_t c;
-    int rc = cap_open(&c, out_path, budget_ms, flags, err);
+    int rc = cap_open(&c, out_path, trusted, budget_ms, flags, err);
     if (rc < 0)
         return rc;
     file_header(&c, pgid, n);
@@ -579,7 +590,8 @@ static void helper_reset(pid_t parent) {
         close(fd);
 }
 
-pid_t agent__stacks_start(pid_t pgid, const char *out_path, int budget_ms, int flags) {
+pid_t agent__stacks_start(pid_t pgid, const char *out_path, size_t trusted, int budget_ms,
+                          int flags) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
@@ -588,7 +600,11 @@ pid_t agent__stacks_start(pid_t pgid, const char *out_path, int budget_ms, int f
         /* glibc resets its allocator's locks in the child of fork, so the capture may allocate
          * even though the agent has other threads (libuv's pool). */
         helper_reset(parent);
-        _exit(agent__stacks_capture(pgid, out_path, budget_ms, flags, NULL) == 0 ? 0 : 1);
+        ddp_err_t err = {0};
+        if (agent__stacks_capture(pgid, out_path, trusted, budget_ms, flags, &err) == 0)
+            _exit(0);
+        DDP_WARN("%s", err.text);
+        _exit(1);
     }
     return pid;
 }

@@ -120,12 +120,10 @@ static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *jo
         /* Opened here, so that a path that cannot be written is a usage error. */
         const char *path = spec->event_log_handler[4] == ':' ? spec->event_log_handler + 5 : NULL;
         job->event_log_on = 1;
-        job->event_log_fd =
-            path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644) : 2;
+        job->event_log_fd = path ? agent_event_log_open(path, err) : 2;
         if (job->event_log_fd < 0) {
             launch_argv_free(prog);
-            return ddp_err_set(err, DDP_EUSAGE, "--event_log_handler: unable to open %s: %s", path,
-                               strerror(errno));
+            return job->event_log_fd;
         }
     }
     if ((rc = agent_job_prepare(job, err)) < 0)

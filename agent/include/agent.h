@@ -90,7 +90,8 @@ typedef struct agent_job {
      * as torchrun 2.x; 1: the workers' rank 0 hosts it (TORCHELASTIC_USE_AGENT_STORE=False). */
     int worker_store_own;
     /* --event_log_handler json: one JSON object a line per event (agent/events.c) written to
-     * event_log_fd when event_log_on; the caller opened it and closes it after agent_run. */
+     * event_log_fd when event_log_on; the caller opened it (agent_event_log_open, or 2 for
+     * stderr) and closes it after agent_run. */
     int event_log_on, event_log_fd;
     const char *metrics_host; /* --metrics: the Prometheus listener; NULL = none */
     int metrics_port;
@@ -132,6 +133,12 @@ typedef struct agent_result {
  * job token. Returns 0, DDP_EUSAGE with err naming the flag or variable, or -ENOMEM. On success
  * free the token with agent_job_release. */
 int agent_job_prepare(agent_job_t *job, ddp_err_t *err);
+
+/* Opens the file of --event_log_handler json:PATH for appending events: a regular file, opened
+ * without blocking and without following a link planted in its place (ddp_file_open); a line
+ * an earlier writer left torn is ended first, so that the first event starts a line of its own.
+ * Returns the descriptor or DDP_EUSAGE with err naming the flag and the file. */
+int agent_event_log_open(const char *path, ddp_err_t *err);
 
 /* Frees what agent_job_prepare filled. NULL-safe. */
 void agent_job_release(agent_job_t *job);

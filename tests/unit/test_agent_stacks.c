@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_time.h"
 #include "stacks.h"
 
@@ -125,7 +126,9 @@ static void test_proc_only_sleeping(void **state) {
     ddp_err_clear(&e);
     /* The child may be between exec and its first nanosleep: give it a moment to block. */
     sleep_ms(100);
-    assert_int_equal(agent__stacks_capture(pid, out_path, 5000, AGENT_STACKS_PROC_ONLY, &e), 0);
+    assert_int_equal(agent__stacks_capture(pid, out_path, ddp_file_dir_len(out_path), 5000,
+                                           AGENT_STACKS_PROC_ONLY, &e),
+                     0);
     stop(pid);
     char *s = slurp(out_path);
     char want[64];
@@ -145,7 +148,8 @@ static void test_proc_only_sleeping(void **state) {
 /* Every process of the group is captured, its leader first. */
 static void test_whole_group(void **state) {
     (void)state;
-    /* The group leader's background child is reparented to us when its parent dies: reap it here. */
+    /* The group leader's background child is reparented to us when its parent dies: reap it here.
+     */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     char *const argv[] = {"/bin/sh", "-c", "/bin/sleep 30 & exec /bin/sleep 31", NULL};
     pid_t pid = start_group(argv);
@@ -156,7 +160,9 @@ static void test_whole_group(void **state) {
     assert_int_equal(n, 2);
     assert_int_equal(pids[0], pid);
     wait_comm(pid, "sleep");
-    assert_int_equal(agent__stacks_capture(pid, out_path, 5000, AGENT_STACKS_PROC_ONLY, NULL), 0);
+    assert_int_equal(agent__stacks_capture(pid, out_path, ddp_file_dir_len(out_path), 5000,
+                                           AGENT_STACKS_PROC_ONLY, NULL),
+                     0);
     kill(pids[1], SIGKILL);
     stop(pid);
     waitpid(pids[1], NULL, 0);
@@ -176,7 +182,8 @@ static void test_errors(void **state) {
     (void)state;
     ddp_err_t e;
     ddp_err_clear(&e);
-    assert_int_equal(agent__stacks_capture(1, out_path, 100, 0, &e), -EINVAL);
+    assert_int_equal(agent__stacks_capture(1, out_path, ddp_file_dir_len(out_path), 100, 0, &e),
+                     -EINVAL);
     /* A pid just reaped leads no group. */
     pid_t gone = fork();
     assert_true(gone >= 0);
@@ -184,11 +191,12 @@ static void test_errors(void **state) {
         _exit(0);
     waitpid(gone, NULL, 0);
     ddp_err_clear(&e);
-    assert_int_equal(agent__stacks_capture(gone, out_path, 100, 0, &e), -ESRCH);
+    assert_int_equal(agent__stacks_capture(gone, out_path, ddp_file_dir_len(out_path), 100, 0, &e),
+                     -ESRCH);
     assert_non_null(strstr(e.text, "is empty"));
     pid_t pid = start_sleep();
     ddp_err_clear(&e);
-    assert_int_equal(agent__stacks_capture(pid, "/nonexistent/dir/stacks.txt", 100, 0, &e),
+    assert_int_equal(agent__stacks_capture(pid, "/nonexistent/dir/stacks.txt", 16, 100, 0, &e),
                      -ENOENT);
     stop(pid);
     assert_non_null(strstr(e.text, "/nonexistent/dir/stacks.txt"));
@@ -221,7 +229,7 @@ static void test_budget_hanging_tool(void **state) {
     pid_t pid = start_sleep();
     const int budget = 700;
     uint64_t t0 = ddp_now_ms();
-    int rc = agent__stacks_capture(pid, out_path, budget, 0, NULL);
+    int rc = agent__stacks_capture(pid, out_path, ddp_file_dir_len(out_path), budget, 0, NULL);
     uint64_t took = ddp_now_ms() - t0;
     setenv("PATH", old_path, 1);
     free(old_path);
@@ -242,6 +250,74 @@ static void test_budget_hanging_tool(void **state) {
     assert_true(tool > 0);
     assert_int_equal(kill(tool, 0), -1);
     assert_int_equal(errno, ESRCH);
+}
+
+/* A tool found through ".", an empty entry or a relative PATH entry (a "./gdb" in the working
+ * directory) is never run: the capture runs as the agent's user, often root. */
+static void test_relative_path_entries_not_trusted(void **state) {
+    (void)state;
+    char sub[128], script[160], body[256], marker[160], cwd[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/rel", tmpdir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    snprintf(marker, sizeof marker, "%s/ran", tmpdir);
+    snprintf(body, sizeof body, "echo ran > %s", marker);
+    const char *tools[] = {"gdb", "py-spy", "eu-stack"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(script, sizeof script, "%s/%s", tmpdir, tools[i]);
+        write_script(script, body);
+        snprintf(script, sizeof script, "%s/%s", sub, tools[i]);
+        write_script(script, body);
+    }
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(tmpdir), 0);
+    char *old_path = strdup(getenv("PATH"));
+    setenv("PATH", ".:rel::./rel:/nonexistent-ddprun-bin", 1);
+    pid_t pid = start_sleep();
+    int rc = agent__stacks_capture(pid, out_path, ddp_file_dir_len(out_path), 2000, 0, NULL);
+    setenv("PATH", old_path, 1);
+    free(old_path);
+    assert_int_equal(chdir(cwd), 0);
+    stop(pid);
+    assert_int_equal(rc, 0);
+    char *s = slurp(out_path);
+    assert_non_null(strstr(s, "tools: /proc only"));
+    free(s);
+    assert_int_equal(access(marker, F_OK), -1);
+}
+
+/* A symbolic link planted where the stacks file goes (to a file the agent's user owns) is
+ * replaced, never written through; a link for the directory above it is refused. */
+static void test_planted_link_not_followed(void **state) {
+    (void)state;
+    char victim[160], sub[128], path[192];
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    write_script(victim, "# precious");
+    unlink(out_path); /* an earlier test's capture */
+    assert_int_equal(symlink(victim, out_path), 0);
+    pid_t pid = start_sleep();
+    assert_int_equal(agent__stacks_capture(pid, out_path, ddp_file_dir_len(out_path), 5000,
+                                           AGENT_STACKS_PROC_ONLY, NULL),
+                     0);
+    char *s = slurp(victim);
+    assert_string_equal(s, "#!/bin/sh\n# precious\n");
+    free(s);
+    struct stat st;
+    assert_int_equal(lstat(out_path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    /* attempt_0 -> elsewhere: the capture refuses, naming the link. */
+    snprintf(sub, sizeof sub, "%s/elsewhere", tmpdir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    snprintf(path, sizeof path, "%s/attempt_0", tmpdir);
+    assert_int_equal(symlink(sub, path), 0);
+    snprintf(path, sizeof path, "%s/attempt_0/stacks.txt", tmpdir);
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(
+        agent__stacks_capture(pid, path, strlen(tmpdir), 1000, AGENT_STACKS_PROC_ONLY, &e), -ELOOP);
+    stop(pid);
+    assert_non_null(strstr(e.text, "attempt_0: a symbolic link, not followed"));
+    snprintf(path, sizeof path, "%s/stacks.txt", sub);
+    assert_int_equal(access(path, F_OK), -1);
 }
 
 static int gdb_installed(void) {
@@ -286,7 +362,7 @@ static void test_gdb_names_function(void **state) {
     if (!ready)
         stop(pid);
     assert_true(ready);
-    int rc = agent__stacks_capture(pid, out_path, 30000, 0, NULL);
+    int rc = agent__stacks_capture(pid, out_path, ddp_file_dir_len(out_path), 30000, 0, NULL);
     stop(pid);
     assert_int_equal(rc, 0);
     char *s = slurp(out_path);
@@ -305,7 +381,8 @@ static void test_gdb_names_function(void **state) {
 static void test_helper_process(void **state) {
     (void)state;
     pid_t pid = start_sleep();
-    pid_t helper = agent__stacks_start(pid, out_path, 5000, AGENT_STACKS_PROC_ONLY);
+    pid_t helper = agent__stacks_start(pid, out_path, ddp_file_dir_len(out_path), 5000,
+                                       AGENT_STACKS_PROC_ONLY);
     assert_true(helper > 0);
     int status = -1;
     pid_t r = 0;
@@ -352,6 +429,8 @@ int main(void) {
         cmocka_unit_test(test_budget_hanging_tool),
         cmocka_unit_test(test_gdb_names_function),
         cmocka_unit_test(test_helper_process),
+        cmocka_unit_test(test_relative_path_entries_not_trusted),
+        cmocka_unit_test(test_planted_link_not_followed),
         cmocka_unit_test(test_head),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
