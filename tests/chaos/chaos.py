@@ -95,13 +95,23 @@ def exit_text(rc):
     return f"exit status {rc}"
 
 
-def shm_entries():
-    """ddprun's and its workers' names in /dev/shm (ddprun-* scratch directories, ddpw-*
-    segments of the CPU backend)."""
+def shm_entries(run_id, worker_pids):
+    """What the agents of run run_id and their workers left in /dev/shm: the agents' scratch
+    directories (ddprun-shm-<run id>-XXXXXX) and private run directories (ddprun-<run id>-XXXXXX),
+    and the CPU backend's segments named by a worker without a scratch directory
+    (ddpw-<pid>-<hex>) of the pids given. Any other ddprun job on the machine has names of its
+    own run id and workers, and is none of the campaign's business."""
+    prefixes = (f"ddprun-shm-{run_id}-", f"ddprun-{run_id}-")
+    found = set()
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith(("ddpw-", "ddprun-"))}
+        names = os.listdir("/dev/shm")
     except OSError:
-        return set()
+        return found
+    for n in names:
+        m = re.fullmatch(r"ddpw-(\d+)-[0-9a-f]+", n)
+        if n.startswith(prefixes) or (m and int(m.group(1)) in worker_pids):
+            found.add(n)
+    return found
 
 
 def log(msg):
@@ -262,6 +272,9 @@ class Job:
 
     def __init__(self, camp, name, variant, faults, rng):
         self.c, self.name, self.variant, self.rng = camp, name, variant, rng
+        # Unique on the machine (the campaign's pid), made of characters that stay as they are
+        # in ddprun's file names: /dev/shm is judged by it.
+        self.run_id = f"chaos{os.getpid()}-{name}"
         self.dir = os.path.join(camp.tmp, name)
         os.makedirs(self.dir)
         self.ckpt = os.path.join(self.dir, "ckpt")
@@ -325,7 +338,7 @@ class Job:
                 f"keep_alive_max_attempt={KA_ATTEMPTS},close_timeout=30,"
                 f"store_reconnect_timeout=60")
         argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}", "--rdzv_backend=c10d",
-                f"--rdzv_endpoint={self.endpoint()}:{PORT}", f"--rdzv_id={self.name}",
+                f"--rdzv_endpoint={self.endpoint()}:{PORT}", f"--rdzv_id={self.run_id}",
                 f"--rdzv_conf={conf}", "--max_restarts=100000",
                 f"--heartbeat_timeout={HB_TIMEOUT}", f"--initial_heartbeat_timeout={HB_INITIAL}",
                 f"--shutdown_timeout={SHUTDOWN_TIMEOUT}", f"--stacks_timeout={STACKS_TIMEOUT}",
@@ -625,7 +638,6 @@ class Campaign:
             f.write(os.urandom(32).hex().encode())
         os.chmod(self.token, 0o600)
         self.net = Net(self.tmp)
-        self.shm_before = shm_entries()  # another job's on this machine: not the campaign's
         # Event times are wall clock (ms); faults are monotonic: one offset, taken once.
         self.mono_minus_wall = time.monotonic() - time.time()
 
@@ -672,7 +684,8 @@ def check_job(job, ref, results):
     if left:
         job.problem("leftover", f"processes left in the namespaces: "
                             f"{[(p, comm(p)) for p in left]}")
-    shm = shm_entries() - job.c.shm_before
+    pids = {e["pid"] for e in ev if e["event"] == "worker_started" and "pid" in e}
+    shm = shm_entries(job.run_id, pids)
     if shm:
         job.problem("leftover", f"left in /dev/shm: {sorted(shm)}")
         for n in shm:  # not counted again against the next job

@@ -21,9 +21,22 @@ skip_all() {
     exit 0
 }
 [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
+# Another ddprun job on the machine, started once the campaign runs: its scratch directory in
+# /dev/shm is not the campaign's, which must neither count it as a leak nor remove it.
+(sleep 3; exec "$BIN/ddprun" --standalone --no_python sleep 1200) >"$TMP/beside.out" 2>&1 &
+beside=$!
 python3 "$(dirname "$0")/../chaos/chaos.py" --bin "$BIN" --minutes "${CHAOS_MINUTES:-2}" \
     --min-per-kind 20 --json "$TMP/chaos.json" >"$TMP/chaos.out" 2>&1
 rc=$?
+# The other job's worker (a child of its ddprun) names its scratch directory.
+beside_shm=""
+for w in $(cat /proc/$beside/task/*/children 2>/dev/null); do
+    beside_shm=$(tr '\0' '\n' </proc/$w/environ 2>/dev/null | sed -n 's/^DDPRUN_SHM_DIR=//p')
+done
+[ -n "$beside_shm" ] && [ -d "$beside_shm" ]
+verdict "another ddprun job beside the campaign keeps its /dev/shm directory" || show_tail "$TMP/beside.out"
+kill -TERM "$beside" 2>/dev/null
+wait "$beside" 2>/dev/null
 sed 's/^/# /' "$TMP/chaos.out" | grep -E '^# (chaos|# job|# clean)'
 [ $rc = 77 ] && skip_all "$(grep -m1 -o 'skipped: .*' "$TMP/chaos.out")"
 [ -s "$TMP/chaos.json" ] || { tail -30 "$TMP/chaos.out" | sed 's/^/#   /'; not_ok "the campaign ran (exit $rc)"; finish; exit 0; }
