@@ -2,7 +2,7 @@
 # signal names, the visible-device list, address helpers).
 COMMON_SRCS := common/ddp_err.c common/ddp_log.c common/ddp_buf.c common/ddp_parse.c common/ddp_strv.c \
     common/ddp_net.c common/ddp_signal.c common/ddp_devices.c \
-    common/ddp_addr.c common/ddp_escape.c
+    common/ddp_addr.c common/ddp_escape.c common/ddp_sockdiag.c
 $(BUILD)/libddpcommon.a: $(call objs,$(COMMON_SRCS))
 LIBS += $(BUILD)/libddpcommon.a
 
@@ -14,4 +14,8 @@ $(BUILD)/obj/tests/unit/test_common_%.o: CFLAGS += $(CMOCKA_CFLAGS)
 
 UNIT_TESTS += $(BUILD)/tests/unit/test_common_escape
 $(BUILD)/tests/unit/test_common_escape: $(BUILD)/obj/tests/unit/test_common_escape.o \
+    $(BUILD)/libddpcommon.a
+
+UNIT_TESTS += $(BUILD)/tests/unit/test_common_sockdiag
+$(BUILD)/tests/unit/test_common_sockdiag: $(BUILD)/obj/tests/unit/test_common_sockdiag.o \
     $(BUILD)/libddpcommon.a
