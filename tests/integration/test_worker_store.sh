@@ -10,7 +10,9 @@
 #     workers (64 + 2 x 16) holds, and once they are 5 s old a worker's new connection evicts
 #     one of them instead of being refused.
 # The workers then check their first connection still works, that the stranger's key is absent,
-# and that a fresh connection is served; the job exits 0.
+# and that a fresh connection is served; the job exits 0. Then, on two hosts made of network
+# namespaces (nothing in the root namespace): a job bound to host A's address refuses another
+# user on A and serves a peer on host B, whose owner the kernel cannot know.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 RAW=$(cd "$(dirname "$0")/../helpers" && pwd)/tcpstore_raw.py
@@ -89,4 +91,77 @@ check "${names[8]}" grep -qE "closing connection from 127\.0\.0\.1:[0-9]+: evict
 touch "$d/release"
 wait $fpid 2>/dev/null
 check "${names[9]}" no_leftovers 3
+
+# 4. Another address than loopback (docs/protocol.md): two hosts made of network namespaces,
+# joined by a veth pair, nothing in the root namespace. The job on host A binds A's address. A
+# socket of another user on A itself is found by the kernel and refused; one on host B is a
+# remote peer, which the kernel cannot vouch for, and is served as before; the job's user on A
+# is served.
+ns_names=("another user on the store's host, through a non-loopback address, is refused"
+    "a peer on another host is served (its owner is not the kernel's to say)"
+    "the job's user on the store's host is served through its address"
+    "the job on a non-loopback address runs normally (exit 0)")
+P=ddpws$$
+SUB=10.215.$((RANDOM % 200 + 20))
+NETNS_DIR_EXISTED=0
+[ -d /run/netns ] && NETNS_DIR_EXISTED=1
+ns_teardown() {
+    local ns p
+    for ns in ${P}a ${P}b; do
+        [ -e "/run/netns/$ns" ] || continue
+        # Processes in a namespace this suite made are this suite's.
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+    done
+    if [ "$NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+        umount /run/netns 2>/dev/null
+        rmdir /run/netns 2>/dev/null
+    fi
+    return 0
+}
+trap 'ns_teardown; rm -rf "$TMP"' EXIT
+ns_setup() (
+    set -e
+    for h in a b; do
+        ip netns add "$P$h"
+        nsenter --net="/run/netns/$P$h" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
+        ip -n "$P$h" link set lo up
+    done
+    ip -n "${P}a" link add eth0 type veth peer name eth0 netns "${P}b"
+    ip -n "${P}a" addr add "$SUB.1/24" dev eth0
+    ip -n "${P}b" addr add "$SUB.2/24" dev eth0
+    ip -n "${P}a" link set eth0 up
+    ip -n "${P}b" link set eth0 up
+    nsenter --net="/run/netns/${P}a" ip -br addr show eth0 | grep -q "$SUB.1/"
+)
+in_ns() { local h=$1; shift; nsenter --net="/run/netns/$P$h" "$@"; }
+why=
+command -v ip >/dev/null && command -v nsenter >/dev/null || why="ip or nsenter missing"
+[ -z "$why" ] && { ns_setup >"$TMP/ns.err" 2>&1 || why="network namespaces unavailable: $(tail -1 "$TMP/ns.err")"; }
+if [ -n "$why" ]; then
+    for t in "${ns_names[@]}"; do skip "$t" "$why"; done
+    finish; exit
+fi
+d=$TMP/nsjob; mkdir -p "$d"
+(exec nsenter --net="/run/netns/${P}a" timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=2 \
+    --master_addr "$SUB.1" "$RAW" worker "$d" >"$TMP/nsjob.out" 2>&1) &
+pid=$!
+for _ in $(seq 500); do [ -f "$d/port" ] && break; sleep 0.02; done
+PORT=$(cat "$d/port" 2>/dev/null)
+r=$(cd / && in_ns a timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    /usr/bin/python3 "$RAW" probe "$SUB.1" "${PORT:-1}" stranger)
+lport=${r#* }
+[ "${r%% *}" = refused ] &&
+    wait_for "$TMP/nsjob.out" "refused connection from ${SUB//./\\.}\.1:$lport: its socket belongs to uid 65534" 5
+verdict "${ns_names[0]}" || show_tail "$TMP/nsjob.out"
+r=$(cd / && in_ns b timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    /usr/bin/python3 "$RAW" probe "$SUB.1" "${PORT:-1}" remote)
+check "${ns_names[1]}" [ "${r%% *}" = served ]
+r=$(in_ns a timeout 20 /usr/bin/python3 "$RAW" probe "$SUB.1" "${PORT:-1}" mine)
+check "${ns_names[2]}" [ "${r%% *}" = served ]
+touch "$d/go"
+wait $pid; rc=$?
+[ $rc -eq 0 ] && grep -q "worker 0 ok" "$TMP/nsjob.out" && grep -q "worker 1 ok" "$TMP/nsjob.out"
+verdict "${ns_names[3]}" || show_tail "$TMP/nsjob.out"
+ns_teardown
 finish
