@@ -346,9 +346,8 @@ static int owner_probe(int fd, const char *addr, ddp_err_t *err) {
         rc = -EPROTO; /* a lookup that names someone else for our own socket cannot be trusted */
     if (rc < 0)
         return ddp_err_set(err, rc,
-                           "unable to check who owns the peers of %s (the kernel's socket "
-                           "diagnostics, NETLINK_SOCK_DIAG for TCP: %s); load the tcp_diag kernel "
-                           "module",
+                           "unable to check who owns the peers of %s (sock_diag: %s); load the "
+                           "tcp_diag module",
                            addr, ddp_strerror(rc));
     return 0;
 }

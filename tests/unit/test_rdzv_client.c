@@ -28,6 +28,7 @@
 #include "ddp_buf.h"
 #include "ddp_err.h"
 #include "ddp_net.h"
+#include "ddp_sockdiag.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
@@ -1373,6 +1374,55 @@ static void test_worker_store_limits_follow_workers(void **state) {
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* ddp_tcp_peer_owner, wrapped by the linker (module.mk): answers with lookup_fail when it is
+ * set, otherwise asks the kernel. */
+int __wrap_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr *local,
+                              int timeout_ms, ddp_sock_owner_t *out);
+int __real_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr *local,
+                              int timeout_ms, ddp_sock_owner_t *out);
+static int lookup_fail;
+int __wrap_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr *local,
+                              int timeout_ms, ddp_sock_owner_t *out) {
+    if (lookup_fail != 0)
+        return lookup_fail;
+    return __real_ddp_tcp_peer_owner(peer, local, timeout_ms, out);
+}
+
+/* owner_only fails closed: a loopback peer whose socket the lookup does not find, or whose
+ * lookup fails, is refused (the job's own connection too); a server whose start-up lookup of its
+ * own listener fails does not start, and says why. */
+static void test_worker_store_owner_fails_closed(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .no_auth = 1, .worker_store = 1, .owner_only = 1};
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    int fails[] = {-ENOENT, -ETIMEDOUT};
+    for (size_t i = 0; i < 2; i++) {
+        lookup_fail = fails[i];
+        int fd = raw_connect_bare(rdzv_server_port(s));
+        loop_until_readable(&loop, fd);
+        assert_true(raw_closed(fd));
+        close(fd);
+        lookup_fail = 0;
+        rdzv_server_stats_t st;
+        rdzv_server_stats(s, &st);
+        assert_int_equal(st.owner_refused, i + 1);
+    }
+    rdzv_server_close(s, NULL, NULL);
+    lookup_fail = -ENOENT;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), -ENOENT);
+    lookup_fail = 0;
+    assert_non_null(strstr(err.text, "unable to check who owns the peers of 127.0.0.1:"));
+    assert_non_null(strstr(err.text, "tcp_diag"));
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 /* A child that drops to uid 65534, connects to port, sends VALIDATE and PING, and exits 0 when
  * the store closes the connection unanswered, 1 when it answers, 2 when it cannot run. Plain
  * syscalls only: it must not return into cmocka. */
@@ -1610,6 +1660,7 @@ int main(void) {
         cmocka_unit_test(test_worker_store_reset),
         cmocka_unit_test(test_worker_store_limits_follow_workers),
         cmocka_unit_test(test_worker_store_owner_only),
+        cmocka_unit_test(test_worker_store_owner_fails_closed),
         cmocka_unit_test(test_forget_rounds),
         cmocka_unit_test(test_connect_unanswered_retried),
     };
