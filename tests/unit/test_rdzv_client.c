@@ -1426,14 +1426,18 @@ static void test_worker_store_owner_fails_closed(void **state) {
 /* A child that drops to uid 65534, connects to port, sends VALIDATE and PING, and exits 0 when
  * the store closes the connection unanswered, 1 when it answers, 2 when it cannot run. Plain
  * syscalls only: it must not return into cmocka. */
-static void stranger_child(uint16_t port) {
+static void stranger_child(int family, uint16_t port) {
     if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
         setresuid(65534, 65534, 65534) < 0)
         _exit(2);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+    struct sockaddr_in6 sa6 = {
+        .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int rc = family == AF_INET6 ? connect(fd, (struct sockaddr *)&sa6, sizeof sa6)
+                                : connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (fd < 0 || rc < 0)
         _exit(2);
     uint8_t req[10] = {RDZV_CMD_VALIDATE, 0, 0, 0, 0, RDZV_CMD_PING, 1, 2, 3, 4}, r[4];
     uint32_t magic = RDZV_VALIDATE_MAGIC;
@@ -1447,8 +1451,24 @@ static void stranger_child(uint16_t port) {
     _exit(n <= 0 ? 0 : 1);
 }
 
+/* Runs stranger_child(family, port) and turns loop until it exits; returns its exit status. */
+static int stranger_run(uv_loop_t *loop, int family, uint16_t port) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        stranger_child(family, port);
+    int status = -1;
+    for (int i = 0; i < 10000 && waitpid(pid, &status, WNOHANG) == 0; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
 /* owner_only: the server's own user is served; run as root, a client of uid 65534 is refused
- * at once (counted in owner_refused, STATS and metrics) and the store serves on. */
+ * at once (counted in owner_refused, STATS and metrics) and the store serves on; the same on
+ * ::1 where the host has IPv6. */
 static void test_worker_store_owner_only(void **state) {
     (void)state;
     uv_loop_t loop;
@@ -1467,17 +1487,7 @@ static void test_worker_store_owner_only(void **state) {
     loop_until_readable(&loop, fd);
     assert_int_equal(read_i64(fd), 0);
     if (geteuid() == 0) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0)
-            stranger_child(port);
-        int status = -1;
-        for (int i = 0; i < 10000 && waitpid(pid, &status, WNOHANG) == 0; i++) {
-            uv_run(&loop, UV_RUN_NOWAIT);
-            usleep(1000);
-        }
-        assert_true(WIFEXITED(status));
-        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_int_equal(stranger_run(&loop, AF_INET, port), 0);
         rdzv_server_stats_t st;
         rdzv_server_stats(s, &st);
         assert_int_equal(st.owner_refused, 1);
@@ -1488,6 +1498,14 @@ static void test_worker_store_owner_only(void **state) {
         send_all(fd, &b);
         loop_until_readable(&loop, fd);
         assert_int_equal(read_i64(fd), 0);
+        rdzv_server_t *s6 = NULL;
+        o.host = "::1";
+        if (rdzv_server_start(&loop, &o, &s6, &err) == 0) {
+            assert_int_equal(stranger_run(&loop, AF_INET6, rdzv_server_port(s6)), 0);
+            rdzv_server_stats(s6, &st);
+            assert_int_equal(st.owner_refused, 1);
+            rdzv_server_close(s6, NULL, NULL);
+        }
     }
     ddp_buf_free(&b);
     close(fd);
