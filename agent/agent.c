@@ -290,8 +290,16 @@ void agent__store_nofile_log(const struct rdzv_server *store) {
         ddp_log(level == DDP_LOG_INFO ? DDP_LOG_DEBUG : level, "job store: %s", note);
 }
 
-int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag) {
-    rdzv_server_opts_t so = {.host = host, .port = (uint16_t)port, .no_auth = 1, .worker_store = 1};
+int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
+                              const char *flag) {
+    /* No token (PyTorch's client cannot present one): on this host the kernel's word on who owns
+     * each peer's socket is what keeps other users out. */
+    rdzv_server_opts_t so = {.host = host,
+                             .port = (uint16_t)port,
+                             .no_auth = 1,
+                             .worker_store = 1,
+                             .workers = workers,
+                             .owner_only = 1};
     ddp_err_t err;
     ddp_err_clear(&err);
     int rc = rdzv_server_start(a->loop, &so, &a->wstore, &err);
@@ -334,7 +342,7 @@ static int local_store_start(agent_t *a, ddp_err_t *err) {
     a->master_port = job->master_port;
     if (!job->worker_store_own) {
         rc = agent__worker_store_start(a, a->master_addr, a->master_port < 0 ? 0 : a->master_port,
-                                       "--master_addr/--master_port");
+                                       (size_t)job->nproc, "--master_addr/--master_port");
         if (rc < 0)
             return rc;
         a->master_port = rdzv_server_port(a->wstore);

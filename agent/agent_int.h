@@ -255,9 +255,12 @@ void agent__evlog_lost_say(const agent_t *a);
  * (logged, naming the flag). */
 int agent__metrics_start(agent_t *a);
 
-/* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore. flag names
- * where the address came from, for the error line. Returns 0 or a negative code (logged). */
-int agent__worker_store_start(agent_t *a, const char *host, int port, const char *flag);
+/* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for the
+ * agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
+ * processes (several nodes: refitted to the world size at each JOIN). flag names where the
+ * address came from, for the error line. Returns 0 or a negative code (logged). */
+int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
+                              const char *flag);
 
 /* rdzv.c: nonzero when the job needs a multi-node rendezvous. */
 int agent__rdzv_wanted(const agent_job_t *job);

@@ -484,6 +484,9 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
                  (json_int_t)a->round, "nnodes", a->group_world_size, "world_size", a->world_size,
                  "rank_base", a->rank_base, "master_addr", a->master_addr, "master_port",
                  a->master_port);
+    /* Every node's workers use group rank 0's store: its limits follow the world size, which
+     * the start could only guess (this node's nproc times --nnodes' maximum). */
+    rdzv_server_set_workers(a->wstore, (size_t)a->world_size);
     int rc = agent__base_env_build(a);
     if (rc < 0) {
         DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
@@ -1134,7 +1137,8 @@ int agent__rdzv_start(agent_t *a) {
     /* Served by every agent, used by the one that becomes group rank 0: its port goes with the
      * JOIN, so MASTER_PORT is bound before anyone is told it (no port race). */
     if (!job->worker_store_own &&
-        (rc = agent__worker_store_start(a, r->host, 0, "this node's address, --local_addr")) < 0)
+        (rc = agent__worker_store_start(a, r->host, 0, (size_t)job->nproc * (size_t)job->max_nodes,
+                                        "this node's address, --local_addr")) < 0)
         return rc;
     snprintf(a->store_addr, sizeof a->store_addr, "%s", r->addr);
     a->store_port = (uint16_t)r->port;

@@ -282,14 +282,15 @@ static void cmd_stats(conn_t *c) {
                      "conns %llu\nconns_total %llu\nconns_refused %llu\nkeys %llu\n"
                      "queued %llu\nwaiting %llu\nmem_used %llu\nrequests %llu\nbad_frames %llu\n"
                      "auth_refused %llu\nidle_closed %llu\nslow_closed %llu\nmem_refused %llu\n"
-                     "hs_evicted %llu\n",
+                     "hs_evicted %llu\nowner_refused %llu\n",
                      (unsigned long long)t->conns, (unsigned long long)t->conns_total,
                      (unsigned long long)t->conns_refused, (unsigned long long)t->keys,
                      (unsigned long long)t->queued, (unsigned long long)t->waiting,
                      (unsigned long long)t->mem_used, (unsigned long long)t->requests,
                      (unsigned long long)t->bad_frames, (unsigned long long)t->auth_refused,
                      (unsigned long long)t->idle_closed, (unsigned long long)t->slow_closed,
-                     (unsigned long long)t->mem_refused, (unsigned long long)t->hs_evicted);
+                     (unsigned long long)t->mem_refused, (unsigned long long)t->hs_evicted,
+                     (unsigned long long)t->owner_refused);
     rdzv__reply_blob(c, text, n < 0 ? 0 : (size_t)n);
 }
 

@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "ddp_err.h"
 #include "ddp_log.h"
+#include "ddp_sockdiag.h"
 
 /* Fills c->peer, the address log lines name, when the connection is accepted: it is surely up
  * then, so every closing line names the peer whatever it did before (getpeername can fail after
@@ -335,8 +337,8 @@ static void conn_link(rdzv_server_t *s, conn_t *c) {
     s->st.conns++;
     s->st.conns_total++;
     c->accepted_ms = uv_now(s->loop);
-    if (s->worker_store)
-        return; /* no handshake deadline (rdzv_server_opts_t.worker_store) */
+    /* On the workers' store the list holds the connections that have not sent a whole first
+     * frame yet, with no deadline (rdzv_server_opts_t.worker_store): admit evicts from it. */
     c->in_hs = 1;
     s->hs_count++;
     c->hs_prev = s->hs_tail;
@@ -375,9 +377,61 @@ static int admit(rdzv_server_t *s, const conn_t *c) {
         evict_oldest(s, c, "connection", s->max_conns);
         return 1;
     }
+    if (s->worker_store && s->hs_head != NULL &&
+        uv_now(s->loop) - s->hs_head->accepted_ms >= RDZV_WSTORE_UNUSED_EVICT_MS) {
+        conn_t *old = s->hs_head;
+        s->st.hs_evicted++;
+        rdzv__admit_log(s,
+                        "closing connection from %s: evicted, no command in %llu ms, to admit %s "
+                        "(connection limit %zu reached)",
+                        old->peer, (unsigned long long)(uv_now(s->loop) - old->accepted_ms),
+                        c->peer, s->max_conns);
+        rdzv__conn_close(old);
+        return 1;
+    }
     s->st.conns_refused++;
     rdzv__admit_log(s, "refused connection from %s: connection limit %zu reached%s", c->peer,
-                    s->max_conns, guarded ? ", every connection authenticated" : "");
+                    s->max_conns,
+                    guarded           ? ", every connection authenticated"
+                    : s->worker_store ? ", none unused for 5 s"
+                                      : "");
+    return 0;
+}
+
+/* rdzv_server_opts_t.owner_only: whether the newcomer c's peer may be served. The kernel is
+ * asked who owns the socket at the other end; one it finds (loopback or another address of this
+ * network namespace) must be the server's user's, with a file still holding it (a socket its
+ * owner closed, or one in TIME_WAIT, reports uid 0 whoever made it). A peer it does not find is
+ * on another host and is admitted as before; a loopback one cannot be, so there an unanswered
+ * lookup refuses. Returns 1 to admit c; 0 when it is refused (counted, logged). */
+static int owner_allows(rdzv_server_t *s, const conn_t *c) {
+    struct sockaddr_storage peer, local;
+    int plen = sizeof peer, llen = sizeof local;
+    char why[160];
+    ddp_sock_owner_t o;
+    int rc = uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &plen);
+    if (rc == 0)
+        rc = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&local, &llen);
+    if (rc < 0) {
+        snprintf(why, sizeof why, "unable to read its address: %s", uv_strerror(rc));
+    } else {
+        rc = ddp_tcp_peer_owner((struct sockaddr *)&peer, (struct sockaddr *)&local,
+                                RDZV_OWNER_LOOKUP_MS, &o);
+        if (rc == 0 && o.inode != 0 && o.uid == s->owner_uid)
+            return 1;
+        if (rc == -ENOENT && !ddp_sock_is_loopback((struct sockaddr *)&peer))
+            return 1; /* another host (or network namespace): not the kernel's to say */
+        if (rc == 0 && o.inode != 0)
+            snprintf(why, sizeof why, "its socket belongs to uid %u, not the job's user (uid %u)",
+                     o.uid, s->owner_uid);
+        else if (rc == 0)
+            snprintf(why, sizeof why, "its socket is closed already, its owner unknown");
+        else
+            snprintf(why, sizeof why, "unable to look up the owner of its socket: %s",
+                     ddp_strerror(rc));
+    }
+    s->st.owner_refused++;
+    rdzv__admit_log(s, "refused connection from %s: %s", c->peer, why);
     return 0;
 }
 
@@ -400,7 +454,8 @@ void rdzv__conn_accept(rdzv_server_t *s, uv_stream_t *ls) {
         return;
     }
     peer_name(c);
-    if (s->closing || !admit(s, c)) {
+    /* The owner first: a stranger's connection must not evict anything on its way out. */
+    if (s->closing || (s->owner_only && !owner_allows(s, c)) || !admit(s, c)) {
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
         return;
     }

@@ -65,6 +65,30 @@
  * and a few lost segments (TCP's minimum RTO is 200 ms) while an idle socket is dropped soon. */
 #define RDZV_AUTH_IDLE_MS 5000
 
+/* The workers' store's limits, fitted to the worker processes it serves (all nodes' workers when
+ * this node is group rank 0's). PyTorch's client keeps one connection per TCPStore object open
+ * for the whole job (PyTorch <= 2.0 a second one, for watch_key callbacks, that never sends
+ * until a key is watched); a worker rarely makes more than a few (a store per process group
+ * family, a clone for a monitor thread), so 16 each plus a base for tools leaves a wide margin
+ * while a flood of idle sockets by the job's own user stops at the limit, not at the open-file
+ * limit. Memory: every worker may have one maximal value (RDZV_MAX_VALUE_LEN) in flight and one
+ * stored, plus a base for the keys of init_process_group, NCCL ids and small objects. Neither
+ * passes the shared store's defaults (RDZV_MAX_CONNS, RDZV_MAX_TOTAL_MEM). */
+#define RDZV_WSTORE_CONNS_BASE ((size_t)64)
+#define RDZV_WSTORE_CONNS_PER_WORKER ((size_t)16)
+#define RDZV_WSTORE_MEM_BASE ((size_t)64 * 1024 * 1024)
+#define RDZV_WSTORE_MEM_PER_WORKER ((size_t)16 * 1024 * 1024)
+
+/* The workers' store has no handshake deadline (see RDZV_WSTORE_CONNS_*: a callback socket
+ * never sends). At the connection limit, a newcomer instead evicts the oldest connection that
+ * has not sent a whole first frame since at least this many milliseconds; a younger one may be
+ * a real client about to send its first frame, and the newcomer is refused. */
+#define RDZV_WSTORE_UNUSED_EVICT_MS 5000
+
+/* Bound on one peer-owner lookup (rdzv_server_opts_t.owner_only): the kernel answers the
+ * netlink query before sendto returns, so this is only a guard against the unforeseen. */
+#define RDZV_OWNER_LOOKUP_MS 100
+
 /* Size of the one read buffer the server shares between all connections (libuv alloc_cb). */
 #define RDZV_READ_CHUNK ((size_t)64 * 1024)
 

@@ -136,7 +136,8 @@ int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out) {
         uint64_t n;
     } closed[] = {{"bad_frame", st->bad_frames},          {"auth_failed", st->auth_refused},
                   {"handshake_timeout", st->idle_closed}, {"slow_reader", st->slow_closed},
-                  {"memory_limit", st->mem_refused},      {"evicted", st->hs_evicted}};
+                  {"memory_limit", st->mem_refused},      {"evicted", st->hs_evicted},
+                  {"peer_owner", st->owner_refused}};
     for (size_t i = 0; i < sizeof closed / sizeof closed[0]; i++)
         emit(&t, "ddprun_store_connections_closed_total{reason=\"%s\"} %llu\n", closed[i].reason,
              (unsigned long long)closed[i].n);

@@ -23,6 +23,7 @@
 #include <openssl/crypto.h>
 
 #include "ddp_log.h"
+#include "ddp_sockdiag.h"
 #include "rdzv_auth_int.h"
 
 /* ---- logging ---- */
@@ -91,7 +92,10 @@ static void on_connection(uv_stream_t *ls, int status) {
 static void on_timer(uv_timer_t *t) {
     rdzv_server_t *s = t->data;
     uint64_t now = uv_now(s->loop);
-    while (s->hs_head != NULL && now - s->hs_head->accepted_ms >= s->auth_idle_ms) {
+    /* The workers' store keeps its never-used connections on the list for eviction only
+     * (RDZV_WSTORE_UNUSED_EVICT_MS): they have no deadline. */
+    while (!s->worker_store && s->hs_head != NULL &&
+           now - s->hs_head->accepted_ms >= s->auth_idle_ms) {
         conn_t *c = s->hs_head;
         s->st.idle_closed++;
         rdzv__admit_log(s, "closing connection from %s: no %s within %llu ms", c->peer,
@@ -250,6 +254,21 @@ static void nofile_fit(rdzv_server_t *s, int explicit_max) {
     }
 }
 
+/* A workers' store's default limits fitted to workers processes (RDZV_WSTORE_* in rdzv_limits.h),
+ * never above the shared store's defaults; limits the caller chose stay. */
+static void workers_fit(rdzv_server_t *s, size_t workers) {
+    if (!s->worker_store || workers == 0)
+        return;
+    if (workers > RDZV_MAX_CONNS)
+        workers = RDZV_MAX_CONNS; /* keeps the products below from overflowing */
+    size_t conns = RDZV_WSTORE_CONNS_BASE + RDZV_WSTORE_CONNS_PER_WORKER * workers;
+    size_t mem = RDZV_WSTORE_MEM_BASE + RDZV_WSTORE_MEM_PER_WORKER * workers;
+    if (!s->conns_explicit)
+        s->max_conns = conns < RDZV_MAX_CONNS ? conns : RDZV_MAX_CONNS;
+    if (!s->mem_explicit)
+        s->max_total_mem = mem < RDZV_MAX_TOTAL_MEM ? mem : RDZV_MAX_TOTAL_MEM;
+}
+
 /* Copies the limits (0 = the default of rdzv_limits.h) and the token into s. */
 static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->lim.max_key_len = or_default(opts->max_key_len, RDZV_MAX_KEY_LEN);
@@ -258,7 +277,12 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     s->lim.max_frame = RDZV_MAX_FRAME_LEN;
     if (s->lim.max_frame < 2 * s->lim.max_value_len + s->lim.max_key_len + 64)
         s->lim.max_frame = 2 * s->lim.max_value_len + s->lim.max_key_len + 64;
+    s->worker_store = opts->worker_store;
+    s->conns_explicit = opts->max_conns != 0;
+    s->mem_explicit = opts->max_total_mem != 0;
     s->max_conns = or_default(opts->max_conns, RDZV_MAX_CONNS);
+    s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
+    workers_fit(s, opts->workers);
     nofile_fit(s, opts->max_conns != 0);
     size_t unauth = s->max_conns / RDZV_UNAUTH_CONNS_DIV;
     if (unauth < RDZV_MIN_UNAUTH_CONNS)
@@ -267,10 +291,10 @@ static void opts_apply(rdzv_server_t *s, const rdzv_server_opts_t *opts) {
     if (s->max_unauth > s->max_conns)
         s->max_unauth = s->max_conns;
     s->max_out_buf = or_default(opts->max_out_buf, RDZV_MAX_OUT_BUF);
-    s->max_total_mem = or_default(opts->max_total_mem, RDZV_MAX_TOTAL_MEM);
     s->auth_idle_ms = opts->auth_idle_ms > 0 ? (uint64_t)opts->auth_idle_ms : RDZV_AUTH_IDLE_MS;
-    s->worker_store = opts->worker_store;
     s->embedded = opts->embedded;
+    s->owner_only = opts->owner_only;
+    s->owner_uid = (uint32_t)geteuid();
     if (opts->token != NULL && opts->token_len > 0) {
         memcpy(s->token, opts->token, opts->token_len);
         s->token_len = opts->token_len;
@@ -301,6 +325,31 @@ static int serve_fd(rdzv_server_t *s, int fd) {
     uint64_t tick = s->auth_idle_ms / 4;
     tick = tick < 20 ? 20 : tick > 1000 ? 1000 : tick;
     return uv_timer_start(&s->timer, on_timer, tick, tick);
+}
+
+/* Checks that the kernel can name the owner of a socket here (owner_only): it is asked for the
+ * listening socket fd itself, which the same exact lookup finds (its remote end is the wildcard
+ * address, port 0). Without it every loopback peer would be refused, one by one, as unknown:
+ * the start fails instead, saying why. Returns 0 or a negative code described in err. */
+static int owner_probe(int fd, const char *addr, ddp_err_t *err) {
+    struct sockaddr_storage self, none;
+    socklen_t len = sizeof self;
+    if (getsockname(fd, (struct sockaddr *)&self, &len) < 0)
+        return ddp_err_set(err, -errno, "unable to read the address of %s: %s", addr,
+                           strerror(errno));
+    memset(&none, 0, sizeof none);
+    none.ss_family = self.ss_family;
+    ddp_sock_owner_t o;
+    int rc = ddp_tcp_peer_owner((struct sockaddr *)&self, (struct sockaddr *)&none,
+                                RDZV_OWNER_LOOKUP_MS, &o);
+    if (rc == 0 && o.uid != (uint32_t)geteuid())
+        rc = -EPROTO; /* a lookup that names someone else for our own socket cannot be trusted */
+    if (rc < 0)
+        return ddp_err_set(err, rc,
+                           "unable to check who owns the peers of %s (sock_diag: %s); load the "
+                           "tcp_diag module",
+                           addr, ddp_strerror(rc));
+    return 0;
 }
 
 int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_server_t **out,
@@ -334,6 +383,12 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     snprintf(s->addr, sizeof s->addr, "%s", opts->host);
     if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0)
         rdzv__addr_format(&sa, s->addr, sizeof s->addr, &s->port);
+    if (s->owner_only && (rc = owner_probe(fd, s->addr, err)) < 0) {
+        close(fd);
+        free(s->buckets);
+        free(s);
+        return rc;
+    }
     rc = serve_fd(s, fd);
     if (rc < 0) {
         /* The handles go through uv_close; the memory is freed once the loop runs. */
@@ -377,6 +432,14 @@ void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg)
     rdzv_runs_free(s->runs);
     s->runs = NULL;
     rdzv_actions_close(&s->acts);
+}
+
+void rdzv_server_set_workers(rdzv_server_t *s, size_t workers) {
+    if (s == NULL || s->closing || !s->worker_store || workers == 0)
+        return;
+    workers_fit(s, workers);
+    if (!s->conns_explicit)
+        nofile_fit(s, 0);
 }
 
 void rdzv_server_reset(rdzv_server_t *s) {

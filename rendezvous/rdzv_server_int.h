@@ -111,6 +111,11 @@ struct rdzv_server {
     uint64_t auth_idle_ms;
     int worker_store; /* rdzv_server_opts_t.worker_store */
     int embedded;     /* rdzv_server_opts_t.embedded */
+    /* rdzv_server_opts_t.owner_only: the uid a local peer's socket must have. */
+    int owner_only;
+    uint32_t owner_uid;
+    /* Limits the caller chose (not fitted to the workers by rdzv_server_set_workers). */
+    int conns_explicit, mem_explicit;
     uint8_t token[RDZV_TOKEN_MAX_LEN];
     size_t token_len;
     entry_t **buckets;

@@ -34,6 +34,17 @@ typedef struct rdzv_server_opts {
      * connection's first frame tells its numbering: VALIDATE with its magic is PyTorch >= 2.2's
      * (and ddprun's), anything else PyTorch <= 2.0's (docs/protocol.md). */
     int worker_store;
+    /* The worker processes this store serves (workers' store only; 0: unknown). With it, the
+     * default max_conns and max_total_mem are fitted to them (RDZV_WSTORE_* in rdzv_limits.h)
+     * instead of the shared store's defaults; rdzv_server_set_workers changes it later. */
+    size_t workers;
+    /* Serve only this process's user on this host: a connection whose peer socket the kernel
+     * finds in this network namespace (sock_diag) must be owned by the effective uid of the
+     * process that started the server, or it is refused (closed at once, one rate-limited
+     * warning naming the peer and its uid). A loopback peer that cannot be checked is refused
+     * too; a peer the kernel does not know is on another host and is admitted. The start fails
+     * when the kernel cannot answer such a lookup at all. */
+    int owner_only;
     /* Served by an agent (not the ddp-rendezvous daemon): JOIN replies say so
      * (RDZV_STORE_EMBEDDED), so that the other nodes know nobody will restart it when it goes. */
     int embedded;
@@ -69,6 +80,12 @@ void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg)
  * on the agent's store). */
 void rdzv_server_reset(rdzv_server_t *s);
 
+/* Fits a workers' store's default limits (max_conns, max_total_mem: those the options left at
+ * 0) to workers processes, as rdzv_server_opts_t.workers does at start: several nodes learn
+ * their world size only when the rendezvous round completes. Connections already open stay
+ * open past a lowered limit; newcomers meet it. Does nothing on other stores or with 0. */
+void rdzv_server_set_workers(rdzv_server_t *s, size_t workers);
+
 /* Drops what earlier rounds of run_id left in the store: the worker library's keys
  * ("ddpw/<run_id>/<round>/...") and the round-end keys ("__rdzv/<run_id>/end/<round>") of every
  * round below `before`. A key with a parked waiter keeps its entry (the waiter's), not its value.
@@ -92,7 +109,9 @@ typedef struct rdzv_server_stats {
     uint64_t idle_closed;   /* connections closed for not authenticating within auth_idle_ms */
     uint64_t slow_closed;   /* connections cut off past max_out_buf */
     uint64_t mem_refused;   /* connections closed because max_total_mem was reached */
-    uint64_t hs_evicted;    /* unauthenticated connections closed to admit a newcomer */
+    uint64_t hs_evicted;    /* unauthenticated (workers' store: never used) connections
+                               closed to admit a newcomer */
+    uint64_t owner_refused; /* closed at once: a local peer of another user (owner_only) */
 } rdzv_server_stats_t;
 
 /* Fills *out with the current counters. */

@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 #include <uv.h>
@@ -26,6 +28,7 @@
 #include "ddp_buf.h"
 #include "ddp_err.h"
 #include "ddp_net.h"
+#include "ddp_sockdiag.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
@@ -1328,6 +1331,189 @@ static void test_worker_store_reset(void **state) {
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A metric line's value from rdzv_server_metrics (-1 when missing). */
+static long long metric_of(const rdzv_server_t *s, const char *name) {
+    ddp_buf_t m = DDP_BUF_INIT;
+    assert_int_equal(rdzv_server_metrics(s, &m), 0);
+    assert_int_equal(ddp_buf_append(&m, "", 1), 0);
+    char want[160];
+    snprintf(want, sizeof want, "\n%s ", name);
+    const char *at = strstr((const char *)m.data, want);
+    long long v = at ? strtoll(at + strlen(want), NULL, 10) : -1;
+    ddp_buf_free(&m);
+    return v;
+}
+
+/* The workers' store's default limits follow the workers it serves (RDZV_WSTORE_*), at start
+ * and through rdzv_server_set_workers; limits the caller chose stay as given. */
+static void test_worker_store_limits_follow_workers(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .no_auth = 1, .worker_store = 1, .workers = 2};
+    rdzv_server_t *s = NULL, *fixed = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 2 * 16);
+    assert_int_equal(metric_of(s, "ddprun_store_memory_limit_bytes"), (64 + 2 * 16) << 20);
+    rdzv_server_set_workers(s, 8);
+    assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 8 * 16);
+    assert_int_equal(metric_of(s, "ddprun_store_memory_limit_bytes"), (64LL + 8 * 16) << 20);
+    rdzv_server_set_workers(s, 0); /* unknown: unchanged */
+    assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 8 * 16);
+    o.max_conns = 10;
+    o.max_total_mem = 1 << 20;
+    assert_int_equal(rdzv_server_start(&loop, &o, &fixed, &err), 0);
+    rdzv_server_set_workers(fixed, 1000);
+    assert_int_equal(metric_of(fixed, "ddprun_store_connections_limit"), 10);
+    assert_int_equal(metric_of(fixed, "ddprun_store_memory_limit_bytes"), 1 << 20);
+    rdzv_server_close(fixed, NULL, NULL);
+    rdzv_server_close(s, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* ddp_tcp_peer_owner, wrapped by the linker (module.mk): answers with lookup_fail when it is
+ * set, otherwise asks the kernel. */
+int __wrap_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr *local,
+                              int timeout_ms, ddp_sock_owner_t *out);
+int __real_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr *local,
+                              int timeout_ms, ddp_sock_owner_t *out);
+static int lookup_fail;
+int __wrap_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr *local,
+                              int timeout_ms, ddp_sock_owner_t *out) {
+    if (lookup_fail != 0)
+        return lookup_fail;
+    return __real_ddp_tcp_peer_owner(peer, local, timeout_ms, out);
+}
+
+/* owner_only fails closed: a loopback peer whose socket the lookup does not find, or whose
+ * lookup fails, is refused (the job's own connection too); a server whose start-up lookup of its
+ * own listener fails does not start, and says why. */
+static void test_worker_store_owner_fails_closed(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {.host = "127.0.0.1", .no_auth = 1, .worker_store = 1, .owner_only = 1};
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    int fails[] = {-ENOENT, -ETIMEDOUT};
+    for (size_t i = 0; i < 2; i++) {
+        lookup_fail = fails[i];
+        int fd = raw_connect_bare(rdzv_server_port(s));
+        loop_until_readable(&loop, fd);
+        assert_true(raw_closed(fd));
+        close(fd);
+        lookup_fail = 0;
+        rdzv_server_stats_t st;
+        rdzv_server_stats(s, &st);
+        assert_int_equal(st.owner_refused, i + 1);
+    }
+    rdzv_server_close(s, NULL, NULL);
+    lookup_fail = -ENOENT;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), -ENOENT);
+    lookup_fail = 0;
+    assert_non_null(strstr(err.text, "unable to check who owns the peers of 127.0.0.1:"));
+    assert_non_null(strstr(err.text, "tcp_diag"));
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* A child that drops to uid 65534, connects to port, sends VALIDATE and PING, and exits 0 when
+ * the store closes the connection unanswered, 1 when it answers, 2 when it cannot run. Plain
+ * syscalls only: it must not return into cmocka. */
+static void stranger_child(int family, uint16_t port) {
+    if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+        setresuid(65534, 65534, 65534) < 0)
+        _exit(2);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in6 sa6 = {
+        .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int rc = family == AF_INET6 ? connect(fd, (struct sockaddr *)&sa6, sizeof sa6)
+                                : connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (fd < 0 || rc < 0)
+        _exit(2);
+    uint8_t req[10] = {RDZV_CMD_VALIDATE, 0, 0, 0, 0, RDZV_CMD_PING, 1, 2, 3, 4}, r[4];
+    uint32_t magic = RDZV_VALIDATE_MAGIC;
+    memcpy(req + 1, &magic, 4); /* little-endian hosts only, as the store's wire format */
+    if (write(fd, req, sizeof req) != (ssize_t)sizeof req) /* a reset already: refused */
+        _exit(0);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1)
+        _exit(2);
+    ssize_t n = read(fd, r, sizeof r);
+    _exit(n <= 0 ? 0 : 1);
+}
+
+/* Runs stranger_child(family, port) and turns loop until it exits; returns its exit status. */
+static int stranger_run(uv_loop_t *loop, int family, uint16_t port) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        stranger_child(family, port);
+    int status = -1;
+    for (int i = 0; i < 10000 && waitpid(pid, &status, WNOHANG) == 0; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* owner_only: the server's own user is served; run as root, a client of uid 65534 is refused
+ * at once (counted in owner_refused, STATS and metrics) and the store serves on; the same on
+ * ::1 where the host has IPv6. */
+static void test_worker_store_owner_only(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    rdzv_server_opts_t o = {
+        .host = "127.0.0.1", .no_auth = 1, .worker_store = 1, .workers = 1, .owner_only = 1};
+    rdzv_server_t *s = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_server_start(&loop, &o, &s, &err), 0);
+    uint16_t port = rdzv_server_port(s);
+    int fd = raw_connect(port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv__put_u8(&b, 7), 0); /* GETNUMKEYS */
+    send_all(fd, &b);
+    loop_until_readable(&loop, fd);
+    assert_int_equal(read_i64(fd), 0);
+    if (geteuid() == 0) {
+        assert_int_equal(stranger_run(&loop, AF_INET, port), 0);
+        rdzv_server_stats_t st;
+        rdzv_server_stats(s, &st);
+        assert_int_equal(st.owner_refused, 1);
+        assert_int_equal(
+            metric_of(s, "ddprun_store_connections_closed_total{reason=\"peer_owner\"}"), 1);
+        /* The job's own connection carries on. */
+        assert_int_equal(rdzv__put_u8(&b, 7), 0);
+        send_all(fd, &b);
+        loop_until_readable(&loop, fd);
+        assert_int_equal(read_i64(fd), 0);
+        rdzv_server_t *s6 = NULL;
+        o.host = "::1";
+        if (rdzv_server_start(&loop, &o, &s6, &err) == 0) {
+            assert_int_equal(stranger_run(&loop, AF_INET6, rdzv_server_port(s6)), 0);
+            rdzv_server_stats(s6, &st);
+            assert_int_equal(st.owner_refused, 1);
+            rdzv_server_close(s6, NULL, NULL);
+        }
+    }
+    ddp_buf_free(&b);
+    close(fd);
+    rdzv_server_close(s, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 /* SETs key=value on fd (today's numbering, after VALIDATE) and turns loop until the store ran it
  * (a PING's answer). */
 static void loop_set(uv_loop_t *loop, int fd, const char *key) {
@@ -1490,6 +1676,9 @@ int main(void) {
         cmocka_unit_test(test_worker_store_legacy_numbering),
         cmocka_unit_test(test_worker_store_refuses_rendezvous),
         cmocka_unit_test(test_worker_store_reset),
+        cmocka_unit_test(test_worker_store_limits_follow_workers),
+        cmocka_unit_test(test_worker_store_owner_only),
+        cmocka_unit_test(test_worker_store_owner_fails_closed),
         cmocka_unit_test(test_forget_rounds),
         cmocka_unit_test(test_connect_unanswered_retried),
     };
