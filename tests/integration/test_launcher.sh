@@ -35,6 +35,9 @@ refused() {
 refused "--node_rank=5 on one node -> exit 2 naming the flag, no worker" \
     "--node_rank: 5 is not below the node count 1" --node_rank=5
 PET_NODE_RANK=1 refused "PET_NODE_RANK=1 on one node -> exit 2" "--node_rank: 1" --nproc_per_node=1
+KUBERNETES_SERVICE_HOST=10.96.0.1 JOB_COMPLETION_INDEX=5 refused \
+    "an Indexed Job's JOB_COMPLETION_INDEX=5 on one node -> exit 2 naming the variable" \
+    "JOB_COMPLETION_INDEX=5 is not below the node count 1" --nproc_per_node=2
 refused "--node_rank=2 with --nnodes=1:2 -> exit 2" "--node_rank: 2 is not below the node count 2" \
     --nnodes=1:2 --node_rank=2
 d=$TMP/rank0; mkdir -p "$d"
