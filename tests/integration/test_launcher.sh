@@ -38,6 +38,13 @@ PET_NODE_RANK=1 refused "PET_NODE_RANK=1 on one node -> exit 2" "--node_rank: 1"
 KUBERNETES_SERVICE_HOST=10.96.0.1 JOB_COMPLETION_INDEX=5 refused \
     "an Indexed Job's JOB_COMPLETION_INDEX=5 on one node -> exit 2 naming the variable" \
     "JOB_COMPLETION_INDEX=5 is not below the node count 1" --nproc_per_node=2
+SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURM_STEP_NODELIST=127.0.0.1 SLURM_NNODES=99999999 \
+    refused "SLURM_NNODES=99999999 -> exit 2 naming the variable, before any rendezvous" \
+    "SLURM_NNODES: 99999999 nodes is more than a job may have (at most 65536" --nproc_per_node=1
+SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURM_STEP_NODELIST='n[1-12345678901]' \
+    refused "a Slurm hostlist with a 11-digit number -> exit 2 saying the number is too long" \
+    "SLURM_STEP_NODELIST: malformed hostlist 'n[1-12345678901]' at offset 4: a number longer than 9 digits" \
+    --nproc_per_node=1
 refused "--node_rank=2 with --nnodes=1:2 -> exit 2" "--node_rank: 2 is not below the node count 2" \
     --nnodes=1:2 --node_rank=2
 d=$TMP/rank0; mkdir -p "$d"
