@@ -199,6 +199,14 @@ static int args_parse(int argc, char **argv, status_args_t *o) {
     }
     if (o->endpoint == NULL || o->id == NULL)
         return usage("--rdzv_endpoint and --rdzv_id are required");
+    /* An id no store accepts is a usage error here, not a refusal from the store. */
+    ddp_err_t why;
+    ddp_err_clear(&why);
+    if (rdzv_run_id_check(o->id, &why) < 0) {
+        char msg[sizeof why.text + 16];
+        snprintf(msg, sizeof msg, "--rdzv_id: %s", why.text);
+        return usage(msg);
+    }
     return 0;
 }
 

@@ -45,6 +45,11 @@ SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURM_STEP_NODELIST='n[1-123456789
     refused "a Slurm hostlist with a 11-digit number -> exit 2 saying the number is too long" \
     "SLURM_STEP_NODELIST: malformed hostlist 'n[1-12345678901]' at offset 4: a number longer than 9 digits" \
     --nproc_per_node=1
+refused "--rdzv_id with a byte that is not UTF-8, one node -> exit 2 naming the flag" \
+    "--rdzv_id: 'ab\\xff' holds byte 0xff at position 2: a run id is printable ASCII only" \
+    --rdzv_id=$'ab\xff'
+PET_RDZV_ID=$'job\e]0;x' refused "PET_RDZV_ID with a control byte -> exit 2" \
+    "--rdzv_id: 'job\\e]0;x' holds byte 0x1b" --nproc_per_node=1
 refused "--node_rank=2 with --nnodes=1:2 -> exit 2" "--node_rank: 2 is not below the node count 2" \
     --nnodes=1:2 --node_rank=2
 d=$TMP/rank0; mkdir -p "$d"
@@ -188,6 +193,10 @@ if command -v python3 >/dev/null; then
         >"$TMP/st_refused.out" 2>&1; rc=$?
     [ $rc -eq 1 ] && [ "$(grep -o '127\.0\.0\.1:1:' "$TMP/st_refused.out" | wc -l)" -eq 1 ]
     verdict "status against a closed port names the endpoint once (rc $rc)"
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id $'r\xc3' --timeout 2 \
+        >"$TMP/st_badid.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "--rdzv_id: 'r\xc3' holds byte 0xc3 at position 1" "$TMP/st_badid.out"
+    verdict "status with a run id no store accepts is a usage error (rc $rc)"
     for v in 0 -1 1e17 x; do
         timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x --timeout=$v \
             >"$TMP/st_badt.out" 2>&1; rc=$?
@@ -198,6 +207,7 @@ else
     for n in "status against a store trickling its reply ends by the default 10 s deadline" \
              "status --timeout=0.5 against a silent store: one line naming endpoint and phase" \
              "status against a closed port names the endpoint once" \
+             "status with a run id no store accepts is a usage error" \
              "status --timeout outside 0.001..86400 s is a usage error"; do
         skip "$n" "no python3 for the fake store"
     done

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "launch_int.h"
 #include "launch_spec.h"
+#include "rdzv_proto.h"
 
 /* The end of a variadic argument list (a typed null pointer, unlike a bare NULL). */
 #define END ((const char *)0)
@@ -447,6 +449,39 @@ static void test_multinode_prepare(void **state) {
     assert_int_equal(prepare_env(&e, NULL, "--nnodes=2", "--rdzv_backend=c10d",
                                  "--rdzv_endpoint=127.0.0.1:1", "--rdzv_id=j", "x", END),
                      0);
+}
+
+/* Run ids follow the store's rule on every path, one node included: printable ASCII, at most
+ * RDZV_RUN_ID_MAX bytes. */
+static void test_run_id_rule(void **state) {
+    (void)state;
+    ddp_err_t e;
+    assert_int_equal(prepare_env(&e, NULL,
+                                 "--rdzv_id=ab\xff"
+                                 "cd",
+                                 "x", END),
+                     DDP_EUSAGE);
+    assert_string_equal(e.text, "--rdzv_id: 'ab\\xffcd' holds byte 0xff at position 2: a run id "
+                                "is printable ASCII only");
+    assert_int_equal(prepare_env(&e, NULL, "--rdzv_id=caf\xc3\xa9", "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "holds byte 0xc3 at position 3"));
+    assert_int_equal(prepare_env(&e, NULL, "--rdzv_id=a\tb", "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "'a\\tb' holds byte 0x09 at position 1"));
+    const char *pet[] = {"PET_RDZV_ID=x\x1b[2J", NULL};
+    assert_int_equal(prepare_env(&e, pet, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--rdzv_id: 'x\\e[2J' holds byte 0x1b"));
+    char id[RDZV_RUN_ID_MAX + 2];
+    memset(id, 'a', sizeof id - 1);
+    id[sizeof id - 1] = '\0';
+    char flag[RDZV_RUN_ID_MAX + 16];
+    snprintf(flag, sizeof flag, "--rdzv_id=%s", id);
+    assert_int_equal(prepare_env(&e, NULL, flag, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "is longer than 128 characters"));
+    id[RDZV_RUN_ID_MAX] = '\0';
+    snprintf(flag, sizeof flag, "--rdzv_id=%s", id);
+    assert_int_equal(prepare_env(&e, NULL, flag, "x", END), 0);
+    assert_int_equal(prepare_env(&e, NULL, "--rdzv_id=job 7/\"x\"", "x", END), 0);
+    assert_int_equal(rdzv_run_id_check("", NULL), -EINVAL);
 }
 
 /* torchrun's own variables: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE and
@@ -1351,6 +1386,7 @@ int main(void) {
         cmocka_unit_test(test_value_flags_all_spellings),
         cmocka_unit_test(test_bool_flags_all_spellings),
         cmocka_unit_test(test_virtual_local_rank_devices),
+        cmocka_unit_test(test_run_id_rule),
         cmocka_unit_test(test_multinode_prepare),
         cmocka_unit_test(test_torch_env_defaults),
         cmocka_unit_test(test_prefix_render),
