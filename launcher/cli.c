@@ -676,6 +676,21 @@ static int apply_standalone_rules(launch_spec_t *spec) {
     return 0;
 }
 
+int launch_run_id_resolve(launch_spec_t *spec) {
+    /* A run id that was given (even "none"), or one Slurm derived, is the job's own. torchrun
+     * replaces a given one too, as under --standalone; a user who names the run means that name
+     * (trackers and log collectors group by it). */
+    if (spec->standalone || spec->max_nodes != 1 || LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID) ||
+        LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT) ||
+        LAUNCH_GIVEN(spec, LAUNCH_OPT_MASTER_PORT) || spec->rdzv_id == NULL ||
+        strcmp(spec->rdzv_id, "none") != 0 || spec->rdzv_backend == NULL ||
+        strcmp(spec->rdzv_backend, "static") != 0)
+        return 0;
+    char id[37];
+    random_id(id);
+    return launch__str_set(&spec->rdzv_id, id) < 0 ? -ENOMEM : 1;
+}
+
 /* Checks that need several flags at once. Under Slurm the node count may still come from
  * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
  * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */

@@ -267,6 +267,13 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
  * flag. */
 int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err);
 
+/* One node with torchrun's default rendezvous (static, no --rdzv_endpoint, no --master_port from
+ * the flag or PET_MASTER_PORT) and a run id nothing set (still "none": neither --rdzv_id nor
+ * Slurm): torchrun 2.x runs that as --standalone, with a fresh uuid4 as the run id, so every such
+ * run gets its own id here too. Call once the Slurm and Kubernetes derivations are done. Returns 1
+ * when it gave the run an id, 0 when the job keeps its own, or -ENOMEM. */
+int launch_run_id_resolve(launch_spec_t *spec);
+
 /* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
 
 /* --numa_binding: plans every local rank's CPUs and NUMA nodes into spec (bind_*), once

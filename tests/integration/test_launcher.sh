@@ -56,6 +56,21 @@ d=$TMP/rank0; mkdir -p "$d"
 FW_DIR=$d run_ddprun "$TMP/rank0.out" --node_rank=0 "$FW"; rc=$?
 [ $rc -eq 0 ] && grep -qx "RANK=0" "$d/env.0.0" && grep -qx "WORLD_SIZE=1" "$d/env.0.0"
 verdict "--node_rank=0 on one node runs RANK=0 WORLD_SIZE=1"
+# One node with torchrun's default rendezvous: each run its own uuid4 run id (torchrun 2.x runs it
+# as --standalone), so tools grouping runs by TORCHELASTIC_RUN_ID do not merge unrelated jobs; a
+# run id or port the user set is kept.
+run_id_of() {
+    local d=$TMP/runid.$RANDOM
+    mkdir -p "$d"
+    FW_DIR=$d run_ddprun "$d.out" "$@" "$FW" || { echo "# ddprun $*: rc $?"; sed 's/^/#   /' "$d.out"; }
+    sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$d/env.0.0"
+}
+id1=$(run_id_of --nproc_per_node=1); id2=$(run_id_of --nproc_per_node=1)
+uuid4='^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+echo "$id1" | grep -Eq "$uuid4" && echo "$id2" | grep -Eq "$uuid4" && [ "$id1" != "$id2" ]
+verdict "one node, no endpoint or port: each run gets its own uuid4 run id ('$id1', '$id2')"
+[ "$(run_id_of --rdzv_id=nightly)" = nightly ] && [ "$(run_id_of --master_port="$(free_port)")" = none ]
+verdict "--rdzv_id is kept, and --master_port keeps torchrun's static 'none'"
 check "nothing left after the node rank checks" no_leftovers
 
 # 2. Numbers have named bounds: a duration that would overflow the kill timer is refused, not

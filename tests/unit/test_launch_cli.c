@@ -451,6 +451,59 @@ static void test_multinode_prepare(void **state) {
                      0);
 }
 
+/* Parses the arguments (environment envp) and resolves the run id; returns the resolve's result
+ * with the id in out. */
+static int run_id_of(const char *const *envp, char *out, size_t cap, ...) {
+    launch_spec_t s;
+    ddp_err_t e;
+    va_list ap;
+    va_start(ap, cap);
+    int rc = parse_v(&s, &e, envp, ap);
+    va_end(ap);
+    assert_int_equal(rc, 0);
+    rc = launch_run_id_resolve(&s);
+    snprintf(out, cap, "%s", s.rdzv_id);
+    launch_spec_free(&s);
+    return rc;
+}
+
+/* One node with torchrun's default rendezvous gets a fresh uuid4 per run (torchrun 2.x runs it
+ * as --standalone); any run id or endpoint the user set keeps the job as it was. */
+static void test_run_id_fresh(void **state) {
+    (void)state;
+    char a[64], b[64];
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "x", END), 1);
+    assert_int_equal(run_id_of(NULL, b, sizeof b, "--nproc_per_node=2", "x", END), 1);
+    assert_int_equal(strlen(a), 36);
+    assert_true(a[8] == '-' && a[13] == '-' && a[14] == '4' && a[18] == '-' && a[23] == '-');
+    assert_string_not_equal(a, b);
+    /* --master_addr alone still meets on a free port of this machine. */
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--master_addr=127.0.0.1", "x", END), 1);
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_backend=static", "x", END), 1);
+    /* What the job keeps. */
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_id=mine", "x", END), 0);
+    assert_string_equal(a, "mine");
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_id=none", "x", END), 0);
+    assert_string_equal(a, "none");
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--master_port=29501", "x", END), 0);
+    assert_string_equal(a, "none");
+    const char *pet[] = {"PET_MASTER_PORT=29501", NULL};
+    assert_int_equal(run_id_of(pet, a, sizeof a, "x", END), 0);
+    assert_string_equal(a, "none");
+    const char *petid[] = {"PET_RDZV_ID=job7", NULL};
+    assert_int_equal(run_id_of(petid, a, sizeof a, "x", END), 0);
+    assert_string_equal(a, "job7");
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--nnodes=2", "x", END), 0);
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--nnodes=1:2", "x", END), 0);
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_backend=c10d",
+                               "--rdzv_endpoint=localhost:0", "x", END),
+                     0);
+    assert_string_equal(a, "none");
+    /* --standalone has its own uuid already. */
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--standalone", "x", END), 0);
+    assert_int_equal(strlen(a), 36);
+}
+
 /* Run ids follow the store's rule on every path, one node included: printable ASCII, at most
  * RDZV_RUN_ID_MAX bytes. */
 static void test_run_id_rule(void **state) {
@@ -1387,6 +1440,7 @@ int main(void) {
         cmocka_unit_test(test_bool_flags_all_spellings),
         cmocka_unit_test(test_virtual_local_rank_devices),
         cmocka_unit_test(test_run_id_rule),
+        cmocka_unit_test(test_run_id_fresh),
         cmocka_unit_test(test_multinode_prepare),
         cmocka_unit_test(test_torch_env_defaults),
         cmocka_unit_test(test_prefix_render),

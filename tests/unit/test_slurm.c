@@ -198,6 +198,12 @@ static void test_single_node(void **state) {
     assert_int_equal(s->nproc_per_node, 1); /* no GPU variables: the default stays */
     assert_true(has_line(sl, "nnodes=1 from SLURM_STEP_NUM_NODES=1"));
     assert_true(has_line(sl, "nproc_per_node unchanged"));
+    /* The step's id is the run's: one node does not get a fresh one, even meeting statically. */
+    assert_int_equal(launch_run_id_resolve(&t->s), 0);
+    assert_string_equal(s->rdzv_id, "1.0");
+    assert_int_equal(run(t, "--rdzv_backend=static", END), 0);
+    assert_int_equal(launch_run_id_resolve(&t->s), 0);
+    assert_string_equal(s->rdzv_id, "1.0");
 }
 
 static void test_multi_node_gpu(void **state) {
