@@ -223,6 +223,14 @@ typedef struct launch_argv {
  * out: free with launch_argv_free (zeroed on error). */
 int launch_program_argv(const launch_spec_t *spec, launch_argv_t *out, ddp_err_t *err);
 
+/* The name the failure summary gives the user's program, as torchrun's: the script (or -m's
+ * module) when ddprun starts Python itself, and also when the program given is a Python
+ * interpreter (`ddprun /opt/venv/bin/python train.py`, `--no_python python3 -u -m pkg.train`):
+ * the first argument that is not one of the interpreter's options, or the module of -m. Anything
+ * else (another executable, python -c, python reading stdin) is named by the program itself.
+ * Borrowed from spec->prog_argv. */
+const char *launch_program_name(const launch_spec_t *spec);
+
 /* Frees what launch_program_argv filled; out is left zeroed. NULL-safe. */
 void launch_argv_free(launch_argv_t *out);
 

@@ -1335,6 +1335,44 @@ static void test_argv_python(void **state) {
     unsetenv("PYTHON_EXEC");
 }
 
+/* The summary's title for the given ddprun arguments. */
+static void expect_name(const char *want, ...) {
+    launch_spec_t s;
+    ddp_err_t e;
+    va_list ap;
+    va_start(ap, want);
+    int rc = parse_v(&s, &e, NULL, ap);
+    va_end(ap);
+    assert_int_equal(rc, 0);
+    if (strcmp(launch_program_name(&s), want) != 0)
+        print_error("name '%s', want '%s'\n", launch_program_name(&s), want);
+    assert_string_equal(launch_program_name(&s), want);
+    launch_spec_free(&s);
+}
+
+/* A Python worker is named by its script or module, whoever starts the interpreter. */
+static void test_program_name(void **state) {
+    (void)state;
+    expect_name("train.py", "train.py", "--lr", "1", END);
+    expect_name("pkg.train", "-m", "pkg.train", END);
+    expect_name("train.py", "/opt/venv/bin/python", "train.py", "--lr", "1", END);
+    expect_name("train.py", "--no_python", "python3", "-u", "train.py", END);
+    expect_name("pkg.train", "--no_python", "python3.12", "-u", "-m", "pkg.train", "x", END);
+    expect_name("pkg.train", "python3", "-mpkg.train", END);
+    expect_name("pkg.train", "python3", "-uBm", "pkg.train", END);
+    expect_name("t.py", "python3.13t", "-W", "ignore", "-X", "dev", "-Wd", "t.py", END);
+    expect_name("t.py", "pypy3", "--check-hash-based-pycs", "never", "t.py", END);
+    expect_name("-odd.py", "python", "--", "-odd.py", END);
+    /* Nothing to name: the program stands. */
+    expect_name("python3", "python3", "-c", "import os", END);
+    expect_name("python3", "python3", "-", END);
+    expect_name("python3", "python3", END);
+    expect_name("python3", "python3", "--version", END);
+    expect_name("./tool", "./tool", "train.py", END);
+    expect_name("pythonic", "pythonic", "train.py", END);
+    expect_name("/usr/bin/env", "/usr/bin/env", "python3", "t.py", END);
+}
+
 static void test_argv_direct(void **state) {
     (void)state;
     launch_argv_t a;
@@ -1441,6 +1479,7 @@ int main(void) {
         cmocka_unit_test(test_virtual_local_rank_devices),
         cmocka_unit_test(test_run_id_rule),
         cmocka_unit_test(test_run_id_fresh),
+        cmocka_unit_test(test_program_name),
         cmocka_unit_test(test_multinode_prepare),
         cmocka_unit_test(test_torch_env_defaults),
         cmocka_unit_test(test_prefix_render),
