@@ -85,6 +85,8 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per f
  * fires at once. */
 #define LAUNCH_DURATION_MIN_S 0.0
 #define LAUNCH_DURATION_MAX_S LAUNCH_RDZV_CONF_MAX_S
+/* The agent's timers count milliseconds: a positive duration below this one becomes 0. */
+#define LAUNCH_TIMER_RESOLUTION_S 0.001
 /* Hang detection defaults: the stack capture of a hung group gets 20 s, since gdb attaching to
  * a large CUDA process spends seconds loading its symbols and py-spy walks every thread (a
  * capture happens once per hang, after the job has already stood still for a whole

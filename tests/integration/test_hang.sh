@@ -230,5 +230,16 @@ for fv in "--heartbeat_timeout -1" "--initial_heartbeat_timeout abc" "--stacks_t
     verdict "$1 $2: exit 2 with one line naming the flag"
 done
 
+# 10. A timeout that rounds to 0 ms, and the flags that act only with --heartbeat_timeout, are
+# refused (they were accepted and hang detection stayed off without a word).
+for args in "--heartbeat_timeout 0.0001" "--heartbeat_on_output" "--initial_heartbeat_timeout 5" \
+            "--heartbeat_timeout 0 --max_no_progress_restarts 3"; do
+    set -- $args
+    timeout 10 "$DDPRUN" "$@" /bin/true >"$TMP/bad.out" 2>&1; rc=$?
+    flag=$1; [ $# -gt 2 ] && flag=$3
+    [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/bad.out")" -eq 1 ] && grep -q -- "^ddprun: $flag" "$TMP/bad.out"
+    verdict "$args: exit 2 with one line naming $flag"
+done
+
 check "no process left behind" no_leftovers
 finish

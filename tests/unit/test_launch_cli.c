@@ -938,6 +938,35 @@ static void test_hang_flags(void **state) {
         snprintf(want, sizeof want, "%s: '1e17' is outside", flags[i]);
         expect_bad(flags[i], "1e17", want);
     }
+    /* A timeout the millisecond timers would round to 0 is refused, not turned off. */
+    assert_int_equal(parse(&s, &e, "--heartbeat_timeout=0.0001", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--heartbeat_timeout: 0.0001 s rounds to 0 ms, which turns hang "
+                                "detection off; give 0 (off) or at least 0.001");
+    assert_int_equal(
+        parse(&s, &e, "--heartbeat_timeout=1", "--initial_heartbeat_timeout=1e-5", "prog", END),
+        DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--initial_heartbeat_timeout: 1e-05 s rounds to 0 ms"));
+    assert_int_equal(parse(&s, &e, "--heartbeat_timeout=0.001", "prog", END), 0);
+    launch_spec_free(&s);
+    /* The flags that act only with --heartbeat_timeout are refused without it. */
+    assert_int_equal(parse(&s, &e, "--heartbeat_on_output", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--heartbeat_on_output needs --heartbeat_timeout (without it hang "
+                                "detection is off and --heartbeat_on_output does nothing)");
+    assert_int_equal(parse(&s, &e, "--initial_heartbeat_timeout=5", "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--initial_heartbeat_timeout needs --heartbeat_timeout"));
+    assert_int_equal(
+        parse(&s, &e, "--heartbeat_timeout=0", "--max_no_progress_restarts=2", "prog", END),
+        DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--max_no_progress_restarts needs --heartbeat_timeout"));
+    const char *const pet_only[] = {"PET_HEARTBEAT_ON_OUTPUT=1", NULL};
+    assert_int_equal(parse_env(&s, &e, pet_only, "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--heartbeat_on_output needs --heartbeat_timeout"));
+    /* Their "off" values ask for nothing. */
+    assert_int_equal(parse(&s, &e, "--max_no_progress_restarts=0", "prog", END), 0);
+    launch_spec_free(&s);
+    const char *const pet_off[] = {"PET_HEARTBEAT_ON_OUTPUT=0", NULL};
+    assert_int_equal(parse_env(&s, &e, pet_off, "prog", END), 0);
+    launch_spec_free(&s);
     expect_bad("--max_no_progress_restarts", "-1", "--max_no_progress_restarts: '-1' is out of");
     expect_bad("--max_no_progress_restarts", "abc", "--max_no_progress_restarts: 'abc' is not");
     expect_bad("--max_no_progress_restarts", "1e17", "--max_no_progress_restarts: '1e17'");
