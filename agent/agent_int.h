@@ -324,6 +324,8 @@ int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
 /* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
  * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);
+/* gpu_wait.c: nonzero while a restart waits for the GPU memory of the stopped group. */
+int agent__gpu_wait_active(agent_t *a);
 /* gpu_wait.c: cancels a GPU memory wait (a termination signal). */
 void agent__gpu_wait_cancel(agent_t *a);
 /* gpu_wait.c: frees what the GPU memory wait holds (NVML). */
