@@ -169,6 +169,39 @@ else
     skip "promtool check metrics on ddprun's page: no problem" "promtool is missing"
 fi
 wait "${PIDS[-1]}"
+# The heartbeat age is read when scraped: a worker beating every 0.1 s shows a small age at every
+# scrape, from its first beats on (not the age of the hang check's last look, which grows up to
+# --heartbeat_timeout, and is missing until that first look).
+cat >"$TMP/beater.sh" <<'EOF'
+#!/bin/sh
+i=0
+while [ $i -lt 40 ]; do touch "$DDPRUN_HEARTBEAT_FILE"; sleep 0.1; i=$((i + 1)); done
+EOF
+chmod +x "$TMP/beater.sh"
+AP=$(free_port)
+timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 --heartbeat_timeout=10 \
+    --metrics "127.0.0.1:$AP" "$TMP/beater.sh" >"$TMP/beat.out" 2>&1 &
+PIDS+=($!)
+MPORT=$AP
+for _ in $(seq 100); do
+    get /metrics >"$TMP/bpage" 2>/dev/null && grep -q 'workers_running{.*} 2$' "$TMP/bpage" && break
+    sleep 0.05
+done
+sleep 0.5
+ages=""
+for _ in $(seq 8); do
+    get /metrics >"$TMP/bpage" 2>/dev/null
+    ages="$ages $(grep -c '^ddprun_agent_worker_heartbeat_age_seconds{' "$TMP/bpage"):$(sed -n 's/^ddprun_agent_worker_heartbeat_age_seconds{.*} //p' "$TMP/bpage" | sort -n | tail -1)"
+    sleep 0.25
+done
+echo "# heartbeat ages (series:max) per scrape:$ages"
+good=1
+for a in $ages; do
+    [ "${a%%:*}" = 2 ] && awk -v x="${a#*:}" 'BEGIN { exit !(x != "" && x < 3.0) }' || good=0
+done
+[ $good = 1 ]
+verdict "the heartbeat age is read at each scrape: both workers, always under 3 s while beating (timeout 10 s)"
+wait "${PIDS[-1]}"
 "$D" --no-auth --metrics nonsense >"$TMP/bad.out" 2>&1
 check "--metrics nonsense: exit 2 naming the flag" \
     bash -c "[ $? -eq 2 ] && grep -q -- \"--metrics: 'nonsense' is not HOST:PORT\" '$TMP/bad.out'"
