@@ -9,6 +9,7 @@
 
 #include "ddp_log.h"
 #include "ddp_time.h"
+#include "rdzv_proto.h"
 #include "rdzv_server.h"
 
 /* A family's HELP and TYPE lines, then one sample of it labelled with the run and node. */
@@ -20,7 +21,7 @@ static int sample(ddp_buf_t *out, const char *name, const char *type, const char
 
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
-    char run[160], v[32];
+    char run[RDZV_LABEL_MAX], v[32];
     rdzv_metrics_label(a->job->run_id ? a->job->run_id : "", run, sizeof run);
     int n = a->node_rank, rc;
     snprintf(v, sizeof v, "%d", a->running);

@@ -48,16 +48,15 @@ static void family(mtext_t *t, const char *name, const char *type, const char *h
 
 const char *rdzv_metrics_label(const char *v, char *out, size_t cap) {
     size_t j = 0;
-    for (; *v && j + 3 < cap; v++) {
-        if (*v == '\\' || *v == '"') {
+    if (cap == 0)
+        return out;
+    for (; *v; v++) {
+        int esc = *v == '\\' || *v == '"' || *v == '\n';
+        if (j + (esc ? 2 : 1) >= cap) /* what this byte takes, and the NUL */
+            break;
+        if (esc)
             out[j++] = '\\';
-            out[j++] = *v;
-        } else if (*v == '\n') {
-            out[j++] = '\\';
-            out[j++] = 'n';
-        } else {
-            out[j++] = *v;
-        }
+        out[j++] = *v == '\n' ? 'n' : *v;
     }
     out[j] = '\0';
     return out;
@@ -65,7 +64,7 @@ const char *rdzv_metrics_label(const char *v, char *out, size_t cap) {
 
 static void run_metrics(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
-    char id[160];
+    char id[RDZV_LABEL_MAX];
     rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_round", "gauge", "The run's current round.");
     emit(t, "ddprun_rendezvous_round{run=\"%s\",state=\"%s\"} %lld\n", id, r->state,
@@ -74,7 +73,7 @@ static void run_metrics(void *ctx, const rdzv_run_view_t *r) {
 
 static void run_restarts(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
-    char id[160];
+    char id[RDZV_LABEL_MAX];
     family(t, "ddprun_rendezvous_restarts", "gauge", "Restarts the run has used.");
     emit(t, "ddprun_rendezvous_restarts{run=\"%s\"} %lld\n",
          rdzv_metrics_label(r->id, id, sizeof id), (long long)r->restarts_used);
@@ -82,7 +81,7 @@ static void run_restarts(void *ctx, const rdzv_run_view_t *r) {
 
 static void run_members(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
-    char id[160];
+    char id[RDZV_LABEL_MAX];
     rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_members", "gauge",
            "Nodes of the run: held by the store, and in the current round's group.");
@@ -92,7 +91,7 @@ static void run_members(void *ctx, const rdzv_run_view_t *r) {
 
 static void member_silence(void *ctx, const rdzv_member_view_t *m) {
     mtext_t *t = ctx;
-    char id[160], host[160];
+    char id[RDZV_LABEL_MAX], host[RDZV_LABEL_MAX];
     family(t, "ddprun_rendezvous_member_silence_seconds", "gauge",
            "Time since each node's last keep-alive (or JOIN).");
     emit(t,

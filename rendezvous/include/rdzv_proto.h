@@ -25,8 +25,11 @@ enum {
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
  * printable ASCII (0x20-0x7e): the store refuses any other byte. */
-#define RDZV_RUN_ID_MAX 128                            /* run id (--rdzv_id) */
-#define RDZV_HOST_MAX 255                              /* address the other nodes reach a node at */
+#define RDZV_RUN_ID_MAX 128 /* run id (--rdzv_id) */
+#define RDZV_HOST_MAX 255   /* address the other nodes reach a node at */
+/* Room for a run id or host as a metric label value, every byte escaped (two bytes), and the NUL:
+ * a label is never cut, or two hosts that differ late would be one series. */
+#define RDZV_LABEL_MAX (2 * (RDZV_HOST_MAX > RDZV_RUN_ID_MAX ? RDZV_HOST_MAX : RDZV_RUN_ID_MAX) + 1)
 #define RDZV_WHAT_MAX 255                              /* FAIL's failure, ABORT's reason */
 #define RDZV_ROUND_TEXT_MAX 512                        /* error texts the server writes */
 #define RDZV_REPLY_TEXT_MAX ((size_t)1024)             /* error text a client accepts in a reply */

@@ -110,6 +110,40 @@ else
         "prometheus is missing (apt-get install prometheus)"
 fi
 
+# Labels are never cut: two members whose 252-byte host names differ only in their last byte (a
+# host may have 255) are two series, each with its whole name.
+python3 - "$PORT" "$MPORT" <<'PY' >"$TMP/longhost" 2>&1
+import http.client, socket, struct, sys, time
+def blob(b):
+    return struct.pack("<Q", len(b)) + b
+def join(host):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    # JOIN: run id, host, want_node_rank, nproc, master_port, min, max, last_call, join_timeout,
+    # keep_alive_interval, keep_alive_max_attempt, max_restarts, min_round, restarts_used.
+    nums = [-1, 1, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0]
+    s.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))  # VALIDATE (the store runs --no-auth)
+    s.sendall(b"\x50" + blob(b"longhosts") + blob(host) + b"".join(struct.pack("<q", v) for v in nums))
+    return s
+hosts = [b"h" * 250 + b"-a", b"h" * 250 + b"-b"]
+conns = [join(h) for h in hosts]
+for _ in range(100):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[2]), timeout=5)
+    c.request("GET", "/metrics")
+    page = c.getresponse().read().decode()
+    lines = [l for l in page.splitlines()
+             if l.startswith("ddprun_rendezvous_member_silence_seconds{") and 'run="longhosts"' in l]
+    if len(lines) == 2:
+        break
+    time.sleep(0.05)
+labels = [l.rsplit(" ", 1)[0] for l in lines]
+assert len(set(labels)) == 2, labels
+for h in hosts:
+    assert sum(('host="%s"' % h.decode()) in l for l in lines) == 1, (h, lines)
+print("ok")
+PY
+check "host labels of 252 bytes that differ last: two series, whole names" grep -qx ok "$TMP/longhost"
+[ -s "$TMP/longhost" ] && ! grep -qx ok "$TMP/longhost" && tail -3 "$TMP/longhost" | sed 's/^/# /'
+
 # Bounded: 20 idle connections, then a request: the listener still answers; the store serves.
 python3 - "$MPORT" "$PORT" <<'PY' >"$TMP/bounded" 2>&1
 import http.client, socket, sys
