@@ -78,8 +78,14 @@ int agent__metrics_start(agent_t *a) {
                                 (uint16_t)job->metrics_port, &a->metrics, &err);
     if (rc < 0) {
         DDP_ERROR("--metrics %s:%d: %s", job->metrics_host, job->metrics_port, err.text);
-        return rc;
+        /* An address this machine cannot listen on is the flag's value at fault, as a host
+         * that does not resolve is: a usage error (exit 2), not ddprun's own failure. */
+        return rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == -EACCES ? DDP_EUSAGE : rc;
     }
-    DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
+    /* With port 0 the kernel chose it: said at the default level, or nobody could scrape. */
+    if (job->metrics_port == 0)
+        DDP_WARN("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
+    else
+        DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
     return 0;
 }

@@ -1,7 +1,9 @@
 /* rdzv_metrics: the store's Prometheus metrics (text exposition format 0.0.4) and the small HTTP
  * listener that serves them on the store's own loop (rdzv_server.h). The listener is bounded like
  * the store: a few connections, a request of at most 8 KiB, 5 s each; one request per connection,
- * answered and closed. */
+ * answered and closed. When every slot is taken, a newcomer takes the slot of the oldest
+ * connection still sending its request: clients that send half a request (or reconnect to do it
+ * again) cannot keep a scraper out. */
 #include "rdzv_server_int.h"
 
 #include <errno.h>
@@ -196,6 +198,7 @@ struct mconn {
     size_t inlen;
     ddp_buf_t out;
     int closing;
+    int answering; /* the reply is being written: not to be evicted */
 };
 
 static void metrics_maybe_free(rdzv_metrics_t *m) {
@@ -232,14 +235,19 @@ static void on_written(uv_write_t *req, int status) {
     mconn_close(req->data);
 }
 
-/* Answers the request in c->in (whole: its header block ended) and closes after the write. */
-static void answer(mconn_t *c) {
+/* Answers the request in c->in (whole: its header block ended) and closes after the write.
+ * malformed: a request no HTTP server takes (a NUL byte in its header), answered 400. */
+static void answer(mconn_t *c, int malformed) {
     const char *status = "200 OK", *type = "text/plain; version=0.0.4; charset=utf-8";
     ddp_buf_t body = DDP_BUF_INIT;
     int get = strncmp(c->in, "GET ", 4) == 0;
     const char *path = get ? c->in + 4 : "";
     size_t plen = strcspn(path, " \r\n?");
-    if (!get) {
+    c->answering = 1;
+    if (malformed) {
+        status = "400 Bad Request";
+        ddp_buf_printf(&body, "a NUL byte in the request\n");
+    } else if (!get) {
         status = "405 Method Not Allowed";
         ddp_buf_printf(&body, "only GET /metrics\n");
     } else if (plen == 8 && strncmp(path, "/metrics", 8) == 0) {
@@ -287,8 +295,11 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     }
     c->inlen += (size_t)n;
     c->in[c->inlen] = '\0';
-    if (strstr(c->in, "\r\n\r\n") != NULL || strstr(c->in, "\n\n") != NULL)
-        answer(c);
+    /* Searched over the bytes read, not as a C string: a NUL must not hide the end of the
+     * header block (the client would wait for an answer until the deadline). */
+    if (memmem(c->in, c->inlen, "\r\n\r\n", 4) != NULL ||
+        memmem(c->in, c->inlen, "\n\n", 2) != NULL)
+        answer(c, memchr(c->in, '\0', c->inlen) != NULL);
     else if (c->inlen >= sizeof c->in - 1)
         mconn_close(c); /* a header block past 8 KiB: not a scraper */
 }
@@ -305,6 +316,16 @@ static void on_connection(uv_stream_t *ls, int status) {
     c->tcp.data = c;
     c->m = m;
     m->live_handles++;
+    if (m->nconns >= METRICS_MAX_CONNS) {
+        /* Full: the oldest connection still sending its request gives way (the list is newest
+         * first), so that a scraper gets through whatever slow clients hold. */
+        mconn_t *oldest = NULL;
+        for (mconn_t *o = m->conns; o != NULL; o = o->next)
+            if (!o->answering)
+                oldest = o;
+        if (oldest != NULL)
+            mconn_close(oldest);
+    }
     if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 || m->nconns >= METRICS_MAX_CONNS) {
         c->closing = 1;
         uv_close((uv_handle_t *)&c->tcp, on_mconn_closed);

@@ -157,17 +157,59 @@ big = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 big.sendall(b"GET /" + b"x" * 9000)  # past 8 KiB of header: closed, nothing answered
 assert closed(big)
 idle = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(20)]
-assert closed(idle[-1])  # past 16 open connections: closed at once
+assert closed(idle[0])  # past 16 open connections: the oldest one still sending gives way
 for s in idle:
     s.close()
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
 c.request("GET", "/metrics")
 assert c.getresponse().status == 200
+# 16 clients sending half a header block, twice over (a client that reconnects): a scrape still
+# gets through at once, long before their 5 s deadline.
+slow = []
+for _ in range(2):
+    for _ in range(16):
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        slow.append(s)
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=4)
+    c.request("GET", "/metrics")
+    assert c.getresponse().status == 200
+for s in slow:
+    s.close()
+# A NUL byte in a header gets an answer (400), not silence until the deadline.
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(4)
+s.sendall(b"GET /metrics HTTP/1.1\r\nX-A: a\0b\r\n\r\n")
+reply = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    reply += d
+assert reply.startswith(b"HTTP/1.1 400 "), reply[:40]
 socket.create_connection(("127.0.0.1", int(sys.argv[2]))).close()
 print("ok")
 PY
-check "20 idle connections and an 8 KiB+ request: closed, the listener and the store go on" \
+check "idle, slow and reconnecting clients, a NUL in a header, an 8 KiB+ request: a scrape gets through, the store goes on" \
     grep -qx ok "$TMP/bounded"
+grep -qx ok "$TMP/bounded" || tail -3 "$TMP/bounded" | sed 's/^/# /'
+# ddprun --metrics HOST:0 says the port it got without -v; a port in use is a usage error (2),
+# as a host that does not resolve is.
+timeout -k 5 30 "$DDPRUN" --metrics 127.0.0.1:0 --nproc_per_node=1 /bin/true >"$TMP/m0.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -qE "serving metrics on http://127\.0\.0\.1:[1-9][0-9]*/metrics" "$TMP/m0.out"
+verdict "ddprun --metrics 127.0.0.1:0: the bound port is printed without -v (rc $rc)"
+python3 - "$DDPRUN" >"$TMP/inuse.out" 2>&1 <<'PY'
+import socket, subprocess, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+r = subprocess.run([sys.argv[1], "--metrics", "127.0.0.1:%d" % s.getsockname()[1],
+                    "--nproc_per_node=1", "/bin/true"], capture_output=True, text=True, timeout=30)
+lines = r.stderr.strip().splitlines()
+assert r.returncode == 2 and len(lines) == 1 and "--metrics" in lines[0] and "in use" in lines[0], (r.returncode, lines)
+print("ok")
+PY
+check "ddprun --metrics on a port in use: exit 2, one line naming the flag" grep -qx ok "$TMP/inuse.out"
 for p in "${PIDS[@]:1:2}"; do wait "$p" 2>/dev/null; done
 # ddprun --metrics: the agent's workers after its store's metrics. Rank 1 fails the first
 # attempt; the page is read while the second one runs.
