@@ -260,12 +260,12 @@ static void begin_shutdown(agent_t *a, agent_worker_t *w) {
         char waited[32], limit[32];
         DDP_WARN(
             "received %s while waiting for the stopped workers' GPU memory (%s s of up to "
-            "%s s): not restarting",
+            "%s s): the job stops, no new attempt",
             ddp_signal_name(a->stop_signal),
             ddp_seconds_text((int64_t)(ddp_now_ms() - a->gpu_wait_start_ms), waited, sizeof waited),
             ddp_seconds_text(a->job->gpu_memory_reclaim_timeout_ms, limit, sizeof limit));
     } else if (a->running == 0 && uv_is_active((uv_handle_t *)&a->restart_timer)) {
-        DDP_WARN("received %s before the worker group's restart: not restarting",
+        DDP_WARN("received %s between two attempts: the job stops, no new attempt",
                  ddp_signal_name(a->stop_signal));
     }
     uv_timer_stop(&a->restart_timer);
@@ -292,8 +292,8 @@ static void escalate(agent_t *a, agent_worker_t *w) {
 static void kill_all(agent_t *a, agent_worker_t *w) {
     (void)w;
     char secs[32];
-    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%ss: sending SIGKILL",
-             a->running, ddp_seconds_text(a->job->shutdown_timeout_ms, secs, sizeof secs));
+    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%ss: sending SIGKILL", a->running,
+             ddp_seconds_text(a->job->shutdown_timeout_ms, secs, sizeof secs));
     agent__group_signal(a, SIGKILL);
 }
 

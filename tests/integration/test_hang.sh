@@ -165,7 +165,7 @@ if [ -f "$FAKENVML" ]; then
     kill -TERM "$(child_pid $pid)"
     wait $pid; rc=$?
     [ $rc -eq 143 ] &&
-        grep -q "received SIGTERM while waiting for the stopped workers' GPU memory (.* s of up to 30 s): not restarting" "$d/out" &&
+        grep -q "received SIGTERM while waiting for the stopped workers' GPU memory (.* s of up to 30 s): the job stops, no new attempt" "$d/out" &&
         [ ! -e "$d/start1" ]
     verdict "SIGTERM during the GPU memory wait: one line, no restart, exit 143 (rc $rc)"
 else

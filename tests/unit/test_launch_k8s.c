@@ -163,7 +163,8 @@ static void test_indexed_job(void **state) {
     /* An index past the job's nodes: RANK would reach WORLD_SIZE. */
     run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=5", END, END);
     assert_int_equal(j.rc, DDP_EENV);
-    assert_string_equal(j.err.text, "JOB_COMPLETION_INDEX=5 is not below the node count 1 (--nnodes)");
+    assert_string_equal(j.err.text,
+                        "JOB_COMPLETION_INDEX=5 is not below the node count 1 (--nnodes)");
     launch_spec_free(&j.spec);
     run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=2", END, "--nnodes=1:2", END);
     assert_int_equal(j.rc, DDP_EENV);
