@@ -27,6 +27,9 @@ NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
 WERROR ?= 1
 OPT ?= -O2
 PREFIX ?= /usr/local
+# Where `make install` puts the systemd unit: systemd reads $(PREFIX)/lib/systemd/system for the
+# prefixes it knows (/usr, /usr/local); with another PREFIX, link the unit into /etc/systemd/system.
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 APT_PACKAGES := build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev \
                 libopenblas-dev python3 iproute2 procps
 
@@ -157,12 +160,20 @@ $(BUILD)/man/ddp-rendezvous.8: docs/man/ddp-rendezvous.8.in scripts/help2man.py 
 install: all man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/ddprun \
 	    $(DESTDIR)$(PREFIX)/libexec/ddprun $(DESTDIR)$(PREFIX)/share/man/man1 \
-	    $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	    $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	    $(DESTDIR)$(SYSTEMD_UNIT_DIR)
 	install -m 644 $(BUILD)/man/ddprun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 $(BUILD)/man/ddp-rendezvous.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	$(BUILD)/ddprun --print_completion bash \
 	    >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/ddprun
 	install -m 755 $(BUILD)/ddprun $(BUILD)/ddp-rendezvous $(DESTDIR)$(PREFIX)/bin/
+	@# The unit names the daemon where this install put it (the file in contrib/ names /usr/bin,
+	@# a distribution's path); a unit whose ExecStart is missing would fail at its first start.
+	sed 's|^ExecStart=/usr/bin/ddp-rendezvous |ExecStart=$(PREFIX)/bin/ddp-rendezvous |' \
+	    contrib/systemd/ddp-rendezvous.service >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/ddp-rendezvous.service
+	grep -q '^ExecStart=$(PREFIX)/bin/ddp-rendezvous ' \
+	    $(DESTDIR)$(SYSTEMD_UNIT_DIR)/ddp-rendezvous.service
+	chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/ddp-rendezvous.service
 	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
 	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(INSTALL_HEADERS) common/include/ddp_err.h common/include/ddp_buf.h \

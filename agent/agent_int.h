@@ -319,6 +319,11 @@ static inline void agent__hang_text(const agent_failure_t *f, char *out, size_t 
 /* hang.c: logs the hang of failure f (a WARN line naming rank, pid, silence, step and stacks
  * file) and the first lines of its stacks. */
 void agent__hang_report(agent_t *a, const agent_failure_t *f);
+/* hang.c: the age of w's last beat (file or output line; the group's start before its first),
+ * read from its heartbeat file now_ms (the monotonic clock), as a scrape or `ddprun status` wants
+ * it: never the age of the last look. Returns 0 with *age_ms, or -ENOENT when w is not running or
+ * hang detection is off. */
+int agent__hang_beat_age(agent_t *a, agent_worker_t *w, uint64_t now_ms, uint64_t *age_ms);
 /* hang.c: this node's progress for `ddprun status`: the highest step its running workers wrote
  * (-1 none) and the time since the last beat of its most silent one (since the group started,
  * for one that has not beaten). Returns 0, or -ENOENT when hang detection is off or no worker
@@ -331,6 +336,8 @@ int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
 /* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
  * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);
+/* gpu_wait.c: nonzero while a restart waits for the GPU memory of the stopped group. */
+int agent__gpu_wait_active(agent_t *a);
 /* gpu_wait.c: cancels a GPU memory wait (a termination signal). */
 void agent__gpu_wait_cancel(agent_t *a);
 /* gpu_wait.c: frees what the GPU memory wait holds (NVML). */

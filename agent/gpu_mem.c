@@ -304,6 +304,21 @@ static void bytes_text(uint64_t n, char *out, size_t cap) {
         snprintf(out, cap, "%llu MiB", (unsigned long long)(n >> 20));
 }
 
+void agent__gpu_mem_holder(const agent_gpu_busy_t *b, char *out, size_t cap) {
+    char used[32], base[32];
+    bytes_text(b->used, used, sizeof used);
+    bytes_text(b->baseline, base, sizeof base);
+    if (b->pid != 0 && b->used == UINT64_MAX)
+        snprintf(out, cap, "GPU %d holds memory of pid %d (a previous worker)", b->device,
+                 (int)b->pid);
+    else if (b->pid != 0)
+        snprintf(out, cap, "GPU %d holds %s of pid %d (a previous worker)", b->device, used,
+                 (int)b->pid);
+    else
+        snprintf(out, cap, "GPU %d has %s in use (%s before the workers started)", b->device, used,
+                 base);
+}
+
 void agent__gpu_mem_describe(const agent_gpu_busy_t *b, int waited_ms, char *out, size_t cap) {
     char used[32], base[32];
     bytes_text(b->used, used, sizeof used);

@@ -87,6 +87,11 @@ int agent__gpu_mem_next_delay(int prev_ms);
 int agent__gpu_mem_wait(agent_gpu_mem_t *g, const agent_gpu_watch_t *w, int timeout_ms,
                         agent_gpu_busy_t *busy);
 
+/* What holds busy device b's memory, into out (cut to cap - 1 bytes): "GPU 1 holds 2.0 GiB of
+ * pid 1234 (a previous worker)", or "GPU 1 has 4.0 GiB in use (10 MiB before the workers
+ * started)". */
+void agent__gpu_mem_holder(const agent_gpu_busy_t *b, char *out, size_t cap);
+
 /* The warning for a device still busy after waited_ms, into out (cut to cap - 1 bytes):
  * "GPU 1 still holds 2.0 GiB of pid 1234 (a previous worker) after 30000 ms; restarting anyway". */
 void agent__gpu_mem_describe(const agent_gpu_busy_t *b, int waited_ms, char *out, size_t cap);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "ddp_log.h"
+#include "ddp_parse.h"
 #include "ddp_time.h"
 #include "gpu_mem.h"
 
@@ -68,17 +69,28 @@ static void on_gpu_timer(uv_timer_t *t) {
 }
 
 int agent__gpu_wait_start(agent_t *a) {
+    agent_gpu_busy_t busy;
     if (a->job->gpu_memory_reclaim_timeout_ms <= 0 || gpu_open(a) < 0)
         return 0;
-    if (gpu_check(a, NULL) != AGENT_GPU_MEM_BUSY)
+    if (gpu_check(a, &busy) != AGENT_GPU_MEM_BUSY)
         return 0;
     a->gpu_wait_start_ms = ddp_now_ms();
     a->gpu_delay_ms = agent__gpu_mem_next_delay(0);
     if (uv_timer_start(&a->gpu_timer, on_gpu_timer, (uint64_t)a->gpu_delay_ms, 0) < 0)
         return 0;
-    DDP_INFO("waiting up to %gs for the GPU memory of the stopped workers",
-             a->job->gpu_memory_reclaim_timeout_ms / 1000.0);
+    /* Said when it starts, at the default level: the restart may stand still for the whole
+     * timeout (50 s by default), and the line after it comes only when it ends. */
+    char holder[160], secs[32];
+    agent__gpu_mem_holder(&busy, holder, sizeof holder);
+    DDP_WARN("restart %d of %d waits up to %s s (--gpu_memory_reclaim_timeout) for the stopped "
+             "workers' GPU memory: %s",
+             a->attempt, a->job->max_restarts,
+             ddp_seconds_text(a->job->gpu_memory_reclaim_timeout_ms, secs, sizeof secs), holder);
     return 1;
+}
+
+int agent__gpu_wait_active(agent_t *a) {
+    return uv_is_active((uv_handle_t *)&a->gpu_timer);
 }
 
 void agent__gpu_wait_cancel(agent_t *a) {

@@ -250,6 +250,15 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms) {
     return 0;
 }
 
+int agent__hang_beat_age(agent_t *a, agent_worker_t *w, uint64_t now_ms, uint64_t *age_ms) {
+    if (a->job->heartbeat_timeout_ms <= 0 || w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
+        return -ENOENT;
+    beat_read(w, now_ms);
+    uint64_t since = silent_since(a, w);
+    *age_ms = now_ms > since ? now_ms - since : 0;
+    return 0;
+}
+
 void agent__hang_arm(agent_t *a) {
     if (a->job->heartbeat_timeout_ms <= 0)
         return;

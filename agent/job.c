@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ddp_devices.h"
+#include "rdzv_proto.h"
 
 /* A list is quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define LIST_QUOTE_MAX 48
@@ -44,6 +45,13 @@ int agent_job_prepare(agent_job_t *job, ddp_err_t *err) {
     job->rdzv_addr[0] = '\0';
     job->token = (ddp_buf_t)DDP_BUF_INIT;
     int rc = devices_check(job, err);
+    /* The store's rule for run ids, on every path: one node never sends its id to a store, yet
+     * the id labels the metrics, fills the JSON events (where a byte that is not UTF-8 made
+     * every event unwritable) and names the run's directories. */
+    ddp_err_t why;
+    ddp_err_clear(&why);
+    if (rc == 0 && rdzv_run_id_check(job->run_id, &why) < 0)
+        rc = ddp_err_set(err, DDP_EUSAGE, "--rdzv_id: %s", why.text);
     if (rc == 0 && agent__rdzv_wanted(job))
         rc = agent__rdzv_prepare(job, err);
     if (rc < 0)

@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "ddp_log.h"
+#include "ddp_time.h"
+#include "rdzv_proto.h"
 #include "rdzv_server.h"
 
 /* A family's HELP and TYPE lines, then one sample of it labelled with the run and node. */
@@ -19,7 +21,7 @@ static int sample(ddp_buf_t *out, const char *name, const char *type, const char
 
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
-    char run[160], v[32];
+    char run[RDZV_LABEL_MAX], v[32];
     rdzv_metrics_label(a->job->run_id ? a->job->run_id : "", run, sizeof run);
     int n = a->node_rank, rc;
     snprintf(v, sizeof v, "%d", a->running);
@@ -46,13 +48,15 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
     for (int c = 0; rc == 0 && c < AGENT_NCAUSES; c++)
         rc = ddp_buf_printf(out, "%s{run=\"%s\",node_rank=\"%d\",cause=\"%s\"} %llu\n", fail, run,
                             n, agent__cause_names[c], (unsigned long long)a->m_failures[c]);
-    /* Heartbeat ages: workers that beat (--heartbeat_timeout), since their last beat. */
+    /* Heartbeat ages (--heartbeat_timeout): each worker's file is read now, as `ddprun status`
+     * does. The hang check looks only at deadlines, so the age it last saw grows up to the
+     * timeout for a worker that beats all along, and there is none before its first look. */
     const char *age = "ddprun_agent_worker_heartbeat_age_seconds";
-    uint64_t now = uv_now(a->loop);
+    uint64_t now = ddp_now_ms(), age_ms;
     int header = 0;
     for (int i = 0; rc == 0 && i < a->nproc; i++) {
-        const agent_worker_t *w = &a->workers[i];
-        if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0' || !w->hb_beaten)
+        agent_worker_t *w = &a->workers[i];
+        if (agent__hang_beat_age(a, w, now, &age_ms) < 0)
             continue;
         if (!header++)
             rc = ddp_buf_printf(out,
@@ -61,8 +65,7 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
                                 age, age);
         if (rc == 0)
             rc = ddp_buf_printf(out, "%s{run=\"%s\",rank=\"%d\",local_rank=\"%d\"} %.3f\n", age,
-                                run, w->rank, w->local_rank,
-                                now > w->hb_last_ms ? (double)(now - w->hb_last_ms) / 1000.0 : 0.0);
+                                run, w->rank, w->local_rank, (double)age_ms / 1000.0);
     }
     return rc < 0 ? -ENOMEM : 0;
 }
@@ -75,8 +78,14 @@ int agent__metrics_start(agent_t *a) {
                                 (uint16_t)job->metrics_port, &a->metrics, &err);
     if (rc < 0) {
         DDP_ERROR("--metrics %s:%d: %s", job->metrics_host, job->metrics_port, err.text);
-        return rc;
+        /* An address this machine cannot listen on is the flag's value at fault, as a host
+         * that does not resolve is: a usage error (exit 2), not ddprun's own failure. */
+        return rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == -EACCES ? DDP_EUSAGE : rc;
     }
-    DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
+    /* With port 0 the kernel chose it: said at the default level, or nobody could scrape. */
+    if (job->metrics_port == 0)
+        DDP_WARN("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
+    else
+        DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
     return 0;
 }

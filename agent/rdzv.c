@@ -127,11 +127,6 @@ int agent__rdzv_prepare(agent_job_t *job, ddp_err_t *err) {
                            "--nnodes=%d:%d needs --rdzv_endpoint=HOST[:PORT] (or --master_addr "
                            "with --rdzv_backend=static)",
                            job->min_nodes, job->max_nodes);
-    /* The server knows the run by at most this many characters: a longer id would be cut in the
-     * JOIN but not in the keys the agents watch, and heartbeats could not be sent. */
-    if (strlen(job->run_id) > RDZV_RUN_ID_MAX)
-        return ddp_err_set(err, DDP_EUSAGE, "--rdzv_id: '%.32s...' is longer than %d characters",
-                           job->run_id, RDZV_RUN_ID_MAX);
     ddp_err_t why;
     ddp_err_clear(&why);
     if (ddp_addr_resolve(job->rdzv_host, job->rdzv_addr, sizeof job->rdzv_addr, &why) < 0)

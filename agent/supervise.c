@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "ddp_log.h"
+#include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_proto.h"
@@ -253,6 +254,20 @@ static void group_succeeded(agent_t *a, agent_worker_t *w) {
 static void begin_shutdown(agent_t *a, agent_worker_t *w) {
     (void)w;
     a->state = SUP_SHUTDOWN;
+    /* Between two attempts no worker runs to forward the signal to: say that the restart will
+     * not happen, or the job would end with 128+N and no word. */
+    if (a->running == 0 && agent__gpu_wait_active(a)) {
+        char waited[32], limit[32];
+        DDP_WARN(
+            "received %s while waiting for the stopped workers' GPU memory (%s s of up to "
+            "%s s): the job stops, no new attempt",
+            ddp_signal_name(a->stop_signal),
+            ddp_seconds_text((int64_t)(ddp_now_ms() - a->gpu_wait_start_ms), waited, sizeof waited),
+            ddp_seconds_text(a->job->gpu_memory_reclaim_timeout_ms, limit, sizeof limit));
+    } else if (a->running == 0 && uv_is_active((uv_handle_t *)&a->restart_timer)) {
+        DDP_WARN("received %s between two attempts: the job stops, no new attempt",
+                 ddp_signal_name(a->stop_signal));
+    }
     uv_timer_stop(&a->restart_timer);
     agent__gpu_wait_cancel(a);
     if (a->running == 0) {
@@ -276,8 +291,9 @@ static void escalate(agent_t *a, agent_worker_t *w) {
 
 static void kill_all(agent_t *a, agent_worker_t *w) {
     (void)w;
-    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%gs: sending SIGKILL", a->running,
-             a->job->shutdown_timeout_ms / 1000.0);
+    char secs[32];
+    DDP_WARN("%d worker(s) still running after --shutdown_timeout=%ss: sending SIGKILL", a->running,
+             ddp_seconds_text(a->job->shutdown_timeout_ms, secs, sizeof secs));
     agent__group_signal(a, SIGKILL);
 }
 

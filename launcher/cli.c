@@ -676,6 +676,51 @@ static int apply_standalone_rules(launch_spec_t *spec) {
     return 0;
 }
 
+int launch_run_id_resolve(launch_spec_t *spec) {
+    /* A run id that was given (even "none"), or one Slurm derived, is the job's own. torchrun
+     * replaces a given one too, as under --standalone; a user who names the run means that name
+     * (trackers and log collectors group by it). */
+    if (spec->standalone || spec->max_nodes != 1 || LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID) ||
+        LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT) ||
+        LAUNCH_GIVEN(spec, LAUNCH_OPT_MASTER_PORT) || spec->rdzv_id == NULL ||
+        strcmp(spec->rdzv_id, "none") != 0 || spec->rdzv_backend == NULL ||
+        strcmp(spec->rdzv_backend, "static") != 0)
+        return 0;
+    char id[37];
+    random_id(id);
+    return launch__str_set(&spec->rdzv_id, id) < 0 ? -ENOMEM : 1;
+}
+
+/* Hang detection's flags: a timeout the millisecond timer would round to 0, and flags that only
+ * act with --heartbeat_timeout (0 turns hang detection off), which would be accepted and do
+ * nothing. */
+static int check_hang_flags(const launch_spec_t *spec, ddp_err_t *err) {
+    if (spec->heartbeat_timeout > 0 && spec->heartbeat_timeout < LAUNCH_TIMER_RESOLUTION_S)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--heartbeat_timeout: %g s rounds to 0 ms, which turns hang detection "
+                           "off; give 0 (off) or at least 0.001",
+                           spec->heartbeat_timeout);
+    if (spec->initial_heartbeat_timeout > 0 &&
+        spec->initial_heartbeat_timeout < LAUNCH_TIMER_RESOLUTION_S)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--initial_heartbeat_timeout: %g s rounds to 0 ms (no time for a first "
+                           "beat); give at least 0.001",
+                           spec->initial_heartbeat_timeout);
+    if (spec->heartbeat_timeout > 0)
+        return 0;
+    const char *flag = LAUNCH_GIVEN(spec, LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT)
+                           ? "--initial_heartbeat_timeout"
+                       : spec->heartbeat_on_output          ? "--heartbeat_on_output"
+                       : spec->max_no_progress_restarts > 0 ? "--max_no_progress_restarts"
+                                                            : NULL;
+    if (flag != NULL)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "%s needs --heartbeat_timeout (without it hang detection is off and "
+                           "%s does nothing)",
+                           flag, flag);
+    return 0;
+}
+
 /* Checks that need several flags at once. Under Slurm the node count may still come from
  * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
  * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */
@@ -687,6 +732,9 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and --no_python cannot be used together");
     if (spec->run_path != NULL && spec->module)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
+    int rc = check_hang_flags(spec, err);
+    if (rc < 0)
+        return rc;
     if (spec->node_rank >= spec->max_nodes &&
         (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ||
          (!launch_slurm_detect(getenv_fn, ctx) && !launch_k8s_sets_nnodes(getenv_fn, ctx))))

@@ -67,20 +67,27 @@ static seg_t *item_push(item_t *it) {
     return sg;
 }
 
-/* Reads digits at s[*i]; fills *v and *width. Returns 0 or -1 when there are none / too many. */
+/* The most digits a number in a hostlist or count list may have: no real node index or count is
+ * that long, and 9 digits fit an int. */
+#define NUM_DIGITS_MAX 9
+#define TOO_LONG "a number longer than 9 digits (no node index or count is that large)"
+
+/* Reads digits at s[*i]; fills *v and *width. Returns 0, -EINVAL when there are none, -ERANGE when
+ * there are more than NUM_DIGITS_MAX (*i is left at the first digit either way). */
 static int read_num(const char *s, size_t *i, unsigned long *v, int *width) {
-    size_t st = *i;
+    size_t st = *i, j = st;
     unsigned long x = 0;
-    while (isdigit((unsigned char)s[*i])) {
-        if (*i - st >= 9)
-            return -1; /* 10+ digits: no real node index is that long */
-        x = x * 10 + (unsigned long)(s[*i] - '0');
-        (*i)++;
+    while (isdigit((unsigned char)s[j])) {
+        if (j - st >= NUM_DIGITS_MAX)
+            return -ERANGE;
+        x = x * 10 + (unsigned long)(s[j] - '0');
+        j++;
     }
-    if (*i == st)
-        return -1;
+    if (j == st)
+        return -EINVAL;
+    *i = j;
     *v = x;
-    *width = (int)(*i - st);
+    *width = (int)(j - st);
     return 0;
 }
 
@@ -91,15 +98,19 @@ static int parse_group(const char *s, size_t *i, seg_t *sg, ddp_err_t *err) {
     for (;;) {
         range_t r;
         size_t at = *i;
-        if (read_num(s, i, &r.lo, &r.width) < 0)
-            return bad(err, s, at, s[at] == ']' ? "empty range" : "expected a number in brackets");
+        int rc = read_num(s, i, &r.lo, &r.width);
+        if (rc < 0)
+            return bad(err, s, at,
+                       rc == -ERANGE  ? TOO_LONG
+                       : s[at] == ']' ? "empty range"
+                                      : "expected a number in brackets");
         r.hi = r.lo;
         if (s[*i] == '-') {
             (*i)++;
             int w;
             at = *i;
-            if (read_num(s, i, &r.hi, &w) < 0)
-                return bad(err, s, at, "expected a number after '-'");
+            if ((rc = read_num(s, i, &r.hi, &w)) < 0)
+                return bad(err, s, at, rc == -ERANGE ? TOO_LONG : "expected a number after '-'");
             if (r.hi < r.lo)
                 return bad(err, s, at, "range goes downwards");
         }
@@ -289,8 +300,11 @@ int launch_counts_parse(const char *s, launch_counts_t *out, ddp_err_t *err) {
         unsigned long v, rep = 1;
         int w;
         size_t at = i;
-        if (read_num(s, &i, &v, &w) < 0) {
-            rc = bad_counts(err, s, at, s[at] == '\0' ? "expected a count" : "expected a number");
+        if ((rc = read_num(s, &i, &v, &w)) < 0) {
+            rc = bad_counts(err, s, at,
+                            rc == -ERANGE   ? TOO_LONG
+                            : s[at] == '\0' ? "expected a count"
+                                            : "expected a number");
             goto fail;
         }
         if (s[i] == '(') {
@@ -300,8 +314,9 @@ int launch_counts_parse(const char *s, launch_counts_t *out, ddp_err_t *err) {
             }
             i += 2;
             at = i;
-            if (read_num(s, &i, &rep, &w) < 0 || rep == 0) {
-                rc = bad_counts(err, s, at, "expected a repeat count of at least 1");
+            if ((rc = read_num(s, &i, &rep, &w)) < 0 || rep == 0) {
+                rc = bad_counts(err, s, at,
+                                rc == -ERANGE ? TOO_LONG : "expected a repeat count of at least 1");
                 goto fail;
             }
             if (s[i] != ')') {

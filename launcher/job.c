@@ -104,7 +104,7 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->path = prog->path;
     job->argv = prog->argv;
     /* The summary names the user's program (the script, not python3), as torchrun does. */
-    job->prog_name = spec->prog_argc > 0 ? spec->prog_argv[0] : prog->argv[0];
+    job->prog_name = spec->prog_argc > 0 ? launch_program_name(spec) : prog->argv[0];
 }
 
 int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err) {

@@ -102,7 +102,15 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
                 "count ddprun cannot see; pass --node_rank (e.g. "
                 "JOB_INDEX * pods per job + JOB_COMPLETION_INDEX)",
                 job_index, (long long)ji);
+        int from_index = !LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK);
         rc = derive(spec, k, LAUNCH_OPT_NODE_RANK, "node_rank", "JOB_COMPLETION_INDEX", index, err);
+        /* The flag parser checked a given --node_rank against the node count; an index past the
+         * job's nodes would start workers with RANK >= WORLD_SIZE (an Indexed Job whose
+         * completions outnumber --nnodes), so it gets the same check. */
+        if (rc == 0 && from_index && spec->node_rank >= spec->max_nodes)
+            rc = ddp_err_set(err, DDP_EENV,
+                             "JOB_COMPLETION_INDEX=%d is not below the node count %d (--nnodes)",
+                             spec->node_rank, spec->max_nodes);
     } else {
         line(k, "in a pod, without MASTER_ADDR/WORLD_SIZE/RANK or JOB_COMPLETION_INDEX: the "
                 "flags and PET_* variables alone set the job");

@@ -85,6 +85,8 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per f
  * fires at once. */
 #define LAUNCH_DURATION_MIN_S 0.0
 #define LAUNCH_DURATION_MAX_S LAUNCH_RDZV_CONF_MAX_S
+/* The agent's timers count milliseconds: a positive duration below this one becomes 0. */
+#define LAUNCH_TIMER_RESOLUTION_S 0.001
 /* Hang detection defaults: the stack capture of a hung group gets 20 s, since gdb attaching to
  * a large CUDA process spends seconds loading its symbols and py-spy walks every thread (a
  * capture happens once per hang, after the job has already stood still for a whole
@@ -223,6 +225,14 @@ typedef struct launch_argv {
  * out: free with launch_argv_free (zeroed on error). */
 int launch_program_argv(const launch_spec_t *spec, launch_argv_t *out, ddp_err_t *err);
 
+/* The name the failure summary gives the user's program, as torchrun's: the script (or -m's
+ * module) when ddprun starts Python itself, and also when the program given is a Python
+ * interpreter (`ddprun /opt/venv/bin/python train.py`, `--no_python python3 -u -m pkg.train`):
+ * the first argument that is not one of the interpreter's options, or the module of -m. Anything
+ * else (another executable, python -c, python reading stdin) is named by the program itself.
+ * Borrowed from spec->prog_argv. */
+const char *launch_program_name(const launch_spec_t *spec);
+
 /* Frees what launch_program_argv filled; out is left zeroed. NULL-safe. */
 void launch_argv_free(launch_argv_t *out);
 
@@ -266,6 +276,13 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
  * resolved address, or "" when there was nothing to check. Returns 0 or DDP_EUSAGE naming the
  * flag. */
 int launch_endpoint_check(const launch_spec_t *spec, char *addr, size_t cap, ddp_err_t *err);
+
+/* One node with torchrun's default rendezvous (static, no --rdzv_endpoint, no --master_port from
+ * the flag or PET_MASTER_PORT) and a run id nothing set (still "none": neither --rdzv_id nor
+ * Slurm): torchrun 2.x runs that as --standalone, with a fresh uuid4 as the run id, so every such
+ * run gets its own id here too. Call once the Slurm and Kubernetes derivations are done. Returns 1
+ * when it gave the run an id, 0 when the job keeps its own, or -ENOMEM. */
+int launch_run_id_resolve(launch_spec_t *spec);
 
 /* Slurm: see launcher/launch_slurm.h (detection and derivation, call after launch_cli_parse). */
 

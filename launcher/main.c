@@ -94,6 +94,12 @@ static int slurm_apply(launch_spec_t *spec, ddp_err_t *err) {
 static int job_resolve(launch_spec_t *spec, launch_argv_t *prog, agent_job_t *job, ddp_err_t *err) {
     char ep_addr[64];
     int rc = slurm_apply(spec, err);
+    if (rc == 0 && (rc = launch_run_id_resolve(spec)) > 0) {
+        DDP_INFO("one node, no --rdzv_endpoint or --master_port: run id %s, a fresh one for each "
+                 "run (as torchrun; --rdzv_id names the run)",
+                 spec->rdzv_id);
+        rc = 0;
+    }
     if (rc == 0 && (rc = launch_endpoint_check(spec, ep_addr, sizeof ep_addr, err)) == 0 &&
         ep_addr[0] != '\0')
         DDP_INFO("--rdzv_endpoint %s:%d (%s) is this machine; a one-node job hosts its own store",

@@ -1,10 +1,12 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the
-# job it hands the agent (job.c). launcher/main.c links it into build/ddprun.
+# job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers).
+# launcher/main.c links it into build/ddprun.
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
-               launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c
+               launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c \
+               launcher/status.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
 # The launcher's headers are all private (beside its sources); its unit tests see them too.
@@ -35,7 +37,7 @@ $(BUILD)/tests/unit/libfakecuda.so: $(BUILD)/obj/tests/unit/test_launch_fakecuda
 
 # The ddprun program: this parser, the agent and the embedded store (launcher/main.c).
 BINS += $(BUILD)/ddprun
-$(BUILD)/ddprun: $(BUILD)/obj/launcher/main.o $(BUILD)/obj/launcher/status.o $(BUILD)/liblaunch.a $(BUILD)/libagent.a \
+$(BUILD)/ddprun: $(BUILD)/obj/launcher/main.o $(BUILD)/liblaunch.a $(BUILD)/libagent.a \
                  $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)
 

@@ -134,6 +134,72 @@ static int resolve_exec(const char *what, const char *name, char **out, ddp_err_
     return 0;
 }
 
+/* Nonzero when path's last component names a Python interpreter: python, python3, python3.12,
+ * python3.13t (free-threaded), python3.12d (debug), pypy3 and the like. */
+static int is_python(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base != NULL ? base + 1 : path;
+    size_t n = strncmp(base, "python", 6) == 0 ? 6 : strncmp(base, "pypy", 4) == 0 ? 4 : 0;
+    if (n == 0)
+        return 0;
+    const char *p = base + n;
+    while ((*p >= '0' && *p <= '9') || *p == '.')
+        p++;
+    if (*p == 't' || *p == 'd')
+        p++;
+    return *p == '\0';
+}
+
+/* CPython's options that take no value, and the ones whose value follows (attached or as the
+ * next argument). */
+#define PY_FLAGS "bBdEhiIOPqRsSuvVx?"
+#define PY_VALUED "WX"
+
+/* The script or module an interpreter's arguments run (argv[0] is the interpreter), or NULL when
+ * they run none that can be named (-c, stdin, an option this does not know). */
+static const char *python_target(char *const *argv, int argc) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            return i + 1 < argc ? argv[i + 1] : NULL;
+        if (a[0] != '-')
+            return a;
+        if (strcmp(a, "-") == 0)
+            return NULL;
+        if (a[1] == '-') { /* long options: only this one takes a value */
+            if (strcmp(a, "--check-hash-based-pycs") == 0) {
+                i++;
+                continue;
+            }
+            return NULL;
+        }
+        /* A cluster of short options: "-uB", "-Wignore", "-mpkg.train". */
+        for (const char *c = a + 1; *c != '\0'; c++) {
+            if (*c == 'm')
+                return c[1] != '\0' ? c + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+            if (strchr(PY_VALUED, *c) != NULL) {
+                if (c[1] == '\0')
+                    i++; /* the value is the next argument */
+                break;
+            }
+            if (strchr(PY_FLAGS, *c) == NULL)
+                return NULL; /* -c, or an option this does not know */
+        }
+    }
+    return NULL;
+}
+
+const char *launch_program_name(const launch_spec_t *spec) {
+    if (spec->prog_argc < 1)
+        return "";
+    const char *prog = spec->prog_argv[0];
+    /* ddprun starts Python itself (.py, -m, --run_path): the target is the program. */
+    if (spec->module || spec->run_path != NULL || (!spec->no_python && ends_with(prog, ".py")))
+        return prog;
+    const char *target = is_python(prog) ? python_target(spec->prog_argv, spec->prog_argc) : NULL;
+    return target != NULL && *target != '\0' ? target : prog;
+}
+
 void launch_argv_free(launch_argv_t *out) {
     if (out == NULL)
         return;

@@ -40,7 +40,11 @@ static void line(launch_slurm_t *s, const char *fmt, ...) {
 static int env_int(const char *var, const char *v, int64_t min, int64_t max, int *out,
                    ddp_err_t *err) {
     int64_t x;
-    if (ddp_parse_i64(v, min, max, &x) < 0)
+    int rc = ddp_parse_i64(v, min, max, &x);
+    if (rc == -ERANGE)
+        return ddp_err_set(err, DDP_EENV, "%s: '%.*s' is out of range (%lld..%lld)", var, EQ, v,
+                           (long long)min, (long long)max);
+    if (rc < 0)
         return ddp_err_set(err, DDP_EENV, "%s: '%.*s' is not a number in %lld..%lld", var, EQ, v,
                            (long long)min, (long long)max);
     *out = (int)x;
@@ -118,8 +122,17 @@ static int derive_nnodes(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, la
         const char *v = launch__env(fn, ctx, vars[i]);
         if (v == NULL)
             continue;
+        /* Bounded as --nnodes is: a count no job has would pass here and fail only at the
+         * rendezvous, as a job failure rather than a usage error. */
+        int64_t x;
+        int rc = ddp_parse_i64(v, 1, INT64_MAX, &x);
+        if (rc == 0 && x > LAUNCH_MAX_NODES)
+            return ddp_err_set(err, DDP_EENV,
+                               "%s: %.*s nodes is more than a job may have (at most %d, as "
+                               "--nnodes)",
+                               vars[i], EQ, v, LAUNCH_MAX_NODES);
         int n = 0;
-        if (env_int(vars[i], v, 1, INT32_MAX, &n, err) < 0)
+        if (env_int(vars[i], v, 1, LAUNCH_MAX_NODES, &n, err) < 0)
             return DDP_EENV;
         spec->min_nodes = spec->max_nodes = n;
         line(s, "nnodes=%d from %s=%s", n, vars[i], v);

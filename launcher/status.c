@@ -149,6 +149,25 @@ typedef struct status_args {
     int help;
 } status_args_t;
 
+const launch_status_flag_t launch_status_flags[] = {
+    {"rdzv-endpoint", 1}, {"rdzv-id", 1}, {"timeout", 1}, {"json", 0}, {"help", 0}, {NULL, 0},
+};
+
+/* Nonzero when name ("--rdzv_id", underscores) is one of launch_status_flags. */
+static int known_flag(const char *name) {
+    if (strncmp(name, "--", 2) != 0)
+        return 0;
+    for (const launch_status_flag_t *f = launch_status_flags; f->name != NULL; f++) {
+        size_t k = 0;
+        while (f->name[k] != '\0' &&
+               (f->name[k] == name[2 + k] || (f->name[k] == '-' && name[2 + k] == '_')))
+            k++;
+        if (f->name[k] == '\0' && name[2 + k] == '\0')
+            return 1;
+    }
+    return 0;
+}
+
 /* The flags of `ddprun status` ("--flag value" or "--flag=value", dashes or underscores).
  * Returns 0, or the usage exit code after printing why. */
 static int args_parse(int argc, char **argv, status_args_t *o) {
@@ -175,8 +194,7 @@ static int args_parse(int argc, char **argv, status_args_t *o) {
             o->help = 1;
             return 0;
         }
-        if (strcmp(name, "--rdzv_endpoint") != 0 && strcmp(name, "--rdzv_id") != 0 &&
-            strcmp(name, "--timeout") != 0) {
+        if (!known_flag(name)) {
             /* Before taking a value: an unknown flag is named as such, not as lacking one. */
             snprintf(msg, sizeof msg, "unknown flag '%.64s'", a);
             return usage(msg);
@@ -199,6 +217,14 @@ static int args_parse(int argc, char **argv, status_args_t *o) {
     }
     if (o->endpoint == NULL || o->id == NULL)
         return usage("--rdzv_endpoint and --rdzv_id are required");
+    /* An id no store accepts is a usage error here, not a refusal from the store. */
+    ddp_err_t why;
+    ddp_err_clear(&why);
+    if (rdzv_run_id_check(o->id, &why) < 0) {
+        char msg[sizeof why.text + 16];
+        snprintf(msg, sizeof msg, "--rdzv_id: %s", why.text);
+        return usage(msg);
+    }
     return 0;
 }
 

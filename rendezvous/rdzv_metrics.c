@@ -1,7 +1,9 @@
 /* rdzv_metrics: the store's Prometheus metrics (text exposition format 0.0.4) and the small HTTP
  * listener that serves them on the store's own loop (rdzv_server.h). The listener is bounded like
  * the store: a few connections, a request of at most 8 KiB, 5 s each; one request per connection,
- * answered and closed. */
+ * answered and closed. When every slot is taken, a newcomer takes the slot of the oldest
+ * connection still sending its request: clients that send half a request (or reconnect to do it
+ * again) cannot keep a scraper out. */
 #include "rdzv_server_int.h"
 
 #include <errno.h>
@@ -48,16 +50,15 @@ static void family(mtext_t *t, const char *name, const char *type, const char *h
 
 const char *rdzv_metrics_label(const char *v, char *out, size_t cap) {
     size_t j = 0;
-    for (; *v && j + 3 < cap; v++) {
-        if (*v == '\\' || *v == '"') {
+    if (cap == 0)
+        return out;
+    for (; *v; v++) {
+        int esc = *v == '\\' || *v == '"' || *v == '\n';
+        if (j + (esc ? 2 : 1) >= cap) /* what this byte takes, and the NUL */
+            break;
+        if (esc)
             out[j++] = '\\';
-            out[j++] = *v;
-        } else if (*v == '\n') {
-            out[j++] = '\\';
-            out[j++] = 'n';
-        } else {
-            out[j++] = *v;
-        }
+        out[j++] = *v == '\n' ? 'n' : *v;
     }
     out[j] = '\0';
     return out;
@@ -65,7 +66,7 @@ const char *rdzv_metrics_label(const char *v, char *out, size_t cap) {
 
 static void run_metrics(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
-    char id[160];
+    char id[RDZV_LABEL_MAX];
     rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_round", "gauge", "The run's current round.");
     emit(t, "ddprun_rendezvous_round{run=\"%s\",state=\"%s\"} %lld\n", id, r->state,
@@ -74,7 +75,7 @@ static void run_metrics(void *ctx, const rdzv_run_view_t *r) {
 
 static void run_restarts(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
-    char id[160];
+    char id[RDZV_LABEL_MAX];
     family(t, "ddprun_rendezvous_restarts", "gauge", "Restarts the run has used.");
     emit(t, "ddprun_rendezvous_restarts{run=\"%s\"} %lld\n",
          rdzv_metrics_label(r->id, id, sizeof id), (long long)r->restarts_used);
@@ -82,7 +83,7 @@ static void run_restarts(void *ctx, const rdzv_run_view_t *r) {
 
 static void run_members(void *ctx, const rdzv_run_view_t *r) {
     mtext_t *t = ctx;
-    char id[160];
+    char id[RDZV_LABEL_MAX];
     rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_members", "gauge",
            "Nodes of the run: held by the store, and in the current round's group.");
@@ -92,7 +93,7 @@ static void run_members(void *ctx, const rdzv_run_view_t *r) {
 
 static void member_silence(void *ctx, const rdzv_member_view_t *m) {
     mtext_t *t = ctx;
-    char id[160], host[160];
+    char id[RDZV_LABEL_MAX], host[RDZV_LABEL_MAX];
     family(t, "ddprun_rendezvous_member_silence_seconds", "gauge",
            "Time since each node's last keep-alive (or JOIN).");
     emit(t,
@@ -198,6 +199,7 @@ struct mconn {
     size_t inlen;
     ddp_buf_t out;
     int closing;
+    int answering; /* the reply is being written: not to be evicted */
 };
 
 static void metrics_maybe_free(rdzv_metrics_t *m) {
@@ -234,14 +236,19 @@ static void on_written(uv_write_t *req, int status) {
     mconn_close(req->data);
 }
 
-/* Answers the request in c->in (whole: its header block ended) and closes after the write. */
-static void answer(mconn_t *c) {
+/* Answers the request in c->in (whole: its header block ended) and closes after the write.
+ * malformed: a request no HTTP server takes (a NUL byte in its header), answered 400. */
+static void answer(mconn_t *c, int malformed) {
     const char *status = "200 OK", *type = "text/plain; version=0.0.4; charset=utf-8";
     ddp_buf_t body = DDP_BUF_INIT;
     int get = strncmp(c->in, "GET ", 4) == 0;
     const char *path = get ? c->in + 4 : "";
     size_t plen = strcspn(path, " \r\n?");
-    if (!get) {
+    c->answering = 1;
+    if (malformed) {
+        status = "400 Bad Request";
+        ddp_buf_printf(&body, "a NUL byte in the request\n");
+    } else if (!get) {
         status = "405 Method Not Allowed";
         ddp_buf_printf(&body, "only GET /metrics\n");
     } else if (plen == 8 && strncmp(path, "/metrics", 8) == 0) {
@@ -289,8 +296,11 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     }
     c->inlen += (size_t)n;
     c->in[c->inlen] = '\0';
-    if (strstr(c->in, "\r\n\r\n") != NULL || strstr(c->in, "\n\n") != NULL)
-        answer(c);
+    /* Searched over the bytes read, not as a C string: a NUL must not hide the end of the
+     * header block (the client would wait for an answer until the deadline). */
+    if (memmem(c->in, c->inlen, "\r\n\r\n", 4) != NULL ||
+        memmem(c->in, c->inlen, "\n\n", 2) != NULL)
+        answer(c, memchr(c->in, '\0', c->inlen) != NULL);
     else if (c->inlen >= sizeof c->in - 1)
         mconn_close(c); /* a header block past 8 KiB: not a scraper */
 }
@@ -307,6 +317,16 @@ static void on_connection(uv_stream_t *ls, int status) {
     c->tcp.data = c;
     c->m = m;
     m->live_handles++;
+    if (m->nconns >= METRICS_MAX_CONNS) {
+        /* Full: the oldest connection still sending its request gives way (the list is newest
+         * first), so that a scraper gets through whatever slow clients hold. */
+        mconn_t *oldest = NULL;
+        for (mconn_t *o = m->conns; o != NULL; o = o->next)
+            if (!o->answering)
+                oldest = o;
+        if (oldest != NULL)
+            mconn_close(oldest);
+    }
     if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 || m->nconns >= METRICS_MAX_CONNS) {
         c->closing = 1;
         uv_close((uv_handle_t *)&c->tcp, on_mconn_closed);

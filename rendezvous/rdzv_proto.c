@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ddp_escape.h"
 #include "ddp_parse.h"
 #include "rdzv_frame_int.h"
 
@@ -53,12 +54,30 @@ static void cur_mark(cur_t *c, size_t at) {
  * printable ASCII (names that end up in log lines and terminals: run ids, hosts). */
 enum { STR_ANY = 0, STR_TEXT = 1, STR_NAME = 2 };
 
-/* Returns the offset of the first byte of p[0..n) that is not printable ASCII, or n. */
-static size_t unprintable_at(const uint8_t *p, size_t n) {
+size_t rdzv_name_bad_at(const void *p, size_t n) {
+    const uint8_t *b = p;
     size_t i = 0;
-    while (i < n && p[i] >= 0x20 && p[i] <= 0x7e)
+    while (i < n && b[i] >= 0x20 && b[i] <= 0x7e)
         i++;
     return i;
+}
+
+int rdzv_run_id_check(const char *id, ddp_err_t *err) {
+    char shown[4 * 32 + 1];
+    size_t n = strlen(id);
+    if (n == 0)
+        return ddp_err_set(err, -EINVAL, "the run id is empty");
+    ddp_str_escape(shown, sizeof shown, id, n < 32 ? n : 32);
+    if (n > RDZV_RUN_ID_MAX)
+        return ddp_err_set(err, -EINVAL, "'%s...' is longer than %d characters", shown,
+                           RDZV_RUN_ID_MAX);
+    size_t bad = rdzv_name_bad_at(id, n);
+    if (bad < n)
+        return ddp_err_set(err, -EINVAL,
+                           "'%s%s' holds byte 0x%02x at position %zu: a run id is printable "
+                           "ASCII only",
+                           shown, n > 32 ? "..." : "", (uint8_t)id[bad], bad);
+    return 0;
 }
 
 /* Reads a blob of 0..max bytes: into dst (NUL-terminated, cap > max) when dst is not NULL, else
@@ -79,7 +98,7 @@ static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, co
         cur_mark(c, at);
         return ddp_err_set(c->err, c->bad, "%s is empty or holds a NUL byte", what);
     }
-    size_t bad = text == STR_NAME ? unprintable_at(p, (size_t)n) : (size_t)n;
+    size_t bad = text == STR_NAME ? rdzv_name_bad_at(p, (size_t)n) : (size_t)n;
     if (bad < n) {
         cur_mark(c, at);
         return ddp_err_set(c->err, c->bad,

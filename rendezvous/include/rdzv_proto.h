@@ -25,12 +25,25 @@ enum {
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
  * printable ASCII (0x20-0x7e): the store refuses any other byte. */
-#define RDZV_RUN_ID_MAX 128                            /* run id (--rdzv_id) */
-#define RDZV_HOST_MAX 255                              /* address the other nodes reach a node at */
+#define RDZV_RUN_ID_MAX 128 /* run id (--rdzv_id) */
+#define RDZV_HOST_MAX 255   /* address the other nodes reach a node at */
+/* Room for a run id or host as a metric label value, every byte escaped (two bytes), and the NUL:
+ * a label is never cut, or two hosts that differ late would be one series. */
+#define RDZV_LABEL_MAX (2 * (RDZV_HOST_MAX > RDZV_RUN_ID_MAX ? RDZV_HOST_MAX : RDZV_RUN_ID_MAX) + 1)
 #define RDZV_WHAT_MAX 255                              /* FAIL's failure, ABORT's reason */
 #define RDZV_ROUND_TEXT_MAX 512                        /* error texts the server writes */
 #define RDZV_REPLY_TEXT_MAX ((size_t)1024)             /* error text a client accepts in a reply */
 #define RDZV_STATUS_JSON_MAX ((size_t)8 * 1024 * 1024) /* STATUS reply a client accepts */
+
+/* The offset of the first byte of p[0..n) that is not printable ASCII (0x20-0x7e), or n: the
+ * store's rule for run ids and hosts, whichever way they reach it. */
+size_t rdzv_name_bad_at(const void *p, size_t n);
+
+/* Checks run id id against what the store accepts in every request (1..RDZV_RUN_ID_MAX bytes of
+ * printable ASCII), so that a run that never talks to a store (one node) holds the same ids as one
+ * that does: an id is a label in the metrics, a JSON string in the events and part of file names.
+ * Returns 0, or -EINVAL with err saying what is wrong (the id quoted with its bytes escaped). */
+int rdzv_run_id_check(const char *id, ddp_err_t *err);
 
 /* Bounds on the numbers of a join. */
 #define RDZV_ROUND_MAX_NODES 65536 /* max_nodes */

@@ -154,7 +154,8 @@ int rdzv_metrics_start(uv_loop_t *loop, const rdzv_server_t *s, rdzv_metrics_ext
 /* The bound address as "ADDR:PORT" ("[ADDR]:PORT" for IPv6); borrowed, valid until close. */
 const char *rdzv_metrics_addr(const rdzv_metrics_t *m);
 /* v as a label value of the text format (backslash, quote and newline escaped) into out (cap
- * bytes; cut, never mid-escape, when too long); returns out, for use as a printf argument. */
+ * bytes; cut, never mid-escape, when too long: RDZV_LABEL_MAX holds any run id or host whole);
+ * returns out, for use as a printf argument. */
 const char *rdzv_metrics_label(const char *v, char *out, size_t cap);
 /* Closes the listener and its connections; the memory goes once libuv released the handles. */
 void rdzv_metrics_close(rdzv_metrics_t *m);

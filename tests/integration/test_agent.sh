@@ -68,6 +68,24 @@ check "the other workers were stopped (no leftovers)" no_leftovers
 check "without --log_dir the error file's path says it is removed at exit" \
     grep -q "error_file: .* (removed at exit: --log_dir keeps it)" "$TMP/fail.out"
 
+# 3'. A Python worker is named by its script or module, also when the program given is the
+# interpreter itself (a venv's python), as torchrun names the script.
+if command -v python3 >/dev/null; then
+    mkdir -p "$TMP/pymod"
+    printf 'import sys\nsys.exit(3)\n' >"$TMP/boom.py"
+    printf 'import sys\nsys.exit(4)\n' >"$TMP/pymod/boommod.py"
+    py=$(command -v python3)
+    run_ddprun "$TMP/py1.out" --nproc_per_node=1 "$py" -u "$TMP/boom.py"; rc=$?
+    [ $rc -eq 1 ] && grep -qx "$TMP/boom.py FAILED" "$TMP/py1.out" && ! grep -q "python3 FAILED" "$TMP/py1.out"
+    verdict "the interpreter as the program: the summary is titled with the script (rc $rc)"
+    (cd "$TMP/pymod" && run_ddprun "$TMP/py2.out" --nproc_per_node=1 --no_python python3 -W ignore -m boommod); rc=$?
+    [ $rc -eq 1 ] && grep -qx "boommod FAILED" "$TMP/py2.out"
+    verdict "--no_python python3 -m MODULE: the summary is titled with the module (rc $rc)"
+else
+    skip "the interpreter as the program: the summary is titled with the script" "no python3"
+    skip "--no_python python3 -m MODULE: the summary is titled with the module" "no python3"
+fi
+
 # 3a. An error file that is not JSON is named with the reason, not taken for no error file.
 cat >"$TMP/badjson.sh" <<'EOF2'
 #!/bin/sh

@@ -47,6 +47,20 @@ for f in $("$DDPRUN" --help | sed -nE 's/^ +(-[a-zA-Z], )?(--[a-z_]+).*/\2/p' | 
     offers "$f" | grep -q -- "$f " || missing="$missing $f"
 done
 check "every flag of --help is offered (missing:${missing:- none})" [ -z "$missing" ]
+# `ddprun status`: offered as the first word, then its own flags (both spellings), nothing after
+# a flag that takes a value, and ddprun's own flags no more.
+check "st<TAB>: status (and files)" expect "status " st
+check "status --rd<TAB>: its rdzv flags, both spellings" \
+    expect "--rdzv-endpoint --rdzv-id --rdzv_endpoint --rdzv_id " status --rd
+check "status --j<TAB>: --json" expect "--json " status --rdzv_id x --j
+check "status --rdzv_endpoint <TAB>: nothing to offer (an address)" expect "" status --rdzv_endpoint ""
+check "status --timeout=<TAB>: nothing to offer (seconds)" expect "" status --timeout = ""
+check "status --nproc<TAB>: ddprun's launch flags are not status's" expect "" status --nproc
+missing=
+for f in $("$DDPRUN" status --help 2>&1 | grep -oE -- '--[a-z_]+' | sort -u); do
+    offers status "$f" | grep -q -- "$f " || missing="$missing $f"
+done
+check "every flag of ddprun status --help is offered (missing:${missing:- none})" [ -z "$missing" ]
 "$DDPRUN" --print_completion zsh >"$TMP/zsh.out" 2>&1; rc=$?
 check "--print_completion zsh: exit 2, one line naming the value" \
     bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$TMP/zsh.out') = 1 ] &&

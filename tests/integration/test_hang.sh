@@ -144,8 +144,35 @@ if [ -f "$FAKENVML" ]; then
     check "GPU memory never released: the restart goes on after the timeout" [ $rc -eq 0 ]
     check "GPU memory never released: one warning names the device" \
         [ "$(grep -c 'GPU 0 still holds' "$d/out")" -eq 1 ]
+    # The wait is said when it starts, at the default level, with its bound and what holds the
+    # memory; a large bound reads as the flag takes it.
+    grep -qE "restart 1 of 1 waits up to 50 s \(--gpu_memory_reclaim_timeout\) for the stopped workers' GPU memory: GPU 0 holds 1.0 GiB of pid [0-9]+ \(a previous worker\)" "$TMP/gpu/out" &&
+        [ "$(grep -n 'waits up to' "$TMP/gpu/out" | cut -d: -f1)" -lt \
+          "$(grep -n 'restarting, attempt 1' "$TMP/gpu/out" | cut -d: -f1)" ]
+    verdict "the GPU memory wait is said when it starts, before the restart"
+    d=$TMP/gpu3; mkdir -p "$d"
+    HANG_DIR=$d DDPRUN_NVML_LIB=$FAKENVML FAKENVML_BUSY_UNTIL_MS=300 FAKENVML_PIDS_FILE=$d/pids \
+        run_ddprun "$d/out" -v --max_restarts 1 --gpu_memory_reclaim_timeout 2000000 "$W6"; rc=$?
+    [ $rc -eq 0 ] && grep -q "waits up to 2000000 s" "$d/out" && ! grep -q "e+06" "$d/out"
+    verdict "--gpu_memory_reclaim_timeout 2000000: the wait says 2000000 s (rc $rc)"
+    # SIGTERM during the wait: one line says the restart will not happen, exit 143.
+    d=$TMP/gpu4; mkdir -p "$d"
+    HANG_DIR=$d DDPRUN_NVML_LIB=$FAKENVML FAKENVML_BUSY_UNTIL_MS=-1 FAKENVML_PIDS_FILE=$d/pids \
+        timeout -k 5 60 "$DDPRUN" --max_restarts 1 --gpu_memory_reclaim_timeout 30 "$W6" \
+        >"$d/out" 2>&1 &
+    pid=$!
+    for _ in $(seq 200); do grep -q 'waits up to' "$d/out" && break; sleep 0.05; done
+    kill -TERM "$(child_pid $pid)"
+    wait $pid; rc=$?
+    [ $rc -eq 143 ] &&
+        grep -q "received SIGTERM while waiting for the stopped workers' GPU memory (.* s of up to 30 s): the job stops, no new attempt" "$d/out" &&
+        [ ! -e "$d/start1" ]
+    verdict "SIGTERM during the GPU memory wait: one line, no restart, exit 143 (rc $rc)"
 else
     skip "GPU memory released after 1 s: the restart waits for it" "no fake NVML built"
+    skip "the GPU memory wait is said when it starts, before the restart" "no fake NVML built"
+    skip "--gpu_memory_reclaim_timeout 2000000: the wait says 2000000 s" "no fake NVML built"
+    skip "SIGTERM during the GPU memory wait: one line, no restart, exit 143" "no fake NVML built"
 fi
 
 # 7. The stacks name the function a hung worker is in, with the best tool for it: gdb for a native
@@ -228,6 +255,17 @@ for fv in "--heartbeat_timeout -1" "--initial_heartbeat_timeout abc" "--stacks_t
     timeout 10 "$DDPRUN" "$1" "$2" /bin/true >"$TMP/bad.out" 2>&1; rc=$?
     [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/bad.out")" -eq 1 ] && grep -q -- "$1" "$TMP/bad.out"
     verdict "$1 $2: exit 2 with one line naming the flag"
+done
+
+# 10. A timeout that rounds to 0 ms, and the flags that act only with --heartbeat_timeout, are
+# refused (they were accepted and hang detection stayed off without a word).
+for args in "--heartbeat_timeout 0.0001" "--heartbeat_on_output" "--initial_heartbeat_timeout 5" \
+            "--heartbeat_timeout 0 --max_no_progress_restarts 3"; do
+    set -- $args
+    timeout 10 "$DDPRUN" "$@" /bin/true >"$TMP/bad.out" 2>&1; rc=$?
+    flag=$1; [ $# -gt 2 ] && flag=$3
+    [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/bad.out")" -eq 1 ] && grep -q -- "^ddprun: $flag" "$TMP/bad.out"
+    verdict "$args: exit 2 with one line naming $flag"
 done
 
 check "no process left behind" no_leftovers

@@ -35,12 +35,42 @@ refused() {
 refused "--node_rank=5 on one node -> exit 2 naming the flag, no worker" \
     "--node_rank: 5 is not below the node count 1" --node_rank=5
 PET_NODE_RANK=1 refused "PET_NODE_RANK=1 on one node -> exit 2" "--node_rank: 1" --nproc_per_node=1
+KUBERNETES_SERVICE_HOST=10.96.0.1 JOB_COMPLETION_INDEX=5 refused \
+    "an Indexed Job's JOB_COMPLETION_INDEX=5 on one node -> exit 2 naming the variable" \
+    "JOB_COMPLETION_INDEX=5 is not below the node count 1" --nproc_per_node=2
+SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURM_STEP_NODELIST=127.0.0.1 SLURM_NNODES=99999999 \
+    refused "SLURM_NNODES=99999999 -> exit 2 naming the variable, before any rendezvous" \
+    "SLURM_NNODES: 99999999 nodes is more than a job may have (at most 65536" --nproc_per_node=1
+SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURM_STEP_NODELIST='n[1-12345678901]' \
+    refused "a Slurm hostlist with a 11-digit number -> exit 2 saying the number is too long" \
+    "SLURM_STEP_NODELIST: malformed hostlist 'n[1-12345678901]' at offset 4: a number longer than 9 digits" \
+    --nproc_per_node=1
+refused "--rdzv_id with a byte that is not UTF-8, one node -> exit 2 naming the flag" \
+    "--rdzv_id: 'ab\\xff' holds byte 0xff at position 2: a run id is printable ASCII only" \
+    --rdzv_id=$'ab\xff'
+PET_RDZV_ID=$'job\e]0;x' refused "PET_RDZV_ID with a control byte -> exit 2" \
+    "--rdzv_id: 'job\\e]0;x' holds byte 0x1b" --nproc_per_node=1
 refused "--node_rank=2 with --nnodes=1:2 -> exit 2" "--node_rank: 2 is not below the node count 2" \
     --nnodes=1:2 --node_rank=2
 d=$TMP/rank0; mkdir -p "$d"
 FW_DIR=$d run_ddprun "$TMP/rank0.out" --node_rank=0 "$FW"; rc=$?
 [ $rc -eq 0 ] && grep -qx "RANK=0" "$d/env.0.0" && grep -qx "WORLD_SIZE=1" "$d/env.0.0"
 verdict "--node_rank=0 on one node runs RANK=0 WORLD_SIZE=1"
+# One node with torchrun's default rendezvous: each run its own uuid4 run id (torchrun 2.x runs it
+# as --standalone), so tools grouping runs by TORCHELASTIC_RUN_ID do not merge unrelated jobs; a
+# run id or port the user set is kept.
+run_id_of() {
+    local d=$TMP/runid.$RANDOM
+    mkdir -p "$d"
+    FW_DIR=$d run_ddprun "$d.out" "$@" "$FW" || { echo "# ddprun $*: rc $?"; sed 's/^/#   /' "$d.out"; }
+    sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$d/env.0.0"
+}
+id1=$(run_id_of --nproc_per_node=1); id2=$(run_id_of --nproc_per_node=1)
+uuid4='^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+echo "$id1" | grep -Eq "$uuid4" && echo "$id2" | grep -Eq "$uuid4" && [ "$id1" != "$id2" ]
+verdict "one node, no endpoint or port: each run gets its own uuid4 run id ('$id1', '$id2')"
+[ "$(run_id_of --rdzv_id=nightly)" = nightly ] && [ "$(run_id_of --master_port="$(free_port)")" = none ]
+verdict "--rdzv_id is kept, and --master_port keeps torchrun's static 'none'"
 check "nothing left after the node rank checks" no_leftovers
 
 # 2. Numbers have named bounds: a duration that would overflow the kill timer is refused, not
@@ -178,6 +208,10 @@ if command -v python3 >/dev/null; then
         >"$TMP/st_refused.out" 2>&1; rc=$?
     [ $rc -eq 1 ] && [ "$(grep -o '127\.0\.0\.1:1:' "$TMP/st_refused.out" | wc -l)" -eq 1 ]
     verdict "status against a closed port names the endpoint once (rc $rc)"
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id $'r\xc3' --timeout 2 \
+        >"$TMP/st_badid.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "--rdzv_id: 'r\xc3' holds byte 0xc3 at position 1" "$TMP/st_badid.out"
+    verdict "status with a run id no store accepts is a usage error (rc $rc)"
     for v in 0 -1 1e17 x; do
         timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint 127.0.0.1:1 --rdzv_id x --timeout=$v \
             >"$TMP/st_badt.out" 2>&1; rc=$?
@@ -188,6 +222,7 @@ else
     for n in "status against a store trickling its reply ends by the default 10 s deadline" \
              "status --timeout=0.5 against a silent store: one line naming endpoint and phase" \
              "status against a closed port names the endpoint once" \
+             "status with a run id no store accepts is a usage error" \
              "status --timeout outside 0.001..86400 s is a usage error"; do
         skip "$n" "no python3 for the fake store"
     done

@@ -110,6 +110,40 @@ else
         "prometheus is missing (apt-get install prometheus)"
 fi
 
+# Labels are never cut: two members whose 252-byte host names differ only in their last byte (a
+# host may have 255) are two series, each with its whole name.
+python3 - "$PORT" "$MPORT" <<'PY' >"$TMP/longhost" 2>&1
+import http.client, socket, struct, sys, time
+def blob(b):
+    return struct.pack("<Q", len(b)) + b
+def join(host):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    # JOIN: run id, host, want_node_rank, nproc, master_port, min, max, last_call, join_timeout,
+    # keep_alive_interval, keep_alive_max_attempt, max_restarts, min_round, restarts_used.
+    nums = [-1, 1, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0]
+    s.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))  # VALIDATE (the store runs --no-auth)
+    s.sendall(b"\x50" + blob(b"longhosts") + blob(host) + b"".join(struct.pack("<q", v) for v in nums))
+    return s
+hosts = [b"h" * 250 + b"-a", b"h" * 250 + b"-b"]
+conns = [join(h) for h in hosts]
+for _ in range(100):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[2]), timeout=5)
+    c.request("GET", "/metrics")
+    page = c.getresponse().read().decode()
+    lines = [l for l in page.splitlines()
+             if l.startswith("ddprun_rendezvous_member_silence_seconds{") and 'run="longhosts"' in l]
+    if len(lines) == 2:
+        break
+    time.sleep(0.05)
+labels = [l.rsplit(" ", 1)[0] for l in lines]
+assert len(set(labels)) == 2, labels
+for h in hosts:
+    assert sum(('host="%s"' % h.decode()) in l for l in lines) == 1, (h, lines)
+print("ok")
+PY
+check "host labels of 252 bytes that differ last: two series, whole names" grep -qx ok "$TMP/longhost"
+[ -s "$TMP/longhost" ] && ! grep -qx ok "$TMP/longhost" && tail -3 "$TMP/longhost" | sed 's/^/# /'
+
 # Bounded: 20 idle connections, then a request: the listener still answers; the store serves.
 python3 - "$MPORT" "$PORT" <<'PY' >"$TMP/bounded" 2>&1
 import http.client, socket, sys
@@ -123,17 +157,59 @@ big = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 big.sendall(b"GET /" + b"x" * 9000)  # past 8 KiB of header: closed, nothing answered
 assert closed(big)
 idle = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(20)]
-assert closed(idle[-1])  # past 16 open connections: closed at once
+assert closed(idle[0])  # past 16 open connections: the oldest one still sending gives way
 for s in idle:
     s.close()
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
 c.request("GET", "/metrics")
 assert c.getresponse().status == 200
+# 16 clients sending half a header block, twice over (a client that reconnects): a scrape still
+# gets through at once, long before their 5 s deadline.
+slow = []
+for _ in range(2):
+    for _ in range(16):
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        slow.append(s)
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=4)
+    c.request("GET", "/metrics")
+    assert c.getresponse().status == 200
+for s in slow:
+    s.close()
+# A NUL byte in a header gets an answer (400), not silence until the deadline.
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(4)
+s.sendall(b"GET /metrics HTTP/1.1\r\nX-A: a\0b\r\n\r\n")
+reply = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    reply += d
+assert reply.startswith(b"HTTP/1.1 400 "), reply[:40]
 socket.create_connection(("127.0.0.1", int(sys.argv[2]))).close()
 print("ok")
 PY
-check "20 idle connections and an 8 KiB+ request: closed, the listener and the store go on" \
+check "idle, slow and reconnecting clients, a NUL in a header, an 8 KiB+ request: a scrape gets through, the store goes on" \
     grep -qx ok "$TMP/bounded"
+grep -qx ok "$TMP/bounded" || tail -3 "$TMP/bounded" | sed 's/^/# /'
+# ddprun --metrics HOST:0 says the port it got without -v; a port in use is a usage error (2),
+# as a host that does not resolve is.
+timeout -k 5 30 "$DDPRUN" --metrics 127.0.0.1:0 --nproc_per_node=1 /bin/true >"$TMP/m0.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -qE "serving metrics on http://127\.0\.0\.1:[1-9][0-9]*/metrics" "$TMP/m0.out"
+verdict "ddprun --metrics 127.0.0.1:0: the bound port is printed without -v (rc $rc)"
+python3 - "$DDPRUN" >"$TMP/inuse.out" 2>&1 <<'PY'
+import socket, subprocess, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+r = subprocess.run([sys.argv[1], "--metrics", "127.0.0.1:%d" % s.getsockname()[1],
+                    "--nproc_per_node=1", "/bin/true"], capture_output=True, text=True, timeout=30)
+lines = r.stderr.strip().splitlines()
+assert r.returncode == 2 and len(lines) == 1 and "--metrics" in lines[0] and "in use" in lines[0], (r.returncode, lines)
+print("ok")
+PY
+check "ddprun --metrics on a port in use: exit 2, one line naming the flag" grep -qx ok "$TMP/inuse.out"
 for p in "${PIDS[@]:1:2}"; do wait "$p" 2>/dev/null; done
 # ddprun --metrics: the agent's workers after its store's metrics. Rank 1 fails the first
 # attempt; the page is read while the second one runs.
@@ -168,6 +244,39 @@ if command -v promtool >/dev/null; then
 else
     skip "promtool check metrics on ddprun's page: no problem" "promtool is missing"
 fi
+wait "${PIDS[-1]}"
+# The heartbeat age is read when scraped: a worker beating every 0.1 s shows a small age at every
+# scrape, from its first beats on (not the age of the hang check's last look, which grows up to
+# --heartbeat_timeout, and is missing until that first look).
+cat >"$TMP/beater.sh" <<'EOF'
+#!/bin/sh
+i=0
+while [ $i -lt 40 ]; do touch "$DDPRUN_HEARTBEAT_FILE"; sleep 0.1; i=$((i + 1)); done
+EOF
+chmod +x "$TMP/beater.sh"
+AP=$(free_port)
+timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=2 --heartbeat_timeout=10 \
+    --metrics "127.0.0.1:$AP" "$TMP/beater.sh" >"$TMP/beat.out" 2>&1 &
+PIDS+=($!)
+MPORT=$AP
+for _ in $(seq 100); do
+    get /metrics >"$TMP/bpage" 2>/dev/null && grep -q 'workers_running{.*} 2$' "$TMP/bpage" && break
+    sleep 0.05
+done
+sleep 0.5
+ages=""
+for _ in $(seq 8); do
+    get /metrics >"$TMP/bpage" 2>/dev/null
+    ages="$ages $(grep -c '^ddprun_agent_worker_heartbeat_age_seconds{' "$TMP/bpage"):$(sed -n 's/^ddprun_agent_worker_heartbeat_age_seconds{.*} //p' "$TMP/bpage" | sort -n | tail -1)"
+    sleep 0.25
+done
+echo "# heartbeat ages (series:max) per scrape:$ages"
+good=1
+for a in $ages; do
+    [ "${a%%:*}" = 2 ] && awk -v x="${a#*:}" 'BEGIN { exit !(x != "" && x < 3.0) }' || good=0
+done
+[ $good = 1 ]
+verdict "the heartbeat age is read at each scrape: both workers, always under 3 s while beating (timeout 10 s)"
 wait "${PIDS[-1]}"
 "$D" --no-auth --metrics nonsense >"$TMP/bad.out" 2>&1
 check "--metrics nonsense: exit 2 naming the flag" \

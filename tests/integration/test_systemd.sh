@@ -2,11 +2,12 @@
 # ddp-rendezvous as a systemd service (contrib/systemd/ddp-rendezvous.service): the daemon's
 # readiness notification (sd_notify's protocol: READY=1 with its address to $NOTIFY_SOCKET once
 # it accepts connections, STOPPING=1 on SIGTERM), received by a real AF_UNIX datagram socket, with
-# a path and in the abstract namespace; the unit passes `systemd-analyze verify`, and its
+# a path and in the abstract namespace; `make install` into a prefix of the suite's own installs the
+# unit naming the daemon it installed, and that unit passes `systemd-analyze verify`, and its
 # `systemd-analyze security` exposure (offline) is printed and must stay "OK" (below 2.0).
 . "$(dirname "$0")/lib.sh"
 D=$BIN/ddp-rendezvous
-UNIT=$(cd "$(dirname "$0")/../.." && pwd)/contrib/systemd/ddp-rendezvous.service
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 command -v python3 >/dev/null || { skip "sd_notify readiness" "python3 is missing"; finish; exit 0; }
 
 # notify_run SOCKET: starts ddp-rendezvous with NOTIFY_SOCKET=SOCKET, a listener receiving its
@@ -47,22 +48,28 @@ notify_run "@ddptest-notify-$$"; rc=$?
 check "NOTIFY_SOCKET in the abstract namespace ('@'): READY=1" \
     bash -c "[ $rc -eq 0 ] && grep -qx READY=1 '$TMP/notify.out'"
 
+# `make install` into a prefix of our own: the unit it installs names the daemon it installed.
+P=$TMP/prefix
+INSTALLED=$P/lib/systemd/system/ddp-rendezvous.service
+make -s -C "$ROOT" install PREFIX="$P" BUILD="$BUILD" >"$TMP/install.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ -x "$P/bin/ddp-rendezvous" ] &&
+    grep -q "^ExecStart=$P/bin/ddp-rendezvous --host" "$INSTALLED" && ! grep -q /usr/bin/ "$INSTALLED"
+verdict "make install PREFIX=DIR: the unit in DIR/lib/systemd/system runs DIR/bin/ddp-rendezvous (rc $rc)"
+[ $rc -eq 0 ] || tail -3 "$TMP/install.out" | sed 's/^/# /'
+
 if command -v systemd-analyze >/dev/null; then
-    # The unit as installed, pointed at this build; its Documentation= page where man finds it.
-    sed "s|/usr/bin/ddp-rendezvous|$D|" "$UNIT" >"$TMP/ddp-rendezvous.service"
-    mkdir -p "$TMP/man/man8"
-    cp "$BIN/man/ddp-rendezvous.8" "$TMP/man/man8/" 2>/dev/null
-    MANPATH=$TMP/man systemd-analyze verify "$TMP/ddp-rendezvous.service" >"$TMP/verify.out" 2>&1
+    # The unit as installed, its Documentation= page where man finds it.
+    MANPATH=$P/share/man systemd-analyze verify "$INSTALLED" >"$TMP/verify.out" 2>&1
     rc=$?
-    check "systemd-analyze verify: the unit is valid" [ $rc -eq 0 ]
+    check "systemd-analyze verify: the installed unit is valid" [ $rc -eq 0 ]
     sed 's/^/# /' "$TMP/verify.out" | head -5
-    systemd-analyze security --offline=true "$TMP/ddp-rendezvous.service" >"$TMP/sec.out" 2>&1
+    systemd-analyze security --offline=true "$INSTALLED" >"$TMP/sec.out" 2>&1
     level=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$TMP/sec.out")
     echo "# systemd-analyze security --offline=true: exposure ${level:-?}"
     check "systemd-analyze security: exposure ${level:-?}, below 2.0 (OK)" \
         awk -v l="${level:-99}" 'BEGIN { exit !(l < 2.0) }'
 else
-    skip "systemd-analyze verify: the unit is valid" "systemd-analyze is missing"
+    skip "systemd-analyze verify: the installed unit is valid" "systemd-analyze is missing"
     skip "systemd-analyze security: exposure below 2.0 (OK)" "systemd-analyze is missing"
 fi
 finish

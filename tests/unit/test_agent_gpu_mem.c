@@ -149,6 +149,8 @@ static void test_never_released(void **state) {
     agent__gpu_mem_describe(&b, 300, text, sizeof text);
     assert_string_equal(text, "GPU 1 still holds 1.0 GiB of pid 4242 (a previous worker) after "
                               "300 ms");
+    agent__gpu_mem_holder(&b, text, sizeof text);
+    assert_string_equal(text, "GPU 1 holds 1.0 GiB of pid 4242 (a previous worker)");
     /* Watching device 0 only, nothing is busy. */
     int dev0 = 0;
     w.devices = &dev0;
@@ -232,6 +234,8 @@ static void test_baseline(void **state) {
     agent__gpu_mem_describe(&b, 10, text, sizeof text);
     assert_string_equal(text, "GPU 0 still has 4.0 GiB in use (10 MiB before the workers started) "
                               "after 10 ms");
+    agent__gpu_mem_holder(&b, text, sizeof text);
+    assert_string_equal(text, "GPU 0 has 4.0 GiB in use (10 MiB before the workers started)");
     uint64_t t0 = ddp_now_ms();
     assert_int_equal(agent__gpu_mem_wait(g, &w, WAIT_BOUND_MS, NULL), AGENT_GPU_MEM_FREE);
     assert_true(ddp_now_ms() - t0 < WAIT_BOUND_MS);

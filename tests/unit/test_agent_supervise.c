@@ -94,6 +94,11 @@ int agent__gpu_wait_start(agent_t *a) {
     return gpu_wait;
 }
 
+int agent__gpu_wait_active(agent_t *a) {
+    (void)a;
+    return 0;
+}
+
 void agent__gpu_wait_cancel(agent_t *a) {
     (void)a;
     fx.gpu_cancels++;

@@ -1,6 +1,7 @@
 /* Unit tests for common/: signal names both ways (ddp_signal), the visible-device list rule
  * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), and the
- * self-connected TCP socket check (ddp_net), on loopback. */
+ * self-connected TCP socket check (ddp_net), on loopback, and durations written back as seconds
+ * (ddp_seconds_text). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 
 #include "ddp_devices.h"
 #include "ddp_net.h"
+#include "ddp_parse.h"
 #include "ddp_signal.h"
 
 static void test_signal_parse(void **state) {
@@ -110,6 +112,20 @@ static void test_devices_entry(void **state) {
 
 /* A loopback socket bound to port P and connected to 127.0.0.1:P, where nothing listens, is
  * connected to itself (TCP simultaneous open); a real client of a listener is not. */
+/* Durations in messages read as their flags take them: no exponent, no trailing zeros. */
+static void test_seconds_text(void **state) {
+    (void)state;
+    char b[32];
+    assert_string_equal(ddp_seconds_text(50000, b, sizeof b), "50");
+    assert_string_equal(ddp_seconds_text(2000000000, b, sizeof b), "2000000");
+    assert_string_equal(ddp_seconds_text(500, b, sizeof b), "0.5");
+    assert_string_equal(ddp_seconds_text(1250, b, sizeof b), "1.25");
+    assert_string_equal(ddp_seconds_text(1, b, sizeof b), "0.001");
+    assert_string_equal(ddp_seconds_text(0, b, sizeof b), "0");
+    assert_string_equal(ddp_seconds_text(-1500, b, sizeof b), "-1.5");
+    assert_string_equal(ddp_seconds_text(INT64_MIN, b, sizeof b), "-9223372036854775.808");
+}
+
 static void test_tcp_self_connected(void **state) {
     (void)state;
     struct sockaddr_in a = {.sin_family = AF_INET};
@@ -143,6 +159,7 @@ int main(void) {
         cmocka_unit_test(test_signal_parse),   cmocka_unit_test(test_signal_name),
         cmocka_unit_test(test_devices_select), cmocka_unit_test(test_devices_count),
         cmocka_unit_test(test_devices_entry),  cmocka_unit_test(test_tcp_self_connected),
+        cmocka_unit_test(test_seconds_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,7 +99,9 @@ static void test_malformed(void **state) {
     expect_malformed("n[1-2]@x", 6, "character not allowed");
     expect_malformed("", 0, "no host");
     expect_malformed(" ,, ", 0, "no host");
-    expect_malformed("n[1234567890]", 2, "expected a number");
+    expect_malformed("n[1234567890]", 2, "a number longer than 9 digits");
+    expect_malformed("n[1-1234567890]", 4, "a number longer than 9 digits");
+    expect_malformed("n[123456789]x[", 14, "expected a number in brackets");
 }
 
 static void test_limits(void **state) {
@@ -167,6 +169,15 @@ static void test_counts(void **state) {
     }
     launch_counts_t c;
     assert_int_equal(launch_counts_parse("1(x70000)", &c, NULL), DDP_ETOOBIG);
+    /* A number too long for any count says so, not "expected a number". */
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(launch_counts_parse("2,1234567890", &c, &e), DDP_EUSAGE);
+    assert_int_equal(e.offset, 2);
+    assert_non_null(strstr(e.text, "a number longer than 9 digits"));
+    ddp_err_clear(&e);
+    assert_int_equal(launch_counts_parse("1(x1234567890)", &c, &e), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "a number longer than 9 digits"));
 }
 
 int main(void) {

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "launch_int.h"
 #include "launch_spec.h"
+#include "rdzv_proto.h"
 
 /* The end of a variadic argument list (a typed null pointer, unlike a bare NULL). */
 #define END ((const char *)0)
@@ -449,6 +451,92 @@ static void test_multinode_prepare(void **state) {
                      0);
 }
 
+/* Parses the arguments (environment envp) and resolves the run id; returns the resolve's result
+ * with the id in out. */
+static int run_id_of(const char *const *envp, char *out, size_t cap, ...) {
+    launch_spec_t s;
+    ddp_err_t e;
+    va_list ap;
+    va_start(ap, cap);
+    int rc = parse_v(&s, &e, envp, ap);
+    va_end(ap);
+    assert_int_equal(rc, 0);
+    rc = launch_run_id_resolve(&s);
+    snprintf(out, cap, "%s", s.rdzv_id);
+    launch_spec_free(&s);
+    return rc;
+}
+
+/* One node with torchrun's default rendezvous gets a fresh uuid4 per run (torchrun 2.x runs it
+ * as --standalone); any run id or endpoint the user set keeps the job as it was. */
+static void test_run_id_fresh(void **state) {
+    (void)state;
+    char a[64], b[64];
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "x", END), 1);
+    assert_int_equal(run_id_of(NULL, b, sizeof b, "--nproc_per_node=2", "x", END), 1);
+    assert_int_equal(strlen(a), 36);
+    assert_true(a[8] == '-' && a[13] == '-' && a[14] == '4' && a[18] == '-' && a[23] == '-');
+    assert_string_not_equal(a, b);
+    /* --master_addr alone still meets on a free port of this machine. */
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--master_addr=127.0.0.1", "x", END), 1);
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_backend=static", "x", END), 1);
+    /* What the job keeps. */
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_id=mine", "x", END), 0);
+    assert_string_equal(a, "mine");
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_id=none", "x", END), 0);
+    assert_string_equal(a, "none");
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--master_port=29501", "x", END), 0);
+    assert_string_equal(a, "none");
+    const char *pet[] = {"PET_MASTER_PORT=29501", NULL};
+    assert_int_equal(run_id_of(pet, a, sizeof a, "x", END), 0);
+    assert_string_equal(a, "none");
+    const char *petid[] = {"PET_RDZV_ID=job7", NULL};
+    assert_int_equal(run_id_of(petid, a, sizeof a, "x", END), 0);
+    assert_string_equal(a, "job7");
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--nnodes=2", "x", END), 0);
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--nnodes=1:2", "x", END), 0);
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--rdzv_backend=c10d",
+                               "--rdzv_endpoint=localhost:0", "x", END),
+                     0);
+    assert_string_equal(a, "none");
+    /* --standalone has its own uuid already. */
+    assert_int_equal(run_id_of(NULL, a, sizeof a, "--standalone", "x", END), 0);
+    assert_int_equal(strlen(a), 36);
+}
+
+/* Run ids follow the store's rule on every path, one node included: printable ASCII, at most
+ * RDZV_RUN_ID_MAX bytes. */
+static void test_run_id_rule(void **state) {
+    (void)state;
+    ddp_err_t e;
+    assert_int_equal(prepare_env(&e, NULL,
+                                 "--rdzv_id=ab\xff"
+                                 "cd",
+                                 "x", END),
+                     DDP_EUSAGE);
+    assert_string_equal(e.text, "--rdzv_id: 'ab\\xffcd' holds byte 0xff at position 2: a run id "
+                                "is printable ASCII only");
+    assert_int_equal(prepare_env(&e, NULL, "--rdzv_id=caf\xc3\xa9", "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "holds byte 0xc3 at position 3"));
+    assert_int_equal(prepare_env(&e, NULL, "--rdzv_id=a\tb", "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "'a\\tb' holds byte 0x09 at position 1"));
+    const char *pet[] = {"PET_RDZV_ID=x\x1b[2J", NULL};
+    assert_int_equal(prepare_env(&e, pet, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--rdzv_id: 'x\\e[2J' holds byte 0x1b"));
+    char id[RDZV_RUN_ID_MAX + 2];
+    memset(id, 'a', sizeof id - 1);
+    id[sizeof id - 1] = '\0';
+    char flag[RDZV_RUN_ID_MAX + 16];
+    snprintf(flag, sizeof flag, "--rdzv_id=%s", id);
+    assert_int_equal(prepare_env(&e, NULL, flag, "x", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "is longer than 128 characters"));
+    id[RDZV_RUN_ID_MAX] = '\0';
+    snprintf(flag, sizeof flag, "--rdzv_id=%s", id);
+    assert_int_equal(prepare_env(&e, NULL, flag, "x", END), 0);
+    assert_int_equal(prepare_env(&e, NULL, "--rdzv_id=job 7/\"x\"", "x", END), 0);
+    assert_int_equal(rdzv_run_id_check("", NULL), -EINVAL);
+}
+
 /* torchrun's own variables: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE and
  * TORCH_ELASTIC_SHUTDOWN_TIMEOUT, below the flag and its PET_* variable. */
 static void test_torch_env_defaults(void **state) {
@@ -850,6 +938,35 @@ static void test_hang_flags(void **state) {
         snprintf(want, sizeof want, "%s: '1e17' is outside", flags[i]);
         expect_bad(flags[i], "1e17", want);
     }
+    /* A timeout the millisecond timers would round to 0 is refused, not turned off. */
+    assert_int_equal(parse(&s, &e, "--heartbeat_timeout=0.0001", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--heartbeat_timeout: 0.0001 s rounds to 0 ms, which turns hang "
+                                "detection off; give 0 (off) or at least 0.001");
+    assert_int_equal(
+        parse(&s, &e, "--heartbeat_timeout=1", "--initial_heartbeat_timeout=1e-5", "prog", END),
+        DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--initial_heartbeat_timeout: 1e-05 s rounds to 0 ms"));
+    assert_int_equal(parse(&s, &e, "--heartbeat_timeout=0.001", "prog", END), 0);
+    launch_spec_free(&s);
+    /* The flags that act only with --heartbeat_timeout are refused without it. */
+    assert_int_equal(parse(&s, &e, "--heartbeat_on_output", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--heartbeat_on_output needs --heartbeat_timeout (without it hang "
+                                "detection is off and --heartbeat_on_output does nothing)");
+    assert_int_equal(parse(&s, &e, "--initial_heartbeat_timeout=5", "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--initial_heartbeat_timeout needs --heartbeat_timeout"));
+    assert_int_equal(
+        parse(&s, &e, "--heartbeat_timeout=0", "--max_no_progress_restarts=2", "prog", END),
+        DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--max_no_progress_restarts needs --heartbeat_timeout"));
+    const char *const pet_only[] = {"PET_HEARTBEAT_ON_OUTPUT=1", NULL};
+    assert_int_equal(parse_env(&s, &e, pet_only, "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--heartbeat_on_output needs --heartbeat_timeout"));
+    /* Their "off" values ask for nothing. */
+    assert_int_equal(parse(&s, &e, "--max_no_progress_restarts=0", "prog", END), 0);
+    launch_spec_free(&s);
+    const char *const pet_off[] = {"PET_HEARTBEAT_ON_OUTPUT=0", NULL};
+    assert_int_equal(parse_env(&s, &e, pet_off, "prog", END), 0);
+    launch_spec_free(&s);
     expect_bad("--max_no_progress_restarts", "-1", "--max_no_progress_restarts: '-1' is out of");
     expect_bad("--max_no_progress_restarts", "abc", "--max_no_progress_restarts: 'abc' is not");
     expect_bad("--max_no_progress_restarts", "1e17", "--max_no_progress_restarts: '1e17'");
@@ -1247,6 +1364,44 @@ static void test_argv_python(void **state) {
     unsetenv("PYTHON_EXEC");
 }
 
+/* The summary's title for the given ddprun arguments. */
+static void expect_name(const char *want, ...) {
+    launch_spec_t s;
+    ddp_err_t e;
+    va_list ap;
+    va_start(ap, want);
+    int rc = parse_v(&s, &e, NULL, ap);
+    va_end(ap);
+    assert_int_equal(rc, 0);
+    if (strcmp(launch_program_name(&s), want) != 0)
+        print_error("name '%s', want '%s'\n", launch_program_name(&s), want);
+    assert_string_equal(launch_program_name(&s), want);
+    launch_spec_free(&s);
+}
+
+/* A Python worker is named by its script or module, whoever starts the interpreter. */
+static void test_program_name(void **state) {
+    (void)state;
+    expect_name("train.py", "train.py", "--lr", "1", END);
+    expect_name("pkg.train", "-m", "pkg.train", END);
+    expect_name("train.py", "/opt/venv/bin/python", "train.py", "--lr", "1", END);
+    expect_name("train.py", "--no_python", "python3", "-u", "train.py", END);
+    expect_name("pkg.train", "--no_python", "python3.12", "-u", "-m", "pkg.train", "x", END);
+    expect_name("pkg.train", "python3", "-mpkg.train", END);
+    expect_name("pkg.train", "python3", "-uBm", "pkg.train", END);
+    expect_name("t.py", "python3.13t", "-W", "ignore", "-X", "dev", "-Wd", "t.py", END);
+    expect_name("t.py", "pypy3", "--check-hash-based-pycs", "never", "t.py", END);
+    expect_name("-odd.py", "python", "--", "-odd.py", END);
+    /* Nothing to name: the program stands. */
+    expect_name("python3", "python3", "-c", "import os", END);
+    expect_name("python3", "python3", "-", END);
+    expect_name("python3", "python3", END);
+    expect_name("python3", "python3", "--version", END);
+    expect_name("./tool", "./tool", "train.py", END);
+    expect_name("pythonic", "pythonic", "train.py", END);
+    expect_name("/usr/bin/env", "/usr/bin/env", "python3", "t.py", END);
+}
+
 static void test_argv_direct(void **state) {
     (void)state;
     launch_argv_t a;
@@ -1351,6 +1506,9 @@ int main(void) {
         cmocka_unit_test(test_value_flags_all_spellings),
         cmocka_unit_test(test_bool_flags_all_spellings),
         cmocka_unit_test(test_virtual_local_rank_devices),
+        cmocka_unit_test(test_run_id_rule),
+        cmocka_unit_test(test_run_id_fresh),
+        cmocka_unit_test(test_program_name),
         cmocka_unit_test(test_multinode_prepare),
         cmocka_unit_test(test_torch_env_defaults),
         cmocka_unit_test(test_prefix_render),

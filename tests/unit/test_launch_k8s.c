@@ -160,6 +160,20 @@ static void test_indexed_job(void **state) {
     assert_non_null(strstr(j.err.text, "JOB_INDEX=2"));
     assert_non_null(strstr(j.err.text, "pass --node_rank"));
     launch_spec_free(&j.spec);
+    /* An index past the job's nodes: RANK would reach WORLD_SIZE. */
+    run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=5", END, END);
+    assert_int_equal(j.rc, DDP_EENV);
+    assert_string_equal(j.err.text,
+                        "JOB_COMPLETION_INDEX=5 is not below the node count 1 (--nnodes)");
+    launch_spec_free(&j.spec);
+    run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=2", END, "--nnodes=1:2", END);
+    assert_int_equal(j.rc, DDP_EENV);
+    assert_non_null(strstr(j.err.text, "JOB_COMPLETION_INDEX=2 is not below the node count 2"));
+    launch_spec_free(&j.spec);
+    run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=1", END, "--nnodes=1:2", END);
+    assert_int_equal(j.rc, 0);
+    assert_int_equal(j.spec.node_rank, 1);
+    launch_spec_free(&j.spec);
     run(&j, "KUBERNETES_SERVICE_HOST=1", "JOB_COMPLETION_INDEX=-1", END, "--nnodes=2", END);
     assert_int_equal(j.rc, DDP_EENV);
     assert_non_null(strstr(j.err.text, "JOB_COMPLETION_INDEX: '-1'"));

@@ -368,6 +368,23 @@ static void test_client_with_token_on_open_server(void **state) {
     server_down(st);
 }
 
+/* A label holds any host or run id whole, every byte escaped; a short buffer cuts between
+ * escapes, never inside one. */
+static void test_metrics_label(void **state) {
+    (void)state;
+    char host[RDZV_HOST_MAX + 1], out[RDZV_LABEL_MAX];
+    memset(host, '"', RDZV_HOST_MAX);
+    host[RDZV_HOST_MAX] = '\0';
+    rdzv_metrics_label(host, out, sizeof out);
+    assert_int_equal(strlen(out), 2 * RDZV_HOST_MAX);
+    rdzv_metrics_label("a\\b\"c\nd", out, sizeof out);
+    assert_string_equal(out, "a\\\\b\\\"c\\nd");
+    char small[4];
+    assert_string_equal(rdzv_metrics_label("a\"b", small, sizeof small), "a\\\"");
+    assert_string_equal(rdzv_metrics_label("ab\"", small, sizeof small), "ab");
+    assert_string_equal(rdzv_metrics_label("\"bc", small, sizeof small), "\\\"b");
+}
+
 static void test_errors(void **state) {
     (void)state;
     server_thread_t *st = server_up(NULL, 0, 0, 0);
@@ -1661,6 +1678,7 @@ int main(void) {
         cmocka_unit_test(test_auth_and_barrier),
         cmocka_unit_test(test_client_with_token_on_open_server),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_metrics_label),
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_token_messages),
         cmocka_unit_test(test_server_start_errors),

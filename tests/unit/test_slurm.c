@@ -198,6 +198,12 @@ static void test_single_node(void **state) {
     assert_int_equal(s->nproc_per_node, 1); /* no GPU variables: the default stays */
     assert_true(has_line(sl, "nnodes=1 from SLURM_STEP_NUM_NODES=1"));
     assert_true(has_line(sl, "nproc_per_node unchanged"));
+    /* The step's id is the run's: one node does not get a fresh one, even meeting statically. */
+    assert_int_equal(launch_run_id_resolve(&t->s), 0);
+    assert_string_equal(s->rdzv_id, "1.0");
+    assert_int_equal(run(t, "--rdzv_backend=static", END), 0);
+    assert_int_equal(launch_run_id_resolve(&t->s), 0);
+    assert_string_equal(s->rdzv_id, "1.0");
 }
 
 static void test_multi_node_gpu(void **state) {
@@ -359,6 +365,16 @@ static void test_bad_environment(void **state) {
          "count 2",
          DDP_EENV},
         {"SLURM_NODEID=x", "SLURM_NODEID: 'x' is not a number", DDP_EENV},
+        {"SLURM_STEP_NUM_NODES=99999999",
+         "SLURM_STEP_NUM_NODES: 99999999 nodes is more than a job may have (at most 65536, as "
+         "--nnodes)",
+         DDP_EENV},
+        {"SLURM_STEP_NUM_NODES=99999999999999999999",
+         "SLURM_STEP_NUM_NODES: '99999999999999999999' is out of range (1..65536)", DDP_EENV},
+        {"SLURM_STEP_NODELIST=n[1-12345678901]",
+         "SLURM_STEP_NODELIST: malformed hostlist 'n[1-12345678901]' at offset 4: a number "
+         "longer than 9 digits",
+         DDP_EENV},
         {"SLURM_STEP_NUM_NODES=0", "SLURM_STEP_NUM_NODES: '0'", DDP_EENV},
         {"SLURM_GPUS_ON_NODE=two", "SLURM_GPUS_ON_NODE: 'two'", DDP_EENV},
         {"SLURM_JOB_ID=abc", "SLURM_JOB_ID: 'abc' is not a job number", DDP_EENV},
@@ -368,6 +384,15 @@ static void test_bad_environment(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_refused(t, "multi_node_gpu.env", cases[i].kv, cases[i].code, cases[i].needle);
+    /* SLURM_NNODES, read when the step's count is unset, has the same bound. */
+    fenv_load(&t->f, "multi_node_gpu.env");
+    fenv_add(&t->f, "SLURM_STEP_NUM_NODES=");
+    fenv_add(&t->f, "SLURM_NNODES=99999999");
+    assert_int_equal(run(t, END), DDP_EENV);
+    assert_non_null(strstr(t->e.text, "SLURM_NNODES: 99999999 nodes is more than a job may have"));
+    fenv_add(&t->f, "SLURM_NNODES=65536");
+    assert_int_equal(run(t, END), 0);
+    assert_int_equal(t->s.max_nodes, 65536);
     /* No nodelist at all: no rendezvous host, unless --rdzv_endpoint is given. */
     fenv_free(&t->f);
     fenv_add(&t->f, "SLURM_JOB_ID=7");
