@@ -673,8 +673,13 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
     sigemptyset(&set);
     for (int i = 0; i < spec->n_signals; i++)
         if (spec->signals[i] == SIGINT || spec->signals[i] == SIGTERM ||
-            spec->signals[i] == SIGHUP || spec->signals[i] == SIGQUIT)
+            spec->signals[i] == SIGHUP || spec->signals[i] == SIGQUIT) {
+            /* An ignored signal is discarded, never queued for signalfd: a shell starts
+             * background jobs with SIGINT ignored, and the agent (libuv handlers) stops on it
+             * there too. */
+            signal(spec->signals[i], SIG_DFL);
             sigaddset(&set, spec->signals[i]);
+        }
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
     signal(SIGPIPE, SIG_IGN);
