@@ -278,6 +278,13 @@ count=$(wc -l <"$D/out.out")
 verdict "--exclude nodec: 600 whole lines, each tagged [host:rank], stderr tagged too (rc $rc, $bad bad of $count)" ||
     show_tail "$D/out.out" "$D/out.err"
 
+# The program's arguments cross the remote shell unchanged: quotes, blanks, $, `, ;, empty.
+launch --hosts nodeb:1 printf '%s|' "it's" 'a  b' '$HOME' '`id`' ';x' '"q"' '' '*' >"$D/args.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$D/args.out")" = "[nodeb:0]:it's|a  b|\$HOME|\`id\`|;x|\"q\"||*|" ]
+verdict "program arguments with quotes, blanks, \$, \`, ; and an empty one reach the host unchanged (rc $rc)" ||
+    show_tail "$D/args.out"
+
 # ------------------------------------------------------------------------------------ 4. failure
 launch --hosts nodea:1,nodeb:1,nodec:1 sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30' \
     >"$D/fail.out" 2>&1
