@@ -23,6 +23,7 @@
 #include "launch_int.h"
 #include "launch_k8s.h"
 #include "launch_slurm.h"
+#include "rdzv_client.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -339,6 +340,40 @@ static int apply_ssh_session(launch_spec_t *spec, const char *flag, const char *
     return rc < 0 ? rc : launch__str_set_nonempty(&spec->ssh_session, flag, val, err);
 }
 
+/* -x VAR or -x VAR=VAL (mpirun's): a variable for the hosts' agents, repeatable. The job token's
+ * variables are refused: the launcher sends the job's own token on ssh's stdin. */
+static int apply_env(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    size_t n = strcspn(val, "=");
+    if (n == 0 || !(isalpha((unsigned char)val[0]) || val[0] == '_'))
+        return launch__bad_value(err, flag, val, "is not VAR or VAR=VALUE");
+    for (size_t i = 1; i < n; i++)
+        if (!isalnum((unsigned char)val[i]) && val[i] != '_')
+            return launch__bad_value(err, flag, val, "is not VAR or VAR=VALUE");
+    if ((n == strlen(RDZV_TOKEN_HEX_ENV) && strncmp(val, RDZV_TOKEN_HEX_ENV, n) == 0) ||
+        (n == strlen(RDZV_TOKEN_FILE_ENV) && strncmp(val, RDZV_TOKEN_FILE_ENV, n) == 0) ||
+        (n == strlen(RDZV_TOKEN_ENV) && strncmp(val, RDZV_TOKEN_ENV, n) == 0))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "%s: %.*s is the job token's; ddprun gives the hosts the job's own "
+                           "token, never in the environment",
+                           flag, (int)n, val);
+    char **v = realloc(spec->env, (size_t)(spec->n_env + 2) * sizeof *v);
+    if (v == NULL)
+        return -ENOMEM;
+    spec->env = v;
+    if ((v[spec->n_env] = strdup(val)) == NULL)
+        return -ENOMEM;
+    v[++spec->n_env] = NULL;
+    return 0;
+}
+
+static int apply_env_policy(launch_spec_t *spec, const char *flag, const char *val,
+                            ddp_err_t *err) {
+    if (strcmp(val, "default") != 0 && strcmp(val, "none") != 0)
+        return launch__bad_value(err, flag, val, "is not default or none");
+    spec->env_policy_none = strcmp(val, "none") == 0;
+    return 0;
+}
+
 /* Boolean flags: on the command line they take no value; PET_* gives 0/1 (or true/false). */
 static int apply_bool(int *dst, const char *flag, const char *val, ddp_err_t *err) {
     if (val == NULL) {
@@ -456,6 +491,8 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_REMOTE_DDPRUN, "remote-ddprun", 0, 1, NULL, FN(apply_remote_ddprun)},
     {LAUNCH_OPT_SSH_FANOUT, "ssh-fanout", 0, 1, NULL, FN(apply_ssh_fanout)},
     {LAUNCH_OPT_SSH_SESSION, "ssh-session", 0, 1, NULL, FN(apply_ssh_session)},
+    {LAUNCH_OPT_ENV, "env", 'x', 1, NULL, FN(apply_env)},
+    {LAUNCH_OPT_ENV_POLICY, "env-policy", 0, 1, NULL, FN(apply_env_policy)},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, FN(NULL)},
@@ -774,6 +811,9 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
     if (!many && (spec->include != NULL || spec->exclude != NULL))
         return ddp_err_set(err, DDP_EUSAGE, "--%s filters the hosts of --hostfile or --hosts",
                            spec->include != NULL ? "include" : "exclude");
+    if (!many && (spec->n_env > 0 || spec->env_policy_none))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "-x and --env_policy are for the hosts of --hostfile or --hosts");
     if (!many && spec->remote_ddprun != NULL)
         return ddp_err_set(err, DDP_EUSAGE,
                            "--remote_ddprun is for the hosts of --hostfile or --hosts");
@@ -898,6 +938,9 @@ void launch_spec_free(launch_spec_t *spec) {
     free(spec->ssh);
     free(spec->remote_ddprun);
     free(spec->ssh_session);
+    for (int i = 0; spec->env != NULL && i < spec->n_env; i++)
+        free(spec->env[i]);
+    free(spec->env);
     free(spec->arg_first);
     free(spec->arg_count);
     free(spec->arg_id);

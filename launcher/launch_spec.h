@@ -73,6 +73,8 @@ typedef enum launch_opt {
     LAUNCH_OPT_REMOTE_DDPRUN,
     LAUNCH_OPT_SSH_FANOUT,
     LAUNCH_OPT_SSH_SESSION,
+    LAUNCH_OPT_ENV,
+    LAUNCH_OPT_ENV_POLICY,
     LAUNCH_OPT_VERBOSE,
     LAUNCH_OPT_HELP,
     LAUNCH_OPT_VERSION,
@@ -202,6 +204,11 @@ typedef struct launch_spec {
     /* --ssh_session NAME: this agent was started over ssh by a launching ddprun that knows this
      * host as NAME; the job token comes on stdin, and stdin's end means the launcher is gone. */
     char *ssh_session;
+    /* -x VAR / -x VAR=VAL (mpirun's): variables the hosts' agents get, in order; NULL-terminated,
+     * n_env of them. --env_policy none: only those (no default set). */
+    char **env;
+    int n_env;
+    int env_policy_none;
     /* Where each flag of the command line was: argv[arg_first[i]] up to argv[arg_first[i] +
      * arg_count[i]) gave flag arg_id[i] (what launcher/ssh.c passes on to the hosts). */
     int n_args, last_opt;

@@ -99,6 +99,7 @@ typedef struct run {
     char token_hex[2 * 32 + 2];
     char run_id[40];
     char endpoint[96]; /* where the agents meet; "" until the first host says */
+    ddp_buf_t env;     /* the remote command's `env 'VAR=VAL' ...` words, quoted; may be empty */
     int endpoint_given;
     int sigfd;
     int stopping;
@@ -144,7 +145,9 @@ static int replaced(launch_opt_t id, int has_slots) {
     case LAUNCH_OPT_SSH:
     case LAUNCH_OPT_REMOTE_DDPRUN:
     case LAUNCH_OPT_SSH_FANOUT:
-    case LAUNCH_OPT_SSH_SESSION: return 1;
+    case LAUNCH_OPT_SSH_SESSION:
+    case LAUNCH_OPT_ENV:
+    case LAUNCH_OPT_ENV_POLICY: return 1;
     case LAUNCH_OPT_NPROC_PER_NODE: return has_slots;
     default: return 0;
     }
@@ -156,6 +159,8 @@ static int remote_command(const run_t *r, const host_t *h, char *const *argv, dd
     int rc = ddp_buf_append(b, "cd ", 3);
     rc = rc ? rc : shell_quote(b, r->cwd);
     rc = rc ? rc : ddp_buf_append(b, " && exec ", 9);
+    if (rc == 0 && r->env.len > 0)
+        rc = ddp_buf_append(b, r->env.data, r->env.len);
     rc = rc ? rc : shell_quote(b, r->ddprun);
     rc = rc ? rc : arg_add(b, "--ssh_session=%s", h->h->name);
     rc = rc ? rc : arg_add(b, "--nnodes=%zu", r->hosts.n);
@@ -181,6 +186,55 @@ static int remote_command(const run_t *r, const host_t *h, char *const *argv, dd
 }
 
 /* ---- preparation: every usage error before any host is contacted ------------------------- */
+
+extern char **environ;
+
+/* 1 when variable name[0..n) is in the default set the hosts get: what training needs to behave
+ * as it does here. */
+static int env_default(const char *name, size_t n) {
+    static const char *const prefixes[] = {"NCCL_", "CUDA_", "PYTHON", "PET_", "TORCH"};
+    static const char *const exact[] = {"OMP_NUM_THREADS", "PATH", "LD_LIBRARY_PATH",
+                                        "VIRTUAL_ENV"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (n >= strlen(prefixes[i]) && strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (n == strlen(exact[i]) && strncmp(name, exact[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* The remote command's environment words: "env 'VAR=VAL' ... " with the default set (unless
+ * --env_policy none), then each -x (later ones win, as env applies them in order). Returns 0,
+ * DDP_EUSAGE for a -x VAR not set here, or -ENOMEM. */
+static int env_build(run_t *r, ddp_err_t *err) {
+    const launch_spec_t *spec = r->spec;
+    ddp_buf_t *b = &r->env;
+    int rc = 0, any = 0;
+    for (char **e = environ; rc == 0 && !spec->env_policy_none && e != NULL && *e != NULL; e++) {
+        size_t n = strcspn(*e, "=");
+        if ((*e)[n] != '=' || !env_default(*e, n))
+            continue;
+        rc = any++ ? ddp_buf_append(b, " ", 1) : ddp_buf_append(b, "env ", 4);
+        rc = rc ? rc : shell_quote(b, *e);
+    }
+    for (int i = 0; rc == 0 && i < spec->n_env; i++) {
+        const char *x = spec->env[i];
+        char *kv = NULL;
+        if (strchr(x, '=') == NULL) {
+            const char *v = getenv(x);
+            if (v == NULL)
+                return ddp_err_set(err, DDP_EUSAGE,
+                                   "-x %.64s: not set here (give -x %.64s=VALUE to set it)", x, x);
+            if (asprintf(&kv, "%s=%s", x, v) < 0)
+                return -ENOMEM;
+        }
+        rc = any++ ? ddp_buf_append(b, " ", 1) : ddp_buf_append(b, "env ", 4);
+        rc = rc ? rc : shell_quote(b, kv != NULL ? kv : x);
+        free(kv);
+    }
+    return rc == 0 && any ? ddp_buf_append(b, " ", 1) : rc;
+}
 
 /* Splits the ssh command on spaces into r->words and checks that its program can be run.
  * Returns 0, DDP_EUSAGE naming --ssh or DDPRUN_SSH, or -ENOMEM. */
@@ -239,7 +293,7 @@ static int run_prepare(run_t *r, ddp_err_t *err) {
         return ddp_err_set(err, DDP_EUSAGE,
                            "--rdzv_backend: hosts started over ssh meet with c10d (the first "
                            "host, or --rdzv_endpoint, hosts the store)");
-    if ((rc = ssh_words(r, err)) < 0)
+    if ((rc = ssh_words(r, err)) < 0 || (rc = env_build(r, err)) < 0)
         return rc;
     if (spec->remote_ddprun != NULL) {
         snprintf(r->ddprun, sizeof r->ddprun, "%s", spec->remote_ddprun);
@@ -655,6 +709,7 @@ static void run_free(run_t *r) {
     }
     free(r->v);
     free(r->ssh_copy);
+    ddp_buf_free(&r->env);
     launch_hosts_free(&r->hosts);
 }
 
@@ -663,6 +718,7 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
     memset(&r, 0, sizeof r);
     r.spec = spec;
     r.sigfd = -1;
+    r.env = (ddp_buf_t)DDP_BUF_INIT;
     int rc = run_prepare(&r, err);
     if (rc < 0) {
         run_free(&r);

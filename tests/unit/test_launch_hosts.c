@@ -1,7 +1,8 @@
 /* Unit tests for launcher/hostfile.c and the ssh flags of launcher/cli.c: hostfiles in mpirun's,
  * DeepSpeed's, bare and NAME:N forms, comments and blank lines; hostile files refused by line
  * (duplicates, slots=0, absurd counts, names no host has, NUL bytes, long lines, empty files);
- * --hosts; --include/--exclude; the flags' combinations and where each flag was on argv. */
+ * --hosts; --include/--exclude; -x and --env_policy; the flags' combinations and where each flag
+ * was on argv. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -267,6 +268,32 @@ static void test_cli(void **state) {
     assert_int_equal(parse(&s, &e, "--hosts", "a", "--ssh_session", "a", "x", END), DDP_EUSAGE);
     assert_int_equal(parse(&s, &e, "--ssh_session", "a;b", "x", END), DDP_EUSAGE);
     assert_non_null(strstr(e.text, "--ssh_session"));
+    /* -x VAR / -x VAR=VAL, repeatable and in order; names checked; the token's refused. */
+    assert_int_equal(
+        parse(&s, &e, "--hosts", "a", "-x", "FOO", "-xBAR=1 2", "--env=B_2=", "x", END), 0);
+    assert_int_equal(s.n_env, 3);
+    assert_string_equal(s.env[0], "FOO");
+    assert_string_equal(s.env[1], "BAR=1 2");
+    assert_string_equal(s.env[2], "B_2=");
+    assert_null(s.env[3]);
+    assert_int_equal(s.env_policy_none, 0);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "-x", "1X", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "-x: '1X' is not VAR or VAR=VALUE");
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "-x", "A-B=1", "x", END), DDP_EUSAGE);
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "-x", "=1", "x", END), DDP_EUSAGE);
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "-x", "DDPRUN_TOKEN_FILE=/t", "x", END),
+                     DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "DDPRUN_TOKEN_FILE is the job token's"));
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "-x", "DDPRUN_STORE_TOKEN", "x", END),
+                     DDP_EUSAGE);
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "--env_policy", "all", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--env_policy: 'all' is not default or none");
+    assert_int_equal(parse(&s, &e, "--hosts", "a", "--env_policy", "none", "x", END), 0);
+    assert_int_equal(s.env_policy_none, 1);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "-x", "A=1", "x", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "-x and --env_policy are for the hosts of --hostfile or --hosts");
     assert_int_equal(parse(&s, &e, "--ssh_session", "node-1", "x", END), 0);
     assert_string_equal(s.ssh_session, "node-1");
     launch_spec_free(&s);
