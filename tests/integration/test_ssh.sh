@@ -285,6 +285,22 @@ rc=$?
 verdict "program arguments with quotes, blanks, \$, \`, ; and an empty one reach the host unchanged (rc $rc)" ||
     show_tail "$D/args.out"
 
+# Environment: the default set (NCCL_*, PET_*, ...) and -x reach the agents and their workers;
+# --env_policy none sends only -x; other variables stay here.
+NCCL_DEBUG=INFO PET_MAX_RESTARTS=0 DDPTEST_X=from-launcher DDPTEST_OTHER=no \
+    launch --hosts nodea:1,nodeb:1 -x DDPTEST_X -x 'DDPTEST_Y=a b' \
+    sh -c 'echo "env:$NCCL_DEBUG|$PET_MAX_RESTARTS|$DDPTEST_X|$DDPTEST_Y|${DDPTEST_OTHER:-unset}"' \
+    >"$D/env.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c ':env:INFO|0|from-launcher|a b|unset$' "$D/env.out")" = 2 ]
+verdict "NCCL_*, PET_* and -x VAR / -x VAR=VAL reach every host's workers, nothing else does (rc $rc)" ||
+    show_tail "$D/env.out"
+NCCL_DEBUG=INFO launch --hosts nodea:1 --env_policy none -x DDPTEST_Y=1 \
+    sh -c 'echo "env:${NCCL_DEBUG:-unset}|$DDPTEST_Y"' >"$D/env2.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q ':env:unset|1$' "$D/env2.out"
+verdict "--env_policy none: only -x reaches the host (rc $rc)" || show_tail "$D/env2.out"
+
 # ------------------------------------------------------------------------------------ 4. failure
 launch --hosts nodea:1,nodeb:1,nodec:1 sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30' \
     >"$D/fail.out" 2>&1
