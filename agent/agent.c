@@ -384,6 +384,33 @@ static int signals_start(agent_t *a) {
     return 0;
 }
 
+/* The ssh session's stdin ended (the launching ddprun or its connection is gone): stop the job
+ * as a hang-up would. Bytes that arrive are read and ignored; the launcher sends none. */
+static void on_session(uv_poll_t *h, int status, int events) {
+    agent_t *a = h->data;
+    char buf[256];
+    ssize_t n =
+        status == 0 && (events & UV_READABLE) ? read(a->job->session_fd, buf, sizeof buf) : 0;
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+        return;
+    uv_poll_stop(h);
+    DDP_WARN("the ssh session ended (the launching ddprun is gone): stopping the job");
+    if (a->stop_signal == 0)
+        a->stop_signal = SIGHUP;
+    agent__event(a, EV_SIGNAL, NULL);
+}
+
+/* Watches the ssh session's stdin. Returns 0 or a negative libuv code (logged). */
+static int session_watch_start(agent_t *a) {
+    a->session_poll.data = a;
+    int rc = uv_poll_init(a->loop, &a->session_poll, a->job->session_fd);
+    if (rc == 0)
+        rc = uv_poll_start(&a->session_poll, UV_READABLE | UV_DISCONNECT, on_session);
+    if (rc < 0)
+        DDP_ERROR("unable to watch the ssh session: %s", uv_strerror(rc));
+    return rc;
+}
+
 /* Everything before the first worker starts. Returns 0 or a negative code (logged). */
 static int agent_setup(agent_t *a, ddp_err_t *err) {
     const agent_job_t *job = a->job;
@@ -415,6 +442,16 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     rc = agent__rdzv_wanted(job) ? agent__rdzv_start(a) : local_store_start(a, err);
     if (rc < 0 || (rc = signals_start(a)) < 0)
         return rc;
+    if (job->ssh_session) {
+        if ((rc = session_watch_start(a)) < 0)
+            return rc;
+        /* The launching ddprun waits for this line (the first host's tells it where the store
+         * is). stdout is the ssh session's; no worker has written to it yet. */
+        int v6 = strchr(a->store_addr, ':') != NULL;
+        if (dprintf(1, "%s %s%s%s:%d\n", AGENT_SSH_READY, v6 ? "[" : "", a->store_addr,
+                    v6 ? "]" : "", (int)a->store_port) < 0)
+            DDP_WARN("unable to report to the launching ddprun: %s", strerror(errno));
+    }
     if ((rc = uv_timer_init(a->loop, &a->kill_timer)) < 0 ||
         (rc = uv_timer_init(a->loop, &a->restart_timer)) < 0)
         return rc;

@@ -137,6 +137,7 @@ struct agent {
     int nofile_saved;
     uv_loop_t *loop;
     uv_signal_t sigchld;
+    uv_poll_t session_poll; /* job->ssh_session: the ssh session's stdin */
     uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
     int nsigs;
     uv_timer_t kill_timer;

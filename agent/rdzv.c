@@ -1053,6 +1053,8 @@ static int maybe_host(struct agent_rdzv *r) {
     ddp_err_clear(&err);
     int rc = rdzv_server_start(a->loop, &so, &a->store, &err);
     if (rc == 0) {
+        /* Port 0 (the first host of a job started over ssh): the kernel's pick, reported. */
+        r->port = rdzv_server_port(a->store);
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
         agent__store_nofile_log(a->store);
         if (so.no_auth)

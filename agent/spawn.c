@@ -214,7 +214,7 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
     int redirect = agent_std_for(&job->redirects, w->local_rank) & bit;
     int tee = agent_std_for(&job->tee, w->local_rank) & bit;
     const char *name = std == 1 ? "stdout.log" : "stderr.log";
-    *p = (stream_plan_t){-1, -1, -1, -1, tee ? 1 : 0};
+    *p = (stream_plan_t){-1, -1, -1, -1, tee || job->console_tag_all ? 1 : 0};
     int file_only = redirect && !tee;
     /* A line counts as a beat only if the agent sees it: with --heartbeat_on_output every
      * stream passes through the agent, a file-only one too (the agent writes the file). */

@@ -23,6 +23,7 @@
 #include "launch_int.h"
 #include "launch_k8s.h"
 #include "launch_slurm.h"
+#include "rdzv_client.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -291,6 +292,88 @@ static int apply_dup_stderr(launch_spec_t *spec, const char *flag, const char *v
     return launch__filters_parse(flag, val, &spec->dup_stderr_filters, err);
 }
 
+/* --hostfile FILE: read (and every line checked) by launcher/ssh.c before anything starts. */
+static int apply_hostfile(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    return launch__str_set_nonempty(&spec->hostfile, flag, val, err);
+}
+
+static int apply_hosts(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    return launch__str_set_nonempty(&spec->hosts, flag, val, err);
+}
+
+static int apply_include(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    return launch__str_set_nonempty(&spec->include, flag, val, err);
+}
+
+static int apply_exclude(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    return launch__str_set_nonempty(&spec->exclude, flag, val, err);
+}
+
+/* --ssh CMD: the ssh client and its options, split on spaces when the hosts are started. */
+static int apply_ssh(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    if (strspn(val, " \t") == strlen(val))
+        return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
+    return launch__str_set(&spec->ssh, val);
+}
+
+/* --remote_ddprun PATH: run on the hosts, from the launcher's working directory there; an
+ * absolute path, since the remote shell's PATH is not the user's. */
+static int apply_remote_ddprun(launch_spec_t *spec, const char *flag, const char *val,
+                               ddp_err_t *err) {
+    if (val[0] != '/')
+        return launch__bad_value(err, flag, val, "is not an absolute path");
+    if (strpbrk(val, "\n\r") != NULL)
+        return launch__bad_value(err, flag, val, "holds a line break");
+    return launch__str_set(&spec->remote_ddprun, val);
+}
+
+static int apply_ssh_fanout(launch_spec_t *spec, const char *flag, const char *val,
+                            ddp_err_t *err) {
+    return launch__int_get(flag, val, 1, 4096, &spec->ssh_fanout, err);
+}
+
+/* --ssh_session NAME (set by a launching ddprun on the hosts it starts): NAME tags the host's
+ * output, so it is held to a host name's characters. */
+static int apply_ssh_session(launch_spec_t *spec, const char *flag, const char *val,
+                             ddp_err_t *err) {
+    int rc = launch__host_check(flag, val, val, strlen(val), 0, err);
+    return rc < 0 ? rc : launch__str_set_nonempty(&spec->ssh_session, flag, val, err);
+}
+
+/* -x VAR or -x VAR=VAL (mpirun's): a variable for the hosts' agents, repeatable. The job token's
+ * variables are refused: the launcher sends the job's own token on ssh's stdin. */
+static int apply_env(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
+    size_t n = strcspn(val, "=");
+    if (n == 0 || !(isalpha((unsigned char)val[0]) || val[0] == '_'))
+        return launch__bad_value(err, flag, val, "is not VAR or VAR=VALUE");
+    for (size_t i = 1; i < n; i++)
+        if (!isalnum((unsigned char)val[i]) && val[i] != '_')
+            return launch__bad_value(err, flag, val, "is not VAR or VAR=VALUE");
+    if ((n == strlen(RDZV_TOKEN_HEX_ENV) && strncmp(val, RDZV_TOKEN_HEX_ENV, n) == 0) ||
+        (n == strlen(RDZV_TOKEN_FILE_ENV) && strncmp(val, RDZV_TOKEN_FILE_ENV, n) == 0) ||
+        (n == strlen(RDZV_TOKEN_ENV) && strncmp(val, RDZV_TOKEN_ENV, n) == 0))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "%s: %.*s is the job token's; ddprun gives the hosts the job's own "
+                           "token, never in the environment",
+                           flag, (int)n, val);
+    char **v = realloc(spec->env, (size_t)(spec->n_env + 2) * sizeof *v);
+    if (v == NULL)
+        return -ENOMEM;
+    spec->env = v;
+    if ((v[spec->n_env] = strdup(val)) == NULL)
+        return -ENOMEM;
+    v[++spec->n_env] = NULL;
+    return 0;
+}
+
+static int apply_env_policy(launch_spec_t *spec, const char *flag, const char *val,
+                            ddp_err_t *err) {
+    if (strcmp(val, "default") != 0 && strcmp(val, "none") != 0)
+        return launch__bad_value(err, flag, val, "is not default or none");
+    spec->env_policy_none = strcmp(val, "none") == 0;
+    return 0;
+}
+
 /* Boolean flags: on the command line they take no value; PET_* gives 0/1 (or true/false). */
 static int apply_bool(int *dst, const char *flag, const char *val, ddp_err_t *err) {
     if (val == NULL) {
@@ -400,6 +483,16 @@ static const opt_t opts[] = {
      "PET_GPU_MEMORY_RECLAIM_TIMEOUT", FIELD(SECONDS, gpu_memory_reclaim_timeout)},
     {LAUNCH_OPT_WORKER_STORE, "worker-store", 0, 1, "PET_WORKER_STORE", FN(apply_worker_store)},
     {LAUNCH_OPT_METRICS, "metrics", 0, 1, "PET_METRICS", FN(apply_metrics)},
+    {LAUNCH_OPT_HOSTFILE, "hostfile", 0, 1, NULL, FN(apply_hostfile)},
+    {LAUNCH_OPT_HOSTS, "hosts", 0, 1, NULL, FN(apply_hosts)},
+    {LAUNCH_OPT_INCLUDE, "include", 0, 1, NULL, FN(apply_include)},
+    {LAUNCH_OPT_EXCLUDE, "exclude", 0, 1, NULL, FN(apply_exclude)},
+    {LAUNCH_OPT_SSH, "ssh", 0, 1, "DDPRUN_SSH", FN(apply_ssh)},
+    {LAUNCH_OPT_REMOTE_DDPRUN, "remote-ddprun", 0, 1, NULL, FN(apply_remote_ddprun)},
+    {LAUNCH_OPT_SSH_FANOUT, "ssh-fanout", 0, 1, NULL, FN(apply_ssh_fanout)},
+    {LAUNCH_OPT_SSH_SESSION, "ssh-session", 0, 1, NULL, FN(apply_ssh_session)},
+    {LAUNCH_OPT_ENV, "env", 'x', 1, NULL, FN(apply_env)},
+    {LAUNCH_OPT_ENV_POLICY, "env-policy", 0, 1, NULL, FN(apply_env_policy)},
     {LAUNCH_OPT_VERBOSE, "verbose", 'v', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_HELP, "help", 'h', 0, NULL, FN(NULL)},
     {LAUNCH_OPT_VERSION, "version", 0, 0, NULL, FN(NULL)},
@@ -436,6 +529,7 @@ static void spec_defaults(launch_spec_t *spec) {
     spec->initial_heartbeat_timeout = -1;
     spec->stacks_timeout = LAUNCH_DEFAULT_STACKS_TIMEOUT_S;
     spec->gpu_memory_reclaim_timeout = LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S;
+    spec->ssh_fanout = LAUNCH_DEFAULT_SSH_FANOUT;
     launch__rdzv_conf_defaults(&spec->rdzv_opts);
 }
 
@@ -526,9 +620,33 @@ int launch__opt_from_env(launch_spec_t *spec, launch_opt_t id, const char *var, 
     return ddp_err_set(err, -EINVAL, "no option %d", (int)id);
 }
 
+/* Records that argv[first..first+count) gave option id. Returns 0 or -ENOMEM. */
+static int arg_record(launch_spec_t *spec, int first, int count, launch_opt_t id) {
+    int n = spec->n_args + 1;
+    int *f = realloc(spec->arg_first, (size_t)n * sizeof *f);
+    if (f != NULL)
+        spec->arg_first = f;
+    int *c = realloc(spec->arg_count, (size_t)n * sizeof *c);
+    if (c != NULL)
+        spec->arg_count = c;
+    launch_opt_t *d = realloc(spec->arg_id, (size_t)n * sizeof *d);
+    if (d != NULL)
+        spec->arg_id = d;
+    if (f == NULL || c == NULL || d == NULL)
+        return -ENOMEM;
+    f[n - 1] = first;
+    c[n - 1] = count;
+    d[n - 1] = id;
+    spec->n_args = n;
+    return 0;
+}
+
 /* Applies one option occurrence. flag is the spelling shown in messages. */
 static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const char *val,
                  ddp_err_t *err) {
+    /* For a group of short flags ("-mv") the last one; launcher/ssh.c only needs to know the
+     * flags it replaces, which have no short form. */
+    spec->last_opt = (int)o->id;
     if (o->id == LAUNCH_OPT_VERBOSE) {
         spec->verbose++;
         return 0;
@@ -735,6 +853,30 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
     int rc = check_hang_flags(spec, err);
     if (rc < 0)
         return rc;
+    int many = spec->hostfile != NULL || spec->hosts != NULL;
+    if (spec->hostfile != NULL && spec->hosts != NULL)
+        return ddp_err_set(err, DDP_EUSAGE, "--hostfile and --hosts cannot be used together");
+    if (!many && (spec->include != NULL || spec->exclude != NULL))
+        return ddp_err_set(err, DDP_EUSAGE, "--%s filters the hosts of --hostfile or --hosts",
+                           spec->include != NULL ? "include" : "exclude");
+    if (!many && (spec->n_env > 0 || spec->env_policy_none))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "-x and --env_policy are for the hosts of --hostfile or --hosts");
+    if (!many && spec->remote_ddprun != NULL)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--remote_ddprun is for the hosts of --hostfile or --hosts");
+    if (many && spec->ssh_session != NULL)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--ssh_session is for the hosts' agents, which take "
+                           "no --hostfile or --hosts");
+    if (many && spec->standalone)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--standalone is one node; --hostfile and --hosts "
+                           "are several");
+    if (many && LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--node_rank: with --hostfile or --hosts each host's "
+                           "rank is its place in the list");
     if (spec->node_rank >= spec->max_nodes &&
         (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ||
          (!launch_slurm_detect(getenv_fn, ctx) && !launch_k8s_sets_nnodes(getenv_fn, ctx))))
@@ -767,9 +909,13 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
         }
         if (a[0] != '-' || a[1] == '\0')
             break; /* the program */
+        int first = i;
+        spec->last_opt = -1;
         rc = a[1] == '-' ? parse_long(argc, argv, &i, spec, err)
                          : parse_short(argc, argv, &i, spec, err);
         if (rc < 0 || spec->info_printed)
+            goto out;
+        if ((rc = arg_record(spec, first, i - first + 1, spec->last_opt)) < 0)
             goto out;
     }
     if ((rc = apply_pet(spec, getenv_fn, ctx, err)) < 0 ||
@@ -833,5 +979,18 @@ void launch_spec_free(launch_spec_t *spec) {
     free(spec->event_log_handler);
     launch__filters_free(spec->dup_stdout_filters);
     launch__filters_free(spec->dup_stderr_filters);
+    free(spec->hostfile);
+    free(spec->hosts);
+    free(spec->include);
+    free(spec->exclude);
+    free(spec->ssh);
+    free(spec->remote_ddprun);
+    free(spec->ssh_session);
+    for (int i = 0; spec->env != NULL && i < spec->n_env; i++)
+        free(spec->env[i]);
+    free(spec->env);
+    free(spec->arg_first);
+    free(spec->arg_count);
+    free(spec->arg_id);
     memset(spec, 0, sizeof *spec);
 }

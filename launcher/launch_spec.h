@@ -65,6 +65,16 @@ typedef enum launch_opt {
     LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT,
     LAUNCH_OPT_WORKER_STORE,
     LAUNCH_OPT_METRICS,
+    LAUNCH_OPT_HOSTFILE,
+    LAUNCH_OPT_HOSTS,
+    LAUNCH_OPT_INCLUDE,
+    LAUNCH_OPT_EXCLUDE,
+    LAUNCH_OPT_SSH,
+    LAUNCH_OPT_REMOTE_DDPRUN,
+    LAUNCH_OPT_SSH_FANOUT,
+    LAUNCH_OPT_SSH_SESSION,
+    LAUNCH_OPT_ENV,
+    LAUNCH_OPT_ENV_POLICY,
     LAUNCH_OPT_VERBOSE,
     LAUNCH_OPT_HELP,
     LAUNCH_OPT_VERSION,
@@ -185,7 +195,31 @@ typedef struct launch_spec {
     int max_no_progress_restarts;     /* 0 = off (default) */
     double
         gpu_memory_reclaim_timeout; /* LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S; 0 = no wait */
+    /* Many hosts over ssh (launcher/ssh.c); NULL when not given: */
+    char *hostfile;      /* --hostfile FILE */
+    char *hosts;         /* --hosts NAME[:N],... */
+    char *include;       /* --include NAMES */
+    char *exclude;       /* --exclude NAMES */
+    char *ssh;           /* --ssh CMD (else $DDPRUN_SSH, else "ssh") */
+    char *remote_ddprun; /* --remote_ddprun PATH (else this ddprun's absolute path) */
+    int ssh_fanout;      /* --ssh_fanout N: ssh connections being set up at once */
+    /* --ssh_session NAME: this agent was started over ssh by a launching ddprun that knows this
+     * host as NAME; the job token comes on stdin, and stdin's end means the launcher is gone. */
+    char *ssh_session;
+    /* -x VAR / -x VAR=VAL (mpirun's): variables the hosts' agents get, in order; NULL-terminated,
+     * n_env of them. --env_policy none: only those (no default set). */
+    char **env;
+    int n_env;
+    int env_policy_none;
+    /* Where each flag of the command line was: argv[arg_first[i]] up to argv[arg_first[i] +
+     * arg_count[i]) gave flag arg_id[i] (what launcher/ssh.c passes on to the hosts). */
+    int n_args, last_opt;
+    int *arg_first, *arg_count;
+    launch_opt_t *arg_id;
 } launch_spec_t;
+
+/* --ssh_fanout's default: ssh connections set up at once (pdsh's default is 32). */
+#define LAUNCH_DEFAULT_SSH_FANOUT 32
 
 /* Fills spec from argv and PET_* variables (command line wins). Returns 0, or DDP_EUSAGE with
  * err->text a one-line message naming the flag ("--nproc_per_node: 'x' is not a number, gpu, cpu

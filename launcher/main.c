@@ -15,6 +15,7 @@
 #include "launch_k8s.h"
 #include "launch_slurm.h"
 #include "launch_spec.h"
+#include "launch_ssh.h"
 #include "launch_status.h"
 
 /* ddprun's exit codes (--help, docs/cli.md). 126/127 and 128+N come from the job's end. */
@@ -163,10 +164,21 @@ int main(int argc, char **argv) {
         launch_spec_free(&spec);
         return rc < 0 ? usage_error(&err, rc) : EXIT_OK;
     }
+    if (rc == 0 && (spec.hostfile != NULL || spec.hosts != NULL)) {
+        /* Many hosts: an agent on each, started over ssh; this process only relays and waits. */
+        rc = launch_ssh_run(&spec, argv, &err);
+        launch_spec_free(&spec);
+        return rc < 0 ? usage_error(&err, rc) : rc;
+    }
+    launch_ssh_session_t session = {.fd = -1};
+    if (rc == 0 && spec.ssh_session != NULL)
+        rc = launch_ssh_session_begin(&spec, &session, &err);
     if (rc < 0 || (rc = job_resolve(&spec, &prog, &job, &err)) < 0) {
         launch_spec_free(&spec);
         return usage_error(&err, rc);
     }
+    if (spec.ssh_session != NULL)
+        launch_ssh_session_apply(&session, &job);
     agent_result_t res;
     rc = agent_run(&job, &res);
     agent_job_release(&job);

@@ -6,7 +6,7 @@
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
                launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c \
-               launcher/status.c
+               launcher/status.c launcher/hostfile.c launcher/ssh.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
 # The launcher's headers are all private (beside its sources); its unit tests see them too.
@@ -16,7 +16,10 @@ $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
 # Unit tests (cmocka).
 UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_nproc \
               $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm \
-              $(BUILD)/tests/unit/test_launch_numa $(BUILD)/tests/unit/test_launch_k8s
+              $(BUILD)/tests/unit/test_launch_numa $(BUILD)/tests/unit/test_launch_k8s \
+              $(BUILD)/tests/unit/test_launch_hosts
+$(BUILD)/tests/unit/test_launch_hosts: $(BUILD)/obj/tests/unit/test_launch_hosts.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_k8s: $(BUILD)/obj/tests/unit/test_launch_k8s.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_numa: $(BUILD)/obj/tests/unit/test_launch_numa.o \

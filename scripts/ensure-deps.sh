@@ -16,9 +16,11 @@ for arg in "$@"; do
         # gdb: test_agent_stacks' native backtrace case (skipped without it);
         # man-db, groff-base: test_man.sh renders the man pages and counts groff's warnings;
         # prometheus: test_metrics.sh checks the page with promtool and scrapes it for real;
-        # python3-setuptools, python3-wheel: test_wheel.sh builds the wheel offline.
+        # python3-setuptools, python3-wheel: test_wheel.sh builds the wheel offline;
+        # openssh-server (and its client): test_ssh.sh runs sshd in network namespaces.
         pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv gdb man-db
-            groff-base prometheus python3-setuptools python3-wheel) ;;
+            groff-base prometheus python3-setuptools python3-wheel openssh-server
+            openssh-client) ;;
     --bench)
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools) ;;
     *)

@@ -115,10 +115,24 @@ typedef struct agent_job {
     int64_t stacks_timeout_ms;            /* budget of the stack capture */
     int max_no_progress_restarts;         /* 0 = off; else stop after N attempts without progress */
     int64_t gpu_memory_reclaim_timeout_ms; /* before a restart; 0 = do not wait */
+    /* Started over ssh by a launching ddprun (launcher/ssh.c): session_fd (CLOEXEC) is the ssh
+     * session's standard input, whose end (EOF, hang-up) means the launcher or the connection
+     * is gone and stops the job as SIGHUP does; the agent reports on its stdout, once its store
+     * connection is set up, the line "AGENT_SSH_READY ADDR PORT" (the store it meets at). */
+    int ssh_session;
+    int session_fd;
+    /* Every worker's console line passes through the agent, tagged with the prefix, whatever
+     * --tee says (lines from many hosts meet on one terminal). */
+    int console_tag_all;
     /* Filled by agent_job_prepare: */
     char rdzv_addr[64]; /* rdzv_host resolved to a numeric address */
     ddp_buf_t token;    /* the job token (rdzv_token_load's sources); may stay empty */
 } agent_job_t;
+
+/* The first word of the line an agent started over ssh prints once it is ready; then the address
+ * and port of the store it meets at (the first host's own, port picked by the kernel when
+ * rdzv_port is 0). */
+#define AGENT_SSH_READY "ddprun-agent-ready"
 
 /* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
 typedef struct agent_result {

@@ -693,8 +693,8 @@ static void test_short_flags(void **state) {
     assert_int_equal(parse(&s, &e, "--verbose", "--verbose", "x", END), 0);
     assert_int_equal(s.verbose, 2);
     launch_spec_free(&s);
-    assert_int_equal(parse(&s, &e, "-x", "prog", END), DDP_EUSAGE);
-    assert_string_equal(e.text, "unknown flag '-x' (see ddprun --help)");
+    assert_int_equal(parse(&s, &e, "-q", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "unknown flag '-q' (see ddprun --help)");
     assert_int_equal(parse(&s, &e, "-r", END), DDP_EUSAGE);
     assert_string_equal(e.text, "-r: missing value");
 }

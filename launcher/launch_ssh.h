@@ -1,0 +1,31 @@
+/* Jobs started over ssh (launcher/ssh.c): the launching side (--hostfile, --hosts) and the
+ * agent's side (--ssh_session). */
+#ifndef LAUNCH_SSH_H
+#define LAUNCH_SSH_H
+
+#include "launch_spec.h"
+
+/* Starts the job on every host of spec's --hostfile or --hosts over ssh, relays the hosts'
+ * output and waits for them (argv: ddprun's own, whose flags are passed on to the hosts). Returns
+ * the exit code (>= 0): the job's, 128+N after signal N, 1 when a host could not be started (one
+ * line names it and what ssh said); or, before anything is started, DDP_EUSAGE with err naming
+ * the flag, file or line, or -ENOMEM. */
+int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err);
+
+/* What --ssh_session set up before the job is built. */
+typedef struct launch_ssh_session {
+    int fd;       /* the session (the ssh stdin, moved off fd 0; CLOEXEC) */
+    int port_any; /* the first host: host the store on a port the kernel picks */
+} launch_ssh_session_t;
+
+/* --ssh_session: reads the job token from stdin (put where agent_job_prepare finds it), moves
+ * the session off fd 0 (workers get /dev/null), and completes spec: the first host's endpoint
+ * is the address its ssh session reached (SSH_CONNECTION), hosted there; the console prefix
+ * names the host. Returns 0 or DDP_EUSAGE / -errno with err set. */
+int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_err_t *err);
+
+/* Marks the prepared job as started over ssh (the session watched, every line tagged, the
+ * store port) and takes the token out of the environment. */
+void launch_ssh_session_apply(const launch_ssh_session_t *s, agent_job_t *job);
+
+#endif

@@ -1,0 +1,855 @@
+/* --hostfile and --hosts: one ddprun starts the job on every host over the system's ssh client,
+ * relays their output and stops them all; and --ssh_session, the other end: the agent such a
+ * launcher starts on each host.
+ *
+ * The launcher runs one ordinary agent per host: `cd CWD && exec DDPRUN --ssh_session=NAME
+ * --nnodes=N --node_rank=I --rdzv_backend=c10d ... -- PROGRAM ARGS` in the host's login shell.
+ * The first host is started first, without an endpoint: its agent hosts the store on the address
+ * the ssh connection reached (SSH_CONNECTION), on a port the kernel picks, and prints
+ * AGENT_SSH_READY with it. The others are then started, up to --ssh_fanout ssh connections being
+ * set up at once, with that endpoint; a hostfile name may be an ssh alias only this machine
+ * knows, so the address comes from the host itself. --rdzv_endpoint overrides: every host is
+ * started at once and the agent whose address it is hosts the store, as without ssh.
+ *
+ * The job token is made here and written to each ssh's stdin, never on a command line. The
+ * stdin stays open: its end is how an agent learns that the launcher or the connection is gone
+ * (agent/agent.c, on_session), so closing them is how the launcher stops the job (Ctrl-C,
+ * SIGTERM, a failed host), and a launcher killed by SIGKILL stops it too: the kernel closes
+ * the pipes. The ssh clients run in their own process group, so the terminal's Ctrl-C reaches
+ * only the launcher, which then stops the hosts and still shows their output and exit codes.
+ *
+ * Output comes back through ssh's stdout and stderr, read here line by line and written with one
+ * write(2) a line, so that lines of different hosts never mix; each agent tags its workers'
+ * lines "[NAME:RANK]:" (or --log_line_prefix_template). */
+#include "launch_hosts.h"
+#include "launch_int.h"
+#include "launch_ssh.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddp_buf.h"
+#include "ddp_log.h"
+#include "ddp_time.h"
+#include "rdzv_client.h"
+
+/* ssh's ConnectTimeout unless --ssh sets one (the first value ssh obtains wins, and the user's
+ * words come first); then how long an agent may take to answer once connected (login, start). */
+#define SSH_CONNECT_TIMEOUT_S 10
+#define SSH_READY_EXTRA_S 30
+/* After the hosts are told to stop: --shutdown_timeout plus this, then the ssh clients are
+ * killed (the agents then see their sessions end and stop by themselves). */
+#define SSH_STOP_EXTRA_S 15
+/* Bytes of one output line kept before it is written out in pieces, and of a host's stderr held
+ * until its agent is ready (shown if it never is). */
+#define SSH_LINE_MAX 65536
+#define SSH_HELD_MAX 16384
+/* The most words --ssh may have. */
+#define SSH_MAX_WORDS 64
+/* How long an agent started over ssh waits for the token on stdin. */
+#define SSH_TOKEN_WAIT_MS 30000
+
+typedef enum {
+    HOST_PENDING = 0, /* not started */
+    HOST_STARTING,    /* ssh started, the agent has not said it is ready */
+    HOST_READY,       /* the agent runs */
+    HOST_DONE,        /* ssh has exited and its output is read */
+} host_state_t;
+
+typedef struct stream {
+    int fd;
+    char *buf;
+    size_t len;
+} stream_t;
+
+typedef struct host {
+    const launch_host_t *h;
+    int rank;
+    host_state_t state;
+    pid_t pid; /* 0 when reaped (or not started) */
+    int status;
+    int in_fd; /* ssh's stdin: the token, then open until the job is to stop */
+    stream_t out, err;
+    ddp_buf_t held;     /* stderr before the agent was ready */
+    char last_err[256]; /* its last line */
+    uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
+} host_t;
+
+typedef struct run {
+    const launch_spec_t *spec;
+    launch_hosts_t hosts;
+    host_t *v;
+    char *words[SSH_MAX_WORDS + 1]; /* --ssh split on spaces (pointers into ssh_copy) */
+    int n_words;
+    char *ssh_copy;
+    char ddprun[PATH_MAX];
+    char cwd[PATH_MAX];
+    char token_hex[2 * 32 + 2];
+    char run_id[40];
+    char endpoint[96]; /* where the agents meet; "" until the first host says */
+    ddp_buf_t env;     /* the remote command's `env 'VAR=VAL' ...` words, quoted; may be empty */
+    int endpoint_given;
+    int sigfd;
+    int stopping;
+    int stop_signal;
+    uint64_t stop_deadline;
+    int start_failed; /* a host could not be started */
+    int failed_rank;  /* the first host whose agent ended with a failure, or -1 */
+    int failed_code;
+} run_t;
+
+/* ---- the command run on each host -------------------------------------------------------- */
+
+/* Appends s to b quoted for a POSIX shell ('...', each ' as '\''). Returns 0 or -ENOMEM. */
+static int shell_quote(ddp_buf_t *b, const char *s) {
+    int rc = ddp_buf_append(b, "'", 1);
+    for (const char *p = s; rc == 0 && *p; p++)
+        rc = *p == '\'' ? ddp_buf_append(b, "'\\''", 4) : ddp_buf_append(b, p, 1);
+    return rc == 0 ? ddp_buf_append(b, "'", 1) : rc;
+}
+
+/* Appends " 'fmt...'" to b. Returns 0 or -ENOMEM. */
+__attribute__((format(printf, 2, 3))) static int arg_add(ddp_buf_t *b, const char *fmt, ...) {
+    char tmp[PATH_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    int rc = ddp_buf_append(b, " ", 1);
+    return rc == 0 ? shell_quote(b, tmp) : rc;
+}
+
+/* The flags the launcher sets itself on every host (or that mean nothing there). */
+static int replaced(launch_opt_t id, int has_slots) {
+    switch (id) {
+    case LAUNCH_OPT_NNODES:
+    case LAUNCH_OPT_NODE_RANK:
+    case LAUNCH_OPT_RDZV_BACKEND:
+    case LAUNCH_OPT_STANDALONE:
+    case LAUNCH_OPT_HOSTFILE:
+    case LAUNCH_OPT_HOSTS:
+    case LAUNCH_OPT_INCLUDE:
+    case LAUNCH_OPT_EXCLUDE:
+    case LAUNCH_OPT_SSH:
+    case LAUNCH_OPT_REMOTE_DDPRUN:
+    case LAUNCH_OPT_SSH_FANOUT:
+    case LAUNCH_OPT_SSH_SESSION:
+    case LAUNCH_OPT_ENV:
+    case LAUNCH_OPT_ENV_POLICY: return 1;
+    case LAUNCH_OPT_NPROC_PER_NODE: return has_slots;
+    default: return 0;
+    }
+}
+
+/* The remote command for host h, NUL-terminated in b. Returns 0 or -ENOMEM. */
+static int remote_command(const run_t *r, const host_t *h, char *const *argv, ddp_buf_t *b) {
+    const launch_spec_t *spec = r->spec;
+    int rc = ddp_buf_append(b, "cd ", 3);
+    rc = rc ? rc : shell_quote(b, r->cwd);
+    rc = rc ? rc : ddp_buf_append(b, " && exec ", 9);
+    if (rc == 0 && r->env.len > 0)
+        rc = ddp_buf_append(b, r->env.data, r->env.len);
+    rc = rc ? rc : shell_quote(b, r->ddprun);
+    rc = rc ? rc : arg_add(b, "--ssh_session=%s", h->h->name);
+    rc = rc ? rc : arg_add(b, "--nnodes=%zu", r->hosts.n);
+    rc = rc ? rc : arg_add(b, "--node_rank=%d", h->rank);
+    rc = rc ? rc : arg_add(b, "--rdzv_backend=c10d");
+    if (rc == 0 && h->h->slots > 0)
+        rc = arg_add(b, "--nproc_per_node=%d", h->h->slots);
+    if (rc == 0 && !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID))
+        rc = arg_add(b, "--rdzv_id=%s", r->run_id);
+    /* The first host learns where it is from its ssh session; the others are told. */
+    if (rc == 0 && !r->endpoint_given && h->rank > 0)
+        rc = arg_add(b, "--rdzv_endpoint=%s", r->endpoint);
+    for (int i = 0; rc == 0 && i < spec->n_args; i++) {
+        if (replaced(spec->arg_id[i], h->h->slots > 0))
+            continue;
+        for (int k = 0; rc == 0 && k < spec->arg_count[i]; k++)
+            rc = arg_add(b, "%s", argv[spec->arg_first[i] + k]);
+    }
+    rc = rc ? rc : ddp_buf_append(b, " --", 3);
+    for (int i = 0; rc == 0 && i < spec->prog_argc; i++)
+        rc = arg_add(b, "%s", spec->prog_argv[i]);
+    return rc ? rc : ddp_buf_append(b, "", 1);
+}
+
+/* ---- preparation: every usage error before any host is contacted ------------------------- */
+
+extern char **environ;
+
+/* 1 when variable name[0..n) is in the default set the hosts get: what training needs to behave
+ * as it does here. */
+static int env_default(const char *name, size_t n) {
+    static const char *const prefixes[] = {"NCCL_", "CUDA_", "PYTHON", "PET_", "TORCH"};
+    static const char *const exact[] = {"OMP_NUM_THREADS", "PATH", "LD_LIBRARY_PATH",
+                                        "VIRTUAL_ENV"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (n >= strlen(prefixes[i]) && strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (n == strlen(exact[i]) && strncmp(name, exact[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* The remote command's environment words: "env 'VAR=VAL' ... " with the default set (unless
+ * --env_policy none), then each -x (later ones win, as env applies them in order). Returns 0,
+ * DDP_EUSAGE for a -x VAR not set here, or -ENOMEM. */
+static int env_build(run_t *r, ddp_err_t *err) {
+    const launch_spec_t *spec = r->spec;
+    ddp_buf_t *b = &r->env;
+    int rc = 0, any = 0;
+    for (char **e = environ; rc == 0 && !spec->env_policy_none && e != NULL && *e != NULL; e++) {
+        size_t n = strcspn(*e, "=");
+        if ((*e)[n] != '=' || !env_default(*e, n))
+            continue;
+        rc = any++ ? ddp_buf_append(b, " ", 1) : ddp_buf_append(b, "env ", 4);
+        rc = rc ? rc : shell_quote(b, *e);
+    }
+    for (int i = 0; rc == 0 && i < spec->n_env; i++) {
+        const char *x = spec->env[i];
+        char *kv = NULL;
+        if (strchr(x, '=') == NULL) {
+            const char *v = getenv(x);
+            if (v == NULL)
+                return ddp_err_set(err, DDP_EUSAGE,
+                                   "-x %.64s: not set here (give -x %.64s=VALUE to set it)", x, x);
+            if (asprintf(&kv, "%s=%s", x, v) < 0)
+                return -ENOMEM;
+        }
+        rc = any++ ? ddp_buf_append(b, " ", 1) : ddp_buf_append(b, "env ", 4);
+        rc = rc ? rc : shell_quote(b, kv != NULL ? kv : x);
+        free(kv);
+    }
+    return rc == 0 && any ? ddp_buf_append(b, " ", 1) : rc;
+}
+
+/* Splits the ssh command on spaces into r->words and checks that its program can be run.
+ * Returns 0, DDP_EUSAGE naming --ssh or DDPRUN_SSH, or -ENOMEM. */
+static int ssh_words(run_t *r, ddp_err_t *err) {
+    const char *cmd = r->spec->ssh != NULL ? r->spec->ssh : "ssh";
+    const char *flag = LAUNCH_GIVEN(r->spec, LAUNCH_OPT_SSH) ? "--ssh" : "the ssh command";
+    if ((r->ssh_copy = strdup(cmd)) == NULL)
+        return -ENOMEM;
+    char *save = NULL;
+    for (char *w = strtok_r(r->ssh_copy, " \t", &save); w != NULL;
+         w = strtok_r(NULL, " \t", &save)) {
+        if (r->n_words >= SSH_MAX_WORDS)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: more than %d words", flag, SSH_MAX_WORDS);
+        r->words[r->n_words++] = w;
+    }
+    if (r->n_words == 0)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
+    /* Found now, so that a typo is a usage error and not one failure per host. */
+    const char *prog = r->words[0];
+    if (strchr(prog, '/') != NULL)
+        return access(prog, X_OK) == 0
+                   ? 0
+                   : ddp_err_set(err, DDP_EUSAGE, "%s: '%.64s' is not executable: %s", flag, prog,
+                                 strerror(errno));
+    const char *path = getenv("PATH");
+    char dir[PATH_MAX];
+    for (const char *p = path != NULL ? path : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(dir, sizeof dir, "%.*s/%s", (int)n, n ? p : ".", prog);
+        if (access(dir, X_OK) == 0)
+            return 0;
+        p += n + (p[n] == ':');
+    }
+    return ddp_err_set(err, DDP_EUSAGE, "%s: '%.64s' not found in PATH", flag, prog);
+}
+
+/* Hosts, their count against --nnodes and the backend, ssh, ddprun's path, the directory, the
+ * token and the run id. Returns 0, DDP_EUSAGE naming the flag or file, or -ENOMEM. */
+static int run_prepare(run_t *r, ddp_err_t *err) {
+    const launch_spec_t *spec = r->spec;
+    int rc = spec->hostfile != NULL ? launch_hostfile_load(spec->hostfile, &r->hosts, err)
+                                    : launch_hosts_parse("--hosts", spec->hosts, &r->hosts, err);
+    if (rc == 0)
+        rc = launch_hosts_filter(&r->hosts, spec->include, spec->exclude, err);
+    if (rc < 0)
+        return rc;
+    const char *src = spec->hostfile != NULL ? "--hostfile" : "--hosts";
+    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) &&
+        (spec->min_nodes != (int)r->hosts.n || spec->max_nodes != (int)r->hosts.n))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--nnodes: %s gives %zu host(s) and each runs one agent; --nnodes "
+                           "must be %zu or left out",
+                           src, r->hosts.n, r->hosts.n);
+    if (spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "c10d") != 0 &&
+        LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_BACKEND))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--rdzv_backend: hosts started over ssh meet with c10d (the first "
+                           "host, or --rdzv_endpoint, hosts the store)");
+    if ((rc = ssh_words(r, err)) < 0 || (rc = env_build(r, err)) < 0)
+        return rc;
+    if (spec->remote_ddprun != NULL) {
+        snprintf(r->ddprun, sizeof r->ddprun, "%s", spec->remote_ddprun);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", r->ddprun, sizeof r->ddprun - 1);
+        if (n <= 0)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "unable to find ddprun's own path (/proc/self/exe: %s); give "
+                               "--remote_ddprun",
+                               strerror(errno));
+        r->ddprun[n] = '\0';
+    }
+    if (getcwd(r->cwd, sizeof r->cwd) == NULL)
+        return ddp_err_set(err, DDP_EUSAGE, "unable to read the working directory: %s",
+                           strerror(errno));
+    ddp_buf_t tok = DDP_BUF_INIT, hex = DDP_BUF_INIT;
+    rc = rdzv_token_generate(&tok, 32, err);
+    if (rc == 0)
+        rc = rdzv_token_to_hex(tok.data, tok.len, &hex);
+    if (rc == 0)
+        snprintf(r->token_hex, sizeof r->token_hex, "%s\n", (char *)hex.data);
+    ddp_buf_free(&tok);
+    ddp_buf_free(&hex);
+    if (rc < 0)
+        return rc;
+    unsigned char id[8] = {0};
+    if (getrandom(id, sizeof id, GRND_NONBLOCK) < 0)
+        memcpy(id, &(uint64_t){ddp_now_ns() ^ (uint64_t)getpid()}, sizeof id);
+    snprintf(r->run_id, sizeof r->run_id, "ssh-%02x%02x%02x%02x%02x%02x%02x%02x", id[0], id[1],
+             id[2], id[3], id[4], id[5], id[6], id[7]);
+    r->endpoint_given = spec->rdzv_host != NULL && LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT);
+    r->v = calloc(r->hosts.n, sizeof *r->v);
+    if (r->v == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < r->hosts.n; i++) {
+        host_t *h = &r->v[i];
+        h->h = &r->hosts.v[i];
+        h->rank = (int)i;
+        h->in_fd = h->out.fd = h->err.fd = -1;
+        h->held = (ddp_buf_t)DDP_BUF_INIT;
+    }
+    r->failed_rank = -1;
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+/* Writes all of buf to fd; a console that is gone (EPIPE) loses the rest silently. */
+static void write_all(int fd, const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static void host_ready(run_t *r, host_t *h, const char *where);
+
+/* One whole line (with its '\n') of host h's stdout (fd 1) or stderr (fd 2). */
+static void line_handle(run_t *r, host_t *h, int std, const char *p, size_t n) {
+    size_t ready_len = sizeof AGENT_SSH_READY - 1;
+    if (h->state == HOST_STARTING && std == 1 && n > ready_len + 1 &&
+        memcmp(p, AGENT_SSH_READY " ", ready_len + 1) == 0) {
+        char where[96];
+        size_t wl = n - ready_len - 2; /* without the word, the blank and the '\n' */
+        snprintf(where, sizeof where, "%.*s", (int)(wl < sizeof where ? wl : sizeof where - 1),
+                 p + ready_len + 1);
+        host_ready(r, h, where);
+        return;
+    }
+    if (h->state == HOST_STARTING && std == 2) {
+        /* Held: ssh's own complaint or the remote ddprun's usage error becomes the one-line
+         * error if the agent never comes up; shown as it came once it does. */
+        if (h->held.len + n <= SSH_HELD_MAX)
+            ddp_buf_append(&h->held, p, n);
+        size_t k = n;
+        while (k > 0 && (p[k - 1] == '\n' || p[k - 1] == '\r'))
+            k--;
+        if (k > 0)
+            snprintf(h->last_err, sizeof h->last_err, "%.*s", (int)k, p);
+        return;
+    }
+    write_all(std, p, n);
+}
+
+/* Reads what host h's stream s has and handles every whole line. Returns 0, or 1 at EOF (the
+ * rest, if any, handled as a line). */
+static int stream_read(run_t *r, host_t *h, int std) {
+    stream_t *s = std == 1 ? &h->out : &h->err;
+    ssize_t n = read(s->fd, s->buf + s->len, SSH_LINE_MAX - s->len);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n > 0)
+        s->len += (size_t)n;
+    size_t start = 0;
+    for (size_t i = s->len - (size_t)(n > 0 ? n : 0); i < s->len; i++)
+        if (s->buf[i] == '\n') {
+            line_handle(r, h, std, s->buf + start, i + 1 - start);
+            start = i + 1;
+        }
+    memmove(s->buf, s->buf + start, s->len - start);
+    s->len -= start;
+    /* A line longer than the buffer, or the end without a final newline: out as a line. */
+    if (s->len == SSH_LINE_MAX || (n <= 0 && s->len > 0)) {
+        s->buf[s->len] = '\n';
+        line_handle(r, h, std, s->buf, s->len + 1);
+        s->len = 0;
+    }
+    if (n > 0)
+        return 0;
+    close(s->fd);
+    s->fd = -1;
+    return 1;
+}
+
+/* ---- hosts ------------------------------------------------------------------------------- */
+
+/* Starts ssh for host h: stdin, stdout and stderr are pipes to us, the token goes first. Returns
+ * 0 or -errno (h is then done, with the reason in last_err). */
+static int host_start(run_t *r, host_t *h, char *const *argv) {
+    ddp_buf_t cmd = DDP_BUF_INIT;
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    int rc = remote_command(r, h, argv, &cmd);
+    h->out.buf = malloc(SSH_LINE_MAX + 1);
+    h->err.buf = malloc(SSH_LINE_MAX + 1);
+    if (rc == 0 && (h->out.buf == NULL || h->err.buf == NULL))
+        rc = -ENOMEM;
+    if (rc == 0 &&
+        (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0))
+        rc = -errno;
+    char *av[SSH_MAX_WORDS + 16];
+    int n = 0;
+    for (int i = 0; i < r->n_words; i++)
+        av[n++] = r->words[i];
+    char ct[48];
+    snprintf(ct, sizeof ct, "ConnectTimeout=%d", SSH_CONNECT_TIMEOUT_S);
+    av[n++] = "-o";
+    av[n++] = "BatchMode=yes";
+    av[n++] = "-o";
+    av[n++] = ct;
+    av[n++] = h->h->name;
+    av[n++] = (char *)cmd.data;
+    av[n] = NULL;
+    pid_t pid = rc == 0 ? fork() : -1;
+    if (rc == 0 && pid < 0)
+        rc = -errno;
+    if (pid == 0) {
+        /* The child: its own process group (the terminal's Ctrl-C is the launcher's to handle),
+         * default signal dispositions and mask, the pipes on 0-2. */
+        setpgid(0, 0);
+        signal(SIGPIPE, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0)
+            _exit(127);
+        execvp(av[0], av);
+        dprintf(2, "unable to run %s: %s\n", av[0], strerror(errno));
+        _exit(127);
+    }
+    ddp_buf_free(&cmd);
+    if (in[0] >= 0)
+        close(in[0]);
+    if (out[1] >= 0)
+        close(out[1]);
+    if (errp[1] >= 0)
+        close(errp[1]);
+    if (rc < 0) {
+        for (int *fd = (int[]){in[1], out[0], errp[0]}, i = 0; i < 3; i++)
+            if (fd[i] >= 0)
+                close(fd[i]);
+        snprintf(h->last_err, sizeof h->last_err, "unable to start ssh: %s", strerror(-rc));
+        h->state = HOST_DONE;
+        return rc;
+    }
+    h->pid = pid;
+    h->in_fd = in[1];
+    h->out.fd = out[0];
+    h->err.fd = errp[0];
+    h->state = HOST_STARTING;
+    h->deadline = ddp_now_ms() + (SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S) * 1000ull;
+    /* 66 bytes into an empty pipe: never blocks. */
+    write_all(h->in_fd, r->token_hex, strlen(r->token_hex));
+    DDP_INFO("host %s (node_rank %d): started ssh (pid %d)", h->h->name, h->rank, (int)pid);
+    return 0;
+}
+
+/* Tells every host to stop: their sessions' stdin is closed, hosts not started never will be. */
+static void stop_all(run_t *r) {
+    if (!r->stopping) {
+        r->stopping = 1;
+        r->stop_deadline = ddp_now_ms() + (uint64_t)(r->spec->shutdown_timeout * 1000.0) +
+                           SSH_STOP_EXTRA_S * 1000ull;
+    }
+    for (size_t i = 0; i < r->hosts.n; i++) {
+        host_t *h = &r->v[i];
+        if (h->state == HOST_PENDING)
+            h->state = HOST_DONE;
+        if (h->in_fd >= 0) {
+            close(h->in_fd);
+            h->in_fd = -1;
+        }
+    }
+}
+
+/* SIGKILLs every ssh client still running. */
+static void kill_all(run_t *r) {
+    for (size_t i = 0; i < r->hosts.n; i++)
+        if (r->v[i].pid > 0)
+            kill(r->v[i].pid, SIGKILL);
+}
+
+/* Starts pending hosts: the first alone while the endpoint is unknown, then up to --ssh_fanout
+ * ssh connections being set up at once. */
+static void schedule(run_t *r, char *const *argv) {
+    if (r->stopping)
+        return;
+    int starting = 0;
+    for (size_t i = 0; i < r->hosts.n; i++)
+        starting += r->v[i].state == HOST_STARTING;
+    for (size_t i = 0; i < r->hosts.n && starting < r->spec->ssh_fanout; i++) {
+        host_t *h = &r->v[i];
+        if (h->state != HOST_PENDING)
+            continue;
+        if (!r->endpoint_given && r->endpoint[0] == '\0' && i > 0)
+            return;
+        if (host_start(r, h, argv) < 0) {
+            fprintf(stderr, "ddprun: host %s: %s\n", h->h->name, h->last_err);
+            r->start_failed = 1;
+            stop_all(r);
+            return;
+        }
+        starting++;
+    }
+}
+
+static void host_ready(run_t *r, host_t *h, const char *where) {
+    h->state = HOST_READY;
+    DDP_INFO("host %s (node_rank %d): agent ready, store at %s", h->h->name, h->rank, where);
+    if (h->held.len > 0)
+        write_all(2, (const char *)h->held.data, h->held.len);
+    ddp_buf_free(&h->held);
+    if (h->rank == 0 && !r->endpoint_given)
+        snprintf(r->endpoint, sizeof r->endpoint, "%s", where);
+}
+
+/* ssh of host h has exited and its output is read: a host that never came up stops the job with
+ * one line naming it and what ssh (or the remote shell) said; a failed agent stops the others. */
+static void host_done(run_t *r, host_t *h) {
+    int was = h->state;
+    h->state = HOST_DONE;
+    if (h->in_fd >= 0) {
+        close(h->in_fd);
+        h->in_fd = -1;
+    }
+    int code = WIFEXITED(h->status) ? WEXITSTATUS(h->status) : 128 + WTERMSIG(h->status);
+    DDP_INFO("host %s (node_rank %d): ssh exited %d", h->h->name, h->rank, code);
+    if (was == HOST_STARTING && !r->stopping) {
+        const char *hint =
+            code == 127 ? " (is ddprun at the same path there? see --remote_ddprun)" : "";
+        fprintf(stderr, "ddprun: host %s: unable to start the agent over ssh (exit %d): %s%s\n",
+                h->h->name, code, h->last_err[0] ? h->last_err : "no message", hint);
+        r->start_failed = 1;
+        stop_all(r);
+        return;
+    }
+    if (was == HOST_READY && code != 0 && r->failed_rank < 0 && !r->stopping) {
+        r->failed_rank = h->rank;
+        r->failed_code = code;
+        stop_all(r);
+    }
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+static void reap(run_t *r) {
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;
+        for (size_t i = 0; i < r->hosts.n; i++)
+            if (r->v[i].pid == pid) {
+                r->v[i].pid = 0;
+                r->v[i].status = status;
+            }
+    }
+}
+
+static void on_signal(run_t *r) {
+    struct signalfd_siginfo si;
+    while (read(r->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
+            reap(r);
+            continue;
+        }
+        if (r->stop_signal != 0) {
+            /* A second one: no more grace for the ssh clients; the agents stop by themselves. */
+            kill_all(r);
+            continue;
+        }
+        r->stop_signal = sig;
+        fprintf(stderr, "ddprun: %s: stopping the job on every host\n", strsignal(sig));
+        stop_all(r);
+    }
+}
+
+/* Runs until every host is done. */
+static void run_loop(run_t *r, char *const *argv) {
+    size_t cap = 1 + 2 * r->hosts.n;
+    struct pollfd *pfd = calloc(cap, sizeof *pfd);
+    host_t **who = calloc(cap, sizeof *who);
+    if (pfd == NULL || who == NULL) {
+        fprintf(stderr, "ddprun: out of memory\n");
+        stop_all(r);
+        kill_all(r);
+    }
+    schedule(r, argv);
+    for (;;) {
+        int open_hosts = 0;
+        uint64_t now = ddp_now_ms(), next = UINT64_MAX;
+        for (size_t i = 0; i < r->hosts.n; i++) {
+            host_t *h = &r->v[i];
+            if (h->state == HOST_STARTING || h->state == HOST_READY) {
+                if (h->pid == 0 && h->out.fd < 0 && h->err.fd < 0) {
+                    host_done(r, h);
+                    schedule(r, argv);
+                    continue;
+                }
+                open_hosts++;
+                if (h->state == HOST_STARTING && h->pid > 0 && !r->stopping) {
+                    if (now >= h->deadline) {
+                        snprintf(h->last_err, sizeof h->last_err,
+                                 "no answer within %d s (ssh connected but the agent did not "
+                                 "start)",
+                                 SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S);
+                        kill(h->pid, SIGKILL);
+                    } else if (h->deadline < next)
+                        next = h->deadline;
+                }
+            }
+        }
+        if (open_hosts == 0 || pfd == NULL)
+            break;
+        if (r->stopping) {
+            if (now >= r->stop_deadline) {
+                kill_all(r);
+                r->stop_deadline = now + 1000;
+            }
+            if (r->stop_deadline < next)
+                next = r->stop_deadline;
+        }
+        size_t n = 0;
+        pfd[n++] = (struct pollfd){.fd = r->sigfd, .events = POLLIN};
+        for (size_t i = 0; i < r->hosts.n; i++) {
+            host_t *h = &r->v[i];
+            if (h->out.fd >= 0) {
+                who[n] = h;
+                pfd[n++] = (struct pollfd){.fd = h->out.fd, .events = POLLIN};
+            }
+            if (h->err.fd >= 0) {
+                who[n] = h;
+                pfd[n++] = (struct pollfd){.fd = h->err.fd, .events = POLLIN};
+            }
+        }
+        int timeout = next == UINT64_MAX ? -1 : (int)(next > now ? next - now : 0);
+        if (poll(pfd, n, timeout) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents)
+            on_signal(r);
+        for (size_t k = 1; k < n; k++) {
+            if (pfd[k].revents == 0)
+                continue;
+            host_t *h = who[k];
+            int std = pfd[k].fd == h->out.fd ? 1 : 2;
+            stream_read(r, h, std);
+        }
+        schedule(r, argv); /* the first host may have said where the store is */
+    }
+    free(pfd);
+    free(who);
+}
+
+/* The exit code: the signal that stopped the job, a host that could not be started, the first
+ * host whose agent failed (named), else 0. */
+static int run_result(const run_t *r) {
+    if (r->stop_signal != 0)
+        return 128 + r->stop_signal;
+    if (r->start_failed)
+        return 1;
+    if (r->failed_rank >= 0) {
+        fprintf(stderr, "ddprun: the job failed on host %s (node_rank %d): exit %d\n",
+                r->hosts.v[r->failed_rank].name, r->failed_rank, r->failed_code);
+        return r->failed_code == 255 ? 1 : r->failed_code;
+    }
+    return 0;
+}
+
+static void run_free(run_t *r) {
+    for (size_t i = 0; r->v != NULL && i < r->hosts.n; i++) {
+        host_t *h = &r->v[i];
+        free(h->out.buf);
+        free(h->err.buf);
+        ddp_buf_free(&h->held);
+        for (int *fd = (int[]){h->in_fd, h->out.fd, h->err.fd}, k = 0; k < 3; k++)
+            if (fd[k] >= 0)
+                close(fd[k]);
+    }
+    free(r->v);
+    free(r->ssh_copy);
+    ddp_buf_free(&r->env);
+    launch_hosts_free(&r->hosts);
+}
+
+int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err) {
+    run_t r;
+    memset(&r, 0, sizeof r);
+    r.spec = spec;
+    r.sigfd = -1;
+    r.env = (ddp_buf_t)DDP_BUF_INIT;
+    int rc = run_prepare(&r, err);
+    if (rc < 0) {
+        run_free(&r);
+        return rc;
+    }
+    /* Signals become loop events (signalfd); the ssh children get the mask cleared. */
+    sigset_t set, old;
+    sigemptyset(&set);
+    for (int i = 0; i < spec->n_signals; i++)
+        if (spec->signals[i] == SIGINT || spec->signals[i] == SIGTERM ||
+            spec->signals[i] == SIGHUP || spec->signals[i] == SIGQUIT) {
+            /* An ignored signal is discarded, never queued for signalfd: a shell starts
+             * background jobs with SIGINT ignored, and the agent (libuv handlers) stops on it
+             * there too. */
+            signal(spec->signals[i], SIG_DFL);
+            sigaddset(&set, spec->signals[i]);
+        }
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    signal(SIGPIPE, SIG_IGN);
+    r.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (r.sigfd < 0) {
+        rc = ddp_err_set(err, -errno, "unable to watch signals: %s", strerror(errno));
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        run_free(&r);
+        return rc;
+    }
+    DDP_INFO("starting %zu host(s) over %s, run id %s", r.hosts.n, r.words[0],
+             LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID) ? spec->rdzv_id : r.run_id);
+    run_loop(&r, argv);
+    int code = run_result(&r);
+    close(r.sigfd);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    run_free(&r);
+    return code;
+}
+
+/* ---- the agent's side: --ssh_session ------------------------------------------------------ */
+
+/* Reads the token line from fd 0, byte by byte (nothing after it may be consumed), within
+ * SSH_TOKEN_WAIT_MS. Returns 0 with hex filled, or DDP_EUSAGE. */
+static int token_read(char *hex, size_t cap, ddp_err_t *err) {
+    size_t n = 0;
+    uint64_t end = ddp_now_ms() + SSH_TOKEN_WAIT_MS;
+    for (;;) {
+        uint64_t now = ddp_now_ms();
+        struct pollfd p = {.fd = 0, .events = POLLIN};
+        if (now >= end || poll(&p, 1, (int)(end - now)) == 0)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "--ssh_session: no job token on stdin within %d s (this flag is "
+                               "for agents a launching ddprun starts over ssh)",
+                               SSH_TOKEN_WAIT_MS / 1000);
+        char c;
+        ssize_t r = read(0, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin ended before the job token");
+        if (c == '\n')
+            break;
+        if (n + 1 >= cap || !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "--ssh_session: stdin does not start with a job token in hex");
+        hex[n++] = c;
+    }
+    hex[n] = '\0';
+    if (n < 2 || n % 2 != 0)
+        return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: the job token on stdin is malformed");
+    return 0;
+}
+
+/* The server address of $SSH_CONNECTION ("client port server port"): the address by which the
+ * launching machine reached this host. */
+static int ssh_server_addr(char *out, size_t cap) {
+    const char *c = getenv("SSH_CONNECTION");
+    char a[4][80];
+    if (c == NULL || sscanf(c, "%79s %79s %79s %79s", a[0], a[1], a[2], a[3]) != 4)
+        return -1;
+    snprintf(out, cap, "%s", a[2]);
+    return 0;
+}
+
+int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_err_t *err) {
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    char hex[2 * 1024 + 2];
+    int rc = token_read(hex, sizeof hex, err);
+    if (rc < 0)
+        return rc;
+    /* agent_job_prepare reads the token through rdzv_token_load, where DDPRUN_TOKEN comes
+     * first; launch_ssh_session_end takes it out of the environment before any worker starts
+     * (the agent gives them the token as DDPRUN_STORE_TOKEN). */
+    if (setenv(RDZV_TOKEN_HEX_ENV, hex, 1) < 0)
+        return -ENOMEM;
+    memset(hex, 0, sizeof hex);
+    /* The session moves off fd 0: workers get /dev/null as stdin, as they would under ssh -n. */
+    s->fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0 || nul < 0 || dup2(nul, 0) < 0) {
+        rc = ddp_err_set(err, -errno, "--ssh_session: unable to move the session off stdin: %s",
+                         strerror(errno));
+        if (nul >= 0)
+            close(nul);
+        return rc;
+    }
+    close(nul);
+    if (spec->node_rank == 0 && spec->rdzv_host == NULL && spec->max_nodes > 1) {
+        char addr[80];
+        if (ssh_server_addr(addr, sizeof addr) < 0)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "--ssh_session: SSH_CONNECTION is not set, so the first host does "
+                               "not know its address; give --rdzv_endpoint");
+        if (launch__str_set(&spec->rdzv_host, addr) < 0)
+            return -ENOMEM;
+        spec->rdzv_opts.is_host = 1;
+        s->port_any = 1;
+    }
+    if (spec->log_line_prefix_template == NULL) {
+        char tmpl[LAUNCH_HOST_MAX + 16];
+        snprintf(tmpl, sizeof tmpl, "[%s:${rank}]:", spec->ssh_session);
+        if (launch__str_set(&spec->log_line_prefix_template, tmpl) < 0)
+            return -ENOMEM;
+    }
+    return launch__str_set(&spec->rdzv_backend, "c10d");
+}
+
+void launch_ssh_session_apply(const launch_ssh_session_t *s, agent_job_t *job) {
+    job->ssh_session = 1;
+    job->session_fd = s->fd;
+    job->console_tag_all = 1;
+    if (s->port_any)
+        job->rdzv_port = 0;
+    unsetenv(RDZV_TOKEN_HEX_ENV);
+}

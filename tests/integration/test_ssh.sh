@@ -1,0 +1,416 @@
+#!/usr/bin/env bash
+# ddprun --hostfile / --hosts against real OpenSSH: three hosts made of network namespaces joined
+# by a bridge in a fourth, where the launcher runs; each host has its own hostname, /etc/hosts, an
+# sshd (Debian's openssh-server) with its own host key, and a key made here in its authorized
+# keys. The launcher's ssh reads only a config made here (-F) whose Host entries are aliases with
+# numeric HostName addresses: no name is ever looked up, and no interface outside the namespaces
+# exists for a packet to leave by. Checks: a 2-host and a 3-host train job end with the same
+# parameters as a one-host run of the same world size; slots per host are honoured; output comes
+# back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, leave no
+# process of the job on any host; an unreachable host, a refused key and a missing remote ddprun
+# each give one clear line; a failing worker gives the job's exit code; hostile hostfiles are
+# refused by line before any host is contacted.
+#
+# Needs root, `ip netns`, sshd and ssh; otherwise every check is reported as skipped.
+. "$(dirname "$0")/lib.sh"
+DDPRUN=$BIN/ddprun
+TRAIN=$BIN/train
+unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
+
+SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
+    "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
+    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "unreachable host"
+    "refused key" "missing remote ddprun" "hostile hostfiles refused by line"
+    "nothing left, namespaces removed")
+skip_all() {
+    local s
+    for s in "${SECTIONS[@]}"; do skip "$s" "$1"; done
+    finish
+    exit 0
+}
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
+for c in ip nsenter unshare timeout ssh ssh-keygen /usr/sbin/sshd; do
+    command -v $c >/dev/null || skip_all "$c is missing (scripts/ensure-deps.sh --test)"
+done
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+running() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# ------------------------------------------------------------------------------------ hosts
+P=ssh$$
+while [ -e "/run/netns/${P}a" ] || [ -e "/run/netns/${P}br" ]; do P=ssh$$r$RANDOM; done
+SUB=10.215.$((RANDOM % 200 + 20))
+HOSTS="a b c"
+NSLIST="${P}br ${P}a ${P}b ${P}c"
+addr_of() { case $1 in a) echo "$SUB.11" ;; b) echo "$SUB.12" ;; c) echo "$SUB.13" ;; esac; }
+NETNS_DIR_EXISTED=0
+[ -d /run/netns ] && NETNS_DIR_EXISTED=1
+declare -A SSHD
+TORN=0
+
+teardown() {
+    [ "$TORN" = 1 ] && return 0
+    TORN=1
+    exec 2>/dev/null
+    local p ns
+    for ns in $NSLIST; do
+        [ -e "/run/netns/$ns" ] || continue
+        # Processes in a namespace this suite made are this suite's.
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    done
+    for p in "${SSHD[@]}"; do wait "$p" 2>/dev/null; done
+    for ns in $NSLIST; do
+        [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
+    done
+    if [ "$NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+        umount /run/netns 2>/dev/null
+        rmdir /run/netns 2>/dev/null
+    fi
+    return 0
+}
+trap 'teardown; rm -rf "$TMP"' EXIT
+trap 'echo "# SIGTERM: tearing down"; exit 143' TERM
+trap 'echo "# SIGINT: tearing down"; exit 130' INT
+
+setup() (
+    set -e
+    br=${P}br
+    ip netns add "$br"
+    nsenter --net="/run/netns/$br" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
+    ip -n "$br" link set lo up
+    ip -n "$br" link add br0 type bridge
+    ip -n "$br" addr add "$SUB.1/24" dev br0
+    ip -n "$br" link set br0 up
+    for h in $HOSTS; do
+        ns=$P$h
+        ip netns add "$ns"
+        nsenter --net="/run/netns/$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
+        ip -n "$ns" link set lo up
+        ip -n "$br" link add "v$h" type veth peer name eth0 netns "$ns"
+        ip -n "$br" link set "v$h" master br0 up
+        ip -n "$ns" addr add "$(addr_of "$h")/24" dev eth0
+        ip -n "$ns" link set eth0 up
+    done
+    {
+        echo "127.0.0.1 localhost"
+        for h in $HOSTS; do echo "$(addr_of "$h") $P$h"; done
+    } >"$TMP/hosts"
+    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$TMP/resolv.conf"
+    # Keys: the client's (authorized), another one (not), and one host key per host.
+    ssh-keygen -q -t ed25519 -N '' -C ddptest -f "$TMP/id"
+    ssh-keygen -q -t ed25519 -N '' -C ddptest-other -f "$TMP/id_other"
+    cp "$TMP/id.pub" "$TMP/authorized_keys"
+    : >"$TMP/known_hosts"
+    {
+        # IdentityFile adds up over matching entries: badkey gets the other key alone.
+        echo "Host * !badkey"
+        echo "  IdentityFile $TMP/id"
+        echo "Host *"
+        echo "  User root"
+        echo "  IdentitiesOnly yes"
+        echo "  UserKnownHostsFile $TMP/known_hosts"
+        echo "  GlobalKnownHostsFile /dev/null"
+        echo "  StrictHostKeyChecking yes"
+        echo "  CheckHostIP no"
+        echo "  ControlMaster no"
+        echo "  AddressFamily inet"
+        echo "  LogLevel ERROR"
+    } >"$TMP/ssh_config.tail"
+    : >"$TMP/ssh_config"
+    for h in $HOSTS; do
+        ssh-keygen -q -t ed25519 -N '' -f "$TMP/hostkey_$h"
+        echo "$(addr_of "$h") $(cut -d' ' -f1,2 "$TMP/hostkey_$h.pub")" >>"$TMP/known_hosts"
+        # An alias only this ssh config knows: the store's address must come from the host.
+        printf 'Host node%s\n  HostName %s\n' "$h" "$(addr_of "$h")" >>"$TMP/ssh_config"
+        cat >"$TMP/sshd_config_$h" <<EOF
+ListenAddress $(addr_of "$h"):22
+HostKey $TMP/hostkey_$h
+AuthorizedKeysFile $TMP/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PidFile none
+LogLevel ERROR
+MaxStartups 100
+MaxSessions 100
+EOF
+    done
+    # Port 2 of host a refuses connections; .99 is an address with no host behind it.
+    printf 'Host noport\n  HostName %s\n  Port 2\n' "$(addr_of a)" >>"$TMP/ssh_config"
+    printf 'Host badkey\n  HostName %s\n  IdentityFile %s\n' "$(addr_of a)" "$TMP/id_other" >>"$TMP/ssh_config"
+    cat "$TMP/ssh_config.tail" >>"$TMP/ssh_config"
+    chmod 600 "$TMP/id" "$TMP/id_other" "$TMP"/hostkey_?
+)
+
+t_setup=$(now_ms)
+setup >"$TMP/setup.err" 2>&1
+setup_rc=$?
+if [ $setup_rc != 0 ]; then
+    why=$(grep -v '^$' "$TMP/setup.err" | tail -1)
+    teardown
+    skip_all "network namespaces unavailable: ${why:-ip netns add failed}"
+fi
+# Each sshd (and so each job process of its host) runs with the host's hostname, our hosts file
+# on /etc/hosts and a resolver on loopback only on /etc/resolv.conf. sshd wants its privilege
+# separation directory, /run/sshd: each host gets its own /run, a tmpfs in its private mount
+# namespace, so the machine's /run is never touched.
+SSHD_INS=(unshare --uts --mount --propagation private /bin/sh -c
+    'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && hostname "$3" &&
+        mount -t tmpfs -o mode=755 ddptest-run /run && mkdir -m 755 /run/sshd &&
+        shift 3 && exec "$@"' in_ns "$TMP/hosts" "$TMP/resolv.conf")
+for h in $HOSTS; do
+    nsenter --net="/run/netns/$P$h" "${SSHD_INS[@]}" "$P$h" \
+        /usr/sbin/sshd -D -e -f "$TMP/sshd_config_$h" >"$TMP/sshd_$h.log" 2>&1 &
+    SSHD[$h]=$!
+done
+# Up when each answers a command (bounded).
+SSH=(ssh -F "$TMP/ssh_config")
+up=0
+for i in $(seq 100); do
+    up=1
+    for h in $HOSTS; do
+        ip netns exec "${P}br" "${SSH[@]}" -o BatchMode=yes "node$h" true 2>/dev/null || up=0
+    done
+    [ $up = 1 ] && break
+    sleep 0.1
+done
+if [ $up != 1 ]; then
+    show_tail "$TMP"/sshd_?.log
+    teardown
+    skip_all "sshd did not come up in the namespaces"
+fi
+echo "# hosts ${P}a ${P}b ${P}c on $SUB.0/24 with sshd, launcher in ${P}br, set up in $(($(now_ms) - t_setup)) ms"
+
+# launch ARGS...: ddprun with the test's ssh config, in the launcher's namespace, bounded.
+launch() {
+    ip netns exec "${P}br" timeout -k 3 60 "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" "$@"
+}
+# job_procs: processes in the hosts' namespaces other than the sshd listeners (a job's agents,
+# workers, sshd's per-session processes), and ssh clients in the launcher's.
+job_procs() {
+    local h p
+    for h in $HOSTS; do
+        for p in $(ip netns pids "$P$h" 2>/dev/null); do
+            [ "$p" = "$(child_of_ins "$h")" ] && continue
+            running "$p" && echo "$h:$p:$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | head -c 80)"
+        done
+    done
+    for p in $(ip netns pids "${P}br" 2>/dev/null); do
+        running "$p" && echo "br:$p:$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | head -c 80)"
+    done
+}
+# The sshd listener of host H: $! of the nsenter/unshare/sh chain, which all exec.
+child_of_ins() { echo "${SSHD[$1]}"; }
+# nothing_left SECS: no job process on any host within SECS.
+nothing_left() {
+    local end=$(($(now_ms) + $1 * 1000)) left
+    while :; do
+        left=$(job_procs)
+        [ -z "$left" ] && return 0
+        [ "$(now_ms)" -ge $end ] && break
+        sleep 0.05
+    done
+    echo "$left" | sed 's/^/# left: /'
+    return 1
+}
+params_close() { # params_close A B: float32 parameter files agree up to rounding
+    python3 -c '
+import struct, sys
+a, b = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+assert len(a) == len(b) > 0
+n = len(a) // 4
+x, y = struct.unpack("<%df" % n, a), struct.unpack("<%df" % n, b)
+worst = max(abs(p - q) / (1e-3 + abs(p)) for p, q in zip(x, y))
+assert worst < 1e-3, worst' "$1" "$2"
+}
+
+SMALL=(--layers 32,64,4 --samples 2048 --batch-size 16 --backend cpu --log-every 1000 --epochs 1 --max-steps 20)
+D=$TMP/work
+mkdir -p "$D"
+cd "$D" || exit 1
+
+# ------------------------------------------------------------------------------------ 1. train
+for n in 2 3; do
+    hosts=$(for h in $HOSTS; do echo "node$h"; done | head -$n | paste -sd,)
+    launch --hosts "$hosts" --nproc_per_node=1 "$TRAIN" "${SMALL[@]}" \
+        --dump-params "$D/ssh$n.bin" >"$D/ssh$n.out" 2>&1
+    rc=$?
+    timeout -k 3 60 "$DDPRUN" --standalone --nproc_per_node=$n "$TRAIN" "${SMALL[@]}" \
+        --dump-params "$D/one$n.bin" >"$D/one$n.out" 2>&1
+    rc1=$?
+    [ $rc = 0 ] && [ $rc1 = 0 ] && params_close "$D/one$n.bin" "$D/ssh$n.bin"
+    verdict "$n hosts x 1 worker over ssh: train exits 0 with the parameters of a one-host world of $n (rc $rc, $rc1)" ||
+        show_tail "$D/ssh$n.out" "$D/one$n.out"
+done
+check "the 3-host job ran as a world of 3" grep -q "world 3" "$D/ssh3.out"
+
+# ------------------------------------------------------------------------------------ 2. slots
+printf '# the job\nnodea slots=2\n\nnodeb:1   # one\nnodec slots=3\n' >"$D/hostfile"
+launch --hostfile "$D/hostfile" sh -c \
+    'echo "r=$RANK lr=$LOCAL_RANK lws=$LOCAL_WORLD_SIZE g=$GROUP_RANK ws=$WORLD_SIZE h=$(hostname)"' \
+    >"$D/slots.out" 2>"$D/slots.err"
+rc=$?
+check "hostfile with slots 2,1,3: exit 0 (rc $rc)" [ $rc = 0 ]
+want="[nodea:0]:r=0 lr=0 lws=2 g=0 ws=6 h=${P}a
+[nodea:1]:r=1 lr=1 lws=2 g=0 ws=6 h=${P}a
+[nodeb:2]:r=2 lr=0 lws=1 g=1 ws=6 h=${P}b
+[nodec:3]:r=3 lr=0 lws=3 g=2 ws=6 h=${P}c
+[nodec:4]:r=4 lr=1 lws=3 g=2 ws=6 h=${P}c
+[nodec:5]:r=5 lr=2 lws=3 g=2 ws=6 h=${P}c"
+[ "$(sort "$D/slots.out")" = "$want" ]
+verdict "slots per host honoured: ranks, local ranks, node ranks in file order, each on its own host" ||
+    { show_tail "$D/slots.out" "$D/slots.err"; }
+
+# ------------------------------------------------------------------------------------ 3. output
+launch --hostfile "$D/hostfile" --exclude nodec sh -c \
+    'i=0; while [ $i -lt 200 ]; do echo "line $RANK $i xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"; i=$((i+1)); done; echo "err $RANK" >&2' \
+    >"$D/out.out" 2>"$D/out.err"
+rc=$?
+bad=$(grep -cvE '^\[node[ab]:[0-2]\]:line [0-2] [0-9]+ x{52}$' "$D/out.out")
+count=$(wc -l <"$D/out.out")
+[ $rc = 0 ] && [ "$bad" = 0 ] && [ "$count" = 600 ] &&
+    [ "$(grep -c '^\[nodea:[01]\]:line' "$D/out.out")" = 400 ] &&
+    grep -q '^\[nodeb:2\]:err 2$' "$D/out.err"
+verdict "--exclude nodec: 600 whole lines, each tagged [host:rank], stderr tagged too (rc $rc, $bad bad of $count)" ||
+    show_tail "$D/out.out" "$D/out.err"
+
+# The program's arguments cross the remote shell unchanged: quotes, blanks, $, `, ;, empty.
+launch --hosts nodeb:1 printf '%s|' "it's" 'a  b' '$HOME' '`id`' ';x' '"q"' '' '*' >"$D/args.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$D/args.out")" = "[nodeb:0]:it's|a  b|\$HOME|\`id\`|;x|\"q\"||*|" ]
+verdict "program arguments with quotes, blanks, \$, \`, ; and an empty one reach the host unchanged (rc $rc)" ||
+    show_tail "$D/args.out"
+
+# Environment: the default set (NCCL_*, PET_*, ...) and -x reach the agents and their workers;
+# --env_policy none sends only -x; other variables stay here.
+NCCL_DEBUG=INFO PET_MAX_RESTARTS=0 DDPTEST_X=from-launcher DDPTEST_OTHER=no \
+    launch --hosts nodea:1,nodeb:1 -x DDPTEST_X -x 'DDPTEST_Y=a b' \
+    sh -c 'echo "env:$NCCL_DEBUG|$PET_MAX_RESTARTS|$DDPTEST_X|$DDPTEST_Y|${DDPTEST_OTHER:-unset}"' \
+    >"$D/env.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c ':env:INFO|0|from-launcher|a b|unset$' "$D/env.out")" = 2 ]
+verdict "NCCL_*, PET_* and -x VAR / -x VAR=VAL reach every host's workers, nothing else does (rc $rc)" ||
+    show_tail "$D/env.out"
+NCCL_DEBUG=INFO launch --hosts nodea:1 --env_policy none -x DDPTEST_Y=1 \
+    sh -c 'echo "env:${NCCL_DEBUG:-unset}|$DDPTEST_Y"' >"$D/env2.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q ':env:unset|1$' "$D/env2.out"
+verdict "--env_policy none: only -x reaches the host (rc $rc)" || show_tail "$D/env2.out"
+
+# ------------------------------------------------------------------------------------ 4. failure
+launch --hosts nodea:1,nodeb:1,nodec:1 sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30' \
+    >"$D/fail.out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "exitcode  : 3" "$D/fail.out" && grep -q "ddprun: the job failed on host" "$D/fail.out"
+verdict "rank 2 exits 3: the job fails with exit 1 and the summary names the exit code (rc $rc)" ||
+    show_tail "$D/fail.out"
+check "nothing of the failed job left on any host" nothing_left 10
+
+# ------------------------------------------------------------------------------------ 5. Ctrl-C
+for sig in INT TERM; do
+    want=$((128 + $(kill -l $sig)))
+    ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
+        sh -c 'echo "started $RANK"; exec sleep 60' >"$D/sig.out" 2>"$D/sig.err" &
+    lp=$!
+    n=0
+    for i in $(seq 300); do
+        n=$(grep -c '^\[node.:[0-5]\]:started' "$D/sig.out")
+        [ "$n" = 6 ] && break
+        sleep 0.05
+    done
+    if [ $sig = INT ]; then
+        # The token travels on ssh's stdin: no command line on any side holds 64 hex digits.
+        hexes=$(job_procs | grep -cE '[0-9a-f]{64}')
+        check "with the job running, no command line of ssh, sshd, agent or worker holds the token" \
+            [ "$hexes" = 0 ]
+    fi
+    kill -$sig $lp
+    t=$(now_ms)
+    for i in $(seq 400); do running $lp || break; sleep 0.05; done
+    running $lp && kill -KILL $lp
+    wait $lp
+    rc=$?
+    took=$(($(now_ms) - t))
+    # (No command substitution in verdict's arguments: it would set the $? verdict reads.)
+    [ "$n" = 6 ] && [ $rc = $want ]
+    verdict "SIG$sig at the launcher once all 6 workers run: it exits $want (rc $rc) in $took ms" ||
+        show_tail "$D/sig.out" "$D/sig.err"
+    check "after SIG$sig no process of the job on any host" nothing_left 10
+done
+
+# ------------------------------------------------------------------------------------ 6. kill -9
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
+    sh -c 'echo "started $RANK"; exec sleep 60' >"$D/k9.out" 2>"$D/k9.err" &
+lp=$!
+for i in $(seq 300); do
+    [ "$(grep -c 'started' "$D/k9.out")" = 6 ] && break
+    sleep 0.05
+done
+n=$(grep -c 'started' "$D/k9.out")
+kill -KILL $lp
+wait $lp 2>/dev/null
+t=$(now_ms)
+nothing_left 15
+gone=$?
+took=$(($(now_ms) - t))
+[ "$n" = 6 ] && [ $gone = 0 ]
+verdict "kill -9 of the launcher with 6 workers running ($n started): every host's agent and workers gone in $took ms" ||
+    show_tail "$D/k9.err"
+
+# ------------------------------------------------------------------------------------ 7. errors
+one_line() { # one_line FILE REGEX: FILE's ddprun line matches, and it is a single line
+    [ "$(grep -c '^ddprun: host ' "$1")" = 1 ] && grep -qE "$2" "$1"
+}
+launch --hosts nodea,noport,nodeb true >"$D/e1.out" 2>&1
+rc=$?
+[ $rc = 1 ] && one_line "$D/e1.out" '^ddprun: host noport: unable to start the agent over ssh \(exit 255\): ssh: connect to host [0-9.]+ port 2: Connection refused$'
+verdict "unreachable host: one line naming it and ssh's message, exit 1 (rc $rc)" || show_tail "$D/e1.out"
+check "nothing left on the other hosts after the unreachable one" nothing_left 10
+
+launch --hosts nodea,badkey true >"$D/e2.out" 2>&1
+rc=$?
+[ $rc = 1 ] && one_line "$D/e2.out" '^ddprun: host badkey: .*Permission denied \(publickey\)'
+verdict "refused key: one line naming the host and 'Permission denied (publickey)' (rc $rc)" ||
+    show_tail "$D/e2.out"
+
+launch --hosts nodea,nodeb --remote_ddprun /nonexistent/ddprun true >"$D/e3.out" 2>&1
+rc=$?
+[ $rc = 1 ] && one_line "$D/e3.out" '^ddprun: host nodea: .*exit 127.*/nonexistent/ddprun.*(not found|No such file).*--remote_ddprun'
+verdict "missing remote ddprun: one line naming the host, the path and --remote_ddprun (rc $rc)" ||
+    show_tail "$D/e3.out"
+check "nothing left after the start errors" nothing_left 10
+
+# ------------------------------------------------------------------------------------ 8. hostile
+hostile() { # hostile NAME CONTENT EXPECTED: refused with exit 2, one line, before any ssh
+    printf -- "$2" >"$D/hf_$1"
+    launch --hostfile "$D/hf_$1" true >"$D/h.out" 2>&1
+    local rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$D/h.out")" = 1 ] && grep -qF "$3" "$D/h.out"
+    verdict "hostile hostfile ($1): exit 2, one line: $3" || show_tail "$D/h.out"
+}
+hostile dup 'nodea\nnodeb\nnodea slots=2\n' "hf_dup:3: 'nodea' is listed twice (first on line 1)"
+hostile zero 'nodea slots=0\n' "hf_zero:1: 'slots=0' is out of range"
+hostile absurd 'nodea\nnodeb slots=1000000\n' "hf_absurd:2: 'slots=1000000' is out of range"
+hostile option '-oProxyCommand=touch_/tmp/pwned\n' "hf_option:1: '-oProxyCommand=touch_/tmp/pwned' is not a host name"
+hostile shell 'nodea\nnodeb;reboot\n' "hf_shell:2: 'nodeb;reboot' is not a host name"
+hostile empty '# nothing\n\n' "no hosts in it"
+hostile word 'nodea cpus=4\n' "hf_word:1: 'cpus=4' is not a host's setting"
+launch --hostfile "$D/hostfile" --exclude nodea,nodeb,nodec true >"$D/h.out" 2>&1
+check "--exclude of every host: exit 2 with one line" \
+    bash -c "[ $? = 2 ] && grep -q 'leaves no host' '$D/h.out'"
+launch --hostfile "$D/hostfile" --nnodes 2 true >"$D/h.out" 2>&1
+check "--nnodes other than the host count: exit 2 naming --nnodes" \
+    bash -c "[ $? = 2 ] && grep -q '^ddprun: --nnodes: --hostfile gives 3 host' '$D/h.out'"
+
+# ------------------------------------------------------------------------------------ end
+check "nothing left on any host at the end" nothing_left 5
+cd / || true
+teardown
+left=""
+for ns in $NSLIST; do [ -e "/run/netns/$ns" ] && left="$left $ns"; done
+check "namespaces removed (left:${left:- none})" [ -z "$left" ]
+finish
