@@ -471,8 +471,9 @@ timeout -k 5 20 "$DDPRUN" --nnodes=1:2 --nproc_per_node=2 --rdzv_backend=c10d \
     --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$RUN" --rdzv_conf="$CONF" \
     --log_dir "$TMP/nostart" "$FW" >"$TMP/nostart.out" 2>&1; rc=$?
 t1=$(date +%s%N)
-[ $rc = 1 ] && [ $(( (t1 - t0) / 1000000 )) -lt 10000 ] && grep -q "attempt_0/0" "$TMP/nostart.out"
-verdict "no worker can start after the rendezvous: exit 1 at once, naming the path"
+[ $rc = 1 ] && [ $(( (t1 - t0) / 1000000 )) -lt 10000 ] &&
+    grep -q "unable to create $TMP/nostart/attempt_0: Not a directory" "$TMP/nostart.out"
+verdict "no worker can start after the rendezvous: exit 1 at once, naming the path at fault"
 # 10. A run id longer than the server keeps is refused up front, naming the flag (it used to be cut
 # in the JOIN only: failures could not be reported and the other nodes exited 0).
 long_id=$(printf 'j%.0s' $(seq 200))
