@@ -82,6 +82,6 @@ fuzz:
 	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_proto.c rendezvous/rdzv_frame.c common/ddp_err.c \
-	    common/ddp_buf.c common/ddp_parse.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
+	    common/ddp_buf.c common/ddp_parse.c common/ddp_escape.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
 	    -o $(FUZZ_DIR)/fuzz_rdzv_round
 	@$(call run_fuzzer,rdzv_round,$(FUZZ_DIR)/corpus/rdzv_round)
