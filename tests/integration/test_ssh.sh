@@ -8,7 +8,8 @@
 # parameters as a one-host run of the same world size; slots per host are honoured; output comes
 # back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, leave no
 # process of the job on any host; an unreachable host, a refused key and a missing remote ddprun
-# each give one clear line; a failing worker gives the job's exit code; hostile hostfiles are
+# each give one clear line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while
+# at least MIN came up, and stops everything below MIN; a failing worker gives the job's exit code; hostile hostfiles are
 # refused by line before any host is contacted.
 #
 # Needs root, `ip netns`, sshd and ssh; otherwise every check is reported as skipped.
@@ -20,7 +21,9 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
     "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "unreachable host"
-    "refused key" "missing remote ddprun" "hostile hostfiles refused by line"
+    "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
+    "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
+    "--nnodes=2:3 without the first host fails" "hostile hostfiles refused by line"
     "nothing left, namespaces removed")
 skip_all() {
     local s
@@ -384,6 +387,50 @@ verdict "missing remote ddprun: one line naming the host, the path and --remote_
     show_tail "$D/e3.out"
 check "nothing left after the start errors" nothing_left 10
 
+# ------------------------------------------------------------------------------------ 7b. MIN:MAX
+# noport refuses connections: with --nnodes=2:3 the job runs as a world of the two other hosts,
+# the third host of the file taking the free node rank 1.
+printf 'nodea\nnoport\nnodec\n' >"$D/hf_elastic"
+launch --hostfile "$D/hf_elastic" --nnodes=2:3 --rdzv_conf last_call_timeout=1 \
+    sh -c 'echo "g=$GROUP_RANK r=$RANK ws=$WORLD_SIZE h=$(hostname)"' >"$D/el.out" 2>"$D/el.err"
+rc=$?
+want="[nodea:0]:g=0 r=0 ws=2 h=${P}a
+[nodec:1]:g=1 r=1 ws=2 h=${P}c"
+[ $rc = 0 ] && [ "$(sort "$D/el.out")" = "$want" ] && one_line "$D/el.err" \
+    '^ddprun: host noport: unable to start the agent over ssh \(exit 255\): ssh: connect to host [0-9.]+ port 2: Connection refused$' &&
+    grep -qx 'ddprun: going on with 2 of 3 hosts (--nnodes=2:3); not started: noport' "$D/el.err"
+verdict "--nnodes=2:3, 3 hosts, noport unreachable: world of 2 on nodea and nodec, noport named (rc $rc)" ||
+    show_tail "$D/el.out" "$D/el.err"
+check "nothing left after the job without noport" nothing_left 10
+
+launch --hostfile "$D/hf_elastic" --nnodes=3:3 true >"$D/el3.out" 2>&1
+rc=$?
+[ $rc = 1 ] && one_line "$D/el3.out" '^ddprun: host noport: .*Connection refused$' &&
+    ! grep -q 'going on' "$D/el3.out"
+verdict "--nnodes=3:3, noport unreachable: one line naming it, exit 1 (rc $rc)" || show_tail "$D/el3.out"
+check "nothing left after --nnodes=3:3 failed" nothing_left 10
+
+# nodea comes up (it is started first, alone); the other two cannot: below MIN, nodea is stopped.
+printf 'nodea\nnoport\nbadkey\n' >"$D/hf_elastic2"
+launch --hostfile "$D/hf_elastic2" --nnodes=2:3 sh -c 'echo "started $RANK"; exec sleep 60' \
+    >"$D/el2.out" 2>&1
+rc=$?
+[ $rc = 1 ] && [ "$(grep -c '^ddprun: host ' "$D/el2.out")" = 2 ] &&
+    grep -q '^ddprun: host noport: .*Connection refused$' "$D/el2.out" &&
+    grep -q '^ddprun: host badkey: .*Permission denied (publickey)' "$D/el2.out" &&
+    grep -qx 'ddprun: only 1 of 3 hosts can come up and --nnodes=2:3 needs 2: stopping the job' "$D/el2.out"
+verdict "--nnodes=2:3 with noport and badkey unreachable: both named, below MIN, exit 1 (rc $rc)" ||
+    show_tail "$D/el2.out"
+check "nothing left on nodea after the job fell below MIN" nothing_left 10
+
+printf 'noport\nnodea\nnodeb\n' >"$D/hf_elastic3"
+launch --hostfile "$D/hf_elastic3" --nnodes=2:3 true >"$D/el4.out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q '^ddprun: host noport: .*Connection refused$' "$D/el4.out" &&
+    grep -q '^ddprun: the first host, noport, hosts the store' "$D/el4.out"
+verdict "--nnodes=2:3 without the first host: it hosts the store, exit 1 (rc $rc)" || show_tail "$D/el4.out"
+check "nothing left after the first host was unreachable" nothing_left 10
+
 # ------------------------------------------------------------------------------------ 8. hostile
 hostile() { # hostile NAME CONTENT EXPECTED: refused with exit 2, one line, before any ssh
     printf -- "$2" >"$D/hf_$1"
@@ -405,6 +452,9 @@ check "--exclude of every host: exit 2 with one line" \
 launch --hostfile "$D/hostfile" --nnodes 2 true >"$D/h.out" 2>&1
 check "--nnodes other than the host count: exit 2 naming --nnodes" \
     bash -c "[ $? = 2 ] && grep -q '^ddprun: --nnodes: --hostfile gives 3 host' '$D/h.out'"
+launch --hostfile "$D/hostfile" --nnodes 4:6 true >"$D/h.out" 2>&1
+check "--nnodes=4:6 with 3 hosts: exit 2 naming --nnodes" \
+    bash -c "[ $? = 2 ] && grep -qx 'ddprun: --nnodes: 4:6 needs at least 4 hosts and --hostfile gives 3' '$D/h.out'"
 
 # ------------------------------------------------------------------------------------ end
 check "nothing left on any host at the end" nothing_left 5
