@@ -229,6 +229,29 @@ int launch_hosts_parse(const char *flag, const char *val, launch_hosts_t *out, d
     return rc;
 }
 
+int launch_hosts_nnodes(size_t n, const char *src, int given, int min, int max, int *min_out,
+                        int *max_out, ddp_err_t *err) {
+    *min_out = *max_out = (int)n;
+    if (!given)
+        return 0;
+    if (min == max && (size_t)min != n)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--nnodes: %s gives %zu host(s) and each runs one agent; --nnodes "
+                           "must be %zu, MIN:MAX around it, or left out",
+                           src, n, n);
+    if ((size_t)min > n)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--nnodes: %d:%d needs at least %d hosts and %s gives %zu", min, max,
+                           min, src, n);
+    if ((size_t)max < n)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--nnodes: %d:%d allows at most %d hosts and %s gives %zu (--exclude "
+                           "drops hosts)",
+                           min, max, max, src, n);
+    *min_out = min;
+    return 0;
+}
+
 /* The index of name[0..n) in h, or -1. */
 static long host_find(const launch_hosts_t *h, const char *name, size_t n) {
     for (size_t i = 0; i < h->n; i++)

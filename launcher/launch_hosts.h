@@ -52,6 +52,14 @@ int launch_hosts_parse(const char *flag, const char *val, launch_hosts_t *out, d
 int launch_hosts_filter(launch_hosts_t *h, const char *include, const char *exclude,
                         ddp_err_t *err);
 
+/* Checks --nnodes against the n hosts that src (the flag, for messages) gives, each of which runs
+ * one agent: not given (given = 0), or n, or MIN:MAX with MIN <= n <= MAX (the job goes on with
+ * at least MIN of them). Sets *min_out and *max_out to the node counts the agents are given: n:n,
+ * or MIN:n (no agent other than the listed hosts' can join). Returns 0, or DDP_EUSAGE naming
+ * --nnodes. */
+int launch_hosts_nnodes(size_t n, const char *src, int given, int min, int max, int *min_out,
+                        int *max_out, ddp_err_t *err);
+
 /* Frees h's names and vector; h is left zeroed. NULL-safe. */
 void launch_hosts_free(launch_hosts_t *h);
 

@@ -7,7 +7,8 @@
 
 /* Starts the job on every host of spec's --hostfile or --hosts over ssh, relays the hosts'
  * output and waits for them (argv: ddprun's own, whose flags are passed on to the hosts). Returns
- * the exit code (>= 0): the job's, 128+N after signal N, 1 when a host could not be started (one
+ * the exit code (>= 0): the job's, 128+N after signal N, 1 when a host could not be started (with
+ * --nnodes=MIN:MAX: when fewer than MIN could, or not the first, which hosts the store; one
  * line names it and what ssh said); or, before anything is started, DDP_EUSAGE with err naming
  * the flag, file or line, or -ENOMEM. */
 int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err);

@@ -18,6 +18,10 @@
  * the pipes. The ssh clients run in their own process group, so the terminal's Ctrl-C reaches
  * only the launcher, which then stops the hosts and still shows their output and exit codes.
  *
+ * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
+ * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
+ * below MIN, or without the first host when it is to host the store, everything stops.
+ *
  * Output comes back through ssh's stdout and stderr, read here line by line and written with one
  * write(2) a line, so that lines of different hosts never mix; each agent tags its workers'
  * lines "[NAME:RANK]:" (or --log_line_prefix_template). */
@@ -85,6 +89,7 @@ typedef struct host {
     ddp_buf_t held;     /* stderr before the agent was ready */
     char last_err[256]; /* its last line */
     uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
+    int down;           /* could not be started (the job went on without it, or stopped) */
 } host_t;
 
 typedef struct run {
@@ -105,8 +110,11 @@ typedef struct run {
     int stopping;
     int stop_signal;
     uint64_t stop_deadline;
-    int start_failed; /* a host could not be started */
-    int failed_rank;  /* the first host whose agent ended with a failure, or -1 */
+    int nnodes_min, nnodes_max; /* what the agents are given: n:n, or MIN:n (--nnodes=MIN:MAX) */
+    size_t n_down;              /* hosts that could not be started */
+    int told_down;              /* the hosts the job goes on without have been named */
+    int start_failed;           /* a host could not be started */
+    int failed_rank;            /* the first host whose agent ended with a failure, or -1 */
     int failed_code;
 } run_t;
 
@@ -163,7 +171,12 @@ static int remote_command(const run_t *r, const host_t *h, char *const *argv, dd
         rc = ddp_buf_append(b, r->env.data, r->env.len);
     rc = rc ? rc : shell_quote(b, r->ddprun);
     rc = rc ? rc : arg_add(b, "--ssh_session=%s", h->h->name);
-    rc = rc ? rc : arg_add(b, "--nnodes=%zu", r->hosts.n);
+    if (rc == 0 && r->nnodes_min < r->nnodes_max)
+        rc = arg_add(b, "--nnodes=%d:%d", r->nnodes_min, r->nnodes_max);
+    else if (rc == 0)
+        rc = arg_add(b, "--nnodes=%d", r->nnodes_max);
+    /* With MIN:MAX the rendezvous gives each agent its wanted rank when the group is large
+     * enough for it and fills the gaps of hosts that are missing in file order otherwise. */
     rc = rc ? rc : arg_add(b, "--node_rank=%d", h->rank);
     rc = rc ? rc : arg_add(b, "--rdzv_backend=c10d");
     if (rc == 0 && h->h->slots > 0)
@@ -282,12 +295,10 @@ static int run_prepare(run_t *r, ddp_err_t *err) {
     if (rc < 0)
         return rc;
     const char *src = spec->hostfile != NULL ? "--hostfile" : "--hosts";
-    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) &&
-        (spec->min_nodes != (int)r->hosts.n || spec->max_nodes != (int)r->hosts.n))
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--nnodes: %s gives %zu host(s) and each runs one agent; --nnodes "
-                           "must be %zu or left out",
-                           src, r->hosts.n, r->hosts.n);
+    rc = launch_hosts_nnodes(r->hosts.n, src, LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES),
+                             spec->min_nodes, spec->max_nodes, &r->nnodes_min, &r->nnodes_max, err);
+    if (rc < 0)
+        return rc;
     if (spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "c10d") != 0 &&
         LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_BACKEND))
         return ddp_err_set(err, DDP_EUSAGE,
@@ -510,6 +521,54 @@ static void kill_all(run_t *r) {
             kill(r->v[i].pid, SIGKILL);
 }
 
+/* Host h could not be started (its line is out). Without --nnodes=MIN:MAX that stops the job;
+ * with it the job goes on while the hosts that may still come up are at least MIN, and the
+ * first host is not the one lost when it is to host the store. */
+static void host_lost(run_t *r, host_t *h) {
+    h->down = 1;
+    r->n_down++;
+    size_t can = r->hosts.n - r->n_down;
+    if (r->nnodes_min == r->nnodes_max) {
+        r->start_failed = 1;
+    } else if (h->rank == 0 && !r->endpoint_given) {
+        fprintf(stderr,
+                "ddprun: the first host, %s, hosts the store: the job cannot start without it "
+                "(--rdzv_endpoint names another)\n",
+                h->h->name);
+        r->start_failed = 1;
+    } else if (can < (size_t)r->nnodes_min) {
+        fprintf(stderr,
+                "ddprun: only %zu of %zu hosts can come up and --nnodes=%d:%d needs %d: "
+                "stopping the job\n",
+                can, r->hosts.n, r->nnodes_min, r->spec->max_nodes, r->nnodes_min);
+        r->start_failed = 1;
+    }
+    if (r->start_failed)
+        stop_all(r);
+}
+
+/* Once no host is left to start, names those the job goes on without (--nnodes=MIN:MAX). */
+static void tell_down(run_t *r) {
+    if (r->told_down || r->n_down == 0 || r->stopping)
+        return;
+    for (size_t i = 0; i < r->hosts.n; i++)
+        if (r->v[i].state == HOST_PENDING || r->v[i].state == HOST_STARTING)
+            return;
+    r->told_down = 1;
+    ddp_buf_t b = DDP_BUF_INIT;
+    for (size_t i = 0; i < r->hosts.n; i++)
+        if (r->v[i].down) {
+            if (b.len > 0)
+                ddp_buf_append(&b, ", ", 2);
+            ddp_buf_append(&b, r->v[i].h->name, strlen(r->v[i].h->name));
+        }
+    ddp_buf_append(&b, "", 1);
+    fprintf(stderr, "ddprun: going on with %zu of %zu hosts (--nnodes=%d:%d); not started: %s\n",
+            r->hosts.n - r->n_down, r->hosts.n, r->nnodes_min, r->spec->max_nodes,
+            b.data != NULL ? (const char *)b.data : "?");
+    ddp_buf_free(&b);
+}
+
 /* Starts pending hosts: the first alone while the endpoint is unknown, then up to --ssh_fanout
  * ssh connections being set up at once. */
 static void schedule(run_t *r, char *const *argv) {
@@ -526,9 +585,10 @@ static void schedule(run_t *r, char *const *argv) {
             return;
         if (host_start(r, h, argv) < 0) {
             fprintf(stderr, "ddprun: host %s: %s\n", h->h->name, h->last_err);
-            r->start_failed = 1;
-            stop_all(r);
-            return;
+            host_lost(r, h);
+            if (r->stopping)
+                return;
+            continue;
         }
         starting++;
     }
@@ -560,8 +620,7 @@ static void host_done(run_t *r, host_t *h) {
             code == 127 ? " (is ddprun at the same path there? see --remote_ddprun)" : "";
         fprintf(stderr, "ddprun: host %s: unable to start the agent over ssh (exit %d): %s%s\n",
                 h->h->name, code, h->last_err[0] ? h->last_err : "no message", hint);
-        r->start_failed = 1;
-        stop_all(r);
+        host_lost(r, h);
         return;
     }
     if (was == HOST_READY && code != 0 && r->failed_rank < 0 && !r->stopping) {
@@ -643,6 +702,7 @@ static void run_loop(run_t *r, char *const *argv) {
         }
         if (open_hosts == 0 || pfd == NULL)
             break;
+        tell_down(r);
         if (r->stopping) {
             if (now >= r->stop_deadline) {
                 kill_all(r);

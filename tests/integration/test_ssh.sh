@@ -8,10 +8,12 @@
 # parameters as a one-host run of the same world size; slots per host are honoured; output comes
 # back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, leave no
 # process of the job on any host; an unreachable host, a refused key and a missing remote ddprun
-# each give one clear line; a failing worker gives the job's exit code; hostile hostfiles are
-# refused by line before any host is contacted.
+# each give one clear line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while
+# at least MIN came up, and stops everything below MIN; a failing worker gives the job's exit
+# code; hostile hostfiles are refused by line before any host is contacted.
 #
-# Needs root, `ip netns`, sshd and ssh; otherwise every check is reported as skipped.
+# The hosts are made by ssh_hosts.sh. Needs root, `ip netns`, sshd and ssh; otherwise every check
+# is reported as skipped.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 TRAIN=$BIN/train
@@ -20,7 +22,9 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
     "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "unreachable host"
-    "refused key" "missing remote ddprun" "hostile hostfiles refused by line"
+    "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
+    "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
+    "--nnodes=2:3 without the first host fails" "hostile hostfiles refused by line"
     "nothing left, namespaces removed")
 skip_all() {
     local s
@@ -38,147 +42,31 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 running() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
 # ------------------------------------------------------------------------------------ hosts
-P=ssh$$
-while [ -e "/run/netns/${P}a" ] || [ -e "/run/netns/${P}br" ]; do P=ssh$$r$RANDOM; done
-SUB=10.215.$((RANDOM % 200 + 20))
 HOSTS="a b c"
-NSLIST="${P}br ${P}a ${P}b ${P}c"
-addr_of() { case $1 in a) echo "$SUB.11" ;; b) echo "$SUB.12" ;; c) echo "$SUB.13" ;; esac; }
-NETNS_DIR_EXISTED=0
-[ -d /run/netns ] && NETNS_DIR_EXISTED=1
-declare -A SSHD
-TORN=0
-
-teardown() {
-    [ "$TORN" = 1 ] && return 0
-    TORN=1
-    exec 2>/dev/null
-    local p ns
-    for ns in $NSLIST; do
-        [ -e "/run/netns/$ns" ] || continue
-        # Processes in a namespace this suite made are this suite's.
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    done
-    for p in "${SSHD[@]}"; do wait "$p" 2>/dev/null; done
-    for ns in $NSLIST; do
-        [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
-    done
-    if [ "$NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-        umount /run/netns 2>/dev/null
-        rmdir /run/netns 2>/dev/null
-    fi
-    return 0
+SSHH_DIR=$TMP
+# Port 2 of host a refuses connections; badkey is host a with another key, not authorized.
+SSHH_NO_KEY=badkey
+sshh_config_extra() {
+    ssh-keygen -q -t ed25519 -N '' -C ddptest-other -f "$TMP/id_other"
+    chmod 600 "$TMP/id_other"
+    printf 'Host noport\n  HostName %s\n  Port 2\n' "$(addr_of a)"
+    printf 'Host badkey\n  HostName %s\n  IdentityFile %s\n' "$(addr_of a)" "$TMP/id_other"
 }
+. "$(dirname "$0")/ssh_hosts.sh"
+teardown() { exec 2>/dev/null; sshh_teardown; }
 trap 'teardown; rm -rf "$TMP"' EXIT
 trap 'echo "# SIGTERM: tearing down"; exit 143' TERM
 trap 'echo "# SIGINT: tearing down"; exit 130' INT
 
-setup() (
-    set -e
-    br=${P}br
-    ip netns add "$br"
-    nsenter --net="/run/netns/$br" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
-    ip -n "$br" link set lo up
-    ip -n "$br" link add br0 type bridge
-    ip -n "$br" addr add "$SUB.1/24" dev br0
-    ip -n "$br" link set br0 up
-    for h in $HOSTS; do
-        ns=$P$h
-        ip netns add "$ns"
-        nsenter --net="/run/netns/$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
-        ip -n "$ns" link set lo up
-        ip -n "$br" link add "v$h" type veth peer name eth0 netns "$ns"
-        ip -n "$br" link set "v$h" master br0 up
-        ip -n "$ns" addr add "$(addr_of "$h")/24" dev eth0
-        ip -n "$ns" link set eth0 up
-    done
-    {
-        echo "127.0.0.1 localhost"
-        for h in $HOSTS; do echo "$(addr_of "$h") $P$h"; done
-    } >"$TMP/hosts"
-    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$TMP/resolv.conf"
-    # Keys: the client's (authorized), another one (not), and one host key per host.
-    ssh-keygen -q -t ed25519 -N '' -C ddptest -f "$TMP/id"
-    ssh-keygen -q -t ed25519 -N '' -C ddptest-other -f "$TMP/id_other"
-    cp "$TMP/id.pub" "$TMP/authorized_keys"
-    : >"$TMP/known_hosts"
-    {
-        # IdentityFile adds up over matching entries: badkey gets the other key alone.
-        echo "Host * !badkey"
-        echo "  IdentityFile $TMP/id"
-        echo "Host *"
-        echo "  User root"
-        echo "  IdentitiesOnly yes"
-        echo "  UserKnownHostsFile $TMP/known_hosts"
-        echo "  GlobalKnownHostsFile /dev/null"
-        echo "  StrictHostKeyChecking yes"
-        echo "  CheckHostIP no"
-        echo "  ControlMaster no"
-        echo "  AddressFamily inet"
-        echo "  LogLevel ERROR"
-    } >"$TMP/ssh_config.tail"
-    : >"$TMP/ssh_config"
-    for h in $HOSTS; do
-        ssh-keygen -q -t ed25519 -N '' -f "$TMP/hostkey_$h"
-        echo "$(addr_of "$h") $(cut -d' ' -f1,2 "$TMP/hostkey_$h.pub")" >>"$TMP/known_hosts"
-        # An alias only this ssh config knows: the store's address must come from the host.
-        printf 'Host node%s\n  HostName %s\n' "$h" "$(addr_of "$h")" >>"$TMP/ssh_config"
-        cat >"$TMP/sshd_config_$h" <<EOF
-ListenAddress $(addr_of "$h"):22
-HostKey $TMP/hostkey_$h
-AuthorizedKeysFile $TMP/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-UseDNS no
-PidFile none
-LogLevel ERROR
-MaxStartups 100
-MaxSessions 100
-EOF
-    done
-    # Port 2 of host a refuses connections; .99 is an address with no host behind it.
-    printf 'Host noport\n  HostName %s\n  Port 2\n' "$(addr_of a)" >>"$TMP/ssh_config"
-    printf 'Host badkey\n  HostName %s\n  IdentityFile %s\n' "$(addr_of a)" "$TMP/id_other" >>"$TMP/ssh_config"
-    cat "$TMP/ssh_config.tail" >>"$TMP/ssh_config"
-    chmod 600 "$TMP/id" "$TMP/id_other" "$TMP"/hostkey_?
-)
-
 t_setup=$(now_ms)
-setup >"$TMP/setup.err" 2>&1
+sshh_setup >"$TMP/setup.err" 2>&1
 setup_rc=$?
 if [ $setup_rc != 0 ]; then
     why=$(grep -v '^$' "$TMP/setup.err" | tail -1)
     teardown
     skip_all "network namespaces unavailable: ${why:-ip netns add failed}"
 fi
-# Each sshd (and so each job process of its host) runs with the host's hostname, our hosts file
-# on /etc/hosts and a resolver on loopback only on /etc/resolv.conf. sshd wants its privilege
-# separation directory, /run/sshd: each host gets its own /run, a tmpfs in its private mount
-# namespace, so the machine's /run is never touched.
-SSHD_INS=(unshare --uts --mount --propagation private /bin/sh -c
-    'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && hostname "$3" &&
-        mount -t tmpfs -o mode=755 ddptest-run /run && mkdir -m 755 /run/sshd &&
-        shift 3 && exec "$@"' in_ns "$TMP/hosts" "$TMP/resolv.conf")
-for h in $HOSTS; do
-    nsenter --net="/run/netns/$P$h" "${SSHD_INS[@]}" "$P$h" \
-        /usr/sbin/sshd -D -e -f "$TMP/sshd_config_$h" >"$TMP/sshd_$h.log" 2>&1 &
-    SSHD[$h]=$!
-done
-# Up when each answers a command (bounded).
-SSH=(ssh -F "$TMP/ssh_config")
-up=0
-for i in $(seq 100); do
-    up=1
-    for h in $HOSTS; do
-        ip netns exec "${P}br" "${SSH[@]}" -o BatchMode=yes "node$h" true 2>/dev/null || up=0
-    done
-    [ $up = 1 ] && break
-    sleep 0.1
-done
-if [ $up != 1 ]; then
+if ! sshh_start; then
     show_tail "$TMP"/sshd_?.log
     teardown
     skip_all "sshd did not come up in the namespaces"
@@ -384,6 +272,50 @@ verdict "missing remote ddprun: one line naming the host, the path and --remote_
     show_tail "$D/e3.out"
 check "nothing left after the start errors" nothing_left 10
 
+# ------------------------------------------------------------------------------------ 7b. MIN:MAX
+# noport refuses connections: with --nnodes=2:3 the job runs as a world of the two other hosts,
+# the third host of the file taking the free node rank 1.
+printf 'nodea\nnoport\nnodec\n' >"$D/hf_elastic"
+launch --hostfile "$D/hf_elastic" --nnodes=2:3 --rdzv_conf last_call_timeout=1 \
+    sh -c 'echo "g=$GROUP_RANK r=$RANK ws=$WORLD_SIZE h=$(hostname)"' >"$D/el.out" 2>"$D/el.err"
+rc=$?
+want="[nodea:0]:g=0 r=0 ws=2 h=${P}a
+[nodec:1]:g=1 r=1 ws=2 h=${P}c"
+[ $rc = 0 ] && [ "$(sort "$D/el.out")" = "$want" ] && one_line "$D/el.err" \
+    '^ddprun: host noport: unable to start the agent over ssh \(exit 255\): ssh: connect to host [0-9.]+ port 2: Connection refused$' &&
+    grep -qx 'ddprun: going on with 2 of 3 hosts (--nnodes=2:3); not started: noport' "$D/el.err"
+verdict "--nnodes=2:3, 3 hosts, noport unreachable: world of 2 on nodea and nodec, noport named (rc $rc)" ||
+    show_tail "$D/el.out" "$D/el.err"
+check "nothing left after the job without noport" nothing_left 10
+
+launch --hostfile "$D/hf_elastic" --nnodes=3:3 true >"$D/el3.out" 2>&1
+rc=$?
+[ $rc = 1 ] && one_line "$D/el3.out" '^ddprun: host noport: .*Connection refused$' &&
+    ! grep -q 'going on' "$D/el3.out"
+verdict "--nnodes=3:3, noport unreachable: one line naming it, exit 1 (rc $rc)" || show_tail "$D/el3.out"
+check "nothing left after --nnodes=3:3 failed" nothing_left 10
+
+# nodea comes up (it is started first, alone); the other two cannot: below MIN, nodea is stopped.
+printf 'nodea\nnoport\nbadkey\n' >"$D/hf_elastic2"
+launch --hostfile "$D/hf_elastic2" --nnodes=2:3 sh -c 'echo "started $RANK"; exec sleep 60' \
+    >"$D/el2.out" 2>&1
+rc=$?
+[ $rc = 1 ] && [ "$(grep -c '^ddprun: host ' "$D/el2.out")" = 2 ] &&
+    grep -q '^ddprun: host noport: .*Connection refused$' "$D/el2.out" &&
+    grep -q '^ddprun: host badkey: .*Permission denied (publickey)' "$D/el2.out" &&
+    grep -qx 'ddprun: only 1 of 3 hosts can come up and --nnodes=2:3 needs 2: stopping the job' "$D/el2.out"
+verdict "--nnodes=2:3 with noport and badkey unreachable: both named, below MIN, exit 1 (rc $rc)" ||
+    show_tail "$D/el2.out"
+check "nothing left on nodea after the job fell below MIN" nothing_left 10
+
+printf 'noport\nnodea\nnodeb\n' >"$D/hf_elastic3"
+launch --hostfile "$D/hf_elastic3" --nnodes=2:3 true >"$D/el4.out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q '^ddprun: host noport: .*Connection refused$' "$D/el4.out" &&
+    grep -q '^ddprun: the first host, noport, hosts the store' "$D/el4.out"
+verdict "--nnodes=2:3 without the first host: it hosts the store, exit 1 (rc $rc)" || show_tail "$D/el4.out"
+check "nothing left after the first host was unreachable" nothing_left 10
+
 # ------------------------------------------------------------------------------------ 8. hostile
 hostile() { # hostile NAME CONTENT EXPECTED: refused with exit 2, one line, before any ssh
     printf -- "$2" >"$D/hf_$1"
@@ -405,6 +337,9 @@ check "--exclude of every host: exit 2 with one line" \
 launch --hostfile "$D/hostfile" --nnodes 2 true >"$D/h.out" 2>&1
 check "--nnodes other than the host count: exit 2 naming --nnodes" \
     bash -c "[ $? = 2 ] && grep -q '^ddprun: --nnodes: --hostfile gives 3 host' '$D/h.out'"
+launch --hostfile "$D/hostfile" --nnodes 4:6 true >"$D/h.out" 2>&1
+check "--nnodes=4:6 with 3 hosts: exit 2 naming --nnodes" \
+    bash -c "[ $? = 2 ] && grep -qx 'ddprun: --nnodes: 4:6 needs at least 4 hosts and --hostfile gives 3' '$D/h.out'"
 
 # ------------------------------------------------------------------------------------ end
 check "nothing left on any host at the end" nothing_left 5

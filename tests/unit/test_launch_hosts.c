@@ -221,6 +221,43 @@ static int parse(launch_spec_t *s, ddp_err_t *e, ...) {
     return launch_cli_parse_env(argc, argv_buf, NULL, NULL, s, e);
 }
 
+/* --nnodes against the host count: n, MIN:MAX around it, or left out. */
+static void test_nnodes(void **state) {
+    (void)state;
+    ddp_err_t e;
+    int lo = -1, hi = -1;
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hosts_nnodes(3, "--hostfile", 0, 1, 1, &lo, &hi, &e), 0);
+    assert_int_equal(lo, 3);
+    assert_int_equal(hi, 3);
+    assert_int_equal(launch_hosts_nnodes(3, "--hostfile", 1, 3, 3, &lo, &hi, &e), 0);
+    assert_int_equal(lo, 3);
+    assert_int_equal(hi, 3);
+    assert_int_equal(launch_hosts_nnodes(3, "--hostfile", 1, 2, 3, &lo, &hi, &e), 0);
+    assert_int_equal(lo, 2);
+    assert_int_equal(hi, 3);
+    /* Fewer hosts than MAX: the agents are told the count, as no other agent can join. */
+    assert_int_equal(launch_hosts_nnodes(3, "--hosts", 1, 1, 8, &lo, &hi, &e), 0);
+    assert_int_equal(lo, 1);
+    assert_int_equal(hi, 3);
+    assert_int_equal(launch_hosts_nnodes(3, "--hostfile", 1, 3, 5, &lo, &hi, &e), 0);
+    assert_int_equal(lo, 3);
+    assert_int_equal(hi, 3);
+
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hosts_nnodes(3, "--hostfile", 1, 2, 2, &lo, &hi, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--nnodes: --hostfile gives 3 host(s) and each runs one agent; "
+                                "--nnodes must be 3, MIN:MAX around it, or left out");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hosts_nnodes(3, "--hostfile", 1, 4, 6, &lo, &hi, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--nnodes: 4:6 needs at least 4 hosts and --hostfile gives 3");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hosts_nnodes(3, "--hosts", 1, 1, 2, &lo, &hi, &e), DDP_EUSAGE);
+    assert_string_equal(e.text,
+                        "--nnodes: 1:2 allows at most 2 hosts and --hosts gives 3 (--exclude "
+                        "drops hosts)");
+}
+
 static void test_cli(void **state) {
     (void)state;
     launch_spec_t s;
@@ -304,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_forms),   cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_load),    cmocka_unit_test(test_hosts_flag),
         cmocka_unit_test(test_filters), cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_nnodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
