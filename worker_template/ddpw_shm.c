@@ -204,7 +204,10 @@ static int segment_is_file(const char *name) {
     return strchr(name + 1, '/') != NULL;
 }
 
-/* Opens (or creates, O_EXCL) the segment name. Returns the descriptor or -1 (errno). */
+/* Opens (or creates, O_EXCL) the segment name. Returns the descriptor or -1 (errno). Nothing
+ * planted is written through: a new segment has a fresh random name and O_EXCL, a file in the
+ * agent's private scratch directory (mkdtemp, 0700) is opened O_NOFOLLOW too, and glibc's
+ * shm_open adds O_NOFOLLOW itself. */
 static int segment_open(const char *name, int create) {
     int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
     if (segment_is_file(name))

@@ -27,8 +27,7 @@ addr_of() {
     done
     return 1
 }
-SSHH_NETNS_DIR_EXISTED=0
-[ -d /run/netns ] && SSHH_NETNS_DIR_EXISTED=1
+. "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
 declare -A SSHD
 SSHH_TORN=0
 
@@ -45,39 +44,13 @@ sshh_teardown() {
     for ns in $NSLIST; do
         [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
     done
-    if [ "$SSHH_NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] &&
-        [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-        umount /run/netns 2>/dev/null
-        rmdir /run/netns 2>/dev/null
-    fi
-    return 0
+    netns_dir_release
 }
 
 sshh_setup() (
     set -e
     D=$SSHH_DIR
-    br=${P}br
-    ip netns add "$br"
-    nsenter --net="/run/netns/$br" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
-    ip -n "$br" link set lo up
-    ip -n "$br" link add br0 type bridge
-    ip -n "$br" addr add "$SUB.1/24" dev br0
-    ip -n "$br" link set br0 up
-    for h in $HOSTS; do
-        ns=$P$h
-        ip netns add "$ns"
-        nsenter --net="/run/netns/$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
-        ip -n "$ns" link set lo up
-        ip -n "$br" link add "v$h" type veth peer name eth0 netns "$ns"
-        ip -n "$br" link set "v$h" master br0 up
-        ip -n "$ns" addr add "$(addr_of "$h")/24" dev eth0
-        ip -n "$ns" link set eth0 up
-    done
-    {
-        echo "127.0.0.1 localhost"
-        for h in $HOSTS; do echo "$(addr_of "$h") $P$h"; done
-    } >"$D/hosts"
-    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$D/resolv.conf"
+    netns_bridged_hosts "$P" "$D" "$SUB.1"
     ssh-keygen -q -t ed25519 -N '' -C ddptest -f "$D/id"
     cp "$D/id.pub" "$D/authorized_keys"
     : >"$D/known_hosts"

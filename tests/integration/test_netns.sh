@@ -58,8 +58,7 @@ SUB=10.214.$((RANDOM % 200 + 20))
 HOSTS="a b c"
 NSLIST="${P}br ${P}a ${P}b ${P}c"
 addr_of() { case $1 in a) echo "$SUB.11" ;; b) echo "$SUB.12" ;; c) echo "$SUB.13" ;; esac; }
-NETNS_DIR_EXISTED=0
-[ -d /run/netns ] && NETNS_DIR_EXISTED=1
+. "$(dirname "$0")/netns.sh"
 
 declare -A PID RC LIVE
 TORN=0
@@ -93,12 +92,7 @@ teardown() {
     for ns in $NSLIST; do
         [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
     done
-    # `ip netns add` made /run/netns a mount point; undo that if we made it and it is empty.
-    if [ "$NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-        umount /run/netns 2>/dev/null
-        rmdir /run/netns 2>/dev/null
-    fi
-    return 0
+    netns_dir_release
 }
 # On an early exit (SIGTERM, a failure of this script) finish does not run: remove $TMP here.
 trap 'teardown; rm -rf "$TMP"' EXIT
@@ -107,27 +101,7 @@ trap 'echo "# SIGINT: tearing down"; exit 130' INT
 
 setup() (
     set -e
-    br=${P}br
-    ip netns add "$br"
-    nsenter --net="/run/netns/$br" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
-    ip -n "$br" link set lo up
-    ip -n "$br" link add br0 type bridge
-    ip -n "$br" link set br0 up
-    for h in $HOSTS; do
-        ns=$P$h
-        ip netns add "$ns"
-        nsenter --net="/run/netns/$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
-        ip -n "$ns" link set lo up
-        ip -n "$br" link add "v$h" type veth peer name eth0 netns "$ns"
-        ip -n "$br" link set "v$h" master br0 up
-        ip -n "$ns" addr add "$(addr_of "$h")/24" dev eth0
-        ip -n "$ns" link set eth0 up
-    done
-    {
-        echo "127.0.0.1 localhost"
-        for h in $HOSTS; do echo "$(addr_of "$h") $P$h"; done
-    } >"$TMP/hosts"
-    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$TMP/resolv.conf"
+    netns_bridged_hosts "$P" "$TMP"
     # Usable, not just created (in a user namespace `ip netns add` can half-succeed).
     for h in $HOSTS; do
         nsenter --net="/run/netns/$P$h" ip -br addr show eth0 | grep -q "$(addr_of "$h")/"

@@ -103,8 +103,7 @@ ns_names=("another user on the store's host, through a non-loopback address, is 
     "the job on a non-loopback address runs normally (exit 0)")
 P=ddpws$$
 SUB=10.215.$((RANDOM % 200 + 20))
-NETNS_DIR_EXISTED=0
-[ -d /run/netns ] && NETNS_DIR_EXISTED=1
+. "$(dirname "$0")/netns.sh"
 ns_teardown() {
     local ns p
     for ns in ${P}a ${P}b; do
@@ -113,11 +112,7 @@ ns_teardown() {
         for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
         ip netns del "$ns" 2>/dev/null
     done
-    if [ "$NETNS_DIR_EXISTED" = 0 ] && [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-        umount /run/netns 2>/dev/null
-        rmdir /run/netns 2>/dev/null
-    fi
-    return 0
+    netns_dir_release
 }
 trap 'ns_teardown; rm -rf "$TMP"' EXIT
 ns_setup() (
