@@ -25,6 +25,7 @@
 #include "ddp_addr.h"
 #include "ddp_escape.h"
 #include "ddp_log.h"
+#include "rdzv_acall.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
 #include "rdzv_proto.h"
@@ -350,13 +351,6 @@ static const char *join_result_check(const rdzv_join_result_t *j, int nproc, int
     return NULL;
 }
 
-/* Parses a complete reply; rep->text must be freed by the caller. */
-static int round_reply(const uint8_t *reply, size_t len, rdzv_round_reply_t *rep) {
-    memset(rep, 0, sizeof *rep);
-    size_t need = 0;
-    return rdzv_round_reply_parse(reply, len, rep, &need, NULL) > 0 ? 0 : DDP_EPROTO;
-}
-
 /* The key the server SETs when round `round` ends (its value says why). */
 static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
     snprintf(key, cap, "__rdzv/%s/end/%lld", r->a->job->run_id, (long long)round);
@@ -414,14 +408,16 @@ static void watch_round(struct agent_rdzv *r, int64_t round) {
         r->watch_waits++;
 }
 
-static void on_join(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
+static void on_join(void *arg, int status, const rdzv_round_reply_t *rep,
+                    const char *errtext) {
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
     if (status == DDP_ECANCELED || r->stopping)
         return;
     char esc[AGENT_STORE_TEXT_MAX];
-    if (status == DDP_ECLOSED) {
-        /* The connection, not the rendezvous, failed: a lost store (or one not back yet). */
+    if (status == DDP_ECLOSED || status == DDP_EPROTO) {
+        /* The connection, not the rendezvous, failed: a lost store (or one not back yet), or
+         * one that answers what no store of ours would. */
         store_lost(r, errtext);
         return;
     }
@@ -431,25 +427,17 @@ static void on_join(void *arg, int status, const uint8_t *reply, size_t len, con
         emit(a, EV_RDZV_ERROR);
         return;
     }
-    rdzv_round_reply_t rep;
-    if (round_reply(reply, len, &rep) < 0 || rep.cmd != RDZV_CMD_RDZV_JOIN) {
-        ddp_buf_free(&rep.text);
-        store_lost(r, "malformed JOIN reply");
-        return;
-    }
-    if (rep.status != 0) {
+    if (rep->status != 0) {
         const char *why =
-            rep.text.len > 0 ? store_text(rep.text.data, rep.text.len, "", esc) : "refused";
+            rep->text.len > 0 ? store_text(rep->text.data, rep->text.len, "", esc) : "refused";
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
             DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
-        ddp_buf_free(&rep.text);
         emit(a, EV_RDZV_ERROR);
         return;
     }
-    ddp_buf_free(&rep.text);
-    const rdzv_join_result_t *j = &rep.join;
+    const rdzv_join_result_t *j = &rep->join;
     const char *bad = join_result_check(j, a->nproc, a->job->max_nodes);
     if (bad != NULL) {
         DDP_ERROR("rendezvous '%s' at %s:%d: the JOIN reply is out of range (%s)", a->job->run_id,
@@ -523,17 +511,10 @@ void agent__rdzv_join(agent_t *a) {
      * restarts counted so far stay counted. A store that remembers ignores both. */
     req.min_round = r->joined ? a->round + 1 : 0;
     req.restarts_used = r->restarts_seen > a->attempt ? r->restarts_seen : a->attempt;
-    ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    char what[RDZV_RUN_ID_MAX + 32];
-    snprintf(what, sizeof what, "RDZV_JOIN run '%s'", job->run_id);
-    int rc = rdzv_join_req_encode(&frame, &req);
-    if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, RDZV_ACLIENT_PARKS,
-                              (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS, what, on_join, r,
-                              &err);
-    ddp_buf_free(&frame);
+    int rc = rdzv_acall_join(r->ctl, &req, (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS,
+                             on_join, r, &err);
     uint64_t first = (uint64_t)req.cfg.join_timeout_ms / 4;
     r->join_sent_ms = uv_now(a->loop);
     r->join_report_gap = first < AGENT_JOIN_REPORT_FIRST_MS ? first : AGENT_JOIN_REPORT_FIRST_MS;
@@ -548,31 +529,24 @@ void agent__rdzv_join(agent_t *a) {
     }
 }
 
-static void on_fail_reply(void *arg, int status, const uint8_t *reply, size_t len,
+static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
                           const char *errtext) {
     struct agent_rdzv *r = arg;
     (void)errtext;
-    rdzv_round_reply_t rep;
-    if (status != 0 || round_reply(reply, len, &rep) < 0)
+    if (status != 0)
         return; /* a lost store shows up on the watch connection */
-    if (rep.fail.restarts_used > r->restarts_seen)
-        r->restarts_seen = rep.fail.restarts_used;
-    if (rep.fail.status == RDZV_FAIL_RUN_FAILED)
+    if (rep->fail.restarts_used > r->restarts_seen)
+        r->restarts_seen = rep->fail.restarts_used;
+    if (rep->fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
-                 (long long)rep.fail.restarts_used, (long long)rep.fail.max_restarts);
-    ddp_buf_free(&rep.text);
+                 (long long)rep->fail.restarts_used, (long long)rep->fail.max_restarts);
 }
 
 void agent__rdzv_report_failure(agent_t *a, const char *what) {
     struct agent_rdzv *r = a->rdzv;
-    ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_fail_req_encode(&frame, a->job->run_id, a->round, what);
-    if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, 0, -1, "RDZV_FAIL",
-                              on_fail_reply, r, &err);
-    ddp_buf_free(&frame);
+    int rc = rdzv_acall_fail(r->ctl, a->job->run_id, a->round, what, on_fail_reply, r, &err);
     if (rc < 0)
         DDP_WARN("unable to report the failure to the rendezvous: %s",
                  err.text[0] ? err.text : ddp_strerror(rc));
@@ -580,38 +554,29 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
 
 static void leave_after_linger(struct agent_rdzv *r, agent_event_t done);
 
-static void on_abort_reply(void *arg, int status, const uint8_t *reply, size_t len,
+static void on_abort_reply(void *arg, int status, const rdzv_round_reply_t *rep,
                            const char *errtext) {
     struct agent_rdzv *r = arg;
     char esc[AGENT_STORE_TEXT_MAX];
-    rdzv_round_reply_t rep;
     if (status == DDP_ECANCELED || r->stopping)
         return;
-    if (status != 0 || round_reply(reply, len, &rep) < 0 || rep.cmd != RDZV_CMD_RDZV_ABORT)
+    if (status != 0)
         DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
                  "until join_timeout): %s",
                  r->a->job->run_id,
-                 store_text(errtext, (size_t)-1, status ? ddp_strerror(status) : "bad reply", esc));
-    else if (rep.status == 0)
+                 store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+    else if (rep->status == 0)
         DDP_INFO("rendezvous '%s' stopped on every node", r->a->job->run_id);
     /* status 1: another node stopped the run first, or it had failed already */
-    if (status == 0)
-        ddp_buf_free(&rep.text);
     /* A node whose JOIN is on its way is refused with the reason only while the store is up. */
     leave_after_linger(r, EV_ABORT_DONE);
 }
 
 void agent__rdzv_abort(agent_t *a, const char *why) {
     struct agent_rdzv *r = a->rdzv;
-    ddp_buf_t frame = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_abort_req_encode(&frame, a->job->run_id, why);
-    if (rc == 0)
-        rc = rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, 0,
-                              (int)a->job->rdzv.read_timeout_ms, "RDZV_ABORT", on_abort_reply, r,
-                              &err);
-    ddp_buf_free(&frame);
+    int rc = rdzv_acall_abort(r->ctl, a->job->run_id, why, on_abort_reply, r, &err);
     if (rc < 0) {
         DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
                  "until join_timeout): %s",
@@ -620,10 +585,9 @@ void agent__rdzv_abort(agent_t *a, const char *why) {
     }
 }
 
-static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len,
+static void on_heartbeat(void *arg, int status, const rdzv_round_reply_t *rep,
                          const char *errtext) {
-    (void)reply;
-    (void)len;
+    (void)rep;
     (void)errtext;
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED)
@@ -637,20 +601,16 @@ static void on_heartbeat(void *arg, int status, const uint8_t *reply, size_t len
     }
 }
 
-static void on_spare_beat(void *arg, int status, const uint8_t *reply, size_t len,
+static void on_spare_beat(void *arg, int status, const rdzv_round_reply_t *rep,
                           const char *errtext) {
     (void)errtext;
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED)
         return; /* closed: spare_pending was reset */
     r->spare_pending = 0;
-    rdzv_round_reply_t rep;
-    if (status == 0 && round_reply(reply, len, &rep) == 0) {
-        /* Status 1: not a member (its round is over, or another store): nothing was counted. */
-        if (rep.cmd == RDZV_CMD_RDZV_BEAT_FOR && rep.status == 0)
-            r->spare_answered_ms = uv_now(r->a->loop);
-        ddp_buf_free(&rep.text);
-    }
+    /* Status 1: not a member (its round is over, or another store): nothing was counted. */
+    if (status == 0 && rep->status == 0)
+        r->spare_answered_ms = uv_now(r->a->loop);
 }
 
 static void on_spare_connected(void *arg, int status, const char *errtext) {
@@ -690,14 +650,11 @@ static void spare_beat(struct agent_rdzv *r) {
     }
     if (r->spare_pending)
         return;
-    ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv_beat_for_req_encode(&frame, a->job->run_id, r->member, r->member_key) == 0 &&
-        rdzv_aclient_raw(r->spare, &frame, rdzv_round_reply_len, 0, -1, "RDZV_BEAT_FOR",
-                         on_spare_beat, r, NULL) == 0) {
+    if (rdzv_acall_beat_for(r->spare, a->job->run_id, r->member, r->member_key, on_spare_beat, r,
+                            NULL) == 0) {
         r->spare_pending = 1;
         r->spare_sent_ms = now;
     }
-    ddp_buf_free(&frame);
 }
 
 static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t len,
@@ -726,18 +683,14 @@ static void progress_send(struct agent_rdzv *r) {
 
 /* Queues one RDZV_HEARTBEAT on the control connection. */
 static void heartbeat_send(struct agent_rdzv *r) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv_heartbeat_req_encode(&frame, r->a->job->run_id) == 0 &&
-        rdzv_aclient_raw(r->ctl, &frame, rdzv_round_reply_len, 0, -1, "RDZV_HEARTBEAT",
-                         on_heartbeat, r, NULL) == 0) {
+    if (rdzv_acall_heartbeat(r->ctl, r->a->job->run_id, on_heartbeat, r, NULL) == 0) {
         r->hb_pending = 1;
         r->hb_sent_ms = uv_now(r->a->loop);
     }
-    ddp_buf_free(&frame);
 }
 
 /* The run's status, asked for while this node's JOIN is parked: one line saying who is there. */
-static void on_join_status(void *arg, int status, const uint8_t *reply, size_t len,
+static void on_join_status(void *arg, int status, const rdzv_round_reply_t *rep,
                            const char *errtext) {
     (void)errtext;
     struct agent_rdzv *r = arg;
@@ -747,15 +700,9 @@ static void on_join_status(void *arg, int status, const uint8_t *reply, size_t l
     r->join_status_pending = 0;
     if (status != 0 || r->stopping || a->state != SUP_JOINING)
         return; /* a lost store shows up through the connections' own callbacks */
-    rdzv_round_reply_t rep;
-    if (round_reply(reply, len, &rep) < 0) {
-        ddp_buf_free(&rep.text);
-        return;
-    }
-    json_t *root = rep.status == 0 && rep.text.len > 0
-                       ? json_loadb((const char *)rep.text.data, rep.text.len, 0, NULL)
+    json_t *root = rep->status == 0 && rep->text.len > 0
+                       ? json_loadb((const char *)rep->text.data, rep->text.len, 0, NULL)
                        : NULL;
-    ddp_buf_free(&rep.text);
     if (root == NULL)
         return;
     json_t *members = json_object_get(root, "members");
@@ -789,12 +736,8 @@ static void join_progress(struct agent_rdzv *r) {
                              ? r->join_report_gap * 2
                              : AGENT_JOIN_REPORT_MAX_MS;
     r->join_report_at = now + r->join_report_gap;
-    ddp_buf_t frame = DDP_BUF_INIT;
-    if (rdzv_status_req_encode(&frame, r->a->job->run_id) == 0 &&
-        rdzv_aclient_raw(r->watch, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS",
-                         on_join_status, r, NULL) == 0)
+    if (rdzv_acall_status(r->watch, r->a->job->run_id, on_join_status, r, NULL) == 0)
         r->join_status_pending = 1;
-    ddp_buf_free(&frame);
 }
 
 static void on_hb_timer(uv_timer_t *t) {

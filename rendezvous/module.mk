@@ -2,6 +2,7 @@
 # its unit tests, integration helpers, benchmark and libFuzzer target.
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
                  rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_aclient.c \
+                 rendezvous/rdzv_acall.c \
                  rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
                  rendezvous/rdzv_server_round.c rendezvous/rdzv_metrics.c \
                  rendezvous/rdzv_server_thread.c rendezvous/rdzv_proto.c
@@ -25,8 +26,10 @@ UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_proto.o \
     $(BUILD)/obj/rendezvous/rdzv_frame.o $(BUILD)/libddpcommon.a
-UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient $(BUILD)/tests/unit/test_rdzv_acall
 $(BUILD)/tests/unit/test_rdzv_aclient: $(BUILD)/obj/tests/unit/test_rdzv_aclient.o \
+    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_rdzv_acall: $(BUILD)/obj/tests/unit/test_rdzv_acall.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/obj/tests/unit/test_rdzv_%.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += -Irendezvous

@@ -1,0 +1,57 @@
+/* rdzv_acall: the rendezvous requests (rdzv_proto.h) as typed asynchronous calls on an
+ * rdzv_aclient connection. Each call encodes its request, sends it, decodes the reply and checks
+ * that the reply answers this command, so that a program taking part in rounds (the agent)
+ * never builds or parses a frame.
+ *
+ * The connection rules are rdzv_aclient's: calls on one connection are answered in order, a
+ * JOIN parks (nothing after it is sent until it is answered), and the callback runs from the
+ * loop exactly once for each call that returned 0. */
+#ifndef RDZV_ACALL_H
+#define RDZV_ACALL_H
+
+#include <stdint.h>
+
+#include "ddp_err.h"
+#include "rdzv_aclient.h"
+#include "rdzv_proto.h"
+
+/* Completion of one call. status 0: rep is the decoded reply to the call's own command (its
+ * rep->status is the command's answer, as rdzv_round_reply_t says); rep and rep->text are
+ * borrowed, valid until the callback returns. status < 0: the call failed and rep is NULL:
+ * rdzv_acb_t's codes (DDP_ECLOSED, DDP_ETIMEOUT, DDP_ECANCELED, ...), or DDP_EPROTO for a reply
+ * that does not parse or answers another command; errtext is one line saying what failed. */
+typedef void (*rdzv_acall_cb)(void *arg, int status, const rdzv_round_reply_t *rep,
+                              const char *errtext);
+
+/* Each call returns 0 when queued (cb runs later) or a negative code described in err (may be
+ * NULL), cb never called: -EINVAL (a string empty or over its bound), -ENOMEM, and the codes
+ * of rdzv_aclient_raw (DDP_ECLOSED: no connection). A call other than JOIN is bounded by the
+ * connection's io_timeout_ms. */
+
+/* JOIN: parked until the round closes or the server gives up (join_timeout). timeout_ms bounds
+ * the wait on this side (< 0: none); when it runs out the call ends with DDP_ETIMEOUT and the
+ * connection is closed. */
+int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms,
+                    rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+
+/* HEARTBEAT for this connection's member of run_id. */
+int rdzv_acall_heartbeat(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
+                         ddp_err_t *err);
+
+/* BEAT_FOR: a heartbeat for member (with its key, from the JOIN reply) from any connection. */
+int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member,
+                        int64_t member_key, rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+
+/* FAIL: this member's group of round failed; what says how (for the summary). */
+int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const char *what,
+                    rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+
+/* STATUS: the run's state as JSON in rep->text. */
+int rdzv_acall_status(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
+                      ddp_err_t *err);
+
+/* ABORT: stop the run for good on every node, saying why. */
+int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
+                     void *arg, ddp_err_t *err);
+
+#endif

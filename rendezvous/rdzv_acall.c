@@ -1,0 +1,128 @@
+/* Typed rendezvous calls on the asynchronous client (rdzv_acall.h): encode with rdzv_proto,
+ * send with rdzv_aclient_raw, decode the reply before the caller sees it. */
+#include "rdzv_acall.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One call in flight: what to check the reply against, and whom to tell. */
+typedef struct acall {
+    uint8_t cmd;
+    rdzv_acall_cb cb;
+    void *arg;
+} acall_t;
+
+static const char *cmd_name(uint8_t cmd) {
+    switch (cmd) {
+    case RDZV_CMD_RDZV_JOIN:
+        return "RDZV_JOIN";
+    case RDZV_CMD_RDZV_HEARTBEAT:
+        return "RDZV_HEARTBEAT";
+    case RDZV_CMD_RDZV_FAIL:
+        return "RDZV_FAIL";
+    case RDZV_CMD_RDZV_STATUS:
+        return "RDZV_STATUS";
+    case RDZV_CMD_RDZV_ABORT:
+        return "RDZV_ABORT";
+    case RDZV_CMD_RDZV_BEAT_FOR:
+        return "RDZV_BEAT_FOR";
+    }
+    return "RDZV_?";
+}
+
+static void on_raw_reply(void *arg, int status, const uint8_t *reply, size_t len,
+                         const char *errtext) {
+    acall_t *call = arg;
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    char why[DDP_ERR_TEXT_LEN + 64];
+    if (status == 0) {
+        ddp_err_t perr;
+        ddp_err_clear(&perr);
+        size_t need = 0;
+        /* rdzv_round_reply_len framed a whole reply, so 0 (incomplete) cannot happen here. */
+        if (rdzv_round_reply_parse(reply, len, &rep, &need, &perr) <= 0) {
+            status = DDP_EPROTO;
+            snprintf(why, sizeof why, "malformed %s reply: %s", cmd_name(call->cmd),
+                     perr.text[0] ? perr.text : "cut short");
+            errtext = why;
+        } else if (rep.cmd != call->cmd) {
+            status = DDP_EPROTO;
+            snprintf(why, sizeof why, "a %s reply came for %s", cmd_name(rep.cmd),
+                     cmd_name(call->cmd));
+            errtext = why;
+        }
+    }
+    call->cb(call->arg, status, status == 0 ? &rep : NULL, errtext);
+    ddp_buf_free(&rep.text);
+    free(call);
+}
+
+/* Sends frame (consumed) for cmd; what names it in rdzv_aclient's error texts. */
+static int submit(rdzv_aclient_t *c, uint8_t cmd, int encoded, ddp_buf_t *frame, unsigned flags,
+                  int timeout_ms, const char *what, rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+    int rc = encoded;
+    acall_t *call = NULL;
+    if (rc == -EINVAL)
+        ddp_err_set(err, rc, "%s: a string is empty or over its bound", cmd_name(cmd));
+    else if (rc == 0 && (call = malloc(sizeof *call)) == NULL)
+        rc = -ENOMEM;
+    if (rc == -ENOMEM)
+        ddp_err_set(err, rc, "%s: out of memory", cmd_name(cmd));
+    if (rc == 0) {
+        *call = (acall_t){.cmd = cmd, .cb = cb, .arg = arg};
+        rc = rdzv_aclient_raw(c, frame, rdzv_round_reply_len, flags, timeout_ms,
+                              what ? what : cmd_name(cmd), on_raw_reply, call, err);
+        if (rc < 0)
+            free(call);
+    }
+    ddp_buf_free(frame);
+    return rc;
+}
+
+int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms,
+                    rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    char what[RDZV_RUN_ID_MAX + 32];
+    snprintf(what, sizeof what, "RDZV_JOIN run '%s'", req->run_id);
+    return submit(c, RDZV_CMD_RDZV_JOIN, rdzv_join_req_encode(&frame, req), &frame,
+                  RDZV_ACLIENT_PARKS, timeout_ms, what, cb, arg, err);
+}
+
+int rdzv_acall_heartbeat(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
+                         ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_HEARTBEAT, rdzv_heartbeat_req_encode(&frame, run_id), &frame, 0,
+                  -1, NULL, cb, arg, err);
+}
+
+int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member,
+                        int64_t member_key, rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_BEAT_FOR,
+                  rdzv_beat_for_req_encode(&frame, run_id, member, member_key), &frame, 0, -1,
+                  NULL, cb, arg, err);
+}
+
+int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const char *what,
+                    rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_FAIL, rdzv_fail_req_encode(&frame, run_id, round, what), &frame,
+                  0, -1, NULL, cb, arg, err);
+}
+
+int rdzv_acall_status(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
+                      ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_STATUS, rdzv_status_req_encode(&frame, run_id), &frame, 0, -1,
+                  NULL, cb, arg, err);
+}
+
+int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
+                     void *arg, ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_ABORT, rdzv_abort_req_encode(&frame, run_id, why), &frame, 0,
+                  -1, NULL, cb, arg, err);
+}

@@ -1,0 +1,169 @@
+/* Typed rendezvous calls (rdzv_acall.h) against the embedded store server on one libuv loop, as
+ * the agent makes them: a JOIN that closes a one-node round, then HEARTBEAT, BEAT_FOR (right and
+ * wrong key), STATUS, FAIL and ABORT, each answered with its decoded reply; a request that
+ * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by
+ * closing the connection. */
+#include <errno.h>
+
+#include "aclient_fixture.h"
+#include "rdzv_acall.h"
+
+/* What an rdzv_acall_cb saw (its reply is borrowed, so it is copied here). */
+typedef struct call_res {
+    int called, status;
+    int had_rep;
+    rdzv_round_reply_t rep; /* text not kept: see text */
+    char text[1024];        /* rep->text, or errtext */
+} call_res_t;
+
+static void call_cb(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
+    call_res_t *r = arg;
+    r->called++;
+    r->status = status;
+    r->had_rep = rep != NULL;
+    if (rep != NULL) {
+        r->rep = *rep;
+        r->rep.text = (ddp_buf_t)DDP_BUF_INIT;
+        snprintf(r->text, sizeof r->text, "%.*s", (int)rep->text.len,
+                 rep->text.data ? (const char *)rep->text.data : "");
+    } else {
+        snprintf(r->text, sizeof r->text, "%s", errtext ? errtext : "");
+    }
+    if (status < 0) {
+        assert_null(rep);
+        assert_non_null(errtext);
+    } else {
+        assert_non_null(rep);
+    }
+}
+
+static rdzv_join_req_t join_req(const char *run_id, int min_nodes) {
+    rdzv_join_req_t q;
+    memset(&q, 0, sizeof q);
+    snprintf(q.run_id, sizeof q.run_id, "%s", run_id);
+    snprintf(q.host, sizeof q.host, "127.0.0.1");
+    q.want_node_rank = -1;
+    q.nproc = 2;
+    q.master_port = 29500;
+    q.cfg.min_nodes = min_nodes;
+    q.cfg.max_nodes = min_nodes;
+    q.cfg.last_call_timeout_ms = 100;
+    q.cfg.join_timeout_ms = 5000;
+    q.cfg.keep_alive_interval_ms = 1000;
+    q.cfg.keep_alive_max_attempt = 3;
+    q.cfg.max_restarts = 1;
+    return q;
+}
+
+TEST(test_round_calls) {
+    rdzv_aclient_t *c = e->c;
+    call_res_t j = {0};
+    rdzv_join_req_t q = join_req("acall", 1);
+    assert_int_equal(rdzv_acall_join(c, &q, 5000, call_cb, &j, NULL), 0);
+    run_until(e, &j.called);
+    assert_int_equal(j.status, 0);
+    assert_int_equal(j.rep.cmd, RDZV_CMD_RDZV_JOIN);
+    assert_int_equal(j.rep.status, 0);
+    assert_int_equal(j.rep.join.group_rank, 0);
+    assert_int_equal(j.rep.join.group_world_size, 1);
+    assert_int_equal(j.rep.join.world_size, 2);
+    assert_int_equal(j.rep.join.master_port, 29500);
+    assert_true(j.rep.join.member > 0);
+
+    /* Pipelined on one connection, answered in order, each decoded as its own command's. */
+    call_res_t hb = {0}, mine = {0}, other = {0}, st = {0};
+    assert_int_equal(rdzv_acall_heartbeat(c, "acall", call_cb, &hb, NULL), 0);
+    assert_int_equal(rdzv_acall_beat_for(c, "acall", j.rep.join.member, j.rep.join.member_key,
+                                         call_cb, &mine, NULL),
+                     0);
+    assert_int_equal(rdzv_acall_beat_for(c, "acall", j.rep.join.member,
+                                         j.rep.join.member_key + 1, call_cb, &other, NULL),
+                     0);
+    assert_int_equal(rdzv_acall_status(c, "acall", call_cb, &st, NULL), 0);
+    run_until(e, &st.called);
+    assert_int_equal(hb.status, 0);
+    assert_int_equal(hb.rep.cmd, RDZV_CMD_RDZV_HEARTBEAT);
+    assert_int_equal(hb.rep.status, 0);
+    assert_int_equal(hb.rep.round, j.rep.join.round);
+    assert_int_equal(hb.rep.state, RDZV_RUN_RUNNING);
+    assert_int_equal(mine.rep.cmd, RDZV_CMD_RDZV_BEAT_FOR);
+    assert_int_equal(mine.rep.status, 0);
+    assert_int_equal(other.rep.status, 1); /* a wrong key beats for nobody */
+    assert_int_equal(st.rep.cmd, RDZV_CMD_RDZV_STATUS);
+    assert_int_equal(st.rep.status, 0);
+    assert_non_null(strstr(st.text, "\"members\""));
+
+    call_res_t f = {0};
+    assert_int_equal(rdzv_acall_fail(c, "acall", j.rep.join.round, "rank 1 exited with 3", call_cb,
+                                     &f, NULL),
+                     0);
+    run_until(e, &f.called);
+    assert_int_equal(f.status, 0);
+    assert_int_equal(f.rep.cmd, RDZV_CMD_RDZV_FAIL);
+    assert_int_equal(f.rep.fail.status, RDZV_FAIL_COUNTED);
+    assert_int_equal(f.rep.fail.restarts_used, 1);
+    assert_int_equal(f.rep.fail.max_restarts, 1);
+
+    call_res_t ab = {0}, again = {0};
+    assert_int_equal(rdzv_acall_abort(c, "acall", "stopped by the test", call_cb, &ab, NULL), 0);
+    assert_int_equal(rdzv_acall_abort(c, "acall", "once more", call_cb, &again, NULL), 0);
+    run_until(e, &again.called);
+    assert_int_equal(ab.rep.cmd, RDZV_CMD_RDZV_ABORT);
+    assert_int_equal(ab.rep.status, 0);    /* the run stopped */
+    assert_int_equal(again.rep.status, 1); /* it had stopped already */
+}
+
+TEST(test_encode_refused) {
+    call_res_t r = {0};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_acall_heartbeat(e->c, "", call_cb, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "RDZV_HEARTBEAT"));
+    rdzv_join_req_t q = join_req("acall", 1);
+    q.host[0] = '\0';
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_acall_join(e->c, &q, 1000, call_cb, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "RDZV_JOIN"));
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+    assert_int_equal(r.called, 0);
+}
+
+TEST(test_reply_for_another_command) {
+    fake_t f;
+    e->port = fake_start(e, &f);
+    assert_int_equal(rdzv_heartbeat_reply_encode(&f.round_reply, 1, 7, RDZV_RUN_RUNNING), 0);
+    rdzv_aclient_t *c = client_up(e, NULL);
+    call_res_t st = {0}, next = {0};
+    assert_int_equal(rdzv_acall_status(c, "acall", call_cb, &st, NULL), 0);
+    assert_int_equal(rdzv_acall_heartbeat(c, "acall", call_cb, &next, NULL), 0);
+    run_until(e, &next.called);
+    assert_int_equal(st.status, DDP_EPROTO);
+    assert_string_equal(st.text, "a RDZV_HEARTBEAT reply came for RDZV_STATUS");
+    /* The stream stays in step: the next call gets its own (scripted) reply. */
+    assert_int_equal(next.status, 0);
+    assert_int_equal(next.rep.round, 7);
+    client_close(e, c);
+    fake_stop(e, &f);
+}
+
+TEST(test_parked_join_cancelled) {
+    rdzv_aclient_t *c = client_up(e, good_token);
+    call_res_t j = {0};
+    rdzv_join_req_t q = join_req("acall-two", 2); /* parks: the second node never comes */
+    assert_int_equal(rdzv_acall_join(c, &q, 5000, call_cb, &j, NULL), 0);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+    client_close(e, c);
+    assert_int_equal(j.called, 1);
+    assert_int_equal(j.status, DDP_ECANCELED);
+    assert_false(j.had_rep);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_calls, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_encode_refused, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_reply_for_another_command, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_parked_join_cancelled, setup_server, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
