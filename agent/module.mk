@@ -7,7 +7,7 @@
 AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/supervise.c \
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
-              agent/metrics.c agent/scratch.c \
+              agent/metrics.c agent/scratch.c agent/health.c \
               agent/gpu_wait.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
@@ -34,6 +34,10 @@ HELPERS += $(BUILD)/tests/spin_worker
 $(BUILD)/obj/tests/helpers/spin_worker.o: CFLAGS += -O0 -g
 $(BUILD)/tests/spin_worker: $(BUILD)/obj/tests/helpers/spin_worker.o
 	$(LINK)
+
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_health
+$(BUILD)/tests/unit/test_agent_health: $(BUILD)/obj/tests/unit/test_agent_health.o \
+    $(BUILD)/obj/agent/health.o $(BUILD)/libddpcommon.a
 
 # test_agent_gpu_mem dlopens a fake NVML built next to it.
 UNIT_TESTS += $(BUILD)/tests/unit/test_agent_gpu_mem

@@ -16,18 +16,12 @@ typedef struct acall {
 
 static const char *cmd_name(uint8_t cmd) {
     switch (cmd) {
-    case RDZV_CMD_RDZV_JOIN:
-        return "RDZV_JOIN";
-    case RDZV_CMD_RDZV_HEARTBEAT:
-        return "RDZV_HEARTBEAT";
-    case RDZV_CMD_RDZV_FAIL:
-        return "RDZV_FAIL";
-    case RDZV_CMD_RDZV_STATUS:
-        return "RDZV_STATUS";
-    case RDZV_CMD_RDZV_ABORT:
-        return "RDZV_ABORT";
-    case RDZV_CMD_RDZV_BEAT_FOR:
-        return "RDZV_BEAT_FOR";
+    case RDZV_CMD_RDZV_JOIN: return "RDZV_JOIN";
+    case RDZV_CMD_RDZV_HEARTBEAT: return "RDZV_HEARTBEAT";
+    case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
+    case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
+    case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
+    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
     }
     return "RDZV_?";
 }
@@ -82,8 +76,8 @@ static int submit(rdzv_aclient_t *c, uint8_t cmd, int encoded, ddp_buf_t *frame,
     return rc;
 }
 
-int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms,
-                    rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms, rdzv_acall_cb cb,
+                    void *arg, ddp_err_t *err) {
     ddp_buf_t frame = DDP_BUF_INIT;
     char what[RDZV_RUN_ID_MAX + 32];
     snprintf(what, sizeof what, "RDZV_JOIN run '%s'", req->run_id);
@@ -98,12 +92,12 @@ int rdzv_acall_heartbeat(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb
                   -1, NULL, cb, arg, err);
 }
 
-int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member,
-                        int64_t member_key, rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member, int64_t member_key,
+                        rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
     ddp_buf_t frame = DDP_BUF_INIT;
     return submit(c, RDZV_CMD_RDZV_BEAT_FOR,
-                  rdzv_beat_for_req_encode(&frame, run_id, member, member_key), &frame, 0, -1,
-                  NULL, cb, arg, err);
+                  rdzv_beat_for_req_encode(&frame, run_id, member, member_key), &frame, 0, -1, NULL,
+                  cb, arg, err);
 }
 
 int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const char *what,
@@ -123,6 +117,6 @@ int rdzv_acall_status(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, v
 int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
                      void *arg, ddp_err_t *err) {
     ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_ABORT, rdzv_abort_req_encode(&frame, run_id, why), &frame, 0,
-                  -1, NULL, cb, arg, err);
+    return submit(c, RDZV_CMD_RDZV_ABORT, rdzv_abort_req_encode(&frame, run_id, why), &frame, 0, -1,
+                  NULL, cb, arg, err);
 }

@@ -31,16 +31,16 @@ typedef void (*rdzv_acall_cb)(void *arg, int status, const rdzv_round_reply_t *r
 /* JOIN: parked until the round closes or the server gives up (join_timeout). timeout_ms bounds
  * the wait on this side (< 0: none); when it runs out the call ends with DDP_ETIMEOUT and the
  * connection is closed. */
-int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms,
-                    rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms, rdzv_acall_cb cb,
+                    void *arg, ddp_err_t *err);
 
 /* HEARTBEAT for this connection's member of run_id. */
 int rdzv_acall_heartbeat(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
                          ddp_err_t *err);
 
 /* BEAT_FOR: a heartbeat for member (with its key, from the JOIN reply) from any connection. */
-int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member,
-                        int64_t member_key, rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member, int64_t member_key,
+                        rdzv_acall_cb cb, void *arg, ddp_err_t *err);
 
 /* FAIL: this member's group of round failed; what says how (for the summary). */
 int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const char *what,

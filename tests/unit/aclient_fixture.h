@@ -48,7 +48,8 @@ typedef struct res {
     char text[400];
 } res_t;
 
-static inline void rec_cb(void *arg, int status, const uint8_t *reply, size_t len, const char *errtext) {
+static inline void rec_cb(void *arg, int status, const uint8_t *reply, size_t len,
+                          const char *errtext) {
     res_t *r = arg;
     r->called++;
     r->status = status;
@@ -153,7 +154,8 @@ static inline void on_status(void *arg, int status, const char *errtext) {
     snprintf(r->text, sizeof r->text, "%s", errtext ? errtext : "");
 }
 
-static inline rdzv_client_opts_t opts_for(uint16_t port, const char *token, int connect_ms, int io_ms) {
+static inline rdzv_client_opts_t opts_for(uint16_t port, const char *token, int connect_ms,
+                                          int io_ms) {
     rdzv_client_opts_t o;
     memset(&o, 0, sizeof o);
     o.host = "127.0.0.1";
@@ -165,7 +167,8 @@ static inline rdzv_client_opts_t opts_for(uint16_t port, const char *token, int 
     return o;
 }
 
-static inline rdzv_aclient_t *start_client(env_t *e, const rdzv_client_opts_t *o, status_res_t *cr) {
+static inline rdzv_aclient_t *start_client(env_t *e, const rdzv_client_opts_t *o,
+                                           status_res_t *cr) {
     rdzv_aclient_t *c = NULL;
     ddp_err_t err;
     ddp_err_clear(&err);
@@ -212,7 +215,6 @@ static inline void env_client_close(env_t *e) {
     client_close(e, e->c);
     e->c = NULL;
 }
-
 
 static inline int setup_loop(void **state) {
     env_t *e = calloc(1, sizeof *e);

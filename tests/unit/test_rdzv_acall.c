@@ -76,8 +76,8 @@ TEST(test_round_calls) {
     assert_int_equal(rdzv_acall_beat_for(c, "acall", j.rep.join.member, j.rep.join.member_key,
                                          call_cb, &mine, NULL),
                      0);
-    assert_int_equal(rdzv_acall_beat_for(c, "acall", j.rep.join.member,
-                                         j.rep.join.member_key + 1, call_cb, &other, NULL),
+    assert_int_equal(rdzv_acall_beat_for(c, "acall", j.rep.join.member, j.rep.join.member_key + 1,
+                                         call_cb, &other, NULL),
                      0);
     assert_int_equal(rdzv_acall_status(c, "acall", call_cb, &st, NULL), 0);
     run_until(e, &st.called);
@@ -94,9 +94,9 @@ TEST(test_round_calls) {
     assert_non_null(strstr(st.text, "\"members\""));
 
     call_res_t f = {0};
-    assert_int_equal(rdzv_acall_fail(c, "acall", j.rep.join.round, "rank 1 exited with 3", call_cb,
-                                     &f, NULL),
-                     0);
+    assert_int_equal(
+        rdzv_acall_fail(c, "acall", j.rep.join.round, "rank 1 exited with 3", call_cb, &f, NULL),
+        0);
     run_until(e, &f.called);
     assert_int_equal(f.status, 0);
     assert_int_equal(f.rep.cmd, RDZV_CMD_RDZV_FAIL);
