@@ -1,7 +1,8 @@
-/* Before a restart on a GPU node, the agent waits until the stopped workers' GPU memory is
- * released: a new group that starts while the driver still tears the old contexts down fails
- * with out-of-memory. NVML is dlopen'ed at run time (no build or link dependency on the driver),
- * and only the few types and functions used here are declared. */
+/* The agent's use of NVML. Before a restart on a GPU node, the agent waits until the stopped
+ * workers' GPU memory is released: a new group that starts while the driver still tears the old
+ * contexts down fails with out-of-memory. Before a node joins, its GPUs' fault counters are its
+ * built-in health check. NVML is dlopen'ed at run time (no build or link dependency on the
+ * driver), and only the few types and functions used here are declared. */
 #include "gpu_mem.h"
 
 #include <dlfcn.h>
@@ -17,7 +18,12 @@
 
 /* From NVML's ABI (nvml.h): nvmlReturn_t is an int enum, a device is an opaque pointer. */
 #define NVML_SUCCESS 0
+#define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_GPU_IS_LOST 15
+#define NVML_FEATURE_ENABLED 1
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC 0 /* since the driver loaded (NVML_AGGREGATE_ECC: the GPU's lifetime) */
 typedef struct nvml_device *nvml_device_t;
 typedef struct nvml_memory {
     unsigned long long total, free, used;
@@ -40,6 +46,11 @@ typedef int (*nvml_handle_fn)(unsigned int index, nvml_device_t *dev);
 typedef int (*nvml_mem_fn)(nvml_device_t dev, nvml_memory_t *mem);
 typedef int (*nvml_procs_fn)(nvml_device_t dev, unsigned int *count, void *infos);
 typedef const char *(*nvml_errstr_fn)(int result);
+typedef int (*nvml_pending_fn)(nvml_device_t dev, unsigned int *pending);
+typedef int (*nvml_remap_fn)(nvml_device_t dev, unsigned int *corr, unsigned int *unc,
+                             unsigned int *pending, unsigned int *failed);
+typedef int (*nvml_ecc_fn)(nvml_device_t dev, int error_type, int counter_type,
+                           unsigned long long *count);
 
 struct agent_gpu_mem {
     nvml_void_fn shutdown;
@@ -47,6 +58,11 @@ struct agent_gpu_mem {
     nvml_mem_fn mem_info;
     nvml_procs_fn procs; /* NULL when this NVML lists no processes */
     size_t proc_stride;  /* bytes per entry of procs' array */
+    nvml_errstr_fn errstr;
+    /* The health counters; each NULL when this NVML lacks it. */
+    nvml_pending_fn retired_pending;
+    nvml_remap_fn remapped_rows;
+    nvml_ecc_fn ecc_total;
     int count;
     unsigned char *infos; /* procs' array, grown when a device lists more processes */
     unsigned int infos_cap;
@@ -81,6 +97,10 @@ static int nvml_start(agent_gpu_mem_t *g, void *h, char *why, size_t why_len) {
     g->shutdown = (nvml_void_fn)dlsym(h, "nvmlShutdown");
     g->handle = (nvml_handle_fn)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
     g->mem_info = (nvml_mem_fn)dlsym(h, "nvmlDeviceGetMemoryInfo");
+    g->errstr = errstr;
+    g->retired_pending = (nvml_pending_fn)dlsym(h, "nvmlDeviceGetRetiredPagesPendingStatus");
+    g->remapped_rows = (nvml_remap_fn)dlsym(h, "nvmlDeviceGetRemappedRows");
+    g->ecc_total = (nvml_ecc_fn)dlsym(h, "nvmlDeviceGetTotalEccErrors");
     procs_resolve(g, h);
     if (init == NULL || count == NULL || g->shutdown == NULL || g->handle == NULL ||
         g->mem_info == NULL) {
@@ -332,4 +352,85 @@ void agent__gpu_mem_describe(const agent_gpu_busy_t *b, int waited_ms, char *out
     else
         snprintf(out, cap, "GPU %d still has %s in use (%s before the workers started) after %d ms",
                  b->device, used, base, waited_ms);
+}
+
+/* One NVML answer of the health check: 1 when it says the GPU is gone (why filled), else 0 (an
+ * answer this device does not give, NOT_SUPPORTED or another error, is not a fault). */
+static int health_lost(const agent_gpu_mem_t *g, int r, int index, const char *what, char *why,
+                       size_t cap) {
+    if (r != NVML_ERROR_GPU_IS_LOST)
+        return 0;
+    const char *text = g->errstr != NULL ? g->errstr(r) : NULL;
+    snprintf(why, cap, "GPU %d does not answer (%s: %s)", index, what,
+             text != NULL ? text : "GPU is lost");
+    return 1;
+}
+
+/* The checks of one device: 0 healthy, 1 with why filled. */
+static int health_one(const agent_gpu_mem_t *g, int index, char *why, size_t cap) {
+    nvml_device_t dev;
+    int r = g->handle((unsigned)index, &dev);
+    if (r != NVML_SUCCESS) {
+        const char *text = g->errstr != NULL ? g->errstr(r) : NULL;
+        snprintf(why, cap, "GPU %d does not answer (nvmlDeviceGetHandleByIndex: %s)", index,
+                 text != NULL ? text : "error");
+        return 1;
+    }
+    nvml_memory_t m;
+    if (health_lost(g, g->mem_info(dev, &m), index, "nvmlDeviceGetMemoryInfo", why, cap))
+        return 1;
+    unsigned int pending = 0, corr = 0, unc = 0, failed = 0;
+    if (g->retired_pending != NULL) {
+        r = g->retired_pending(dev, &pending);
+        if (health_lost(g, r, index, "nvmlDeviceGetRetiredPagesPendingStatus", why, cap))
+            return 1;
+        if (r == NVML_SUCCESS && pending == NVML_FEATURE_ENABLED) {
+            snprintf(why, cap, "GPU %d has retired pages pending (a reboot retires them)", index);
+            return 1;
+        }
+    }
+    if (g->remapped_rows != NULL) {
+        pending = 0;
+        r = g->remapped_rows(dev, &corr, &unc, &pending, &failed);
+        if (health_lost(g, r, index, "nvmlDeviceGetRemappedRows", why, cap))
+            return 1;
+        if (r == NVML_SUCCESS && failed) {
+            snprintf(why, cap, "GPU %d: a row remap failed (remapped rows: failure)", index);
+            return 1;
+        }
+        if (r == NVML_SUCCESS && pending) {
+            snprintf(why, cap,
+                     "GPU %d has a row remap pending (remapped rows: pending; a GPU "
+                     "reset applies it)",
+                     index);
+            return 1;
+        }
+    }
+    if (g->ecc_total != NULL) {
+        unsigned long long n = 0;
+        r = g->ecc_total(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &n);
+        if (health_lost(g, r, index, "nvmlDeviceGetTotalEccErrors", why, cap))
+            return 1;
+        if (r == NVML_SUCCESS && n > 0) {
+            snprintf(why, cap,
+                     "GPU %d: %llu uncorrectable ECC error%s since the driver loaded "
+                     "(volatile ECC count)",
+                     index, n, n == 1 ? "" : "s");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int agent__gpu_health(agent_gpu_mem_t *g, const int *devices, int n, char *why, size_t cap) {
+    if (g == NULL)
+        return AGENT_GPU_MEM_SKIP;
+    if (devices == NULL)
+        n = g->count;
+    for (int i = 0; i < n; i++) {
+        int index = devices != NULL ? devices[i] : i;
+        if (index >= 0 && health_one(g, index, why, cap))
+            return 1;
+    }
+    return 0;
 }

@@ -1,6 +1,7 @@
-/* Waiting for the GPU memory of a stopped worker group to be released before a restart
- * (agent/gpu_mem.c): NVML, loaded at run time, says which processes still hold memory on which
- * device. Private to agent/. */
+/* The agent's use of NVML, loaded at run time (agent/gpu_mem.c): waiting for the GPU memory of
+ * a stopped worker group to be released before a restart (which processes still hold memory on
+ * which device), and the GPUs' fault counters as the node's built-in health check. Private to
+ * agent/. */
 #ifndef AGENT_GPU_MEM_H
 #define AGENT_GPU_MEM_H
 
@@ -95,5 +96,14 @@ void agent__gpu_mem_holder(const agent_gpu_busy_t *b, char *out, size_t cap);
 /* The warning for a device still busy after waited_ms, into out (cut to cap - 1 bytes):
  * "GPU 1 still holds 2.0 GiB of pid 1234 (a previous worker) after 30000 ms; restarting anyway". */
 void agent__gpu_mem_describe(const agent_gpu_busy_t *b, int waited_ms, char *out, size_t cap);
+
+/* The built-in GPU health check, before a node joins: each of the n devices (NVML indices; NULL:
+ * every device NVML reports) must answer, and have no retired pages pending, no row remap pending
+ * or failed, and no uncorrectable ECC error since the driver loaded (the volatile count: the
+ * lifetime count would condemn a GPU for an error long since dealt with). Returns 0 healthy, 1
+ * with why (cut to cap - 1 bytes) naming the first faulty GPU and the counter, e.g. "GPU 3: 2
+ * uncorrectable ECC errors since the driver loaded (volatile ECC count)", or AGENT_GPU_MEM_SKIP
+ * when g is NULL. A counter this NVML or GPU does not report is not checked. */
+int agent__gpu_health(agent_gpu_mem_t *g, const int *devices, int n, char *why, size_t cap);
 
 #endif

@@ -30,9 +30,20 @@
 static char fake_lib[PATH_MAX + 32];
 
 static void env_clear(void) {
-    static const char *const vars[] = {
-        "FAKENVML_INIT", "FAKENVML_DEVICES",  "FAKENVML_BUSY_UNTIL_MS", "FAKENVML_BUSY_DEVICE",
-        "FAKENVML_PIDS", "FAKENVML_NO_PROCS", "FAKENVML_USED_MB"};
+    static const char *const vars[] = {"FAKENVML_INIT",
+                                       "FAKENVML_DEVICES",
+                                       "FAKENVML_BUSY_UNTIL_MS",
+                                       "FAKENVML_BUSY_DEVICE",
+                                       "FAKENVML_PIDS",
+                                       "FAKENVML_NO_PROCS",
+                                       "FAKENVML_USED_MB",
+                                       "FAKENVML_LOST",
+                                       "FAKENVML_RETIRED_PENDING",
+                                       "FAKENVML_REMAP_PENDING",
+                                       "FAKENVML_REMAP_FAILED",
+                                       "FAKENVML_ECC_DEVICE",
+                                       "FAKENVML_ECC_UNCORRECTED",
+                                       "FAKENVML_NO_HEALTH"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 }
@@ -257,6 +268,59 @@ static void test_backoff(void **state) {
     }
 }
 
+/* The built-in health check: each fault is named with its GPU and counter; corrected errors, an
+ * old lifetime ECC count, working remapped rows and unsupported counters are not faults; only
+ * the devices asked about are checked. */
+static void test_health(void **state) {
+    (void)state;
+    char why[256];
+    assert_int_equal(agent__gpu_health(NULL, NULL, 0, why, sizeof why), AGENT_GPU_MEM_SKIP);
+    setenv("FAKENVML_DEVICES", "4", 1);
+    agent_gpu_mem_t *g = open_fake();
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 0);
+
+    setenv("FAKENVML_ECC_DEVICE", "3", 1);
+    setenv("FAKENVML_ECC_UNCORRECTED", "2", 1);
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 1);
+    assert_string_equal(
+        why, "GPU 3: 2 uncorrectable ECC errors since the driver loaded (volatile ECC count)");
+    const int first_two[] = {0, 1}, three[] = {3};
+    assert_int_equal(agent__gpu_health(g, first_two, 2, why, sizeof why), 0);
+    assert_int_equal(agent__gpu_health(g, three, 1, why, sizeof why), 1);
+    unsetenv("FAKENVML_ECC_DEVICE");
+
+    setenv("FAKENVML_RETIRED_PENDING", "1", 1);
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 1);
+    assert_string_equal(why, "GPU 1 has retired pages pending (a reboot retires them)");
+    unsetenv("FAKENVML_RETIRED_PENDING");
+
+    setenv("FAKENVML_REMAP_PENDING", "2", 1);
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 1);
+    assert_string_equal(
+        why, "GPU 2 has a row remap pending (remapped rows: pending; a GPU reset applies it)");
+    unsetenv("FAKENVML_REMAP_PENDING");
+    setenv("FAKENVML_REMAP_FAILED", "0", 1);
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 1);
+    assert_string_equal(why, "GPU 0: a row remap failed (remapped rows: failure)");
+    unsetenv("FAKENVML_REMAP_FAILED");
+
+    setenv("FAKENVML_LOST", "2", 1);
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 1);
+    assert_string_equal(why, "GPU 2 does not answer (nvmlDeviceGetMemoryInfo: GPU is lost)");
+    unsetenv("FAKENVML_LOST");
+
+    /* A GPU that is not there at all (an index past NVML's count). */
+    const int missing[] = {7};
+    assert_int_equal(agent__gpu_health(g, missing, 1, why, sizeof why), 1);
+    assert_non_null(strstr(why, "GPU 7 does not answer (nvmlDeviceGetHandleByIndex"));
+
+    /* Counters this GPU does not report are not checked. */
+    setenv("FAKENVML_NO_HEALTH", "1", 1);
+    setenv("FAKENVML_ECC_DEVICE", "0", 1);
+    assert_int_equal(agent__gpu_health(g, NULL, 0, why, sizeof why), 0);
+    agent__gpu_mem_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_skip, each_setup, each_teardown),
@@ -266,6 +330,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_group_member, each_setup, each_teardown),
         cmocka_unit_test_setup_teardown(test_baseline, each_setup, each_teardown),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test_setup_teardown(test_health, each_setup, each_teardown),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

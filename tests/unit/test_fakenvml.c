@@ -9,7 +9,14 @@
  *   FAKENVML_PIDS_FILE=f     the same list read from file f when FAKENVML_PIDS is unset (an
  *                            integration test learns its workers' pids only once they run)
  *   FAKENVML_NO_PROCS=1      the process listing answers NVML_ERROR_NOT_SUPPORTED
- *   FAKENVML_USED_MB=m       used memory of a busy device (default 4096; idle devices: 10) */
+ *   FAKENVML_USED_MB=m       used memory of a busy device (default 4096; idle devices: 10)
+ * The health counters, each naming the one device that has the fault (unset: none has it):
+ *   FAKENVML_LOST=i          device i answers every query with NVML_ERROR_GPU_IS_LOST
+ *   FAKENVML_RETIRED_PENDING=i   a page retirement is pending on device i
+ *   FAKENVML_REMAP_PENDING=i     a row remap is pending on device i (needs a reset)
+ *   FAKENVML_REMAP_FAILED=i      a row remap failed on device i
+ *   FAKENVML_ECC_DEVICE=i, FAKENVML_ECC_UNCORRECTED=n   n volatile uncorrectable ECC errors on i
+ *   FAKENVML_NO_HEALTH=1     the health queries answer NVML_ERROR_NOT_SUPPORTED */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +40,11 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev);
 int nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem);
 int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, unsigned int *count,
                                             nvmlProcessInfo_t *infos);
+int nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev, unsigned int *pending);
+int nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *corr, unsigned int *unc,
+                              unsigned int *pending, unsigned int *failed);
+int nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type, int counter_type,
+                                unsigned long long *count);
 const char *nvmlErrorString(int result);
 
 #define MIB (1ull << 20)
@@ -84,7 +96,17 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev) {
     return 0;
 }
 
+/* Nonzero when variable name names dev's index. */
+static int is_device(const char *name, nvmlDevice_t dev) {
+    return env_long(name, -1) == dev_index(dev);
+}
+
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_GPU_IS_LOST 15
+
 int nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem) {
+    if (is_device("FAKENVML_LOST", dev))
+        return NVML_ERROR_GPU_IS_LOST;
     mem->total = 80 * 1024 * MIB;
     mem->used =
         is_busy(dev) ? (unsigned long long)env_long("FAKENVML_USED_MB", 4096) * MIB : 10 * MIB;
@@ -129,6 +151,46 @@ int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, unsigned int *coun
     return 0;
 }
 
+int nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev, unsigned int *pending) {
+    if (is_device("FAKENVML_LOST", dev))
+        return NVML_ERROR_GPU_IS_LOST;
+    if (env_long("FAKENVML_NO_HEALTH", 0))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *pending = is_device("FAKENVML_RETIRED_PENDING", dev); /* NVML_FEATURE_ENABLED is 1 */
+    return 0;
+}
+
+int nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *corr, unsigned int *unc,
+                              unsigned int *pending, unsigned int *failed) {
+    if (is_device("FAKENVML_LOST", dev))
+        return NVML_ERROR_GPU_IS_LOST;
+    if (env_long("FAKENVML_NO_HEALTH", 0))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *pending = is_device("FAKENVML_REMAP_PENDING", dev);
+    *failed = is_device("FAKENVML_REMAP_FAILED", dev);
+    *corr = 2; /* remapped rows that worked are no fault */
+    *unc = *pending || *failed;
+    return 0;
+}
+
+int nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type, int counter_type,
+                                unsigned long long *count) {
+    if (is_device("FAKENVML_LOST", dev))
+        return NVML_ERROR_GPU_IS_LOST;
+    if (env_long("FAKENVML_NO_HEALTH", 0))
+        return NVML_ERROR_NOT_SUPPORTED;
+    /* error_type 1: uncorrected; counter_type 0: volatile, 1: aggregate (lifetime). Corrected
+     * errors and an aggregate count from long ago are no fault of now. */
+    *count = 0;
+    if (error_type == 0 || counter_type == 1)
+        *count = 7;
+    else if (is_device("FAKENVML_ECC_DEVICE", dev))
+        *count = (unsigned long long)env_long("FAKENVML_ECC_UNCORRECTED", 0);
+    return 0;
+}
+
 const char *nvmlErrorString(int result) {
+    if (result == NVML_ERROR_GPU_IS_LOST)
+        return "GPU is lost";
     return result == 9 ? "Driver Not Loaded" : "Unknown Error";
 }
