@@ -408,8 +408,7 @@ static void watch_round(struct agent_rdzv *r, int64_t round) {
         r->watch_waits++;
 }
 
-static void on_join(void *arg, int status, const rdzv_round_reply_t *rep,
-                    const char *errtext) {
+static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
     if (status == DDP_ECANCELED || r->stopping)
@@ -563,8 +562,7 @@ static void on_abort_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     if (status != 0)
         DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
                  "until join_timeout): %s",
-                 r->a->job->run_id,
-                 store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+                 r->a->job->run_id, store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
     else if (rep->status == 0)
         DDP_INFO("rendezvous '%s' stopped on every node", r->a->job->run_id);
     /* status 1: another node stopped the run first, or it had failed already */
