@@ -494,6 +494,11 @@ static int agent_begin(agent_t *a) {
     return rc;
 }
 
+/* The agent's log lines go through the console (console.c), which never blocks the loop. */
+static void log_to_console(void *ctx, const char *line, size_t len) {
+    agent__console_write(ctx, 2, line, len, 0);
+}
+
 /* What agent_run leaves behind: nothing of the job's processes (its cgroup killed and removed),
  * no private run directory, no guard; then the memory. */
 static void agent_teardown(agent_t *a) {
@@ -512,6 +517,8 @@ static void agent_teardown(agent_t *a) {
     ddp_strv_free(&a->base_env);
     free(a->workers);
     free(a->failures);
+    ddp_log_set_writer(NULL, NULL);
+    agent__console_stop(a); /* last: what was said above still goes out */
 }
 
 int agent_run(const agent_job_t *job, agent_result_t *res) {
@@ -534,6 +541,8 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
     a->loop = &loop;
     ddp_err_t err;
     ddp_err_clear(&err);
+    agent__console_start(a);
+    ddp_log_set_writer(log_to_console, a);
     if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0) {
         a->error = rc;
         abandon(a);

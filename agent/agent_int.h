@@ -34,6 +34,15 @@ typedef struct agent agent_t;
 enum { AGENT_CAUSE_EXIT, AGENT_CAUSE_SIGNAL, AGENT_CAUSE_HUNG, AGENT_CAUSE_EXEC, AGENT_NCAUSES };
 extern const char *const agent__cause_names[AGENT_NCAUSES];
 typedef struct agent_worker agent_worker_t;
+typedef struct agent_console agent_console_t;
+
+/* The console (console.c): worker streams shown there stop being read past HIGH queued bytes
+ * and resume below LOW; the agent's own lines are dropped past MAX; at exit the queue gets this
+ * long to drain. */
+#define AGENT_CONSOLE_HIGH (256u * 1024)
+#define AGENT_CONSOLE_LOW (64u * 1024)
+#define AGENT_CONSOLE_MAX (4u * 1024 * 1024)
+#define AGENT_CONSOLE_EXIT_FLUSH_MS 2000
 
 /* One of a worker's output streams, read through a pipe. Heap-allocated per attempt and freed in
  * its uv_close callback, so a restart never waits for the previous attempt's pipes. */
@@ -55,6 +64,8 @@ typedef struct agent_stream {
     int finished;         /* agent__stream_finish ran: the worker no longer points here */
     int closed;           /* the close callback ran (s stays allocated until finished) */
     int cut;              /* the console got the start of a too long line; more follows */
+    int held;             /* not read while the console is backed up (agent__streams_resume) */
+    agent_t *a;
     /* --heartbeat_on_output: the monotonic time of the last whole line goes here (the worker's
      * out_beat_ms: the worker table outlives every stream), or NULL. */
     uint64_t *beat_ms;
@@ -205,6 +216,9 @@ struct agent {
     uint64_t gpu_wait_start_ms; /* when this restart's wait began */
     int gpu_delay_ms;           /* the last poll delay */
     pid_t *gpu_pids;            /* the stopped workers' pids */
+    /* ddprun's stdout ([1]) and stderr ([2]) as the agent writes them (console.c); one object
+     * for both when they name the same file. */
+    agent_console_t *console[3];
 };
 
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
@@ -222,6 +236,19 @@ void agent__group_signal(agent_t *a, int sig);
  * worker sees under --virtual_local_rank, into out (cut to cap - 1 bytes). Returns 0, or -ENOENT
  * when the list has no device for local_rank (agent_job_prepare has refused such a job). */
 int agent__worker_device(const agent_job_t *job, int local_rank, char *out, size_t cap);
+
+/* console.c: the agent's stdout and stderr, written without blocking the loop (see console.c).
+ * start: after the loop exists; stop: at the end of teardown (a bounded last flush). write:
+ * std 1 or 2; can_wait: worker output, which is held back rather than dropped (its readers
+ * stop at agent__console_busy), else the agent's own line, dropped and counted when the queue
+ * is full. Returns 0, or -EPIPE once the reader has gone. busy: the queue is past its high
+ * mark; the caller stops reading and agent__streams_resume(a, std) restarts it. */
+void agent__console_start(agent_t *a);
+int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_wait);
+int agent__console_busy(agent_t *a, int std);
+void agent__console_stop(agent_t *a);
+/* output.c: reads again the worker streams held back for console std. */
+void agent__streams_resume(agent_t *a, int std);
 
 /* output.c: opens the read side for one stream of worker w; see agent_stream_t. */
 agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,

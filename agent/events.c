@@ -88,7 +88,12 @@ void agent__evlog(agent_t *a, const char *event, const char *fmt, ...) {
         if (line != NULL) {
             size_t n = strlen(line);
             line[n] = '\n'; /* the NUL goes: one write of the whole line */
-            ssize_t w = write(fd, line, n + 1);
+            /* On stderr, through the console, which never blocks the loop (console.c). */
+            ssize_t w =
+                fd == 2 ? (agent__console_write(a, 2, line, n + 1, 0) == 0 ? (ssize_t)n + 1 : -1)
+                        : write(fd, line, n + 1);
+            if (w < 0 && fd == 2)
+                errno = EPIPE;
             if (w != (ssize_t)(n + 1)) {
                 int e = w < 0 ? errno : ENOSPC;
                 if (w > 0)

@@ -1,5 +1,6 @@
 /* Worker output routing: pipes read on the agent's loop, split into lines, written to the console
- * with one write(2) per line (so lines from different ranks never interleave mid-line), tagged
+ * a whole line at a time (so lines from different ranks never interleave mid-line; console.c
+ * holds a stream back while its console is backed up), tagged
  * under --tee with the --log_line_prefix_template prefix (torchrun's "[default0]:" by default),
  * copied raw to the per-rank log file, and, for --duplicate_std{out,err}_filters, tagged lines
  * that match a filter copied to attempt_N/filtered_std{out,err}.log. */
@@ -18,11 +19,9 @@
 #include "ddp_log.h"
 #include "ddp_time.h"
 
-/* Writes all of buf to fd, waiting (bounded) when fd is non-blocking and full. A console that
- * stays blocked for 10 s loses that line rather than stalling supervision forever. Returns 0, or
- * -errno of the write that failed (-EPIPE: the reader is gone). */
+/* Writes all of buf to a log file (a regular file: ddp_file_open refuses the rest, so a write
+ * never waits on a reader). Returns 0, or -errno of the write that failed. */
 static int write_all(int fd, const uint8_t *buf, size_t len) {
-    int waited_ms = 0;
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
         if (n > 0) {
@@ -32,12 +31,6 @@ static int write_all(int fd, const uint8_t *buf, size_t len) {
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EAGAIN && waited_ms < 10000) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            poll(&pfd, 1, 100);
-            waited_ms += 100;
-            continue;
-        }
         return n < 0 ? -errno : -EIO;
     }
     return 0;
@@ -66,7 +59,7 @@ static void console_gone(agent_stream_t *s) {
 
 /* Writes a console copy; a closed pipe there detaches the stream. */
 static void console_write(agent_stream_t *s, const uint8_t *p, size_t n) {
-    if (write_all(s->console_fd, p, n) == -EPIPE)
+    if (agent__console_write(s->a, s->console_fd, p, n, 1) == -EPIPE)
         console_gone(s);
 }
 
@@ -197,6 +190,11 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         return;
     if (nread > 0) {
         feed(s, (const uint8_t *)buf->base, (size_t)nread);
+        /* A console backed up: the worker waits on its own pipe (console.c). */
+        if (!s->detached && s->console_fd > 0 && agent__console_busy(s->a, s->console_fd)) {
+            uv_read_stop(st);
+            s->held = 1;
+        }
         return;
     }
     if (nread < 0) {
@@ -237,6 +235,7 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd,
     agent_stream_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         goto fail;
+    s->a = a;
     s->rank = rank;
     s->console_fd = console_fd;
     s->tag = tag;
@@ -266,6 +265,22 @@ fail:
     if (file_fd >= 0)
         close(file_fd);
     return NULL;
+}
+
+void agent__streams_resume(agent_t *a, int std) {
+    for (int i = 0; a->workers != NULL && i < a->nproc; i++) {
+        agent_stream_t *streams[2] = {a->workers[i].out, a->workers[i].err};
+        for (int j = 0; j < 2; j++) {
+            agent_stream_t *s = streams[j];
+            /* stdout and stderr may share the console that drained: both resume. */
+            if (s == NULL || !s->held || s->closing ||
+                (s->console_fd != std && a->console[s->console_fd] != a->console[std]))
+                continue;
+            s->held = 0;
+            if (uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0)
+                DDP_WARN("unable to read the output of rank %d again", s->rank);
+        }
+    }
 }
 
 static void on_stream_closed(uv_handle_t *h) {

@@ -172,7 +172,12 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
 }
 
 void agent__summary_print(agent_t *a) {
-    FILE *f = stderr;
+    /* Made in memory, then written to stderr through the console in one piece. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        f = stderr;
     const char *sep = "============================================================";
     const char *thin = "------------------------------------------------------------";
     const char *prog = a->job->prog_name;
@@ -192,5 +197,11 @@ void agent__summary_print(agent_t *a) {
     else if (a->stacks_kept)
         fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->run_dir);
     fprintf(f, "%s\n", sep);
-    fflush(f);
+    if (f == stderr) {
+        fflush(f);
+        return;
+    }
+    fclose(f);
+    agent__console_write(a, 2, text, len, 1);
+    free(text);
 }

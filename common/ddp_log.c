@@ -13,6 +13,15 @@
 
 static char log_role[32] = "ddprun";
 static int log_level = DDP_LOG_WARN;
+static ddp_log_writer_fn log_writer;
+static void *log_writer_ctx;
+static pid_t log_writer_pid; /* the process that set the writer */
+
+void ddp_log_set_writer(ddp_log_writer_fn fn, void *ctx) {
+    log_writer = fn;
+    log_writer_ctx = ctx;
+    log_writer_pid = getpid();
+}
 
 void ddp_log_init(const char *role, int level) {
     snprintf(log_role, sizeof log_role, "%s", role);
@@ -58,6 +67,10 @@ void ddp_log(int level, const char *fmt, ...) {
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
+    if (log_writer != NULL && getpid() == log_writer_pid) {
+        log_writer(log_writer_ctx, line, len);
+        return;
+    }
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w;
 }

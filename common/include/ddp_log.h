@@ -3,6 +3,8 @@
 #ifndef DDP_LOG_H
 #define DDP_LOG_H
 
+#include <stddef.h>
+
 enum ddp_log_level { DDP_LOG_ERROR = 0, DDP_LOG_WARN = 1, DDP_LOG_INFO = 2, DDP_LOG_DEBUG = 3 };
 
 /* Sets the program role shown in each line ("agent", "rendezvous", ...) and the level.
@@ -14,6 +16,12 @@ int ddp_log_set_level(int level);
 
 /* Current level. */
 int ddp_log_level(void);
+
+/* Where the lines go instead of write(2) on stderr: fn gets each whole line (newline included)
+ * in the process that set it; a child forked from it (which the caller's writer may not serve)
+ * writes to stderr itself. NULL restores stderr. */
+typedef void (*ddp_log_writer_fn)(void *ctx, const char *line, size_t len);
+void ddp_log_set_writer(ddp_log_writer_fn fn, void *ctx);
 
 /* Writes one line (a newline is added) if level <= the current level. Async-signal-unsafe. */
 void ddp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
