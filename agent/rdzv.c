@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "ddp_addr.h"
+#include "ddp_contract.h"
 #include "ddp_escape.h"
 #include "ddp_log.h"
 #include "rdzv_acall.h"
@@ -320,7 +321,7 @@ static void on_connected(void *arg, int status, const char *errtext) {
     else
         DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
                   store_text(errtext, (size_t)-1, ddp_strerror(status), esc),
-                  r->token->len == 0 ? " (agents read the job token from " RDZV_TOKEN_ENV_NAMES ")"
+                  r->token->len == 0 ? " (agents read the job token from " DDP_ENV_TOKEN_NAMES ")"
                                      : "");
     /* Stop first, so the other connection's failure does not log the same thing again. */
     agent__rdzv_stop(r->a);
@@ -999,7 +1000,7 @@ static int maybe_host(struct agent_rdzv *r) {
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
         agent__store_nofile_log(a->store);
         if (so.no_auth)
-            DDP_WARN("no job token (" RDZV_TOKEN_ENV_NAMES "): the rendezvous store on "
+            DDP_WARN("no job token (" DDP_ENV_TOKEN_NAMES "): the rendezvous store on "
                      "%s:%d accepts any client",
                      r->addr, r->port);
         return 0;

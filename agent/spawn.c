@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "ddp_contract.h"
 #include "ddp_file.h"
 #include "ddp_log.h"
 #include "rdzv_server.h"
@@ -26,32 +27,32 @@
 extern char **environ;
 
 /* Variables the agent owns: any value inherited from the parent is replaced. */
-static const char *const owned_vars[] = {"RANK",
-                                         "LOCAL_RANK",
-                                         "GROUP_RANK",
-                                         "ROLE_RANK",
-                                         "ROLE_NAME",
-                                         "LOCAL_WORLD_SIZE",
-                                         "WORLD_SIZE",
-                                         "GROUP_WORLD_SIZE",
-                                         "ROLE_WORLD_SIZE",
-                                         "MASTER_ADDR",
-                                         "MASTER_PORT",
-                                         "TORCHELASTIC_RESTART_COUNT",
-                                         "TORCHELASTIC_MAX_RESTARTS",
-                                         "TORCHELASTIC_RUN_ID",
-                                         "TORCHELASTIC_USE_AGENT_STORE",
-                                         "TORCHELASTIC_ERROR_FILE",
-                                         "DDPRUN_STORE_ADDR",
-                                         "DDPRUN_STORE_PORT",
-                                         "DDPRUN_STORE_TOKEN",
-                                         "DDPRUN_ROUND",
-                                         "DDPRUN_LOCAL_RANK",
-                                         "DDPRUN_CPU_BINDING",
-                                         "DDPRUN_NUMA_NODE",
-                                         "DDPRUN_RUN_ID",
-                                         "DDPRUN_HEARTBEAT_FILE",
-                                         "DDPRUN_SHM_DIR",
+static const char *const owned_vars[] = {DDP_ENV_RANK,
+                                         DDP_ENV_LOCAL_RANK,
+                                         DDP_ENV_GROUP_RANK,
+                                         DDP_ENV_ROLE_RANK,
+                                         DDP_ENV_ROLE_NAME,
+                                         DDP_ENV_LOCAL_WORLD_SIZE,
+                                         DDP_ENV_WORLD_SIZE,
+                                         DDP_ENV_GROUP_WORLD_SIZE,
+                                         DDP_ENV_ROLE_WORLD_SIZE,
+                                         DDP_ENV_MASTER_ADDR,
+                                         DDP_ENV_MASTER_PORT,
+                                         DDP_ENV_RESTART_COUNT,
+                                         DDP_ENV_MAX_RESTARTS,
+                                         DDP_ENV_TE_RUN_ID,
+                                         DDP_ENV_USE_AGENT_STORE,
+                                         DDP_ENV_ERROR_FILE,
+                                         DDP_ENV_STORE_ADDR,
+                                         DDP_ENV_STORE_PORT,
+                                         DDP_ENV_STORE_TOKEN,
+                                         DDP_ENV_ROUND,
+                                         DDP_ENV_REAL_LOCAL_RANK,
+                                         DDP_ENV_CPU_BINDING,
+                                         DDP_ENV_NUMA_NODE,
+                                         DDP_ENV_RUN_ID,
+                                         DDP_ENV_HEARTBEAT_FILE,
+                                         DDP_ENV_SHM_DIR,
                                          NULL};
 
 static int is_owned(const char *entry) {
@@ -82,22 +83,23 @@ int agent__base_env_build(agent_t *a) {
     for (char **p = environ; p && *p && rc == 0; p++)
         if (!is_owned(*p) && !(job->virtual_local_rank && is_virtual_owned(hip, *p)))
             rc = ddp_strv_push(e, *p);
-    rc = rc ? rc : ddp_strv_setenv(e, "LOCAL_WORLD_SIZE", "%d", a->nproc);
-    rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_WORLD_SIZE", "%d", a->world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_RANK", "%d", a->node_rank);
-    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_WORLD_SIZE", "%d", a->group_world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_NAME", "%s", job->role);
-    rc = rc ? rc : ddp_strv_setenv(e, "MASTER_ADDR", "%s", a->master_addr);
-    rc = rc ? rc : ddp_strv_setenv(e, "MASTER_PORT", "%d", a->master_port);
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_MAX_RESTARTS", "%d", job->max_restarts);
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_RUN_ID", "%s", job->run_id);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_LOCAL_WORLD_SIZE, "%d", a->nproc);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_WORLD_SIZE, "%d", a->world_size);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_ROLE_WORLD_SIZE, "%d", a->world_size);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_GROUP_RANK, "%d", a->node_rank);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_GROUP_WORLD_SIZE, "%d", a->group_world_size);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_ROLE_NAME, "%s", job->role);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_MASTER_ADDR, "%s", a->master_addr);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_MASTER_PORT, "%d", a->master_port);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_MAX_RESTARTS, "%d", job->max_restarts);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_TE_RUN_ID, "%s", job->run_id);
     /* init_process_group(env://) connects every rank to the agent's store at
      * MASTER_ADDR:MASTER_PORT when this is True (the workers' store of group rank 0's agent),
      * as under torchrun 2.x; with --worker_store=own rank 0 hosts a TCPStore there. */
     rc = rc ? rc
-            : ddp_strv_setenv(e, "TORCHELASTIC_USE_AGENT_STORE", "%s",
-                              job->worker_store_own ? "False" : "True");
+            : ddp_strv_setenv(e, DDP_ENV_USE_AGENT_STORE, "%s",
+                              job->worker_store_own ? DDP_USE_AGENT_STORE_NO
+                                                    : DDP_USE_AGENT_STORE_YES);
     if (rc == 0 && getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
         rc = ddp_strv_setenv(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
     if (rc == 0 && getenv("OMP_NUM_THREADS") == NULL && a->nproc > 1) {
@@ -107,13 +109,13 @@ int agent__base_env_build(agent_t *a) {
                      "set it yourself to tune");
         rc = ddp_strv_setenv(e, "OMP_NUM_THREADS", "1");
     }
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_ADDR", "%s", a->store_addr);
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_PORT", "%u", (unsigned)a->store_port);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_STORE_ADDR, "%s", a->store_addr);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_STORE_PORT, "%u", (unsigned)a->store_port);
     if (rc == 0 && a->token_hex[0] != '\0')
-        rc = ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", job->run_id);
+        rc = ddp_strv_setenv(e, DDP_ENV_STORE_TOKEN, "%s", a->token_hex);
+    rc = rc ? rc : ddp_strv_setenv(e, DDP_ENV_RUN_ID, "%s", job->run_id);
     if (rc == 0 && a->scratch_dir[0] != '\0')
-        rc = ddp_strv_setenv(e, "DDPRUN_SHM_DIR", "%s", a->scratch_dir);
+        rc = ddp_strv_setenv(e, DDP_ENV_SHM_DIR, "%s", a->scratch_dir);
     return rc;
 }
 
@@ -425,17 +427,17 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
  * none of these names: they are in owned_vars), then its own, kept in own. Returns the envp
  * (caller frees the array, not the strings; free own after it), or NULL with *rcp set. */
 static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *rcp) {
-    int rc = ddp_strv_pushf(own, "RANK=%d", w->rank);
-    rc = rc ? rc : ddp_strv_pushf(own, "ROLE_RANK=%d", w->rank);
+    int rc = ddp_strv_pushf(own, DDP_ENV_RANK "=%d", w->rank);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROLE_RANK "=%d", w->rank);
     int local_rank_env = a->job->virtual_local_rank ? 0 : w->local_rank;
-    rc = rc ? rc : ddp_strv_pushf(own, "LOCAL_RANK=%d", local_rank_env);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_LOCAL_RANK "=%d", local_rank_env);
     /* The worker's place on the node, also when LOCAL_RANK is virtual (worker_template/ddpw.h). */
-    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_LOCAL_RANK=%d", w->local_rank);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_REAL_LOCAL_RANK "=%d", w->local_rank);
     if (rc == 0 && a->job->bind_cpus_text != NULL) {
-        rc = ddp_strv_pushf(own, "DDPRUN_CPU_BINDING=%s", a->job->bind_cpus_text[w->local_rank]);
-        rc =
-            rc ? rc
-               : ddp_strv_pushf(own, "DDPRUN_NUMA_NODE=%s", a->job->bind_nodes_text[w->local_rank]);
+        rc = ddp_strv_pushf(own, DDP_ENV_CPU_BINDING "=%s", a->job->bind_cpus_text[w->local_rank]);
+        rc = rc ? rc
+                : ddp_strv_pushf(own, DDP_ENV_NUMA_NODE "=%s",
+                                 a->job->bind_nodes_text[w->local_rank]);
     }
     if (rc == 0 && a->job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
@@ -445,11 +447,11 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
         if (rc == 0 && strcmp(a->job->devices_var, "HIP_VISIBLE_DEVICES") == 0)
             rc = ddp_strv_pushf(own, "HIP_VISIBLE_DEVICES=%s", dev);
     }
-    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
-    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
-    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_ROUND=%lld", (long long)a->round);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_RESTART_COUNT "=%d", a->attempt);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ERROR_FILE "=%s", w->error_file);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROUND "=%lld", (long long)a->round);
     if (rc == 0 && w->hb_file[0] != '\0')
-        rc = ddp_strv_pushf(own, "DDPRUN_HEARTBEAT_FILE=%s", w->hb_file);
+        rc = ddp_strv_pushf(own, DDP_ENV_HEARTBEAT_FILE "=%s", w->hb_file);
     char **envp = rc ? NULL : malloc((a->base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
         *rcp = rc ? rc : -ENOMEM;

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
+
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 when p does not start one. */
 static size_t utf8_seq(const unsigned char *p) {
     unsigned char c = p[0];
@@ -138,7 +140,7 @@ int ddpw_record_error_to(const char *path, const char *msg) {
 }
 
 int ddpw_record_error(const char *msg) {
-    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    const char *path = getenv(DDP_ENV_ERROR_FILE);
     if (path == NULL || *path == '\0')
         return 0;
     return ddpw_record_error_to(path, msg);
