@@ -591,7 +591,7 @@ int agent__group_start(agent_t *a) {
         rdzv_server_reset(a->wstore);
         /* The earlier attempts' worker keys in the job store (their workers are gone); a
          * multi-node store drops them itself when a round closes. */
-        rdzv_server_forget_rounds(a->store, a->job->run_id, a->round);
+        rdzv_server_forget_rounds(a->store, a->job->run_id, DDP_WORKER_KEY_PREFIX, a->round);
     }
     a->nfailures = 0;
     int frc = filtered_files_reset(a);

@@ -103,15 +103,16 @@ int rdzv_client_barrier(rdzv_client_t *c, const char *name, int64_t world_size, 
 /* --- Additions (ddprun store v1). --- */
 
 /* Loads the job token: the one reader of its sources, for agents, `ddprun status`, the daemon,
- * workers and tools (their variables' names: DDP_ENV_TOKEN* in ddp_contract.h). The first source that is set wins: file (a --token-file flag; NULL for
- * none), then DDPRUN_TOKEN (hex), then DDPRUN_TOKEN_FILE (a file), then DDPRUN_STORE_TOKEN (hex).
- * Files are read as rdzv_token_from_file reads them. tok's contents are replaced (it stays owned
- * by the caller, empty when no source is set; wiped and freed on an error). *source (source may be
- * NULL) gets the flag or variable used, a static string, or NULL. Returns 0, or the reader's error,
- * its text starting with the one source it came from, named once: "DDPRUN_TOKEN: ...",
- * "DDPRUN_STORE_TOKEN: ...", "DDPRUN_TOKEN_FILE=PATH: ..." or "--token-file PATH: ..." (paths
- * escaped), then what is wrong and what is expected. A hex value is a secret: messages give its
- * length, never its text. Callers print the text as it is, without a prefix of their own. */
+ * workers and tools (their variables' names: DDP_ENV_TOKEN* in ddp_contract.h). The first source
+ * that is set wins: file (a --token-file flag; NULL for none), then DDPRUN_TOKEN (hex), then
+ * DDPRUN_TOKEN_FILE (a file), then DDPRUN_STORE_TOKEN (hex). Files are read as rdzv_token_from_file
+ * reads them. tok's contents are replaced (it stays owned by the caller, empty when no source is
+ * set; wiped and freed on an error). *source (source may be NULL) gets the flag or variable used, a
+ * static string, or NULL. Returns 0, or the reader's error, its text starting with the one source
+ * it came from, named once: "DDPRUN_TOKEN: ...", "DDPRUN_STORE_TOKEN: ...",
+ * "DDPRUN_TOKEN_FILE=PATH: ..." or "--token-file PATH: ..." (paths escaped), then what is wrong and
+ * what is expected. A hex value is a secret: messages give its length, never its text. Callers
+ * print the text as it is, without a prefix of their own. */
 int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err);
 
 /* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes. The
