@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "ddp_signal.h"
 #include "ddp_time.h"
@@ -187,33 +188,6 @@ void agent__file_safe(const char *text, char *out, size_t cap) {
     for (const char *p = text; *p && n < cap - 1; p++)
         out[n++] = (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.') ? *p : '_';
     out[n] = '\0';
-}
-
-int agent__empty_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char sub[PATH_MAX + sizeof de->d_name + 1];
-        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
-        struct stat st;
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-            agent__remove_tree(sub);
-        else
-            unlink(sub);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-void agent__remove_tree(const char *path) {
-    agent__empty_tree(path);
-    rmdir(path);
 }
 
 static int uses_log_files(const agent_job_t *job) {
@@ -502,7 +476,7 @@ static void agent_teardown(agent_t *a) {
     /* A private run directory holds only error files, whose messages the summary has printed:
      * it goes away however the job ended, since it may be on RAM-backed /dev/shm. */
     if (a->run_dir_is_temp && !a->log_layout && !a->stacks_kept)
-        agent__remove_tree(a->run_dir);
+        ddp_dir_remove(a->run_dir);
     else if (a->stacks_kept)
         DDP_WARN("keeping %s: it holds the stacks of hung workers", a->run_dir);
     agent__evlog_lost_say(a);

@@ -385,13 +385,8 @@ int agent__cgroup_remove_dir(const char *dir);
  * valid PyTorch-format file holding the start of its text and its size. Logs a failure. */
 void agent__error_file_bound(const char *path);
 
-/* agent.c: rm -rf of a directory of ours (the private run directory, the workers' scratch
- * directory; only ever a mkdtemp directory). empty_tree removes what the directory holds and
- * returns how many entries it held; remove_tree removes the directory too. */
-int agent__empty_tree(const char *path);
-void agent__remove_tree(const char *path);
-/* text (the user's run id) as a file name: characters other than [A-Za-z0-9._-] become '_';
- * cut to cap - 1 bytes. */
+/* agent.c: text (the user's run id) as a file name: characters other than [A-Za-z0-9._-] become
+ * '_'; cut to cap - 1 bytes. */
 void agent__file_safe(const char *text, char *out, size_t cap);
 
 /* scratch.c: the workers' directory on /dev/shm (DDPRUN_SHM_DIR). start makes it ("" when

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 
 #define GUARD_MAX_GROUPS 4096
@@ -67,9 +68,9 @@ agent_gone:
     if (a->cgroup_dir[0] != '\0')
         agent__cgroup_remove_dir(a->cgroup_dir);
     if (a->scratch_dir[0] != '\0')
-        agent__remove_tree(a->scratch_dir);
+        ddp_dir_remove(a->scratch_dir);
     if (a->run_dir_is_temp && !a->log_layout)
-        agent__remove_tree(a->run_dir);
+        ddp_dir_remove(a->run_dir);
     _exit(0);
 }
 

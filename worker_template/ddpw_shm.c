@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "ddp_contract.h"
+#include "ddp_proc.h"
 #include "ddp_time.h"
 
 #define SHM_MAGIC 0x3130534d57504444ull /* "DDPWMS01" */
@@ -86,16 +87,8 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 static int pid_dead(int32_t pid) {
     if (kill(pid, 0) != 0)
         return errno == ESRCH;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return p != NULL && (p[2] == 'Z' || p[2] == 'X');
+    ddp_proc_stat_t st;
+    return ddp_proc_stat(pid, 0, &st) == 0 && (st.state == 'Z' || st.state == 'X');
 }
 
 /* Returns the local rank of a peer that has exited, or -1. */
