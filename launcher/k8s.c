@@ -93,7 +93,8 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
         if (rc == 0 && !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_BACKEND) &&
             (rc = launch__opt_from_env(spec, LAUNCH_OPT_RDZV_BACKEND, "rdzv_backend", "static",
                                        err)) == 0)
-            line(k, "rdzv_backend=static (the master pod hosts the store at MASTER_ADDR)");
+            line(k,
+                 "rdzv_backend=static (the master pod hosts the store at " DDP_ENV_MASTER_ADDR ")");
     } else if (index != NULL) {
         /* An Indexed Job (or a JobSet's): the completion index is the pod's place. */
         k->kind = "Indexed Job";
@@ -117,7 +118,8 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
                              "JOB_COMPLETION_INDEX=%d is not below the node count %d (--nnodes)",
                              spec->node_rank, spec->max_nodes);
     } else {
-        line(k, "in a pod, without MASTER_ADDR/WORLD_SIZE/RANK or JOB_COMPLETION_INDEX: the "
+        line(k, "in a pod, without " DDP_ENV_MASTER_ADDR "/" DDP_ENV_WORLD_SIZE "/" DDP_ENV_RANK
+                " or JOB_COMPLETION_INDEX: the "
                 "flags and PET_* variables alone set the job");
     }
     return rc;

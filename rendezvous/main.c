@@ -33,7 +33,8 @@ static const char usage_text[] =
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
     "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
-    "                     without it: DDPRUN_TOKEN (hex), DDPRUN_TOKEN_FILE, DDPRUN_STORE_TOKEN\n"
+    "                     without it: " DDP_ENV_TOKEN " (hex), " DDP_ENV_TOKEN_FILE
+    ", " DDP_ENV_STORE_TOKEN "\n"
     "                     (hex), the first one set\n"
     "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
     "  --max-conns N      simultaneous connections (default 65536, less when the open-file\n"

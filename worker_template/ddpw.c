@@ -130,7 +130,8 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
         return rc;
     if (env->world_size > 1 && !env->have_store)
         return ddp_err_set(err, DDP_EENV,
-                           "environment variable DDPRUN_STORE_ADDR is not set (WORLD_SIZE=%d "
+                           "environment variable " DDP_ENV_STORE_ADDR
+                           " is not set (" DDP_ENV_WORLD_SIZE "=%d "
                            "needs the job's store; run under ddprun)",
                            env->world_size);
     return 0;

@@ -44,7 +44,7 @@ const char train_usage_text[] =
     "  --step-delay-ms N     sleep N ms after each step (demos and fault tests)\n"
     "  --quiet               no progress lines\n"
     "  --help                this text\n"
-    "exit status: 0 done; 1 failed (message on stderr and in TORCHELASTIC_ERROR_FILE); 2 usage\n";
+    "exit status: 0 done; 1 failed (message on stderr and in " DDP_ENV_ERROR_FILE "); 2 usage\n";
 
 /* An integer flag in [min, max]; DDP_EUSAGE naming the flag otherwise. */
 static int num_arg(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out,
