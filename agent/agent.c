@@ -1,19 +1,16 @@
-/* agent_run: sets up the node (subreaper, orphan guard, embedded store, token, log directory,
+/* agent_run: sets up the node (subreaper, orphan guard, the stores of store.c, log directory,
  * signal handling), runs the supervision loop and tears everything down. Worker exits arrive as
  * SIGCHLD on the loop (uv_signal), and this file holds the only waitpid of ddprun. */
 #include "agent_int.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +19,6 @@
 #include "ddp_log.h"
 #include "ddp_signal.h"
 #include "ddp_time.h"
-#include "rdzv_client.h"
 #include "rdzv_server.h"
 
 static agent_worker_t *worker_by_pid(agent_t *a, pid_t pid) {
@@ -151,36 +147,10 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
 
 void agent__shutdown_loop(agent_t *a) {
     agent__rdzv_stop(a);
-    if (a->store != NULL) {
-        rdzv_server_close(a->store, NULL, NULL);
-        a->store = NULL;
-    }
-    if (a->wstore != NULL) {
-        rdzv_server_close(a->wstore, NULL, NULL);
-        a->wstore = NULL;
-    }
+    agent__stores_close(a);
     rdzv_metrics_close(a->metrics);
     a->metrics = NULL;
     uv_walk(a->loop, close_walk_cb, NULL);
-}
-
-/* Picks a free TCP port on addr for MASTER_PORT (the workers' own store). Returns it, or -errno.
- * Like torchrun, the port is free when chosen; a race with another program is possible but the
- * kernel hands out recently-closed ephemeral ports last. */
-int agent__pick_free_port(const char *addr) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
-        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sin;
-    int rc = 0;
-    if (bind(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
-        rc = -errno;
-    close(fd);
-    return rc < 0 ? rc : ntohs(sin.sin_port);
 }
 
 void agent__file_safe(const char *text, char *out, size_t cap) {
@@ -237,100 +207,6 @@ static int run_dir_setup(agent_t *a) {
     if (uses_log_files(job))
         DDP_WARN("no --log_dir given: worker logs go to %s", a->run_dir);
     return 0;
-}
-
-/* The job token, fresh for a one-node job: only our workers receive it (hex in a->token_hex).
- * Returns 0 or a negative code (logged). */
-static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
-    ddp_buf_t hex = DDP_BUF_INIT;
-    int rc = rdzv_token_generate(token, 32, err);
-    if (rc == 0)
-        rc = rdzv_token_to_hex(token->data, token->len, &hex);
-    if (rc < 0)
-        DDP_ERROR("unable to generate the job token: %s",
-                  err->text[0] ? err->text : ddp_strerror(rc));
-    else
-        snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
-    ddp_buf_free(&hex);
-    return rc;
-}
-
-void agent__store_nofile_log(const struct rdzv_server *store) {
-    int level = DDP_LOG_INFO;
-    const char *note = rdzv_server_nofile_note(store, &level);
-    /* The default limit fitted to the open-file limit is routine for a job's own store: said
-     * at -vv, not on every -v run. An explicit limit clipped stays a warning. */
-    if (note != NULL)
-        ddp_log(level == DDP_LOG_INFO ? DDP_LOG_DEBUG : level, "job store: %s", note);
-}
-
-int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
-                              const char *flag) {
-    /* No token (PyTorch's client cannot present one): on this host the kernel's word on who owns
-     * each peer's socket is what keeps other users out. */
-    rdzv_server_opts_t so = {.host = host,
-                             .port = (uint16_t)port,
-                             .no_auth = 1,
-                             .worker_store = 1,
-                             .workers = workers,
-                             .owner_only = 1};
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = rdzv_server_start(a->loop, &so, &a->wstore, &err);
-    if (rc < 0) {
-        DDP_ERROR("unable to serve the workers' store (%s): %s; choose another address or port, "
-                  "or --worker_store=own",
-                  flag, err.text[0] ? err.text : ddp_strerror(rc));
-        return rc;
-    }
-    rdzv_server_set_log(a->wstore, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
-    DDP_INFO("serving the workers' store (TORCHELASTIC_USE_AGENT_STORE=True) on %s",
-             rdzv_server_addr(a->wstore));
-    return 0;
-}
-
-/* One node: the job store on 127.0.0.1 with a fresh token, and the workers' store on
- * MASTER_ADDR (--master_port, or a port the kernel picks: no race with another job); with
- * --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Returns 0 or a negative
- * code (logged). */
-static int local_store_start(agent_t *a, ddp_err_t *err) {
-    const agent_job_t *job = a->job;
-    ddp_buf_t token = DDP_BUF_INIT;
-    int rc = local_token_make(a, &token, err);
-    if (rc < 0) {
-        ddp_buf_free(&token);
-        return rc;
-    }
-    rdzv_server_opts_t so = {
-        .host = "127.0.0.1", .port = 0, .token = token.data, .token_len = token.len};
-    rc = rdzv_server_start(a->loop, &so, &a->store, err);
-    ddp_buf_free(&token); /* the server keeps its own copy */
-    if (rc < 0) {
-        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
-        return rc;
-    }
-    agent__store_nofile_log(a->store);
-    a->store_port = rdzv_server_port(a->store);
-    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
-    a->master_port = job->master_port;
-    if (!job->worker_store_own) {
-        rc = agent__worker_store_start(a, a->master_addr, a->master_port < 0 ? 0 : a->master_port,
-                                       (size_t)job->nproc, "--master_addr/--master_port");
-        if (rc < 0)
-            return rc;
-        a->master_port = rdzv_server_port(a->wstore);
-    } else if (a->master_port < 0) {
-        a->master_port = agent__pick_free_port(a->master_addr);
-        if (a->master_port < 0) {
-            DDP_ERROR("unable to pick a free MASTER_PORT on %s: %s", a->master_addr,
-                      strerror(-a->master_port));
-            return a->master_port;
-        }
-    }
-    if ((rc = agent__base_env_build(a)) < 0)
-        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
-    return rc;
 }
 
 /* Signal handling on the loop: SIGCHLD (reaping) and the job's --signals_to_handle. Returns 0 or
@@ -413,7 +289,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     if ((rc = agent__guard_start(a)) < 0)
         DDP_WARN("unable to start the orphan guard: %s", strerror(-rc));
     /* Multi-node: the store, the ranks and the master come from the rendezvous. */
-    rc = agent__rdzv_wanted(job) ? agent__rdzv_start(a) : local_store_start(a, err);
+    rc = agent__rdzv_wanted(job) ? agent__rdzv_start(a) : agent__local_store_start(a, err);
     if (rc < 0 || (rc = signals_start(a)) < 0)
         return rc;
     if (job->ssh_session) {

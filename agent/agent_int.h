@@ -236,13 +236,8 @@ void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
 void agent__on_kill_timer(uv_timer_t *t);
 /* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
 void agent__kill_adopted(agent_t *a);
-/* Logs what the store did about the open-file limit (rdzv_server_nofile_note), if anything. */
-void agent__store_nofile_log(const struct rdzv_server *store);
 /* agent.c: closes every handle so that uv_run returns; the outcome is already recorded. */
 void agent__shutdown_loop(agent_t *a);
-
-/* agent.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
-int agent__pick_free_port(const char *addr);
 
 /* --event_log_handler json: writes event (its name) with the common fields (ts, run_id, host,
  * agent_pid, node_rank, attempt) and the fields fmt packs (jansson's json_pack format of one
@@ -256,12 +251,24 @@ void agent__evlog_lost_say(const agent_t *a);
  * (logged, naming the flag). */
 int agent__metrics_start(agent_t *a);
 
-/* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for the
- * agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
+/* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->token_hex), and the
+ * workers' store on MASTER_ADDR (--master_port, or a port the kernel picks: no race with another
+ * job); with --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Then the
+ * workers' shared environment. Returns 0 or a negative code (logged). */
+int agent__local_store_start(agent_t *a, ddp_err_t *err);
+/* store.c: serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for
+ * the agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
  * processes (several nodes: refitted to the world size at each JOIN). flag names where the
  * address came from, for the error line. Returns 0 or a negative code (logged). */
 int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
                               const char *flag);
+/* store.c: logs what a store did about the open-file limit (rdzv_server_nofile_note), if
+ * anything. */
+void agent__store_nofile_log(const struct rdzv_server *store);
+/* store.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
+int agent__pick_free_port(const char *addr);
+/* store.c: closes the job store and the workers' store (agent__shutdown_loop). */
+void agent__stores_close(agent_t *a);
 
 /* rdzv.c: nonzero when the job needs a multi-node rendezvous. */
 int agent__rdzv_wanted(const agent_job_t *job);

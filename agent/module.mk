@@ -7,7 +7,7 @@
 AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/supervise.c \
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
-              agent/metrics.c agent/scratch.c agent/health.c \
+              agent/metrics.c agent/scratch.c agent/health.c agent/store.c \
               agent/gpu_wait.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
