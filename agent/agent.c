@@ -308,7 +308,9 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     a->kill_timer.data = a->restart_timer.data = a;
     if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
         return rc;
-    return agent__hang_init(a);
+    if ((rc = agent__hang_init(a)) < 0)
+        return rc;
+    return agent__gpu_wait_init(a);
 }
 
 /* Setup failed, or the first group could not start: reap what started, then close the loop

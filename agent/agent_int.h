@@ -198,7 +198,7 @@ struct agent {
     long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
     int no_progress;         /* attempts in a row that ended without passing best_step */
     int no_progress_stop;    /* restarts stopped by --max_no_progress_restarts */
-    /* GPU memory wait before a restart (agent/hang.c, gpu_mem.h). */
+    /* GPU memory wait before a restart (agent/gpu_wait.c, on gpu_mem.h). */
     uv_timer_t gpu_timer;
     struct agent_gpu_mem *gpu;
     int gpu_skip;               /* NVML is not usable here: never wait */
@@ -341,6 +341,9 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms);
  * Returns 1 when --max_no_progress_restarts says to stop restarting, with why (cap bytes) saying
  * so for the log and the other nodes, else 0. */
 int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
+/* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
+ * libuv code. */
+int agent__gpu_wait_init(agent_t *a);
 /* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
  * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);
