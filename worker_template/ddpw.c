@@ -355,14 +355,6 @@ const char *ddpw_backend_note(const ddpw_t *w) {
     return w->note[0] != '\0' ? w->note : NULL;
 }
 
-const char *ddpw_backend_name(ddpw_backend_t b) {
-    switch (b) {
-    case DDPW_BACKEND_CPU: return "cpu";
-    case DDPW_BACKEND_NCCL: return "nccl";
-    default: return "auto";
-    }
-}
-
 /* Across nodes: sum within the node, sum across the node leaders' ring, spread each leader's
  * result within its node. Every rank ends with its node leader's bits. */
 static int hier_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {

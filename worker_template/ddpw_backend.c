@@ -14,6 +14,14 @@
 
 #include "ddp_contract.h"
 
+const char *ddpw_backend_name(ddpw_backend_t b) {
+    switch (b) {
+    case DDPW_BACKEND_CPU: return "cpu";
+    case DDPW_BACKEND_NCCL: return "nccl";
+    default: return "auto";
+    }
+}
+
 static const char *version_text(int v, char *out, size_t cap) {
     if (v <= 0)
         snprintf(out, cap, "none");
