@@ -886,16 +886,6 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
     return 0;
 }
 
-const char *launch_getenv_process(void *ctx, const char *name) {
-    (void)ctx;
-    return getenv(name);
-}
-
-const char *launch__env(launch_getenv_fn fn, void *ctx, const char *name) {
-    const char *v = fn(ctx, name);
-    return v != NULL && *v != '\0' ? v : NULL;
-}
-
 int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn, void *ctx,
                          launch_spec_t *spec, ddp_err_t *err) {
     if (getenv_fn == NULL)
