@@ -21,46 +21,6 @@
 #include "ddp_time.h"
 #include "rdzv_server.h"
 
-static agent_worker_t *worker_by_pid(agent_t *a, pid_t pid) {
-    for (int i = 0; i < a->nproc; i++)
-        if (a->workers[i].state == WORKER_RUNNING && a->workers[i].pid == pid)
-            return &a->workers[i];
-    return NULL;
-}
-
-/* Records the exit of worker w and feeds the state table. */
-static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
-    w->state = WORKER_EXITED;
-    w->status = status;
-    w->exit_wall = time(NULL);
-    /* Its process group goes with it, now: what the worker left there is orphaned, and the
-     * pgid must never be signalled later, when the number may belong to another process. */
-    kill(-w->pid, SIGKILL);
-    agent__guard_update(a, w->pid, 0);
-    agent__stream_finish(w->out);
-    agent__stream_finish(w->err);
-    w->out = w->err = NULL;
-    a->running--;
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    agent__error_file_bound(w->error_file);
-    if (ok) {
-        DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
-    } else if (WIFSIGNALED(status)) {
-        DDP_DEBUG("rank %d (pid %d) killed by %s", w->rank, (int)w->pid,
-                  ddp_signal_name(WTERMSIG(status)));
-    } else {
-        DDP_DEBUG("rank %d (pid %d) exited %d", w->rank, (int)w->pid, WEXITSTATUS(status));
-    }
-    if (WIFSIGNALED(status))
-        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:n, s:s}", "rank", w->rank, "local_rank",
-                     w->local_rank, "pid", (int)w->pid, "exit_code", "signal",
-                     ddp_signal_name(WTERMSIG(status)));
-    else
-        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:i, s:n}", "rank", w->rank, "local_rank",
-                     w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
-    agent__event(a, ok ? EV_WORKER_OK : EV_WORKER_FAIL, w);
-}
-
 /* SIGCHLD: reap everything that has exited: workers, the guard, adopted orphans. */
 static void on_sigchld(uv_signal_t *h, int sig) {
     (void)sig;
@@ -71,9 +31,9 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0)
             break;
-        agent_worker_t *w = worker_by_pid(a, pid);
+        agent_worker_t *w = agent__worker_by_pid(a, pid);
         if (w != NULL) {
-            worker_exited(a, w, status);
+            agent__worker_exited(a, w, status);
             any_worker = 1;
         } else if (pid == a->guard_pid) {
             a->guard_pid = 0;
@@ -127,7 +87,7 @@ void agent__kill_adopted(agent_t *a) {
             continue;
         int pid;
         while (fscanf(f, "%d", &pid) == 1) {
-            if (pid == a->guard_pid || worker_by_pid(a, pid) != NULL ||
+            if (pid == a->guard_pid || agent__worker_by_pid(a, pid) != NULL ||
                 agent__hang_is_helper(a, pid))
                 continue;
             DDP_DEBUG("killing orphan pid %d left by a worker", pid);
@@ -321,7 +281,7 @@ static void abandon(agent_t *a) {
         pid_t pid = waitpid(-1, &status, 0);
         if (pid < 0)
             break;
-        agent_worker_t *w = worker_by_pid(a, pid);
+        agent_worker_t *w = agent__worker_by_pid(a, pid);
         if (w != NULL) {
             w->state = WORKER_EXITED;
             agent__stream_finish(w->out);

@@ -60,8 +60,10 @@ typedef struct agent_stream {
     uint64_t *beat_ms;
 } agent_stream_t;
 
+/* A worker's states; agent/worker.c says what moves it from one to the next. */
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
 
+/* One worker of the group (agent/worker.c), reused by every attempt. */
 struct agent_worker {
     int local_rank;
     int rank;
@@ -212,12 +214,26 @@ static inline int agent__is_termination_signal(int sig) {
     return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
-/* spawn.c: fork and exec every worker of attempt a->attempt. Returns 0 or -errno (logged). */
+/* group.c: starts every worker of attempt a->attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
-/* spawn.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
+/* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a);
-/* spawn.c: sends sig to every running worker's process group. */
+/* group.c: sends sig to every running worker's process group. */
 void agent__group_signal(agent_t *a, int sig);
+/* group.c: mkdir -p of a per-attempt directory below the run directory, none of its components a
+ * link. Returns 0 or a negative code (logged). */
+int agent__attempt_dirs_make(agent_t *a, const char *path);
+
+/* worker.c (a worker's life; its states are listed there): starts worker w of the attempt.
+ * Returns 0 or -errno (logged). */
+int agent__worker_start(agent_t *a, agent_worker_t *w);
+/* worker.c: the running worker whose pid is pid, or NULL. */
+agent_worker_t *agent__worker_by_pid(agent_t *a, pid_t pid);
+/* worker.c: records the exit of worker w (wait status status) and feeds the state table. */
+void agent__worker_exited(agent_t *a, agent_worker_t *w, int status);
+/* worker.c: copies w's end (or, for the caller to complete, its hang) into the attempt's failure
+ * list, for the summary: one slot per worker, the first being the root cause. */
+void agent__worker_failure_record(agent_t *a, const agent_worker_t *w);
 /* job.c: the device (its text in the visible list, or the local rank when there is no list) a
  * worker sees under --virtual_local_rank, into out (cut to cap - 1 bytes). Returns 0, or -ENOENT
  * when the list has no device for local_rank (agent_job_prepare has refused such a job). */

@@ -1,8 +1,8 @@
-/* ddp_contract: the names two programs of ddprun agree on, spelled once. The agent (agent/spawn.c)
- * sets these variables in every worker's environment and the worker library (worker_template/
- * ddpw.c and its backends) reads them; the launcher, the daemon and `ddprun status` read the job
- * token's. A name is written here and nowhere else: every other file uses the macro, so the two
- * sides cannot drift apart. docs/ARCHITECTURE.md ("The agent") says what each worker gets. */
+/* ddp_contract: the names two programs of ddprun agree on, spelled once. The agent
+ * (agent/group.c, agent/worker.c) sets these variables in every worker's environment and the
+ * worker library (worker_template/ddpw.c and its backends) reads them; the launcher, the daemon
+ * and `ddprun status` read the job token's. A name is written here and nowhere else: every other
+ * file uses the macro, so the two sides cannot drift apart. */
 #ifndef DDP_CONTRACT_H
 #define DDP_CONTRACT_H
 
