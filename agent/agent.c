@@ -1,68 +1,25 @@
-/* agent_run: sets up the node (subreaper, orphan guard, embedded store, token, log directory,
+/* agent_run: sets up the node (subreaper, orphan guard, the stores of store.c, log directory,
  * signal handling), runs the supervision loop and tears everything down. Worker exits arrive as
  * SIGCHLD on the loop (uv_signal), and this file holds the only waitpid of ddprun. */
 #include "agent_int.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "ddp_signal.h"
 #include "ddp_time.h"
-#include "rdzv_client.h"
 #include "rdzv_server.h"
-
-static agent_worker_t *worker_by_pid(agent_t *a, pid_t pid) {
-    for (int i = 0; i < a->nproc; i++)
-        if (a->workers[i].state == WORKER_RUNNING && a->workers[i].pid == pid)
-            return &a->workers[i];
-    return NULL;
-}
-
-/* Records the exit of worker w and feeds the state table. */
-static void worker_exited(agent_t *a, agent_worker_t *w, int status) {
-    w->state = WORKER_EXITED;
-    w->status = status;
-    w->exit_wall = time(NULL);
-    /* Its process group goes with it, now: what the worker left there is orphaned, and the
-     * pgid must never be signalled later, when the number may belong to another process. */
-    kill(-w->pid, SIGKILL);
-    agent__guard_update(a, w->pid, 0);
-    agent__stream_finish(w->out);
-    agent__stream_finish(w->err);
-    w->out = w->err = NULL;
-    a->running--;
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    agent__error_file_bound(w->error_file);
-    if (ok) {
-        DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
-    } else if (WIFSIGNALED(status)) {
-        DDP_DEBUG("rank %d (pid %d) killed by %s", w->rank, (int)w->pid,
-                  ddp_signal_name(WTERMSIG(status)));
-    } else {
-        DDP_DEBUG("rank %d (pid %d) exited %d", w->rank, (int)w->pid, WEXITSTATUS(status));
-    }
-    if (WIFSIGNALED(status))
-        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:n, s:s}", "rank", w->rank, "local_rank",
-                     w->local_rank, "pid", (int)w->pid, "exit_code", "signal",
-                     ddp_signal_name(WTERMSIG(status)));
-    else
-        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:i, s:n}", "rank", w->rank, "local_rank",
-                     w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
-    agent__event(a, ok ? EV_WORKER_OK : EV_WORKER_FAIL, w);
-}
 
 /* SIGCHLD: reap everything that has exited: workers, the guard, adopted orphans. */
 static void on_sigchld(uv_signal_t *h, int sig) {
@@ -74,9 +31,9 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0)
             break;
-        agent_worker_t *w = worker_by_pid(a, pid);
+        agent_worker_t *w = agent__worker_by_pid(a, pid);
         if (w != NULL) {
-            worker_exited(a, w, status);
+            agent__worker_exited(a, w, status);
             any_worker = 1;
         } else if (pid == a->guard_pid) {
             a->guard_pid = 0;
@@ -130,7 +87,7 @@ void agent__kill_adopted(agent_t *a) {
             continue;
         int pid;
         while (fscanf(f, "%d", &pid) == 1) {
-            if (pid == a->guard_pid || worker_by_pid(a, pid) != NULL ||
+            if (pid == a->guard_pid || agent__worker_by_pid(a, pid) != NULL ||
                 agent__hang_is_helper(a, pid))
                 continue;
             DDP_DEBUG("killing orphan pid %d left by a worker", pid);
@@ -150,36 +107,10 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
 
 void agent__shutdown_loop(agent_t *a) {
     agent__rdzv_stop(a);
-    if (a->store != NULL) {
-        rdzv_server_close(a->store, NULL, NULL);
-        a->store = NULL;
-    }
-    if (a->wstore != NULL) {
-        rdzv_server_close(a->wstore, NULL, NULL);
-        a->wstore = NULL;
-    }
+    agent__stores_close(a);
     rdzv_metrics_close(a->metrics);
     a->metrics = NULL;
     uv_walk(a->loop, close_walk_cb, NULL);
-}
-
-/* Picks a free TCP port on addr for MASTER_PORT (the workers' own store). Returns it, or -errno.
- * Like torchrun, the port is free when chosen; a race with another program is possible but the
- * kernel hands out recently-closed ephemeral ports last. */
-int agent__pick_free_port(const char *addr) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
-        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sin;
-    int rc = 0;
-    if (bind(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
-        rc = -errno;
-    close(fd);
-    return rc < 0 ? rc : ntohs(sin.sin_port);
 }
 
 void agent__file_safe(const char *text, char *out, size_t cap) {
@@ -187,33 +118,6 @@ void agent__file_safe(const char *text, char *out, size_t cap) {
     for (const char *p = text; *p && n < cap - 1; p++)
         out[n++] = (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.') ? *p : '_';
     out[n] = '\0';
-}
-
-int agent__empty_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char sub[PATH_MAX + sizeof de->d_name + 1];
-        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
-        struct stat st;
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-            agent__remove_tree(sub);
-        else
-            unlink(sub);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-void agent__remove_tree(const char *path) {
-    agent__empty_tree(path);
-    rmdir(path);
 }
 
 static int uses_log_files(const agent_job_t *job) {
@@ -263,100 +167,6 @@ static int run_dir_setup(agent_t *a) {
     if (uses_log_files(job))
         DDP_WARN("no --log_dir given: worker logs go to %s", a->run_dir);
     return 0;
-}
-
-/* The job token, fresh for a one-node job: only our workers receive it (hex in a->token_hex).
- * Returns 0 or a negative code (logged). */
-static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
-    ddp_buf_t hex = DDP_BUF_INIT;
-    int rc = rdzv_token_generate(token, 32, err);
-    if (rc == 0)
-        rc = rdzv_token_to_hex(token->data, token->len, &hex);
-    if (rc < 0)
-        DDP_ERROR("unable to generate the job token: %s",
-                  err->text[0] ? err->text : ddp_strerror(rc));
-    else
-        snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
-    ddp_buf_free(&hex);
-    return rc;
-}
-
-void agent__store_nofile_log(const struct rdzv_server *store) {
-    int level = DDP_LOG_INFO;
-    const char *note = rdzv_server_nofile_note(store, &level);
-    /* The default limit fitted to the open-file limit is routine for a job's own store: said
-     * at -vv, not on every -v run. An explicit limit clipped stays a warning. */
-    if (note != NULL)
-        ddp_log(level == DDP_LOG_INFO ? DDP_LOG_DEBUG : level, "job store: %s", note);
-}
-
-int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
-                              const char *flag) {
-    /* No token (PyTorch's client cannot present one): on this host the kernel's word on who owns
-     * each peer's socket is what keeps other users out. */
-    rdzv_server_opts_t so = {.host = host,
-                             .port = (uint16_t)port,
-                             .no_auth = 1,
-                             .worker_store = 1,
-                             .workers = workers,
-                             .owner_only = 1};
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = rdzv_server_start(a->loop, &so, &a->wstore, &err);
-    if (rc < 0) {
-        DDP_ERROR("unable to serve the workers' store (%s): %s; choose another address or port, "
-                  "or --worker_store=own",
-                  flag, err.text[0] ? err.text : ddp_strerror(rc));
-        return rc;
-    }
-    rdzv_server_set_log(a->wstore, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
-    DDP_INFO("serving the workers' store (TORCHELASTIC_USE_AGENT_STORE=True) on %s",
-             rdzv_server_addr(a->wstore));
-    return 0;
-}
-
-/* One node: the job store on 127.0.0.1 with a fresh token, and the workers' store on
- * MASTER_ADDR (--master_port, or a port the kernel picks: no race with another job); with
- * --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Returns 0 or a negative
- * code (logged). */
-static int local_store_start(agent_t *a, ddp_err_t *err) {
-    const agent_job_t *job = a->job;
-    ddp_buf_t token = DDP_BUF_INIT;
-    int rc = local_token_make(a, &token, err);
-    if (rc < 0) {
-        ddp_buf_free(&token);
-        return rc;
-    }
-    rdzv_server_opts_t so = {
-        .host = "127.0.0.1", .port = 0, .token = token.data, .token_len = token.len};
-    rc = rdzv_server_start(a->loop, &so, &a->store, err);
-    ddp_buf_free(&token); /* the server keeps its own copy */
-    if (rc < 0) {
-        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
-        return rc;
-    }
-    agent__store_nofile_log(a->store);
-    a->store_port = rdzv_server_port(a->store);
-    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
-    a->master_port = job->master_port;
-    if (!job->worker_store_own) {
-        rc = agent__worker_store_start(a, a->master_addr, a->master_port < 0 ? 0 : a->master_port,
-                                       (size_t)job->nproc, "--master_addr/--master_port");
-        if (rc < 0)
-            return rc;
-        a->master_port = rdzv_server_port(a->wstore);
-    } else if (a->master_port < 0) {
-        a->master_port = agent__pick_free_port(a->master_addr);
-        if (a->master_port < 0) {
-            DDP_ERROR("unable to pick a free MASTER_PORT on %s: %s", a->master_addr,
-                      strerror(-a->master_port));
-            return a->master_port;
-        }
-    }
-    if ((rc = agent__base_env_build(a)) < 0)
-        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
-    return rc;
 }
 
 /* Signal handling on the loop: SIGCHLD (reaping) and the job's --signals_to_handle. Returns 0 or
@@ -439,7 +249,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     if ((rc = agent__guard_start(a)) < 0)
         DDP_WARN("unable to start the orphan guard: %s", strerror(-rc));
     /* Multi-node: the store, the ranks and the master come from the rendezvous. */
-    rc = agent__rdzv_wanted(job) ? agent__rdzv_start(a) : local_store_start(a, err);
+    rc = agent__rdzv_wanted(job) ? agent__rdzv_start(a) : agent__local_store_start(a, err);
     if (rc < 0 || (rc = signals_start(a)) < 0)
         return rc;
     if (job->ssh_session) {
@@ -458,7 +268,9 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     a->kill_timer.data = a->restart_timer.data = a;
     if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
         return rc;
-    return agent__hang_init(a);
+    if ((rc = agent__hang_init(a)) < 0)
+        return rc;
+    return agent__gpu_wait_init(a);
 }
 
 /* Setup failed, or the first group could not start: reap what started, then close the loop
@@ -469,7 +281,7 @@ static void abandon(agent_t *a) {
         pid_t pid = waitpid(-1, &status, 0);
         if (pid < 0)
             break;
-        agent_worker_t *w = worker_by_pid(a, pid);
+        agent_worker_t *w = agent__worker_by_pid(a, pid);
         if (w != NULL) {
             w->state = WORKER_EXITED;
             agent__stream_finish(w->out);
@@ -507,7 +319,7 @@ static void agent_teardown(agent_t *a) {
     /* A private run directory holds only error files, whose messages the summary has printed:
      * it goes away however the job ended, since it may be on RAM-backed /dev/shm. */
     if (a->run_dir_is_temp && !a->log_layout && !a->stacks_kept)
-        agent__remove_tree(a->run_dir);
+        ddp_dir_remove(a->run_dir);
     else if (a->stacks_kept)
         DDP_WARN("keeping %s: it holds the stacks of hung workers", a->run_dir);
     agent__evlog_lost_say(a);

@@ -71,8 +71,10 @@ typedef struct agent_stream {
     uint64_t *beat_ms;
 } agent_stream_t;
 
+/* A worker's states; agent/worker.c says what moves it from one to the next. */
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
 
+/* One worker of the group (agent/worker.c), reused by every attempt. */
 struct agent_worker {
     int local_rank;
     int rank;
@@ -209,7 +211,7 @@ struct agent {
     long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
     int no_progress;         /* attempts in a row that ended without passing best_step */
     int no_progress_stop;    /* restarts stopped by --max_no_progress_restarts */
-    /* GPU memory wait before a restart (agent/hang.c, gpu_mem.h). */
+    /* GPU memory wait before a restart (agent/gpu_wait.c, on gpu_mem.h). */
     uv_timer_t gpu_timer;
     struct agent_gpu_mem *gpu;
     int gpu_skip;               /* NVML is not usable here: never wait */
@@ -226,12 +228,26 @@ static inline int agent__is_termination_signal(int sig) {
     return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
-/* spawn.c: fork and exec every worker of attempt a->attempt. Returns 0 or -errno (logged). */
+/* group.c: starts every worker of attempt a->attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
-/* spawn.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
+/* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a);
-/* spawn.c: sends sig to every running worker's process group. */
+/* group.c: sends sig to every running worker's process group. */
 void agent__group_signal(agent_t *a, int sig);
+/* group.c: mkdir -p of a per-attempt directory below the run directory, none of its components a
+ * link. Returns 0 or a negative code (logged). */
+int agent__attempt_dirs_make(agent_t *a, const char *path);
+
+/* worker.c (a worker's life; its states are listed there): starts worker w of the attempt.
+ * Returns 0 or -errno (logged). */
+int agent__worker_start(agent_t *a, agent_worker_t *w);
+/* worker.c: the running worker whose pid is pid, or NULL. */
+agent_worker_t *agent__worker_by_pid(agent_t *a, pid_t pid);
+/* worker.c: records the exit of worker w (wait status status) and feeds the state table. */
+void agent__worker_exited(agent_t *a, agent_worker_t *w, int status);
+/* worker.c: copies w's end (or, for the caller to complete, its hang) into the attempt's failure
+ * list, for the summary: one slot per worker, the first being the root cause. */
+void agent__worker_failure_record(agent_t *a, const agent_worker_t *w);
 /* job.c: the device (its text in the visible list, or the local rank when there is no list) a
  * worker sees under --virtual_local_rank, into out (cut to cap - 1 bytes). Returns 0, or -ENOENT
  * when the list has no device for local_rank (agent_job_prepare has refused such a job). */
@@ -263,13 +279,8 @@ void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
 void agent__on_kill_timer(uv_timer_t *t);
 /* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
 void agent__kill_adopted(agent_t *a);
-/* Logs what the store did about the open-file limit (rdzv_server_nofile_note), if anything. */
-void agent__store_nofile_log(const struct rdzv_server *store);
 /* agent.c: closes every handle so that uv_run returns; the outcome is already recorded. */
 void agent__shutdown_loop(agent_t *a);
-
-/* agent.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
-int agent__pick_free_port(const char *addr);
 
 /* --event_log_handler json: writes event (its name) with the common fields (ts, run_id, host,
  * agent_pid, node_rank, attempt) and the fields fmt packs (jansson's json_pack format of one
@@ -283,12 +294,24 @@ void agent__evlog_lost_say(const agent_t *a);
  * (logged, naming the flag). */
 int agent__metrics_start(agent_t *a);
 
-/* Serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for the
- * agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
+/* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->token_hex), and the
+ * workers' store on MASTER_ADDR (--master_port, or a port the kernel picks: no race with another
+ * job); with --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Then the
+ * workers' shared environment. Returns 0 or a negative code (logged). */
+int agent__local_store_start(agent_t *a, ddp_err_t *err);
+/* store.c: serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for
+ * the agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
  * processes (several nodes: refitted to the world size at each JOIN). flag names where the
  * address came from, for the error line. Returns 0 or a negative code (logged). */
 int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
                               const char *flag);
+/* store.c: logs what a store did about the open-file limit (rdzv_server_nofile_note), if
+ * anything. */
+void agent__store_nofile_log(const struct rdzv_server *store);
+/* store.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
+int agent__pick_free_port(const char *addr);
+/* store.c: closes the job store and the workers' store (agent__shutdown_loop). */
+void agent__stores_close(agent_t *a);
 
 /* rdzv.c: nonzero when the job needs a multi-node rendezvous. */
 int agent__rdzv_wanted(const agent_job_t *job);
@@ -361,6 +384,9 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms);
  * Returns 1 when --max_no_progress_restarts says to stop restarting, with why (cap bytes) saying
  * so for the log and the other nodes, else 0. */
 int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
+/* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
+ * libuv code. */
+int agent__gpu_wait_init(agent_t *a);
 /* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
  * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);
@@ -412,13 +438,8 @@ int agent__cgroup_remove_dir(const char *dir);
  * valid PyTorch-format file holding the start of its text and its size. Logs a failure. */
 void agent__error_file_bound(const char *path);
 
-/* agent.c: rm -rf of a directory of ours (the private run directory, the workers' scratch
- * directory; only ever a mkdtemp directory). empty_tree removes what the directory holds and
- * returns how many entries it held; remove_tree removes the directory too. */
-int agent__empty_tree(const char *path);
-void agent__remove_tree(const char *path);
-/* text (the user's run id) as a file name: characters other than [A-Za-z0-9._-] become '_';
- * cut to cap - 1 bytes. */
+/* agent.c: text (the user's run id) as a file name: characters other than [A-Za-z0-9._-] become
+ * '_'; cut to cap - 1 bytes. */
 void agent__file_safe(const char *text, char *out, size_t cap);
 
 /* scratch.c: the workers' directory on /dev/shm (DDPRUN_SHM_DIR). start makes it ("" when

@@ -14,6 +14,7 @@
 
 #include "ddp_err.h"
 #include "ddp_log.h"
+#include "ddp_proc.h"
 #include "ddp_time.h"
 
 /* From NVML's ABI (nvml.h): nvmlReturn_t is an int enum, a device is an opaque pointer. */
@@ -207,21 +208,8 @@ static int procs_list(agent_gpu_mem_t *g, nvml_device_t dev, unsigned int *n) {
 
 /* The process group of pid from /proc, or 0 when it is gone or not visible here. */
 static pid_t pgrp_of(pid_t pid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* comm may hold spaces and parentheses: the fields that follow start after the last ')'. */
-    char *p = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp;
-    if (p == NULL || sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
-        return 0;
-    return (pid_t)pgrp;
+    ddp_proc_stat_t st;
+    return ddp_proc_stat(pid, 0, &st) < 0 ? 0 : st.pgrp;
 }
 
 /* pid is one of the old workers, or in one of their process groups. */

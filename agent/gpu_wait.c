@@ -89,6 +89,12 @@ int agent__gpu_wait_start(agent_t *a) {
     return 1;
 }
 
+int agent__gpu_wait_init(agent_t *a) {
+    int rc = uv_timer_init(a->loop, &a->gpu_timer);
+    a->gpu_timer.data = a;
+    return rc;
+}
+
 int agent__gpu_wait_active(agent_t *a) {
     return uv_is_active((uv_handle_t *)&a->gpu_timer);
 }

@@ -10,19 +10,29 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 
 #define GUARD_MAX_GROUPS 4096
 
-static void guard_main(int fd, const agent_t *a) __attribute__((noreturn));
+/* What the guard removes when the agent dies without saying goodbye, known before it starts
+ * ("" for none). */
+typedef struct guard_paths {
+    char cgroup_dir[PATH_MAX];  /* the job's cgroup, killed first, removed last */
+    char scratch_dir[PATH_MAX]; /* the workers' scratch directory */
+    char run_dir[PATH_MAX];     /* the private run directory (never a --log_dir) */
+} guard_paths_t;
 
-/* a is the guard's copy of the agent at fork time: the cgroup and run directory are known. */
-static void guard_main(int fd, const agent_t *a) {
+static void guard_main(int fd, const guard_paths_t *p) __attribute__((noreturn));
+
+static void guard_main(int fd, const guard_paths_t *p) {
     static pid_t groups[GUARD_MAX_GROUPS];
     int n = 0;
     /* Only EOF ends the guard: signals aimed at the agent's group (Ctrl-C) are the agent's. */
@@ -60,20 +70,27 @@ static void guard_main(int fd, const agent_t *a) {
         }
     }
 agent_gone:
-    if (a->cgroup_dir[0] != '\0')
-        agent__cgroup_kill_dir(a->cgroup_dir);
+    if (p->cgroup_dir[0] != '\0')
+        agent__cgroup_kill_dir(p->cgroup_dir);
     for (int i = 0; i < n; i++)
         kill(-groups[i], SIGKILL);
-    if (a->cgroup_dir[0] != '\0')
-        agent__cgroup_remove_dir(a->cgroup_dir);
-    if (a->scratch_dir[0] != '\0')
-        agent__remove_tree(a->scratch_dir);
-    if (a->run_dir_is_temp && !a->log_layout)
-        agent__remove_tree(a->run_dir);
+    if (p->cgroup_dir[0] != '\0')
+        agent__cgroup_remove_dir(p->cgroup_dir);
+    if (p->scratch_dir[0] != '\0')
+        ddp_dir_remove(p->scratch_dir);
+    if (p->run_dir[0] != '\0')
+        ddp_dir_remove(p->run_dir);
     _exit(0);
 }
 
 int agent__guard_start(agent_t *a) {
+    /* What the guard may have to remove: its own copy (on this stack, which fork copies), and
+     * all it sees of the agent. */
+    guard_paths_t paths;
+    snprintf(paths.cgroup_dir, sizeof paths.cgroup_dir, "%s", a->cgroup_dir);
+    snprintf(paths.scratch_dir, sizeof paths.scratch_dir, "%s", a->scratch_dir);
+    snprintf(paths.run_dir, sizeof paths.run_dir, "%s",
+             a->run_dir_is_temp && !a->log_layout ? a->run_dir : "");
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return -errno;
@@ -93,7 +110,7 @@ int agent__guard_start(agent_t *a) {
         if (keep > 3)
             close_range(3, (unsigned)keep - 1, 0);
         close_range((unsigned)keep + 1, ~0U, 0);
-        guard_main(keep, a);
+        guard_main(keep, &paths);
     }
     close(fds[0]);
     a->guard_fd = fds[1];

@@ -1,8 +1,7 @@
 /* Hangs: the heartbeat file of each worker (DDPRUN_HEARTBEAT_FILE), one timer at the earliest
  * heartbeat deadline of the running workers, the stack capture of a hung group (agent/stacks.c)
- * with its budget, the progress record behind --max_no_progress_restarts, and the wait for the
- * stopped group's GPU memory before a restart (agent/gpu_mem.c). The table in supervise.c
- * decides what follows. */
+ * with its budget, and the progress record behind --max_no_progress_restarts. The table in
+ * supervise.c decides what follows (the wait for a stopped group's GPU memory is gpu_wait.c's). */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -20,7 +19,6 @@
 #include "ddp_log.h"
 #include "ddp_parse.h"
 #include "ddp_time.h"
-#include "gpu_mem.h"
 #include "stacks.h"
 
 /* The most of a heartbeat file read for its progress counter: a decimal int64 and a newline. */
@@ -33,10 +31,9 @@
 int agent__hang_init(agent_t *a) {
     int rc;
     if ((rc = uv_timer_init(a->loop, &a->hb_timer)) < 0 ||
-        (rc = uv_timer_init(a->loop, &a->stacks_timer)) < 0 ||
-        (rc = uv_timer_init(a->loop, &a->gpu_timer)) < 0)
+        (rc = uv_timer_init(a->loop, &a->stacks_timer)) < 0)
         return rc;
-    a->hb_timer.data = a->stacks_timer.data = a->gpu_timer.data = a;
+    a->hb_timer.data = a->stacks_timer.data = a;
     a->best_step = -1;
     return 0;
 }

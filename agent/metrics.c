@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "ddp_contract.h"
 #include "ddp_log.h"
 #include "ddp_time.h"
 #include "rdzv_proto.h"
@@ -30,7 +31,7 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
     snprintf(v, sizeof v, "%d", a->attempt);
     rc = rc ? rc
             : sample(out, "ddprun_agent_attempt", "gauge",
-                     "The worker group's attempt (TORCHELASTIC_RESTART_COUNT).", run, n, v);
+                     "The worker group's attempt (" DDP_ENV_RESTART_COUNT ").", run, n, v);
     snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_group_starts);
     rc = rc ? rc
             : sample(out, "ddprun_agent_worker_groups_started_total", "counter",

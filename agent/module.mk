@@ -4,10 +4,10 @@
 # for a stopped group's GPU memory, NVML dlopen'ed) are the building blocks of hang recovery:
 # hang.c (heartbeat deadlines, capture, progress) and gpu_wait.c (the wait before a restart).
 # events.c (--event_log_handler json) and metrics.c (--metrics) say what happens, for machines.
-AGENT_SRCS := agent/agent.c agent/job.c agent/spawn.c agent/output.c agent/supervise.c \
+AGENT_SRCS := agent/agent.c agent/job.c agent/group.c agent/worker.c agent/output.c agent/supervise.c \
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
-              agent/metrics.c agent/scratch.c agent/health.c agent/console.c \
+              agent/metrics.c agent/scratch.c agent/health.c agent/console.c agent/store.c \
               agent/gpu_wait.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
@@ -16,12 +16,13 @@ LIBS += $(BUILD)/libagent.a
 $(BUILD)/obj/tests/unit/test_agent_%.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent
 
-# test_agent_supervise links supervise.c alone (and events.c, silent unless a job asks): the test
-# defines the agent functions the table calls and replaces the loop's timers and kill() through
-# the linker.
+# test_agent_supervise links supervise.c with worker.c (the failure records the table keeps) and
+# events.c (silent unless a job asks): the test defines the other agent functions the table calls
+# and replaces the loop's timers and kill() through the linker.
 UNIT_TESTS += $(BUILD)/tests/unit/test_agent_supervise
 $(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_supervise.o \
-    $(BUILD)/obj/agent/supervise.o $(BUILD)/obj/agent/events.o $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/agent/supervise.o $(BUILD)/obj/agent/worker.o $(BUILD)/obj/agent/events.o \
+    $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
     -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
 

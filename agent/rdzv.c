@@ -23,11 +23,13 @@
 #include <jansson.h>
 
 #include "ddp_addr.h"
+#include "ddp_contract.h"
 #include "ddp_escape.h"
 #include "ddp_log.h"
 #include "rdzv_acall.h"
 #include "rdzv_aclient.h"
 #include "rdzv_client.h"
+#include "rdzv_layout.h"
 #include "rdzv_proto.h"
 #include "rdzv_server.h"
 
@@ -320,7 +322,7 @@ static void on_connected(void *arg, int status, const char *errtext) {
     else
         DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
                   store_text(errtext, (size_t)-1, ddp_strerror(status), esc),
-                  r->token->len == 0 ? " (agents read the job token from " RDZV_TOKEN_ENV_NAMES ")"
+                  r->token->len == 0 ? " (agents read the job token from " DDP_ENV_TOKEN_NAMES ")"
                                      : "");
     /* Stop first, so the other connection's failure does not log the same thing again. */
     agent__rdzv_stop(r->a);
@@ -351,9 +353,10 @@ static const char *join_result_check(const rdzv_join_result_t *j, int nproc, int
     return NULL;
 }
 
-/* The key the server SETs when round `round` ends (its value says why). */
+/* The key the server SETs when round `round` ends (its value says why). The run id was checked
+ * (agent_job_prepare) and rounds are never negative: it fits RDZV_LAYOUT_KEY_MAX. */
 static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
-    snprintf(key, cap, "__rdzv/%s/end/%lld", r->a->job->run_id, (long long)round);
+    rdzv_layout_end_key(key, cap, r->a->job->run_id, round);
 }
 
 static void on_round_reason(void *arg, int status, const uint8_t *reply, size_t len,
@@ -386,7 +389,7 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
         return;
     /* The server stored why the round ended (a failure, a lost node, a scale-up) as the key's
      * value: say it, for the user watching this node. */
-    char key[RDZV_RUN_ID_MAX + 64];
+    char key[RDZV_LAYOUT_KEY_MAX];
     end_key(r, r->watch_round, key, sizeof key);
     if (r->a->state == SUP_RUNNING)
         rdzv_aclient_get(r->watch, key, 0, on_round_reason, r, NULL);
@@ -396,7 +399,7 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
 
 /* Arms the watch for the end of round. */
 static void watch_round(struct agent_rdzv *r, int64_t round) {
-    char key[RDZV_RUN_ID_MAX + 64];
+    char key[RDZV_LAYOUT_KEY_MAX];
     end_key(r, round, key, sizeof key);
     const char *keys[1] = {key};
     ddp_err_t err;
@@ -506,6 +509,8 @@ void agent__rdzv_join(agent_t *a) {
     req.cfg.keep_alive_interval_ms = job->rdzv.keep_alive_interval_ms;
     req.cfg.keep_alive_max_attempt = job->rdzv.keep_alive_max_attempt;
     req.cfg.max_restarts = job->max_restarts;
+    /* The store drops the worker library's keys of old rounds under this prefix. */
+    snprintf(req.cfg.round_keys, sizeof req.cfg.round_keys, "%s", DDP_WORKER_KEY_PREFIX);
     /* For a store that forgot the run (restarted): the rounds go on after ours, and the
      * restarts counted so far stay counted. A store that remembers ignores both. */
     req.min_round = r->joined ? a->round + 1 : 0;
@@ -669,10 +674,10 @@ static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t 
 static void progress_send(struct agent_rdzv *r) {
     agent_t *a = r->a;
     rdzv_progress_t p = {.round = a->round};
-    char key[RDZV_PROGRESS_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
+    char key[RDZV_LAYOUT_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
     if ((a->state != SUP_RUNNING && a->state != SUP_CAPTURING) ||
         agent__hang_progress(a, &p.step, &p.beat_age_ms) < 0 ||
-        rdzv_progress_key(key, sizeof key, a->job->run_id, a->node_rank) < 0)
+        rdzv_layout_progress_key(key, sizeof key, a->job->run_id, a->node_rank) < 0)
         return;
     int n = rdzv_progress_format(val, sizeof val, &p);
     if (n > 0)
@@ -819,8 +824,12 @@ static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t 
     leave_after_linger(r, EV_BARRIER_DONE);
 }
 
-static void barrier_key(agent_t *a, const char *what, char *key, size_t cap) {
-    snprintf(key, cap, "__rdzv/%s/%lld/exit%s", a->job->run_id, (long long)a->round, what);
+/* The exit barrier's counter of this round, or (done) the key its last arrival SETs. */
+static void barrier_key(agent_t *a, int done, char *key, size_t cap) {
+    if (done)
+        rdzv_layout_exit_done_key(key, cap, a->job->run_id, a->round);
+    else
+        rdzv_layout_exit_key(key, cap, a->job->run_id, a->round);
 }
 
 static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t len,
@@ -834,8 +843,8 @@ static void on_barrier_wait(void *arg, int status, const uint8_t *reply, size_t 
  * heartbeat out. Returns 0 or a negative code (on_barrier_wait will not run). */
 static int barrier_wait(struct agent_rdzv *r) {
     agent_t *a = r->a;
-    char key[RDZV_RUN_ID_MAX + 64];
-    barrier_key(a, "/done", key, sizeof key);
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_key(a, 1, key, sizeof key);
     const char *keys[1] = {key};
     uint64_t now = uv_now(a->loop);
     uint64_t left = r->barrier_deadline > now ? r->barrier_deadline - now : 1;
@@ -879,8 +888,8 @@ static void on_settle(void *arg, int status, const uint8_t *reply, size_t len, c
 
 /* Seals the barrier (see BARRIER_SEAL); on_settle reads the verdict. */
 static void barrier_seal(struct agent_rdzv *r) {
-    char key[RDZV_RUN_ID_MAX + 64];
-    barrier_key(r->a, "", key, sizeof key);
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_key(r->a, 0, key, sizeof key);
     if (rdzv_aclient_add(r->ctl, key, BARRIER_SEAL, on_settle, r, NULL) < 0)
         store_lost(r, "unable to reach the store at the exit barrier");
 }
@@ -912,8 +921,8 @@ static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t l
         barrier_broken(r);
         return;
     }
-    char key[RDZV_RUN_ID_MAX + 64];
-    barrier_key(a, "/done", key, sizeof key);
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_key(a, 1, key, sizeof key);
     int rc;
     if (n >= a->group_world_size) {
         /* The last node to arrive releases the others. */
@@ -932,8 +941,8 @@ static void on_barrier_add(void *arg, int status, const uint8_t *reply, size_t l
 
 void agent__rdzv_exit_barrier(agent_t *a) {
     struct agent_rdzv *r = a->rdzv;
-    char key[RDZV_RUN_ID_MAX + 64];
-    barrier_key(a, "", key, sizeof key);
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_key(a, 0, key, sizeof key);
     r->barrier_phase = 1;
     r->settling = 0;
     if (rdzv_aclient_add(r->ctl, key, 1, on_barrier_add, r, NULL) < 0)
@@ -999,7 +1008,7 @@ static int maybe_host(struct agent_rdzv *r) {
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
         agent__store_nofile_log(a->store);
         if (so.no_auth)
-            DDP_WARN("no job token (" RDZV_TOKEN_ENV_NAMES "): the rendezvous store on "
+            DDP_WARN("no job token (" DDP_ENV_TOKEN_NAMES "): the rendezvous store on "
                      "%s:%d accepts any client",
                      r->addr, r->port);
         return 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 
 #define SCRATCH_PARENT "/dev/shm"
@@ -34,7 +35,7 @@ void agent__scratch_start(agent_t *a) {
 void agent__scratch_clear(agent_t *a) {
     if (a->scratch_dir[0] == '\0')
         return;
-    int n = agent__empty_tree(a->scratch_dir);
+    int n = ddp_dir_empty(a->scratch_dir);
     if (n > 0)
         DDP_DEBUG("removed %d entries of %s left by workers of the stopped group", n,
                   a->scratch_dir);
@@ -42,6 +43,6 @@ void agent__scratch_clear(agent_t *a) {
 
 void agent__scratch_stop(agent_t *a) {
     if (a->scratch_dir[0] != '\0')
-        agent__remove_tree(a->scratch_dir);
+        ddp_dir_remove(a->scratch_dir);
     a->scratch_dir[0] = '\0';
 }

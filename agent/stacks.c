@@ -22,6 +22,7 @@
 
 #include "ddp_file.h"
 #include "ddp_log.h"
+#include "ddp_proc.h"
 #include "ddp_time.h"
 
 extern char **environ;
@@ -48,55 +49,6 @@ static int elapsed_ms(const cap_t *c) {
     return (int)(ddp_now_ms() - c->start);
 }
 
-/* Reads up to cap - 1 bytes of a (small, /proc) file, NUL-terminated. Returns the length or
- * -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t n = 0;
-    while (n < cap - 1) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
-    return (ssize_t)n;
-}
-
-/* Parses /proc/<pid>[/task/<tid>]/stat at path: comm (which may hold spaces and parentheses, so
- * it ends at the last ')'), state and process group. Returns 0 or -errno. */
-static int read_stat(const char *path, char *comm, size_t comm_cap, char *state, pid_t *pgrp) {
-    char buf[1024];
-    ssize_t n = read_small(path, buf, sizeof buf);
-    if (n < 0)
-        return (int)n;
-    char *open_p = strchr(buf, '(');
-    char *close_p = strrchr(buf, ')');
-    if (open_p == NULL || close_p == NULL || close_p < open_p)
-        return -EINVAL;
-    int ppid = 0, pg = 0;
-    char st = '?';
-    if (sscanf(close_p + 1, " %c %d %d", &st, &ppid, &pg) != 3)
-        return -EINVAL;
-    if (comm != NULL)
-        snprintf(comm, comm_cap, "%.*s", (int)(close_p - open_p - 1), open_p + 1);
-    if (state != NULL)
-        *state = st;
-    if (pgrp != NULL)
-        *pgrp = pg;
-    return 0;
-}
-
 static int cmp_pid(const void *a, const void *b) {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return (x > y) - (x < y);
@@ -119,10 +71,8 @@ int agent__stacks_group_pids(pid_t pgid, pid_t *out, int cap) {
         pid_t pid = dirent_pid(de);
         if (pid == 0)
             continue;
-        char path[64];
-        pid_t pg;
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        if (read_stat(path, NULL, 0, NULL, &pg) < 0 || pg != pgid)
+        ddp_proc_stat_t st;
+        if (ddp_proc_stat(pid, 0, &st) < 0 || st.pgrp != pgid)
             continue;
         if (n < cap)
             out[n] = pid;
@@ -134,11 +84,8 @@ int agent__stacks_group_pids(pid_t pgid, pid_t *out, int cap) {
 }
 
 char agent__stacks_proc_state(pid_t pid) {
-    char path[64], state = '?';
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_stat(path, NULL, 0, &state, NULL) < 0)
-        return '?';
-    return state;
+    ddp_proc_stat_t st;
+    return ddp_proc_stat(pid, 0, &st) < 0 ? '?' : st.state;
 }
 
 /* Finds an executable called name in $PATH; out gets its path, or "" when there is none. Only
@@ -360,7 +307,7 @@ static const char *syscall_name(long nr) {
 static void syscall_text(const char *dir, char *out, size_t cap) {
     char path[128], buf[256];
     snprintf(path, sizeof path, "%s/syscall", dir);
-    ssize_t n = read_small(path, buf, sizeof buf);
+    ssize_t n = ddp_proc_read(path, buf, sizeof buf);
     if (n <= 0) {
         /* Reading it takes ptrace rights over the process (Yama's ptrace_scope applies). */
         snprintf(out, cap, "unreadable (%s)", n < 0 ? strerror((int)-n) : "empty");
@@ -377,7 +324,7 @@ static void syscall_text(const char *dir, char *out, size_t cap) {
 static void kernel_stack(cap_t *c, const char *dir) {
     char path[128], buf[4096];
     snprintf(path, sizeof path, "%s/stack", dir);
-    ssize_t n = read_small(path, buf, sizeof buf);
+    ssize_t n = ddp_proc_read(path, buf, sizeof buf);
     if (n < 0) {
         dprintf(c->fd, "    kernel stack: unreadable (%s needs root): %s\n", path,
                 strerror((int)-n));
@@ -389,20 +336,19 @@ static void kernel_stack(cap_t *c, const char *dir) {
 
 /* One thread's line (comm, state, wchan, system call) and its kernel stack. */
 static void thread_write(cap_t *c, pid_t pid, pid_t tid) {
-    char dir[64], path[128], comm[64] = "?", wchan[128] = "?", sys[64];
-    char state = '?';
+    char dir[64], path[128], wchan[128] = "?", sys[64];
+    ddp_proc_stat_t st;
     snprintf(dir, sizeof dir, "/proc/%d/task/%d", (int)pid, (int)tid);
-    snprintf(path, sizeof path, "%s/stat", dir);
-    if (read_stat(path, comm, sizeof comm, &state, NULL) < 0) {
+    if (ddp_proc_stat(pid, tid, &st) < 0) {
         dprintf(c->fd, "thread %d: gone\n", (int)tid);
         return;
     }
     snprintf(path, sizeof path, "%s/wchan", dir);
-    if (read_small(path, wchan, sizeof wchan) < 0)
+    if (ddp_proc_read(path, wchan, sizeof wchan) < 0)
         snprintf(wchan, sizeof wchan, "?");
     wchan[strcspn(wchan, "\n")] = '\0';
     syscall_text(dir, sys, sizeof sys);
-    dprintf(c->fd, "thread %d (%s) state %c wchan %s syscall %s\n", (int)tid, comm, state,
+    dprintf(c->fd, "thread %d (%s) state %c wchan %s syscall %s\n", (int)tid, st.comm, st.state,
             wchan[0] ? wchan : "0", sys);
     kernel_stack(c, dir);
 }
@@ -440,15 +386,15 @@ static void threads_write(cap_t *c, pid_t pid) {
 /* The process header: pid, comm, state and command line. Returns 0, or -ESRCH once it is gone. */
 static int process_header(cap_t *c, pid_t pid, char *comm, size_t comm_cap) {
     char path[64], cmd[CMDLINE_MAX];
-    char state = '?';
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_stat(path, comm, comm_cap, &state, NULL) < 0) {
+    ddp_proc_stat_t st;
+    if (ddp_proc_stat(pid, 0, &st) < 0) {
         dprintf(c->fd, "=== process %d: gone\n", (int)pid);
         return -ESRCH;
     }
-    dprintf(c->fd, "=== process %d (%s) state %c\n", (int)pid, comm, state);
+    snprintf(comm, comm_cap, "%s", st.comm);
+    dprintf(c->fd, "=== process %d (%s) state %c\n", (int)pid, comm, st.state);
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    ssize_t n = read_small(path, cmd, sizeof cmd);
+    ssize_t n = ddp_proc_read(path, cmd, sizeof cmd);
     /* The arguments are NUL-separated; the last NUL ends the list. */
     for (ssize_t i = 0; i < n; i++)
         if (cmd[i] == '\0')

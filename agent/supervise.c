@@ -45,22 +45,6 @@ static void do_nothing(agent_t *a, agent_worker_t *w) {
     (void)w;
 }
 
-static void record_failure(agent_t *a, agent_worker_t *w) {
-    /* A hung worker may also fail on its own while its stacks are taken: one slot per worker. */
-    if (a->nfailures >= a->nproc)
-        return;
-    agent_failure_t *f = &a->failures[a->nfailures++];
-    memset(f, 0, sizeof *f);
-    f->step = -1;
-    f->rank = w->rank;
-    f->local_rank = w->local_rank;
-    f->pid = w->pid;
-    f->status = w->status;
-    f->exec_errno = w->exec_errno;
-    f->when = w->exit_wall;
-    snprintf(f->error_file, sizeof f->error_file, "%s", w->error_file);
-}
-
 static void start_kill_timer(agent_t *a) {
     uint64_t ms = (uint64_t)a->job->shutdown_timeout_ms;
     int rc = uv_timer_start(&a->kill_timer, agent__on_kill_timer, ms, 0);
@@ -73,7 +57,7 @@ static void start_kill_timer(agent_t *a) {
 
 /* RUNNING + a failure: remember it as the root cause and stop the rest of the group. */
 static void fail_and_stop(agent_t *a, agent_worker_t *w) {
-    record_failure(a, w);
+    agent__worker_failure_record(a, w);
     a->state = SUP_STOPPING;
     if (a->rdzv != NULL) {
         /* The whole job restarts: the server ends the round for every node and counts it. */
@@ -101,13 +85,13 @@ static void note_failure(agent_t *a, agent_worker_t *w) {
         return;
     if (WIFEXITED(st) && (WEXITSTATUS(st) == 128 + SIGTERM || WEXITSTATUS(st) == 128 + SIGKILL))
         return;
-    record_failure(a, w);
+    agent__worker_failure_record(a, w);
 }
 
 /* Kills whatever is left of the attempt: process groups (grandchildren) and orphans the agent
  * adopted as subreaper, so that no process of one attempt survives into the next. */
 static void sweep_leftovers(agent_t *a) {
-    /* Reaped workers took their process groups with them (agent.c, worker_exited); a worker
+    /* Reaped workers took their process groups with them (worker.c, agent__worker_exited); a worker
      * still running here would be a bug, but its group is not left behind either. */
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
@@ -428,7 +412,7 @@ static void capture_done(agent_t *a, agent_worker_t *w) {
 /* RUNNING + a worker hung: it is the root cause; capture every worker's stacks before any of
  * them is signalled (a SIGTERM handler would change what they are doing). */
 static void capture_begin(agent_t *a, agent_worker_t *w) {
-    record_failure(a, w);
+    agent__worker_failure_record(a, w);
     agent_failure_t *f = &a->failures[a->nfailures - 1];
     f->hung = 1;
     f->when = time(NULL); /* found now; the worker has not exited (exit_wall is 0) */

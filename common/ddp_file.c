@@ -1,13 +1,18 @@
 /* ddp_file: files and directories made without following what another user planted (ddp_file.h). */
 #include "ddp_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "ddp_time.h"
 
 /* What a non-regular file is, for the message. */
 static const char *file_kind(mode_t m) {
@@ -29,8 +34,7 @@ static int refuse(int dirfd, const char *name, const char *path, size_t len, int
     if ((e == ENOTDIR || e == ELOOP || e == ENXIO || e == EISDIR) &&
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISLNK(st.st_mode))
-            return ddp_err_set(err, -ELOOP, "%.*s: a symbolic link, not followed", (int)len,
-                               path);
+            return ddp_err_set(err, -ELOOP, "%.*s: a symbolic link, not followed", (int)len, path);
         if (e != ENOTDIR)
             return ddp_err_set(err, -EINVAL, "%.*s: %s, not a regular file", (int)len, path,
                                file_kind(st.st_mode));
@@ -146,8 +150,9 @@ int ddp_file_open(const char *path, size_t trusted, ddp_file_mode_t how, mode_t 
     int fd = openat(dirfd, name, flags, perm);
     if (fd < 0) {
         int e = errno;
-        int rc = e == EEXIST ? ddp_err_set(err, -EEXIST, "%s: made again by someone else while "
-                                                         "being replaced",
+        int rc = e == EEXIST ? ddp_err_set(err, -EEXIST,
+                                           "%s: made again by someone else while "
+                                           "being replaced",
                                            path)
                              : refuse(dirfd, name, path, end, e, err);
         close(dirfd);
@@ -162,8 +167,7 @@ int ddp_file_open(const char *path, size_t trusted, ddp_file_mode_t how, mode_t 
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return ddp_err_set(err, -EINVAL, "%s: %s, not a regular file", path,
-                           file_kind(st.st_mode));
+        return ddp_err_set(err, -EINVAL, "%s: %s, not a regular file", path, file_kind(st.st_mode));
     }
     if (st.st_nlink != 1) {
         /* A hard link to a file elsewhere: appending here would write into that file. */
@@ -187,4 +191,91 @@ int ddp_dir_make(const char *path, size_t trusted, mode_t perm, ddp_err_t *err) 
 size_t ddp_file_dir_len(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash == NULL ? 0 : (size_t)(slash - path);
+}
+
+/* ---- whole files replaced at once ---- */
+
+/* Names tried by ddp_file_tmp_open before it gives up: a taken name is another writer's. */
+#define TMP_TRIES 16
+
+int ddp_write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int ddp_file_tmp_open(const char *prefix, mode_t perm, char *out, size_t cap) {
+    for (int i = 0; i < TMP_TRIES; i++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = ddp_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)i;
+        if ((size_t)snprintf(out, cap, "%s%016llx", prefix, (unsigned long long)r) >= cap)
+            return -ENAMETOOLONG;
+        int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, perm);
+        if (fd >= 0 || errno != EEXIST)
+            return fd >= 0 ? fd : -errno;
+    }
+    return -EEXIST;
+}
+
+int ddp_file_replace(const char *path, const char *tmp_prefix, const ddp_file_part_t *parts,
+                     size_t nparts, mode_t perm, int sync) {
+    char prefix[PATH_MAX], tmp[PATH_MAX + 17];
+    if (tmp_prefix == NULL) {
+        if ((size_t)snprintf(prefix, sizeof prefix, "%s.tmp.", path) >= sizeof prefix)
+            return -ENAMETOOLONG;
+        tmp_prefix = prefix;
+    }
+    int fd = ddp_file_tmp_open(tmp_prefix, perm, tmp, sizeof tmp);
+    if (fd < 0)
+        return fd;
+    int rc = 0;
+    for (size_t i = 0; i < nparts && rc == 0; i++)
+        rc = ddp_write_all(fd, parts[i].p, parts[i].n);
+    if (rc == 0 && sync && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* ---- trees ---- */
+
+int ddp_dir_empty(const char *path) {
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char sub[PATH_MAX + sizeof de->d_name + 1];
+        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
+        struct stat st;
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            ddp_dir_remove(sub);
+        else
+            unlink(sub);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+void ddp_dir_remove(const char *path) {
+    ddp_dir_empty(path);
+    rmdir(path);
 }

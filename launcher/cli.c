@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
@@ -349,9 +350,9 @@ static int apply_env(launch_spec_t *spec, const char *flag, const char *val, ddp
     for (size_t i = 1; i < n; i++)
         if (!isalnum((unsigned char)val[i]) && val[i] != '_')
             return launch__bad_value(err, flag, val, "is not VAR or VAR=VALUE");
-    if ((n == strlen(RDZV_TOKEN_HEX_ENV) && strncmp(val, RDZV_TOKEN_HEX_ENV, n) == 0) ||
-        (n == strlen(RDZV_TOKEN_FILE_ENV) && strncmp(val, RDZV_TOKEN_FILE_ENV, n) == 0) ||
-        (n == strlen(RDZV_TOKEN_ENV) && strncmp(val, RDZV_TOKEN_ENV, n) == 0))
+    if ((n == strlen(DDP_ENV_TOKEN) && strncmp(val, DDP_ENV_TOKEN, n) == 0) ||
+        (n == strlen(DDP_ENV_TOKEN_FILE) && strncmp(val, DDP_ENV_TOKEN_FILE, n) == 0) ||
+        (n == strlen(DDP_ENV_STORE_TOKEN) && strncmp(val, DDP_ENV_STORE_TOKEN, n) == 0))
         return ddp_err_set(err, DDP_EUSAGE,
                            "%s: %.*s is the job token's; ddprun gives the hosts the job's own "
                            "token, never in the environment",
@@ -883,16 +884,6 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
         return ddp_err_set(err, DDP_EUSAGE, "--node_rank: %d is not below the node count %d",
                            spec->node_rank, spec->max_nodes);
     return 0;
-}
-
-const char *launch_getenv_process(void *ctx, const char *name) {
-    (void)ctx;
-    return getenv(name);
-}
-
-const char *launch__env(launch_getenv_fn fn, void *ctx, const char *name) {
-    const char *v = fn(ctx, name);
-    return v != NULL && *v != '\0' ? v : NULL;
 }
 
 int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn, void *ctx,

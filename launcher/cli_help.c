@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "ddp_contract.h"
+
 /* Long: one help text, kept as the user reads it. */
 void launch_usage(void) {
     fputs(
@@ -42,8 +44,10 @@ void launch_usage(void) {
         "                              node a free port, so that jobs never race for 29500)\n"
         "  --local_addr ADDR           this node's address as the others see it (default: host)\n"
         "  --worker_store agent|own    agent (default): ddprun serves the store PyTorch workers\n"
-        "                              reach at MASTER_ADDR:MASTER_PORT (group rank 0's node;\n"
-        "                              TORCHELASTIC_USE_AGENT_STORE=True, emptied for each\n"
+        "                              reach at " DDP_ENV_MASTER_ADDR ":" DDP_ENV_MASTER_PORT
+        " (group rank 0's node;\n"
+        "                              " DDP_ENV_USE_AGENT_STORE "=" DDP_USE_AGENT_STORE_YES
+        ", emptied for each\n"
         "                              attempt), as torchrun 2.x; own: rank 0 hosts it\n"
         "\n"
         "Supervision:\n"
@@ -61,9 +65,11 @@ void launch_usage(void) {
         "                              one JSON object a line per event (rendezvous, worker\n"
         "                              started/exited/hung, group started/failed, shutdown) on\n"
         "                              stderr; json:PATH appends them to PATH\n"
-        "  --virtual_local_rank        every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES "
+        "  --virtual_local_rank        every worker gets " DDP_ENV_LOCAL_RANK
+        "=0 and CUDA_VISIBLE_DEVICES "
         "set\n"
-        "                              to its own device (entry LOCAL_RANK of the visible list)\n"
+        "                              to its own device (entry " DDP_ENV_LOCAL_RANK
+        " of the visible list)\n"
         "  --numa_binding MODE         bind each worker near its GPU (CPU affinity for it and its\n"
         "                              threads, memory preferred on the same NUMA nodes): node =\n"
         "                              its GPU's NUMA node; socket = every node of that socket;\n"
@@ -72,7 +78,7 @@ void launch_usage(void) {
         "                              workers are placed by local rank (node i mod nodes), which\n"
         "                              speeds CPU training on big hosts too. Never wider than the\n"
         "                              CPUs ddprun may use; impossible bindings exit 2. Workers\n"
-        "                              get DDPRUN_CPU_BINDING and DDPRUN_NUMA_NODE\n"
+        "                              get " DDP_ENV_CPU_BINDING " and " DDP_ENV_NUMA_NODE "\n"
         "  --numa_binding_fallback     warn once and run unbound where binding is impossible\n"
         "  --print_topology [--json]   print, per local rank, its GPU, NUMA node, socket and the\n"
         "                              CPUs each --numa_binding mode would give; no program\n"
@@ -83,9 +89,11 @@ void launch_usage(void) {
         "                              values (> /etc/bash_completion.d/ddprun); no program\n"
         "\n"
         "Hangs (a worker that stops making progress without exiting):\n"
-        "  --heartbeat_timeout SECS    0 = off (default). Each worker gets DDPRUN_HEARTBEAT_FILE,\n"
+        "  --heartbeat_timeout SECS    0 = off (default). Each worker gets " DDP_ENV_HEARTBEAT_FILE
+        ",\n"
         "                              an empty file made before it starts; a beat is any update\n"
-        "                              of its mtime (`touch \"$DDPRUN_HEARTBEAT_FILE\"`), and the\n"
+        "                              of its mtime (`touch \"$" DDP_ENV_HEARTBEAT_FILE
+        "\"`), and the\n"
         "                              file may hold the step as a decimal number. No beat for\n"
         "                              SECS: the worker is hung; the stacks of every worker are\n"
         "                              written to attempt_N/<local_rank>/stacks.txt, then the\n"

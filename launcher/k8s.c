@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ddp_contract.h"
 #include "ddp_parse.h"
 #include "launch_int.h"
 
@@ -48,9 +49,9 @@ int launch_k8s_sets_nnodes(launch_getenv_fn getenv_fn, void *ctx) {
     if (getenv_fn == NULL)
         getenv_fn = launch_getenv_process;
     return launch__env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") != NULL &&
-           launch__env(getenv_fn, ctx, "MASTER_ADDR") != NULL &&
-           launch__env(getenv_fn, ctx, "WORLD_SIZE") != NULL &&
-           launch__env(getenv_fn, ctx, "RANK") != NULL;
+           launch__env(getenv_fn, ctx, DDP_ENV_MASTER_ADDR) != NULL &&
+           launch__env(getenv_fn, ctx, DDP_ENV_WORLD_SIZE) != NULL &&
+           launch__env(getenv_fn, ctx, DDP_ENV_RANK) != NULL;
 }
 
 int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx, launch_k8s_t *out,
@@ -63,32 +64,37 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
     if (launch__env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") == NULL)
         return 0; /* not in a pod */
     k->detected = 1;
-    const char *maddr = launch__env(getenv_fn, ctx, "MASTER_ADDR");
-    const char *mport = launch__env(getenv_fn, ctx, "MASTER_PORT");
-    const char *world = launch__env(getenv_fn, ctx, "WORLD_SIZE");
-    const char *rank = launch__env(getenv_fn, ctx, "RANK");
+    const char *maddr = launch__env(getenv_fn, ctx, DDP_ENV_MASTER_ADDR);
+    const char *mport = launch__env(getenv_fn, ctx, DDP_ENV_MASTER_PORT);
+    const char *world = launch__env(getenv_fn, ctx, DDP_ENV_WORLD_SIZE);
+    const char *rank = launch__env(getenv_fn, ctx, DDP_ENV_RANK);
     const char *index = launch__env(getenv_fn, ctx, "JOB_COMPLETION_INDEX");
     int rc = 0;
     if (maddr != NULL && world != NULL && rank != NULL) {
         /* The training operator's non-elastic PyTorchJob: one ddprun per pod, the pods are the
          * nodes, the master pod hosts the static rendezvous at MASTER_ADDR:MASTER_PORT. */
         k->kind = "PyTorchJob";
-        rc = derive(spec, k, LAUNCH_OPT_NNODES, "nnodes", "WORLD_SIZE", world, err);
+        rc = derive(spec, k, LAUNCH_OPT_NNODES, "nnodes", DDP_ENV_WORLD_SIZE, world, err);
         if (rc == 0)
-            rc = derive(spec, k, LAUNCH_OPT_NODE_RANK, "node_rank", "RANK", rank, err);
+            rc = derive(spec, k, LAUNCH_OPT_NODE_RANK, "node_rank", DDP_ENV_RANK, rank, err);
         if (rc == 0 && spec->node_rank >= spec->max_nodes)
-            rc = ddp_err_set(
-                err, DDP_EENV, "%s=%d is not below %s=%d",
-                LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) ? "--node_rank" : "RANK", spec->node_rank,
-                LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ? "--nnodes" : "WORLD_SIZE", spec->max_nodes);
+            rc =
+                ddp_err_set(err, DDP_EENV, "%s=%d is not below %s=%d",
+                            LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK) ? "--node_rank" : DDP_ENV_RANK,
+                            spec->node_rank,
+                            LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ? "--nnodes" : DDP_ENV_WORLD_SIZE,
+                            spec->max_nodes);
         if (rc == 0)
-            rc = derive(spec, k, LAUNCH_OPT_MASTER_ADDR, "master_addr", "MASTER_ADDR", maddr, err);
+            rc = derive(spec, k, LAUNCH_OPT_MASTER_ADDR, "master_addr", DDP_ENV_MASTER_ADDR, maddr,
+                        err);
         if (rc == 0 && mport != NULL)
-            rc = derive(spec, k, LAUNCH_OPT_MASTER_PORT, "master_port", "MASTER_PORT", mport, err);
+            rc = derive(spec, k, LAUNCH_OPT_MASTER_PORT, "master_port", DDP_ENV_MASTER_PORT, mport,
+                        err);
         if (rc == 0 && !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_BACKEND) &&
             (rc = launch__opt_from_env(spec, LAUNCH_OPT_RDZV_BACKEND, "rdzv_backend", "static",
                                        err)) == 0)
-            line(k, "rdzv_backend=static (the master pod hosts the store at MASTER_ADDR)");
+            line(k,
+                 "rdzv_backend=static (the master pod hosts the store at " DDP_ENV_MASTER_ADDR ")");
     } else if (index != NULL) {
         /* An Indexed Job (or a JobSet's): the completion index is the pod's place. */
         k->kind = "Indexed Job";
@@ -112,7 +118,8 @@ int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx
                              "JOB_COMPLETION_INDEX=%d is not below the node count %d (--nnodes)",
                              spec->node_rank, spec->max_nodes);
     } else {
-        line(k, "in a pod, without MASTER_ADDR/WORLD_SIZE/RANK or JOB_COMPLETION_INDEX: the "
+        line(k, "in a pod, without " DDP_ENV_MASTER_ADDR "/" DDP_ENV_WORLD_SIZE "/" DDP_ENV_RANK
+                " or JOB_COMPLETION_INDEX: the "
                 "flags and PET_* variables alone set the job");
     }
     return rc;

@@ -19,8 +19,8 @@ int launch_gpu_pci_ids(char (*ids)[32], int max, char *why, size_t why_len);
 int launch__opt_from_env(launch_spec_t *spec, launch_opt_t id, const char *var, const char *val,
                          ddp_err_t *err);
 
-/* fn(ctx, name) when the variable is set and not empty, else NULL: how the Slurm and Kubernetes
- * derivations read their variables (an empty one is no value). */
+/* env.c: fn(ctx, name) when the variable is set and not empty, else NULL: how the Slurm and
+ * Kubernetes derivations read their variables (an empty one is no value). */
 const char *launch__env(launch_getenv_fn fn, void *ctx, const char *name);
 
 /* The flag table (cli.c), for the completion script: how many flags, and flag k's dashed name

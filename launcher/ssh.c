@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "ddp_buf.h"
+#include "ddp_contract.h"
 #include "ddp_log.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
@@ -871,7 +872,7 @@ int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_e
     /* agent_job_prepare reads the token through rdzv_token_load, where DDPRUN_TOKEN comes
      * first; launch_ssh_session_end takes it out of the environment before any worker starts
      * (the agent gives them the token as DDPRUN_STORE_TOKEN). */
-    if (setenv(RDZV_TOKEN_HEX_ENV, hex, 1) < 0)
+    if (setenv(DDP_ENV_TOKEN, hex, 1) < 0)
         return -ENOMEM;
     memset(hex, 0, sizeof hex);
     /* The session moves off fd 0: workers get /dev/null as stdin, as they would under ssh -n. */
@@ -911,5 +912,5 @@ void launch_ssh_session_apply(const launch_ssh_session_t *s, agent_job_t *job) {
     job->console_tag_all = 1;
     if (s->port_any)
         job->rdzv_port = 0;
-    unsetenv(RDZV_TOKEN_HEX_ENV);
+    unsetenv(DDP_ENV_TOKEN);
 }

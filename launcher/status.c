@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "ddp_buf.h"
+#include "ddp_contract.h"
 #include "ddp_err.h"
 #include "ddp_escape.h"
 #include "launch_int.h"
@@ -276,7 +277,7 @@ static void print_failure(const char *host, int port, const status_req_t *q, int
     if (q->rc == DDP_EAUTH)
         fprintf(stderr,
                 "ddprun status: %s:%d: the store refused this client (%s): ddprun status reads the "
-                "job token from " RDZV_TOKEN_ENV_NAMES "\n",
+                "job token from " DDP_ENV_TOKEN_NAMES "\n",
                 host, port, have_token ? "wrong job token" : "no job token given");
     else if (q->own_text)
         fprintf(stderr, "ddprun status: %s:%d: %s\n", host, port,
@@ -353,8 +354,8 @@ int launch_status_main(int argc, char **argv) {
         printf(
             "%s\n"
             "Asks the rendezvous store at HOST:PORT (port 29400 by default) for run ID's round,\n"
-            "members and their states. The job token comes from DDPRUN_TOKEN (hex),\n"
-            "DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN (hex), the first one set.\n"
+            "members and their states. The job token comes from " DDP_ENV_TOKEN
+            " (hex),\n" DDP_ENV_TOKEN_FILE " or " DDP_ENV_STORE_TOKEN " (hex), the first one set.\n"
             "--timeout bounds the whole command (default %g s).\n"
             "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
             "within --timeout, token refused) or does not know the run; 2 usage error.\n",

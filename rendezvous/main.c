@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "ddp_buf.h"
+#include "ddp_contract.h"
 #include "ddp_err.h"
 #include "ddp_log.h"
 #include "ddp_parse.h"
@@ -32,7 +33,8 @@ static const char usage_text[] =
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
     "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
-    "                     without it: DDPRUN_TOKEN (hex), DDPRUN_TOKEN_FILE, DDPRUN_STORE_TOKEN\n"
+    "                     without it: " DDP_ENV_TOKEN " (hex), " DDP_ENV_TOKEN_FILE
+    ", " DDP_ENV_STORE_TOKEN "\n"
     "                     (hex), the first one set\n"
     "  --no-auth          serve without authentication (PyTorch clients; trusted networks)\n"
     "  --max-conns N      simultaneous connections (default 65536, less when the open-file\n"
@@ -309,14 +311,14 @@ static int load_token(rdzv_server_opts_t *o, const char *token_file, ddp_buf_t *
         if (rdzv_token_load(token_file, tok, &source, &err) < 0) {
             ddp_log(DDP_LOG_ERROR, "%s", err.text);
             /* A file that cannot be read fails the start (1); a malformed variable is usage. */
-            return source != NULL && strcmp(source, RDZV_TOKEN_ENV) != 0 &&
-                           strcmp(source, RDZV_TOKEN_HEX_ENV) != 0
+            return source != NULL && strcmp(source, DDP_ENV_STORE_TOKEN) != 0 &&
+                           strcmp(source, DDP_ENV_TOKEN) != 0
                        ? 1
                        : 2;
         }
         if (tok->len == 0)
             return usage_error("%s: one of --token-file, --no-auth or %s is required",
-                               "--token-file", RDZV_TOKEN_ENV_NAMES);
+                               "--token-file", DDP_ENV_TOKEN_NAMES);
     }
     if (!o->no_auth && tok->len < RDZV_TOKEN_MIN_LEN_DAEMON) {
         ddp_log(DDP_LOG_ERROR, "the token is %zu bytes; use at least %zu random bytes", tok->len,

@@ -5,11 +5,11 @@ RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_
                  rendezvous/rdzv_acall.c \
                  rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
                  rendezvous/rdzv_server_round.c rendezvous/rdzv_metrics.c \
-                 rendezvous/rdzv_server_thread.c rendezvous/rdzv_proto.c
+                 rendezvous/rdzv_server_thread.c rendezvous/rdzv_proto.c rendezvous/rdzv_layout.c
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
 INSTALL_HEADERS += rendezvous/include/rdzv_client.h rendezvous/include/rdzv_server.h \
-    rendezvous/include/rdzv_proto.h
+    rendezvous/include/rdzv_proto.h rendezvous/include/rdzv_layout.h
 
 BINS += $(BUILD)/ddp-rendezvous
 $(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
@@ -25,7 +25,8 @@ $(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_proto.o \
-    $(BUILD)/obj/rendezvous/rdzv_frame.o $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/rendezvous/rdzv_layout.o $(BUILD)/obj/rendezvous/rdzv_frame.o \
+    $(BUILD)/libddpcommon.a
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient $(BUILD)/tests/unit/test_rdzv_acall
 $(BUILD)/tests/unit/test_rdzv_aclient: $(BUILD)/obj/tests/unit/test_rdzv_aclient.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a

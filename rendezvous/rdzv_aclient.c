@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "ddp_contract.h"
 #include "ddp_net.h"
 #include "rdzv_auth_int.h"
 #include "rdzv_frame_int.h"
@@ -731,7 +732,7 @@ static void conn_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *f
             connect_fail(c, DDP_EAUTH,
                          "server closed the connection at PING: it requires a token (%s) or is "
                          "at its connection limit",
-                         RDZV_TOKEN_ENV_NAMES);
+                         DDP_ENV_TOKEN_NAMES);
         else
             connect_fail(c, code, "%s", reason);
         return;

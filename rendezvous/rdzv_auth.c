@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "ddp_contract.h"
 #include "ddp_err.h"
 #include "ddp_escape.h"
 #include "rdzv_client.h"
@@ -139,7 +140,7 @@ static int hex_decode(const char *hex, const char *name, ddp_buf_t *tok, ddp_err
 }
 
 int rdzv_token_from_hex(const char *hex, ddp_buf_t *tok, ddp_err_t *err) {
-    return hex_decode(hex, RDZV_TOKEN_ENV, tok, err);
+    return hex_decode(hex, DDP_ENV_STORE_TOKEN, tok, err);
 }
 
 /* What a token file must hold, for the messages about its size. */
@@ -284,12 +285,12 @@ int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_e
      * text is passed on as it is, never prefixed again. */
     if (file != NULL)
         from = "--token-file", rc = file_read(file, from, tok, &e);
-    else if ((v = env_set(RDZV_TOKEN_HEX_ENV)) != NULL)
-        from = RDZV_TOKEN_HEX_ENV, rc = hex_decode(v, from, tok, &e);
-    else if ((v = env_set(RDZV_TOKEN_FILE_ENV)) != NULL)
-        from = RDZV_TOKEN_FILE_ENV, rc = file_read(v, from, tok, &e);
-    else if ((v = env_set(RDZV_TOKEN_ENV)) != NULL)
-        from = RDZV_TOKEN_ENV, rc = hex_decode(v, from, tok, &e);
+    else if ((v = env_set(DDP_ENV_TOKEN)) != NULL)
+        from = DDP_ENV_TOKEN, rc = hex_decode(v, from, tok, &e);
+    else if ((v = env_set(DDP_ENV_TOKEN_FILE)) != NULL)
+        from = DDP_ENV_TOKEN_FILE, rc = file_read(v, from, tok, &e);
+    else if ((v = env_set(DDP_ENV_STORE_TOKEN)) != NULL)
+        from = DDP_ENV_STORE_TOKEN, rc = hex_decode(v, from, tok, &e);
     if (source != NULL)
         *source = from;
     if (rc < 0) {

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
 #include "ddp_net.h"
 #include "ddp_time.h"
 #include "rdzv_auth_int.h"
@@ -276,7 +277,7 @@ static int handshake_ping(rdzv_client_t *c, uint64_t dl, ddp_err_t *err) {
         return ddp_err_set(err, DDP_EAUTH,
                            "%s: server closed the connection at PING: it requires a token "
                            "(%s) or is at its connection limit",
-                           c->peer, RDZV_TOKEN_ENV_NAMES);
+                           c->peer, DDP_ENV_TOKEN_NAMES);
     if (rc < 0)
         return fail(c, rc, err, "the handshake");
     if (echo != c->ping_seq)

@@ -51,8 +51,9 @@ static void cur_mark(cur_t *c, size_t at) {
 }
 
 /* What cur_str accepts: any bytes; a non-empty string with no NUL; a non-empty string of
- * printable ASCII (names that end up in log lines and terminals: run ids, hosts). */
-enum { STR_ANY = 0, STR_TEXT = 1, STR_NAME = 2 };
+ * printable ASCII (names that end up in log lines and terminals: run ids, hosts); the same, or
+ * nothing (a key prefix). */
+enum { STR_ANY = 0, STR_TEXT = 1, STR_NAME = 2, STR_NAME_OR_EMPTY = 3 };
 
 size_t rdzv_name_bad_at(const void *p, size_t n) {
     const uint8_t *b = p;
@@ -94,11 +95,13 @@ static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, co
     if (!cur_want(c, 8 + (size_t)n))
         return 0;
     const uint8_t *p = c->buf + c->off + 8;
-    if (text != STR_ANY && (n == 0 || memchr(p, '\0', (size_t)n) != NULL)) {
+    if (text != STR_ANY &&
+        ((n == 0 && text != STR_NAME_OR_EMPTY) || memchr(p, '\0', (size_t)n) != NULL)) {
         cur_mark(c, at);
         return ddp_err_set(c->err, c->bad, "%s is empty or holds a NUL byte", what);
     }
-    size_t bad = text == STR_NAME ? rdzv_name_bad_at(p, (size_t)n) : (size_t)n;
+    size_t bad =
+        text == STR_NAME || text == STR_NAME_OR_EMPTY ? rdzv_name_bad_at(p, (size_t)n) : (size_t)n;
     if (bad < n) {
         cur_mark(c, at);
         return ddp_err_set(c->err, c->bad,
@@ -146,6 +149,8 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
         STEP(cur_i64(c, &j->cfg.max_restarts));
         STEP(cur_i64(c, &j->min_round));
         STEP(cur_i64(c, &j->restarts_used));
+        STEP(cur_str(c, j->cfg.round_keys, NULL, RDZV_ROUND_KEYS_MAX, STR_NAME_OR_EMPTY,
+                     "round_keys"));
         break;
     case RDZV_CMD_RDZV_FAIL:
         STEP(cur_i64(c, &q->round));
@@ -221,6 +226,10 @@ int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
                          q->restarts_used};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         PUT(rdzv__put_i64(b, v[i]));
+    size_t keys = strlen(q->cfg.round_keys); /* may be empty: no round keys to drop */
+    if (keys > RDZV_ROUND_KEYS_MAX || rdzv_name_bad_at(q->cfg.round_keys, keys) < keys)
+        PUT(-EINVAL);
+    PUT(rdzv__put_blob(b, q->cfg.round_keys, keys));
     return 0;
 }
 
@@ -414,13 +423,6 @@ long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *nee
 }
 
 /* ---- progress ---- */
-
-int rdzv_progress_key(char *key, size_t cap, const char *run_id, int64_t group_rank) {
-    if (group_rank < 0 || strlen(run_id) > RDZV_RUN_ID_MAX)
-        return -EINVAL;
-    int n = snprintf(key, cap, "__rdzv/%s/progress/%" PRId64, run_id, group_rank);
-    return n > 0 && (size_t)n < cap ? 0 : -EINVAL;
-}
 
 int rdzv_progress_format(char *val, size_t cap, const rdzv_progress_t *p) {
     int n =

@@ -28,8 +28,15 @@
  * silence       | -                   | -                   | CLOSE + end r naming | -
  *               |                     |                     | the silent members   |
  * HEARTBEAT     | refresh             | refresh             | refresh              | refresh
+ * BEAT_FOR(m,k) | k is m's: refresh m | k is m's: refresh m | k is m's: refresh m  | k is m's:
+ *               |                     |                     |                      | refresh m
+ * ABORT(why)    | from a member:      | from a member:      | from a member: end r,| ignored
+ *               | FAILED, joiners     | FAILED, joiners     | FAILED, waiters      |
+ *               | refused naming it   | refused naming it   | refused naming it    |
  *
- * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED.)
+ * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED. BEAT_FOR
+ * comes from any connection and counts only with the key m's JOIN reply carried; ABORT's why
+ * becomes the run's last failure, which every later JOIN's refusal names.)
  *
  * "end r": END_ROUND action, group members become IDLE (they keep their group rank as a hint for
  * stability), round r+1 starts JOINING with the waiters and is re-evaluated at once (n>=min:
@@ -467,6 +474,7 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         m->last_seen_ms = now_ms;
         rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_OK, m->id);
         copy_str(a->run_id, sizeof a->run_id, r->id);
+        copy_str(a->round_keys, sizeof a->round_keys, r->cfg.round_keys);
         a->res.round = r->round;
         a->res.group_rank = (int64_t)i;
         a->res.group_world_size = (int64_t)n;

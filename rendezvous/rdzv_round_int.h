@@ -20,9 +20,9 @@
 
 /* What the server must do after an event, in order. */
 typedef enum rdzv_action_kind {
-    RDZV_ACT_REPLY_OK,  /* answer member's parked JOIN with res */
+    RDZV_ACT_REPLY_OK,  /* answer member's parked JOIN with res (its round has closed) */
     RDZV_ACT_REPLY_ERR, /* answer member's parked JOIN with code + text */
-    RDZV_ACT_END_ROUND, /* SET "__rdzv/<run_id>/end/<round>"; text says why (log it) */
+    RDZV_ACT_END_ROUND, /* SET the round's end key (rdzv_layout_end_key); text says why (log it) */
     RDZV_ACT_CLOSE,     /* close member's connection (declared dead by silence; text says why) */
 } rdzv_action_kind_t;
 
@@ -32,8 +32,9 @@ typedef struct rdzv_action {
     int code;        /* REPLY_ERR: DDP_ETIMEOUT, DDP_ERDZV_CLOSED, ... */
     int64_t round;   /* END_ROUND: the round that ended */
     char run_id[RDZV_RUN_ID_MAX + 1];
-    rdzv_join_result_t res;         /* REPLY_OK */
-    char text[RDZV_ROUND_TEXT_MAX]; /* REPLY_ERR, END_ROUND, CLOSE */
+    rdzv_join_result_t res;                   /* REPLY_OK */
+    char round_keys[RDZV_ROUND_KEYS_MAX + 1]; /* REPLY_OK: the run's (rdzv_round_cfg_t) */
+    char text[RDZV_ROUND_TEXT_MAX];           /* REPLY_ERR, END_ROUND, CLOSE */
 } rdzv_action_t;
 
 /* A list of actions the caller provides; events append to it (they never reset it). */

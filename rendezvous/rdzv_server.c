@@ -25,6 +25,7 @@
 #include "ddp_log.h"
 #include "ddp_sockdiag.h"
 #include "rdzv_auth_int.h"
+#include "rdzv_layout.h"
 
 /* ---- logging ---- */
 
@@ -452,57 +453,24 @@ void rdzv_server_reset(rdzv_server_t *s) {
 
 /* rdzv_server_forget_rounds' test: keys of run `run` from a round below `before`. */
 typedef struct forget {
-    const char *run;
-    size_t run_len;
+    const char *run, *round_keys;
     int64_t before;
 } forget_t;
 
-/* The round number at p[0..n) when it is all digits (and fits); -1 otherwise. */
-static int64_t round_of(const uint8_t *p, size_t n) {
-    int64_t r = 0;
-    if (n == 0 || n > 18)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        r = r * 10 + (p[i] - '0');
-    }
-    return r;
-}
-
-/* 1 to keep key: anything but "ddpw/<run>/<old round>/..." and "__rdzv/<run>/end/<old round>". */
+/* 1 to keep key: anything but run's round keys and end keys of a round below f->before. */
 static int keep_key(void *ctx, const uint8_t *k, size_t n) {
     const forget_t *f = ctx;
-    static const char lib[] = "ddpw/", end_pre[] = "__rdzv/", end_mid[] = "/end/";
-    size_t off;
-    if (n > sizeof lib - 1 && memcmp(k, lib, sizeof lib - 1) == 0)
-        off = sizeof lib - 1;
-    else if (n > sizeof end_pre - 1 && memcmp(k, end_pre, sizeof end_pre - 1) == 0)
-        off = sizeof end_pre - 1;
-    else
-        return 1;
-    int is_lib = off == sizeof lib - 1;
-    if (n < off + f->run_len + 1 || memcmp(k + off, f->run, f->run_len) != 0)
-        return 1;
-    off += f->run_len;
-    if (is_lib) {
-        if (k[off] != '/')
-            return 1;
-        const uint8_t *r = k + off + 1, *slash = memchr(r, '/', n - off - 1);
-        int64_t round = slash ? round_of(r, (size_t)(slash - r)) : -1;
-        return round < 0 || round >= f->before;
-    }
-    if (n <= off + sizeof end_mid - 1 || memcmp(k + off, end_mid, sizeof end_mid - 1) != 0)
-        return 1;
-    off += sizeof end_mid - 1;
-    int64_t round = round_of(k + off, n - off);
+    int64_t round = rdzv_layout_end_round_of(k, n, f->run);
+    if (round < 0)
+        round = rdzv_layout_round_of(k, n, f->round_keys, f->run);
     return round < 0 || round >= f->before;
 }
 
-void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, int64_t before) {
+void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, const char *round_keys,
+                               int64_t before) {
     if (s == NULL || s->closing || run_id == NULL || before <= 0)
         return;
-    forget_t f = {run_id, strlen(run_id), before};
+    forget_t f = {run_id, round_keys, before};
     rdzv__keys_drop_if(s, keep_key, &f);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ddp_log.h"
+#include "rdzv_layout.h"
 
 /* ---- multi-node rendezvous (docs/protocol-rdzv.md) ---- */
 
@@ -98,7 +99,7 @@ void rdzv__rounds_after(rdzv_server_t *s) {
                  * straggler). Once per run and round, not per member. */
                 if (forgot == NULL || forgot->res.round != a->res.round ||
                     strcmp(forgot->run_id, a->run_id) != 0) {
-                    rdzv_server_forget_rounds(s, a->run_id, a->res.round - 1);
+                    rdzv_server_forget_rounds(s, a->run_id, a->round_keys, a->res.round - 1);
                     forgot = a;
                 }
                 rdzv_join_result_t res = a->res;
@@ -111,12 +112,13 @@ void rdzv__rounds_after(rdzv_server_t *s) {
                     reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_END_ROUND: {
-                char key[RDZV_RUN_ID_MAX + 64];
-                snprintf(key, sizeof key, "__rdzv/%s/end/%lld", a->run_id, (long long)a->round);
+                char key[RDZV_LAYOUT_KEY_MAX];
                 /* The text already reads "rendezvous 'R' round N ended: why". */
                 rdzv__slog(s, DDP_LOG_INFO, "%s", a->text);
-                /* The value says why, for the agents that were waiting on it. */
-                set_internal(s, key, a->text[0] ? a->text : "ended");
+                /* The value says why, for the agents that were waiting on it. The run id and
+                 * round came through the state machine's checks: the key always fits. */
+                if (rdzv_layout_end_key(key, sizeof key, a->run_id, a->round) == 0)
+                    set_internal(s, key, a->text[0] ? a->text : "ended");
                 break;
             }
             case RDZV_ACT_CLOSE: {
@@ -170,8 +172,8 @@ static int rounds_ready(rdzv_server_t *s) {
 /* STATUS: a member's progress, from the key its agent sets (rdzv_proto.h). */
 static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rdzv_progress_t *p) {
     rdzv_server_t *s = ctx;
-    char key[RDZV_PROGRESS_KEY_MAX];
-    if (rdzv_progress_key(key, sizeof key, run_id, group_rank) < 0)
+    char key[RDZV_LAYOUT_KEY_MAX];
+    if (rdzv_layout_progress_key(key, sizeof key, run_id, group_rank) < 0)
         return -ENOENT;
     rdzv_slice_t k = {(const uint8_t *)key, strlen(key)};
     entry_t *e = rdzv__keys_lookup(s, &k);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ddp_buf.h"
+#include "ddp_contract.h"
 #include "ddp_parse.h"
 #include "ddp_time.h"
 
@@ -62,12 +63,12 @@ static int env_str(const char *name, char *out, size_t cap, ddp_err_t *err) {
 static int env_store(ddpw_env_t *env, ddp_err_t *err) {
     int64_t v;
     int rc;
-    const char *host_var = "DDPRUN_STORE_ADDR", *port_var = "DDPRUN_STORE_PORT";
-    if (getenv(host_var) == NULL && getenv("MASTER_ADDR") != NULL &&
-        getenv("TORCHELASTIC_USE_AGENT_STORE") != NULL &&
-        strcmp(getenv("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
-        host_var = "MASTER_ADDR";
-        port_var = "MASTER_PORT";
+    const char *host_var = DDP_ENV_STORE_ADDR, *port_var = DDP_ENV_STORE_PORT;
+    if (getenv(host_var) == NULL && getenv(DDP_ENV_MASTER_ADDR) != NULL &&
+        getenv(DDP_ENV_USE_AGENT_STORE) != NULL &&
+        strcmp(getenv(DDP_ENV_USE_AGENT_STORE), DDP_USE_AGENT_STORE_YES) == 0) {
+        host_var = DDP_ENV_MASTER_ADDR;
+        port_var = DDP_ENV_MASTER_PORT;
     }
     if ((rc = env_str(host_var, env->store_host, sizeof env->store_host, err)) != 0)
         return rc;
@@ -77,7 +78,7 @@ static int env_store(ddpw_env_t *env, ddp_err_t *err) {
             return rc;
         env->store_port = (uint16_t)v;
     }
-    if ((rc = env_str("DDPRUN_STORE_TOKEN", env->token_hex, sizeof env->token_hex, err)) != 0)
+    if ((rc = env_str(DDP_ENV_STORE_TOKEN, env->token_hex, sizeof env->token_hex, err)) != 0)
         return rc;
     return 0;
 }
@@ -86,41 +87,41 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
     memset(env, 0, sizeof *env);
     int64_t v;
     int rc;
-    int distributed = getenv("RANK") != NULL || getenv("WORLD_SIZE") != NULL;
+    int distributed = getenv(DDP_ENV_RANK) != NULL || getenv(DDP_ENV_WORLD_SIZE) != NULL;
     if (!distributed) {
         env->world_size = env->local_world_size = 1;
     } else {
-        if ((rc = env_int("WORLD_SIZE", 1, 1 << 20, 0, 1, &v, err)) != 0)
+        if ((rc = env_int(DDP_ENV_WORLD_SIZE, 1, 1 << 20, 0, 1, &v, err)) != 0)
             return rc;
         env->world_size = (int)v;
-        if ((rc = env_int("RANK", 0, env->world_size - 1, 0, 0, &v, err)) != 0)
+        if ((rc = env_int(DDP_ENV_RANK, 0, env->world_size - 1, 0, 0, &v, err)) != 0)
             return rc;
         env->rank = (int)v;
-        if ((rc = env_int("LOCAL_WORLD_SIZE", 1, env->world_size, 0, 1, &v, err)) != 0)
+        if ((rc = env_int(DDP_ENV_LOCAL_WORLD_SIZE, 1, env->world_size, 0, 1, &v, err)) != 0)
             return rc;
         env->local_world_size = (int)v;
-        if ((rc = env_int("LOCAL_RANK", 0, env->local_world_size - 1, 0, 0, &v, err)) != 0)
+        if ((rc = env_int(DDP_ENV_LOCAL_RANK, 0, env->local_world_size - 1, 0, 0, &v, err)) != 0)
             return rc;
         env->local_rank = (int)v;
-        if ((rc = env_int("DDPRUN_LOCAL_RANK", 0, env->local_world_size - 1, 1, env->local_rank, &v,
-                          err)) != 0)
+        if ((rc = env_int(DDP_ENV_REAL_LOCAL_RANK, 0, env->local_world_size - 1, 1, env->local_rank,
+                          &v, err)) != 0)
             return rc;
         env->node_local_rank = (int)v;
-        if ((rc = env_int("GROUP_RANK", 0, env->world_size - 1, 1, 0, &v, err)) != 0)
+        if ((rc = env_int(DDP_ENV_GROUP_RANK, 0, env->world_size - 1, 1, 0, &v, err)) != 0)
             return rc;
         env->group_rank = (int)v;
     }
-    if ((rc = env_int("TORCHELASTIC_RESTART_COUNT", 0, INT32_MAX, 1, 0, &v, err)) != 0)
+    if ((rc = env_int(DDP_ENV_RESTART_COUNT, 0, INT32_MAX, 1, 0, &v, err)) != 0)
         return rc;
     env->restart_count = (int)v;
-    if ((rc = env_int("DDPRUN_ROUND", 0, INT64_MAX, 1, env->restart_count, &v, err)) != 0)
+    if ((rc = env_int(DDP_ENV_ROUND, 0, INT64_MAX, 1, env->restart_count, &v, err)) != 0)
         return rc;
     env->round = v;
 
-    if ((rc = env_str("DDPRUN_RUN_ID", env->run_id, sizeof env->run_id, err)) != 0)
+    if ((rc = env_str(DDP_ENV_RUN_ID, env->run_id, sizeof env->run_id, err)) != 0)
         return rc;
     if (env->run_id[0] == '\0' &&
-        (rc = env_str("TORCHELASTIC_RUN_ID", env->run_id, sizeof env->run_id, err)) != 0)
+        (rc = env_str(DDP_ENV_TE_RUN_ID, env->run_id, sizeof env->run_id, err)) != 0)
         return rc;
     if (env->run_id[0] == '\0')
         snprintf(env->run_id, sizeof env->run_id, "none");
@@ -129,7 +130,8 @@ int ddpw_env_read(ddpw_env_t *env, ddp_err_t *err) {
         return rc;
     if (env->world_size > 1 && !env->have_store)
         return ddp_err_set(err, DDP_EENV,
-                           "environment variable DDPRUN_STORE_ADDR is not set (WORLD_SIZE=%d "
+                           "environment variable " DDP_ENV_STORE_ADDR
+                           " is not set (" DDP_ENV_WORLD_SIZE "=%d "
                            "needs the job's store; run under ddprun)",
                            env->world_size);
     return 0;
@@ -351,14 +353,6 @@ int ddpw_device(const ddpw_t *w) {
 
 const char *ddpw_backend_note(const ddpw_t *w) {
     return w->note[0] != '\0' ? w->note : NULL;
-}
-
-const char *ddpw_backend_name(ddpw_backend_t b) {
-    switch (b) {
-    case DDPW_BACKEND_CPU: return "cpu";
-    case DDPW_BACKEND_NCCL: return "nccl";
-    default: return "auto";
-    }
 }
 
 /* Across nodes: sum within the node, sum across the node leaders' ring, spread each leader's

@@ -12,6 +12,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
+
+const char *ddpw_backend_name(ddpw_backend_t b) {
+    switch (b) {
+    case DDPW_BACKEND_CPU: return "cpu";
+    case DDPW_BACKEND_NCCL: return "nccl";
+    default: return "auto";
+    }
+}
+
 static const char *version_text(int v, char *out, size_t cap) {
     if (v <= 0)
         snprintf(out, cap, "none");
@@ -48,8 +58,8 @@ void ddpw__vote_make(const ddpw_env_t *env, ddpw_backend_t asked, ddpw_vote_t *v
     } else if (p.count == 0) {
         snprintf(v->why, sizeof v->why, "no CUDA device is visible");
     } else if (dev >= p.count) {
-        snprintf(v->why, sizeof v->why, "LOCAL_RANK=%d but only %d CUDA device(s) are visible", dev,
-                 p.count);
+        snprintf(v->why, sizeof v->why,
+                 DDP_ENV_LOCAL_RANK "=%d but only %d CUDA device(s) are visible", dev, p.count);
     } else {
         v->can_nccl = 1;
         snprintf(v->device, sizeof v->device, "%s", p.bus_id);

@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
+#include "ddp_file.h"
+
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 when p does not start one. */
 static size_t utf8_seq(const unsigned char *p) {
     unsigned char c = p[0];
@@ -76,69 +79,20 @@ static char *error_json(const char *msg) {
     return text;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* Creates "<path>.tmp.<16 random hex digits>" exclusively: O_EXCL never opens an existing file
- * nor follows a symlink another user planted in a shared directory. tmp (cap bytes) gets the
- * name. Returns the fd or -errno. */
-static int open_tmp(const char *path, char *tmp, size_t cap) {
-    for (int i = 0; i < 16; i++) {
-        uint64_t r = 0;
-        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-            r = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)i * 0x9e3779b9u;
-        snprintf(tmp, cap, "%s.tmp.%016llx", path, (unsigned long long)r);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd >= 0 || errno != EEXIST)
-            return fd >= 0 ? fd : -errno;
-    }
-    return -EEXIST;
-}
-
-/* Writes text to a temporary file beside path, then renames it over path, so the agent never
- * reads half a message (and a symlink at path is replaced, not followed). */
-static int write_replace(const char *path, const char *text) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (tmp == NULL)
-        return -ENOMEM;
-    int rc = 0, fd = open_tmp(path, tmp, plen + 32);
-    if (fd < 0) {
-        free(tmp);
-        return fd;
-    }
-    rc = write_all(fd, text, strlen(text));
-    if (close(fd) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc != 0)
-        unlink(tmp);
-    free(tmp);
-    return rc;
-}
-
 int ddpw_record_error_to(const char *path, const char *msg) {
     char *text = error_json(msg);
     if (text == NULL)
         return -ENOMEM;
-    int rc = write_replace(path, text);
+    /* Through a temporary file beside path, renamed over it: the agent never reads half a
+     * message, and a link planted at path is replaced, not written through. */
+    ddp_file_part_t part = {text, strlen(text)};
+    int rc = ddp_file_replace(path, NULL, &part, 1, 0644, 0);
     free(text);
     return rc;
 }
 
 int ddpw_record_error(const char *msg) {
-    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    const char *path = getenv(DDP_ENV_ERROR_FILE);
     if (path == NULL || *path == '\0')
         return 0;
     return ddpw_record_error_to(path, msg);

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
+
 enum { HB_UNOPENED = 0, HB_ON = 1, HB_OFF = 2 };
 
 /* The process's heartbeat: the agent gives each worker process its own file. The fast path reads
@@ -60,7 +62,7 @@ static int open_error(const char *path, int e, ddp_err_t *err) {
 /* Under mu: opens DDPRUN_HEARTBEAT_FILE and sets mode ON, or OFF when the variable is unset or
  * empty (returns 0) or the file is refused (returns the error, the only report of it). */
 static int hb_open(ddp_err_t *err) {
-    const char *path = getenv("DDPRUN_HEARTBEAT_FILE");
+    const char *path = getenv(DDP_ENV_HEARTBEAT_FILE);
     atomic_store(&hb.mode, HB_OFF);
     if (path == NULL || *path == '\0')
         return 0;

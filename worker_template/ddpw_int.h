@@ -109,7 +109,8 @@ int ddpw__nccl_id_exchange(const ddpw_ctx_t *ctx, unsigned char *id, ddp_err_t *
 
 /* ---- store services (ddpw_store.c), shared by ddpw.c and the backends ---- */
 
-/* Formats "ddpw/<run_id>/<round>/<key>" into out (DDPW_KEY_MAX bytes). */
+/* Formats the round key DDP_WORKER_KEY_PREFIX "<run_id>/<round>/<key>" into out (DDPW_KEY_MAX
+ * bytes; rdzv_layout_round_key). */
 void ddpw__key(const ddpw_ctx_t *c, const char *key, char *out);
 
 /* SET / GET of key under the round prefix. get waits up to timeout_ms (< 0: the context's);

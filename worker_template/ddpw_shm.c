@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
+#include "ddp_proc.h"
 #include "ddp_time.h"
 
 #define SHM_MAGIC 0x3130534d57504444ull /* "DDPWMS01" */
@@ -85,16 +87,8 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 static int pid_dead(int32_t pid) {
     if (kill(pid, 0) != 0)
         return errno == ESRCH;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return p != NULL && (p[2] == 'Z' || p[2] == 'X');
+    ddp_proc_stat_t st;
+    return ddp_proc_stat(pid, 0, &st) == 0 && (st.state == 'Z' || st.state == 'X');
 }
 
 /* Returns the local rank of a peer that has exited, or -1. */
@@ -195,7 +189,7 @@ static int map_segment(ddpw_shm_t *s, int fd, int create, ddp_err_t *err, const 
 
 /* The agent's scratch directory (DDPRUN_SHM_DIR), or NULL: segments are then shm_open names. */
 static const char *scratch_dir(void) {
-    const char *d = getenv("DDPRUN_SHM_DIR");
+    const char *d = getenv(DDP_ENV_SHM_DIR);
     return d != NULL && d[0] == '/' ? d : NULL;
 }
 
@@ -244,7 +238,7 @@ static int create_segment(ddpw_shm_t *s, const char *key, int *fd, char *name, s
     int len = snprintf(name, cap, "%s/ddpw-%d-%016llx", dir != NULL ? dir : "", (int)getpid(),
                        (unsigned long long)nonce);
     if (len < 0 || (size_t)len >= cap)
-        return ddp_err_set(err, DDP_EUSAGE, "DDPRUN_SHM_DIR is too long (%zu bytes at most)",
+        return ddp_err_set(err, DDP_EUSAGE, DDP_ENV_SHM_DIR " is too long (%zu bytes at most)",
                            cap - sizeof "/ddpw-2147483647-0123456789abcdef");
     *fd = segment_open(name, 1);
     if (*fd < 0)

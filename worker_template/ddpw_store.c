@@ -1,15 +1,21 @@
 /* ddpw_store.c: the store services of libddpw, shared by ddpw.c and the backends: keys under the
- * round prefix ("ddpw/<run_id>/<round>/<key>", so a restarted job never reads a previous round's
- * values), SET, bounded GET and a store barrier. */
+ * round prefix (DDP_WORKER_KEY_PREFIX "<run_id>/<round>/<key>", rdzv_layout.h, so a restarted job
+ * never reads a previous round's values, and the store drops old rounds' keys), SET, bounded GET
+ * and a store barrier. */
 #include "ddpw_int.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "ddp_buf.h"
+#include "ddp_contract.h"
+#include "rdzv_layout.h"
 
 void ddpw__key(const ddpw_ctx_t *c, const char *key, char *out) {
-    snprintf(out, DDPW_KEY_MAX, "ddpw/%s/%lld/%s", c->env.run_id, (long long)c->env.round, key);
+    /* The library's own names are short and the run id is bounded (ddpw_env_read): it fits. */
+    if (rdzv_layout_round_key(out, DDPW_KEY_MAX, DDP_WORKER_KEY_PREFIX, c->env.run_id, c->env.round,
+                              key) < 0)
+        out[0] = '\0';
 }
 
 int ddpw__store_set(const ddpw_ctx_t *c, const char *key, const void *val, size_t len,

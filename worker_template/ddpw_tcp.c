@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
 #include "ddp_net.h"
 #include "ddp_time.h"
 
@@ -300,13 +301,15 @@ static int tcp_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
     *state = NULL;
     if (ws % lws != 0)
         return ddp_err_set(err, DDP_EUSAGE,
-                           "backend cpu: WORLD_SIZE=%d is not a multiple of LOCAL_WORLD_SIZE=%d "
+                           "backend cpu: " DDP_ENV_WORLD_SIZE
+                           "=%d is not a multiple of " DDP_ENV_LOCAL_WORLD_SIZE "=%d "
                            "(nodes must run the same number of ranks)",
                            ws, lws);
     int nodes = ws / lws;
     if (e->group_rank >= nodes || e->rank != e->group_rank * lws + e->node_local_rank)
         return ddp_err_set(err, DDP_EUSAGE,
-                           "backend cpu: RANK=%d is not GROUP_RANK*LOCAL_WORLD_SIZE+LOCAL_RANK "
+                           "backend cpu: " DDP_ENV_RANK "=%d is not " DDP_ENV_GROUP_RANK
+                           "*" DDP_ENV_LOCAL_WORLD_SIZE "+" DDP_ENV_LOCAL_RANK " "
                            "(%d*%d+%d)",
                            e->rank, e->group_rank, lws, e->node_local_rank);
     if (e->node_local_rank != 0)

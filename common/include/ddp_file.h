@@ -47,4 +47,40 @@ int ddp_dir_make(const char *path, size_t trusted, mode_t perm, ddp_err_t *err);
  * (--event_log_handler json:PATH): only its last component is guarded. */
 size_t ddp_file_dir_len(const char *path);
 
+/* ---- whole files replaced at once (error files, checkpoints, --dump-params) ---- */
+
+/* Writes all n bytes of p to fd, retrying short writes and EINTR. Returns 0 or -errno. */
+int ddp_write_all(int fd, const void *p, size_t n);
+
+/* Creates a new file named prefix and 16 random hex digits, with O_CREAT | O_EXCL | O_NOFOLLOW
+ * (never an existing file, never through a link planted under a name it picks) and perm (umask
+ * applies); out (cap bytes) gets the name. Returns the descriptor (write-only, close-on-exec;
+ * the caller closes it) or -errno: -ENAMETOOLONG when the name does not fit cap, -EEXIST when 16
+ * names in a row were taken. */
+int ddp_file_tmp_open(const char *prefix, mode_t perm, char *out, size_t cap);
+
+/* One piece of the content ddp_file_replace writes. */
+typedef struct ddp_file_part {
+    const void *p;
+    size_t n;
+} ddp_file_part_t;
+
+/* Replaces path's content with the nparts parts, in order: they go to a new temporary file
+ * (ddp_file_tmp_open with tmp_prefix, or "<path>.tmp." when NULL; in path's directory so that the
+ * rename is one), fsync'ed first when sync is set, which is then renamed over path. A reader sees
+ * the old content or the new one, never a part; a link planted at path is replaced, not written
+ * through. The temporary file is removed on any error. Returns 0 or -errno. */
+int ddp_file_replace(const char *path, const char *tmp_prefix, const ddp_file_part_t *parts,
+                     size_t nparts, mode_t perm, int sync);
+
+/* ---- trees ddprun made itself (the scratch and private run directories) ---- */
+
+/* Removes everything in directory path, recursively; a link is removed, never followed. Returns
+ * the number of entries that were directly in path (0 when it is missing or cannot be read).
+ * Failures to remove are ignored: whoever empties a tree has nothing better to do with them. */
+int ddp_dir_empty(const char *path);
+
+/* ddp_dir_empty, then path itself. */
+void ddp_dir_remove(const char *path);
+
 #endif

@@ -102,25 +102,17 @@ int rdzv_client_barrier(rdzv_client_t *c, const char *name, int64_t world_size, 
 
 /* --- Additions (ddprun store v1). --- */
 
-/* The job token's environment names (docs/protocol.md, "The job token"). DDPRUN_TOKEN (hex) and
- * DDPRUN_TOKEN_FILE (a file) are the user's; DDPRUN_STORE_TOKEN (hex) is what an agent hands its
- * workers, still read everywhere. rdzv_token_load tries them in this order: first set wins. */
-#define RDZV_TOKEN_HEX_ENV "DDPRUN_TOKEN"
-#define RDZV_TOKEN_FILE_ENV "DDPRUN_TOKEN_FILE"
-#define RDZV_TOKEN_ENV "DDPRUN_STORE_TOKEN"
-/* The three, for messages that tell the user where a token goes. */
-#define RDZV_TOKEN_ENV_NAMES "DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN"
-
 /* Loads the job token: the one reader of its sources, for agents, `ddprun status`, the daemon,
- * workers and tools. The first source that is set wins: file (a --token-file flag; NULL for
- * none), then DDPRUN_TOKEN (hex), then DDPRUN_TOKEN_FILE (a file), then DDPRUN_STORE_TOKEN (hex).
- * Files are read as rdzv_token_from_file reads them. tok's contents are replaced (it stays owned
- * by the caller, empty when no source is set; wiped and freed on an error). *source (source may be
- * NULL) gets the flag or variable used, a static string, or NULL. Returns 0, or the reader's error,
- * its text starting with the one source it came from, named once: "DDPRUN_TOKEN: ...",
- * "DDPRUN_STORE_TOKEN: ...", "DDPRUN_TOKEN_FILE=PATH: ..." or "--token-file PATH: ..." (paths
- * escaped), then what is wrong and what is expected. A hex value is a secret: messages give its
- * length, never its text. Callers print the text as it is, without a prefix of their own. */
+ * workers and tools (their variables' names: DDP_ENV_TOKEN* in ddp_contract.h). The first source
+ * that is set wins: file (a --token-file flag; NULL for none), then DDPRUN_TOKEN (hex), then
+ * DDPRUN_TOKEN_FILE (a file), then DDPRUN_STORE_TOKEN (hex). Files are read as rdzv_token_from_file
+ * reads them. tok's contents are replaced (it stays owned by the caller, empty when no source is
+ * set; wiped and freed on an error). *source (source may be NULL) gets the flag or variable used, a
+ * static string, or NULL. Returns 0, or the reader's error, its text starting with the one source
+ * it came from, named once: "DDPRUN_TOKEN: ...", "DDPRUN_STORE_TOKEN: ...",
+ * "DDPRUN_TOKEN_FILE=PATH: ..." or "--token-file PATH: ..." (paths escaped), then what is wrong and
+ * what is expected. A hex value is a secret: messages give its length, never its text. Callers
+ * print the text as it is, without a prefix of their own. */
 int rdzv_token_load(const char *file, ddp_buf_t *tok, const char **source, ddp_err_t *err);
 
 /* Reads a token file: raw bytes, one trailing newline (LF or CRLF) trimmed; 1..1024 bytes. The
@@ -138,7 +130,7 @@ int rdzv_token_from_job_env(ddp_buf_t *tok, ddp_err_t *err);
 int rdzv_token_generate(ddp_buf_t *tok, size_t n, ddp_err_t *err);
 
 /* Writes token as lower-case hex into hex (replaced; NUL-terminated), e.g. for
- * setenv(RDZV_TOKEN_ENV, (char *)hex.data, 1). Returns 0 or -ENOMEM. */
+ * setenv(DDP_ENV_STORE_TOKEN, (char *)hex.data, 1). Returns 0 or -ENOMEM. */
 int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex);
 
 /* STATS (a ddprun command): out receives the server's counters as text, one "name value"

@@ -30,8 +30,9 @@ enum {
 /* Room for a run id or host as a metric label value, every byte escaped (two bytes), and the NUL:
  * a label is never cut, or two hosts that differ late would be one series. */
 #define RDZV_LABEL_MAX (2 * (RDZV_HOST_MAX > RDZV_RUN_ID_MAX ? RDZV_HOST_MAX : RDZV_RUN_ID_MAX) + 1)
-#define RDZV_WHAT_MAX 255                              /* FAIL's failure, ABORT's reason */
-#define RDZV_ROUND_TEXT_MAX 512                        /* error texts the server writes */
+#define RDZV_WHAT_MAX 255       /* FAIL's failure, ABORT's reason */
+#define RDZV_ROUND_KEYS_MAX 64  /* JOIN's round_keys: the prefix of a layer's round keys */
+#define RDZV_ROUND_TEXT_MAX 512 /* error texts the server writes */
 #define RDZV_REPLY_TEXT_MAX ((size_t)1024)             /* error text a client accepts in a reply */
 #define RDZV_STATUS_JSON_MAX ((size_t)8 * 1024 * 1024) /* STATUS reply a client accepts */
 
@@ -69,6 +70,9 @@ typedef struct rdzv_round_cfg {
     int64_t keep_alive_interval_ms;
     int64_t keep_alive_max_attempt;
     int64_t max_restarts;
+    /* The prefix under which the run's workers keep keys per round ("<prefix><run>/<round>/...",
+     * rdzv_layout.h); the store drops those of old rounds. Printable ASCII; "" for none. */
+    char round_keys[RDZV_ROUND_KEYS_MAX + 1];
 } rdzv_round_cfg_t;
 
 /* One JOIN request. Strings are NUL-terminated copies (no borrowing). */
@@ -201,11 +205,10 @@ long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *nee
 
 /* ---- progress: what a node's workers last reported, for `ddprun status` ----
  * With heartbeat supervision on, each agent SETs its progress in the store once per keep-alive
- * interval, under a key of its run and group rank (an ordinary store key: no new command, so a
- * store without this knows nothing of it and loses nothing). The STATUS reply adds it to the
- * member: "step" and "beat_age_ms", the age of its most silent worker's last beat, grown by the
- * time since the report. */
-#define RDZV_PROGRESS_KEY_MAX (RDZV_RUN_ID_MAX + 48)
+ * interval, under a key of its run and group rank (rdzv_layout_progress_key; an ordinary store key:
+ * no new command, so a store without this knows nothing of it and loses nothing). The STATUS reply
+ * adds it to the member: "step" and "beat_age_ms", the age of its most silent worker's last beat,
+ * grown by the time since the report. */
 #define RDZV_PROGRESS_VALUE_MAX 64
 
 typedef struct rdzv_progress {
@@ -213,10 +216,6 @@ typedef struct rdzv_progress {
     int64_t step;        /* the highest progress counter of the node's workers; -1 none yet */
     int64_t beat_age_ms; /* since the last beat of its most silent worker, at the report */
 } rdzv_progress_t;
-
-/* Writes the key of group_rank's progress in run run_id to key (cap >= RDZV_PROGRESS_KEY_MAX).
- * Returns 0, or -EINVAL for a run id too long or a negative rank. */
-int rdzv_progress_key(char *key, size_t cap, const char *run_id, int64_t group_rank);
 
 /* The value: "ROUND STEP AGE_MS" in decimal. Returns its length, or -EINVAL when it does not fit
  * cap (RDZV_PROGRESS_VALUE_MAX always does). */

@@ -86,13 +86,15 @@ void rdzv_server_reset(rdzv_server_t *s);
  * open past a lowered limit; newcomers meet it. Does nothing on other stores or with 0. */
 void rdzv_server_set_workers(rdzv_server_t *s, size_t workers);
 
-/* Drops what earlier rounds of run_id left in the store: the worker library's keys
- * ("ddpw/<run_id>/<round>/...") and the round-end keys ("__rdzv/<run_id>/end/<round>") of every
- * round below `before`. A key with a parked waiter keeps its entry (the waiter's), not its value.
- * The server calls it when a round closes (keeping the previous round's); an agent hosting a
- * one-node job's store calls it before each restarted group. Without it they accumulate, one
- * set a round, for as long as the store lives. */
-void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, int64_t before);
+/* Drops what earlier rounds of run_id left in the store: the round keys under round_keys
+ * ("<round_keys><run_id>/<round>/...", rdzv_layout.h; NULL or "": none) and the round-end keys
+ * ("__rdzv/<run_id>/end/<round>") of every round below `before`. A key with a parked waiter keeps
+ * its entry (the waiter's), not its value. The server calls it when a round closes (keeping the
+ * previous round's), with the round_keys the run's first JOIN carried; an agent hosting a
+ * one-node job's store calls it before each restarted group, with its workers' prefix. Without it
+ * they accumulate, one set a round, for as long as the store lives. */
+void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, const char *round_keys,
+                               int64_t before);
 
 /* Counters a caller may read at any time from the loop's thread. */
 typedef struct rdzv_server_stats {

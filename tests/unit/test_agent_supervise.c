@@ -4,9 +4,11 @@
  * shutdown timer, a termination signal in every state, failures of the agent's own steps, and a
  * hang (capture, then stop and restart), --max_no_progress_restarts and the GPU memory wait.
  *
- * supervise.c is linked alone: the functions it calls in agent.c, spawn.c, rdzv.c, guard.c and
- * summary.c are defined here as recorders, and uv_timer_start, uv_timer_stop and kill are
- * replaced through the linker (-Wl,--wrap), so no process is signalled and no loop runs. */
+ * supervise.c is linked with worker.c, whose failure records it keeps: the functions they call in
+ * agent.c, group.c, rdzv.c, guard.c and summary.c are defined here as recorders (those only a
+ * worker's start or exit calls fail the test if called), and uv_timer_start, uv_timer_stop and
+ * kill are replaced through the linker (-Wl,--wrap), so no process is signalled and no loop
+ * runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,6 +181,47 @@ void agent__rdzv_barrier_settle(agent_t *a) {
 
 void agent__on_kill_timer(uv_timer_t *t) {
     agent__event(t->data, EV_KILL_TIMER, NULL);
+}
+
+/* What only a worker's start and exit (worker.c) call: never here, where no worker starts. */
+agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
+                                   int file_fd) {
+    (void)a, (void)fd, (void)rank, (void)console_fd, (void)tag, (void)file_fd;
+    fail_msg("a stream was opened");
+    return NULL;
+}
+
+void agent__stream_finish(agent_stream_t *s) {
+    (void)s;
+    fail_msg("a stream was finished");
+}
+
+void agent__error_file_bound(const char *path) {
+    fail_msg("error file %s bounded", path);
+}
+
+int agent__hang_worker_file(agent_t *a, agent_worker_t *w, const char *dir) {
+    (void)a, (void)w, (void)dir;
+    fail_msg("a heartbeat file was made");
+    return -1;
+}
+
+int agent__worker_device(const agent_job_t *j, int local_rank, char *out, size_t cap) {
+    (void)j, (void)local_rank, (void)out, (void)cap;
+    fail_msg("a device was picked");
+    return -1;
+}
+
+int agent_std_for(const agent_std_map_t *m, int local_rank) {
+    (void)m, (void)local_rank;
+    fail_msg("a stream was routed");
+    return 0;
+}
+
+int agent__attempt_dirs_make(agent_t *a, const char *path) {
+    (void)a;
+    fail_msg("%s was made", path);
+    return -1;
 }
 
 int __wrap_uv_timer_start(uv_timer_t *t, uv_timer_cb cb, uint64_t timeout, uint64_t repeat);
@@ -582,7 +625,7 @@ static void test_max_restarts_spent(void **state) {
         fire_restart_timer();
         assert_int_equal(ag.state, SUP_RUNNING);
         assert_int_equal(fx.group_starts, attempt);
-        ag.nfailures = 0; /* spawn.c starts each attempt with an empty failure list */
+        ag.nfailures = 0; /* group.c starts each attempt with an empty failure list */
     }
     fail_group(EXITED(3));
     assert_int_equal(ag.state, SUP_DONE);

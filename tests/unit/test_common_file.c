@@ -1,7 +1,8 @@
-/* Unit tests of ddp_file_open and ddp_dir_make (common/ddp_file.c) against what another user can
- * plant in a directory ddprun writes into: a symbolic link (to a file or for a directory), a hard
- * link, a FIFO with and without a reader. Each case checks that the planted target is untouched
- * and that nothing blocks. */
+/* Unit tests of ddp_file_open, ddp_dir_make and ddp_file_replace (common/ddp_file.c) against what
+ * another user can plant in a directory ddprun writes into: a symbolic link (to a file or for a
+ * directory), a hard link, a FIFO with and without a reader. Each case checks that the planted
+ * target is untouched and that nothing blocks. Also ddp_dir_empty and ddp_dir_remove, which
+ * never follow a link out of the tree they remove. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -215,6 +217,127 @@ static void test_dir_make_and_errors(void **state) {
     assert_int_equal(ddp_file_dir_len("/x.json"), 0);
 }
 
+/* Entries in dir, "." and ".." left out. */
+static int entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void file_is(const char *path, const char *want) {
+    char buf[128] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, want);
+}
+
+/* ddp_file_replace writes its parts in order through a temporary file it renames over the path:
+ * an existing file gets the new content, a link planted at the path is replaced (its target
+ * untouched), the temporary file is gone afterwards, and on an error (a missing directory, a
+ * rename onto a directory) nothing is left behind. */
+static void test_replace(void **state) {
+    fixture_t *f = *state;
+    char path[128], tmp[160];
+    snprintf(path, sizeof path, "%s/error.json", f->dir);
+    const ddp_file_part_t parts[] = {{"ab", 2}, {"", 0}, {"cd\n", 3}};
+    assert_int_equal(ddp_file_replace(path, NULL, parts, 3, 0600, 0), 0);
+    file_is(path, "abcd\n");
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(ddp_file_replace(path, NULL, parts + 2, 1, 0644, 1), 0);
+    file_is(path, "cd\n");
+    assert_int_equal(entries(f->dir), 1);
+    /* A link to the victim, planted at the name: replaced, never written through. */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(symlink(f->victim, path), 0);
+    assert_int_equal(ddp_file_replace(path, NULL, parts, 1, 0644, 0), 0);
+    victim_untouched(f);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    file_is(path, "ab");
+    /* A temporary name of its own (a checkpoint's), in the same directory. */
+    snprintf(tmp, sizeof tmp, "%s/.tmp.", f->dir);
+    assert_int_equal(ddp_file_replace(path, tmp, parts + 2, 1, 0644, 1), 0);
+    file_is(path, "cd\n");
+    assert_int_equal(entries(f->dir), 1);
+    /* Errors leave nothing: a missing directory, a directory at the path. */
+    snprintf(tmp, sizeof tmp, "%s/missing/file", f->dir);
+    assert_int_equal(ddp_file_replace(tmp, NULL, parts, 1, 0644, 0), -ENOENT);
+    snprintf(tmp, sizeof tmp, "%s/sub", f->dir);
+    assert_int_equal(mkdir(tmp, 0700), 0);
+    snprintf(path, sizeof path, "%s/sub/x", f->dir);
+    FILE *x = fopen(path, "w");
+    fclose(x);
+    assert_true(ddp_file_replace(tmp, NULL, parts, 1, 0644, 0) < 0);
+    assert_int_equal(entries(f->dir), 2); /* error.json and sub */
+    assert_int_equal(entries(tmp), 1);
+}
+
+/* ddp_file_tmp_open makes a new file exclusively under a random name; a name that cannot fit
+ * is refused before anything is made. */
+static void test_tmp_open(void **state) {
+    fixture_t *f = *state;
+    char prefix[96], a[128], b[128];
+    snprintf(prefix, sizeof prefix, "%s/t.", f->dir);
+    int fa = ddp_file_tmp_open(prefix, 0600, a, sizeof a);
+    int fb = ddp_file_tmp_open(prefix, 0600, b, sizeof b);
+    assert_true(fa >= 0 && fb >= 0);
+    assert_string_not_equal(a, b);
+    assert_int_equal(strlen(a), strlen(prefix) + 16);
+    assert_int_equal(ddp_write_all(fa, "x", 1), 0);
+    close(fa);
+    close(fb);
+    file_is(a, "x");
+    assert_int_equal(ddp_file_tmp_open(prefix, 0600, a, strlen(prefix) + 16), -ENAMETOOLONG);
+    assert_int_equal(entries(f->dir), 2);
+}
+
+/* ddp_dir_empty removes a whole tree below a directory and counts its direct entries; a link to
+ * a directory outside is removed, and what it pointed to stays. ddp_dir_remove takes the
+ * directory too; a missing one is nothing to do. */
+static void test_dir_empty_and_remove(void **state) {
+    fixture_t *f = *state;
+    char outside[96], path[192];
+    snprintf(outside, sizeof outside, "%s.outside", f->dir);
+    assert_int_equal(mkdir(outside, 0700), 0);
+    snprintf(path, sizeof path, "%s/keep", outside);
+    FILE *k = fopen(path, "w");
+    fclose(k);
+    snprintf(path, sizeof path, "%s/a/b/c", f->dir);
+    assert_int_equal(ddp_dir_make(path, strlen(f->dir), 0700, NULL), 0);
+    snprintf(path, sizeof path, "%s/a/b/c/file", f->dir);
+    k = fopen(path, "w");
+    fclose(k);
+    snprintf(path, sizeof path, "%s/link", f->dir);
+    assert_int_equal(symlink(outside, path), 0);
+    snprintf(path, sizeof path, "%s/a/victim", f->dir);
+    assert_int_equal(symlink(f->victim, path), 0);
+    snprintf(path, sizeof path, "%s/top", f->dir);
+    k = fopen(path, "w");
+    fclose(k);
+    assert_int_equal(ddp_dir_empty(f->dir), 3); /* a, link, top */
+    assert_int_equal(entries(f->dir), 0);
+    assert_int_equal(entries(outside), 1);
+    victim_untouched(f);
+    snprintf(path, sizeof path, "%s/d", f->dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    ddp_dir_remove(path);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(ddp_dir_empty(path), 0);
+    snprintf(path, sizeof path, "%s/keep", outside);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(outside), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_plain_file_appended_and_replaced, setup, teardown),
@@ -223,6 +346,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_fifo_refused_without_blocking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_linked_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dir_make_and_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_empty_and_remove, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

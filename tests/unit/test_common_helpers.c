@@ -1,7 +1,7 @@
 /* Unit tests for common/: signal names both ways (ddp_signal), the visible-device list rule
  * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), and the
  * self-connected TCP socket check (ddp_net), on loopback, and durations written back as seconds
- * (ddp_seconds_text). */
+ * (ddp_seconds_text); the /proc/<pid>/stat reader (ddp_proc). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +15,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ddp_devices.h"
 #include "ddp_net.h"
 #include "ddp_parse.h"
+#include "ddp_proc.h"
 #include "ddp_signal.h"
 
 static void test_signal_parse(void **state) {
@@ -154,12 +156,56 @@ static void test_tcp_self_connected(void **state) {
     close(lfd);
 }
 
+/* The stat line's parser: a comm holding spaces and parentheses ends at the last ')'; lines
+ * without the three fields after it are refused. And the reader, on live processes: this one,
+ * a zombie child, one that is gone. */
+static void test_proc_stat(void **state) {
+    (void)state;
+    ddp_proc_stat_t st;
+    assert_int_equal(ddp_proc_stat_parse("42 (a b) c) (x) S 1 40 40 0 -1", &st), 0);
+    assert_string_equal(st.comm, "a b) c) (x");
+    assert_int_equal(st.state, 'S');
+    assert_int_equal(st.ppid, 1);
+    assert_int_equal(st.pgrp, 40);
+    static const char *const bad[] = {"",
+                                      "42 comm S 1 2",
+                                      "42 (comm S 1 2",
+                                      "42 comm) S 1 2",
+                                      "42 (comm) S 1",
+                                      "42 )comm( S 1 2",
+                                      "42 (comm) S x 2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (ddp_proc_stat_parse(bad[i], &st) != -EINVAL)
+            fail_msg("accepted: %s", bad[i]);
+    assert_int_equal(ddp_proc_stat(getpid(), 0, &st), 0);
+    assert_int_equal(st.state, 'R');
+    assert_int_equal(st.ppid, getppid());
+    assert_int_equal(st.pgrp, getpgrp());
+    assert_int_equal(ddp_proc_stat(getpid(), getpid(), &st), 0); /* the main thread */
+    assert_int_equal(st.pgrp, getpgrp());
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    /* Not reaped yet: a zombie, once it has exited (bounded: 5 s). */
+    for (int i = 0; i < 5000; i++) {
+        assert_int_equal(ddp_proc_stat(child, 0, &st), 0);
+        if (st.state == 'Z')
+            break;
+        usleep(1000);
+    }
+    assert_int_equal(st.state, 'Z');
+    assert_int_equal(st.ppid, getpid());
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_int_equal(ddp_proc_stat(child, 0, &st), -ENOENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_signal_parse),   cmocka_unit_test(test_signal_name),
         cmocka_unit_test(test_devices_select), cmocka_unit_test(test_devices_count),
         cmocka_unit_test(test_devices_entry),  cmocka_unit_test(test_tcp_self_connected),
-        cmocka_unit_test(test_seconds_text),
+        cmocka_unit_test(test_seconds_text),   cmocka_unit_test(test_proc_stat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1546,9 +1546,11 @@ static void loop_set(uv_loop_t *loop, int fd, const char *key) {
     raw_read(fd, r, 4);
 }
 
-/* Old rounds' keys go (rdzv_server_forget_rounds): the worker library's "ddpw/<run>/<round>/"
- * keys and the round-end keys of rounds below the given one, of that run only; everything else
- * stays, and the memory account comes back to what the kept keys hold. */
+/* Old rounds' keys go (rdzv_server_forget_rounds): the round keys under the prefix the caller
+ * names ("ddpw/<run>/<round>/" here) and the round-end keys of rounds below the given one, of
+ * that run only; everything else stays, and the memory account comes back to what the kept keys
+ * hold. The store knows no prefix of its own: under another one, or none, the same "ddpw/" keys
+ * stay and only the end keys go. */
 static void test_forget_rounds(void **state) {
     (void)state;
     uv_loop_t loop;
@@ -1570,7 +1572,13 @@ static void test_forget_rounds(void **state) {
     rdzv_server_stats(s, &st0);
     for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
         loop_set(&loop, fd, dropped[i]);
-    rdzv_server_forget_rounds(s, "r", 2);
+    /* Another layer's prefix, then none: only the end keys of old rounds go. */
+    rdzv_server_forget_rounds(s, "r", "lib/", 2);
+    rdzv_server_forget_rounds(s, "r", NULL, 2);
+    rdzv_server_forget_rounds(s, "r", "", 2);
+    rdzv_server_stats(s, &st1);
+    assert_int_equal(st1.keys, st0.keys + 3);
+    rdzv_server_forget_rounds(s, "r", "ddpw/", 2);
     rdzv_server_stats(s, &st1);
     assert_int_equal(st1.keys, st0.keys);
     assert_int_equal(st1.mem_used, st0.mem_used);
@@ -1611,6 +1619,76 @@ static void capture_log(void *arg, int level, const char *msg) {
     lc->evicted += strstr(msg, ": evicted, unauthenticated after ") != NULL;
     lc->summary += strstr(msg, "3 more connections refused, evicted or idle on") != NULL;
     snprintf(lc->last, sizeof lc->last, "%s", msg);
+}
+
+/* Reads one rendezvous reply from fd into rep (SO_RCVTIMEO bounds each read). */
+static void raw_round_reply(int fd, rdzv_round_reply_t *rep) {
+    uint8_t in[512];
+    size_t n = 0, need = 0;
+    long rn;
+    while ((rn = rdzv_round_reply_parse(in, n, rep, &need, NULL)) == 0) {
+        assert_true(need <= sizeof in);
+        ssize_t r = read(fd, in + n, need - n);
+        assert_true(r > 0);
+        n += (size_t)r;
+    }
+    assert_true(rn > 0);
+}
+
+/* The prefix of the round keys reaches the store with the run's first JOIN: when round 2 closes
+ * the store drops round 0's keys under that prefix ("lib/" here) and keeps the same shape under
+ * any other ("ddpw/"): it holds no prefix of its own. */
+static void test_join_round_keys(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    rdzv_client_t *c = must_connect(st->port, NULL, 0);
+    int fd = raw_connect(st->port);
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    rdzv_round_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    ddp_buf_t b = DDP_BUF_INIT;
+    for (int64_t round = 0; round <= 2; round++) {
+        rdzv_join_req_t q = {0};
+        snprintf(q.run_id, sizeof q.run_id, "r");
+        snprintf(q.host, sizeof q.host, "n0");
+        q.want_node_rank = -1;
+        q.nproc = 1;
+        q.cfg.min_nodes = q.cfg.max_nodes = 1;
+        q.cfg.max_restarts = 5;
+        snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "lib/");
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
+        send_all(fd, &b);
+        ddp_buf_reset(&b);
+        raw_round_reply(fd, &rep);
+        assert_int_equal(rep.cmd, RDZV_CMD_RDZV_JOIN);
+        assert_int_equal(rep.status, 0);
+        assert_int_equal(rep.join.round, round);
+        if (round == 0) {
+            assert_int_equal(rdzv_client_set(c, "lib/r/0/a", "x", 1, &err), 0);
+            assert_int_equal(rdzv_client_set(c, "ddpw/r/0/a", "x", 1, &err), 0);
+        }
+        if (round == 2)
+            break;
+        /* Round r failed: the next JOIN closes round r + 1. */
+        assert_int_equal(rdzv_fail_req_encode(&b, "r", round, "test"), 0);
+        send_all(fd, &b);
+        ddp_buf_reset(&b);
+        raw_round_reply(fd, &rep);
+        assert_int_equal(rep.cmd, RDZV_CMD_RDZV_FAIL);
+        assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
+    }
+    const char *dropped[] = {"lib/r/0/a"}, *kept[] = {"ddpw/r/0/a"};
+    int ready = -1;
+    assert_int_equal(rdzv_client_check(c, dropped, 1, &ready, &err), 0);
+    assert_int_equal(ready, 0);
+    assert_int_equal(rdzv_client_check(c, kept, 1, &ready, &err), 0);
+    assert_int_equal(ready, 1);
+    ddp_buf_free(&rep.text);
+    ddp_buf_free(&b);
+    close(fd);
+    rdzv_client_free(c);
+    server_down(st);
 }
 
 /* A burst of evictions logs one line naming both peers; the timer then says how many lines were
@@ -1698,6 +1776,7 @@ int main(void) {
         cmocka_unit_test(test_worker_store_owner_only),
         cmocka_unit_test(test_worker_store_owner_fails_closed),
         cmocka_unit_test(test_forget_rounds),
+        cmocka_unit_test(test_join_round_keys),
         cmocka_unit_test(test_connect_unanswered_retried),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);

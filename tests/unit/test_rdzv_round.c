@@ -18,6 +18,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
+#include "rdzv_layout.h"
 #include "rdzv_round_int.h"
 
 /* ---- helpers ---- */
@@ -109,6 +110,22 @@ static void form(fx_t *f, uint64_t n, int64_t min, int64_t max, uint64_t now) {
 }
 
 /* ---- rounds ---- */
+
+/* A run's round_keys are its first joiner's (like its configuration), and every REPLY_OK of a
+ * closing round carries them: the server drops old rounds' keys under that prefix. */
+static void test_round_keys_of_first_joiner(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    rdzv_join_req_t q = req("job", "h1", -1, 1, 29500, 2, 2);
+    snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "ddpw/");
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, 0, &f->out, &err), 0);
+    q = req("job", "h2", -1, 1, 29500, 2, 2);
+    snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "other/");
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 0, &f->out, &err), 0);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    for (uint64_t m = 1; m <= 2; m++)
+        assert_string_equal(find_act(&f->out, RDZV_ACT_REPLY_OK, m)->round_keys, "ddpw/");
+}
 
 static void test_min_then_last_call(void **state) {
     fx_t *f = *state;
@@ -806,13 +823,49 @@ static void test_status_progress(void **state) {
     ddp_buf_free(&b);
 }
 
+/* The key layout (rdzv_layout.h): each key's name, refusals, and the parsers reading back the
+ * round of exactly the keys the builders make. */
+static void test_key_layout(void **state) {
+    (void)state;
+    char key[RDZV_LAYOUT_KEY_MAX], longid[RDZV_RUN_ID_MAX + 2];
+    memset(longid, 'x', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    assert_int_equal(rdzv_layout_progress_key(key, sizeof key, "job", 3), 0);
+    assert_string_equal(key, "__rdzv/job/progress/3");
+    assert_int_equal(rdzv_layout_progress_key(key, sizeof key, "job", -1), -EINVAL);
+    assert_int_equal(rdzv_layout_end_key(key, sizeof key, "job", 12), 0);
+    assert_string_equal(key, "__rdzv/job/end/12");
+    assert_int_equal(rdzv_layout_end_round_of(key, strlen(key), "job"), 12);
+    assert_int_equal(rdzv_layout_end_round_of(key, strlen(key), "jo"), -1);
+    assert_int_equal(rdzv_layout_end_round_of(key, strlen(key) - 3, "job"), -1); /* "end/" */
+    assert_int_equal(rdzv_layout_end_key(key, sizeof key, longid, 0), -EINVAL);
+    assert_int_equal(rdzv_layout_end_key(key, sizeof key, "job", -1), -EINVAL);
+    assert_int_equal(rdzv_layout_end_key(key, 10, "job", 1), -EINVAL); /* does not fit */
+    assert_int_equal(rdzv_layout_exit_key(key, sizeof key, "job", 4), 0);
+    assert_string_equal(key, "__rdzv/job/4/exit");
+    assert_int_equal(rdzv_layout_exit_done_key(key, sizeof key, "job", 4), 0);
+    assert_string_equal(key, "__rdzv/job/4/exit/done");
+    /* The largest run id and round fit RDZV_LAYOUT_KEY_MAX. */
+    longid[RDZV_RUN_ID_MAX] = '\0';
+    assert_int_equal(rdzv_layout_exit_done_key(key, sizeof key, longid, INT64_MAX), 0);
+    assert_int_equal(rdzv_layout_round_key(key, sizeof key, "ddpw/", "job", 3, "backend"), 0);
+    assert_string_equal(key, "ddpw/job/3/backend");
+    assert_int_equal(rdzv_layout_round_of(key, strlen(key), "ddpw/", "job"), 3);
+    assert_int_equal(rdzv_layout_round_of(key, strlen(key), "lib/", "job"), -1);
+    assert_int_equal(rdzv_layout_round_of(key, strlen(key), "", "job"), -1);
+    assert_int_equal(rdzv_layout_round_of(key, strlen(key), "ddpw/", "jo"), -1);
+    assert_int_equal(rdzv_layout_round_of("ddpw/job/3", 10, "ddpw/", "job"), -1);
+    assert_int_equal(rdzv_layout_round_of("ddpw/job/x/k", 12, "ddpw/", "job"), -1);
+    char prefix[RDZV_ROUND_KEYS_MAX + 2];
+    memset(prefix, 'p', sizeof prefix - 1);
+    prefix[sizeof prefix - 1] = '\0';
+    assert_int_equal(rdzv_layout_round_key(key, sizeof key, prefix, "job", 0, "k"), -EINVAL);
+}
+
 /* The progress value's codec: what it writes it reads back; anything else is refused. */
 static void test_progress_codec(void **state) {
     (void)state;
-    char key[RDZV_PROGRESS_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
-    assert_int_equal(rdzv_progress_key(key, sizeof key, "job", 3), 0);
-    assert_string_equal(key, "__rdzv/job/progress/3");
-    assert_int_equal(rdzv_progress_key(key, sizeof key, "job", -1), -EINVAL);
+    char val[RDZV_PROGRESS_VALUE_MAX];
     rdzv_progress_t p = {.round = INT64_MAX, .step = -1, .beat_age_ms = INT64_MAX}, q;
     int n = rdzv_progress_format(val, sizeof val, &p);
     assert_true(n > 0);
@@ -892,9 +945,10 @@ static void test_wire_join_req(void **state) {
     q.cfg.max_restarts = 5;
     q.min_round = 12;
     q.restarts_used = 4;
+    snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "ddpw/");
     ddp_buf_t b = DDP_BUF_INIT;
     assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
-    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 12 * 8);
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 12 * 8 + 8 + 5);
     assert_int_equal(b.data[0], 0x50);
     rdzv_round_req_t p;
     size_t need = 0;
@@ -904,7 +958,7 @@ static void test_wire_join_req(void **state) {
     check_all_prefixes_incomplete(&b, 0);
     /* Pipelined: the first frame's length only. */
     assert_int_equal(rdzv_heartbeat_req_encode(&b, "job7"), 0);
-    size_t first = 1 + 8 + 4 + 8 + 8 + 12 * 8;
+    size_t first = 1 + 8 + 4 + 8 + 8 + 12 * 8 + 8 + 5;
     assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)first);
     assert_int_equal(rdzv_round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_HEARTBEAT);
@@ -983,6 +1037,28 @@ static void test_wire_bad_requests(void **state) {
         assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
         assert_non_null(strstr(err.text, "host"));
         assert_int_equal(err.offset, 13);
+    }
+    /* round_keys may be empty, else printable ASCII of at most RDZV_ROUND_KEYS_MAX bytes. */
+    {
+        rdzv_join_req_t q = req("job7", "10.0.0.2", -1, 1, 0, 1, 1);
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+        assert_string_equal(p.join.cfg.round_keys, "");
+        snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "ddpw\x1b/");
+        assert_int_equal(rdzv_join_req_encode(&b, &q), -EINVAL);
+        /* The same bytes from another client: refused by the parser, naming the field. */
+        /* b holds the empty-prefix frame: its last 8 bytes are that blob's length. */
+        uint64_t six = 6;
+        memcpy(b.data + b.len - 8, &six, 8);
+        ddp_buf_append(&b, "ddpw\x1b/", 6);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
+        assert_non_null(strstr(err.text, "round_keys"));
+        uint64_t big = RDZV_ROUND_KEYS_MAX + 1;
+        memcpy(b.data + b.len - 6 - 8, &big, 8);
+        ddp_err_clear(&err);
+        assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_ETOOBIG);
     }
     /* Encoders refuse what the parser would. */
     ddp_buf_reset(&b);
@@ -1105,6 +1181,7 @@ static void test_wire_replies(void **state) {
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_round_keys_of_first_joiner),
         T(test_min_then_last_call),
         T(test_max_closes_at_once),
         T(test_last_call_back_to_joining),
@@ -1134,6 +1211,7 @@ int main(void) {
         T(test_many_lost_text_is_cut),
         T(test_status_json),
         T(test_status_progress),
+        cmocka_unit_test(test_key_layout),
         cmocka_unit_test(test_progress_codec),
         cmocka_unit_test(test_wire_join_req),
         cmocka_unit_test(test_wire_bad_requests),

@@ -5,14 +5,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ddp_contract.h"
 #include "ddp_parse.h"
 #include "trainer.h"
 
 const char train_usage_text[] =
     "usage: train [options]\n"
-    "A data-parallel MLP trainer. Under ddprun (or torchrun) it reads RANK, WORLD_SIZE, "
-    "LOCAL_RANK,\n"
-    "LOCAL_WORLD_SIZE, GROUP_RANK, DDPRUN_STORE_ADDR/PORT/TOKEN, DDPRUN_ROUND, DDPRUN_RUN_ID;\n"
+    "A data-parallel MLP trainer. Under ddprun (or torchrun) it reads " DDP_ENV_RANK
+    ", " DDP_ENV_WORLD_SIZE ", " DDP_ENV_LOCAL_RANK ",\n" DDP_ENV_LOCAL_WORLD_SIZE
+    ", " DDP_ENV_GROUP_RANK ", " DDP_ENV_STORE_ADDR "/PORT/TOKEN, " DDP_ENV_ROUND
+    ", " DDP_ENV_RUN_ID ";\n"
     "without them it trains alone (world of one).\n"
     "  --epochs N            passes over the data (default 3)\n"
     "  --batch-size N        samples per rank per step (default 64)\n"
@@ -42,7 +44,7 @@ const char train_usage_text[] =
     "  --step-delay-ms N     sleep N ms after each step (demos and fault tests)\n"
     "  --quiet               no progress lines\n"
     "  --help                this text\n"
-    "exit status: 0 done; 1 failed (message on stderr and in TORCHELASTIC_ERROR_FILE); 2 usage\n";
+    "exit status: 0 done; 1 failed (message on stderr and in " DDP_ENV_ERROR_FILE "); 2 usage\n";
 
 /* An integer flag in [min, max]; DDP_EUSAGE naming the flag otherwise. */
 static int num_arg(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out,

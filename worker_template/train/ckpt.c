@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "train.h"
 
 #define CKPT_MAGIC "DDPWCKPT"
@@ -98,24 +99,12 @@ static void make_header(ckpt_hdr_t *h, const mlp_shape_t *shape, const ckpt_meta
 static int write_rename(const char *dir, const char *final, const ckpt_hdr_t *h,
                         const float *params, size_t pbytes, const float *state, size_t sbytes,
                         ddp_err_t *err) {
-    char prefix[4096], tmp[4200];
+    char prefix[4096];
     snprintf(prefix, sizeof prefix, "%s/.ckpt-%020llu.tmp.", dir, (unsigned long long)h->step);
-    int fd = train_tmpfile_open(prefix, 0644, tmp, sizeof tmp), rc = 0;
-    if (fd < 0)
-        return ddp_err_set(err, fd, "unable to create a temporary file %s*: %s", prefix,
-                           strerror(-fd));
-    if ((rc = train_write_all(fd, h, sizeof *h)) == 0 &&
-        (rc = train_write_all(fd, params, pbytes)) == 0 &&
-        (rc = train_write_all(fd, state, sbytes)) == 0 && fsync(fd) != 0)
-        rc = -errno;
-    if (close(fd) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, final) != 0)
-        rc = -errno;
-    if (rc != 0) {
-        unlink(tmp);
+    const ddp_file_part_t parts[] = {{h, sizeof *h}, {params, pbytes}, {state, sbytes}};
+    int rc = ddp_file_replace(final, prefix, parts, sizeof parts / sizeof parts[0], 0644, 1);
+    if (rc != 0)
         return ddp_err_set(err, rc, "unable to write checkpoint %s: %s", final, strerror(-rc));
-    }
     return 0;
 }
 

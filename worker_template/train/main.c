@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "trainer.h"
 
@@ -48,7 +49,8 @@ static void dump_params(trainer_t *t) {
     else
         snprintf(path, sizeof path, "%s", spec);
     /* Replaced through an exclusive temporary file: a symlink at path is not followed. */
-    int rc = train_file_replace(path, t->params, t->shape.nparams * sizeof(float), 0644);
+    ddp_file_part_t part = {t->params, t->shape.nparams * sizeof(float)};
+    int rc = ddp_file_replace(path, NULL, &part, 1, 0644, 0);
     if (rc != 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "unable to write %.300s: %s", path, strerror(-rc));

@@ -123,18 +123,6 @@ void optim_free(optim_t *o);
 
 /* ---- fileio.c: files in directories other users may share ---- */
 
-/* Creates a new file "<prefix><16 random hex digits>" with O_CREAT | O_EXCL | O_NOFOLLOW (never
- * an existing file, never through a symlink), mode filtered by the umask. out (cap bytes) gets the
- * name. Returns the write-only fd (caller closes it) or -errno. */
-int train_tmpfile_open(const char *prefix, mode_t mode, char *out, size_t cap);
-
-/* Writes n bytes to fd, retrying short writes and EINTR. Returns 0 or -errno. */
-int train_write_all(int fd, const void *p, size_t n);
-
-/* Replaces path with n bytes: an exclusive temporary file beside it, then rename, so a symlink at
- * path is replaced rather than followed. Returns 0 or -errno. */
-int train_file_replace(const char *path, const void *p, size_t n, mode_t mode);
-
 /* Opens path for appending, creating it with mode; refuses a symlink (-ELOOP) and anything but a
  * regular file (-EINVAL), without blocking on a FIFO. Returns the fd (caller closes) or -errno. */
 int train_open_append(const char *path, mode_t mode);

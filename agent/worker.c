@@ -1,6 +1,22 @@
-/* Worker start-up: the environment every worker gets (torchrun's, plus DDPRUN_*), and a git-style
- * spawn (argv and envp built before it, only async-signal-safe calls in the child, which runs on
- * clone(CLONE_VM | CLONE_VFORK) like posix_spawn). Each worker leads its own process group. */
+/* A worker's life, from its start to its failure record (libuv's process.c and tini's spawn and
+ * reap are the model). Its states (agent_worker_state_t), for each attempt:
+ *
+ *   NONE     not started yet (the table is zeroed before the first attempt)
+ *   RUNNING  agent__worker_start: its directory and error file made for the attempt, its own
+ *            environment added to the group's, its streams routed, then a git-style spawn
+ *            (argv and envp built before it, only async-signal-safe calls in the child, which
+ *            runs on clone(CLONE_VM | CLONE_VFORK) like posix_spawn); it leads its own process
+ *            group, which the orphan guard is told about. A failed exec is noted here
+ *            (exec_errno) and the child exits 126 or 127. While RUNNING, hang.c may find it
+ *            hung (hung_for_ms, its stacks captured: stacks_pid, stacks_file); it stays RUNNING
+ *            until it is stopped and reaped like any other.
+ *   EXITED   agent__worker_exited, from agent.c's SIGCHLD handler (the only waitpid): its wait
+ *            status and time, its process group killed and forgotten by the guard, its streams
+ *            drained, its error file bounded; EV_WORKER_OK or EV_WORKER_FAIL follows.
+ *
+ * The next attempt starts every worker again from EXITED. A failure (an exit the agent did not
+ * cause, or a hang) is copied into the attempt's failure list by agent__worker_failure_record,
+ * for the summary; the worker itself is reused by the next attempt. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -15,107 +31,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
+#include "ddp_contract.h"
 #include "ddp_file.h"
 #include "ddp_log.h"
-#include "rdzv_server.h"
-
-extern char **environ;
-
-/* Variables the agent owns: any value inherited from the parent is replaced. */
-static const char *const owned_vars[] = {"RANK",
-                                         "LOCAL_RANK",
-                                         "GROUP_RANK",
-                                         "ROLE_RANK",
-                                         "ROLE_NAME",
-                                         "LOCAL_WORLD_SIZE",
-                                         "WORLD_SIZE",
-                                         "GROUP_WORLD_SIZE",
-                                         "ROLE_WORLD_SIZE",
-                                         "MASTER_ADDR",
-                                         "MASTER_PORT",
-                                         "TORCHELASTIC_RESTART_COUNT",
-                                         "TORCHELASTIC_MAX_RESTARTS",
-                                         "TORCHELASTIC_RUN_ID",
-                                         "TORCHELASTIC_USE_AGENT_STORE",
-                                         "TORCHELASTIC_ERROR_FILE",
-                                         "DDPRUN_STORE_ADDR",
-                                         "DDPRUN_STORE_PORT",
-                                         "DDPRUN_STORE_TOKEN",
-                                         "DDPRUN_ROUND",
-                                         "DDPRUN_LOCAL_RANK",
-                                         "DDPRUN_CPU_BINDING",
-                                         "DDPRUN_NUMA_NODE",
-                                         "DDPRUN_RUN_ID",
-                                         "DDPRUN_HEARTBEAT_FILE",
-                                         "DDPRUN_SHM_DIR",
-                                         NULL};
-
-static int is_owned(const char *entry) {
-    for (const char *const *v = owned_vars; *v; v++) {
-        size_t n = strlen(*v);
-        if (strncmp(entry, *v, n) == 0 && entry[n] == '=')
-            return 1;
-    }
-    return 0;
-}
-
-/* Nonzero for the visible-device variables a worker gets its own value of under
- * --virtual_local_rank: CUDA's, and HIP's when that is the list in use (hip). */
-static int is_virtual_owned(int hip, const char *entry) {
-    return strncmp(entry, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
-           (hip && strncmp(entry, "HIP_VISIBLE_DEVICES=", 20) == 0);
-}
-
-/* The environment every worker shares (agent_int.h). Returns 0 or -ENOMEM. */
-int agent__base_env_build(agent_t *a) {
-    const agent_job_t *job = a->job;
-    ddp_strv_t *e = &a->base_env;
-    int rc = 0;
-    /* Under --virtual_local_rank each worker gets its own entry of the list in use. */
-    int hip = job->devices != NULL && strcmp(job->devices_var, "HIP_VISIBLE_DEVICES") == 0;
-    /* Rebuilt for every rendezvous round: sizes, ranks and the master change with membership. */
-    ddp_strv_free(e);
-    for (char **p = environ; p && *p && rc == 0; p++)
-        if (!is_owned(*p) && !(job->virtual_local_rank && is_virtual_owned(hip, *p)))
-            rc = ddp_strv_push(e, *p);
-    rc = rc ? rc : ddp_strv_setenv(e, "LOCAL_WORLD_SIZE", "%d", a->nproc);
-    rc = rc ? rc : ddp_strv_setenv(e, "WORLD_SIZE", "%d", a->world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_WORLD_SIZE", "%d", a->world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_RANK", "%d", a->node_rank);
-    rc = rc ? rc : ddp_strv_setenv(e, "GROUP_WORLD_SIZE", "%d", a->group_world_size);
-    rc = rc ? rc : ddp_strv_setenv(e, "ROLE_NAME", "%s", job->role);
-    rc = rc ? rc : ddp_strv_setenv(e, "MASTER_ADDR", "%s", a->master_addr);
-    rc = rc ? rc : ddp_strv_setenv(e, "MASTER_PORT", "%d", a->master_port);
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_MAX_RESTARTS", "%d", job->max_restarts);
-    rc = rc ? rc : ddp_strv_setenv(e, "TORCHELASTIC_RUN_ID", "%s", job->run_id);
-    /* init_process_group(env://) connects every rank to the agent's store at
-     * MASTER_ADDR:MASTER_PORT when this is True (the workers' store of group rank 0's agent),
-     * as under torchrun 2.x; with --worker_store=own rank 0 hosts a TCPStore there. */
-    rc = rc ? rc
-            : ddp_strv_setenv(e, "TORCHELASTIC_USE_AGENT_STORE", "%s",
-                              job->worker_store_own ? "False" : "True");
-    if (rc == 0 && getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
-        rc = ddp_strv_setenv(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-    if (rc == 0 && getenv("OMP_NUM_THREADS") == NULL && a->nproc > 1) {
-        static int warned; /* once per run, not once per rendezvous round */
-        if (!warned++)
-            DDP_WARN("setting OMP_NUM_THREADS=1 for each worker to avoid overloading the machine; "
-                     "set it yourself to tune");
-        rc = ddp_strv_setenv(e, "OMP_NUM_THREADS", "1");
-    }
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_ADDR", "%s", a->store_addr);
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_STORE_PORT", "%u", (unsigned)a->store_port);
-    if (rc == 0 && a->token_hex[0] != '\0')
-        rc = ddp_strv_setenv(e, "DDPRUN_STORE_TOKEN", "%s", a->token_hex);
-    rc = rc ? rc : ddp_strv_setenv(e, "DDPRUN_RUN_ID", "%s", job->run_id);
-    if (rc == 0 && a->scratch_dir[0] != '\0')
-        rc = ddp_strv_setenv(e, "DDPRUN_SHM_DIR", "%s", a->scratch_dir);
-    return rc;
-}
+#include "ddp_signal.h"
 
 /* Nonzero for the codes that mean a limit of the process or the machine ran out. */
 static int is_exhaustion(int rc) {
@@ -160,7 +82,7 @@ static int open_log(agent_t *a, const char *dir, const char *name) {
     ddp_err_t err = {0};
     int fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_APPEND, 0644, &err);
     if (fd < 0) {
-        /* Running out of a resource is said once by worker_spawn, naming the limit. */
+        /* Running out of a resource is said once by agent__worker_start, naming the limit. */
         if (!is_exhaustion(fd))
             DDP_ERROR("unable to open %s", err.text);
         return fd;
@@ -168,16 +90,6 @@ static int open_log(agent_t *a, const char *dir, const char *name) {
     /* The worker writes its own log file with blocking writes, as it would without ddprun. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
-}
-
-/* mkdir -p for the per-attempt directories below the run directory, none of them a link.
- * Returns 0 or a negative code (logged). */
-static int attempt_dirs_make(agent_t *a, const char *path) {
-    ddp_err_t err = {0};
-    int rc = ddp_dir_make(path, strlen(a->run_dir), 0755, &err);
-    if (rc < 0)
-        DDP_ERROR("unable to create %s", err.text);
-    return rc;
 }
 
 static int rank_shown(const agent_job_t *job, int local_rank) {
@@ -237,7 +149,7 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
         fds[1] = -1;
     if (fds[1] < 0) {
         int rc = -errno;
-        if (!is_exhaustion(rc)) /* else worker_spawn says which limit */
+        if (!is_exhaustion(rc)) /* else agent__worker_start says which limit */
             DDP_ERROR("unable to route the %s of rank %d: %s", std == 1 ? "stdout" : "stderr",
                       w->rank, strerror(-rc));
         return rc;
@@ -408,7 +320,7 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
     snprintf(dir, cap, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
     if (a->log_layout) {
         /* torchrun's layout: <log_dir>/attempt_N/<local_rank>/{stdout,stderr}.log, error.json */
-        rc = attempt_dirs_make(a, dir);
+        rc = agent__attempt_dirs_make(a, dir);
         if (rc < 0)
             return rc;
         snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
@@ -422,20 +334,20 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
 }
 
 /* The worker's environment: the round's shared entries, borrowed from base_env (which holds
- * none of these names: they are in owned_vars), then its own, kept in own. Returns the envp
- * (caller frees the array, not the strings; free own after it), or NULL with *rcp set. */
+ * none of these names: they are in group.c's owned_vars), then its own, kept in own. Returns the
+ * envp (caller frees the array, not the strings; free own after it), or NULL with *rcp set. */
 static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *rcp) {
-    int rc = ddp_strv_pushf(own, "RANK=%d", w->rank);
-    rc = rc ? rc : ddp_strv_pushf(own, "ROLE_RANK=%d", w->rank);
+    int rc = ddp_strv_pushf(own, DDP_ENV_RANK "=%d", w->rank);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROLE_RANK "=%d", w->rank);
     int local_rank_env = a->job->virtual_local_rank ? 0 : w->local_rank;
-    rc = rc ? rc : ddp_strv_pushf(own, "LOCAL_RANK=%d", local_rank_env);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_LOCAL_RANK "=%d", local_rank_env);
     /* The worker's place on the node, also when LOCAL_RANK is virtual (worker_template/ddpw.h). */
-    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_LOCAL_RANK=%d", w->local_rank);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_REAL_LOCAL_RANK "=%d", w->local_rank);
     if (rc == 0 && a->job->bind_cpus_text != NULL) {
-        rc = ddp_strv_pushf(own, "DDPRUN_CPU_BINDING=%s", a->job->bind_cpus_text[w->local_rank]);
-        rc =
-            rc ? rc
-               : ddp_strv_pushf(own, "DDPRUN_NUMA_NODE=%s", a->job->bind_nodes_text[w->local_rank]);
+        rc = ddp_strv_pushf(own, DDP_ENV_CPU_BINDING "=%s", a->job->bind_cpus_text[w->local_rank]);
+        rc = rc ? rc
+                : ddp_strv_pushf(own, DDP_ENV_NUMA_NODE "=%s",
+                                 a->job->bind_nodes_text[w->local_rank]);
     }
     if (rc == 0 && a->job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
@@ -445,11 +357,11 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
         if (rc == 0 && strcmp(a->job->devices_var, "HIP_VISIBLE_DEVICES") == 0)
             rc = ddp_strv_pushf(own, "HIP_VISIBLE_DEVICES=%s", dev);
     }
-    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_RESTART_COUNT=%d", a->attempt);
-    rc = rc ? rc : ddp_strv_pushf(own, "TORCHELASTIC_ERROR_FILE=%s", w->error_file);
-    rc = rc ? rc : ddp_strv_pushf(own, "DDPRUN_ROUND=%lld", (long long)a->round);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_RESTART_COUNT "=%d", a->attempt);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ERROR_FILE "=%s", w->error_file);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROUND "=%lld", (long long)a->round);
     if (rc == 0 && w->hb_file[0] != '\0')
-        rc = ddp_strv_pushf(own, "DDPRUN_HEARTBEAT_FILE=%s", w->hb_file);
+        rc = ddp_strv_pushf(own, DDP_ENV_HEARTBEAT_FILE "=%s", w->hb_file);
     char **envp = rc ? NULL : malloc((a->base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
         *rcp = rc ? rc : -ENOMEM;
@@ -461,8 +373,7 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
 }
 
 /* Long: the clone and the hand-over of its fds read best in one piece, with one fail path. */
-/* Starts one worker. Returns 0 or -errno (logged). */
-static int worker_spawn(agent_t *a, agent_worker_t *w) {
+int agent__worker_start(agent_t *a, agent_worker_t *w) {
     char dir[3200];
     int rc = worker_files(a, w, dir, sizeof dir);
     if (rc < 0)
@@ -552,82 +463,57 @@ fail:
     return rc;
 }
 
-/* --duplicate_std{out,err}_filters: each attempt starts attempt_N/filtered_std{out,err}.log
- * empty, as torchrun does; the streams append to it (agent/output.c). Only in the log layout:
- * without log files there is no tee'd line to duplicate. Returns 0 or -errno (logged). */
-static int filtered_files_reset(agent_t *a) {
-    const agent_job_t *job = a->job;
-    if (!a->log_layout || (job->dup_stdout_filters == NULL && job->dup_stderr_filters == NULL))
-        return 0;
-    char dir[3200];
-    snprintf(dir, sizeof dir, "%s/attempt_%d", a->run_dir, a->attempt);
-    int rc = attempt_dirs_make(a, dir);
-    if (rc < 0)
-        return rc;
-    for (int std = 1; std <= 2; std++) {
-        if ((std == 1 ? job->dup_stdout_filters : job->dup_stderr_filters) == NULL)
-            continue;
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/filtered_%s.log", dir, std == 1 ? "stdout" : "stderr");
-        ddp_err_t err = {0};
-        int fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_REPLACE, 0644, &err);
-        if (fd < 0) {
-            DDP_ERROR("unable to open %s", err.text);
-            return fd;
-        }
-        close(fd);
-    }
-    return 0;
+agent_worker_t *agent__worker_by_pid(agent_t *a, pid_t pid) {
+    for (int i = 0; i < a->nproc; i++)
+        if (a->workers[i].state == WORKER_RUNNING && a->workers[i].pid == pid)
+            return &a->workers[i];
+    return NULL;
 }
 
-int agent__group_start(agent_t *a) {
-    a->running = 0;
-    if (a->rdzv == NULL) {
-        /* One node: the workers' store (if any) empties for the next group here, as none of
-         * this node's workers runs; several nodes empty theirs before joining
-         * (agent__rdzv_join). rdzv_server_reset(NULL) does nothing. */
-        rdzv_server_reset(a->wstore);
-        /* The earlier attempts' worker keys in the job store (their workers are gone); a
-         * multi-node store drops them itself when a round closes. */
-        rdzv_server_forget_rounds(a->store, a->job->run_id, a->round);
+void agent__worker_exited(agent_t *a, agent_worker_t *w, int status) {
+    w->state = WORKER_EXITED;
+    w->status = status;
+    w->exit_wall = time(NULL);
+    /* Its process group goes with it, now: what the worker left there is orphaned, and the
+     * pgid must never be signalled later, when the number may belong to another process. */
+    kill(-w->pid, SIGKILL);
+    agent__guard_update(a, w->pid, 0);
+    agent__stream_finish(w->out);
+    agent__stream_finish(w->err);
+    w->out = w->err = NULL;
+    a->running--;
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    agent__error_file_bound(w->error_file);
+    if (ok) {
+        DDP_DEBUG("rank %d (pid %d) exited 0", w->rank, (int)w->pid);
+    } else if (WIFSIGNALED(status)) {
+        DDP_DEBUG("rank %d (pid %d) killed by %s", w->rank, (int)w->pid,
+                  ddp_signal_name(WTERMSIG(status)));
+    } else {
+        DDP_DEBUG("rank %d (pid %d) exited %d", w->rank, (int)w->pid, WEXITSTATUS(status));
     }
-    a->nfailures = 0;
-    int frc = filtered_files_reset(a);
-    if (frc < 0)
-        return frc;
-    agent__cgroup_group_begin(a);
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
-        w->local_rank = i;
-        w->rank = a->rank_base + i;
-        int rc = worker_spawn(a, w);
-        if (rc < 0)
-            return rc;
-    }
-    agent__hang_arm(a);
-    a->m_group_starts++;
-    agent__evlog(a, "worker_group_started", "{s:I, s:i, s:i, s:i}", "round", (json_int_t)a->round,
-                 "nproc", a->nproc, "rank_base", a->rank_base, "world_size", a->world_size);
-    return 0;
+    if (WIFSIGNALED(status))
+        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:n, s:s}", "rank", w->rank, "local_rank",
+                     w->local_rank, "pid", (int)w->pid, "exit_code", "signal",
+                     ddp_signal_name(WTERMSIG(status)));
+    else
+        agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:i, s:n}", "rank", w->rank, "local_rank",
+                     w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
+    agent__event(a, ok ? EV_WORKER_OK : EV_WORKER_FAIL, w);
 }
 
-void agent__group_signal(agent_t *a, int sig) {
-    /* SIGKILL is for everything of the job: the cgroup has also what left the groups. */
-    if (sig == SIGKILL)
-        agent__cgroup_kill(a);
-    /* A stopped process (SIGSTOP, Ctrl-Z, a debugger) acts on a termination signal only once it
-     * runs again: continue the group, or it holds the shutdown for the whole grace period. */
-    int cont = agent__is_termination_signal(sig);
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
-        if (w->state != WORKER_RUNNING)
-            continue;
-        pid_t target = -w->pid;
-        if (kill(target, sig) < 0 && errno == ESRCH) {
-            target = w->pid; /* not yet its own group leader: signal the process itself */
-            kill(target, sig);
-        }
-        if (cont)
-            kill(target, SIGCONT);
-    }
+void agent__worker_failure_record(agent_t *a, const agent_worker_t *w) {
+    /* A hung worker may also fail on its own while its stacks are taken: one slot per worker. */
+    if (a->nfailures >= a->nproc)
+        return;
+    agent_failure_t *f = &a->failures[a->nfailures++];
+    memset(f, 0, sizeof *f);
+    f->step = -1;
+    f->rank = w->rank;
+    f->local_rank = w->local_rank;
+    f->pid = w->pid;
+    f->status = w->status;
+    f->exec_errno = w->exec_errno;
+    f->when = w->exit_wall;
+    snprintf(f->error_file, sizeof f->error_file, "%s", w->error_file);
 }

@@ -1,0 +1,139 @@
+/* The node's stores: the job store (ddprun's protocol, for the worker library and, in a
+ * multi-node job hosted here, for the rendezvous: agent/rdzv.c starts that one) and the workers'
+ * store (PyTorch's TCPStore on MASTER_ADDR, TORCHELASTIC_USE_AGENT_STORE). A one-node job gets
+ * both here, on the agent's loop, with a fresh token only its workers receive. */
+#include "agent_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ddp_contract.h"
+#include "ddp_log.h"
+#include "rdzv_client.h"
+#include "rdzv_server.h"
+
+/* Picks a free TCP port on addr for MASTER_PORT (the workers' own store). Returns it, or -errno.
+ * Like torchrun, the port is free when chosen; a race with another program is possible but the
+ * kernel hands out recently-closed ephemeral ports last. */
+int agent__pick_free_port(const char *addr) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sin;
+    int rc = 0;
+    if (bind(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+        rc = -errno;
+    close(fd);
+    return rc < 0 ? rc : ntohs(sin.sin_port);
+}
+
+/* The job token, fresh for a one-node job: only our workers receive it (hex in a->token_hex).
+ * Returns 0 or a negative code (logged). */
+static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
+    ddp_buf_t hex = DDP_BUF_INIT;
+    int rc = rdzv_token_generate(token, 32, err);
+    if (rc == 0)
+        rc = rdzv_token_to_hex(token->data, token->len, &hex);
+    if (rc < 0)
+        DDP_ERROR("unable to generate the job token: %s",
+                  err->text[0] ? err->text : ddp_strerror(rc));
+    else
+        snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
+    ddp_buf_free(&hex);
+    return rc;
+}
+
+void agent__store_nofile_log(const struct rdzv_server *store) {
+    int level = DDP_LOG_INFO;
+    const char *note = rdzv_server_nofile_note(store, &level);
+    /* The default limit fitted to the open-file limit is routine for a job's own store: said
+     * at -vv, not on every -v run. An explicit limit clipped stays a warning. */
+    if (note != NULL)
+        ddp_log(level == DDP_LOG_INFO ? DDP_LOG_DEBUG : level, "job store: %s", note);
+}
+
+int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
+                              const char *flag) {
+    /* No token (PyTorch's client cannot present one): on this host the kernel's word on who owns
+     * each peer's socket is what keeps other users out. */
+    rdzv_server_opts_t so = {.host = host,
+                             .port = (uint16_t)port,
+                             .no_auth = 1,
+                             .worker_store = 1,
+                             .workers = workers,
+                             .owner_only = 1};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_server_start(a->loop, &so, &a->wstore, &err);
+    if (rc < 0) {
+        DDP_ERROR("unable to serve the workers' store (%s): %s; choose another address or port, "
+                  "or --worker_store=own",
+                  flag, err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
+    }
+    rdzv_server_set_log(a->wstore, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
+    DDP_INFO("serving the workers' store (" DDP_ENV_USE_AGENT_STORE "=" DDP_USE_AGENT_STORE_YES
+             ") on %s",
+             rdzv_server_addr(a->wstore));
+    return 0;
+}
+
+int agent__local_store_start(agent_t *a, ddp_err_t *err) {
+    const agent_job_t *job = a->job;
+    ddp_buf_t token = DDP_BUF_INIT;
+    int rc = local_token_make(a, &token, err);
+    if (rc < 0) {
+        ddp_buf_free(&token);
+        return rc;
+    }
+    rdzv_server_opts_t so = {
+        .host = "127.0.0.1", .port = 0, .token = token.data, .token_len = token.len};
+    rc = rdzv_server_start(a->loop, &so, &a->store, err);
+    ddp_buf_free(&token); /* the server keeps its own copy */
+    if (rc < 0) {
+        DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
+        return rc;
+    }
+    agent__store_nofile_log(a->store);
+    a->store_port = rdzv_server_port(a->store);
+    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
+    snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
+    a->master_port = job->master_port;
+    if (!job->worker_store_own) {
+        rc = agent__worker_store_start(a, a->master_addr, a->master_port < 0 ? 0 : a->master_port,
+                                       (size_t)job->nproc, "--master_addr/--master_port");
+        if (rc < 0)
+            return rc;
+        a->master_port = rdzv_server_port(a->wstore);
+    } else if (a->master_port < 0) {
+        a->master_port = agent__pick_free_port(a->master_addr);
+        if (a->master_port < 0) {
+            DDP_ERROR("unable to pick a free " DDP_ENV_MASTER_PORT " on %s: %s", a->master_addr,
+                      strerror(-a->master_port));
+            return a->master_port;
+        }
+    }
+    if ((rc = agent__base_env_build(a)) < 0)
+        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
+    return rc;
+}
+
+void agent__stores_close(agent_t *a) {
+    if (a->store != NULL) {
+        rdzv_server_close(a->store, NULL, NULL);
+        a->store = NULL;
+    }
+    if (a->wstore != NULL) {
+        rdzv_server_close(a->wstore, NULL, NULL);
+        a->wstore = NULL;
+    }
+}
