@@ -19,10 +19,12 @@ typedef struct launch_ssh_session {
     int port_any; /* the first host: host the store on a port the kernel picks */
 } launch_ssh_session_t;
 
-/* --ssh_session: reads the job token from stdin (put where agent_job_prepare finds it), moves
- * the session off fd 0 (workers get /dev/null), and completes spec: the first host's endpoint
- * is the address its ssh session reached (SSH_CONNECTION), hosted there; the console prefix
- * names the host. Returns 0 or DDP_EUSAGE / -errno with err set. */
+/* --ssh_session: reads the job token from stdin (put where agent_job_prepare finds it) and, on a
+ * host other than the first without --rdzv_endpoint, the store's address on the next line (the
+ * launcher writes it once the first host is up), moves the session off fd 0 (workers get
+ * /dev/null), and completes spec: the first host's endpoint is the address its ssh session
+ * reached (SSH_CONNECTION), hosted there; the console prefix names the host. Returns 0 or
+ * DDP_EUSAGE / -errno with err set. */
 int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_err_t *err);
 
 /* Marks the prepared job as started over ssh (the session watched, every line tagged, the

@@ -4,15 +4,18 @@
  *
  * The launcher runs one ordinary agent per host: `cd CWD && exec DDPRUN --ssh_session=NAME
  * --nnodes=N --node_rank=I --rdzv_backend=c10d ... -- PROGRAM ARGS` in the host's login shell.
- * The first host is started first, without an endpoint: its agent hosts the store on the address
- * the ssh connection reached (SSH_CONNECTION), on a port the kernel picks, and prints
- * AGENT_SSH_READY with it. The others are then started, up to --ssh_fanout ssh connections being
- * set up at once, with that endpoint; a hostfile name may be an ssh alias only this machine
- * knows, so the address comes from the host itself. --rdzv_endpoint overrides: every host is
- * started at once and the agent whose address it is hosts the store, as without ssh.
+ * Every host is started at once, up to --ssh_fanout ssh connections being set up at a time. The
+ * first host's agent hosts the store on the address the ssh connection reached (SSH_CONNECTION),
+ * on a port the kernel picks, and prints AGENT_SSH_READY with it; a hostfile name may be an ssh
+ * alias only this machine knows, so the address comes from the host itself. The other agents,
+ * meanwhile connected and started, wait on their stdin for that address, which the launcher
+ * writes there as soon as the first host has said it: one round of ssh connections, not two in
+ * series. --rdzv_endpoint overrides: every agent is given it on its command line, none waits,
+ * and the agent whose address it is hosts the store, as without ssh.
  *
- * The job token is made here and written to each ssh's stdin, never on a command line. The
- * stdin stays open: its end is how an agent learns that the launcher or the connection is gone
+ * The job token is made here and written to each ssh's stdin as its first line, never on a
+ * command line; the store's address follows it on the same stdin. The stdin stays open: its
+ * end is how an agent learns that the launcher or the connection is gone
  * (agent/agent.c, on_session), so closing them is how the launcher stops the job (Ctrl-C,
  * SIGTERM, a failed host), and a launcher killed by SIGKILL stops it too: the kernel closes
  * the pipes. The ssh clients run in their own process group, so the terminal's Ctrl-C reaches
@@ -62,8 +65,11 @@
 #define SSH_HELD_MAX 16384
 /* The most words --ssh may have. */
 #define SSH_MAX_WORDS 64
-/* How long an agent started over ssh waits for the token on stdin. */
+/* How long an agent started over ssh waits for the token on stdin; then, on a host other than
+ * the first, for the store's address, which comes once the first host's agent is up (the
+ * launcher gives that one SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S, then stops the job). */
 #define SSH_TOKEN_WAIT_MS 30000
+#define SSH_ENDPOINT_WAIT_MS ((SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S + 10) * 1000)
 
 typedef enum {
     HOST_PENDING = 0, /* not started */
@@ -90,6 +96,7 @@ typedef struct host {
     char last_err[256]; /* its last line */
     uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
     int down;           /* could not be started (the job went on without it, or stopped) */
+    int endpoint_sent;  /* the store's address went down its stdin (or it needs none) */
 } host_t;
 
 typedef struct run {
@@ -183,9 +190,8 @@ static int remote_command(const run_t *r, const host_t *h, char *const *argv, dd
         rc = arg_add(b, "--nproc_per_node=%d", h->h->slots);
     if (rc == 0 && !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID))
         rc = arg_add(b, "--rdzv_id=%s", r->run_id);
-    /* The first host learns where it is from its ssh session; the others are told. */
-    if (rc == 0 && !r->endpoint_given && h->rank > 0)
-        rc = arg_add(b, "--rdzv_endpoint=%s", r->endpoint);
+    /* Without --rdzv_endpoint the first host learns where it is from its ssh session, and the
+     * others read its address on stdin after the token (endpoint_send). */
     for (int i = 0; rc == 0 && i < spec->n_args; i++) {
         if (replaced(spec->arg_id[i], h->h->slots > 0))
             continue;
@@ -426,6 +432,23 @@ static int stream_read(run_t *r, host_t *h, int std) {
 
 /* ---- hosts ------------------------------------------------------------------------------- */
 
+/* Writes the store's address down host h's stdin, after the token, once it is known: the agent
+ * of a host other than the first waits for it there (launch_ssh_session_begin). Nothing for the
+ * first host, or with --rdzv_endpoint (on every command line). The host is then given its full
+ * time to answer from now: it could not before. */
+static void endpoint_send(run_t *r, host_t *h) {
+    if (h->endpoint_sent || h->in_fd < 0 || r->endpoint[0] == '\0')
+        return;
+    h->endpoint_sent = 1;
+    char line[sizeof r->endpoint + 1];
+    int n = snprintf(line, sizeof line, "%s\n", r->endpoint);
+    /* The token and this line, about 160 bytes, into a pipe the agent reads: never blocks. */
+    write_all(h->in_fd, line, (size_t)n);
+    uint64_t answer_by = ddp_now_ms() + SSH_READY_EXTRA_S * 1000ull;
+    if (h->deadline < answer_by)
+        h->deadline = answer_by;
+}
+
 /* Starts ssh for host h: stdin, stdout and stderr are pipes to us, the token goes first. Returns
  * 0 or -errno (h is then done, with the reason in last_err). */
 static int host_start(run_t *r, host_t *h, char *const *argv) {
@@ -492,6 +515,8 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     h->deadline = ddp_now_ms() + (SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S) * 1000ull;
     /* 66 bytes into an empty pipe: never blocks. */
     write_all(h->in_fd, r->token_hex, strlen(r->token_hex));
+    h->endpoint_sent = r->endpoint_given || h->rank == 0;
+    endpoint_send(r, h);
     DDP_INFO("host %s (node_rank %d): started ssh (pid %d)", h->h->name, h->rank, (int)pid);
     return 0;
 }
@@ -569,8 +594,8 @@ static void tell_down(run_t *r) {
     ddp_buf_free(&b);
 }
 
-/* Starts pending hosts: the first alone while the endpoint is unknown, then up to --ssh_fanout
- * ssh connections being set up at once. */
+/* Starts pending hosts, in the list's order, up to --ssh_fanout ssh connections being set up at
+ * once. */
 static void schedule(run_t *r, char *const *argv) {
     if (r->stopping)
         return;
@@ -581,8 +606,6 @@ static void schedule(run_t *r, char *const *argv) {
         host_t *h = &r->v[i];
         if (h->state != HOST_PENDING)
             continue;
-        if (!r->endpoint_given && r->endpoint[0] == '\0' && i > 0)
-            return;
         if (host_start(r, h, argv) < 0) {
             fprintf(stderr, "ddprun: host %s: %s\n", h->h->name, h->last_err);
             host_lost(r, h);
@@ -600,8 +623,11 @@ static void host_ready(run_t *r, host_t *h, const char *where) {
     if (h->held.len > 0)
         write_all(2, (const char *)h->held.data, h->held.len);
     ddp_buf_free(&h->held);
-    if (h->rank == 0 && !r->endpoint_given)
+    if (h->rank == 0 && !r->endpoint_given) {
         snprintf(r->endpoint, sizeof r->endpoint, "%s", where);
+        for (size_t i = 0; i < r->hosts.n; i++)
+            endpoint_send(r, &r->v[i]);
+    }
 }
 
 /* ssh of host h has exited and its output is read: a host that never came up stops the job with
@@ -818,35 +844,83 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
 
 /* ---- the agent's side: --ssh_session ------------------------------------------------------ */
 
-/* Reads the token line from fd 0, byte by byte (nothing after it may be consumed), within
- * SSH_TOKEN_WAIT_MS. Returns 0 with hex filled, or DDP_EUSAGE. */
-static int token_read(char *hex, size_t cap, ddp_err_t *err) {
+/* Reads one line from fd 0 into buf (without its '\n'), byte by byte (nothing after it may be
+ * consumed: the rest is the session), within wait_ms. what names the line in errors. Returns
+ * its length, or DDP_EUSAGE: no line in time, stdin ended, a byte ok() refuses, or a line that
+ * does not fit. */
+static int line_read(char *buf, size_t cap, int wait_ms, const char *what, int (*ok)(char),
+                     ddp_err_t *err) {
     size_t n = 0;
-    uint64_t end = ddp_now_ms() + SSH_TOKEN_WAIT_MS;
+    uint64_t end = ddp_now_ms() + (uint64_t)wait_ms;
     for (;;) {
         uint64_t now = ddp_now_ms();
         struct pollfd p = {.fd = 0, .events = POLLIN};
         if (now >= end || poll(&p, 1, (int)(end - now)) == 0)
             return ddp_err_set(err, DDP_EUSAGE,
-                               "--ssh_session: no job token on stdin within %d s (this flag is "
-                               "for agents a launching ddprun starts over ssh)",
-                               SSH_TOKEN_WAIT_MS / 1000);
+                               "--ssh_session: no %s on stdin within %d s (this flag is for "
+                               "agents a launching ddprun starts over ssh)",
+                               what, wait_ms / 1000);
         char c;
         ssize_t r = read(0, &c, 1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin ended before the job token");
+            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin ended before the %s", what);
         if (c == '\n')
             break;
-        if (n + 1 >= cap || !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "--ssh_session: stdin does not start with a job token in hex");
-        hex[n++] = c;
+        if (n + 1 >= cap || !ok(c))
+            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin does not bring the %s", what);
+        buf[n++] = c;
     }
-    hex[n] = '\0';
+    buf[n] = '\0';
+    return (int)n;
+}
+
+static int hex_char(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+/* What an endpoint ADDR:PORT or [V6]:PORT is made of. */
+static int endpoint_char(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '.' ||
+           c == ':' || c == '[' || c == ']';
+}
+
+/* The job token: stdin's first line, hex, within SSH_TOKEN_WAIT_MS. Returns 0 with hex filled,
+ * or DDP_EUSAGE. */
+static int token_read(char *hex, size_t cap, ddp_err_t *err) {
+    int n = line_read(hex, cap, SSH_TOKEN_WAIT_MS, "job token", hex_char, err);
+    if (n < 0)
+        return n;
     if (n < 2 || n % 2 != 0)
         return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: the job token on stdin is malformed");
+    return 0;
+}
+
+/* A host other than the first, without --rdzv_endpoint: the store's ADDR:PORT, the line after
+ * the token, written by the launcher once the first host's agent has said where it listens.
+ * Sets spec's endpoint as --rdzv_endpoint would. Returns 0, DDP_EUSAGE or -ENOMEM. */
+static int endpoint_read(launch_spec_t *spec, ddp_err_t *err) {
+    char line[96];
+    int rc =
+        line_read(line, sizeof line, SSH_ENDPOINT_WAIT_MS, "store's address", endpoint_char, err);
+    char *host = NULL;
+    int port = -1;
+    if (rc >= 0)
+        rc = launch_endpoint_split("--ssh_session: the store's address on stdin", line, &host,
+                                   &port, err);
+    if (rc < 0)
+        return rc;
+    if (port < 0) {
+        free(host);
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--ssh_session: the store's address on stdin has no "
+                           "port");
+    }
+    free(spec->rdzv_host);
+    spec->rdzv_host = host;
+    spec->rdzv_port = port;
+    spec->given |= 1ull << LAUNCH_OPT_RDZV_ENDPOINT;
     return 0;
 }
 
@@ -874,6 +948,9 @@ int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_e
     if (setenv(RDZV_TOKEN_HEX_ENV, hex, 1) < 0)
         return -ENOMEM;
     memset(hex, 0, sizeof hex);
+    if (spec->node_rank > 0 && spec->rdzv_host == NULL && spec->max_nodes > 1 &&
+        (rc = endpoint_read(spec, err)) < 0)
+        return rc;
     /* The session moves off fd 0: workers get /dev/null as stdin, as they would under ssh -n. */
     s->fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
     int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
