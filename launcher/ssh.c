@@ -70,6 +70,11 @@
  * launcher gives that one SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S, then stops the job). */
 #define SSH_TOKEN_WAIT_MS 30000
 #define SSH_ENDPOINT_WAIT_MS ((SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S + 10) * 1000)
+/* A host's agent that ended with a failure: the others know the job failed (the rendezvous
+ * refuses them) and end by themselves, each with its own summary; they are given this long
+ * before their sessions are closed. Longer than an agent's wait for a store that went away
+ * (agent/rdzv.c, AGENT_EMBEDDED_CHECK_MS) and the store's host's lingering. */
+#define SSH_FAIL_GRACE_MS 5000
 
 typedef enum {
     HOST_PENDING = 0, /* not started */
@@ -123,6 +128,7 @@ typedef struct run {
     int start_failed;           /* a host could not be started */
     int failed_rank;            /* the first host whose agent ended with a failure, or -1 */
     int failed_code;
+    uint64_t fail_deadline; /* then: when the hosts still running are stopped (0: none) */
 } run_t;
 
 /* ---- the command run on each host -------------------------------------------------------- */
@@ -595,9 +601,9 @@ static void tell_down(run_t *r) {
 }
 
 /* Starts pending hosts, in the list's order, up to --ssh_fanout ssh connections being set up at
- * once. */
+ * once; none once a host's agent has failed (the job is over). */
 static void schedule(run_t *r, char *const *argv) {
-    if (r->stopping)
+    if (r->stopping || r->failed_rank >= 0)
         return;
     int starting = 0;
     for (size_t i = 0; i < r->hosts.n; i++)
@@ -631,7 +637,8 @@ static void host_ready(run_t *r, host_t *h, const char *where) {
 }
 
 /* ssh of host h has exited and its output is read: a host that never came up stops the job with
- * one line naming it and what ssh (or the remote shell) said; a failed agent stops the others. */
+ * one line naming it and what ssh (or the remote shell) said; after a failed agent the others
+ * are stopped once they have had SSH_FAIL_GRACE_MS to end by themselves (run_loop). */
 static void host_done(run_t *r, host_t *h) {
     int was = h->state;
     h->state = HOST_DONE;
@@ -641,7 +648,9 @@ static void host_done(run_t *r, host_t *h) {
     }
     int code = WIFEXITED(h->status) ? WEXITSTATUS(h->status) : 128 + WTERMSIG(h->status);
     DDP_INFO("host %s (node_rank %d): ssh exited %d", h->h->name, h->rank, code);
-    if (was == HOST_STARTING && !r->stopping) {
+    /* Once a host's agent has failed, one that had not come up yet is no news: the job is
+     * over, and its exit code is the failed agent's. */
+    if (was == HOST_STARTING && !r->stopping && r->failed_rank < 0) {
         const char *hint =
             code == 127 ? " (is ddprun at the same path there? see --remote_ddprun)" : "";
         fprintf(stderr, "ddprun: host %s: unable to start the agent over ssh (exit %d): %s%s\n",
@@ -650,9 +659,11 @@ static void host_done(run_t *r, host_t *h) {
         return;
     }
     if (was == HOST_READY && code != 0 && r->failed_rank < 0 && !r->stopping) {
+        /* The host that hosts the store often ends first, right after the rendezvous refused
+         * it; the failed rank's own agent may still be printing its summary. */
         r->failed_rank = h->rank;
         r->failed_code = code;
-        stop_all(r);
+        r->fail_deadline = ddp_now_ms() + SSH_FAIL_GRACE_MS;
     }
 }
 
@@ -729,6 +740,15 @@ static void run_loop(run_t *r, char *const *argv) {
         if (open_hosts == 0 || pfd == NULL)
             break;
         tell_down(r);
+        if (r->fail_deadline != 0 && !r->stopping) {
+            if (now >= r->fail_deadline) {
+                DDP_INFO("hosts still running %d s after a failed one: stopping them",
+                         SSH_FAIL_GRACE_MS / 1000);
+                stop_all(r);
+            } else if (r->fail_deadline < next) {
+                next = r->fail_deadline;
+            }
+        }
         if (r->stopping) {
             if (now >= r->stop_deadline) {
                 kill_all(r);
