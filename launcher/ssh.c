@@ -18,8 +18,10 @@
  * end is how an agent learns that the launcher or the connection is gone
  * (agent/agent.c, on_session), so closing them is how the launcher stops the job (Ctrl-C,
  * SIGTERM, a failed host), and a launcher killed by SIGKILL stops it too: the kernel closes
- * the pipes. The ssh clients run in their own process group, so the terminal's Ctrl-C reaches
- * only the launcher, which then stops the hosts and still shows their output and exit codes.
+ * the pipes. Each ssh client runs in a session of its own (as pdsh starts them), so the
+ * terminal's Ctrl-C reaches only the launcher, which then stops the hosts and still shows their
+ * output and exit codes; and where the kernel groups CPU time by session (autogroup), a few
+ * hundred key exchanges are not squeezed into the launcher's one share of the CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -485,9 +487,10 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     if (rc == 0 && pid < 0)
         rc = -errno;
     if (pid == 0) {
-        /* The child: its own process group (the terminal's Ctrl-C is the launcher's to handle),
-         * default signal dispositions and mask, the pipes on 0-2. */
-        setpgid(0, 0);
+        /* The child: its own session (the terminal's Ctrl-C is the launcher's to handle, and
+         * BatchMode leaves ssh nothing to ask on a terminal), default signal dispositions and
+         * mask, the pipes on 0-2. */
+        setsid();
         signal(SIGPIPE, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
