@@ -1,9 +1,15 @@
-/* Jobs started over ssh (launcher/ssh.c): the launching side (--hostfile, --hosts) and the
- * agent's side (--ssh_session). */
+/* Jobs started over ssh: the launching side (--hostfile, --hosts; launcher/ssh.c) and the
+ * agent's side (--ssh_session; launcher/ssh_session.c). */
 #ifndef LAUNCH_SSH_H
 #define LAUNCH_SSH_H
 
 #include "launch_spec.h"
+
+/* ssh's ConnectTimeout unless --ssh sets one (the first value ssh obtains wins, and the user's
+ * words come first); then how long an agent may take to answer once connected (login, start).
+ * The agents' wait for the store's address follows from them. */
+#define LAUNCH_SSH_CONNECT_TIMEOUT_S 10
+#define LAUNCH_SSH_READY_EXTRA_S 30
 
 /* Starts the job on every host of spec's --hostfile or --hosts over ssh, relays the hosts'
  * output and waits for them (argv: ddprun's own, whose flags are passed on to the hosts). Returns

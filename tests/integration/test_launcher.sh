@@ -346,7 +346,7 @@ verdict "--ssh_session on a host other than the first: stdin that ends after the
     sed 's/^/#   /' "$TMP/sess_eof.out"
 printf '%s\n127.0.0.1\n' "$tok" | run_ddprun "$TMP/sess_noport.out" --ssh_session=h1 --nnodes=2 \
     --node_rank=1 "$FW"; rc=$?
-[ $rc -eq 2 ] && grep -qF -- "the store's address on stdin has no port" "$TMP/sess_noport.out"
+[ $rc -eq 2 ] && grep -qF -- "--ssh_session: the store's address has no port" "$TMP/sess_noport.out"
 verdict "--ssh_session: a store address without a port is refused (rc $rc)" ||
     sed 's/^/#   /' "$TMP/sess_noport.out"
 mkfifo "$TMP/sess0.in" "$TMP/sess1.in"
