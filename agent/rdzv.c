@@ -42,8 +42,9 @@
 #define AGENT_EMBEDDED_CHECK_MS 2000
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */
 #define AGENT_JOIN_SLACK_MS 10000
-/* The hosting agent keeps the store up after the exit barrier, or after stopping the run, until
- * the other nodes have hung up (they have their answer then), for at most this long. */
+/* The hosting agent keeps the store up after the exit barrier, after stopping the run, or after
+ * a JOIN refused (the run failed), until the other nodes have hung up (they have their answer
+ * then), for at most this long. */
 #define AGENT_HOST_LINGER_MS 2000
 /* While a JOIN is parked, a line now and then says who has joined, so that a rendezvous waiting
  * for a missing node is not silent for all of join_timeout (600 s by default): first after
@@ -353,6 +354,8 @@ static const char *join_result_check(const rdzv_join_result_t *j, int nproc, int
     return NULL;
 }
 
+static void leave_after_linger(struct agent_rdzv *r, agent_event_t done);
+
 /* The key the server SETs when round `round` ends (its value says why). The run id was checked
  * (agent_job_prepare) and rounds are never negative: it fits RDZV_LAYOUT_KEY_MAX. */
 static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
@@ -436,7 +439,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             DDP_ERROR("%s", why);
         else
             DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
-        emit(a, EV_RDZV_ERROR);
+        /* The run failed (or was stopped): when this agent hosts the store, the node whose
+         * failure ended it may still be on its way to the same refusal, after which it prints
+         * its summary. Gone with the store, it would learn only that the store is lost. */
+        leave_after_linger(r, EV_RDZV_ERROR);
         return;
     }
     const rdzv_join_result_t *j = &rep->join;
@@ -555,8 +561,6 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
         DDP_WARN("unable to report the failure to the rendezvous: %s",
                  err.text[0] ? err.text : ddp_strerror(rc));
 }
-
-static void leave_after_linger(struct agent_rdzv *r, agent_event_t done);
 
 static void on_abort_reply(void *arg, int status, const rdzv_round_reply_t *rep,
                            const char *errtext) {
@@ -792,7 +796,7 @@ static void on_linger(uv_timer_t *t) {
 }
 
 /* Emits done now, or, when this agent hosts the store, once the other nodes have hung up (they
- * have their answer then: the exit barrier's end, or the refusal of a stopped run) or
+ * have their answer then: the exit barrier's end, or the refusal of a stopped or failed run) or
  * AGENT_HOST_LINGER_MS has passed, whichever comes first. */
 static void leave_after_linger(struct agent_rdzv *r, agent_event_t done) {
     agent_t *a = r->a;

@@ -1,9 +1,15 @@
-/* Jobs started over ssh (launcher/ssh.c): the launching side (--hostfile, --hosts) and the
- * agent's side (--ssh_session). */
+/* Jobs started over ssh: the launching side (--hostfile, --hosts; launcher/ssh.c) and the
+ * agent's side (--ssh_session; launcher/ssh_session.c). */
 #ifndef LAUNCH_SSH_H
 #define LAUNCH_SSH_H
 
 #include "launch_spec.h"
+
+/* ssh's ConnectTimeout unless --ssh sets one (the first value ssh obtains wins, and the user's
+ * words come first); then how long an agent may take to answer once connected (login, start).
+ * The agents' wait for the store's address follows from them. */
+#define LAUNCH_SSH_CONNECT_TIMEOUT_S 10
+#define LAUNCH_SSH_READY_EXTRA_S 30
 
 /* Starts the job on every host of spec's --hostfile or --hosts over ssh, relays the hosts'
  * output and waits for them (argv: ddprun's own, whose flags are passed on to the hosts). Returns
@@ -19,10 +25,12 @@ typedef struct launch_ssh_session {
     int port_any; /* the first host: host the store on a port the kernel picks */
 } launch_ssh_session_t;
 
-/* --ssh_session: reads the job token from stdin (put where agent_job_prepare finds it), moves
- * the session off fd 0 (workers get /dev/null), and completes spec: the first host's endpoint
- * is the address its ssh session reached (SSH_CONNECTION), hosted there; the console prefix
- * names the host. Returns 0 or DDP_EUSAGE / -errno with err set. */
+/* --ssh_session: reads the job token from stdin (put where agent_job_prepare finds it) and, on a
+ * host other than the first without --rdzv_endpoint, the store's address on the next line (the
+ * launcher writes it once the first host is up), moves the session off fd 0 (workers get
+ * /dev/null), and completes spec: the first host's endpoint is the address its ssh session
+ * reached (SSH_CONNECTION), hosted there; the console prefix names the host. Returns 0 or
+ * DDP_EUSAGE / -errno with err set. */
 int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_err_t *err);
 
 /* Marks the prepared job as started over ssh (the session watched, every line tagged, the

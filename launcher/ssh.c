@@ -1,22 +1,27 @@
 /* --hostfile and --hosts: one ddprun starts the job on every host over the system's ssh client,
- * relays their output and stops them all; and --ssh_session, the other end: the agent such a
- * launcher starts on each host.
+ * relays their output and stops them all (the other end, the agent it starts on each host, is
+ * ssh_session.c).
  *
  * The launcher runs one ordinary agent per host: `cd CWD && exec DDPRUN --ssh_session=NAME
  * --nnodes=N --node_rank=I --rdzv_backend=c10d ... -- PROGRAM ARGS` in the host's login shell.
- * The first host is started first, without an endpoint: its agent hosts the store on the address
- * the ssh connection reached (SSH_CONNECTION), on a port the kernel picks, and prints
- * AGENT_SSH_READY with it. The others are then started, up to --ssh_fanout ssh connections being
- * set up at once, with that endpoint; a hostfile name may be an ssh alias only this machine
- * knows, so the address comes from the host itself. --rdzv_endpoint overrides: every host is
- * started at once and the agent whose address it is hosts the store, as without ssh.
+ * Every host is started at once, up to --ssh_fanout ssh connections being set up at a time. The
+ * first host's agent hosts the store on the address the ssh connection reached (SSH_CONNECTION),
+ * on a port the kernel picks, and prints AGENT_SSH_READY with it; a hostfile name may be an ssh
+ * alias only this machine knows, so the address comes from the host itself. The other agents,
+ * meanwhile connected and started, wait on their stdin for that address, which the launcher
+ * writes there as soon as the first host has said it: one round of ssh connections, not two in
+ * series. --rdzv_endpoint overrides: every agent is given it on its command line, none waits,
+ * and the agent whose address it is hosts the store, as without ssh.
  *
- * The job token is made here and written to each ssh's stdin, never on a command line. The
- * stdin stays open: its end is how an agent learns that the launcher or the connection is gone
+ * The job token is made here and written to each ssh's stdin as its first line, never on a
+ * command line; the store's address follows it on the same stdin. The stdin stays open: its
+ * end is how an agent learns that the launcher or the connection is gone
  * (agent/agent.c, on_session), so closing them is how the launcher stops the job (Ctrl-C,
  * SIGTERM, a failed host), and a launcher killed by SIGKILL stops it too: the kernel closes
- * the pipes. The ssh clients run in their own process group, so the terminal's Ctrl-C reaches
- * only the launcher, which then stops the hosts and still shows their output and exit codes.
+ * the pipes. Each ssh client runs in a session of its own (as pdsh starts them), so the
+ * terminal's Ctrl-C reaches only the launcher, which then stops the hosts and still shows their
+ * output and exit codes; and where the kernel groups CPU time by session (autogroup), a few
+ * hundred key exchanges are not squeezed into the launcher's one share of the CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -45,15 +50,11 @@
 #include <unistd.h>
 
 #include "ddp_buf.h"
-#include "ddp_contract.h"
+#include "ddp_file.h"
 #include "ddp_log.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 
-/* ssh's ConnectTimeout unless --ssh sets one (the first value ssh obtains wins, and the user's
- * words come first); then how long an agent may take to answer once connected (login, start). */
-#define SSH_CONNECT_TIMEOUT_S 10
-#define SSH_READY_EXTRA_S 30
 /* After the hosts are told to stop: --shutdown_timeout plus this, then the ssh clients are
  * killed (the agents then see their sessions end and stop by themselves). */
 #define SSH_STOP_EXTRA_S 15
@@ -63,8 +64,11 @@
 #define SSH_HELD_MAX 16384
 /* The most words --ssh may have. */
 #define SSH_MAX_WORDS 64
-/* How long an agent started over ssh waits for the token on stdin. */
-#define SSH_TOKEN_WAIT_MS 30000
+/* A host's agent that ended with a failure: the others know the job failed (the rendezvous
+ * refuses them) and end by themselves, each with its own summary; they are given this long
+ * before their sessions are closed. Longer than an agent's wait for a store that went away
+ * (agent/rdzv.c, AGENT_EMBEDDED_CHECK_MS) and the store's host's lingering. */
+#define SSH_FAIL_GRACE_MS 5000
 
 typedef enum {
     HOST_PENDING = 0, /* not started */
@@ -91,6 +95,7 @@ typedef struct host {
     char last_err[256]; /* its last line */
     uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
     int down;           /* could not be started (the job went on without it, or stopped) */
+    int endpoint_sent;  /* the store's address went down its stdin (or it needs none) */
 } host_t;
 
 typedef struct run {
@@ -117,6 +122,7 @@ typedef struct run {
     int start_failed;           /* a host could not be started */
     int failed_rank;            /* the first host whose agent ended with a failure, or -1 */
     int failed_code;
+    uint64_t fail_deadline; /* then: when the hosts still running are stopped (0: none) */
 } run_t;
 
 /* ---- the command run on each host -------------------------------------------------------- */
@@ -184,9 +190,8 @@ static int remote_command(const run_t *r, const host_t *h, char *const *argv, dd
         rc = arg_add(b, "--nproc_per_node=%d", h->h->slots);
     if (rc == 0 && !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID))
         rc = arg_add(b, "--rdzv_id=%s", r->run_id);
-    /* The first host learns where it is from its ssh session; the others are told. */
-    if (rc == 0 && !r->endpoint_given && h->rank > 0)
-        rc = arg_add(b, "--rdzv_endpoint=%s", r->endpoint);
+    /* Without --rdzv_endpoint the first host learns where it is from its ssh session, and the
+     * others read its address on stdin after the token (endpoint_send). */
     for (int i = 0; rc == 0 && i < spec->n_args; i++) {
         if (replaced(spec->arg_id[i], h->h->slots > 0))
             continue;
@@ -355,15 +360,7 @@ static int run_prepare(run_t *r, ddp_err_t *err) {
 
 /* Writes all of buf to fd; a console that is gone (EPIPE) loses the rest silently. */
 static void write_all(int fd, const char *buf, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        buf += n;
-        len -= (size_t)n;
-    }
+    (void)ddp_write_all(fd, buf, len);
 }
 
 static void host_ready(run_t *r, host_t *h, const char *where);
@@ -427,6 +424,23 @@ static int stream_read(run_t *r, host_t *h, int std) {
 
 /* ---- hosts ------------------------------------------------------------------------------- */
 
+/* Writes the store's address down host h's stdin, after the token, once it is known: the agent
+ * of a host other than the first waits for it there (launch_ssh_session_begin). Nothing for the
+ * first host, or with --rdzv_endpoint (on every command line). The host is then given its full
+ * time to answer from now: it could not before. */
+static void endpoint_send(run_t *r, host_t *h) {
+    if (h->endpoint_sent || h->in_fd < 0 || r->endpoint[0] == '\0')
+        return;
+    h->endpoint_sent = 1;
+    char line[sizeof r->endpoint + 1];
+    int n = snprintf(line, sizeof line, "%s\n", r->endpoint);
+    /* The token and this line, about 160 bytes, into a pipe the agent reads: never blocks. */
+    write_all(h->in_fd, line, (size_t)n);
+    uint64_t answer_by = ddp_now_ms() + LAUNCH_SSH_READY_EXTRA_S * 1000ull;
+    if (h->deadline < answer_by)
+        h->deadline = answer_by;
+}
+
 /* Starts ssh for host h: stdin, stdout and stderr are pipes to us, the token goes first. Returns
  * 0 or -errno (h is then done, with the reason in last_err). */
 static int host_start(run_t *r, host_t *h, char *const *argv) {
@@ -445,7 +459,7 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     for (int i = 0; i < r->n_words; i++)
         av[n++] = r->words[i];
     char ct[48];
-    snprintf(ct, sizeof ct, "ConnectTimeout=%d", SSH_CONNECT_TIMEOUT_S);
+    snprintf(ct, sizeof ct, "ConnectTimeout=%d", LAUNCH_SSH_CONNECT_TIMEOUT_S);
     av[n++] = "-o";
     av[n++] = "BatchMode=yes";
     av[n++] = "-o";
@@ -457,9 +471,10 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     if (rc == 0 && pid < 0)
         rc = -errno;
     if (pid == 0) {
-        /* The child: its own process group (the terminal's Ctrl-C is the launcher's to handle),
-         * default signal dispositions and mask, the pipes on 0-2. */
-        setpgid(0, 0);
+        /* The child: its own session (the terminal's Ctrl-C is the launcher's to handle, and
+         * BatchMode leaves ssh nothing to ask on a terminal), default signal dispositions and
+         * mask, the pipes on 0-2. */
+        setsid();
         signal(SIGPIPE, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
@@ -490,9 +505,12 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     h->out.fd = out[0];
     h->err.fd = errp[0];
     h->state = HOST_STARTING;
-    h->deadline = ddp_now_ms() + (SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S) * 1000ull;
+    h->deadline =
+        ddp_now_ms() + (LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S) * 1000ull;
     /* 66 bytes into an empty pipe: never blocks. */
     write_all(h->in_fd, r->token_hex, strlen(r->token_hex));
+    h->endpoint_sent = r->endpoint_given || h->rank == 0;
+    endpoint_send(r, h);
     DDP_INFO("host %s (node_rank %d): started ssh (pid %d)", h->h->name, h->rank, (int)pid);
     return 0;
 }
@@ -570,10 +588,10 @@ static void tell_down(run_t *r) {
     ddp_buf_free(&b);
 }
 
-/* Starts pending hosts: the first alone while the endpoint is unknown, then up to --ssh_fanout
- * ssh connections being set up at once. */
+/* Starts pending hosts, in the list's order, up to --ssh_fanout ssh connections being set up at
+ * once; none once a host's agent has failed (the job is over). */
 static void schedule(run_t *r, char *const *argv) {
-    if (r->stopping)
+    if (r->stopping || r->failed_rank >= 0)
         return;
     int starting = 0;
     for (size_t i = 0; i < r->hosts.n; i++)
@@ -582,8 +600,6 @@ static void schedule(run_t *r, char *const *argv) {
         host_t *h = &r->v[i];
         if (h->state != HOST_PENDING)
             continue;
-        if (!r->endpoint_given && r->endpoint[0] == '\0' && i > 0)
-            return;
         if (host_start(r, h, argv) < 0) {
             fprintf(stderr, "ddprun: host %s: %s\n", h->h->name, h->last_err);
             host_lost(r, h);
@@ -601,12 +617,16 @@ static void host_ready(run_t *r, host_t *h, const char *where) {
     if (h->held.len > 0)
         write_all(2, (const char *)h->held.data, h->held.len);
     ddp_buf_free(&h->held);
-    if (h->rank == 0 && !r->endpoint_given)
+    if (h->rank == 0 && !r->endpoint_given) {
         snprintf(r->endpoint, sizeof r->endpoint, "%s", where);
+        for (size_t i = 0; i < r->hosts.n; i++)
+            endpoint_send(r, &r->v[i]);
+    }
 }
 
 /* ssh of host h has exited and its output is read: a host that never came up stops the job with
- * one line naming it and what ssh (or the remote shell) said; a failed agent stops the others. */
+ * one line naming it and what ssh (or the remote shell) said; after a failed agent the others
+ * are stopped once they have had SSH_FAIL_GRACE_MS to end by themselves (run_loop). */
 static void host_done(run_t *r, host_t *h) {
     int was = h->state;
     h->state = HOST_DONE;
@@ -616,7 +636,9 @@ static void host_done(run_t *r, host_t *h) {
     }
     int code = WIFEXITED(h->status) ? WEXITSTATUS(h->status) : 128 + WTERMSIG(h->status);
     DDP_INFO("host %s (node_rank %d): ssh exited %d", h->h->name, h->rank, code);
-    if (was == HOST_STARTING && !r->stopping) {
+    /* Once a host's agent has failed, one that had not come up yet is no news: the job is
+     * over, and its exit code is the failed agent's. */
+    if (was == HOST_STARTING && !r->stopping && r->failed_rank < 0) {
         const char *hint =
             code == 127 ? " (is ddprun at the same path there? see --remote_ddprun)" : "";
         fprintf(stderr, "ddprun: host %s: unable to start the agent over ssh (exit %d): %s%s\n",
@@ -625,9 +647,11 @@ static void host_done(run_t *r, host_t *h) {
         return;
     }
     if (was == HOST_READY && code != 0 && r->failed_rank < 0 && !r->stopping) {
+        /* The host that hosts the store often ends first, right after the rendezvous refused
+         * it; the failed rank's own agent may still be printing its summary. */
         r->failed_rank = h->rank;
         r->failed_code = code;
-        stop_all(r);
+        r->fail_deadline = ddp_now_ms() + SSH_FAIL_GRACE_MS;
     }
 }
 
@@ -694,7 +718,7 @@ static void run_loop(run_t *r, char *const *argv) {
                         snprintf(h->last_err, sizeof h->last_err,
                                  "no answer within %d s (ssh connected but the agent did not "
                                  "start)",
-                                 SSH_CONNECT_TIMEOUT_S + SSH_READY_EXTRA_S);
+                                 LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S);
                         kill(h->pid, SIGKILL);
                     } else if (h->deadline < next)
                         next = h->deadline;
@@ -704,6 +728,15 @@ static void run_loop(run_t *r, char *const *argv) {
         if (open_hosts == 0 || pfd == NULL)
             break;
         tell_down(r);
+        if (r->fail_deadline != 0 && !r->stopping) {
+            if (now >= r->fail_deadline) {
+                DDP_INFO("hosts still running %d s after a failed one: stopping them",
+                         SSH_FAIL_GRACE_MS / 1000);
+                stop_all(r);
+            } else if (r->fail_deadline < next) {
+                next = r->fail_deadline;
+            }
+        }
         if (r->stopping) {
             if (now >= r->stop_deadline) {
                 kill_all(r);
@@ -815,102 +848,4 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
     sigprocmask(SIG_SETMASK, &old, NULL);
     run_free(&r);
     return code;
-}
-
-/* ---- the agent's side: --ssh_session ------------------------------------------------------ */
-
-/* Reads the token line from fd 0, byte by byte (nothing after it may be consumed), within
- * SSH_TOKEN_WAIT_MS. Returns 0 with hex filled, or DDP_EUSAGE. */
-static int token_read(char *hex, size_t cap, ddp_err_t *err) {
-    size_t n = 0;
-    uint64_t end = ddp_now_ms() + SSH_TOKEN_WAIT_MS;
-    for (;;) {
-        uint64_t now = ddp_now_ms();
-        struct pollfd p = {.fd = 0, .events = POLLIN};
-        if (now >= end || poll(&p, 1, (int)(end - now)) == 0)
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "--ssh_session: no job token on stdin within %d s (this flag is "
-                               "for agents a launching ddprun starts over ssh)",
-                               SSH_TOKEN_WAIT_MS / 1000);
-        char c;
-        ssize_t r = read(0, &c, 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin ended before the job token");
-        if (c == '\n')
-            break;
-        if (n + 1 >= cap || !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "--ssh_session: stdin does not start with a job token in hex");
-        hex[n++] = c;
-    }
-    hex[n] = '\0';
-    if (n < 2 || n % 2 != 0)
-        return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: the job token on stdin is malformed");
-    return 0;
-}
-
-/* The server address of $SSH_CONNECTION ("client port server port"): the address by which the
- * launching machine reached this host. */
-static int ssh_server_addr(char *out, size_t cap) {
-    const char *c = getenv("SSH_CONNECTION");
-    char a[4][80];
-    if (c == NULL || sscanf(c, "%79s %79s %79s %79s", a[0], a[1], a[2], a[3]) != 4)
-        return -1;
-    snprintf(out, cap, "%s", a[2]);
-    return 0;
-}
-
-int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_err_t *err) {
-    memset(s, 0, sizeof *s);
-    s->fd = -1;
-    char hex[2 * 1024 + 2];
-    int rc = token_read(hex, sizeof hex, err);
-    if (rc < 0)
-        return rc;
-    /* agent_job_prepare reads the token through rdzv_token_load, where DDPRUN_TOKEN comes
-     * first; launch_ssh_session_end takes it out of the environment before any worker starts
-     * (the agent gives them the token as DDPRUN_STORE_TOKEN). */
-    if (setenv(DDP_ENV_TOKEN, hex, 1) < 0)
-        return -ENOMEM;
-    memset(hex, 0, sizeof hex);
-    /* The session moves off fd 0: workers get /dev/null as stdin, as they would under ssh -n. */
-    s->fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
-    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0 || nul < 0 || dup2(nul, 0) < 0) {
-        rc = ddp_err_set(err, -errno, "--ssh_session: unable to move the session off stdin: %s",
-                         strerror(errno));
-        if (nul >= 0)
-            close(nul);
-        return rc;
-    }
-    close(nul);
-    if (spec->node_rank == 0 && spec->rdzv_host == NULL && spec->max_nodes > 1) {
-        char addr[80];
-        if (ssh_server_addr(addr, sizeof addr) < 0)
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "--ssh_session: SSH_CONNECTION is not set, so the first host does "
-                               "not know its address; give --rdzv_endpoint");
-        if (launch__str_set(&spec->rdzv_host, addr) < 0)
-            return -ENOMEM;
-        spec->rdzv_opts.is_host = 1;
-        s->port_any = 1;
-    }
-    if (spec->log_line_prefix_template == NULL) {
-        char tmpl[LAUNCH_HOST_MAX + 16];
-        snprintf(tmpl, sizeof tmpl, "[%s:${rank}]:", spec->ssh_session);
-        if (launch__str_set(&spec->log_line_prefix_template, tmpl) < 0)
-            return -ENOMEM;
-    }
-    return launch__str_set(&spec->rdzv_backend, "c10d");
-}
-
-void launch_ssh_session_apply(const launch_ssh_session_t *s, agent_job_t *job) {
-    job->ssh_session = 1;
-    job->session_fd = s->fd;
-    job->console_tag_all = 1;
-    if (s->port_any)
-        job->rdzv_port = 0;
-    unsetenv(DDP_ENV_TOKEN);
 }

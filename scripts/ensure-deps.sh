@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages ddprun needs, when any is missing.
 #   scripts/ensure-deps.sh           to build and run (make, make run)
 #   scripts/ensure-deps.sh --test    also what the test suite drives (a real Slurm, PyTorch)
-#   scripts/ensure-deps.sh --bench   also the benchmarks' references (Open MPI, redis)
+#   scripts/ensure-deps.sh --bench   also the benchmarks' references (Open MPI, redis, pdsh)
 # As root it runs apt-get (sudo when available); otherwise it prints the exact command and fails.
 set -eu
 pkgs=(build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev libopenblas-dev
@@ -22,7 +22,8 @@ for arg in "$@"; do
             groff-base prometheus python3-setuptools python3-wheel openssh-server
             openssh-client) ;;
     --bench)
-        pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools) ;;
+        # pdsh: bench/fanout.sh's second reference beside mpirun --hostfile.
+        pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools pdsh) ;;
     *)
         echo "ensure-deps: unknown argument '$arg' (use --test or --bench)" >&2
         exit 2 ;;

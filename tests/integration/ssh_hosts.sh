@@ -100,11 +100,20 @@ sshh_start() {
     # Each sshd (and so each job process of its host) runs with the host's hostname, our hosts
     # file on /etc/hosts and a resolver on loopback only on /etc/resolv.conf. sshd wants its
     # privilege separation directory, /run/sshd: each host gets its own /run, a tmpfs in its
-    # private mount namespace, so the machine's /run is never touched.
+    # private mount namespace, so the machine's /run is never touched. The hosts share this
+    # machine's files, root's ~/.bashrc too, which bash reads for every command sshd runs: each
+    # host sees an empty one instead, as a fresh machine has. What that file starts (a pyenv init
+    # takes a lock in the one shared home) would otherwise run once per host per command and
+    # serialise logins to hosts that are meant to be separate machines.
+    local bashrc
+    bashrc=$(getent passwd root | cut -d: -f6)/.bashrc
+    : >"$SSHH_DIR/empty_bashrc"
     local ins=(unshare --uts --mount --propagation private /bin/sh -c
-        'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && hostname "$3" &&
+        'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf &&
+            { [ ! -f "$4" ] || mount --bind "$3" "$4"; } && hostname "$5" &&
             mount -t tmpfs -o mode=755 ddptest-run /run && mkdir -m 755 /run/sshd &&
-            shift 3 && exec "$@"' in_ns "$SSHH_DIR/hosts" "$SSHH_DIR/resolv.conf")
+            shift 5 && exec "$@"' in_ns "$SSHH_DIR/hosts" "$SSHH_DIR/resolv.conf"
+        "$SSHH_DIR/empty_bashrc" "$bashrc")
     local h i up
     for h in $HOSTS; do
         nsenter --net="/run/netns/$P$h" "${ins[@]}" "$P$h" \

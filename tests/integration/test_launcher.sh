@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ddprun's command line against real processes: values it must refuse before anything starts (exit
 # 2, one line naming the flag, no worker), `ddprun status` against servers that misbehave, and
-# output that must not carry control bytes from the network to the operator's terminal.
+# output that must not carry control bytes from the network to the operator's terminal; and the
+# agent's end of a job started over ssh (--ssh_session), on loopback: the store's address arrives
+# on stdin after the token.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
@@ -331,5 +333,50 @@ FW_EXIT=1 FW_ERROR='\u001b[2J\u001b[Hall good\r\u0007' run_ddprun "$TMP/sum_esc.
 verdict "the failure summary escapes control bytes of the worker's error file (rc $rc)"
 [ $rc -eq 1 ] && no_raw_controls "$TMP/sum_esc.out" || sed 's/^/#   /' "$TMP/sum_esc.out" | cat -v
 check "nothing left after the escaping checks" no_leftovers
+
+# --ssh_session, the agent a launching ddprun starts on each host: the first host's agent hosts
+# the store on its ssh session's address (SSH_CONNECTION) and says where; the other hosts'
+# agents are started at the same time and read that address on stdin, after the token.
+tok=$(head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n')
+printf '%s\n' "$tok" | run_ddprun "$TMP/sess_eof.out" --ssh_session=h1 --nnodes=2 --node_rank=1 \
+    "$FW"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/sess_eof.out")" -eq 1 ] &&
+    grep -qF -- "--ssh_session: stdin ended before the store's address" "$TMP/sess_eof.out"
+verdict "--ssh_session on a host other than the first: stdin that ends after the token is refused in one line (rc $rc)" ||
+    sed 's/^/#   /' "$TMP/sess_eof.out"
+printf '%s\n127.0.0.1\n' "$tok" | run_ddprun "$TMP/sess_noport.out" --ssh_session=h1 --nnodes=2 \
+    --node_rank=1 "$FW"; rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--ssh_session: the store's address has no port" "$TMP/sess_noport.out"
+verdict "--ssh_session: a store address without a port is refused (rc $rc)" ||
+    sed 's/^/#   /' "$TMP/sess_noport.out"
+mkfifo "$TMP/sess0.in" "$TMP/sess1.in"
+SSH_CONNECTION="127.0.0.1 40000 127.0.0.1 22" timeout -k 5 30 "$DDPRUN" --ssh_session=h0 \
+    --nnodes=2 --node_rank=0 --rdzv_id=sess sh -c 'echo "rank $RANK of $WORLD_SIZE"' \
+    <"$TMP/sess0.in" >"$TMP/sess0.out" 2>"$TMP/sess0.err" &
+pid0=$!
+timeout -k 5 30 "$DDPRUN" --ssh_session=h1 --nnodes=2 --node_rank=1 --rdzv_id=sess \
+    sh -c 'echo "rank $RANK of $WORLD_SIZE"' <"$TMP/sess1.in" >"$TMP/sess1.out" 2>"$TMP/sess1.err" &
+pid1=$!
+exec 7>"$TMP/sess0.in" 8>"$TMP/sess1.in"
+printf '%s\n' "$tok" >&7
+printf '%s\n' "$tok" >&8
+ep=""
+for _ in $(seq 100); do
+    ep=$(sed -n 's/^ddprun-agent-ready //p' "$TMP/sess0.out")
+    [ -n "$ep" ] && break
+    sleep 0.1
+done
+# Host 1 has been waiting on its stdin meanwhile; it still is.
+running1=0
+[ -d "/proc/$pid1" ] && running1=1
+[ -n "$ep" ] && printf '%s\n' "$ep" >&8
+wait $pid0; rc0=$?
+wait $pid1; rc1=$?
+exec 7>&- 8>&-
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ $running1 = 1 ] && [ "${ep%:*}" = 127.0.0.1 ] &&
+    grep -qx '\[h0:0\]:rank 0 of 2' "$TMP/sess0.out" && grep -qx '\[h1:1\]:rank 1 of 2' "$TMP/sess1.out"
+verdict "--ssh_session: host 1, started with host 0, meets at the address host 0 reported, given on its stdin (rc $rc0 $rc1, store at '$ep')" ||
+    for f in "$TMP"/sess[01].out "$TMP"/sess[01].err; do echo "# $f:"; sed 's/^/#   /' "$f"; done
+check "nothing left after the --ssh_session checks" no_leftovers
 
 finish
