@@ -122,16 +122,16 @@ static double join_once(int n, int run) {
     return t;
 }
 
-/* Runs `ddprun status` (--json when json) against the run, stepping the agents meanwhile.
- * Returns its wall time in ms and its output size in *bytes, or -1. */
-static double status_cmd(rdzv_sim_t *s, const char *ddprun, int json, long *bytes) {
+/* Runs `ddprun status [flag]` against the run, stepping the agents meanwhile. Returns its wall
+ * time in ms and its output size in *bytes, or -1. */
+static double status_cmd(rdzv_sim_t *s, const char *ddprun, const char *flag, long *bytes) {
     char ep[64], out[] = "/tmp/bench_rdzv_scale.XXXXXX";
     snprintf(ep, sizeof ep, "127.0.0.1:%u", (unsigned)port);
     int fd = mkstemp(out);
     if (fd < 0)
         return -1;
-    char *argv[] = {(char *)ddprun,       "status",         "--rdzv_endpoint", ep, "--rdzv_id",
-                    s->tmpl.run_id,       json ? "--json" : NULL, NULL};
+    char *argv[] = {(char *)ddprun, "status",     "--rdzv_endpoint", ep, "--rdzv_id",
+                    s->tmpl.run_id, (char *)flag, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fd, 1);
@@ -204,21 +204,23 @@ static double status_raw(const char *run_id, long *bytes) {
 typedef struct figures {
     double join_ms, fail_ms, silent_ms, detect_ms, down_ms, up_ms, last_call_ms;
     double core_pct, bench_core_pct, rss_mib, kib_per_node;
-    double st_text_ms, st_json_ms, st_raw_ms;
-    long st_text_b, st_json_b, st_raw_b;
+    double st_text_ms, st_json_ms, st_all_ms, st_raw_ms;
+    long st_text_b, st_json_b, st_all_b, st_raw_b;
 } figures_t;
 
 /* Median of `runs` status measurements. */
 static int status_all(rdzv_sim_t *s, const char *ddprun, figures_t *f) {
-    double t[STATUS_RUNS], j[STATUS_RUNS], r[STATUS_RUNS];
+    double t[STATUS_RUNS], j[STATUS_RUNS], a[STATUS_RUNS], r[STATUS_RUNS];
     for (int i = 0; i < STATUS_RUNS; i++) {
-        if ((t[i] = status_cmd(s, ddprun, 0, &f->st_text_b)) < 0 ||
-            (j[i] = status_cmd(s, ddprun, 1, &f->st_json_b)) < 0 ||
+        if ((t[i] = status_cmd(s, ddprun, NULL, &f->st_text_b)) < 0 ||
+            (j[i] = status_cmd(s, ddprun, "--json", &f->st_json_b)) < 0 ||
+            (a[i] = status_cmd(s, ddprun, "--all", &f->st_all_b)) < 0 ||
             (r[i] = status_raw(s->tmpl.run_id, &f->st_raw_b)) < 0)
             return -1;
     }
     f->st_text_ms = bench_median(t, STATUS_RUNS);
     f->st_json_ms = bench_median(j, STATUS_RUNS);
+    f->st_all_ms = bench_median(a, STATUS_RUNS);
     f->st_raw_ms = bench_median(r, STATUS_RUNS);
     return 0;
 }
@@ -388,10 +390,12 @@ int main(int argc, char **argv) {
         return 1;
     double reform = f.silent_ms > f.fail_ms ? f.silent_ms : f.fail_ms;
     printf("| %d | %.1f | %.1f | %.1f | %.0f | %.1f (last call %.0f) | %.1f | %.2f (bench %.1f) | "
-           "%.1f (%.1f KiB/node) | %.0f ms, %ld B | %.0f ms, %ld B | %.0f ms, %ld B |\n",
+           "%.1f (%.1f KiB/node) | %.0f ms, %ld B | %.0f ms, %ld B | %.0f ms, %ld B | "
+           "%.0f ms, %ld B |\n",
            (int)n, f.join_ms, f.silent_ms, f.fail_ms, f.detect_ms, f.down_ms, f.last_call_ms,
            f.up_ms, f.core_pct, f.bench_core_pct, f.rss_mib, f.kib_per_node, f.st_text_ms,
-           f.st_text_b, f.st_json_ms, f.st_json_b, f.st_raw_ms, f.st_raw_b);
+           f.st_text_b, f.st_json_ms, f.st_json_b, f.st_all_ms, f.st_all_b, f.st_raw_ms,
+           f.st_raw_b);
     printf("rdzv-scale nodes=%d join_ms=%.1f reform_ms=%.1f detect_ms=%.0f keepalive_core_pct=%.2f "
            "store_rss_mib=%.1f status_ms=%.0f\n",
            (int)n, f.join_ms, reform, f.detect_ms, f.core_pct, f.rss_mib, f.st_text_ms);
