@@ -19,8 +19,10 @@ $(BUILD)/tests/unit/test_rdzv_frame: $(BUILD)/obj/tests/unit/test_rdzv_frame.o $
     $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
-# The peer-owner lookup is wrapped so that a test can make it fail (owner_only fails closed).
-$(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner
+# The peer-owner lookup is wrapped so that a test can make it fail (owner_only fails closed), and
+# setsockopt so that a test can count the store's pushed ACKs.
+$(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
+    -Wl,--wrap=setsockopt
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_proto.o \
