@@ -46,22 +46,17 @@ static double ms_since(uint64_t t0_ns, uint64_t t1_ns) {
     return ((double)t1_ns - (double)t0_ns) / 1e6;
 }
 
-/* The daemon's CPU time (user + system), in seconds, or -1. */
-static double proc_cpu_s(int pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+/* The daemon's CPU time in ms, to the nanosecond (/proc/PID/schedstat; it has one thread), or
+ * -1. Short phases (a join of 1,000 nodes takes a few ms) need more than /proc/PID/stat's ticks. */
+static double proc_cpu_ms(int pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
     FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long long ut, st;
-    if (p == NULL ||
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    unsigned long long ns = 0;
+    int ok = f != NULL && fscanf(f, "%llu", &ns) == 1;
+    if (f != NULL)
+        fclose(f);
+    return ok ? (double)ns / 1e6 : -1;
 }
 
 /* A "VmXXX:" field of /proc/PID/status, in KiB, or -1. */
@@ -100,8 +95,9 @@ static uint64_t deadline(void) {
     return ddp_now_ns() + (uint64_t)WAIT_S * 1000000000u;
 }
 
-/* One join of n agents into a run of their own: ms from the last JOIN sent to the last reply. */
-static double join_once(int n, int run) {
+/* One join of n agents into a run of their own: ms from the last JOIN sent to the last reply,
+ * and in *cpu_ms the store's CPU time over that span. */
+static double join_once(int n, int run, double *cpu_ms) {
     rdzv_join_req_t req;
     char id[64];
     snprintf(id, sizeof id, "scale-join-%d-%d-%d", (int)getpid(), n, run);
@@ -110,11 +106,13 @@ static double join_once(int n, int run) {
     double t = -1;
     if (rdzv_sim_init(&s, port, &req, 0, 0) == 0 && rdzv_sim_add(&s, (size_t)n) >= 0) {
         rdzv_sim_expect(&s, 0);
+        double c0 = proc_cpu_ms(dpid);
         if (rdzv_sim_join(&s, 0, (size_t)n) == 0) {
             uint64_t t0 = ddp_now_ns();
             if (rdzv_sim_wait_assigned(&s, (size_t)n, deadline()) == 0)
                 t = ms_since(t0, s.last_assigned_ns);
         }
+        *cpu_ms = proc_cpu_ms(dpid) - c0;
     }
     if (t < 0)
         fprintf(stderr, "bench_rdzv_scale: join of %d: %s\n", n, s.err);
@@ -202,6 +200,7 @@ static double status_raw(const char *run_id, long *bytes) {
 }
 
 typedef struct figures {
+    double join_cpu_ms, fail_cpu_ms, up_cpu_ms;
     double join_ms, fail_ms, silent_ms, detect_ms, down_ms, up_ms, last_call_ms;
     double core_pct, bench_core_pct, rss_mib, kib_per_node;
     double st_text_ms, st_json_ms, st_all_ms, st_raw_ms;
@@ -263,12 +262,12 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
     uint64_t interval_ns = (uint64_t)req.cfg.keep_alive_interval_ms * 1000000u;
     if (rdzv_sim_idle_until(&s, ddp_now_ns() + interval_ns) < 0)
         return report_fail(&s, "keep-alive");
-    double c0 = proc_cpu_s(dpid), b0 = self_cpu_s();
+    double c0 = proc_cpu_ms(dpid), b0 = self_cpu_s();
     uint64_t t0 = ddp_now_ns(), beats0 = s.beats_sent;
     if (rdzv_sim_idle_until(&s, t0 + (uint64_t)(keepalive_s * 1e9)) < 0)
         return report_fail(&s, "keep-alive");
     double wall = ms_since(t0, ddp_now_ns()) / 1e3;
-    f->core_pct = (proc_cpu_s(dpid) - c0) / wall * 100.0;
+    f->core_pct = (proc_cpu_ms(dpid) - c0) / 1e3 / wall * 100.0;
     f->bench_core_pct = (self_cpu_s() - b0) / wall * 100.0;
     long rss = proc_kib(dpid, "VmRSS");
     f->rss_mib = (double)rss / 1024.0;
@@ -290,12 +289,14 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
     ddp_buf_t b = DDP_BUF_INIT;
     rdzv_fail_req_encode(&b, id, round, "rank 9 exited with code 1");
     rdzv_sim_expect(&s, round + 1);
+    double cpu0 = proc_cpu_ms(dpid);
     t0 = ddp_now_ns();
     ssize_t w = write(s.a[v].fd, b.data, b.len);
     ddp_buf_free(&b);
     if (w < 0 || rdzv_sim_wait_assigned(&s, (size_t)n, deadline()) < 0)
         return report_fail(&s, "re-form after FAIL");
     f->fail_ms = ms_since(t0, s.last_assigned_ns);
+    f->fail_cpu_ms = proc_cpu_ms(dpid) - cpu0;
 
     /* A spare waits (the run is at max), then the node of group rank 2 goes silent right
      * after a keep-alive: the store declares it dead keep_alive_interval x max_attempt later. */
@@ -342,11 +343,13 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
     long first = step > 0 ? rdzv_sim_add(&s, step) : 0;
     round = current_round(&s);
     rdzv_sim_expect(&s, round + 1);
+    cpu0 = proc_cpu_ms(dpid);
     t0 = ddp_now_ns();
     if (first < 0 || (step > 0 && rdzv_sim_join(&s, (size_t)first, (size_t)first + step) < 0) ||
         (step > 0 && rdzv_sim_wait_assigned(&s, (size_t)n, deadline()) < 0))
         return report_fail(&s, "scale-up");
     f->up_ms = step > 0 ? ms_since(t0, s.last_assigned_ns) : 0;
+    f->up_cpu_ms = proc_cpu_ms(dpid) - cpu0;
     rdzv_sim_free(&s);
     return 0;
 }
@@ -380,12 +383,14 @@ int main(int argc, char **argv) {
     figures_t f;
     memset(&f, 0, sizeof f);
     long rss_base = proc_kib(dpid, "VmRSS");
-    double *jv = calloc((size_t)join_runs, sizeof *jv);
+    double *jv = calloc((size_t)join_runs, sizeof *jv), *jc = calloc((size_t)join_runs, sizeof *jc);
     for (int r = 0; r < join_runs; r++)
-        if ((jv[r] = join_once((int)n, r)) < 0)
+        if ((jv[r] = join_once((int)n, r, &jc[r])) < 0)
             return 1;
     f.join_ms = bench_median(jv, (int)join_runs);
+    f.join_cpu_ms = bench_median(jc, (int)join_runs);
     free(jv);
+    free(jc);
     if (main_run((int)n, keepalive_s, ddprun, last_call_ms, rss_base, &f) < 0)
         return 1;
     double reform = f.silent_ms > f.fail_ms ? f.silent_ms : f.fail_ms;
@@ -396,6 +401,11 @@ int main(int argc, char **argv) {
            f.up_ms, f.core_pct, f.bench_core_pct, f.rss_mib, f.kib_per_node, f.st_text_ms,
            f.st_text_b, f.st_json_ms, f.st_json_b, f.st_all_ms, f.st_all_b, f.st_raw_ms,
            f.st_raw_b);
+    /* The store's own CPU per node: flat when a path costs it O(1) per node. */
+    printf("# %d nodes: store CPU per node: join %.1f us, re-form after FAIL %.1f us, scale-up %.1f "
+           "us\n",
+           (int)n, f.join_cpu_ms * 1e3 / (double)n, f.fail_cpu_ms * 1e3 / (double)n,
+           f.up_cpu_ms * 1e3 / (double)n);
     printf("rdzv-scale nodes=%d join_ms=%.1f reform_ms=%.1f detect_ms=%.0f keepalive_core_pct=%.2f "
            "store_rss_mib=%.1f status_ms=%.0f\n",
            (int)n, f.join_ms, reform, f.detect_ms, f.core_pct, f.rss_mib, f.st_text_ms);
