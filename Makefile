@@ -95,7 +95,7 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench chaos install deps clean fuzz format lint man \
+.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install deps clean fuzz format lint man \
         cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
