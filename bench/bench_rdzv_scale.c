@@ -35,8 +35,8 @@
 
 extern char **environ;
 
-#define SCALE_STEP 100     /* nodes that leave, then join, at once */
-#define WAIT_S 120         /* bound on every wait for a round to form */
+#define SCALE_STEP 100 /* nodes that leave, then join, at once */
+#define WAIT_S 120     /* bound on every wait for a round to form */
 #define STATUS_RUNS 3
 
 static uint16_t port;
@@ -128,8 +128,8 @@ static double status_cmd(rdzv_sim_t *s, const char *ddprun, const char *flag, lo
     int fd = mkstemp(out);
     if (fd < 0)
         return -1;
-    char *argv[] = {(char *)ddprun, "status",     "--rdzv_endpoint", ep, "--rdzv_id",
-                    s->tmpl.run_id, (char *)flag, NULL};
+    char *argv[] = {(char *)ddprun, "status",       "--rdzv_endpoint", ep,
+                    "--rdzv_id",    s->tmpl.run_id, (char *)flag,      NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fd, 1);
@@ -163,9 +163,8 @@ static double status_cmd(rdzv_sim_t *s, const char *ddprun, const char *flag, lo
 /* Asks for the run's STATUS on a connection of its own: the reply's size in *bytes and the time
  * from request to the whole reply, in ms, or -1. The agents wait meanwhile (tens of ms). */
 static double status_raw(const char *run_id, long *bytes) {
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_port = htons(port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ddp_buf_t b = DDP_BUF_INIT, in = DDP_BUF_INIT;
     double t = -1;
@@ -402,10 +401,11 @@ int main(int argc, char **argv) {
            f.st_text_b, f.st_json_ms, f.st_json_b, f.st_all_ms, f.st_all_b, f.st_raw_ms,
            f.st_raw_b);
     /* The store's own CPU per node: flat when a path costs it O(1) per node. */
-    printf("# %d nodes: store CPU per node: join %.1f us, re-form after FAIL %.1f us, scale-up %.1f "
-           "us\n",
-           (int)n, f.join_cpu_ms * 1e3 / (double)n, f.fail_cpu_ms * 1e3 / (double)n,
-           f.up_cpu_ms * 1e3 / (double)n);
+    printf(
+        "# %d nodes: store CPU per node: join %.1f us, re-form after FAIL %.1f us, scale-up %.1f "
+        "us\n",
+        (int)n, f.join_cpu_ms * 1e3 / (double)n, f.fail_cpu_ms * 1e3 / (double)n,
+        f.up_cpu_ms * 1e3 / (double)n);
     printf("rdzv-scale nodes=%d join_ms=%.1f reform_ms=%.1f detect_ms=%.0f keepalive_core_pct=%.2f "
            "store_rss_mib=%.1f status_ms=%.0f\n",
            (int)n, f.join_ms, reform, f.detect_ms, f.core_pct, f.rss_mib, f.st_text_ms);

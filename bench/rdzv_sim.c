@@ -118,8 +118,7 @@ long rdzv_sim_add(rdzv_sim_t *s, size_t k) {
 /* Agent i's JOIN; its host names it uniquely ("10.A.B.C"). */
 static int join_encode(rdzv_sim_t *s, size_t i, ddp_buf_t *b) {
     rdzv_join_req_t req = s->tmpl;
-    snprintf(req.host, sizeof req.host, "10.%zu.%zu.%zu", (i >> 16) & 255, (i >> 8) & 255,
-             i & 255);
+    snprintf(req.host, sizeof req.host, "10.%zu.%zu.%zu", (i >> 16) & 255, (i >> 8) & 255, i & 255);
     return rdzv_join_req_encode(b, &req);
 }
 
@@ -201,8 +200,8 @@ static int beats_due(rdzv_sim_t *s, uint64_t now) {
             s->beat_cursor = 0;
         rdzv_sim_agent_t *a = &s->a[s->beat_cursor++];
         if (a->state == RDZV_SIM_RUNNING && !a->silent && beat(s, a, now) < 0)
-            return fail(s, "agent %zu: unable to send its keep-alive: %s",
-                        (size_t)(a - s->a), strerror(errno));
+            return fail(s, "agent %zu: unable to send its keep-alive: %s", (size_t)(a - s->a),
+                        strerror(errno));
         s->beat_next_ns += interval / s->n;
     }
     return 0;
@@ -211,8 +210,8 @@ static int beats_due(rdzv_sim_t *s, uint64_t now) {
 /* Parks agent i's WAIT on the end key of its round. */
 static int watch_end(rdzv_sim_t *s, size_t i) {
     char key[RDZV_RUN_ID_MAX + 64];
-    int n = snprintf(key, sizeof key, "__rdzv/%s/end/%lld", s->tmpl.run_id,
-                     (long long)s->a[i].round);
+    int n =
+        snprintf(key, sizeof key, "__rdzv/%s/end/%lld", s->tmpl.run_id, (long long)s->a[i].round);
     ddp_buf_t b = DDP_BUF_INIT;
     int rc = rdzv__put_u8(&b, RDZV_CMD_WAIT) < 0 || rdzv__put_u64(&b, 1) < 0 ||
                      rdzv__put_blob(&b, key, (size_t)n) < 0
@@ -300,8 +299,8 @@ int rdzv_sim_step(rdzv_sim_t *s, int timeout_ms) {
             continue;
         if (r <= 0) {
             if (!a->silent)
-                return fail(s, "agent %zu (group rank %lld): the store closed its connection",
-                            i, (long long)a->group_rank);
+                return fail(s, "agent %zu (group rank %lld): the store closed its connection", i,
+                            (long long)a->group_rank);
             s->closed_by_store++;
             rdzv_sim_drop(s, i);
             continue;

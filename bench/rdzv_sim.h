@@ -30,7 +30,7 @@ typedef enum rdzv_sim_state {
 typedef struct rdzv_sim_agent {
     int fd;
     rdzv_sim_state_t state;
-    int silent;               /* sends no more keep-alives (a node that hangs) */
+    int silent;                /* sends no more keep-alives (a node that hangs) */
     int64_t round, group_rank; /* of its latest assignment; -1 before */
     uint64_t last_beat_ns;     /* its latest keep-alive went out then (0: none yet) */
     uint64_t beats;            /* keep-alives sent: its progress report's step */
@@ -43,8 +43,8 @@ typedef struct rdzv_sim {
     rdzv_join_req_t tmpl; /* run id and configuration every JOIN carries */
     rdzv_sim_agent_t *a;  /* owned */
     size_t n, cap;
-    int rejoin;           /* park the end-of-round WAIT and re-JOIN when it fires */
-    int progress;         /* SET the progress key before each keep-alive */
+    int rejoin;   /* park the end-of-round WAIT and re-JOIN when it fires */
+    int progress; /* SET the progress key before each keep-alive */
     /* Keep-alives go round the agents in index order, spaced interval / n apart. */
     size_t beat_cursor;
     uint64_t beat_next_ns;

@@ -34,13 +34,13 @@
 #define STATUS_PAGE_MAX 4096
 
 #define STATUS_USAGE                                                                               \
-    "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--all] "           \
+    "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--all] "              \
     "[--timeout SECS]"
 
 typedef struct status_req {
     int done, rc;
-    int connected; /* the handshake is over: what is missing is the reply */
-    int own_text;  /* errtext is ours and does not name the endpoint yet (the client's does) */
+    int connected;    /* the handshake is over: what is missing is the reply */
+    int own_text;     /* errtext is ours and does not name the endpoint yet (the client's does) */
     double timeout_s; /* --timeout, for the message */
     uint64_t left_ms; /* what is left of it for this request */
     ddp_buf_t reply;

@@ -245,9 +245,8 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     case RDZV_CMD_RDZV_STATUS_PAGE: {
         ddp_buf_t json = DDP_BUF_INIT;
         int page = r->cmd == RDZV_CMD_RDZV_STATUS_PAGE;
-        int rc = page ? rdzv_runs_status_page_json(s->runs, r->join.run_id, now, progress_lookup,
-                                                   s, (size_t)r->first, (size_t)r->limit, &json,
-                                                   &err)
+        int rc = page ? rdzv_runs_status_page_json(s->runs, r->join.run_id, now, progress_lookup, s,
+                                                   (size_t)r->first, (size_t)r->limit, &json, &err)
                       : rdzv_runs_status_json(s->runs, r->join.run_id, now, progress_lookup, s,
                                               &json, &err);
         const char *text = rc == 0 ? (const char *)json.data : err.text;

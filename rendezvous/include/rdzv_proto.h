@@ -14,12 +14,12 @@
 
 /* Command codes of the rendezvous (after the store's 0x40-0x4f). */
 enum {
-    RDZV_CMD_RDZV_JOIN = 0x50,      /* park until the round closes -> assignment or error */
-    RDZV_CMD_RDZV_HEARTBEAT = 0x51, /* refresh liveness -> current round and state */
-    RDZV_CMD_RDZV_FAIL = 0x52,      /* the worker group of a round failed -> counted or not */
-    RDZV_CMD_RDZV_STATUS = 0x53,    /* -> JSON of the run */
-    RDZV_CMD_RDZV_ABORT = 0x54,     /* a member stops the run for good -> done or ignored */
-    RDZV_CMD_RDZV_BEAT_FOR = 0x55,  /* a HEARTBEAT for a member, from another connection */
+    RDZV_CMD_RDZV_JOIN = 0x50,        /* park until the round closes -> assignment or error */
+    RDZV_CMD_RDZV_HEARTBEAT = 0x51,   /* refresh liveness -> current round and state */
+    RDZV_CMD_RDZV_FAIL = 0x52,        /* the worker group of a round failed -> counted or not */
+    RDZV_CMD_RDZV_STATUS = 0x53,      /* -> JSON of the run */
+    RDZV_CMD_RDZV_ABORT = 0x54,       /* a member stops the run for good -> done or ignored */
+    RDZV_CMD_RDZV_BEAT_FOR = 0x55,    /* a HEARTBEAT for a member, from another connection */
     RDZV_CMD_RDZV_STATUS_PAGE = 0x56, /* -> JSON of the run: counts and a page of members */
     RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_STATUS_PAGE,
 };

@@ -18,8 +18,8 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdatomic.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>

@@ -773,8 +773,7 @@ static void test_status_page(void **state) {
     join_ok(f->rs, "job", 2, -1, 2, 8, 1600, &f->out);
     join_ok(f->rs, "job", 3, -1, 2, 8, 1600, &f->out);
     ddp_buf_t b = DDP_BUF_INIT;
-    assert_int_equal(
-        rdzv_runs_status_page_json(f->rs, "job", 1700, NULL, NULL, 1, 3, &b, NULL), 0);
+    assert_int_equal(rdzv_runs_status_page_json(f->rs, "job", 1700, NULL, NULL, 1, 3, &b, NULL), 0);
     json_error_t je;
     json_t *o = json_loadb((const char *)b.data, b.len, 0, &je);
     assert_non_null(o);
@@ -787,16 +786,14 @@ static void test_status_page(void **state) {
     json_t *ms = json_object_get(o, "members");
     assert_int_equal(json_array_size(ms), 3); /* joiner h3, then the first two idle */
     assert_string_equal(json_string_value(json_object_get(json_array_get(ms, 0), "host")), "h3");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(ms, 1), "state")),
-                        "idle");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ms, 1), "state")), "idle");
     json_decref(o);
     /* A page past the end lists nobody; limit 0 gives the counts alone. */
     for (size_t first = 0; first <= 6; first += 6) {
         ddp_buf_reset(&b);
         size_t limit = first ? 10 : 0;
         assert_int_equal(
-            rdzv_runs_status_page_json(f->rs, "job", 1700, NULL, NULL, first, limit, &b, NULL),
-            0);
+            rdzv_runs_status_page_json(f->rs, "job", 1700, NULL, NULL, first, limit, &b, NULL), 0);
         o = json_loadb((const char *)b.data, b.len, 0, &je);
         assert_non_null(o);
         assert_int_equal(json_array_size(json_object_get(o, "members")), 0);
@@ -1076,8 +1073,7 @@ static void test_wire_fail_status_req(void **state) {
     assert_int_equal(p.limit, 20);
     check_all_prefixes_incomplete(&b, 0);
     assert_int_equal(rdzv_status_page_req_encode(&b, "job7", -1, 20), -EINVAL);
-    assert_int_equal(rdzv_status_page_req_encode(&b, "job7", 0, RDZV_ROUND_MAX_NODES + 1),
-                     -EINVAL);
+    assert_int_equal(rdzv_status_page_req_encode(&b, "job7", 0, RDZV_ROUND_MAX_NODES + 1), -EINVAL);
     /* A page out of range on the wire is a malformed frame naming it. */
     b.data[b.len - 1] = 0x80; /* limit < 0 */
     ddp_err_t perr = {0};
