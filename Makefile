@@ -5,7 +5,7 @@
 #   make run                  the main job: ddprun --standalone training the template MLP
 #   make test                 unit tests (cmocka) + integration tests, one summary line at the end
 #   make bench                benchmarks; results go to docs/BENCHMARKS.md by hand (see that file)
-#   make bench-scale          the rendezvous at 1,000-16,000 simulated nodes against torchrun (~7 min)
+#   make bench-scale          the rendezvous at 1,000-16,000 simulated nodes, and torchrun's
 #   make SANITIZE=address,undefined test      sanitizer build in build-san/
 #   make install PREFIX=/usr/local
 #   make deps                 print the apt-get line for Debian 12
@@ -95,7 +95,8 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install deps clean fuzz format lint man \
+.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install deps clean \
+    fuzz format lint man \
         cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 

@@ -2,8 +2,9 @@
 """torchrun's rendezvous at N simulated nodes, the reference of bench/scale.sh.
 
 Each node is a thread with its own TCPStore client and its own DynamicRendezvousHandler over a
-C10dRendezvousBackend (all on 127.0.0.1, where group rank 0's handler opens the workers' store) (the handler `torchrun --rdzv_backend=c10d` builds), against a TCPStore
-served by another process (bench/store_torch_server.py, PID and port given), whose CPU time is
+C10dRendezvousBackend (the handler `torchrun --rdzv_backend=c10d` builds; every node's address is
+127.0.0.1, where group rank 0's handler opens the workers' store), against a TCPStore served by
+another process (bench/store_torch_server.py, PID and port given), whose CPU time is
 read from /proc. Like torchrun's agent, every node calls next_rendezvous() to join and, while
 its round runs, asks num_nodes_waiting() every monitor interval (0.1 s, torchrun's default) and
 re-joins when it is non-zero; the handler's own thread sends a keep-alive every 5 s. Measured:

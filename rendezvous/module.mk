@@ -37,8 +37,9 @@ $(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += -Irendezvous
 # rendezvous/ use the clients (rdzv_client.h, rdzv_aclient.h) and the rendezvous codec
 # (rdzv_proto.h). The store's own benchmarks, test helpers and fuzzers below speak raw frames, so
 # they alone get -Irendezvous.
-$(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/rdzv_sim.o $(BUILD)/obj/bench/bench_rdzv_scale.o $(BUILD)/obj/bench/bench_store.o \
-    $(BUILD)/obj/tests/helpers/store_hostile.o: CPPFLAGS += -Irendezvous
+$(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/rdzv_sim.o $(BUILD)/obj/bench/bench_store.o \
+    $(BUILD)/obj/bench/bench_rdzv_scale.o $(BUILD)/obj/tests/helpers/store_hostile.o: \
+    CPPFLAGS += -Irendezvous
 
 # Integration helpers (tests/integration/test_store.sh drives them).
 STORE_HELPERS := store_client store_hostile store_swarm
