@@ -1381,6 +1381,15 @@ static void test_worker_store_limits_follow_workers(void **state) {
     assert_int_equal(metric_of(s, "ddprun_store_memory_limit_bytes"), (64LL + 8 * 16) << 20);
     rdzv_server_set_workers(s, 0); /* unknown: unchanged */
     assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 8 * 16);
+    /* 16,000 nodes x 8 ranks: every worker keeps a connection to group rank 0's store, so the
+     * limit passes the shared store's 65,536 (2 a worker), as far as the open-file limit allows
+     * (the note names the limit it clipped). */
+    rdzv_server_set_workers(s, 128000);
+    long long lim = metric_of(s, "ddprun_store_connections_limit");
+    if (lim != 64 + 2 * 128000)
+        assert_non_null(strstr(s->nofile_note, "connection limit 256064 clipped"));
+    rdzv_server_set_workers(s, 8);
+    assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 8 * 16);
     o.max_conns = 10;
     o.max_total_mem = 1 << 20;
     assert_int_equal(rdzv_server_start(&loop, &o, &fixed, &err), 0);
