@@ -52,6 +52,20 @@ for n in $COUNTS; do
     DPID=
 done
 
+# The workers' store is the same server: what one more idle client connection costs it (RSS; the
+# kernel's socket buffers come on top), for group rank 0's store, which every worker connects to.
+"$BUILD/ddp-rendezvous" --port 0 --no-auth >"$TMP/daemon.out" 2>"$TMP/daemon.err" &
+DPID=$!
+for _ in $(seq 200); do grep -q listening "$TMP/daemon.out" && break; sleep 0.02; done
+port=$(sed -E 's/.*:([0-9]+)$/\1/' "$TMP/daemon.out")
+echo
+echo "| idle store connections | RSS before KiB | RSS after KiB | bytes per connection |"
+echo "|---|---|---|---|"
+timeout 120 "$BUILD/bench/bench_store" idle-rss "$port" "$DPID" 10000
+kill "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
+DPID=
+
 PY=${TORCH_PYTHON:-}
 [ -z "$PY" ] && [ -x .cache/torch2/bin/python ] && PY=.cache/torch2/bin/python
 torch_lines=()
