@@ -141,7 +141,7 @@ test-integration: all $(BENCHES)
 bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
 
-# Every rendezvous path at 1,000-16,000 simulated nodes, and torchrun's for reference (~7 min).
+# Every rendezvous path at 1,000-16,000 simulated nodes, and torchrun's for reference (~8 min).
 bench-scale: all $(BENCHES)
 	@BUILD=$(BUILD) bench/scale.sh
 
