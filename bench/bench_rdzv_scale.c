@@ -59,22 +59,6 @@ static double proc_cpu_ms(int pid) {
     return ok ? (double)ns / 1e6 : -1;
 }
 
-/* A "VmXXX:" field of /proc/PID/status, in KiB, or -1. */
-static long proc_kib(int pid, const char *field) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long v = -1;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, fl) == 0 && line[fl] == ':')
-            v = strtol(line + fl + 1, NULL, 10);
-    fclose(f);
-    return v;
-}
-
 static void cfg_fill(rdzv_join_req_t *req, const char *run_id, int64_t min, int64_t max,
                      int64_t last_call_ms) {
     memset(req, 0, sizeof *req);
@@ -268,7 +252,7 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
     double wall = ms_since(t0, ddp_now_ns()) / 1e3;
     f->core_pct = (proc_cpu_ms(dpid) - c0) / 1e3 / wall * 100.0;
     f->bench_core_pct = (self_cpu_s() - b0) / wall * 100.0;
-    long rss = proc_kib(dpid, "VmRSS");
+    long rss = bench_proc_kib(dpid, "VmRSS");
     f->rss_mib = (double)rss / 1024.0;
     f->kib_per_node = (double)(rss - rss_base_kib) / n;
     if (s.beats_refused > 0) {
@@ -381,7 +365,7 @@ int main(int argc, char **argv) {
     rdzv_sim_raise_nofile();
     figures_t f;
     memset(&f, 0, sizeof f);
-    long rss_base = proc_kib(dpid, "VmRSS");
+    long rss_base = bench_proc_kib(dpid, "VmRSS");
     double *jv = calloc((size_t)join_runs, sizeof *jv), *jc = calloc((size_t)join_runs, sizeof *jc);
     for (int r = 0; r < join_runs; r++)
         if ((jv[r] = join_once((int)n, r, &jc[r])) < 0)
