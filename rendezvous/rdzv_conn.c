@@ -261,9 +261,9 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
  * (a SET, a parked WAIT) would leave its ACK to the delayed-ACK timer (40 ms), and a client that
  * keeps Nagle on holds its next request until that ACK: every SET then GET would stall 40 ms.
  * TCP_QUICKACK = 2 (even, non-zero) pushes the pending ACK and stays in delayed-ACK mode.
- * A read that was answered needs none: its reply carries the ACK. Whether the reply is still
- * queued or already written (rendezvous replies are flushed as they are made) does not matter;
- * testing the empty output buffer instead cost every keep-alive a fourth system call. */
+ * A read that was answered needs none: its reply carries the ACK, whether it is still queued or
+ * already written (rendezvous replies are flushed as they are made, so an empty output buffer
+ * does not mean no reply; pushing then would cost every keep-alive a fourth system call). */
 static void ack_now(conn_t *c) {
     uv_os_fd_t fd;
     int push = 2;
