@@ -5,6 +5,7 @@
 #   make run                  the main job: ddprun --standalone training the template MLP
 #   make test                 unit tests (cmocka) + integration tests, one summary line at the end
 #   make bench                benchmarks; results go to docs/BENCHMARKS.md by hand (see that file)
+#   make bench-scale          the rendezvous at 1,000-16,000 simulated nodes, and torchrun's
 #   make SANITIZE=address,undefined test      sanitizer build in build-san/
 #   make install PREFIX=/usr/local
 #   make deps                 print the apt-get line for Debian 12
@@ -94,7 +95,8 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench chaos install deps clean fuzz format lint man \
+.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install deps clean \
+    fuzz format lint man \
         cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
@@ -138,6 +140,10 @@ test-integration: all $(BENCHES)
 
 bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
+
+# Every rendezvous path at 1,000-16,000 simulated nodes, and torchrun's for reference (~8 min).
+bench-scale: all $(BENCHES)
+	@BUILD=$(BUILD) bench/scale.sh
 
 # The fault-injection campaign (docs/RELIABILITY.md; root: network namespaces). CHAOS_MINUTES
 # (default 2) and CHAOS_SEED (default random, printed) choose it; `make test` runs the short one as

@@ -712,15 +712,14 @@ static void on_join_status(void *arg, int status, const rdzv_round_reply_t *rep,
                        : NULL;
     if (root == NULL)
         return;
-    json_t *members = json_object_get(root, "members");
-    size_t joining = 0, i;
-    json_t *m;
-    json_array_foreach(members, i, m) {
-        const char *st = json_string_value(json_object_get(m, "state"));
-        joining += st != NULL && strcmp(st, "joining") == 0;
-    }
+    /* The counts alone (STATUS_PAGE, no member listed): every waiting node asks, so a reply
+     * listing the members would cost the store O(nodes^2) per wave of questions. */
+    json_t *nodes = json_object_get(root, "nodes");
+    json_int_t total = json_integer_value(json_object_get(nodes, "total"));
+    json_int_t joined = json_integer_value(json_object_get(nodes, "joining"));
+    size_t joining = joined > 0 ? (size_t)joined : 0;
     const agent_job_t *job = a->job;
-    size_t running = json_array_size(members) - joining;
+    size_t running = total > joined ? (size_t)(total - joined) : 0;
     char others[48] = "";
     if (running > 0)
         snprintf(others, sizeof others, ", %zu running the last round", running);
@@ -743,7 +742,8 @@ static void join_progress(struct agent_rdzv *r) {
                              ? r->join_report_gap * 2
                              : AGENT_JOIN_REPORT_MAX_MS;
     r->join_report_at = now + r->join_report_gap;
-    if (rdzv_acall_status(r->watch, r->a->job->run_id, on_join_status, r, NULL) == 0)
+    /* The counts alone (no member listed): see on_join_status. */
+    if (rdzv_acall_status_page(r->watch, r->a->job->run_id, 0, 0, on_join_status, r, NULL) == 0)
         r->join_status_pending = 1;
 }
 

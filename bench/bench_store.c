@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "ddp_buf.h"
 #include "ddp_err.h"
 #include "ddp_parse.h"
@@ -684,32 +685,17 @@ static void bench_rendezvous(int n) {
     engine_free(&e);
 }
 
-static long rss_kib(int pid, const char *field) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long v = -1;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, fl) == 0)
-            v = strtol(line + fl + 1, NULL, 10);
-    fclose(f);
-    return v;
-}
-
 static void bench_idle_rss(int pid, int n) {
     engine_t e;
     engine_init(&e, n, 2);
-    long before = rss_kib(pid, "VmRSS");
+    long before = bench_proc_kib(pid, "VmRSS");
     if (run_engine(&e, 0, stop_all_ready) < 0) {
         printf("| %d | timed out | |\n", n);
         return;
     }
     /* One PING round on the last connection makes sure the server has processed all. */
     usleep(200000);
-    long after = rss_kib(pid, "VmRSS");
+    long after = bench_proc_kib(pid, "VmRSS");
     printf("| %d | %ld | %ld | %.0f |\n", n, before, after, (double)(after - before) * 1024.0 / n);
     engine_free(&e);
 }

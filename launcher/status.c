@@ -1,5 +1,7 @@
 /* `ddprun status`: asks a rendezvous store for the state of one run (round, members, their
- * hosts and states) and prints it as a table, or with --json as its JSON, re-serialized. */
+ * hosts and states) and prints it as a table, or with --json as its JSON, re-serialized. By
+ * default it shows the counts by state and the first STATUS_SHOWN members (a run of 16,000
+ * nodes lists megabytes); --all reads every member, STATUS_PAGE_MAX at a time. */
 #include "launch_status.h"
 
 #include <errno.h>
@@ -27,15 +29,21 @@
 /* Connection attempts (a refused connect is retried: the store may be starting) stop after this
  * long, or after three quarters of the deadline when that comes first. */
 #define STATUS_CONNECT_MAX_MS 5000
+/* Members shown without --all, and members per request with it (each page costs the store
+ * one pass over the run and a reply of about 150 bytes a member). */
+#define STATUS_SHOWN 20
+#define STATUS_PAGE_MAX 4096
 
 #define STATUS_USAGE                                                                               \
-    "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--timeout SECS]"
+    "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--all] "              \
+    "[--timeout SECS]"
 
 typedef struct status_req {
     int done, rc;
-    int connected; /* the handshake is over: what is missing is the reply */
-    int own_text;  /* errtext is ours and does not name the endpoint yet (the client's does) */
-    double timeout_s;
+    int connected;    /* the handshake is over: what is missing is the reply */
+    int own_text;     /* errtext is ours and does not name the endpoint yet (the client's does) */
+    double timeout_s; /* --timeout, for the message */
+    uint64_t left_ms; /* what is left of it for this request */
     ddp_buf_t reply;
     char errtext[512];
 } status_req_t;
@@ -110,6 +118,7 @@ static const char *secs_field(const json_t *o, const char *key, char *buf) {
 /* Room for an escaped field: a run id, host or state (the server bounds them well below). */
 #define FIELD_MAX 1024
 
+/* Prints root (a STATUS_PAGE reply, or pages of one merged) as a table. */
 static void print_table(const json_t *root) {
     char round[24], used[24], max[24], lo[24], hi[24], run[FIELD_MAX], state[FIELD_MAX];
     char last[4 * FIELD_MAX];
@@ -119,6 +128,12 @@ static void print_table(const json_t *root) {
            str_field(root, "state", state, sizeof state), int_field(root, "restarts_used", 1, used),
            int_field(root, "max_restarts", 1, max), int_field(root, "min_nodes", 1, lo),
            int_field(root, "max_nodes", 1, hi));
+    const json_t *nodes = json_object_get(root, "nodes");
+    char total[24], running[24], joining[24], idle[24];
+    if (json_is_object(nodes))
+        printf("nodes %s: %s running, %s joining, %s idle\n", int_field(nodes, "total", 1, total),
+               int_field(nodes, "running", 1, running), int_field(nodes, "joining", 1, joining),
+               int_field(nodes, "idle", 1, idle));
     if (json_is_string(lastv) && json_string_length(lastv) > 0)
         printf("last failure: %s\n", str_field(root, "last_failure", last, sizeof last));
     /* step and last_beat: the node's progress, present when its agent supervises heartbeats
@@ -135,6 +150,11 @@ static void print_table(const json_t *root) {
                str_field(m, "state", mstate, sizeof mstate), secs_field(m, "silent_ms", silent),
                int_field(m, "step", 0, step), secs_field(m, "beat_age_ms", beat));
     }
+    json_int_t shown = (json_int_t)json_array_size(json_object_get(root, "members"));
+    const json_t *all = json_object_get(nodes, "total");
+    if (json_is_integer(all) && json_integer_value(all) > shown)
+        printf("... and %lld more nodes (--all lists every one)\n",
+               (long long)(json_integer_value(all) - shown));
 }
 
 static int usage(const char *msg) {
@@ -145,13 +165,14 @@ static int usage(const char *msg) {
 
 typedef struct status_args {
     const char *endpoint, *id;
-    int json_out;
+    int json_out, all;
     double timeout_s;
     int help;
 } status_args_t;
 
 const launch_status_flag_t launch_status_flags[] = {
-    {"rdzv-endpoint", 1}, {"rdzv-id", 1}, {"timeout", 1}, {"json", 0}, {"help", 0}, {NULL, 0},
+    {"rdzv-endpoint", 1}, {"rdzv-id", 1}, {"timeout", 1}, {"json", 0},
+    {"all", 0},           {"help", 0},    {NULL, 0},
 };
 
 /* Nonzero when name ("--rdzv_id", underscores) is one of launch_status_flags. */
@@ -189,6 +210,10 @@ static int args_parse(int argc, char **argv, status_args_t *o) {
                 *p = '_';
         if (strcmp(name, "--json") == 0) {
             o->json_out = 1;
+            continue;
+        }
+        if (strcmp(name, "--all") == 0) {
+            o->all = 1;
             continue;
         }
         if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
@@ -233,9 +258,11 @@ static void close_quietly(uv_handle_t *h) {
     (void)h;
 }
 
-/* Connects to co's store, asks for run id's status and runs the loop until the reply, a failure
- * or the deadline (q->timeout_s from now), whichever comes first. The outcome is in q. */
-static void request(const rdzv_client_opts_t *co, const char *id, status_req_t *q) {
+/* Connects to co's store, asks for run id's members [first, first + limit) and runs the loop
+ * until the reply, a failure or the deadline (q->left_ms from now), whichever comes first. The
+ * outcome is in q. */
+static void request(const rdzv_client_opts_t *co, const char *id, size_t first, size_t limit,
+                    status_req_t *q) {
     uv_loop_t loop;
     ddp_err_t err;
     ddp_err_clear(&err);
@@ -249,14 +276,14 @@ static void request(const rdzv_client_opts_t *co, const char *id, status_req_t *
     ddp_buf_t frame = DDP_BUF_INIT;
     if ((rc = uv_timer_init(&loop, &deadline)) == 0) {
         deadline.data = q;
-        rc = uv_timer_start(&deadline, on_deadline, (uint64_t)(q->timeout_s * 1000.0 + 0.5), 0);
+        rc = uv_timer_start(&deadline, on_deadline, q->left_ms, 0);
         if (rc < 0)
             uv_close((uv_handle_t *)&deadline, close_quietly);
     }
     if (rc < 0) {
         settle(q, rc, uv_strerror(rc), 1);
     } else if (rdzv_aclient_connect(&loop, co, on_connect, q, &c, &err) < 0 ||
-               rdzv_status_req_encode(&frame, id) < 0 ||
+               rdzv_status_page_req_encode(&frame, id, (int64_t)first, (int64_t)limit) < 0 ||
                rdzv_aclient_raw(c, &frame, rdzv_round_reply_len, 0, -1, "RDZV_STATUS", on_reply, q,
                                 &err) < 0) {
         settle(q, DDP_EPROTO, err.text[0] ? err.text : "unable to send the request", 1);
@@ -303,12 +330,13 @@ static void print_json(const char *out) {
     putchar('\n');
 }
 
-/* Prints the server's answer (table or --json) from host:port. Returns the exit code. */
-static int print_reply(const char *host, int port, const status_req_t *q, int json_out) {
+/* The JSON of the server's answer from host:port, or NULL after printing why. Caller owns;
+ * free with json_decref. */
+static json_t *reply_json(const char *host, int port, const status_req_t *q) {
     rdzv_round_reply_t rep;
     memset(&rep, 0, sizeof rep);
     size_t need = 0;
-    int code = 0;
+    json_t *root = NULL;
     if (rdzv_round_reply_parse(q->reply.data, q->reply.len, &rep, &need, NULL) <= 0 ||
         rep.status != 0) {
         /* The server's own words (status 1: "unknown run ..."), escaped like the table. */
@@ -317,32 +345,83 @@ static int print_reply(const char *host, int port, const status_req_t *q, int js
             ddp_str_escape(text, sizeof text, (const char *)rep.text.data, rep.text.len);
         fprintf(stderr, "ddprun status: %s\n",
                 rep.text.len > 0 ? text : "unknown run or bad reply");
-        code = 1;
     } else {
         /* jansson refuses raw control bytes inside strings and anything after the value. Its
          * error text quotes the reply: only the position is printed. */
         json_error_t jerr;
-        json_t *root = json_loadb((const char *)rep.text.data, rep.text.len, 0, &jerr);
-        char *out = NULL;
-        if (root == NULL) {
+        root = json_loadb((const char *)rep.text.data, rep.text.len, 0, &jerr);
+        if (root == NULL || !json_is_array(json_object_get(root, "members"))) {
             fprintf(stderr,
                     "ddprun status: %s:%d: the reply to RDZV_STATUS is not valid JSON "
                     "(at byte %d of %zu)\n",
-                    host, port, jerr.position, rep.text.len);
-            code = 1;
-        } else if (!json_out) {
-            print_table(root);
-        } else if ((out = json_dumps(root, STATUS_JSON_FLAGS)) == NULL) {
-            fprintf(stderr, "ddprun status: out of memory for the JSON\n");
-            code = 1;
-        } else {
-            print_json(out);
+                    host, port, root == NULL ? jerr.position : 0, rep.text.len);
+            json_decref(root);
+            root = NULL;
         }
-        free(out);
-        json_decref(root);
     }
     ddp_buf_free(&rep.text);
-    return code;
+    return root;
+}
+
+/* Reads the run's status into *root: the first STATUS_SHOWN members, or with all every member,
+ * page after page (the pages are read one after another: a member may move between them when
+ * the round changes meanwhile). Returns 0, or 1 after printing why. */
+static int status_read(const rdzv_client_opts_t *co, const status_args_t *o, const char *host,
+                       json_t **root) {
+    uint64_t start = uv_hrtime() / 1000000u, budget = (uint64_t)(o->timeout_s * 1000.0 + 0.5);
+    size_t first = 0, limit = o->all ? STATUS_PAGE_MAX : STATUS_SHOWN;
+    *root = NULL;
+    for (;;) {
+        status_req_t q;
+        memset(&q, 0, sizeof q);
+        uint64_t spent = uv_hrtime() / 1000000u - start;
+        q.timeout_s = o->timeout_s;
+        q.left_ms = spent < budget ? budget - spent : 1;
+        request(co, o->id, first, limit, &q);
+        json_t *page = NULL;
+        if (q.rc != 0)
+            print_failure(host, (int)co->port, &q, co->token_len > 0);
+        else
+            page = reply_json(host, (int)co->port, &q);
+        ddp_buf_free(&q.reply);
+        if (page == NULL) {
+            json_decref(*root);
+            *root = NULL;
+            return 1;
+        }
+        json_t *members = json_object_get(page, "members");
+        size_t got = json_array_size(members);
+        if (*root == NULL)
+            *root = page;
+        else if (json_array_extend(json_object_get(*root, "members"), members) < 0) {
+            json_decref(page);
+            fprintf(stderr, "ddprun status: out of memory for the members\n");
+            return 1;
+        } else {
+            json_decref(page);
+        }
+        const json_t *total = json_object_get(json_object_get(*root, "nodes"), "total");
+        first += got;
+        if (!o->all || got == 0 || !json_is_integer(total) ||
+            (json_int_t)first >= json_integer_value(total))
+            return 0;
+    }
+}
+
+/* Prints root as a table or, with json_out, as JSON. Returns the exit code. */
+static int status_print(const json_t *root, int json_out) {
+    if (!json_out) {
+        print_table(root);
+        return 0;
+    }
+    char *out = json_dumps(root, STATUS_JSON_FLAGS);
+    if (out == NULL) {
+        fprintf(stderr, "ddprun status: out of memory for the JSON\n");
+        return 1;
+    }
+    print_json(out);
+    free(out);
+    return 0;
 }
 
 int launch_status_main(int argc, char **argv) {
@@ -354,12 +433,13 @@ int launch_status_main(int argc, char **argv) {
         printf(
             "%s\n"
             "Asks the rendezvous store at HOST:PORT (port 29400 by default) for run ID's round,\n"
-            "members and their states. The job token comes from " DDP_ENV_TOKEN
-            " (hex),\n" DDP_ENV_TOKEN_FILE " or " DDP_ENV_STORE_TOKEN " (hex), the first one set.\n"
+            "members and their states: the counts by state and the first %d members;\n"
+            "--all lists every member. The job token comes from " DDP_ENV_TOKEN " (hex),\n"
+            DDP_ENV_TOKEN_FILE " or " DDP_ENV_STORE_TOKEN " (hex), the first one set.\n"
             "--timeout bounds the whole command (default %g s).\n"
             "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
             "within --timeout, token refused) or does not know the run; 2 usage error.\n",
-            STATUS_USAGE, STATUS_TIMEOUT_DEFAULT_S);
+            STATUS_USAGE, STATUS_SHOWN, STATUS_TIMEOUT_DEFAULT_S);
         return 0;
     }
     ddp_err_t err;
@@ -385,18 +465,12 @@ int launch_status_main(int argc, char **argv) {
                              .token_len = token.len,
                              .connect_timeout_ms = connect_ms,
                              .io_timeout_ms = (int)timeout_ms};
-    status_req_t q;
-    memset(&q, 0, sizeof q);
-    q.timeout_s = o.timeout_s;
-    request(&co, o.id, &q);
-    if (q.rc != 0) {
-        print_failure(host, (int)co.port, &q, token.len > 0);
-        code = 1;
-    } else {
-        code = print_reply(host, (int)co.port, &q, o.json_out);
-    }
+    json_t *root = NULL;
+    code = status_read(&co, &o, host, &root);
+    if (code == 0)
+        code = status_print(root, o.json_out);
+    json_decref(root);
     ddp_buf_free(&token);
-    ddp_buf_free(&q.reply);
     free(host);
     return code;
 }

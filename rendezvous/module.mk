@@ -20,8 +20,10 @@ $(BUILD)/tests/unit/test_rdzv_frame: $(BUILD)/obj/tests/unit/test_rdzv_frame.o $
     $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
-# The peer-owner lookup is wrapped so that a test can make it fail (owner_only fails closed).
-$(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner
+# The peer-owner lookup is wrapped so that a test can make it fail (owner_only fails closed), and
+# setsockopt so that a test can count the store's pushed ACKs.
+$(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
+    -Wl,--wrap=setsockopt
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_proto.o \
@@ -39,8 +41,9 @@ $(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += -Irendezvous
 # rendezvous/ use the clients (rdzv_client.h, rdzv_aclient.h) and the rendezvous codec
 # (rdzv_proto.h). The store's own benchmarks, test helpers and fuzzers below speak raw frames, so
 # they alone get -Irendezvous.
-$(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/bench_rdzv_join.o $(BUILD)/obj/bench/bench_store.o \
-    $(BUILD)/obj/tests/helpers/store_hostile.o: CPPFLAGS += -Irendezvous
+$(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/rdzv_sim.o $(BUILD)/obj/bench/bench_store.o \
+    $(BUILD)/obj/bench/bench_rdzv_scale.o $(BUILD)/obj/tests/helpers/store_hostile.o: \
+    CPPFLAGS += -Irendezvous
 
 # Integration helpers (tests/integration/test_store.sh drives them).
 STORE_HELPERS := store_client store_hostile store_swarm

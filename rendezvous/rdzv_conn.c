@@ -198,6 +198,7 @@ __attribute__((format(printf, 3, 4))) void rdzv__conn_fail(conn_t *c, uint64_t *
  * output cap the connection is cut off. They return 0 or -1 (connection closing). */
 static int out_done(conn_t *c, size_t cap0, int rc) {
     mem_acct(c->s, cap0, c->out.cap);
+    c->replied = 1;
     if (rc < 0) {
         rdzv__conn_fail(c, &c->s->st.mem_refused, "out of memory for replies");
         return -1;
@@ -259,7 +260,10 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 /* Sends the ACK of what c has read now. A read that ended in whole commands and queued no reply
  * (a SET, a parked WAIT) would leave its ACK to the delayed-ACK timer (40 ms), and a client that
  * keeps Nagle on holds its next request until that ACK: every SET then GET would stall 40 ms.
- * TCP_QUICKACK = 2 (even, non-zero) pushes the pending ACK and stays in delayed-ACK mode. */
+ * TCP_QUICKACK = 2 (even, non-zero) pushes the pending ACK and stays in delayed-ACK mode.
+ * A read that was answered needs none: its reply carries the ACK, whether it is still queued or
+ * already written (rendezvous replies are flushed as they are made, so an empty output buffer
+ * does not mean no reply; pushing then would cost every keep-alive a fourth system call). */
 static void ack_now(conn_t *c) {
     uv_os_fd_t fd;
     int push = 2;
@@ -284,6 +288,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         return;
     const uint8_t *data = (const uint8_t *)buf->base;
     size_t n = (size_t)nread, used = 0;
+    c->replied = 0;
     if (c->in.len == 0) {
         used = rdzv__conn_process(c, data, n);
         if (!c->closing && used < n) {
@@ -321,7 +326,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
             buf_trim(s, &c->in);
         }
     }
-    if (used > 0 && c->in.len == 0 && c->out.len == 0 && !c->closing)
+    if (used > 0 && c->in.len == 0 && !c->replied && !c->closing)
         ack_now(c);
     rdzv__conn_flush(c);
 }

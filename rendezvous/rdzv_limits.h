@@ -76,6 +76,10 @@
  * passes the shared store's defaults (RDZV_MAX_CONNS, RDZV_MAX_TOTAL_MEM). */
 #define RDZV_WSTORE_CONNS_BASE ((size_t)64)
 #define RDZV_WSTORE_CONNS_PER_WORKER ((size_t)16)
+/* Past RDZV_MAX_CONNS the margin shrinks to this many connections a worker, never below: group
+ * rank 0's store serves every worker of the job (16,000 nodes x 8 ranks: 128,000), and a limit
+ * under one connection a worker would refuse some ranks' init_process_group. */
+#define RDZV_WSTORE_CONNS_PER_WORKER_MIN ((size_t)2)
 #define RDZV_WSTORE_MEM_BASE ((size_t)64 * 1024 * 1024)
 #define RDZV_WSTORE_MEM_PER_WORKER ((size_t)16 * 1024 * 1024)
 

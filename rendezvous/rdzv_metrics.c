@@ -112,6 +112,7 @@ static const char *round_cmd_name(int cmd) {
     case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
     case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
     case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
+    case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
     default: return NULL;
     }
 }

@@ -1,4 +1,4 @@
-/* rdzv_proto: the codec of the rendezvous commands 0x50-0x55 (rdzv_proto.h,
+/* rdzv_proto: the codec of the rendezvous commands 0x50-0x56 (rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
  * reply parser for its clients. */
 #include "rdzv_proto.h"
@@ -163,6 +163,14 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
         STEP(cur_i64(c, &q->member));
         STEP(cur_i64(c, &q->member_key));
         break;
+    case RDZV_CMD_RDZV_STATUS_PAGE:
+        STEP(cur_i64(c, &q->first));
+        STEP(cur_i64(c, &q->limit));
+        if (q->first < 0 || q->first > RDZV_ROUND_MAX_NODES || q->limit < 0 ||
+            q->limit > RDZV_ROUND_MAX_NODES)
+            return ddp_err_set(c->err, DDP_EFRAME, "status page %lld+%lld out of range 0..%d",
+                               (long long)q->first, (long long)q->limit, RDZV_ROUND_MAX_NODES);
+        break;
     default: break; /* HEARTBEAT, STATUS: the run id only */
     }
     return (long)c->off;
@@ -256,6 +264,16 @@ int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id) {
     return run_only_encode(b, RDZV_CMD_RDZV_STATUS, run_id);
 }
 
+int rdzv_status_page_req_encode(ddp_buf_t *b, const char *run_id, int64_t first, int64_t limit) {
+    size_t start = b->len;
+    if (first < 0 || first > RDZV_ROUND_MAX_NODES || limit < 0 || limit > RDZV_ROUND_MAX_NODES)
+        return -EINVAL;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_STATUS_PAGE, run_id));
+    PUT(rdzv__put_i64(b, first));
+    PUT(rdzv__put_i64(b, limit));
+    return 0;
+}
+
 int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what) {
     size_t start = b->len;
     size_t n = what != NULL ? strlen(what) : 0;
@@ -332,12 +350,20 @@ int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
     return 0;
 }
 
-int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
+static int status_reply_encode(ddp_buf_t *b, uint8_t cmd, int ok, const void *text, size_t n) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_STATUS));
+    PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, ok ? 0 : 1));
     PUT(rdzv__put_blob(b, text, n));
     return 0;
+}
+
+int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
+    return status_reply_encode(b, RDZV_CMD_RDZV_STATUS, ok, text, n);
+}
+
+int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
+    return status_reply_encode(b, RDZV_CMD_RDZV_STATUS_PAGE, ok, text, n);
 }
 
 int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped) {

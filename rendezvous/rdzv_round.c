@@ -1058,31 +1058,58 @@ static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
     return o;
 }
 
-int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
-                          rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
-                          ddp_err_t *err) {
+/* Appends member m to members when it is at position *pos of STATUS's order and inside the page
+ * [first, first + limit); counts it in *pos. Returns 0 or -ENOMEM. */
+static int member_page_add(const status_ctx_t *sc, json_t *members, const rdzv_member_t *m,
+                           size_t *pos, size_t first, size_t limit) {
+    size_t at = (*pos)++;
+    if (at < first || at - first >= limit)
+        return 0;
+    return json_array_append_new(members, member_json(sc, m)) == 0 ? 0 : -ENOMEM;
+}
+
+/* The JSON of STATUS (page NULL: every member) or STATUS_PAGE (page[0] = first, page[1] =
+ * limit: the members of that page, and the counts by state). Either costs O(members) in all;
+ * only the page's members are written. */
+static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                        rdzv_progress_lookup_fn lookup, void *ctx, const size_t *page,
+                        ddp_buf_t *out, ddp_err_t *err) {
     const rdzv_run_t *r = run_find(rs, run_id);
     if (r == NULL)
         return ddp_err_set(err, -ENOENT, "no rendezvous '%s' on this server", run_id);
+    size_t first = page ? page[0] : 0, limit = page ? page[1] : SIZE_MAX;
     json_t *members = json_array();
-    json_t *o = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "run", r->id, "round",
+    json_t *o = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o}", "run", r->id, "round",
                           (json_int_t)r->round, "state", rdzv_run_state_name(r->state), "min_nodes",
                           (json_int_t)r->cfg.min_nodes, "max_nodes", (json_int_t)r->cfg.max_nodes,
                           "restarts_used", (json_int_t)r->restarts_used, "max_restarts",
                           (json_int_t)r->cfg.max_restarts, "last_failure",
-                          r->last_failure[0] ? json_string(r->last_failure) : json_null(),
-                          "members", members ? json_incref(members) : NULL);
+                          r->last_failure[0] ? json_string(r->last_failure) : json_null());
     status_ctx_t sc = {r, now_ms, lookup, ctx};
     int rc = o != NULL && members != NULL ? 0 : -ENOMEM;
+    size_t pos = 0, running = 0, idle = 0;
     for (size_t i = 0; rc == 0 && i < r->ngroup; i++)
-        if (r->group[i] != NULL && json_array_append_new(members, member_json(&sc, r->group[i])))
-            rc = -ENOMEM;
+        if (r->group[i] != NULL) {
+            running++;
+            rc = member_page_add(&sc, members, r->group[i], &pos, first, limit);
+        }
     for (size_t i = 0; rc == 0 && i < r->njoin; i++)
-        if (json_array_append_new(members, member_json(&sc, r->joiners[i])))
-            rc = -ENOMEM;
+        rc = member_page_add(&sc, members, r->joiners[i], &pos, first, limit);
     for (const rdzv_member_t *m = r->mhead; rc == 0 && m != NULL; m = m->rnext)
-        if (m->state == MEMBER_IDLE && json_array_append_new(members, member_json(&sc, m)))
-            rc = -ENOMEM;
+        if (m->state == MEMBER_IDLE) {
+            idle++;
+            rc = member_page_add(&sc, members, m, &pos, first, limit);
+        }
+    if (rc == 0 && page != NULL &&
+        json_object_set_new(o, "nodes",
+                            json_pack("{s:I, s:I, s:I, s:I}", "total", (json_int_t)pos, "running",
+                                      (json_int_t)running, "joining", (json_int_t)r->njoin, "idle",
+                                      (json_int_t)idle)) < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && page != NULL && json_object_set_new(o, "first", json_integer(first)) < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && json_object_set(o, "members", members) < 0)
+        rc = -ENOMEM;
     char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
     if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))
         rc = -ENOMEM;
@@ -1092,6 +1119,19 @@ int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t no
     if (rc < 0)
         return ddp_err_set(err, rc, "unable to write the status of '%s': out of memory", run_id);
     return 0;
+}
+
+int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                          rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
+                          ddp_err_t *err) {
+    return status_write(rs, run_id, now_ms, lookup, ctx, NULL, out, err);
+}
+
+int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                               rdzv_progress_lookup_fn lookup, void *ctx, size_t first,
+                               size_t limit, ddp_buf_t *out, ddp_err_t *err) {
+    size_t page[2] = {first, limit};
+    return status_write(rs, run_id, now_ms, lookup, ctx, page, out, err);
 }
 
 void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,

@@ -1,6 +1,6 @@
 /* rdzv_round: the server side of multi-node rendezvous as pure logic: one state machine per run
  * id (JOINING -> LAST_CALL -> RUNNING -> round r+1, or FAILED), kept in a bounded registry. The
- * wire codec of the rendezvous commands 0x50-0x55 is rdzv_proto.h.
+ * wire codec of the rendezvous commands 0x50-0x56 is rdzv_proto.h.
  * No sockets, no clock reads: the server passes events and the time in and carries out the
  * actions that come back (reply to a member, SET the round's end key, close a connection). */
 #ifndef RDZV_ROUND_INT_H
@@ -136,6 +136,14 @@ typedef int (*rdzv_progress_lookup_fn)(void *ctx, const char *run_id, int64_t gr
 int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
                           rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
                           ddp_err_t *err);
+
+/* The same JSON with the members [first, first + limit) of that order only (limit 0: none), and
+ * two more fields: "nodes": {total, running, joining, idle} (the counts of every member) and
+ * "first". A run of 16,000 nodes has a STATUS of megabytes; a page, or the counts alone, is what
+ * a waiting agent and a default `ddprun status` ask for. Returns as rdzv_runs_status_json. */
+int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                               rdzv_progress_lookup_fn lookup, void *ctx, size_t first,
+                               size_t limit, ddp_buf_t *out, ddp_err_t *err);
 
 /* What the metrics need of each run and each of its members (rdzv_runs_visit). */
 typedef struct rdzv_run_view {

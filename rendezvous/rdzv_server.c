@@ -256,16 +256,20 @@ static void nofile_fit(rdzv_server_t *s, int explicit_max) {
 }
 
 /* A workers' store's default limits fitted to workers processes (RDZV_WSTORE_* in rdzv_limits.h),
- * never above the shared store's defaults; limits the caller chose stay. */
+ * never above the shared store's defaults but for the connections of a job of more than 32,736
+ * workers (RDZV_WSTORE_CONNS_PER_WORKER_MIN each); limits the caller chose stay. */
 static void workers_fit(rdzv_server_t *s, size_t workers) {
     if (!s->worker_store || workers == 0)
         return;
-    if (workers > RDZV_MAX_CONNS)
-        workers = RDZV_MAX_CONNS; /* keeps the products below from overflowing */
+    if (workers > (size_t)RDZV_ROUND_MAX_NODES * RDZV_ROUND_MAX_NPROC)
+        workers = (size_t)RDZV_ROUND_MAX_NODES * RDZV_ROUND_MAX_NPROC; /* no product overflows */
     size_t conns = RDZV_WSTORE_CONNS_BASE + RDZV_WSTORE_CONNS_PER_WORKER * workers;
+    size_t floor = RDZV_WSTORE_CONNS_BASE + RDZV_WSTORE_CONNS_PER_WORKER_MIN * workers;
     size_t mem = RDZV_WSTORE_MEM_BASE + RDZV_WSTORE_MEM_PER_WORKER * workers;
+    if (conns > RDZV_MAX_CONNS)
+        conns = floor > RDZV_MAX_CONNS ? floor : RDZV_MAX_CONNS;
     if (!s->conns_explicit)
-        s->max_conns = conns < RDZV_MAX_CONNS ? conns : RDZV_MAX_CONNS;
+        s->max_conns = conns;
     if (!s->mem_explicit)
         s->max_total_mem = mem < RDZV_MAX_TOTAL_MEM ? mem : RDZV_MAX_TOTAL_MEM;
 }

@@ -90,7 +90,8 @@ struct conn {
     size_t woff, wchunk;
     size_t need; /* in.len must reach this before parsing again */
     uint8_t state, closing, writing, close_after_write, in_hs, wait_kind;
-    uint8_t legacy; /* PyTorch <= 2.0's command numbering (worker store only) */
+    uint8_t legacy;  /* PyTorch <= 2.0's command numbering (worker store only) */
+    uint8_t replied; /* a reply was queued during the read being handled: it carries the ACK */
     size_t wait_left;
     waiter_t *waiters;
     auth_state_t *auth;

@@ -1,5 +1,5 @@
 /* rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
- * commands 0x50-0x55 through the state machines of rdzv_round.c and carries out the actions they
+ * commands 0x50-0x56 through the state machines of rdzv_round.c and carries out the actions they
  * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
 #include "rdzv_server_int.h"
 
@@ -182,7 +182,7 @@ static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rd
     return 0;
 }
 
-/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, ABORT). */
+/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, STATUS_PAGE, ABORT, BEAT_FOR). */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
@@ -243,13 +243,18 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
             reply_buf(c, &b);
         break;
     }
-    case RDZV_CMD_RDZV_STATUS: {
+    case RDZV_CMD_RDZV_STATUS:
+    case RDZV_CMD_RDZV_STATUS_PAGE: {
         ddp_buf_t json = DDP_BUF_INIT;
-        int rc =
-            rdzv_runs_status_json(s->runs, r->join.run_id, now, progress_lookup, s, &json, &err);
+        int page = r->cmd == RDZV_CMD_RDZV_STATUS_PAGE;
+        int rc = page ? rdzv_runs_status_page_json(s->runs, r->join.run_id, now, progress_lookup, s,
+                                                   (size_t)r->first, (size_t)r->limit, &json, &err)
+                      : rdzv_runs_status_json(s->runs, r->join.run_id, now, progress_lookup, s,
+                                              &json, &err);
         const char *text = rc == 0 ? (const char *)json.data : err.text;
         size_t n = rc == 0 ? json.len : strlen(err.text);
-        if (rdzv_status_reply_encode(&b, rc == 0, text, n) == 0)
+        if ((page ? rdzv_status_page_reply_encode : rdzv_status_reply_encode)(&b, rc == 0, text,
+                                                                              n) == 0)
             reply_buf(c, &b);
         ddp_buf_free(&json);
         break;
@@ -261,7 +266,8 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
 }
 
 void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
-    static const char *const names[] = {"JOIN", "HEARTBEAT", "FAIL", "STATUS", "ABORT", "BEAT_FOR"};
+    static const char *const names[] = {"JOIN",  "HEARTBEAT", "FAIL",       "STATUS",
+                                        "ABORT", "BEAT_FOR",  "STATUS_PAGE"};
     const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_LAST
                            ? names[cmd - RDZV_CMD_RDZV_JOIN]
                            : "rendezvous";
@@ -274,6 +280,8 @@ void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) 
         rc = rdzv_join_reply_encode_err(&b, code, text);
     else if (cmd == RDZV_CMD_RDZV_STATUS)
         rc = rdzv_status_reply_encode(&b, 0, text, strlen(text));
+    else if (cmd == RDZV_CMD_RDZV_STATUS_PAGE)
+        rc = rdzv_status_page_reply_encode(&b, 0, text, strlen(text));
     if (rc == 0)
         rc = rdzv__reply_bytes(c, b.data, b.len);
     ddp_buf_free(&b);

@@ -50,6 +50,11 @@ int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const 
 int rdzv_acall_status(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
                       ddp_err_t *err);
 
+/* STATUS_PAGE: the run's counts by member state and its members [first, first + limit), as
+ * JSON in rep->text (limit 0: the counts alone). */
+int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first, int64_t limit,
+                           rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+
 /* ABORT: stop the run for good on every node, saying why. */
 int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
                      void *arg, ddp_err_t *err);

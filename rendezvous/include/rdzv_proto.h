@@ -1,4 +1,4 @@
-/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x55 of the
+/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x56 of the
  * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
@@ -14,13 +14,14 @@
 
 /* Command codes of the rendezvous (after the store's 0x40-0x4f). */
 enum {
-    RDZV_CMD_RDZV_JOIN = 0x50,      /* park until the round closes -> assignment or error */
-    RDZV_CMD_RDZV_HEARTBEAT = 0x51, /* refresh liveness -> current round and state */
-    RDZV_CMD_RDZV_FAIL = 0x52,      /* the worker group of a round failed -> counted or not */
-    RDZV_CMD_RDZV_STATUS = 0x53,    /* -> JSON of the run */
-    RDZV_CMD_RDZV_ABORT = 0x54,     /* a member stops the run for good -> done or ignored */
-    RDZV_CMD_RDZV_BEAT_FOR = 0x55,  /* a HEARTBEAT for a member, from another connection */
-    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_BEAT_FOR,
+    RDZV_CMD_RDZV_JOIN = 0x50,        /* park until the round closes -> assignment or error */
+    RDZV_CMD_RDZV_HEARTBEAT = 0x51,   /* refresh liveness -> current round and state */
+    RDZV_CMD_RDZV_FAIL = 0x52,        /* the worker group of a round failed -> counted or not */
+    RDZV_CMD_RDZV_STATUS = 0x53,      /* -> JSON of the run */
+    RDZV_CMD_RDZV_ABORT = 0x54,       /* a member stops the run for good -> done or ignored */
+    RDZV_CMD_RDZV_BEAT_FOR = 0x55,    /* a HEARTBEAT for a member, from another connection */
+    RDZV_CMD_RDZV_STATUS_PAGE = 0x56, /* -> JSON of the run: counts and a page of members */
+    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_STATUS_PAGE,
 };
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
@@ -136,16 +137,17 @@ enum {
 
 /* ---- requests ---- */
 
-/* One parsed rendezvous request (any of 0x50-0x55). Strings are NUL-terminated copies. */
+/* One parsed rendezvous request (any of 0x50-0x56). Strings are NUL-terminated copies. */
 typedef struct rdzv_round_req {
     uint8_t cmd;
     rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
     int64_t round;                /* FAIL */
     char what[RDZV_WHAT_MAX + 1]; /* FAIL, ABORT */
     int64_t member, member_key;   /* BEAT_FOR */
+    int64_t first, limit;         /* STATUS_PAGE: members [first, first + limit) */
 } rdzv_round_req_t;
 
-/* Parses one rendezvous request (buf[0] is its command, 0x50-0x55) from buf[0..len) (server
+/* Parses one rendezvous request (buf[0] is its command, 0x50-0x56) from buf[0..len) (server
  * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
  * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
  * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
@@ -161,6 +163,9 @@ int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id);
 int rdzv_beat_for_req_encode(ddp_buf_t *b, const char *run_id, int64_t member, int64_t member_key);
 int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what);
 int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id);
+/* STATUS_PAGE: the run's counts by member state and its members [first, first + limit) in
+ * STATUS's order (limit 0: the counts alone). first and limit are 0..RDZV_ROUND_MAX_NODES. */
+int rdzv_status_page_req_encode(ddp_buf_t *b, const char *run_id, int64_t first, int64_t limit);
 int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
 
 /* ---- replies ---- */
@@ -174,6 +179,8 @@ int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
 int rdzv_beat_for_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
 int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep);
 int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
+/* STATUS_PAGE's reply: STATUS's layout under its own command code. */
+int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
 int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped);
 
 /* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can

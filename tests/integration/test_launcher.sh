@@ -134,7 +134,8 @@ verdict "a local --rdzv_endpoint on one node runs, and -v says the job hosts its
 check "nothing left after the endpoint checks" no_leftovers
 
 # A store that misbehaves, on 127.0.0.1 port 0 (its port goes to PORTFILE). It answers the client
-# handshake (VALIDATE + PING without a token), then the RDZV_STATUS request per MODE:
+# handshake (VALIDATE + PING without a token), then the status request (RDZV_STATUS_PAGE, or
+# RDZV_STATUS) per MODE:
 #   trickle  the reply's header, then one byte a second of a 1000-byte JSON, for up to 60 s
 #   silent   nothing at all (not even the handshake)
 #   json     the reply with the JSON in $FAKE_JSON, then the connection stays open 10 s
@@ -164,16 +165,18 @@ if mode == "silent":
     sys.exit(0)
 hs = read_exact(10)                      # VALIDATE u32 magic, PING u32 nonce
 c.sendall(hs[6:10])                      # the nonce back
-req = read_exact(9)                      # 0x53, u64 run id length
+req = read_exact(9)                      # 0x56 or 0x53, u64 run id length
 read_exact(struct.unpack("<Q", req[1:9])[0])
+if req[0] == 0x56:
+    read_exact(16)                       # i64 first, i64 limit
 if mode == "trickle":
-    c.sendall(bytes([0x53, 0]) + struct.pack("<Q", 1000))
+    c.sendall(bytes([req[0], 0]) + struct.pack("<Q", 1000))
     for _ in range(60):
         c.sendall(b" ")
         time.sleep(1)
 else:
     body = os.environ["FAKE_JSON"].encode()
-    c.sendall(bytes([0x53, 0]) + struct.pack("<Q", len(body)) + body)
+    c.sendall(bytes([req[0], 0]) + struct.pack("<Q", len(body)) + body)
     time.sleep(10)
 PY
 

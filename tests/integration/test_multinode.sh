@@ -52,20 +52,24 @@ check "while it waits it says so: 'waiting N s for nodes: 1 of min 2 joined roun
 check "nothing left after a two-node job" no_leftovers
 unset FW_DIR FW_SLEEP_MS
 
-# 1b. ddprun status shows the run's round, members and states (table and --json).
+# 1b. ddprun status shows the run's round, node counts, members and states (table and --json;
+# every member with --all, the first 20 without).
 PORT=$(free_port); RUN=stat; d=$TMP/stat; mkdir -p "$d"
 export FW_DIR=$d FW_SLEEP_MS=1500
 agent st0 2 "$FW"; a=$LAST; agent st1 2 "$FW"; b=$LAST
 for i in $(seq 100); do [ -f "$d/env.3.0" ] && [ -f "$d/env.0.0" ] && break; sleep 0.05; done
 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=stat >"$TMP/stat.txt" 2>&1
 "$DDPRUN" status --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id stat --json >"$TMP/stat.json" 2>&1
+"$DDPRUN" status --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id stat --all >"$TMP/stat_all.txt" 2>&1
 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=nosuch >"$TMP/stat2.txt" 2>&1; src=$?
 wait $a; wait $b
 grep -q "run stat: round 0, RUNNING" "$TMP/stat.txt" && \
-    [ "$(grep -cE '^[01] +127.0.0.1 +2 +running' "$TMP/stat.txt")" = 2 ]
-verdict "ddprun status: round 0 RUNNING with 2 member rows"
-json_ok() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["state"]=="RUNNING" and len(d["members"])==2' "$TMP/stat.json"; }
-check "ddprun status --json is valid JSON with 2 members" json_ok
+    grep -qx "nodes 2: 2 running, 0 joining, 0 idle" "$TMP/stat.txt" && \
+    [ "$(grep -cE '^[01] +127.0.0.1 +2 +running' "$TMP/stat.txt")" = 2 ] &&
+    cmp -s "$TMP/stat.txt" "$TMP/stat_all.txt"
+verdict "ddprun status: round 0 RUNNING, the node counts and 2 member rows (the same with --all)"
+json_ok() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["state"]=="RUNNING" and len(d["members"])==2 and d["nodes"]["total"]==2' "$TMP/stat.json"; }
+check "ddprun status --json is valid JSON with 2 members and their count" json_ok
 [ $src = 1 ] && grep -q "nosuch" "$TMP/stat2.txt"
 verdict "ddprun status of an unknown run: exit 1, says so"
 "$DDPRUN" status --rdzv_id=stat --rdzv-endpoint >"$TMP/stat3.txt" 2>&1; src=$?

@@ -17,7 +17,9 @@
 #include <arpa/inet.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -1379,6 +1381,15 @@ static void test_worker_store_limits_follow_workers(void **state) {
     assert_int_equal(metric_of(s, "ddprun_store_memory_limit_bytes"), (64LL + 8 * 16) << 20);
     rdzv_server_set_workers(s, 0); /* unknown: unchanged */
     assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 8 * 16);
+    /* 16,000 nodes x 8 ranks: every worker keeps a connection to group rank 0's store, so the
+     * limit passes the shared store's 65,536 (2 a worker), as far as the open-file limit allows
+     * (the note names the limit it clipped). */
+    rdzv_server_set_workers(s, 128000);
+    long long lim = metric_of(s, "ddprun_store_connections_limit");
+    if (lim != 64 + 2 * 128000)
+        assert_non_null(strstr(s->nofile_note, "connection limit 256064 clipped"));
+    rdzv_server_set_workers(s, 8);
+    assert_int_equal(metric_of(s, "ddprun_store_connections_limit"), 64 + 8 * 16);
     o.max_conns = 10;
     o.max_total_mem = 1 << 20;
     assert_int_equal(rdzv_server_start(&loop, &o, &fixed, &err), 0);
@@ -1403,6 +1414,51 @@ int __wrap_ddp_tcp_peer_owner(const struct sockaddr *peer, const struct sockaddr
     if (lookup_fail != 0)
         return lookup_fail;
     return __real_ddp_tcp_peer_owner(peer, local, timeout_ms, out);
+}
+
+/* setsockopt, wrapped by the linker (module.mk): counts the ACKs pushed with TCP_QUICKACK = 2
+ * (the store's ack_now), then does the call. */
+int __wrap_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
+int __real_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
+static atomic_int acks_pushed;
+int __wrap_setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
+    if (level == IPPROTO_TCP && name == TCP_QUICKACK && len == sizeof(int) &&
+        *(const int *)val == 2)
+        atomic_fetch_add(&acks_pushed, 1);
+    return __real_setsockopt(fd, level, name, val, len);
+}
+
+/* A read whose commands were answered gets no ACK of its own (the reply carries it), even when
+ * the reply was written before the read's handling ended, as rendezvous replies are: at 16,000
+ * nodes every keep-alive paid a fourth system call for it. A read answered by nothing (a SET)
+ * still has its ACK pushed. */
+static void test_answered_reads_push_no_ack(void **state) {
+    (void)state;
+    server_thread_t *st = server_up(NULL, 0, 0, 0);
+    int fd = raw_connect(st->port);
+    ddp_buf_t b = DDP_BUF_INIT;
+    raw_send_sync(fd, &b); /* the handshake is over */
+    atomic_store(&acks_pushed, 0);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(rdzv_heartbeat_req_encode(&b, "no-such-run"), 0);
+        assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+        ddp_buf_reset(&b);
+        uint8_t rep[18]; /* 0x51, status 1 (not a member), i64 round, i64 state */
+        raw_read(fd, rep, sizeof rep);
+        assert_int_equal(rep[0], RDZV_CMD_RDZV_HEARTBEAT);
+        assert_int_equal(rep[1], 1);
+    }
+    assert_int_equal(atomic_load(&acks_pushed), 0);
+    put_key_cmd(&b, RDZV_CMD_SET, "k");
+    assert_int_equal(rdzv__put_blob(&b, "v", 1), 0);
+    assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+    ddp_buf_reset(&b);
+    for (int i = 0; i < 200 && atomic_load(&acks_pushed) == 0; i++)
+        usleep(10000);
+    assert_int_equal(atomic_load(&acks_pushed), 1);
+    ddp_buf_free(&b);
+    close(fd);
+    server_down(st);
 }
 
 /* owner_only fails closed: a loopback peer whose socket the lookup does not find, or whose
@@ -1775,6 +1831,7 @@ int main(void) {
         cmocka_unit_test(test_worker_store_limits_follow_workers),
         cmocka_unit_test(test_worker_store_owner_only),
         cmocka_unit_test(test_worker_store_owner_fails_closed),
+        cmocka_unit_test(test_answered_reads_push_no_ack),
         cmocka_unit_test(test_forget_rounds),
         cmocka_unit_test(test_join_round_keys),
         cmocka_unit_test(test_connect_unanswered_retried),

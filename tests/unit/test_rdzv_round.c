@@ -1,6 +1,6 @@
 /* Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
  * call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound, a
- * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x55. Time is
+ * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x56. Time is
  * simulated: every event gets its own now_ms. */
 #include <errno.h>
 #include <jansson.h>
@@ -779,6 +779,55 @@ static void test_status_json(void **state) {
     ddp_buf_free(&b);
 }
 
+/* STATUS_PAGE: the counts of every member by state, and only the members of the page asked for,
+ * in STATUS's order (group rank, then joiners, then idle members). */
+static void test_status_page(void **state) {
+    fx_t *f = *state;
+    form(f, 6, 2, 8, 0);
+    /* Round 0 runs 6 nodes; member 1 fails it: 1..6 idle, then 2 and 3 re-join round 1. */
+    rdzv_fail_reply_t rep;
+    assert_int_equal(rdzv_runs_fail(f->rs, "job", 1, 0, "x", 1500, &f->out, &rep), 0);
+    join_ok(f->rs, "job", 2, -1, 2, 8, 1600, &f->out);
+    join_ok(f->rs, "job", 3, -1, 2, 8, 1600, &f->out);
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_status_page_json(f->rs, "job", 1700, NULL, NULL, 1, 3, &b, NULL), 0);
+    json_error_t je;
+    json_t *o = json_loadb((const char *)b.data, b.len, 0, &je);
+    assert_non_null(o);
+    json_t *nodes = json_object_get(o, "nodes");
+    assert_int_equal(json_integer_value(json_object_get(nodes, "total")), 6);
+    assert_int_equal(json_integer_value(json_object_get(nodes, "running")), 0);
+    assert_int_equal(json_integer_value(json_object_get(nodes, "joining")), 2);
+    assert_int_equal(json_integer_value(json_object_get(nodes, "idle")), 4);
+    assert_int_equal(json_integer_value(json_object_get(o, "first")), 1);
+    json_t *ms = json_object_get(o, "members");
+    assert_int_equal(json_array_size(ms), 3); /* joiner h3, then the first two idle */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ms, 0), "host")), "h3");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ms, 1), "state")), "idle");
+    json_decref(o);
+    /* A page past the end lists nobody; limit 0 gives the counts alone. */
+    for (size_t first = 0; first <= 6; first += 6) {
+        ddp_buf_reset(&b);
+        size_t limit = first ? 10 : 0;
+        assert_int_equal(
+            rdzv_runs_status_page_json(f->rs, "job", 1700, NULL, NULL, first, limit, &b, NULL), 0);
+        o = json_loadb((const char *)b.data, b.len, 0, &je);
+        assert_non_null(o);
+        assert_int_equal(json_array_size(json_object_get(o, "members")), 0);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "nodes"), "total")),
+                         6);
+        json_decref(o);
+    }
+    /* The whole status has no counts: it is what it always was. */
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1700, NULL, NULL, &b, NULL), 0);
+    o = json_loadb((const char *)b.data, b.len, 0, &je);
+    assert_null(json_object_get(o, "nodes"));
+    assert_int_equal(json_array_size(json_object_get(o, "members")), 6);
+    json_decref(o);
+    ddp_buf_free(&b);
+}
+
 /* A progress table for STATUS: group rank 0 reported round 0, group rank 1 an older round. */
 static int fake_progress(void *ctx, const char *run_id, int64_t group_rank, rdzv_progress_t *p) {
     (void)ctx;
@@ -1091,6 +1140,31 @@ static void test_wire_fail_status_req(void **state) {
     assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_STATUS);
     ddp_buf_reset(&b);
+    /* u8 0x56, blob "job7", i64 first, i64 limit */
+    assert_int_equal(rdzv_status_page_req_encode(&b, "job7", 40, 20), 0);
+    assert_int_equal(b.len, 13 + 16);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_STATUS_PAGE);
+    assert_int_equal(p.first, 40);
+    assert_int_equal(p.limit, 20);
+    check_all_prefixes_incomplete(&b, 0);
+    assert_int_equal(rdzv_status_page_req_encode(&b, "job7", -1, 20), -EINVAL);
+    assert_int_equal(rdzv_status_page_req_encode(&b, "job7", 0, RDZV_ROUND_MAX_NODES + 1), -EINVAL);
+    /* A page out of range on the wire is a malformed frame naming it. */
+    b.data[b.len - 1] = 0x80; /* limit < 0 */
+    ddp_err_t perr = {0};
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &perr), DDP_EFRAME);
+    assert_non_null(strstr(perr.text, "status page"));
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_status_page_reply_encode(&b, 1, "{}", 2), 0);
+    rdzv_round_reply_t rr;
+    memset(&rr, 0, sizeof rr);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rr, &need, NULL), (long)b.len);
+    assert_int_equal(rr.cmd, RDZV_CMD_RDZV_STATUS_PAGE);
+    assert_int_equal(rr.status, 0);
+    assert_string_equal((const char *)rr.text.data, "{}");
+    ddp_buf_free(&rr.text);
+    ddp_buf_reset(&b);
     assert_int_equal(rdzv_abort_req_encode(&b, "job7", "no progress in 3 attempts"), 0);
     /* u8 0x54, blob "job7", blob reason */
     assert_int_equal(b.len, 1 + 8 + 4 + 8 + 25);
@@ -1210,6 +1284,7 @@ int main(void) {
         T(test_member_joins_again),
         T(test_many_lost_text_is_cut),
         T(test_status_json),
+        T(test_status_page),
         T(test_status_progress),
         cmocka_unit_test(test_key_layout),
         cmocka_unit_test(test_progress_codec),
