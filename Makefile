@@ -211,6 +211,7 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 lint:
+	scripts/check-license.sh
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 	    -D_GNU_SOURCE $(PUBLIC_INCLUDES) -Irendezvous $$(git ls-files '*.c')
