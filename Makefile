@@ -8,6 +8,7 @@
 #   make bench-scale          the rendezvous at 1,000-16,000 simulated nodes, and torchrun's
 #   make SANITIZE=address,undefined test      sanitizer build in build-san/
 #   make install PREFIX=/usr/local
+#   make deb                  the Debian packages, into build/ (debian/)
 #   make deps                 print the apt-get line for Debian 12
 
 .DEFAULT_GOAL := all
@@ -28,6 +29,12 @@ NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
 WERROR ?= 1
 OPT ?= -O2
 PREFIX ?= /usr/local
+# Where `make install` puts the libraries (and ddpw.pc under pkgconfig/) and the headers (under
+# ddprun/); a distribution sets its own (Debian: LIBDIR=/usr/lib/<multiarch>, debian/rules).
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+# The version ddpw.pc carries: pyproject.toml's (the wheel's; debian/changelog must agree).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 # Where `make install` puts the systemd unit: systemd reads $(PREFIX)/lib/systemd/system for the
 # prefixes it knows (/usr, /usr/local); with another PREFIX, link the unit into /etc/systemd/system.
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
@@ -63,9 +70,12 @@ endif
 ifeq ($(HAVE_CUDA),1)
 CPPFLAGS += -DDDP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lnccl -lstdc++
+# What libddpw's NCCL backend adds to a worker's link line (ddpw.pc).
+DDPW_CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lnccl
 NVCCFLAGS ?= -O2 -std=c++17 $(NVCC_GENCODE) -Xcompiler -fPIC,-Wall
 else
 CUDA_LIBS :=
+DDPW_CUDA_LIBS :=
 endif
 
 # objs: object files for a list of .c/.cu sources under $(BUILD)/obj.
@@ -95,9 +105,8 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install deps clean \
-    fuzz format lint man \
-        cpu-note gpu-check
+.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install installables \
+        deb deps clean fuzz format lint man cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
 # The main job (README quick start): 2 CPU workers, or one per GPU.
@@ -163,8 +172,11 @@ $(BUILD)/man/ddp-rendezvous.8: docs/man/ddp-rendezvous.8.in scripts/help2man.py 
 	@echo "  MAN     $@"
 	@python3 scripts/help2man.py $< $@ $(BUILD)/ddp-rendezvous
 
-install: all man
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/ddprun \
+# What `make install` installs, built (and nothing else: no test helper); make deb's build step.
+installables: $(BINS) $(INSTALL_LIBS) $(MANPAGES)
+
+install: installables
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/ddprun \
 	    $(DESTDIR)$(PREFIX)/libexec/ddprun $(DESTDIR)$(PREFIX)/share/man/man1 \
 	    $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 	    $(DESTDIR)$(SYSTEMD_UNIT_DIR)
@@ -181,9 +193,21 @@ install: all man
 	    $(DESTDIR)$(SYSTEMD_UNIT_DIR)/ddp-rendezvous.service
 	chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/ddp-rendezvous.service
 	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
-	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(INSTALL_HEADERS) common/include/ddp_err.h common/include/ddp_buf.h \
-	    $(DESTDIR)$(PREFIX)/include/ddprun/
+	    $(DESTDIR)$(INCLUDEDIR)/ddprun/
+	@# pkg-config's view of them: `cc $$(pkg-config --cflags --libs ddpw)` builds a worker.
+	sed -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@CUDA_LIBS@|$(DDPW_CUDA_LIBS)|' worker_template/ddpw.pc.in \
+	    >$(DESTDIR)$(LIBDIR)/pkgconfig/ddpw.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/ddpw.pc
+
+# The Debian packages ddprun, ddp-rendezvous and libddpw-dev (debian/): dpkg-buildpackage -us -uc
+# -b in a copy of the tree, the .deb files left in $(BUILD)/, checked by lintian
+# (scripts/build-deb.sh). `scripts/ensure-deps.sh --deb` installs debhelper and lintian.
+DEB_JOBS ?= $(shell nproc)
+deb:
+	@DEB_JOBS=$(DEB_JOBS) scripts/build-deb.sh $(BUILD)
 
 deps:
 	@echo "apt-get install -y $(APT_PACKAGES)"
@@ -192,6 +216,7 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 lint:
+	scripts/check-license.sh
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 	    -D_GNU_SOURCE $(PUBLIC_INCLUDES) -Irendezvous $$(git ls-files '*.c')

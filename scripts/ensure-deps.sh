@@ -3,10 +3,13 @@
 #   scripts/ensure-deps.sh           to build and run (make, make run)
 #   scripts/ensure-deps.sh --test    also what the test suite drives (a real Slurm, PyTorch)
 #   scripts/ensure-deps.sh --bench   also the benchmarks' references (Open MPI, redis, pdsh)
+#   scripts/ensure-deps.sh --deb     also what `make deb` needs (debhelper, lintian)
 # As root it runs apt-get (sudo when available); otherwise it prints the exact command and fails.
 set -eu
 pkgs=(build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev libopenblas-dev
       python3 iproute2 procps)
+# The Debian packaging (debian/, make deb): dpkg-buildpackage's helpers and the package checker.
+deb_pkgs=(debhelper lintian)
 for arg in "$@"; do
     case "$arg" in
     --test)
@@ -17,15 +20,18 @@ for arg in "$@"; do
         # man-db, groff-base: test_man.sh renders the man pages and counts groff's warnings;
         # prometheus: test_metrics.sh checks the page with promtool and scrapes it for real;
         # python3-setuptools, python3-wheel: test_wheel.sh builds the wheel offline;
-        # openssh-server (and its client): test_ssh.sh runs sshd in network namespaces.
+        # openssh-server (and its client): test_ssh.sh runs sshd in network namespaces;
+        # the packaging's and git: test_deb.sh builds the Debian packages from a clone.
         pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv gdb man-db
             groff-base prometheus python3-setuptools python3-wheel openssh-server
-            openssh-client) ;;
+            openssh-client "${deb_pkgs[@]}" git) ;;
     --bench)
         # pdsh: bench/fanout.sh's second reference beside mpirun --hostfile.
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools pdsh) ;;
+    --deb)
+        pkgs+=("${deb_pkgs[@]}") ;;
     *)
-        echo "ensure-deps: unknown argument '$arg' (use --test or --bench)" >&2
+        echo "ensure-deps: unknown argument '$arg' (use --test, --bench or --deb)" >&2
         exit 2 ;;
     esac
 done
