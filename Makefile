@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ddprun: one non-recursive Makefile. Each capability directory adds its sources, programs and
 # tests through its own module.mk (included below); this file holds the toolchain and generic rules.
 #

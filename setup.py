@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The build step of `pip install .` (pyproject.toml): make builds ddprun and ddp-rendezvous (no
 CUDA needed for those two), and the wheel carries them as data files for the environment's bin/,
 tagged for this platform: they are native programs."""

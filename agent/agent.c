@@ -1,4 +1,5 @@
-/* agent_run: sets up the node (subreaper, orphan guard, the stores of store.c, log directory,
+/* SPDX-License-Identifier: Apache-2.0
+ * agent_run: sets up the node (subreaper, orphan guard, the stores of store.c, log directory,
  * signal handling), runs the supervision loop and tears everything down. Worker exits arrive as
  * SIGCHLD on the loop (uv_signal), and this file holds the only waitpid of ddprun. */
 #include "agent_int.h"

@@ -1,4 +1,5 @@
-/* Agent internals shared by the agent/ sources: the worker table, output streams, supervision
+/* SPDX-License-Identifier: Apache-2.0
+ * Agent internals shared by the agent/ sources: the worker table, output streams, supervision
  * states. */
 #ifndef AGENT_INT_H
 #define AGENT_INT_H

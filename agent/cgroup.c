@@ -1,4 +1,5 @@
-/* The job's cgroup v2. Where ddprun may create one (as root, or in a delegated subtree: a writable
+/* SPDX-License-Identifier: Apache-2.0
+ * The job's cgroup v2. Where ddprun may create one (as root, or in a delegated subtree: a writable
  * cgroup of its own, as under systemd's Delegate= or Slurm), every worker starts in
  * <ddprun's cgroup>/ddprun-<pid>/g<N>, one fresh cgroup per worker group, and the whole cgroup,
  * with whatever left the workers' process groups (setsid, double fork), is killed through

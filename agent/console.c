@@ -1,4 +1,5 @@
-/* The agent's console: ddprun's stdout and stderr, written without ever blocking the loop.
+/* SPDX-License-Identifier: Apache-2.0
+ * The agent's console: ddprun's stdout and stderr, written without ever blocking the loop.
  *
  * A reader that stalls (a terminal held by Ctrl-S, a pipe into a stopped program, the launching
  * ddprun suspended while its ssh sessions carry this agent's output) must not stop supervision:

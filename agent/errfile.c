@@ -1,4 +1,5 @@
-/* Bounds a worker's error file (TORCHELASTIC_ERROR_FILE): one larger than AGENT_ERROR_FILE_MAX is
+/* SPDX-License-Identifier: Apache-2.0
+ * Bounds a worker's error file (TORCHELASTIC_ERROR_FILE): one larger than AGENT_ERROR_FILE_MAX is
  * rewritten, when its worker exits, as a small valid one holding the start of its text. So the
  * summary never reads more than the bound, and a worker cannot leave a huge file in the run
  * directory (RAM-backed /dev/shm) for as long as ddprun runs. */

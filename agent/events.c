@@ -1,4 +1,5 @@
-/* agent/events.c: --event_log_handler json, structured events for log pipelines: one JSON object
+/* SPDX-License-Identifier: Apache-2.0
+ * agent/events.c: --event_log_handler json, structured events for log pipelines: one JSON object
  * a line, each written with one write(2) to the handler's descriptor (stderr, or a file opened
  * O_APPEND by the launcher), so that lines from several agents sharing a file stay whole. The
  * events and their fields are documented in docs/cli.md ("Structured events"). */

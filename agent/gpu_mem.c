@@ -1,4 +1,5 @@
-/* The agent's use of NVML. Before a restart on a GPU node, the agent waits until the stopped
+/* SPDX-License-Identifier: Apache-2.0
+ * The agent's use of NVML. Before a restart on a GPU node, the agent waits until the stopped
  * workers' GPU memory is released: a new group that starts while the driver still tears the old
  * contexts down fails with out-of-memory. Before a node joins, its GPUs' fault counters are its
  * built-in health check. NVML is dlopen'ed at run time (no build or link dependency on the

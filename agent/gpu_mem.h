@@ -1,4 +1,5 @@
-/* The agent's use of NVML, loaded at run time (agent/gpu_mem.c): waiting for the GPU memory of
+/* SPDX-License-Identifier: Apache-2.0
+ * The agent's use of NVML, loaded at run time (agent/gpu_mem.c): waiting for the GPU memory of
  * a stopped worker group to be released before a restart (which processes still hold memory on
  * which device), and the GPUs' fault counters as the node's built-in health check. Private to
  * agent/. */

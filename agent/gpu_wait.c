@@ -1,4 +1,5 @@
-/* The wait before a restart for the GPU memory of the stopped group (--gpu_memory_reclaim_timeout):
+/* SPDX-License-Identifier: Apache-2.0
+ * The wait before a restart for the GPU memory of the stopped group (--gpu_memory_reclaim_timeout):
  * a driver releases a killed process's memory a moment after it is reaped, and new workers that
  * start too early fail to allocate. NVML is opened on the first restart (a job that never
  * restarts never loads it) and polled from a timer with agent__gpu_mem_next_delay's backoff. */

@@ -1,4 +1,5 @@
-/* The worker group of an attempt: the environment its workers share (torchrun's, plus
+/* SPDX-License-Identifier: Apache-2.0
+ * The worker group of an attempt: the environment its workers share (torchrun's, plus
  * DDPRUN_*), its directories, its start (each worker's is worker.c's) and the signals sent to
  * it. */
 #include "agent_int.h"

@@ -1,4 +1,5 @@
-/* The orphan guard: a tiny forked process that outlives a SIGKILLed agent just long enough to
+/* SPDX-License-Identifier: Apache-2.0
+ * The orphan guard: a tiny forked process that outlives a SIGKILLed agent just long enough to
  * clean up after it. Workers die with the agent through PR_SET_PDEATHSIG, but their own children
  * (data loaders, shells) do not. When its pipe from the agent reaches EOF without a goodbye, the
  * guard kills the job's cgroup (everything the workers started, wherever it went) where there is

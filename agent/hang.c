@@ -1,4 +1,5 @@
-/* Hangs: the heartbeat file of each worker (DDPRUN_HEARTBEAT_FILE), one timer at the earliest
+/* SPDX-License-Identifier: Apache-2.0
+ * Hangs: the heartbeat file of each worker (DDPRUN_HEARTBEAT_FILE), one timer at the earliest
  * heartbeat deadline of the running workers, the stack capture of a hung group (agent/stacks.c)
  * with its budget, and the progress record behind --max_no_progress_restarts. The table in
  * supervise.c decides what follows (the wait for a stopped group's GPU memory is gpu_wait.c's). */

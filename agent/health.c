@@ -1,4 +1,5 @@
-/* The node health check: see health.h. */
+/* SPDX-License-Identifier: Apache-2.0
+ * The node health check: see health.h. */
 #include "health.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* The node health check (--health_check CMD), run by the agent before each join: CMD under
+/* SPDX-License-Identifier: Apache-2.0
+ * The node health check (--health_check CMD), run by the agent before each join: CMD under
  * /bin/sh -c in a process group of its own, with the node's facts in its environment, bounded by
  * a timeout. Exit 0 is healthy; an exit status, a signal, the timeout or a command that cannot
  * start is not, and the result carries the reason and the last lines the check printed.

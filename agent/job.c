@@ -1,4 +1,5 @@
-/* agent_job_t's checks before anything starts (agent_job_prepare), and what the job's fields
+/* SPDX-License-Identifier: Apache-2.0
+ * agent_job_t's checks before anything starts (agent_job_prepare), and what the job's fields
  * mean to the workers: the per-rank stream masks and the device of a virtual local rank. */
 #include "agent_int.h"
 

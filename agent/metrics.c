@@ -1,4 +1,5 @@
-/* agent/metrics.c: ddprun --metrics HOST:PORT, the agent's Prometheus listener: its workers
+/* SPDX-License-Identifier: Apache-2.0
+ * agent/metrics.c: ddprun --metrics HOST:PORT, the agent's Prometheus listener: its workers
  * (running, started, failed by cause, each one's heartbeat age, the attempt) after the metrics of
  * the store it hosts, if any (rdzv_server_metrics), served on the agent's loop
  * (rdzv_metrics_start). docs/operations.md lists them. */

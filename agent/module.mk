@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # agent/: libagent.a, the per-node agent (spawn, output routing, supervision, failure summary,
 # the multi-node rendezvous, the job's cgroup). Its API is agent/include/agent.h: the job it runs
 # (agent_job_t). stacks.c (stack capture of a hung worker's process group) and gpu_mem.c (waiting

@@ -1,4 +1,5 @@
-/* Worker output routing: pipes read on the agent's loop, split into lines, written to the console
+/* SPDX-License-Identifier: Apache-2.0
+ * Worker output routing: pipes read on the agent's loop, split into lines, written to the console
  * a whole line at a time (so lines from different ranks never interleave mid-line; console.c
  * holds a stream back while its console is backed up), tagged
  * under --tee with the --log_line_prefix_template prefix (torchrun's "[default0]:" by default),

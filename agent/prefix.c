@@ -1,4 +1,5 @@
-/* The log line prefix of tee'd console lines (--log_line_prefix_template): Python's
+/* SPDX-License-Identifier: Apache-2.0
+ * The log line prefix of tee'd console lines (--log_line_prefix_template): Python's
  * string.Template syntax, rendered as torchrun's safe_substitute does. The check (at parse time,
  * by the launcher) and the render (once per worker stream) share the macro list below. */
 #include "agent.h"

@@ -1,4 +1,5 @@
-/* The agent's side of a multi-node rendezvous (docs/ARCHITECTURE.md): host the store
+/* SPDX-License-Identifier: Apache-2.0
+ * The agent's side of a multi-node rendezvous (docs/ARCHITECTURE.md): host the store
  * when the endpoint is this machine's, JOIN rounds, watch for the end of the running round, send
  * heartbeats, report failures, and leave through a bounded exit barrier. Everything is
  * asynchronous on the agent's loop (rdzv_aclient), so signals are handled during a rendezvous.

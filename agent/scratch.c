@@ -1,4 +1,5 @@
-/* The workers' scratch directory: a private directory on /dev/shm (tmpfs), made at start and
+/* SPDX-License-Identifier: Apache-2.0
+ * The workers' scratch directory: a private directory on /dev/shm (tmpfs), made at start and
  * given to every worker as DDPRUN_SHM_DIR, for what they share in memory on this node (the CPU
  * backend's segment). A worker killed before it unlinks its segment cannot leak it: the agent
  * empties the directory at every group stop, once every worker of the group is reaped, removes

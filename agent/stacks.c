@@ -1,4 +1,5 @@
-/* Where a hung worker is: every thread's stack of every process in its process group, written to a
+/* SPDX-License-Identifier: Apache-2.0
+ * Where a hung worker is: every thread's stack of every process in its process group, written to a
  * file before the group is stopped. Tools (py-spy, gdb, eu-stack) run as children with deadlines;
  * the kernel's view from /proc is always written. agent__stacks_start runs it all in a forked
  * helper so that the agent's loop only waits for one child's exit. */

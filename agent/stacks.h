@@ -1,4 +1,5 @@
-/* Stack capture of a worker's process group (agent/stacks.c): where a hung worker is, written to a
+/* SPDX-License-Identifier: Apache-2.0
+ * Stack capture of a worker's process group (agent/stacks.c): where a hung worker is, written to a
  * file before the group is stopped. Private to agent/. */
 #ifndef AGENT_STACKS_H
 #define AGENT_STACKS_H

@@ -1,4 +1,5 @@
-/* The node's stores: the job store (ddprun's protocol, for the worker library and, in a
+/* SPDX-License-Identifier: Apache-2.0
+ * The node's stores: the job store (ddprun's protocol, for the worker library and, in a
  * multi-node job hosted here, for the rendezvous: agent/rdzv.c starts that one) and the workers'
  * store (PyTorch's TCPStore on MASTER_ADDR, TORCHELASTIC_USE_AGENT_STORE). A one-node job gets
  * both here, on the agent's loop, with a fresh token only its workers receive. */

@@ -1,4 +1,5 @@
-/* The failure summary, in torchrun's layout so people and log scrapers recognise it: the root
+/* SPDX-License-Identifier: Apache-2.0
+ * The failure summary, in torchrun's layout so people and log scrapers recognise it: the root
  * cause (first failure of the last attempt) and the other failures, each with time, host, ranks,
  * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). */
 #include "agent_int.h"

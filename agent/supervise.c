@@ -1,4 +1,5 @@
-/* Supervision of the worker group as a state x event -> action table (s6-supervise style).
+/* SPDX-License-Identifier: Apache-2.0
+ * Supervision of the worker group as a state x event -> action table (s6-supervise style).
  *
  * States:
  *   RUNNING   the group is up; workers that exit 0 are counted, the first failure stops the rest

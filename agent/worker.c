@@ -1,4 +1,5 @@
-/* A worker's life, from its start to its failure record (libuv's process.c and tini's spawn and
+/* SPDX-License-Identifier: Apache-2.0
+ * A worker's life, from its start to its failure record (libuv's process.c and tini's spawn and
  * reap are the model). Its states (agent_worker_state_t), for each attempt:
  *
  *   NONE     not started yet (the table is zeroed before the first attempt)

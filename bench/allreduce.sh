@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CPU allreduce, 2 ranks, float32 4 KiB..64 MiB: libddpw's shared-memory backend against the
 # single-thread memcpy bandwidth measured in the same run and, where mpicc exists, Open MPI's
 # MPI_Allreduce (shared-memory transport, vader) built here from bench/mpi_allreduce_ref.c.

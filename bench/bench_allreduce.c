@@ -1,4 +1,5 @@
-/* bench_allreduce: CPU allreduce (libddpw shared-memory backend) from 4 KiB to 64 MiB of
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_allreduce: CPU allreduce (libddpw shared-memory backend) from 4 KiB to 64 MiB of
  * float32, with nccl-tests' figures (algbw = bytes / time, busbw = algbw * 2(n-1)/n) and the
  * single-thread memcpy bandwidth measured in the same run as the reference.
  *

@@ -1,4 +1,5 @@
-/* bench_beat_worker: the worker of bench/hang.sh. It beats the agent's heartbeat at a fixed rate
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_beat_worker: the worker of bench/hang.sh. It beats the agent's heartbeat at a fixed rate
  * for a while, then either exits 0 or stops beating and waits to be killed:
  *
  *   bench_beat_worker file RATE_HZ RUN_MS     utimensat($DDPRUN_HEARTBEAT_FILE) RATE_HZ times a

@@ -1,4 +1,5 @@
-/* bench_floor: the kernel's floor for bench_store's workloads, not a store.
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_floor: the kernel's floor for bench_store's workloads, not a store.
  *
  * One thread, one epoll loop, level-triggered, one read() per readable connection and one
  * write() per batch of replies. It parses just enough of the TCPStore frames bench_store sends

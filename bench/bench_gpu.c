@@ -1,4 +1,5 @@
-/* bench_gpu: the GPU facts make gpu-check needs, measured with CUDA itself.
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_gpu: the GPU facts make gpu-check needs, measured with CUDA itself.
  *
  *   bench_gpu info
  *       One line: the driver and runtime versions and each visible device (CUDA_VISIBLE_DEVICES

@@ -1,4 +1,5 @@
-/* bench_heartbeat: the cost of ddpw_heartbeat, each figure against a reference measured in the
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_heartbeat: the cost of ddpw_heartbeat, each figure against a reference measured in the
  * same run, in interleaved runs (median of RUNS):
  *   rate-limited  ns per ddpw_heartbeat call at the default interval (100 ms: nearly every call
  *                 only reads the coarse clock) vs a bare clock_gettime(CLOCK_MONOTONIC_COARSE)

@@ -1,4 +1,5 @@
-/* bench_launch: the agent's own costs, each against a reference measured in the same run.
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_launch: the agent's own costs, each against a reference measured in the same run.
  *   launch   wall time of `ddprun --standalone --nproc_per_node=8 /bin/true` vs a plain
  *            fork+exec+wait of the same 8 processes (the floor), median of N runs, interleaved;
  *            and the same with --numa_binding=node against without (the binding's own cost)

@@ -1,4 +1,5 @@
-/* bench_rdzv_join: N simulated agents (rdzv_sim.h) join one rendezvous run on a ddp-rendezvous
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_rdzv_join: N simulated agents (rdzv_sim.h) join one rendezvous run on a ddp-rendezvous
  * daemon started with --no-auth; reports the time from the last JOIN sent to the last reply
  * received (the round closes at once when max_nodes = N have joined).
  * Usage: bench_rdzv_join PORT N [RUNS]. */

@@ -1,4 +1,5 @@
-/* bench_rdzv_scale: every rendezvous path a job of N nodes takes, with N simulated agents
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_rdzv_scale: every rendezvous path a job of N nodes takes, with N simulated agents
  * (rdzv_sim.h) on one ddp-rendezvous started with --no-auth (bench/scale.sh starts it and
  * passes its PID, whose CPU time and RSS are read from /proc):
  *   join         R runs of min = max = N: last JOIN sent -> every reply read (median)

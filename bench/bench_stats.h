@@ -1,4 +1,5 @@
-/* bench_stats.h: the statistics the benchmark programs share, and their reading of another
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_stats.h: the statistics the benchmark programs share, and their reading of another
  * process's memory (header only: each bench is one source file linked on its own). */
 #ifndef BENCH_STATS_H
 #define BENCH_STATS_H

@@ -1,4 +1,5 @@
-/* bench_store: store benchmarks (not tests), driven by bench/store.sh. The same raw-protocol
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_store: store benchmarks (not tests), driven by bench/store.sh. The same raw-protocol
  * client drives any TCPStore-compatible server, so ddp-rendezvous and PyTorch's own TCPStore
  * are measured with identical client code; only the servers differ.
  *

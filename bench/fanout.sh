@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fan-out over ssh: wall time from the command to its exit, every worker having run, for 2, 4, 8
 # and 16 hosts x 2 workers of /bin/true, for ddprun --hosts, Open MPI's mpirun --hostfile (its ssh
 # launcher) and pdsh -R ssh on the same hosts: network namespaces with their own sshd

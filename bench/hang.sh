@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Hang detection, measured with real processes (bench/bench_beat_worker.c):
 # 1. latency: a worker beats its file 100 times a second, then stops; the time from its last beat
 #    to the agent's "hung" line, against the ideal (the --heartbeat_timeout itself);

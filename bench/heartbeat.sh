@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The cost of a heartbeat (bench/bench_heartbeat.c): ns per ddpw_heartbeat call, rate-limited and
 # with every beat writing, against a bare coarse-clock read and a bare pwrite in the same run.
 # The files go in TMPDIR (default /tmp), whose file system the table names.

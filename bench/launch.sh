@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Launch overhead, restart latency and peak RSS of the agent (bench/bench_launch.c).
 set -eu
 BUILD=${BUILD:-build}

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench/: benchmark programs (make bench runs bench/run.sh, which runs every bench/*.sh).
 BENCHES += $(BUILD)/bench/bench_launch
 $(BUILD)/bench/bench_launch: $(BUILD)/obj/bench/bench_launch.o

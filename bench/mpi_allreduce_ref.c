@@ -1,4 +1,5 @@
-/* mpi_allreduce_ref: the Open MPI reference for bench/allreduce.sh (built there with mpicc, not
+/* SPDX-License-Identifier: Apache-2.0
+ * mpi_allreduce_ref: the Open MPI reference for bench/allreduce.sh (built there with mpicc, not
  * by the main build). Same sizes, timing and formulas as bench_allreduce; buffers allocated and
  * touched once, so first-touch cost is not measured. Rank 0 prints one row per size. */
 #include <mpi.h>

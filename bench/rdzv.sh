@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Multi-node rendezvous: re-form time after a worker failure (4 agents x 2 workers on loopback:
 # rank 5 fails, every node stops its group, re-joins and restarts; from the failure to the last
 # worker of the new round running), and N simulated agents joining one run on ddp-rendezvous.

@@ -1,4 +1,5 @@
-/* rdzv_sim: simulated agents for the rendezvous benchmarks (see rdzv_sim.h). */
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_sim: simulated agents for the rendezvous benchmarks (see rdzv_sim.h). */
 #include "rdzv_sim.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* rdzv_sim: many simulated agents in one process against a ddp-rendezvous started with --no-auth,
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_sim: many simulated agents in one process against a ddp-rendezvous started with --no-auth,
  * for the rendezvous benchmarks (bench_rdzv_join, bench_rdzv_scale). Each agent is one TCP
  * connection speaking the agent's side of docs/protocol-rdzv.md: JOIN; once assigned, a WAIT on
  * its round's end key and a HEARTBEAT (with its progress SET first, as an agent with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make bench: runs every bench/*.sh (each prints markdown rows with its reference measured in the
 # same run) but scale.sh, which takes minutes and has its own target (make bench-scale). Copy the
 # figures, with this command, into docs/BENCHMARKS.md.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make bench-scale: every rendezvous path at 1,000 / 4,000 / 16,000 simulated nodes on one
 # ddp-rendezvous (bench_rdzv_scale, a fresh daemon per count), then torchrun's c10d rendezvous
 # (bench/scale_torch.py: DynamicRendezvousHandler nodes against a TCPStore in its own process)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torchrun's rendezvous at N simulated nodes, the reference of bench/scale.sh.
 
 Each node is a thread with its own TCPStore client and its own DynamicRendezvousHandler over a

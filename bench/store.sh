@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Store benchmarks (make bench runs every bench/*.sh with BUILD set). Starts ddp-rendezvous on
 # 127.0.0.1 port 0 (with a token, and with --no-auth for a like-for-like comparison), PyTorch's
 # TCPStore when a Python with torch 2.x is found (see TORCH_PYTHON below), and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reference server for bench/store.sh: PyTorch's own c10d TCPStore (libuv backend) on
 127.0.0.1, port 0. Prints "listening on 127.0.0.1:PORT", then serves until SIGTERM/SIGINT."""
 import datetime

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch worker of bench/torch_worker_store.sh: times rank 0's init_process_group and
 writes when its first allreduce of each attempt completed; in attempt 0, rank 1 fails after a
 barrier (so every rank is in the collective world) and records when.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The workers' store with a real PyTorch worker (bench/torch_worker_store.py, 2 ranks on gloo):
 # rank 0's init_process_group time, and a failed group's restart-to-first-allreduce time (rank 1
 # exits 1 in attempt 0; until rank 0's first allreduce of attempt 1 completes, Python's start and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # train throughput on the CPU backend: samples/s with 1 and 2 ranks (default ~1M-parameter MLP,
 # 512-1024-512-10, batch 64 per rank, SGD), median of the logged windows. 2 ranks talk through a
 # ddp-rendezvous on 127.0.0.1 (port 0). Prints a markdown table.

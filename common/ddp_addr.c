@@ -1,4 +1,5 @@
-/* ddp_addr: resolving a host, telling this machine's addresses, and the source address of a
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_addr: resolving a host, telling this machine's addresses, and the source address of a
  * route (ddp_addr.h). */
 #include "ddp_addr.h"
 

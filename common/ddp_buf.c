@@ -1,4 +1,5 @@
-/* ddp_buf_t growth with doubling; all allocation failures are reported, never fatal. */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_buf_t growth with doubling; all allocation failures are reported, never fatal. */
 #include "ddp_buf.h"
 
 #include <errno.h>

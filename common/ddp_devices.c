@@ -1,4 +1,5 @@
-/* ddp_devices: the visible-device list by torch.cuda's rule (ddp_devices.h). */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_devices: the visible-device list by torch.cuda's rule (ddp_devices.h). */
 #include "ddp_devices.h"
 
 #include <ctype.h>

@@ -1,4 +1,5 @@
-/* ddp_strerror and the first-error-wins ddp_err_t helpers. */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_strerror and the first-error-wins ddp_err_t helpers. */
 #include "ddp_err.h"
 
 #include <stdarg.h>

@@ -1,4 +1,5 @@
-/* ddp_str_escape: control bytes and malformed UTF-8 written as visible escapes (ddp_escape.h). */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_str_escape: control bytes and malformed UTF-8 written as visible escapes (ddp_escape.h). */
 #include "ddp_escape.h"
 
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* ddp_file: files and directories made without following what another user planted (ddp_file.h). */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_file: files and directories made without following what another user planted (ddp_file.h). */
 #include "ddp_file.h"
 
 #include <dirent.h>

@@ -1,4 +1,5 @@
-/* ddp_log: timestamped, role-tagged lines on stderr, written with one write(2) so that lines
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_log: timestamped, role-tagged lines on stderr, written with one write(2) so that lines
  * from several processes sharing the terminal never interleave mid-line. */
 #include "ddp_log.h"
 

@@ -1,4 +1,5 @@
-/* ddp_parse_*: range-checked conversions used by every parser of user input, and
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_parse_*: range-checked conversions used by every parser of user input, and
  * ddp_seconds_text, their way back for durations in messages. */
 #include "ddp_parse.h"
 

@@ -1,4 +1,5 @@
-/* ddp_proc: reading /proc (ddp_proc.h). */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_proc: reading /proc (ddp_proc.h). */
 #include "ddp_proc.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* ddp_signal: one table of the Linux signal names, read both ways. */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_signal: one table of the Linux signal names, read both ways. */
 #include "ddp_signal.h"
 
 #include <signal.h>

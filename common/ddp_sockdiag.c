@@ -1,4 +1,5 @@
-/* ddp_sockdiag: the owner of a local peer's TCP socket, from the kernel's socket diagnostics
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_sockdiag: the owner of a local peer's TCP socket, from the kernel's socket diagnostics
  * (NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY with an exact 4-tuple: one socket, no dump). */
 #include "ddp_sockdiag.h"
 

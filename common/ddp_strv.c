@@ -1,4 +1,5 @@
-/* ddp_strv_t: argv/envp vectors (git's strvec, with environment helpers). */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_strv_t: argv/envp vectors (git's strvec, with environment helpers). */
 #include "ddp_strv.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # common/: libddpcommon.a, internal helpers every program links (log, errors, buffers, parsing,
 # signal names, the visible-device list, address helpers, files made without following links).
 COMMON_SRCS := common/ddp_err.c common/ddp_log.c common/ddp_buf.c common/ddp_parse.c common/ddp_strv.c \

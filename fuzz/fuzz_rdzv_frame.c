@@ -1,4 +1,5 @@
-/* libFuzzer target for the store's frame parser (make fuzz). The first input byte picks the
+/* SPDX-License-Identifier: Apache-2.0
+ * libFuzzer target for the store's frame parser (make fuzz). The first input byte picks the
  * limits (PyTorch's defaults or small ones, so that every limit check is reachable); the rest
  * is parsed the way the server does: frame after frame until an error or an incomplete tail, once
  * in today's command numbering and once in PyTorch <= 2.0's (the workers' store's legacy clients).

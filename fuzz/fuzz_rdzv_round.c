@@ -1,4 +1,5 @@
-/* libFuzzer target for the rendezvous codec (make fuzz): the request parser the server runs on
+/* SPDX-License-Identifier: Apache-2.0
+ * libFuzzer target for the rendezvous codec (make fuzz): the request parser the server runs on
  * commands 0x50-0x55 and the reply parser the agents run. Same promises as the frame parser:
  * a frame never extends past the input, "incomplete" asks for more than is there, and an error
  * is reported with its code and text. The first input byte picks request or reply. */

@@ -1,4 +1,5 @@
-/* launch_cli_parse: torchrun's command line (torch/distributed/run.py) into a launch_spec_t.
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_cli_parse: torchrun's command line (torch/distributed/run.py) into a launch_spec_t.
  * Every flag has a dashed and an underscored spelling, "--flag=value" and "--flag value" forms, a
  * PET_<FLAG> variable (the command line wins), and a unique prefix works as in argparse. Parsing
  * stops at the first argument that is not a flag (the program) or after "--". */

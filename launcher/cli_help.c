@@ -1,4 +1,5 @@
-/* launch_usage: ddprun --help, the flags with their defaults and the exit codes (docs/cli.md says
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_usage: ddprun --help, the flags with their defaults and the exit codes (docs/cli.md says
  * the same at length). */
 #include "launch_spec.h"
 

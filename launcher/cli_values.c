@@ -1,4 +1,5 @@
-/* The value parsers behind the command line (launcher/cli.c's option table): numbers, seconds,
+/* SPDX-License-Identifier: Apache-2.0
+ * The value parsers behind the command line (launcher/cli.c's option table): numbers, seconds,
  * booleans, endpoints, --rdzv_conf, log directories, per-rank stream maps, rank and signal lists,
  * duplicate filters. Each names the flag (or PET_* variable) in its one-line error. */
 #include "launch_spec.h"

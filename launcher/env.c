@@ -1,4 +1,5 @@
-/* How the launcher reads its environment: through a launch_getenv_fn, so that the tests of the
+/* SPDX-License-Identifier: Apache-2.0
+ * How the launcher reads its environment: through a launch_getenv_fn, so that the tests of the
  * Slurm and Kubernetes derivations replay recorded environments, with an empty variable read as
  * no value. */
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* --hostfile, --hosts, --include and --exclude: the hosts of a job started over ssh, parsed and
+/* SPDX-License-Identifier: Apache-2.0
+ * --hostfile, --hosts, --include and --exclude: the hosts of a job started over ssh, parsed and
  * checked before anything starts. Every error is one line naming the file and line (or the flag
  * and entry), since a hostfile is often generated and the user needs to find the bad line. */
 #include "launch_hosts.h"

@@ -1,4 +1,5 @@
-/* Slurm hostlist ("node[01-04,07],gpu-a[1-2]") and per-node count ("3,1(x3)") parsers.
+/* SPDX-License-Identifier: Apache-2.0
+ * Slurm hostlist ("node[01-04,07],gpu-a[1-2]") and per-node count ("3,1(x3)") parsers.
  * Pure functions over strings: no environment, no I/O. Grammar, as Slurm writes them:
  *   list  := item { sep item }      sep := ',' or whitespace (runs allowed)
  *   item  := { literal | '[' range { ',' range } ']' }

@@ -1,4 +1,5 @@
-/* launch_job_build: the launcher's parse result (launch_spec_t) resolved into the job the agent
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_job_build: the launcher's parse result (launch_spec_t) resolved into the job the agent
  * runs (agent_job_t): the rendezvous endpoint of the chosen backend with its default port,
  * durations in milliseconds, and the visible-device list in use. */
 #include "launch_spec.h"

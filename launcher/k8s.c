@@ -1,4 +1,5 @@
-/* launch_k8s_derive: the job's shape from the environment Kubernetes' ways of launching torchrun
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_k8s_derive: the job's shape from the environment Kubernetes' ways of launching torchrun
  * give a pod, as Slurm's is derived from SLURM_* (launch_k8s.h). Elastic launches (the Kubeflow
  * training operator's elasticPolicy, Kubeflow Trainer's torch runtime) set PET_* variables, which
  * the flag parser reads already; this covers the rest:

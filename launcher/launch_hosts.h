@@ -1,4 +1,5 @@
-/* The hosts of a job started over ssh (--hostfile, --hosts, --include, --exclude): parsed and
+/* SPDX-License-Identifier: Apache-2.0
+ * The hosts of a job started over ssh (--hostfile, --hosts, --include, --exclude): parsed and
  * checked by launcher/hostfile.c before anything starts; launcher/ssh.c starts one agent on each.
  */
 #ifndef LAUNCH_HOSTS_H

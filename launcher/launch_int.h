@@ -1,4 +1,5 @@
-/* Internals of the launcher module shared between its files and its unit tests. */
+/* SPDX-License-Identifier: Apache-2.0
+ * Internals of the launcher module shared between its files and its unit tests. */
 #ifndef LAUNCH_INT_H
 #define LAUNCH_INT_H
 

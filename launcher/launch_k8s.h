@@ -1,4 +1,5 @@
-/* Kubernetes support for the launcher: the job's shape from the environment of a pod started by
+/* SPDX-License-Identifier: Apache-2.0
+ * Kubernetes support for the launcher: the job's shape from the environment of a pod started by
  * the Kubeflow training operator (PyTorchJob), Kubeflow Trainer, an Indexed Job or a JobSet
  * (k8s.c; docs/kubernetes.md). Pure logic over a launch_getenv_fn. */
 #ifndef LAUNCH_K8S_H

@@ -1,4 +1,5 @@
-/* launch_numa: --numa_binding, torchrun 2.x's modes. The node's topology is read from sysfs (NUMA
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_numa: --numa_binding, torchrun 2.x's modes. The node's topology is read from sysfs (NUMA
  * nodes, sockets, physical cores and their SMT siblings, L3 groups, each GPU's NUMA node through
  * its PCI bus id), and each local rank gets a set of CPUs and NUMA nodes, always inside the CPUs
  * ddprun itself may use. The agent applies the plan in each worker between fork and exec

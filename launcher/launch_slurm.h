@@ -1,4 +1,5 @@
-/* Slurm support for the launcher: the hostlist and task-count parsers (hostlist.c) and the
+/* SPDX-License-Identifier: Apache-2.0
+ * Slurm support for the launcher: the hostlist and task-count parsers (hostlist.c) and the
  * derivation of a job spec from a step's SLURM_* environment (slurm.c). Pure logic: every
  * environment read goes through a launch_getenv_fn, so tests replay recorded environments. */
 #ifndef LAUNCH_SLURM_H

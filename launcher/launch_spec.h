@@ -1,4 +1,5 @@
-/* launch_spec_t: everything the command line (and PET_* / SLURM_* environment) says about a job,
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_spec_t: everything the command line (and PET_* / SLURM_* environment) says about a job,
  * produced by launch_cli_parse (launcher/cli.c). It is the launcher's own: launch_job_build
  * (launcher/job.c) resolves it into the agent_job_t the agent runs. */
 #ifndef LAUNCH_SPEC_H

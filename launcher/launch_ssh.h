@@ -1,4 +1,5 @@
-/* Jobs started over ssh: the launching side (--hostfile, --hosts; launcher/ssh.c) and the
+/* SPDX-License-Identifier: Apache-2.0
+ * Jobs started over ssh: the launching side (--hostfile, --hosts; launcher/ssh.c) and the
  * agent's side (--ssh_session; launcher/ssh_session.c). */
 #ifndef LAUNCH_SSH_H
 #define LAUNCH_SSH_H

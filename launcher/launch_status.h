@@ -1,4 +1,5 @@
-/* `ddprun status` (launcher/status.c). */
+/* SPDX-License-Identifier: Apache-2.0
+ * `ddprun status` (launcher/status.c). */
 #ifndef LAUNCH_STATUS_H
 #define LAUNCH_STATUS_H
 

@@ -1,4 +1,5 @@
-/* ddprun: parse the command line (and PET_* / SLURM_* environment), resolve the worker count, the
+/* SPDX-License-Identifier: Apache-2.0
+ * ddprun: parse the command line (and PET_* / SLURM_* environment), resolve the worker count, the
  * program to exec and the job, then hand the job to the agent. Every usage error is found before
  * the agent starts and exits 2 with one line; the exit code is decided here, once. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the

@@ -1,4 +1,5 @@
-/* launch_nproc_resolve: --nproc_per_node gpu|cpu|auto into a number. GPUs are counted through the
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_nproc_resolve: --nproc_per_node gpu|cpu|auto into a number. GPUs are counted through the
  * driver API, dlopen'ed only when asked (the launcher never links libcudart: it costs start-up time
  * and memory in every run that does not need it). */
 #include "launch_spec.h"

@@ -1,4 +1,5 @@
-/* launch_numa: the node's topology from sysfs and the per-rank CPU and NUMA node sets of each
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_numa: the node's topology from sysfs and the per-rank CPU and NUMA node sets of each
  * --numa_binding mode (launch_numa.h). Pure computation over the files read: the tests build
  * sysfs trees of real machines' shapes under $DDPRUN_SYSFS_ROOT. */
 #include "launch_numa.h"

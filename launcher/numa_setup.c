@@ -1,4 +1,5 @@
-/* launch_numa_setup: the --numa_binding plan of this node's workers, made before anything starts
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_numa_setup: the --numa_binding plan of this node's workers, made before anything starts
  * (an impossible binding is a usage error, exit 2, unless --numa_binding_fallback). Each local
  * rank's anchor is the NUMA node of its GPU (the device LOCAL_RANK names in the visible list, the
  * one device it sees under --virtual_local_rank: the same entry), found through the driver API's

@@ -1,4 +1,5 @@
-/* launch_program_argv: the worker's argv by torchrun's rules (python3 -u for .py, -m, --run_path,
+/* SPDX-License-Identifier: Apache-2.0
+ * launch_program_argv: the worker's argv by torchrun's rules (python3 -u for .py, -m, --run_path,
  * --no_python), with the program found and checked before anything starts, so a typo is a usage
  * error (exit 2) and the child after fork needs no PATH search. */
 #include "launch_spec.h"

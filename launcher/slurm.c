@@ -1,4 +1,5 @@
-/* Slurm step detection and the derivation of nnodes, node rank, rendezvous id/backend/endpoint and
+/* SPDX-License-Identifier: Apache-2.0
+ * Slurm step detection and the derivation of nnodes, node rank, rendezvous id/backend/endpoint and
  * nproc from SLURM_*, for `srun --ntasks-per-node=1 ddprun program` with no other flag.
  * Every read goes through a launch_getenv_fn, so tests replay recorded environments. */
 #include "launch_slurm.h"

@@ -1,4 +1,5 @@
-/* --hostfile and --hosts: one ddprun starts the job on every host over the system's ssh client,
+/* SPDX-License-Identifier: Apache-2.0
+ * --hostfile and --hosts: one ddprun starts the job on every host over the system's ssh client,
  * relays their output and stops them all (the other end, the agent it starts on each host, is
  * ssh_session.c).
  *

@@ -1,4 +1,5 @@
-/* --ssh_session: the agent a launching ddprun (ssh.c) starts on each host. It reads the job token
+/* SPDX-License-Identifier: Apache-2.0
+ * --ssh_session: the agent a launching ddprun (ssh.c) starts on each host. It reads the job token
  * from its ssh session's stdin and, on a host other than the first without --rdzv_endpoint, the
  * store's address on the next line; then the session moves off fd 0 and the agent watches it
  * (agent/agent.c, on_session): its end stops the job. */

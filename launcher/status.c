@@ -1,4 +1,5 @@
-/* `ddprun status`: asks a rendezvous store for the state of one run (round, members, their
+/* SPDX-License-Identifier: Apache-2.0
+ * `ddprun status`: asks a rendezvous store for the state of one run (round, members, their
  * hosts and states) and prints it as a table, or with --json as its JSON, re-serialized. By
  * default it shows the counts by state and the first STATUS_SHOWN members (a run of 16,000
  * nodes lists megabytes); --all reads every member, STATUS_PAGE_MAX at a time. */

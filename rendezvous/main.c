@@ -1,4 +1,5 @@
-/* ddp-rendezvous: the store daemon. Parses flags, loads the token, serves rdzv_server on the
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp-rendezvous: the store daemon. Parses flags, loads the token, serves rdzv_server on the
  * default libuv loop, prints "listening on ADDR:PORT" once it accepts (and tells systemd, under
  * Type=notify), and exits 0 on SIGTERM or SIGINT. Exit codes: 0 clean shutdown; 1 could not start
  * (address in use, token unreadable); 2 usage (one line naming the flag). */

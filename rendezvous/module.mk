@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # rendezvous/: the store. librdzv.a (codec, auth, server, client), the ddp-rendezvous daemon,
 # its unit tests, integration helpers, benchmark and libFuzzer target.
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \

@@ -1,4 +1,5 @@
-/* Typed rendezvous calls on the asynchronous client (rdzv_acall.h): encode with rdzv_proto,
+/* SPDX-License-Identifier: Apache-2.0
+ * Typed rendezvous calls on the asynchronous client (rdzv_acall.h): encode with rdzv_proto,
  * send with rdzv_aclient_raw, decode the reply before the caller sees it. */
 #include "rdzv_acall.h"
 

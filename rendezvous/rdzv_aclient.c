@@ -1,4 +1,5 @@
-/* rdzv_aclient: the asynchronous store client on a libuv loop (rdzv_aclient.h). It owns one
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_aclient: the asynchronous store client on a libuv loop (rdzv_aclient.h). It owns one
  * uv_tcp_t and four timers embedded in it (STYLE 17); requests sit in two FIFO lists: queued
  * (not sent yet) and inflight (sent, reply awaited, matched in order).
  *

@@ -1,4 +1,5 @@
-/* rdzv_auth: HMAC-SHA256 proofs, random nonces and the job-token helpers (hex from the
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_auth: HMAC-SHA256 proofs, random nonces and the job-token helpers (hex from the
  * environment, raw bytes from a file, generation for --standalone). libcrypto does the crypto. */
 #include "rdzv_auth_int.h"
 

@@ -1,4 +1,5 @@
-/* rdzv_auth: the HMAC-SHA256 challenge-response shared by the store server and client
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_auth: the HMAC-SHA256 challenge-response shared by the store server and client
  * (internal), and the client's handshake encoder. The token itself never crosses the wire: each
  * side proves it holds the token by a MAC over both nonces, bound to its role so that one proof
  * cannot be replayed as the other. */

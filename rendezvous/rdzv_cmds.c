@@ -1,4 +1,5 @@
-/* rdzv_cmds: the store's commands (TCPStore's and ddprun's own): which commands each connection
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_cmds: the store's commands (TCPStore's and ddprun's own): which commands each connection
  * state allows, the parse loop over a connection's input, and one handler per command. */
 #include "rdzv_server_int.h"
 

@@ -1,4 +1,5 @@
-/* rdzv_conn: one connection of the store: accept, read, write, close, and the reply buffer.
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_conn: one connection of the store: accept, read, write, close, and the reply buffer.
  * Input is parsed straight from one shared read buffer; only the tail of an incomplete frame is
  * copied into the connection. Replies go to a per-connection buffer that is written with
  * uv_try_write, then uv_write in chunks of RDZV_WRITE_BYTES_PER_TURN; a client whose unread

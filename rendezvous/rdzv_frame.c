@@ -1,4 +1,5 @@
-/* rdzv_frame: parses store requests in place (no allocation, no copies) and encodes the
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_frame: parses store requests in place (no allocation, no copies) and encodes the
  * integers and blobs of requests and replies. The parser is stateless: it is given all the
  * bytes buffered so far and either finds one whole frame, says how many bytes it needs, or
  * rejects the frame. Every length is range-checked before it is used. */

@@ -1,4 +1,5 @@
-/* rdzv_frame: the wire codec of the store (internal to rendezvous/). Requests are PyTorch c10d
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_frame: the wire codec of the store (internal to rendezvous/). Requests are PyTorch c10d
  * TCPStore's (a 1-byte command, u64 length-prefixed blobs, native little-endian integers) plus
  * ddprun's own commands at codes >= 0x40. docs/protocol.md is the specification. */
 #ifndef RDZV_FRAME_INT_H

@@ -1,4 +1,5 @@
-/* rdzv_keys: the store's key table (a chained hash with a per-server random seed, grown at load
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_keys: the store's key table (a chained hash with a per-server random seed, grown at load
  * factor 1), the queues kept beside the values, and the waits parked on keys: WAIT, GET_WAIT and
  * BARRIER are answered when their keys appear or their last party arrives, never polled. Every
  * byte is on the memory account (rdzv_server_int.h). */

@@ -1,4 +1,5 @@
-/* rdzv_layout: the key names of a multi-node job in the store (rdzv_layout.h), both directions. */
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_layout: the key names of a multi-node job in the store (rdzv_layout.h), both directions. */
 #include "rdzv_layout.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* rdzv_limits: every bound the store enforces, as named constants in one place (STYLE 21).
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_limits: every bound the store enforces, as named constants in one place (STYLE 21).
  * The wire-level ones match PyTorch's c10d TCPStore (TCPStoreLibUvBackend.cpp); the others
  * keep one client from growing the server without bound. rdzv_server_opts_t overrides most of
  * them (0 = the default here); the daemon exposes them as flags. */

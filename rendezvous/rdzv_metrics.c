@@ -1,4 +1,5 @@
-/* rdzv_metrics: the store's Prometheus metrics (text exposition format 0.0.4) and the small HTTP
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_metrics: the store's Prometheus metrics (text exposition format 0.0.4) and the small HTTP
  * listener that serves them on the store's own loop (rdzv_server.h). The listener is bounded like
  * the store: a few connections, a request of at most 8 KiB, 5 s each; one request per connection,
  * answered and closed. When every slot is taken, a newcomer takes the slot of the oldest

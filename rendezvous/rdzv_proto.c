@@ -1,4 +1,5 @@
-/* rdzv_proto: the codec of the rendezvous commands 0x50-0x56 (rdzv_proto.h,
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_proto: the codec of the rendezvous commands 0x50-0x56 (rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
  * reply parser for its clients. */
 #include "rdzv_proto.h"

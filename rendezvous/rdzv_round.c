@@ -1,4 +1,5 @@
-/* rdzv_round: the rendezvous state machines (one per run id) and their registry, as pure logic:
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_round: the rendezvous state machines (one per run id) and their registry, as pure logic:
  * events and the time come in, actions go out (rdzv_round_int.h). The wire codec of the
  * rendezvous commands is rdzv_proto.c.
  *

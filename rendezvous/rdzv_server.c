@@ -1,4 +1,5 @@
-/* rdzv_server: the ddprun store on one libuv loop: options and limits (fitted to the open-file
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_server: the ddprun store on one libuv loop: options and limits (fitted to the open-file
  * limit), the listening socket, the handshake deadline, the rate-limited admission log, and
  * closing. The key table is rdzv_keys.c, connections rdzv_conn.c, commands rdzv_cmds.c, the
  * rendezvous glue rdzv_server_round.c (rdzv_server_int.h).

@@ -1,4 +1,5 @@
-/* rdzv_server_int: what the files of the store share (internal to rendezvous/): the server, its
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_server_int: what the files of the store share (internal to rendezvous/): the server, its
  * connections, the key table's entries and parked waiters, the memory account, and the functions
  * that cross files.
  *

@@ -1,4 +1,5 @@
-/* rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
  * commands 0x50-0x56 through the state machines of rdzv_round.c and carries out the actions they
  * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
 #include "rdzv_server_int.h"

@@ -1,4 +1,5 @@
-/* rdzv_server_thread: the store on a thread of its own (rdzv_server.h). The thread runs the loop
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_server_thread: the store on a thread of its own (rdzv_server.h). The thread runs the loop
  * until rdzv_server_thread_stop wakes it (uv_async_send, the one libuv call that is safe from
  * another thread) to close the server; the loop then runs out of handles and the thread ends. */
 #include "rdzv_server.h"

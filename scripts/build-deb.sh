@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make deb: the Debian packages of debian/, built by dpkg-buildpackage -us -uc -b in a copy of the
 # tree under OUT/deb/ (dpkg-buildpackage cleans the tree it builds in, which would take OUT with
 # it, and writes its results beside that tree), checked by lintian with a source package made

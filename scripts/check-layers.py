@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the include graph between ddprun's libraries (docs/ARCHITECTURE.md, "Layers").
 
 Each library directory (common, rendezvous, worker_template, agent, launcher) has public headers

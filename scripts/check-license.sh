@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every source file names its license in its first comment: "SPDX-License-Identifier:
 # Apache-2.0" (LICENSE holds the text). Source files are C (.c, .h, .cu), shell (.sh, .sbatch and
 # any file that starts with #!), Python (.py) and make (Makefile, .mk); a #! line comes before the

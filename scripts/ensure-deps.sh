@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages ddprun needs, when any is missing.
 #   scripts/ensure-deps.sh           to build and run (make, make run)
 #   scripts/ensure-deps.sh --test    also what the test suite drives (a real Slurm, PyTorch)

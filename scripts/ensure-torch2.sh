@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs PyTorch 2.x from PyPI into a virtual environment and prints its python on stdout.
 # Used by the store's compatibility test (PyTorch's own TCPStore client against ddp-rendezvous,
 # tests/integration/test_store.sh) and the store benchmark's TCPStore reference (bench/store.sh):

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Builds a man page from a program's --help text and a hand-written template, so that the
 options are documented once (the --help text, which the program's tests already check) and the
 page never drifts from it.

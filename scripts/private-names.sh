@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command where no name lookup can leave the machine: in a mount namespace of its own, over
 # /etc/hosts and /etc/resolv.conf bind-mounted private copies. The hosts file names every form of
 # loopback a server may see a client as (127.0.0.1, ::1 and the IPv4-mapped ::ffff:127.0.0.1 of a

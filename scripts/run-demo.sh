@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: data-parallel training of the template MLP under ddprun, one worker per GPU when
 # there are GPUs, else 2 workers on the CPU.
 set -eu

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the unit test binaries (each under a timeout) and the integration suites, then prints one
 # summary line that CI reads:
 #   N passed, N failed, N skipped

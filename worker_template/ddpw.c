@@ -1,4 +1,5 @@
-/* ddpw.c: the worker environment (torchrun's variables plus DDPRUN_*), the store connection,
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw.c: the worker environment (torchrun's variables plus DDPRUN_*), the store connection,
  * backend choice and the only dispatcher of collectives: it holds the backends' operation tables
  * (ddpw_int.h) and composes them, shared memory within a node and the TCP ring between nodes. */
 #include "ddpw_int.h"

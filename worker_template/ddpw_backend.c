@@ -1,4 +1,5 @@
-/* ddpw_backend.c: the job's backend, decided once for every rank. Each rank says what it asked
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_backend.c: the job's backend, decided once for every rank. Each rank says what it asked
  * for and whether NCCL can run on it (its vote: a device of its own, or why not, with CUDA's own
  * error when the device query failed); rank 0 reads every vote through the store, decides, and
  * publishes the decision, which every rank applies. Decided per rank, a job whose nodes differ

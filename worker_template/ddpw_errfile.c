@@ -1,4 +1,5 @@
-/* ddpw_errfile.c: the TORCHELASTIC_ERROR_FILE writer, in the JSON shape of PyTorch's
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_errfile.c: the TORCHELASTIC_ERROR_FILE writer, in the JSON shape of PyTorch's
  * torch/distributed/elastic/multiprocessing/errors/error_handler.py (_write_error). */
 #include "ddpw.h"
 

@@ -1,4 +1,5 @@
-/* ddpw_heartbeat.c: the worker's side of the agent's heartbeat. DDPRUN_HEARTBEAT_FILE is opened
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_heartbeat.c: the worker's side of the agent's heartbeat. DDPRUN_HEARTBEAT_FILE is opened
  * once; a beat at least DDPW_HEARTBEAT_INTERVAL_MS after the previous write is one pwrite of the
  * step (20 zero-padded digits and a newline) at offset 0, which also moves the file's mtime. */
 #include "ddpw_int.h"

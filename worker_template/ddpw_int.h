@@ -1,4 +1,5 @@
-/* ddpw internals: the context every backend sees, the store services (ddpw_store.c) and the
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw internals: the context every backend sees, the store services (ddpw_store.c) and the
  * backend operations table. ddpw.c is the only dispatcher: it picks the backends, composes them
  * (shared memory within a node, the TCP ring between node leaders) and calls them through their
  * tables; a backend calls only the store services, never another backend or ddpw.c. Not

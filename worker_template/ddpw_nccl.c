@@ -1,4 +1,5 @@
-/* ddpw_nccl.c: the NCCL backend. Rank 0 creates the unique id and publishes it under the round
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_nccl.c: the NCCL backend. Rank 0 creates the unique id and publishes it under the round
  * prefix; every rank creates its communicator non-blocking and polls it against a deadline,
  * aborting it on timeout or error (a blocking init cannot be aborted: NVIDIA/nccl issue 289).
  * Without DDP_HAVE_CUDA the calls are stubs that report DDP_ENOGPU, so the CPU build links. */

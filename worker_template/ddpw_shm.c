@@ -1,4 +1,5 @@
-/* ddpw_shm.c: the CPU backend. The ranks of one node share one POSIX shared-memory segment,
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_shm.c: the CPU backend. The ranks of one node share one POSIX shared-memory segment,
  * created once by local rank 0 (name exchanged through the store under the round prefix) and
  * unlinked as soon as every rank has mapped it, so nothing is left behind after a crash. Under
  * ddprun it is a file in DDPRUN_SHM_DIR, the agent's private directory on /dev/shm, which the

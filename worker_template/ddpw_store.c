@@ -1,4 +1,5 @@
-/* ddpw_store.c: the store services of libddpw, shared by ddpw.c and the backends: keys under the
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_store.c: the store services of libddpw, shared by ddpw.c and the backends: keys under the
  * round prefix (DDP_WORKER_KEY_PREFIX "<run_id>/<round>/<key>", rdzv_layout.h, so a restarted job
  * never reads a previous round's values, and the store drops old rounds' keys), SET, bounded GET
  * and a store barrier. */

@@ -1,4 +1,5 @@
-/* ddpw_tcp.c: the CPU backend across nodes, between node leaders (LOCAL_RANK 0): a TCP ring, each
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw_tcp.c: the CPU backend across nodes, between node leaders (LOCAL_RANK 0): a TCP ring, each
  * leader connected to the next (GROUP_RANK + 1) and accepting from the previous. The ring sums
  * node leaders' buffers (reduce-scatter then allgather, full duplex) and passes broadcasts along;
  * ddpw.c composes it with the shared memory of each node (node allreduce, ring, node broadcast

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make gpu-check: proves the GPU path on a machine with CUDA devices, through ddprun as users run
 # it. One line per check ("ok - ...", "not ok - ...", "skip - ... (needs 2+ GPUs)"), then one JSON
 # line of figures ("gpu-check figures: {...}") and "gpu-check: all passed" or "gpu-check: FAILED".

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # worker_template/: libddpw (ddpw.h: env -> ranks, store, CPU/NCCL collectives, error files) and
 # train, the data-parallel MLP trainer (C on the CPU, .cu on the GPU when HAVE_CUDA=1).
 DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \

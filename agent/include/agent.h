@@ -1,4 +1,5 @@
-/* The per-node agent: hosts the job's store, forks and supervises the workers, restarts the
+/* SPDX-License-Identifier: Apache-2.0
+ * The per-node agent: hosts the job's store, forks and supervises the workers, restarts the
  * group on failure and prints the failure summary. It runs an agent_job_t, the job resolved from
  * the command line by the launcher, and depends on nothing of the launcher. */
 #ifndef AGENT_H

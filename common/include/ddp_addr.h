@@ -1,4 +1,5 @@
-/* ddp_addr: numeric addresses of this machine and of the hosts it talks to (the agent's
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_addr: numeric addresses of this machine and of the hosts it talks to (the agent's
  * rendezvous: resolving the endpoint, deciding whether it is ours, finding the address the other
  * nodes reach us at). Library code: errors are returned, never logged. */
 #ifndef DDP_ADDR_H

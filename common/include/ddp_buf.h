@@ -1,4 +1,5 @@
-/* ddp_buf_t: a growable byte buffer owned by the struct that embeds it.
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_buf_t: a growable byte buffer owned by the struct that embeds it.
  * Growth happens only through these calls, so no pointer is invalidated behind the caller. */
 #ifndef DDP_BUF_H
 #define DDP_BUF_H

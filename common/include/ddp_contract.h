@@ -1,4 +1,5 @@
-/* ddp_contract: the names two programs of ddprun agree on, spelled once. The agent
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_contract: the names two programs of ddprun agree on, spelled once. The agent
  * (agent/group.c, agent/worker.c) sets these variables in every worker's environment and the
  * worker library (worker_template/ddpw.c and its backends) reads them; the launcher, the daemon
  * and `ddprun status` read the job token's. A name is written here and nowhere else: every other

@@ -1,4 +1,5 @@
-/* ddp_devices: the visible-device list (CUDA_VISIBLE_DEVICES, or HIP_VISIBLE_DEVICES on ROCm),
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_devices: the visible-device list (CUDA_VISIBLE_DEVICES, or HIP_VISIBLE_DEVICES on ROCm),
  * read by one rule wherever ddprun needs it: counting GPUs under Slurm, and giving each worker its
  * own device under --virtual_local_rank.
  *

@@ -1,4 +1,5 @@
-/* Error codes and parser error reports shared by every ddprun module.
+/* SPDX-License-Identifier: Apache-2.0
+ * Error codes and parser error reports shared by every ddprun module.
  * Functions return 0 on success and a negative code on failure: -errno, or a DDP_E* code. */
 #ifndef DDP_ERR_H
 #define DDP_ERR_H

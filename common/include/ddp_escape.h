@@ -1,4 +1,5 @@
-/* ddp_str_escape: text that came from the network or from workers (host names, run ids, error
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_str_escape: text that came from the network or from workers (host names, run ids, error
  * messages), made safe to print on a terminal: control bytes cannot move the cursor, clear the
  * screen, ring the bell or forge a line. */
 #ifndef DDP_ESCAPE_H

@@ -1,4 +1,5 @@
-/* ddp_file: the files ddprun writes (worker logs, heartbeat and stack files, the event log) and
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_file: the files ddprun writes (worker logs, heartbeat and stack files, the event log) and
  * the directories that hold them, made so that nothing planted there is written through.
  *
  * ddprun often runs as root and writes into directories it did not make itself: a --log_dir

@@ -1,4 +1,5 @@
-/* One logging call for the programs (never for library code, which returns errors instead).
+/* SPDX-License-Identifier: Apache-2.0
+ * One logging call for the programs (never for library code, which returns errors instead).
  * Lines look like `ddprun[agent 1234] 12:00:01.234 W message` and go to stderr. */
 #ifndef DDP_LOG_H
 #define DDP_LOG_H

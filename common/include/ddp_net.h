@@ -1,4 +1,5 @@
-/* ddp_net: TCP helpers shared by the store client (rendezvous/) and the CPU backend's ring
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_net: TCP helpers shared by the store client (rendezvous/) and the CPU backend's ring
  * (worker_template/). Every wait is bounded by a deadline on the ddp_now_ms() clock, so an
  * unreachable peer costs the caller's timeout, never the kernel's SYN retries (minutes). */
 #ifndef DDP_NET_H

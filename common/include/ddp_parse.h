@@ -1,4 +1,5 @@
-/* Strict number parsing (no atoi): the whole string must be a number in range. */
+/* SPDX-License-Identifier: Apache-2.0
+ * Strict number parsing (no atoi): the whole string must be a number in range. */
 #ifndef DDP_PARSE_H
 #define DDP_PARSE_H
 

@@ -1,4 +1,5 @@
-/* ddp_proc: reading /proc, the one parser of /proc/<pid>/stat (stack captures, the GPU wait's
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_proc: reading /proc, the one parser of /proc/<pid>/stat (stack captures, the GPU wait's
  * process groups, the CPU backend's dead-peer check). */
 #ifndef DDP_PROC_H
 #define DDP_PROC_H

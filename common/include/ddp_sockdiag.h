@@ -1,4 +1,5 @@
-/* ddp_sockdiag: who owns the other end of a TCP connection whose peer lives on this host, asked
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_sockdiag: who owns the other end of a TCP connection whose peer lives on this host, asked
  * of the kernel (NETLINK_SOCK_DIAG, inet_diag), and whether an address is loopback. The workers'
  * store uses it to serve only its own user's processes (docs/protocol.md, "The workers' store"). */
 #ifndef DDP_SOCKDIAG_H

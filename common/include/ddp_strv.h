@@ -1,4 +1,5 @@
-/* ddp_strv_t: a NULL-terminated vector of owned strings, for argv and envp built before fork. */
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp_strv_t: a NULL-terminated vector of owned strings, for argv and envp built before fork. */
 #ifndef DDP_STRV_H
 #define DDP_STRV_H
 

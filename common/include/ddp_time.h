@@ -1,4 +1,5 @@
-/* Monotonic clock helpers: every deadline in ddprun is computed from these. */
+/* SPDX-License-Identifier: Apache-2.0
+ * Monotonic clock helpers: every deadline in ddprun is computed from these. */
 #ifndef DDP_TIME_H
 #define DDP_TIME_H
 

@@ -1,4 +1,5 @@
-/* A minimal worker on libddpw: every rank contributes its rank + 1, allreduces the sum and checks
+/* SPDX-License-Identifier: Apache-2.0
+ * A minimal worker on libddpw: every rank contributes its rank + 1, allreduces the sum and checks
  * it against the world size's triangle number. Build it against an installed libddpw-dev:
  *
  *   cc -o allreduce allreduce.c $(pkg-config --cflags --libs ddpw)

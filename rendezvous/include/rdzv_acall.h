@@ -1,4 +1,5 @@
-/* rdzv_acall: the rendezvous requests (rdzv_proto.h) as typed asynchronous calls on an
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_acall: the rendezvous requests (rdzv_proto.h) as typed asynchronous calls on an
  * rdzv_aclient connection. Each call encodes its request, sends it, decodes the reply and checks
  * that the reply answers this command, so that a program taking part in rounds (the agent)
  * never builds or parses a frame.

@@ -1,4 +1,5 @@
-/* rdzv_aclient: the asynchronous client of the ddprun store, driven by the caller's libuv loop
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_aclient: the asynchronous client of the ddprun store, driven by the caller's libuv loop
  * (the agent's), so that a rendezvous never blocks signal handling or supervision.
  *
  * One client is one TCP connection. Requests are queued and pipelined; the server answers in

@@ -1,4 +1,5 @@
-/* rdzv_client: the blocking C client of the ddprun store (agents, workers, tools).
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_client: the blocking C client of the ddprun store (agents, workers, tools).
  *
  * The wire protocol is PyTorch c10d TCPStore's (docs/protocol.md) plus ddprun's own commands
  * (authentication, stats). One client is one TCP connection. Thread-compatible: a client may be

@@ -1,4 +1,5 @@
-/* rdzv_layout: the names of the keys a multi-node job keeps in the store, built and parsed here
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_layout: the names of the keys a multi-node job keeps in the store, built and parsed here
  * alone (docs/protocol-rdzv.md, "Keys"). The store's own keys of run R live under "__rdzv/R/":
  *
  *   __rdzv/R/end/N         SET by the store when round N ends (its value says why); agents WAIT

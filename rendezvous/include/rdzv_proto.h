@@ -1,4 +1,5 @@
-/* rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x56 of the
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x56 of the
  * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed

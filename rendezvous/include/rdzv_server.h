@@ -1,4 +1,5 @@
-/* rdzv_server: the ddprun store served on a libuv loop, embedded in an agent or run by the
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_server: the ddprun store served on a libuv loop, embedded in an agent or run by the
  * ddp-rendezvous daemon (rendezvous/main.c). */
 #ifndef RDZV_SERVER_H
 #define RDZV_SERVER_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The fault-injection campaign (docs/RELIABILITY.md): three hosts made of network namespaces, each
 running a ddprun agent of one `train` job (2 workers a host, world 6, CPU collectives over TCP
 between the hosts, checkpoints in a directory every host shares), the store either a standalone

@@ -1,4 +1,5 @@
-/* A libcuda.so.1 of a driver older than the CUDA runtime the project builds with: built as
+/* SPDX-License-Identifier: Apache-2.0
+ * A libcuda.so.1 of a driver older than the CUDA runtime the project builds with: built as
  * build/tests/old_driver/libcuda.so.1, found by the CUDA runtime through LD_LIBRARY_PATH. It
  * reports driver version $FAKE_CUDA_DRIVER (default 11080, CUDA 11.8) and offers nothing else, so
  * cudaGetDeviceCount fails with cudaErrorInsufficientDriver as under a real old driver, without

@@ -1,4 +1,5 @@
-/* fake_worker: a worker whose behaviour the integration tests choose through FW_* variables
+/* SPDX-License-Identifier: Apache-2.0
+ * fake_worker: a worker whose behaviour the integration tests choose through FW_* variables
  * (tini's sigconf-test, libuv's spawn_helper). Everything it does is bounded by FW_SLEEP_MS or
  * by the test's own timeout.
  *

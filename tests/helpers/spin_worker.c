@@ -1,4 +1,5 @@
-/* spin_worker: a native process that spins in a function with a known name, built with -O0 -g so
+/* SPDX-License-Identifier: Apache-2.0
+ * spin_worker: a native process that spins in a function with a known name, built with -O0 -g so
  * that a debugger's backtrace names it (test_agent_stacks' gdb case). It writes "spinning" on
  * stdout as it enters that function: before that line a debugger may find it still in the
  * runtime's start-up (a sanitizer's, say). It exits by SIGALRM after 60 s if the test that started

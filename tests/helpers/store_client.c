@@ -1,4 +1,5 @@
-/* store_client: one rdzv_client command from the shell, for tests/integration/test_store.sh.
+/* SPDX-License-Identifier: Apache-2.0
+ * store_client: one rdzv_client command from the shell, for tests/integration/test_store.sh.
  *   store_client PORT set KEY VALUE | get KEY TIMEOUT_MS | wait KEY TIMEOUT_MS | add KEY DELTA
  *                     | ping | stats | get-then-ping KEY TIMEOUT_MS | set-size KEY NBYTES
  * The token comes from rdzv_token_load (DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN).

@@ -1,4 +1,5 @@
-/* store_hostile: a misbehaving client on a raw socket, for tests/integration/test_store.sh.
+/* SPDX-License-Identifier: Apache-2.0
+ * store_hostile: a misbehaving client on a raw socket, for tests/integration/test_store.sh.
  *   store_hostile PORT MODE
  * MODE: malformed (unknown command), oversized (key length 2^40), truncated (half a SET, then
  * EOF), no-validate (SET first), unauth (VALIDATE then SET on a token server), idle (connect and

@@ -1,4 +1,5 @@
-/* store_swarm: N concurrent clients (one thread each) against one store, for
+/* SPDX-License-Identifier: Apache-2.0
+ * store_swarm: N concurrent clients (one thread each) against one store, for
  * tests/integration/test_store.sh. Each rank connects (token as rdzv_token_load finds it), SETs
  * swarm/<rank>, meets the others in a barrier, GETs its neighbour's value (a wait released by
  * another client's SET) and ADDs to a counter. Prints "swarm ok N" and exits 0 when every rank

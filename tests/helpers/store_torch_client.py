@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch 2.x's own TCPStore *client* against a ddp-rendezvous --no-auth server.
 
     store_torch_client.py PORT

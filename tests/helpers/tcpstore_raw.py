@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """tcpstore_raw: TCPStore's wire protocol (PyTorch >= 2.2's numbering, docs/protocol.md) spoken
 by hand against the workers' store at 127.0.0.1:PORT (or HOST:PORT), for
 tests/integration/test_worker_store.sh. No torch needed.

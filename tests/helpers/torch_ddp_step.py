@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One real DDP training step under ddprun, checked against the same step computed alone.
 
 Every rank joins with init_process_group("gloo") (env://), wraps a seeded Linear model in

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """watch_delay_proxy: a TCP proxy between an agent and a rendezvous store that holds back the
 store's replies on the agent's watch connection (the one whose first request after the
 handshake is not a JOIN) by DELAY_MS, in order. The control connection passes untouched. So an

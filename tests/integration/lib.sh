@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared helpers for integration suites: sourced, not run.
 #
 # Every process a suite starts carries DDP_TEST_TAG in its environment (inherited by workers and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Network namespaces made by a test or benchmark (sourced; needs root and `ip netns`): what
 # test_netns.sh, test_worker_store.sh and ssh_hosts.sh (test_ssh.sh, bench/fanout.sh) share.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every tests/integration/test_*.sh (or those named as arguments) under a timeout. Each suite
 # prints TAP lines: "ok N - name", "not ok N - name", and "ok N - name # SKIP reason" for a check
 # that cannot run on this machine (lib.sh's skip). This prints the total at the end:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Hosts made of network namespaces, each with its own sshd, for tests/integration/test_ssh.sh and
 # bench/fanout.sh (sourced; needs root, `ip netns`, sshd and ssh). Host i of the list in HOSTS (short

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ddprun on one node, against real processes and signals: environment, restarts, failure summary,
 # signal forwarding, SIGKILL of the agent, output routing, bad input.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `ddprun --print_completion bash` (torchrun 2.x's --print-completion): the script it prints is
 # sourced into a bash and driven as bash drives a completion function (COMP_WORDS, COMP_CWORD,
 # COMPREPLY), for flags in both spellings, value sets, '=' split off or not, directories, and the

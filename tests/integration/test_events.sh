@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # --event_log_handler json: structured events, one JSON object a line, against real runs: a
 # failure and its restart, a hang, a termination signal, a two-node rendezvous; json:PATH appends
 # to a file; every line carries the common fields; a path that cannot be written is exit 2.

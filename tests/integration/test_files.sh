@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The files ddprun writes into directories another user may write to (an existing --log_dir, the
 # event log's directory): what is planted under the names it uses is never written through and
 # never blocks it. A symbolic link to a file (the "victim", standing for a file of root's) at

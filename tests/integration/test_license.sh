@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The license (Apache-2.0): LICENSE is its full text, and every source file names it in its first
 # comment (scripts/check-license.sh, which make lint runs too). The check is proved on files made
 # here: it names those without the line in their first comment, a new file in a clone among them,

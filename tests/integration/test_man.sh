@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The man pages, ddprun(1) and ddp-rendezvous(8) (make man: docs/man/*.in, their OPTIONS built
 # from each program's --help by scripts/help2man.py): groff reads them without a warning, man
 # renders them, they have the sections a man page needs, and every flag --help lists is in them.

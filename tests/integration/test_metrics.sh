@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ddp-rendezvous --metrics: Prometheus' text format over HTTP, scraped while two real agents hold
 # a run on the daemon: the page passes `promtool check metrics`, says what is true (2 members in
 # the round, their JOINs counted, each node's silence), and a real Prometheus server (Debian's

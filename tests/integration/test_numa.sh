@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # --numa_binding against the real kernel: each worker reports the CPUs it may run on and its
 # memory policy (/proc/self/status Cpus_allowed_list, /proc/self/numa_maps), for this machine's
 # topology and for a sysfs tree of another shape (DDPRUN_SYSFS_ROOT) whose NUMA nodes are this

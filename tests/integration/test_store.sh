@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The store daemon (build/ddp-rendezvous) under real clients on 127.0.0.1, port 0: flags and
 # exit codes, 200 concurrent clients, waits released by other clients, CANCEL_WAIT, refused
 # authentication, hostile clients (malformed, oversized, truncated, slow reader, idle) cut off

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ddp-rendezvous as a systemd service (contrib/systemd/ddp-rendezvous.service): the daemon's
 # readiness notification (sd_notify's protocol: READY=1 with its address to $NOTIFY_SOCKET once
 # it accepts connections, STOPPING=1 on SIGTERM), received by a real AF_UNIX datagram socket, with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Integration suite for libddpw and train: real processes on 127.0.0.1, a real ddp-rendezvous
 # (port 0), ranks started by this script with the environment the agent gives workers (the
 # launcher is not needed). Covers learning, identical parameters across ranks, CPU allreduce

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The workers' store on a shared host (docs/protocol.md, "The workers' store"): a one-node job's
 # two workers (tests/helpers/tcpstore_raw.py worker, TCPStore's protocol by hand) hold a
 # connection to the agent's store for the whole job while, from outside the job,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # slurm-harness.sh: a real Slurm (Debian 12's slurm-wlm 22.05 + munge) on this one machine, for
 # ddprun's tests. Everything lives in one directory; only what this script started is ever stopped,
 # always by PID (pid files, our freezer cgroups, processes carrying our SLURM_CONF).

@@ -1,4 +1,5 @@
-/* The fixture of the async-client tests (test_rdzv_aclient.c, test_rdzv_acall.c): one libuv
+/* SPDX-License-Identifier: Apache-2.0
+ * The fixture of the async-client tests (test_rdzv_aclient.c, test_rdzv_acall.c): one libuv
  * loop under a guard timer, the embedded store server, clients of it, and a scripted server for
  * replies the real one never gives. Each test gets a fresh env_t in *state: its loop with the
  * guard timer (setup_loop); also the store server, with good_token (setup_server) or without a

@@ -1,4 +1,5 @@
-/* A listener on 127.0.0.1 whose accept queue (backlog 0) is full: the kernel drops every SYN sent
+/* SPDX-License-Identifier: Apache-2.0
+ * A listener on 127.0.0.1 whose accept queue (backlog 0) is full: the kernel drops every SYN sent
  * to it, as a link that is down would, so a connect there gets no answer. For the tests of the
  * clients' bound on one unanswered connect (DDP_CONNECT_TRY_FIRST_MS). Included by a cmocka test
  * file (after <cmocka.h>). */

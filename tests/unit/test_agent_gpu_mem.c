@@ -1,4 +1,5 @@
-/* Unit tests for agent/gpu_mem.c through a fake NVML (libfakenvml.so next to this binary, driven
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for agent/gpu_mem.c through a fake NVML (libfakenvml.so next to this binary, driven
  * by FAKENVML_* variables): memory released after about a second, a device that never releases
  * it (named once the wait times out), other processes' memory ignored, a member of an old
  * worker's process group, the baseline for drivers that list no processes, the backoff, and no

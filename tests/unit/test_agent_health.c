@@ -1,4 +1,5 @@
-/* The node health check (agent/health.c) with real processes on a libuv loop, reaped the way the
+/* SPDX-License-Identifier: Apache-2.0
+ * The node health check (agent/health.c) with real processes on a libuv loop, reaped the way the
  * agent reaps (one waitpid(-1) on SIGCHLD that hands the check its pid): healthy and failing
  * checks, the last lines of output (of a long output too) escaped, the environment given to the
  * check, a signal, the timeout, a descendant left behind (killed with the check's group) and a

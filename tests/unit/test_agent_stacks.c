@@ -1,4 +1,5 @@
-/* Unit tests for agent/stacks.c: the kernel's view of a sleeping process group from /proc, every
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for agent/stacks.c: the kernel's view of a sleeping process group from /proc, every
  * process of a group, the budget against a debugger that hangs (a fake gdb on PATH), gdb naming
  * the function a native process spins in (when gdb is installed), the forked helper, and the
  * summary head. Every child is started here, in its own process group, and killed by pid. */

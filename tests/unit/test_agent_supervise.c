@@ -1,4 +1,5 @@
-/* Unit tests of the supervision table (agent/supervise.c): every state x event cell is fed to
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of the supervision table (agent/supervise.c): every state x event cell is fed to
  * agent__event and its side effects compared with what its action must do (restart, fail, stop,
  * ignore), then the paths through the table: max_restarts accounting and the restart delays, the
  * shutdown timer, a termination signal in every state, failures of the agent's own steps, and a

@@ -1,4 +1,5 @@
-/* Unit tests of ddp_str_escape (common/ddp_escape.c): control bytes as visible escapes, UTF-8
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of ddp_str_escape (common/ddp_escape.c): control bytes as visible escapes, UTF-8
  * kept when valid and escaped byte by byte when not, C1 controls escaped, output cut only between
  * whole escapes, the snprintf-like length. */
 #include <setjmp.h>

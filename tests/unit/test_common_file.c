@@ -1,4 +1,5 @@
-/* Unit tests of ddp_file_open, ddp_dir_make and ddp_file_replace (common/ddp_file.c) against what
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of ddp_file_open, ddp_dir_make and ddp_file_replace (common/ddp_file.c) against what
  * another user can plant in a directory ddprun writes into: a symbolic link (to a file or for a
  * directory), a hard link, a FIFO with and without a reader. Each case checks that the planted
  * target is untouched and that nothing blocks. Also ddp_dir_empty and ddp_dir_remove, which

@@ -1,4 +1,5 @@
-/* Unit tests for common/: signal names both ways (ddp_signal), the visible-device list rule
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for common/: signal names both ways (ddp_signal), the visible-device list rule
  * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), and the
  * self-connected TCP socket check (ddp_net), on loopback, and durations written back as seconds
  * (ddp_seconds_text); the /proc/<pid>/stat reader (ddp_proc). */

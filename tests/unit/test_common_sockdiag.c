@@ -1,4 +1,5 @@
-/* Unit tests for ddp_sockdiag: the owner of the other end of real loopback connections (IPv4,
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for ddp_sockdiag: the owner of the other end of real loopback connections (IPv4,
  * IPv6 ::1, v4-mapped), as this process's uid and, run as root, as another uid; a 4-tuple that
  * no socket has; a peer that closed its end; and the loopback test. */
 #include <setjmp.h>

@@ -1,4 +1,5 @@
-/* Unit tests of libddpw: environment parsing, the error file, CPU collectives across forked
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of libddpw: environment parsing, the error file, CPU collectives across forked
  * ranks (2 and 3, several sizes and chunkings, bitwise against a rank-order reference), bounded
  * waits, a dead peer, the TCP ring's bounded connect (refused, timed out), and the NCCL unique-id
  * exchange through a real store across rounds, and the heartbeat file (content, mtime, rate limit,

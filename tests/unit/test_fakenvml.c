@@ -1,4 +1,5 @@
-/* A fake libnvidia-ml.so for test_agent_gpu_mem, built as libfakenvml.so next to the test. Its
+/* SPDX-License-Identifier: Apache-2.0
+ * A fake libnvidia-ml.so for test_agent_gpu_mem, built as libfakenvml.so next to the test. Its
  * devices are driven by the environment, read at each call:
  *   FAKENVML_INIT=r          nvmlInit_v2 returns r (default 0)
  *   FAKENVML_DEVICES=n       devices reported (default 1)

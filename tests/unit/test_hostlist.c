@@ -1,4 +1,5 @@
-/* Unit tests for launcher/hostlist.c: Slurm hostlists (ranges, zero padding, several bracket
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for launcher/hostlist.c: Slurm hostlists (ranges, zero padding, several bracket
  * groups, separators, malformed input with offsets) and per-node count lists ("3,1(x3)"). */
 #include <setjmp.h>
 #include <stdarg.h>

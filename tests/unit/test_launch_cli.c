@@ -1,4 +1,5 @@
-/* Unit tests for launcher/cli.c and launcher/program.c: every torchrun flag in both spellings and
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for launcher/cli.c and launcher/program.c: every torchrun flag in both spellings and
  * both value forms, PET_* precedence, bad values naming the flag, --standalone, the help text, and
  * the worker argv (.py, -m, --no_python, --run_path, missing programs). */
 #include <setjmp.h>

@@ -1,4 +1,5 @@
-/* A fake libcuda.so for test_launch_nproc, built as libfakecuda.so next to the test, and as
+/* SPDX-License-Identifier: Apache-2.0
+ * A fake libcuda.so for test_launch_nproc, built as libfakecuda.so next to the test, and as
  * build/tests/fake_gpus/libcuda.so.1 for ddprun itself (LD_LIBRARY_PATH): cuInit returns
  * $FAKE_CUDA_INIT (default 0), cuDeviceGetCount reports $FAKE_CUDA_COUNT devices and
  * cuDeviceGetPCIBusId device i's entry of $FAKE_CUDA_PCI (comma-separated bus ids). */

@@ -1,4 +1,5 @@
-/* Unit tests for launcher/hostfile.c and the ssh flags of launcher/cli.c: hostfiles in mpirun's,
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for launcher/hostfile.c and the ssh flags of launcher/cli.c: hostfiles in mpirun's,
  * DeepSpeed's, bare and NAME:N forms, comments and blank lines; hostile files refused by line
  * (duplicates, slots=0, absurd counts, names no host has, NUL bytes, long lines, empty files);
  * --hosts; --include/--exclude; -x and --env_policy; the flags' combinations and where each flag

@@ -1,4 +1,5 @@
-/* Kubernetes launches (launcher/k8s.c): the environments the operators document for a pod,
+/* SPDX-License-Identifier: Apache-2.0
+ * Kubernetes launches (launcher/k8s.c): the environments the operators document for a pod,
  * replayed through the parser (PET_*) and launch_k8s_derive: the Kubeflow training operator's
  * PyTorchJob (non-elastic, and elastic), Kubeflow Trainer's torch runtime, an Indexed Job, a
  * JobSet; flags win over the environment; wrong values name their variable. */

@@ -1,4 +1,5 @@
-/* Unit tests for launcher/nproc.c: --nproc_per_node N|cpu|gpu|auto. The GPU count goes through a
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for launcher/nproc.c: --nproc_per_node N|cpu|gpu|auto. The GPU count goes through a
  * fake libcuda (libfakecuda.so next to this binary) and through the real libcuda.so.1, which on a
  * machine without a GPU must give DDP_ENOGPU with a clear message. */
 #include <setjmp.h>

@@ -1,4 +1,5 @@
-/* --numa_binding's topology and plans (launcher/numa.c) on sysfs trees of real machines' shapes,
+/* SPDX-License-Identifier: Apache-2.0
+ * --numa_binding's topology and plans (launcher/numa.c) on sysfs trees of real machines' shapes,
  * built here in a temporary directory: a DGX H100 (2 sockets x 2 NUMA nodes, 8 GPUs, SMT, one L3
  * per socket), an AMD EPYC (1 socket, 1 NUMA node, 4 L3 complexes, 4 GPUs) with SMT on and off.
  * Every mode's set is checked for every local rank, as are the CPUs ddprun may use narrowing

@@ -1,4 +1,5 @@
-/* Typed rendezvous calls (rdzv_acall.h) against the embedded store server on one libuv loop, as
+/* SPDX-License-Identifier: Apache-2.0
+ * Typed rendezvous calls (rdzv_acall.h) against the embedded store server on one libuv loop, as
  * the agent makes them: a JOIN that closes a one-node round, then HEARTBEAT, BEAT_FOR (right and
  * wrong key), STATUS, FAIL and ABORT, each answered with its decoded reply; a request that
  * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by

@@ -1,4 +1,5 @@
-/* Async store client against the embedded server, both on ONE libuv loop (as in the agent):
+/* SPDX-License-Identifier: Apache-2.0
+ * Async store client against the embedded server, both on ONE libuv loop (as in the agent):
  * connect/auth, pipelining, waits, timeouts, connection loss, close and connect retries.
  * Every test runs its loop under a guard timer, and ends with uv_loop_close() == 0, which
  * proves that the client released every handle. */

@@ -1,4 +1,5 @@
-/* Client + server in one process: the server runs on its own libuv loop in a thread, on
+/* SPDX-License-Identifier: Apache-2.0
+ * Client + server in one process: the server runs on its own libuv loop in a thread, on
  * 127.0.0.1 port 0; the tests drive it with rdzv_client from the main thread (and helper
  * threads for waits released by other clients and for barriers). */
 #include <errno.h>

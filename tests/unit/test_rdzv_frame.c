@@ -1,4 +1,5 @@
-/* Unit tests of the store codec: the golden frames in tests/data/rdzv/<case>/ (one cmocka test
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of the store codec: the golden frames in tests/data/rdzv/<case>/ (one cmocka test
  * per case; none found is a failure, not an empty pass), every prefix of every golden input, the
  * encoders and the key formatter. Run from the repository root. */
 #include <dirent.h>

@@ -1,4 +1,5 @@
-/* Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
  * call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound, a
  * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x56. Time is
  * simulated: every event gets its own now_ms. */

@@ -1,4 +1,5 @@
-/* Unit tests for launcher/slurm.c: detection and derivation from recorded SLURM_* environments
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests for launcher/slurm.c: detection and derivation from recorded SLURM_* environments
  * (tests/data/slurm/NAME.env): single node, multi node with GPUs, a step on a subset of the job's
  * nodes, the batch step, refusal of several tasks per node, explicit flags winning, bad values. */
 #include <setjmp.h>

@@ -1,4 +1,5 @@
-/* Unit tests of train's pieces: DistributedSampler properties over (size, world, epoch)
+/* SPDX-License-Identifier: Apache-2.0
+ * Unit tests of train's pieces: DistributedSampler properties over (size, world, epoch)
  * combinations, the gradient against finite differences, data-parallel equivalence (the mean of
  * the ranks' gradients equals the gradient of the union batch), optimizers, checkpoints (torn,
  * corrupt and foreign files fall back to the previous one), the CSV loader's errors, and on a

@@ -1,4 +1,5 @@
-/* ddpw: the worker library. Reads the environment ddprun (or torchrun) gives a worker, connects
+/* SPDX-License-Identifier: Apache-2.0
+ * ddpw: the worker library. Reads the environment ddprun (or torchrun) gives a worker, connects
  * to the job's store, and runs collectives (allreduce, broadcast, barrier) on one of two backends:
  * CPU (shared memory between the ranks of one node) or NCCL (GPUs). It also writes the agent's
  * heartbeat file (ddpw_heartbeat) and PyTorch's error file (ddpw_record_error).

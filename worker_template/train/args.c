@@ -1,4 +1,5 @@
-/* args.c: train's command line: the --help text and the flags, each checked for range so that a
+/* SPDX-License-Identifier: Apache-2.0
+ * args.c: train's command line: the --help text and the flags, each checked for range so that a
  * bad value is one usage line naming the flag. */
 #include <getopt.h>
 #include <math.h>

@@ -1,4 +1,5 @@
-/* ckpt.c: checkpoints. One file per save, DIR/ckpt-<step>.bin: a fixed header (magic, version,
+/* SPDX-License-Identifier: Apache-2.0
+ * ckpt.c: checkpoints. One file per save, DIR/ckpt-<step>.bin: a fixed header (magic, version,
  * counters, model shape), the parameters, the optimizer state, all covered by a 64-bit FNV-1a
  * checksum. Saves are atomic (temporary file, fsync, rename, fsync of the directory); loads take
  * the newest file that passes every check, so a torn or corrupt file falls back to the previous. */

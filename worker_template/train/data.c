@@ -1,4 +1,5 @@
-/* data.c: the datasets train reads: a synthetic teacher-labelled set and a CSV loader. */
+/* SPDX-License-Identifier: Apache-2.0
+ * data.c: the datasets train reads: a synthetic teacher-labelled set and a CSV loader. */
 #include <cblas.h>
 #include <errno.h>
 #include <float.h>

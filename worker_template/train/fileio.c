@@ -1,4 +1,5 @@
-/* fileio.c: how train appends to files in directories other users may share (its --log file).
+/* SPDX-License-Identifier: Apache-2.0
+ * fileio.c: how train appends to files in directories other users may share (its --log file).
  * Whole files (checkpoints, --dump-params) are replaced through ddp_file_replace (ddp_file.h): a
  * new file under a random name, created exclusively, then renamed over the final name, so a
  * planted symlink is replaced, never written through. */

@@ -1,4 +1,5 @@
-/* loop.c: train's training loop, cut into its parts: resume (newest valid checkpoint or rank 0's
+/* SPDX-License-Identifier: Apache-2.0
+ * loop.c: train's training loop, cut into its parts: resume (newest valid checkpoint or rank 0's
  * initial parameters), one step (forward, backward, gradient allreduce, update), progress and
  * metrics, checkpoint, --check-sync and the epoch-end evaluation; the agent's heartbeat with the
  * global step after every step and around the long parts (resume, checkpoint, evaluation). */

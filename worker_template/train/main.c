@@ -1,4 +1,5 @@
-/* train: a data-parallel MLP trainer, the example users copy. Reads the worker environment
+/* SPDX-License-Identifier: Apache-2.0
+ * train: a data-parallel MLP trainer, the example users copy. Reads the worker environment
  * through libddpw, shards a dataset with DistributedSampler semantics, averages gradients with
  * allreduce (CPU shared memory or NCCL), checkpoints atomically from rank 0 and resumes from the
  * newest valid checkpoint after a restart. Without DDPRUN_* / RANK it runs as a world of one.

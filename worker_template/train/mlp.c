@@ -1,4 +1,5 @@
-/* mlp.c: the MLP on the CPU (OpenBLAS sgemm for the products, plain loops for the rest),
+/* SPDX-License-Identifier: Apache-2.0
+ * mlp.c: the MLP on the CPU (OpenBLAS sgemm for the products, plain loops for the rest),
  * softmax cross-entropy, and the SGD-momentum and Adam optimizers over one flat buffer.
  * Parameters are laid out layer by layer: W_l (out x in, row-major) then b_l (out). */
 #include <cblas.h>

@@ -1,4 +1,5 @@
-/* mlp_cuda.cu: the GPU path of train. Same layout and math as mlp.c: cuBLAS for the products,
+/* SPDX-License-Identifier: Apache-2.0
+ * mlp_cuda.cu: the GPU path of train. Same layout and math as mlp.c: cuBLAS for the products,
  * small kernels for bias/ReLU, softmax cross-entropy, bias gradients and the optimizers. During
  * backward each layer's gradient range is handed to NCCL on a second stream as soon as it is
  * written (buckets of at least bucket_floats), so communication overlaps the remaining layers. */

@@ -1,4 +1,5 @@
-/* rng.c: xoshiro256** seeded through splitmix64; the only randomness train uses, so a seed
+/* SPDX-License-Identifier: Apache-2.0
+ * rng.c: xoshiro256** seeded through splitmix64; the only randomness train uses, so a seed
  * reproduces data, initialization and shuffles bit for bit on every machine. */
 #include <math.h>
 

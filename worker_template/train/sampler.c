@@ -1,4 +1,5 @@
-/* sampler.c: DistributedSampler semantics (torch.utils.data.distributed, drop_last=False):
+/* SPDX-License-Identifier: Apache-2.0
+ * sampler.c: DistributedSampler semantics (torch.utils.data.distributed, drop_last=False):
  * shuffle with seed + epoch, pad by repeating the head to a multiple of world, stride by rank. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* train.h: the pieces of the `train` template shared by main.c, the GPU path and the unit
+/* SPDX-License-Identifier: Apache-2.0
+ * train.h: the pieces of the `train` template shared by main.c, the GPU path and the unit
  * tests: PRNG, datasets, DistributedSampler, the MLP math on the CPU, optimizers, checkpoints.
  * Internal to train (not installed). Functions return 0 or a negative code (DDP_E*, -errno). */
 #ifndef TRAIN_H

@@ -1,4 +1,5 @@
-/* train_gpu.h: the GPU path of train (mlp_cuda.cu): the same MLP as mlp.c with cuBLAS and CUDA
+/* SPDX-License-Identifier: Apache-2.0
+ * train_gpu.h: the GPU path of train (mlp_cuda.cu): the same MLP as mlp.c with cuBLAS and CUDA
  * kernels, gradients in one flat device buffer allreduced in buckets on a second stream while
  * backward is still running (DDP's overlap). Built only when HAVE_CUDA=1 (DDP_HAVE_CUDA). */
 #ifndef TRAIN_GPU_H

@@ -1,4 +1,5 @@
-/* trainer.h: the `train` program's own pieces: its command line (args.c) and the trainer state
+/* SPDX-License-Identifier: Apache-2.0
+ * trainer.h: the `train` program's own pieces: its command line (args.c) and the trainer state
  * with the training loop cut into resume, step, evaluation and checkpoint (loop.c). Internal to
  * train (not installed). Functions return 0 or a negative code (DDP_E*, -errno) with err filled;
  * main.c reports the failure once and chooses the exit status. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the golden store frames: tests/data/rdzv/<case>/{input.bin,expect[,limits]}.
 
 Each input.bin holds raw request bytes exactly as a client sends them (PyTorch c10d TCPStore
