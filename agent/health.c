@@ -104,7 +104,7 @@ static void ring_put(agent_health_t *h, const char *p, size_t n) {
 /* The last AGENT_HEALTH_TAIL_LINES non-empty lines of the ring, escaped, joined by " | ". */
 static void tail_text(const agent_health_t *h, char *out, size_t cap) {
     size_t have = h->ring_len < sizeof h->ring ? h->ring_len : sizeof h->ring;
-    char flat[AGENT_HEALTH_TAIL_BYTES];
+    char flat[AGENT_HEALTH_TAIL_BYTES] = {0};
     for (size_t i = 0; i < have; i++)
         flat[i] = h->ring[(h->ring_len - have + i) % sizeof h->ring];
     /* Walk back over at most AGENT_HEALTH_TAIL_LINES lines. */

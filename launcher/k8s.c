@@ -57,7 +57,7 @@ int launch_k8s_sets_nnodes(launch_getenv_fn getenv_fn, void *ctx) {
 
 int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx, launch_k8s_t *out,
                       ddp_err_t *err) {
-    launch_k8s_t local;
+    launch_k8s_t local = {0};
     launch_k8s_t *k = out != NULL ? out : &local;
     memset(k, 0, sizeof *k);
     if (getenv_fn == NULL)

@@ -435,8 +435,8 @@ int launch_status_main(int argc, char **argv) {
             "%s\n"
             "Asks the rendezvous store at HOST:PORT (port 29400 by default) for run ID's round,\n"
             "members and their states: the counts by state and the first %d members;\n"
-            "--all lists every member. The job token comes from " DDP_ENV_TOKEN " (hex),\n"
-            DDP_ENV_TOKEN_FILE " or " DDP_ENV_STORE_TOKEN " (hex), the first one set.\n"
+            "--all lists every member. The job token comes from " DDP_ENV_TOKEN
+            " (hex),\n" DDP_ENV_TOKEN_FILE " or " DDP_ENV_STORE_TOKEN " (hex), the first one set.\n"
             "--timeout bounds the whole command (default %g s).\n"
             "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
             "within --timeout, token refused) or does not know the run; 2 usage error.\n",

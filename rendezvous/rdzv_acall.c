@@ -119,8 +119,8 @@ int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first,
                            rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
     ddp_buf_t frame = DDP_BUF_INIT;
     return submit(c, RDZV_CMD_RDZV_STATUS_PAGE,
-                  rdzv_status_page_req_encode(&frame, run_id, first, limit), &frame, 0, -1, NULL, cb,
-                  arg, err);
+                  rdzv_status_page_req_encode(&frame, run_id, first, limit), &frame, 0, -1, NULL,
+                  cb, arg, err);
 }
 
 int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * ddp_signal: signal names as the command line and the logs spell them ("SIGTERM", "term", "15"). */
+ * ddp_signal: signal names as the command line and the logs spell them ("SIGTERM", "term", "15").
+ */
 #ifndef DDP_SIGNAL_H
 #define DDP_SIGNAL_H
 

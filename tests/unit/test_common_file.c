@@ -36,9 +36,13 @@ static void remove_tree(const char *path) {
 
 static int setup(void **state) {
     fixture_t *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/ddp-file-test-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
+    if (f == NULL)
         return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/ddp-file-test-XXXXXX");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
     snprintf(f->victim, sizeof f->victim, "%s.victim", f->dir);
     FILE *v = fopen(f->victim, "w");
     fputs("precious\n", v);
