@@ -42,12 +42,7 @@ struct agent_health {
 
 /* The child: async-signal-safe calls only, then /bin/sh -c cmd. Never returns. */
 static void child_exec(pid_t parent, int out_fd, char *const argv[], char *const envp[]) {
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            sigaction(sig, &dfl, NULL);
+    ddp_signals_default(0);
     setpgid(0, 0);
     /* The check does not outlive the agent that waits for it. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -24,6 +24,7 @@
 #include "ddp_file.h"
 #include "ddp_log.h"
 #include "ddp_proc.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 
 extern char **environ;
@@ -516,15 +517,7 @@ int agent__stacks_capture(pid_t pgid, const char *out_path, size_t trusted, int 
  * handlers (libuv's) would write into the agent's own signal pipe, and its descriptors include the
  * orphan guard's pipe, whose EOF must not wait for the helper. */
 static void helper_reset(pid_t parent) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            sigaction(s, &sa, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    ddp_signals_default(1);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(1);

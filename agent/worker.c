@@ -203,12 +203,7 @@ static int child_main(void *arg) {
     /* Handlers installed by libuv must not run here; exec would reset them anyway, but a signal
      * could arrive before it. Ignored signals (SIGPIPE) must not stay ignored in the worker.
      * Without CLONE_SIGHAND these changes stay in the child. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            sigaction(sig, &dfl, NULL);
+    ddp_signals_default(0);
     setpgid(0, 0);
     if (c->a->nofile_saved)
         setrlimit(RLIMIT_NOFILE, &c->a->nofile);

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <strings.h>
 
 #include "ddp_parse.h"
@@ -56,4 +57,18 @@ const char *ddp_signal_name(int sig) {
     if (sig > 0 && (size_t)sig < sizeof full / sizeof full[0] && full[sig] != NULL)
         return full[sig];
     return "SIG?";
+}
+
+void ddp_signals_default(int unblock) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL);
+    if (unblock) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+    }
 }
