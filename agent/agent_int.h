@@ -224,6 +224,24 @@ struct agent {
     agent_console_t *console[3];
 };
 
+/* What a round gives this node: its place in the job and where its workers meet (MASTER_*).
+ * One node: from the command line, the attempt counting its restarts; several: from each JOIN
+ * reply. assignment.c applies it, and nothing else sets these fields of agent_t. */
+typedef struct agent_assignment {
+    int64_t round;        /* DDPRUN_ROUND */
+    int attempt;          /* TORCHELASTIC_RESTART_COUNT */
+    int node_rank;        /* GROUP_RANK */
+    int group_world_size; /* nodes */
+    int rank_base;        /* RANK of local rank 0 */
+    int world_size;
+    char master_addr[256];
+    int master_port;
+} agent_assignment_t;
+/* assignment.c: the agent's current assignment; apply: takes as (its fields and the workers'
+ * shared environment). Returns 0 or -ENOMEM (logged). */
+void agent__assignment_get(const agent_t *a, agent_assignment_t *as);
+int agent__assignment_apply(agent_t *a, const agent_assignment_t *as);
+
 /* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
 static inline int agent__is_termination_signal(int sig) {
     return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;

@@ -454,20 +454,27 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         emit(a, EV_RDZV_ERROR);
         return;
     }
-    a->round = j->round;
     r->joined = 1;
     r->member = j->member;
     r->member_key = j->member_key;
     r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;
     if (j->restarts_used > r->restarts_seen)
         r->restarts_seen = j->restarts_used;
-    a->node_rank = (int)j->group_rank;
-    a->group_world_size = (int)j->group_world_size;
-    a->rank_base = (int)j->rank_base;
-    a->world_size = (int)j->world_size;
-    a->attempt = (int)j->restarts_used;
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", j->master_addr);
-    a->master_port = (int)j->master_port;
+    /* Every node's workers use group rank 0's store: its limits follow the world size, which
+     * the start could only guess (this node's nproc times --nnodes' maximum). */
+    rdzv_server_set_workers(a->wstore, (size_t)j->world_size);
+    agent_assignment_t as = {.round = j->round,
+                             .attempt = (int)j->restarts_used,
+                             .node_rank = (int)j->group_rank,
+                             .group_world_size = (int)j->group_world_size,
+                             .rank_base = (int)j->rank_base,
+                             .world_size = (int)j->world_size,
+                             .master_port = (int)j->master_port};
+    snprintf(as.master_addr, sizeof as.master_addr, "%s", j->master_addr);
+    if (agent__assignment_apply(a, &as) < 0) {
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
     DDP_INFO("rendezvous '%s' round %lld: node %d of %d, ranks %d..%d of %d, master %s:%d",
              a->job->run_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
              a->rank_base + a->nproc - 1, a->world_size,
@@ -476,15 +483,6 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
                  (json_int_t)a->round, "nnodes", a->group_world_size, "world_size", a->world_size,
                  "rank_base", a->rank_base, "master_addr", a->master_addr, "master_port",
                  a->master_port);
-    /* Every node's workers use group rank 0's store: its limits follow the world size, which
-     * the start could only guess (this node's nproc times --nnodes' maximum). */
-    rdzv_server_set_workers(a->wstore, (size_t)a->world_size);
-    int rc = agent__base_env_build(a);
-    if (rc < 0) {
-        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
-        emit(a, EV_RDZV_ERROR);
-        return;
-    }
     watch_round(r, a->round);
     emit(a, EV_JOINED);
 }

@@ -107,25 +107,26 @@ int agent__local_store_start(agent_t *a, ddp_err_t *err) {
     agent__store_nofile_log(a->store);
     a->store_port = rdzv_server_port(a->store);
     snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", job->master_addr);
-    a->master_port = job->master_port;
+    /* One node's place in the job: its command line's, and the workers meet at its own store. */
+    agent_assignment_t as;
+    agent__assignment_get(a, &as);
+    snprintf(as.master_addr, sizeof as.master_addr, "%s", job->master_addr);
+    as.master_port = job->master_port;
     if (!job->worker_store_own) {
-        rc = agent__worker_store_start(a, a->master_addr, a->master_port < 0 ? 0 : a->master_port,
+        rc = agent__worker_store_start(a, as.master_addr, as.master_port < 0 ? 0 : as.master_port,
                                        (size_t)job->nproc, "--master_addr/--master_port");
         if (rc < 0)
             return rc;
-        a->master_port = rdzv_server_port(a->wstore);
-    } else if (a->master_port < 0) {
-        a->master_port = agent__pick_free_port(a->master_addr);
-        if (a->master_port < 0) {
-            DDP_ERROR("unable to pick a free " DDP_ENV_MASTER_PORT " on %s: %s", a->master_addr,
-                      strerror(-a->master_port));
-            return a->master_port;
+        as.master_port = rdzv_server_port(a->wstore);
+    } else if (as.master_port < 0) {
+        as.master_port = agent__pick_free_port(as.master_addr);
+        if (as.master_port < 0) {
+            DDP_ERROR("unable to pick a free " DDP_ENV_MASTER_PORT " on %s: %s", as.master_addr,
+                      strerror(-as.master_port));
+            return as.master_port;
         }
     }
-    if ((rc = agent__base_env_build(a)) < 0)
-        DDP_ERROR("unable to build the workers' environment: %s", ddp_strerror(rc));
-    return rc;
+    return agent__assignment_apply(a, &as);
 }
 
 void agent__stores_close(agent_t *a) {

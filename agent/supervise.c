@@ -200,8 +200,14 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         finish(a, 0);
         return;
     }
-    a->attempt++;
-    a->round = a->attempt;
+    /* One node's next round: the next attempt, in the same place. */
+    agent_assignment_t next;
+    agent__assignment_get(a, &next);
+    next.round = ++next.attempt;
+    if (agent__assignment_apply(a, &next) < 0) {
+        finish(a, -ENOMEM);
+        return;
+    }
     uint64_t delay = AGENT_RESTART_FLOOR_MS;
     for (int i = 1; i < a->attempt && delay < AGENT_RESTART_CAP_MS; i++)
         delay *= 2;

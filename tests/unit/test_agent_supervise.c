@@ -42,6 +42,7 @@ typedef struct effects {
     int restart_timer_stopped;
     int group_starts;
     int summaries;
+    int env_builds; /* workers' environments built (one per applied round) */
     int loop_shutdowns;
     int adopted_kills;
     int rdzv_joins;
@@ -144,6 +145,13 @@ void agent__shutdown_loop(agent_t *a) {
 void agent__summary_print(agent_t *a) {
     (void)a;
     fx.summaries++;
+}
+
+/* assignment.c rebuilds the workers' environment with each round; these workers need none. */
+int agent__base_env_build(agent_t *a) {
+    (void)a;
+    fx.env_builds++;
+    return 0;
 }
 
 /* events.c writes an event on stderr through the console; these tests ask for no events. */
@@ -621,6 +629,7 @@ static void test_max_restarts_spent(void **state) {
         assert_int_equal(ag.state, SUP_STOPPING);
         assert_int_equal(ag.attempt, attempt);
         assert_int_equal(ag.round, attempt);
+        assert_int_equal(fx.env_builds, attempt); /* each round applied in one place */
         assert_int_equal(fx.restart_timer_started, attempt);
         assert_int_equal(fx.summaries, 0);
         fire_restart_timer();
