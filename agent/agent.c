@@ -226,6 +226,8 @@ static int session_watch_start(agent_t *a) {
 static int agent_setup(agent_t *a, ddp_err_t *err) {
     const agent_job_t *job = a->job;
     int rc;
+    /* The one place that asks which kind of job this is (agent_node_ops_t). */
+    a->ops = agent__rdzv_wanted(job) ? &agent__rdzv_ops : &agent__local_ops;
     a->nproc = job->nproc;
     a->node_rank = job->node_rank > 0 ? job->node_rank : 0;
     a->world_size = job->max_nodes * a->nproc;
@@ -296,15 +298,7 @@ static void abandon(agent_t *a) {
 
 /* Sets the job going: the first JOIN, or the first group. Returns 0 or a negative code. */
 static int agent_begin(agent_t *a) {
-    a->state = a->rdzv ? SUP_JOINING : SUP_RUNNING;
-    if (a->state == SUP_JOINING) {
-        agent__rdzv_join(a);
-        return 0;
-    }
-    int rc = agent__group_start(a);
-    if (rc < 0)
-        agent__group_signal(a, SIGKILL);
-    return rc;
+    return a->ops->begin(a);
 }
 
 /* The agent's log lines go through the console (console.c), which never blocks the loop. */

@@ -173,10 +173,11 @@ struct agent {
     int64_t round;           /* DDPRUN_ROUND: the attempt, or the rendezvous round */
     int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
     struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
-    int running;             /* workers not yet reaped */
-    agent_result_t result;   /* how the job ended (agent_run's *res) */
-    int error;               /* < 0: the agent itself failed (agent_run returns it) */
-    int stop_signal;         /* signal that started a shutdown, else 0 */
+    const struct agent_node_ops *ops; /* agent__local_ops or agent__rdzv_ops */
+    int running;                      /* workers not yet reaped */
+    agent_result_t result;            /* how the job ended (agent_run's *res) */
+    int error;                        /* < 0: the agent itself failed (agent_run returns it) */
+    int stop_signal;                  /* signal that started a shutdown, else 0 */
 
     agent_worker_t *workers;
     agent_failure_t *failures; /* failures of the current attempt, in order of exit */
@@ -223,6 +224,28 @@ struct agent {
      * for both when they name the same file. */
     agent_console_t *console[3];
 };
+
+/* What differs between one node and several, as one table of operations: supervise.c, worker.c
+ * and agent.c call these and never ask which kind of job runs. agent__local_ops (supervise.c)
+ * restarts the group itself and counts the restarts; agent__rdzv_ops (rdzv_ops.c) leaves both to
+ * the rendezvous. */
+typedef struct agent_node_ops {
+    /* Sets the job going: the first group, or the first JOIN. Returns 0 or a negative code. */
+    int (*begin)(agent_t *a);
+    /* Before a group starts: what the previous group left in this node's stores goes. */
+    void (*group_prepare)(agent_t *a);
+    /* The group failed (what: its root cause, one line): tell whoever ends the round. */
+    void (*report_failure)(agent_t *a, const char *what);
+    /* The failed group is down: the next attempt if restarts remain, else the summary and exit. */
+    void (*restart)(agent_t *a);
+    /* Another attempt cannot help (why: one line): stop the job for good. */
+    void (*give_up)(agent_t *a, const char *why);
+    /* Every worker of the group exited 0: leave. */
+    void (*succeeded)(agent_t *a);
+} agent_node_ops_t;
+extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
+/* group.c: agent__local_ops' group_prepare. */
+void agent__local_group_prepare(agent_t *a);
 
 /* What a round gives this node: its place in the job and where its workers meet (MASTER_*).
  * One node: from the command line, the attempt counting its restarts; several: from each JOIN

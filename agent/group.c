@@ -149,17 +149,19 @@ static int filtered_files_reset(agent_t *a) {
     return 0;
 }
 
+void agent__local_group_prepare(agent_t *a) {
+    /* The workers' store (if any) empties for the next group here, as none of this node's
+     * workers runs; several nodes empty theirs before joining (agent__rdzv_join).
+     * rdzv_server_reset(NULL) does nothing. */
+    rdzv_server_reset(a->wstore);
+    /* The earlier attempts' worker keys in the job store (their workers are gone); a multi-node
+     * store drops them itself when a round closes. */
+    rdzv_server_forget_rounds(a->store, a->job->run_id, DDP_WORKER_KEY_PREFIX, a->round);
+}
+
 int agent__group_start(agent_t *a) {
     a->running = 0;
-    if (a->rdzv == NULL) {
-        /* One node: the workers' store (if any) empties for the next group here, as none of
-         * this node's workers runs; several nodes empty theirs before joining
-         * (agent__rdzv_join). rdzv_server_reset(NULL) does nothing. */
-        rdzv_server_reset(a->wstore);
-        /* The earlier attempts' worker keys in the job store (their workers are gone); a
-         * multi-node store drops them itself when a round closes. */
-        rdzv_server_forget_rounds(a->store, a->job->run_id, DDP_WORKER_KEY_PREFIX, a->round);
-    }
+    a->ops->group_prepare(a);
     a->nfailures = 0;
     int frc = filtered_files_reset(a);
     if (frc < 0)

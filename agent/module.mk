@@ -9,7 +9,7 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/group.c agent/worker.c agent/outpu
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
               agent/metrics.c agent/scratch.c agent/health.c agent/console.c agent/store.c \
-              agent/assignment.c \
+              agent/assignment.c agent/rdzv_ops.c \
               agent/gpu_wait.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
@@ -24,7 +24,7 @@ $(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent
 UNIT_TESTS += $(BUILD)/tests/unit/test_agent_supervise
 $(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_supervise.o \
     $(BUILD)/obj/agent/supervise.o $(BUILD)/obj/agent/worker.o $(BUILD)/obj/agent/events.o \
-    $(BUILD)/obj/agent/assignment.o $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/agent/assignment.o $(BUILD)/obj/agent/rdzv_ops.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
     -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
 

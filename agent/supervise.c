@@ -60,17 +60,14 @@ static void start_kill_timer(agent_t *a) {
 static void fail_and_stop(agent_t *a, agent_worker_t *w) {
     agent__worker_failure_record(a, w);
     a->state = SUP_STOPPING;
-    if (a->rdzv != NULL) {
-        /* The whole job restarts: the server ends the round for every node and counts it. */
-        char what[RDZV_WHAT_MAX + 1];
-        if (WIFSIGNALED(w->status))
-            snprintf(what, sizeof what, "rank %d (%.64s) killed by %s", w->rank, a->hostname,
-                     ddp_signal_name(WTERMSIG(w->status)));
-        else
-            snprintf(what, sizeof what, "rank %d (%.64s) exited with code %d", w->rank, a->hostname,
-                     WEXITSTATUS(w->status));
-        agent__rdzv_report_failure(a, what);
-    }
+    char what[RDZV_WHAT_MAX + 1];
+    if (WIFSIGNALED(w->status))
+        snprintf(what, sizeof what, "rank %d (%.64s) killed by %s", w->rank, a->hostname,
+                 ddp_signal_name(WTERMSIG(w->status)));
+    else
+        snprintf(what, sizeof what, "rank %d (%.64s) exited with code %d", w->rank, a->hostname,
+                 WEXITSTATUS(w->status));
+    a->ops->report_failure(a, what);
     if (a->running > 0) {
         DDP_INFO("rank %d failed; stopping the %d other worker(s)", w->rank, a->running);
         agent__group_signal(a, SIGTERM);
@@ -179,21 +176,15 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
         /* Another attempt would stop at the same step again. */
         DDP_ERROR("%s: not restarting", why);
         a->no_progress_stop = 1;
-        if (a->rdzv != NULL) {
-            /* The other nodes would wait for this one until join_timeout: stop them too. */
-            a->state = SUP_ABORTING;
-            agent__rdzv_abort(a, why);
-            return;
-        }
-        no_progress_fail(a, NULL);
+        a->ops->give_up(a, why);
         return;
     }
-    if (a->rdzv != NULL) {
-        /* The server decides whether restarts remain: a spent run refuses the next JOIN. */
-        a->state = SUP_JOINING;
-        agent__rdzv_join(a);
-        return;
-    }
+    a->ops->restart(a);
+}
+
+/* One node: the failed group is down; the next attempt after a back-off while restarts remain,
+ * else the summary and exit 1. */
+static void local_restart(agent_t *a) {
     if (a->attempt >= a->job->max_restarts) {
         agent__summary_print(a);
         a->result.failed = 1;
@@ -231,12 +222,10 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
 static void group_succeeded(agent_t *a, agent_worker_t *w) {
     (void)w;
     sweep_leftovers(a);
-    if (a->rdzv != NULL) {
-        /* Other nodes may still be running: leave together, within a bound. */
-        a->state = SUP_BARRIER;
-        agent__rdzv_exit_barrier(a);
-        return;
-    }
+    a->ops->succeeded(a);
+}
+
+static void local_succeeded(agent_t *a) {
     DDP_INFO("all %d workers finished successfully", a->nproc);
     finish(a, 0);
 }
@@ -400,12 +389,12 @@ static void capture_done(agent_t *a, agent_worker_t *w) {
     snprintf(f->stacks_file, sizeof f->stacks_file, "%s", a->workers[f->local_rank].stacks_file);
     agent__hang_report(a, f);
     a->state = SUP_STOPPING;
-    if (a->rdzv != NULL && !a->round_ended) {
+    if (!a->round_ended) {
         /* Every node stops its group: the round ends as after a worker's failure. */
         char text[96], what[RDZV_WHAT_MAX + 1];
         agent__hang_text(f, text, sizeof text);
         snprintf(what, sizeof what, "rank %d (%.64s) %s", f->rank, a->hostname, text);
-        agent__rdzv_report_failure(a, what);
+        a->ops->report_failure(a, what);
     }
     if (a->running == 0) {
         restart_or_fail(a, NULL);
@@ -499,3 +488,31 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
     sup_table[a->state][ev](a, w);
 }
+
+/* ---- one node: the operations of agent_node_ops_t ---- */
+
+static int local_begin(agent_t *a) {
+    a->state = SUP_RUNNING;
+    int rc = agent__group_start(a);
+    if (rc < 0)
+        agent__group_signal(a, SIGKILL);
+    return rc;
+}
+
+static void local_report_failure(agent_t *a, const char *what) {
+    (void)a, (void)what; /* nobody else to tell: this node restarts alone */
+}
+
+static void local_give_up(agent_t *a, const char *why) {
+    (void)why; /* said by the caller */
+    no_progress_fail(a, NULL);
+}
+
+const agent_node_ops_t agent__local_ops = {
+    .begin = local_begin,
+    .group_prepare = agent__local_group_prepare,
+    .report_failure = local_report_failure,
+    .restart = local_restart,
+    .give_up = local_give_up,
+    .succeeded = local_succeeded,
+};

@@ -147,6 +147,11 @@ void agent__summary_print(agent_t *a) {
     fx.summaries++;
 }
 
+/* group.c's part of one node's operations: emptying the stores before a group. */
+void agent__local_group_prepare(agent_t *a) {
+    (void)a;
+}
+
 /* assignment.c rebuilds the workers' environment with each round; these workers need none. */
 int agent__base_env_build(agent_t *a) {
     (void)a;
@@ -305,6 +310,7 @@ static agent_worker_t *setup(agent_sup_state_t st, int multi, int running, int s
     ag.kill_timer.data = &ag;
     ag.restart_timer.data = &ag;
     ag.rdzv = multi ? (struct agent_rdzv *)(void *)&rdzv_dummy : NULL;
+    ag.ops = multi ? &agent__rdzv_ops : &agent__local_ops;
     snprintf(ag.hostname, sizeof ag.hostname, "node7");
     for (int i = 0; i < 2; i++) {
         workers[i].local_rank = workers[i].rank = i;
