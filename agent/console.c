@@ -6,7 +6,10 @@
  * signals, reaping, heartbeats to the store. So each console is written through a descriptor
  * of its own opened O_NONBLOCK (reopened through /proc/self/fd, so the flag does not change the
  * file description other processes share, as libuv does for ttys), or with send(MSG_DONTWAIT)
- * for a socket. What does not fit waits in a queue flushed when the descriptor is writable.
+ * for a socket. What does not fit waits in a queue, retried every AGENT_CONSOLE_RETRY_MS while
+ * it is not empty. A timer, not a uv_poll: uv_poll_init would set O_NONBLOCK on a socket's
+ * shared description, and a worker writing to that socket directly (a service whose stdout is
+ * the journal's socket) would then get EAGAIN.
  *
  * Worker output is held back, not lost: past AGENT_CONSOLE_HIGH queued bytes the streams shown
  * on that console stop being read (output.c), so the workers block on their own pipes, as they
@@ -40,11 +43,10 @@ struct agent_console {
     int is_socket;    /* written with send(MSG_DONTWAIT) */
     int gone;         /* the reader has gone (EPIPE): nothing more is written */
     int held;         /* worker streams were held back: resume them when it drains */
-    int polling;      /* poll is armed */
-    int poll_init;    /* poll is a live handle */
+    int retry_init;   /* retry is a live handle */
     uint64_t dropped; /* bytes of the agent's own lines dropped */
     ddp_buf_t queue;
-    uv_poll_t poll;
+    uv_timer_t retry; /* flushes the queue while it is not empty */
 };
 
 /* Writes without blocking. Returns the bytes written (maybe short), or -errno (-EAGAIN: full). */
@@ -59,13 +61,13 @@ static ssize_t try_write(const agent_console_t *c, const void *p, size_t n) {
     }
 }
 
-static void on_writable(uv_poll_t *h, int status, int events);
+static void on_retry(uv_timer_t *t);
 
-static void poll_arm(agent_console_t *c) {
-    if (c->polling || !c->poll_init || uv_is_closing((uv_handle_t *)&c->poll))
+static void retry_arm(agent_console_t *c) {
+    if (!c->retry_init || uv_is_active((uv_handle_t *)&c->retry) ||
+        uv_is_closing((uv_handle_t *)&c->retry))
         return;
-    if (uv_poll_start(&c->poll, UV_WRITABLE, on_writable) == 0)
-        c->polling = 1;
+    uv_timer_start(&c->retry, on_retry, AGENT_CONSOLE_RETRY_MS, AGENT_CONSOLE_RETRY_MS);
 }
 
 /* Writes what the queue holds until it is empty or the descriptor is full. */
@@ -84,16 +86,11 @@ static void queue_flush(agent_console_t *c) {
     }
 }
 
-static void on_writable(uv_poll_t *h, int status, int events) {
-    (void)events;
-    agent_console_t *c = h->data;
-    if (status < 0)
-        c->gone = 1; /* an error on the descriptor: nothing more can be written */
+static void on_retry(uv_timer_t *t) {
+    agent_console_t *c = t->data;
     queue_flush(c);
-    if (c->queue.len == 0 || c->gone) {
-        uv_poll_stop(h);
-        c->polling = 0;
-    }
+    if (c->queue.len == 0 || c->gone)
+        uv_timer_stop(t);
     if (c->held && (c->queue.len <= AGENT_CONSOLE_LOW || c->gone)) {
         c->held = 0;
         agent__streams_resume(c->a, c->std);
@@ -123,9 +120,9 @@ static agent_console_t *console_new(agent_t *a, int std, const struct stat *st) 
                       std, strerror(errno));
         }
     }
-    if ((c->own_fd || c->is_socket) && uv_poll_init(a->loop, &c->poll, c->fd) == 0) {
-        c->poll.data = c;
-        c->poll_init = 1;
+    if ((c->own_fd || c->is_socket) && uv_timer_init(a->loop, &c->retry) == 0) {
+        c->retry.data = c;
+        c->retry_init = 1;
     }
     return c;
 }
@@ -176,7 +173,7 @@ int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_w
         c->dropped += n;
         return 0;
     }
-    poll_arm(c);
+    retry_arm(c);
     return 0;
 }
 

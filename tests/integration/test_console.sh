@@ -60,4 +60,30 @@ lines=$(grep -c '^\[default[01]\]:line [0-9]*$' "$d/out")
 verdict "a reader that stalls then reads: all 600000 lines arrive whole (got $lines)" ||
     show_tail "$d/err"
 
+# 4. stdout a socket that is never read (a service whose stdout is the journal's socket): ddprun
+# never sets O_NONBLOCK on the description it shares with whoever else writes there (seen from
+# this side of the socket while the job runs), and SIGTERM still stops a job whose tee'd output
+# fills the socket.
+d=$TMP/socket_out; mkdir -p "$d"
+timeout -k 5 60 python3 - "$DDPRUN" "$d" "$LOUD" <<'PY' >"$d/py.out" 2>&1; rc=$?
+import fcntl, os, signal, socket, subprocess, sys, time
+ddprun, d, loud = sys.argv[1:4]
+keep, theirs = socket.socketpair()  # "keep" is never read
+q = subprocess.Popen([ddprun, "--standalone", "--nproc_per_node=2", "--tee", "3",
+                      "--shutdown_timeout", "2", "--no_python", "sh", "-c", loud],
+                     stdout=theirs, stderr=open(d + "/err", "w"))
+time.sleep(2)
+print("nonblocking", bool(fcntl.fcntl(theirs.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK))
+q.send_signal(signal.SIGTERM)
+try:
+    print("term-run", q.wait(timeout=20))
+except subprocess.TimeoutExpired:
+    q.kill()
+    print("term-run hung")
+PY
+[ $rc -eq 0 ] && grep -qx "nonblocking False" "$d/py.out" && grep -qx "term-run 143" "$d/py.out"
+verdict "stdout a socket never read: its shared description stays blocking, SIGTERM stops the job" ||
+    show_tail "$d/py.out" "$d/err"
+check "nothing left running after the socket stdout" no_leftovers
+
 finish
