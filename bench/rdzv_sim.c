@@ -212,10 +212,10 @@ static int beats_due(rdzv_sim_t *s, uint64_t now) {
 /* Parks agent i's WAIT on the end key of its round. */
 static int watch_end(rdzv_sim_t *s, size_t i) {
     char key[RDZV_LAYOUT_KEY_MAX];
-    int n = rdzv_layout_end_key(key, sizeof key, s->tmpl.run_id, s->a[i].round);
     ddp_buf_t b = DDP_BUF_INIT;
-    int rc = n < 0 || rdzv__put_u8(&b, RDZV_CMD_WAIT) < 0 || rdzv__put_u64(&b, 1) < 0 ||
-                     rdzv__put_blob(&b, key, (size_t)n) < 0
+    int rc = rdzv_layout_end_key(key, sizeof key, s->tmpl.run_id, s->a[i].round) < 0 ||
+                     rdzv__put_u8(&b, RDZV_CMD_WAIT) < 0 || rdzv__put_u64(&b, 1) < 0 ||
+                     rdzv__put_blob(&b, key, strlen(key)) < 0
                  ? -1
                  : write_all(s->a[i].fd, b.data, b.len);
     ddp_buf_free(&b);

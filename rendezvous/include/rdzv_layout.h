@@ -24,6 +24,8 @@
 /* Room for any "__rdzv/" key of a run (the run id, two 19-digit numbers and the words). */
 #define RDZV_LAYOUT_KEY_MAX (RDZV_RUN_ID_MAX + 64)
 
+/* Each writes one key of run_id, NUL-terminated, into key (cap bytes) and returns 0 (not its
+ * length), or -EINVAL for a run id over its bound, a negative number, or no room. */
 int rdzv_layout_end_key(char *key, size_t cap, const char *run_id, int64_t round);
 int rdzv_layout_exit_key(char *key, size_t cap, const char *run_id, int64_t round);
 int rdzv_layout_exit_done_key(char *key, size_t cap, const char *run_id, int64_t round);
