@@ -16,15 +16,8 @@ typedef struct acall {
 } acall_t;
 
 static const char *cmd_name(uint8_t cmd) {
-    switch (cmd) {
-    case RDZV_CMD_RDZV_JOIN: return "RDZV_JOIN";
-    case RDZV_CMD_RDZV_HEARTBEAT: return "RDZV_HEARTBEAT";
-    case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
-    case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
-    case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
-    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
-    }
-    return "RDZV_?";
+    const char *name = rdzv_round_cmd_name(cmd);
+    return name != NULL ? name : "RDZV_?";
 }
 
 static void on_raw_reply(void *arg, int status, const uint8_t *reply, size_t len,

@@ -105,19 +105,6 @@ static void member_silence(void *ctx, const rdzv_member_view_t *m) {
          (double)m->silent_ms / 1000.0);
 }
 
-static const char *round_cmd_name(int cmd) {
-    switch (cmd) {
-    case RDZV_CMD_RDZV_JOIN: return "RDZV_JOIN";
-    case RDZV_CMD_RDZV_HEARTBEAT: return "RDZV_HEARTBEAT";
-    case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
-    case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
-    case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
-    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
-    case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
-    default: return NULL;
-    }
-}
-
 /* Over 60 lines: the families in the order a reader of the page expects them. */
 int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out) {
     mtext_t t = {out, 0, NULL};
@@ -148,7 +135,7 @@ int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out) {
     for (int c = 0; c < 256; c++) {
         if (s->cmd_counts[c] == 0)
             continue;
-        const char *name = round_cmd_name(c);
+        const char *name = rdzv_round_cmd_name(c);
         if (name == NULL)
             name = rdzv__cmd_name(c);
         emit(&t, "ddprun_store_requests_total{command=\"%s\"} %llu\n", name,
