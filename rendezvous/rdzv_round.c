@@ -46,113 +46,18 @@
  *
  * Costs: closing a round of N joiners is O(N) (rank assignment in three passes over a slot
  * array); a heartbeat is O(1) (member hash); liveness is checked lazily at the earliest possible
- * expiry (O(N) per check, at most once per silence window unless someone dies). */
-#include "rdzv_round_int.h"
+ * expiry (O(N) per check, at most once per silence window unless someone dies).
+ *
+ * The records (runs, members) are in rdzv_run.h, the registry in rdzv_runs.c, STATUS in
+ * rdzv_round_status.c. */
+#include "rdzv_run.h"
 
 #include <errno.h>
-#include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-
-typedef enum member_state {
-    MEMBER_JOINING,
-    MEMBER_RUNNING,
-    MEMBER_IDLE,
-} member_state_t;
-
-typedef struct rdzv_run rdzv_run_t;
-
-typedef struct rdzv_member {
-    uint64_t id;
-    rdzv_run_t *run;
-    member_state_t state;
-    char host[RDZV_HOST_MAX + 1];
-    int64_t want_rank, nproc, master_port;
-    int64_t group_rank; /* RUNNING: its rank; else -1 */
-    int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
-    uint64_t join_ms, last_seen_ms;
-    int64_t key; /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
-    struct rdzv_member *hnext;         /* member hash chain */
-    struct rdzv_member *rprev, *rnext; /* the run's member list */
-} rdzv_member_t;
-
-/* A member of the previous round, remembered to name the lost ones. */
-typedef struct prev_node {
-    uint64_t id;
-    int64_t rank;
-    char host[RDZV_HOST_MAX + 1];
-} prev_node_t;
-
-struct rdzv_run {
-    char id[RDZV_RUN_ID_MAX + 1];
-    rdzv_round_cfg_t cfg;
-    rdzv_run_state_t state;
-    int64_t round;
-    int64_t min_round; /* the largest a JOIN carried: no round is numbered below it */
-    int64_t restarts_used;
-    char last_failure[RDZV_ROUND_TEXT_MAX];
-    int aborted;            /* FAILED by an ABORT (last_failure says who and why), not restarts */
-    uint64_t last_call_ms;  /* LAST_CALL: when the round closes */
-    uint64_t live_check_ms; /* RUNNING: earliest time a member can be silent too long */
-    uint64_t empty_since_ms;
-    rdzv_member_t **joiners; /* join order */
-    size_t njoin, cap_join;
-    rdzv_member_t **group; /* by group rank */
-    size_t ngroup, cap_group;
-    prev_node_t *prev; /* the previous round's group */
-    size_t nprev, cap_prev;
-    rdzv_member_t *mhead; /* every member of the run */
-    size_t nmembers;
-    struct rdzv_run *hnext, *prev_all, *next_all;
-};
-
-struct rdzv_runs {
-    size_t max_runs;
-    uint64_t empty_keep_ms;
-    rdzv_run_t **run_buckets;
-    size_t nrun_buckets, nruns;
-    rdzv_run_t *runs; /* all runs, for tick */
-    rdzv_member_t **mem_buckets;
-    size_t nmem_buckets, nmembers;
-};
-
-/* ---- small helpers ---- */
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s != '\0'; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t hash_u64(uint64_t x) {
-    x ^= x >> 33; /* murmur3 finaliser: connection ids are sequential */
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
-
-/* Copies s into dst (cap bytes), cutting it. */
-static void copy_str(char *dst, size_t cap, const char *s) {
-    snprintf(dst, cap, "%s", s);
-}
-
-/* snprintf for messages, where cutting a long text is intended (so the compiler's truncation
- * warning does not apply). Returns the length written (at most cap - 1). */
-__attribute__((format(printf, 3, 4))) static size_t textf(char *out, size_t cap, const char *fmt,
-                                                          ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, cap, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return 0;
-    return (size_t)n < cap ? (size_t)n : cap - 1;
-}
 
 /* Formats a duration for messages: "600s" or "1500ms". */
 static void fmt_ms(char *out, size_t cap, int64_t ms) {
@@ -160,221 +65,6 @@ static void fmt_ms(char *out, size_t cap, int64_t ms) {
         snprintf(out, cap, "%llds", (long long)(ms / 1000));
     else
         snprintf(out, cap, "%lldms", (long long)ms);
-}
-
-void rdzv_actions_reset(rdzv_actions_t *a) {
-    a->n = 0;
-}
-
-void rdzv_actions_close(rdzv_actions_t *a) {
-    free(a->v);
-    a->v = NULL;
-    a->n = a->cap = 0;
-}
-
-/* Makes room for extra more actions, so that the transition that follows cannot fail halfway. */
-static int actions_reserve(rdzv_actions_t *a, size_t extra) {
-    if (a->cap - a->n >= extra)
-        return 0;
-    size_t cap = a->cap ? a->cap : 16;
-    while (cap - a->n < extra)
-        cap *= 2;
-    rdzv_action_t *v = realloc(a->v, cap * sizeof *v);
-    if (v == NULL)
-        return -ENOMEM;
-    a->v = v;
-    a->cap = cap;
-    return 0;
-}
-
-/* Appends a zeroed action; the room was reserved. */
-static rdzv_action_t *action_add(rdzv_actions_t *a, rdzv_action_kind_t kind, uint64_t member) {
-    rdzv_action_t *x = &a->v[a->n++];
-    memset(x, 0, sizeof *x);
-    x->kind = kind;
-    x->member = member;
-    return x;
-}
-
-static int grow(void **v, size_t *cap, size_t want, size_t elem) {
-    if (*cap >= want)
-        return 0;
-    size_t c = *cap ? *cap : 8;
-    while (c < want)
-        c *= 2;
-    void *p = realloc(*v, c * elem);
-    if (p == NULL)
-        return -ENOMEM;
-    *v = p;
-    *cap = c;
-    return 0;
-}
-
-const char *rdzv_run_state_name(int state) {
-    switch (state) {
-    case RDZV_RUN_JOINING: return "JOINING";
-    case RDZV_RUN_LAST_CALL: return "LAST_CALL";
-    case RDZV_RUN_RUNNING: return "RUNNING";
-    case RDZV_RUN_FAILED: return "FAILED";
-    default: return "UNKNOWN";
-    }
-}
-
-static const char *member_state_name(member_state_t s) {
-    switch (s) {
-    case MEMBER_JOINING: return "joining";
-    case MEMBER_RUNNING: return "running";
-    default: return "idle";
-    }
-}
-
-/* ---- registry ---- */
-
-rdzv_runs_t *rdzv_runs_new(const rdzv_runs_opts_t *opts) {
-    rdzv_runs_t *rs = calloc(1, sizeof *rs);
-    if (rs == NULL)
-        return NULL;
-    rs->max_runs = opts != NULL && opts->max_runs ? opts->max_runs : RDZV_RUNS_DEFAULT_MAX;
-    rs->empty_keep_ms =
-        opts != NULL && opts->empty_keep_ms ? opts->empty_keep_ms : RDZV_RUNS_DEFAULT_EMPTY_KEEP_MS;
-    rs->nrun_buckets = 16;
-    while (rs->nrun_buckets < rs->max_runs)
-        rs->nrun_buckets *= 2;
-    rs->nmem_buckets = 64;
-    rs->run_buckets = calloc(rs->nrun_buckets, sizeof *rs->run_buckets);
-    rs->mem_buckets = calloc(rs->nmem_buckets, sizeof *rs->mem_buckets);
-    if (rs->run_buckets == NULL || rs->mem_buckets == NULL) {
-        free(rs->run_buckets);
-        free(rs->mem_buckets);
-        free(rs);
-        return NULL;
-    }
-    return rs;
-}
-
-static rdzv_run_t *run_find(const rdzv_runs_t *rs, const char *id) {
-    rdzv_run_t *r = rs->run_buckets[hash_str(id) & (rs->nrun_buckets - 1)];
-    while (r != NULL && strcmp(r->id, id) != 0)
-        r = r->hnext;
-    return r;
-}
-
-static rdzv_member_t *member_find(const rdzv_runs_t *rs, uint64_t id) {
-    rdzv_member_t *m = rs->mem_buckets[hash_u64(id) & (rs->nmem_buckets - 1)];
-    while (m != NULL && m->id != id)
-        m = m->hnext;
-    return m;
-}
-
-/* Doubles the member hash when it gets crowded; failure only keeps chains longer. */
-static void member_hash_grow(rdzv_runs_t *rs) {
-    if (rs->nmembers < rs->nmem_buckets)
-        return;
-    size_t nb = rs->nmem_buckets * 2;
-    rdzv_member_t **b = calloc(nb, sizeof *b);
-    if (b == NULL)
-        return;
-    for (size_t i = 0; i < rs->nmem_buckets; i++) {
-        rdzv_member_t *m = rs->mem_buckets[i];
-        while (m != NULL) {
-            rdzv_member_t *next = m->hnext;
-            size_t h = hash_u64(m->id) & (nb - 1);
-            m->hnext = b[h];
-            b[h] = m;
-            m = next;
-        }
-    }
-    free(rs->mem_buckets);
-    rs->mem_buckets = b;
-    rs->nmem_buckets = nb;
-}
-
-/* Unlinks m from the hash and its run's member list and frees it. The caller has already removed
- * it from joiners/group. */
-static void member_free(rdzv_runs_t *rs, rdzv_member_t *m, uint64_t now_ms) {
-    rdzv_member_t **pp = &rs->mem_buckets[hash_u64(m->id) & (rs->nmem_buckets - 1)];
-    while (*pp != m)
-        pp = &(*pp)->hnext;
-    *pp = m->hnext;
-    rs->nmembers--;
-    rdzv_run_t *r = m->run;
-    if (m->rprev != NULL)
-        m->rprev->rnext = m->rnext;
-    else
-        r->mhead = m->rnext;
-    if (m->rnext != NULL)
-        m->rnext->rprev = m->rprev;
-    if (--r->nmembers == 0)
-        r->empty_since_ms = now_ms;
-    free(m);
-}
-
-static void run_free(rdzv_runs_t *rs, rdzv_run_t *r) {
-    while (r->mhead != NULL)
-        member_free(rs, r->mhead, 0);
-    rdzv_run_t **pp = &rs->run_buckets[hash_str(r->id) & (rs->nrun_buckets - 1)];
-    while (*pp != r)
-        pp = &(*pp)->hnext;
-    *pp = r->hnext;
-    if (r->prev_all != NULL)
-        r->prev_all->next_all = r->next_all;
-    else
-        rs->runs = r->next_all;
-    if (r->next_all != NULL)
-        r->next_all->prev_all = r->prev_all;
-    rs->nruns--;
-    free(r->joiners);
-    free(r->group);
-    free(r->prev);
-    free(r);
-}
-
-void rdzv_runs_free(rdzv_runs_t *rs) {
-    if (rs == NULL)
-        return;
-    while (rs->runs != NULL)
-        run_free(rs, rs->runs);
-    free(rs->run_buckets);
-    free(rs->mem_buckets);
-    free(rs);
-}
-
-size_t rdzv_runs_count(const rdzv_runs_t *rs) {
-    return rs->nruns;
-}
-
-/* Creates run id with cfg into *out, evicting the run empty the longest when the registry is
- * full. Returns 0, DDP_ETOOBIG or -ENOMEM with err set. */
-static int run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cfg,
-                      rdzv_run_t **out, ddp_err_t *err) {
-    if (rs->nruns >= rs->max_runs) {
-        rdzv_run_t *victim = NULL;
-        for (rdzv_run_t *r = rs->runs; r != NULL; r = r->next_all)
-            if (r->nmembers == 0 && (victim == NULL || r->empty_since_ms < victim->empty_since_ms))
-                victim = r;
-        if (victim == NULL)
-            return ddp_err_set(err, DDP_ETOOBIG,
-                               "unable to create rendezvous '%s': the server holds %zu runs, all "
-                               "active",
-                               id, rs->max_runs);
-        run_free(rs, victim);
-    }
-    rdzv_run_t *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return ddp_err_set(err, -ENOMEM, "unable to create rendezvous '%s': out of memory", id);
-    copy_str(r->id, sizeof r->id, id);
-    r->cfg = *cfg;
-    r->state = RDZV_RUN_JOINING;
-    size_t h = hash_str(id) & (rs->nrun_buckets - 1);
-    r->hnext = rs->run_buckets[h];
-    rs->run_buckets[h] = r;
-    r->next_all = rs->runs;
-    if (rs->runs != NULL)
-        rs->runs->prev_all = r;
-    rs->runs = r;
-    rs->nruns++;
-    *out = r;
-    return 0;
 }
 
 /* ---- transitions ---- */
@@ -473,15 +163,15 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         rdzv_member_t *m = slot[i];
         m->state = MEMBER_RUNNING;
         m->last_seen_ms = now_ms;
-        rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_OK, m->id);
-        copy_str(a->run_id, sizeof a->run_id, r->id);
-        copy_str(a->round_keys, sizeof a->round_keys, r->cfg.round_keys);
+        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_OK, m->id);
+        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+        rdzv__copy_str(a->round_keys, sizeof a->round_keys, r->cfg.round_keys);
         a->res.round = r->round;
         a->res.group_rank = (int64_t)i;
         a->res.group_world_size = (int64_t)n;
         a->res.rank_base = base;
         a->res.world_size = world;
-        copy_str(a->res.master_addr, sizeof a->res.master_addr, slot[0]->host);
+        rdzv__copy_str(a->res.master_addr, sizeof a->res.master_addr, slot[0]->host);
         a->res.master_port = slot[0]->master_port;
         a->res.restarts_used = r->restarts_used;
         a->res.member = (int64_t)m->id;
@@ -492,7 +182,7 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
     for (rdzv_member_t *m = r->mhead, *next; m != NULL; m = next) {
         next = m->rnext;
         if (m->state == MEMBER_IDLE)
-            member_free(rs, m, now_ms);
+            rdzv__member_free(rs, m, now_ms);
     }
     r->state = RDZV_RUN_RUNNING;
     r->live_check_ms =
@@ -503,11 +193,11 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
 static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char *text,
                            uint64_t now_ms, rdzv_actions_t *out) {
     for (size_t i = 0; i < r->njoin; i++) {
-        rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_ERR, r->joiners[i]->id);
+        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, r->joiners[i]->id);
         a->code = code;
-        copy_str(a->run_id, sizeof a->run_id, r->id);
-        copy_str(a->text, sizeof a->text, text);
-        member_free(rs, r->joiners[i], now_ms);
+        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+        rdzv__copy_str(a->text, sizeof a->text, text);
+        rdzv__member_free(rs, r->joiners[i], now_ms);
     }
     r->njoin = 0;
 }
@@ -515,10 +205,10 @@ static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char 
 /* The text a refused join gets from a FAILED run. */
 static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
     if (r->aborted)
-        textf(out, cap, "rendezvous '%s' failed: stopped by %s", r->id, r->last_failure);
+        rdzv__textf(out, cap, "rendezvous '%s' failed: stopped by %s", r->id, r->last_failure);
     else
-        textf(out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s",
-              r->id, (long long)r->cfg.max_restarts, r->last_failure);
+        rdzv__textf(out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s",
+                    r->id, (long long)r->cfg.max_restarts, r->last_failure);
 }
 
 /* Ends the running round (its dead members are already removed from the group): END_ROUND,
@@ -526,8 +216,8 @@ static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
  * run becomes FAILED instead and the waiters are refused. */
 static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int failed, uint64_t now_ms,
                       rdzv_actions_t *out) {
-    rdzv_action_t *a = action_add(out, RDZV_ACT_END_ROUND, 0);
-    copy_str(a->run_id, sizeof a->run_id, r->id);
+    rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_END_ROUND, 0);
+    rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
     a->round = r->round;
     snprintf(a->text, sizeof a->text, "rendezvous '%s' round %lld ended: %s", r->id,
              (long long)r->round, why);
@@ -540,7 +230,7 @@ static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int faile
         prev_node_t *p = &r->prev[r->nprev++];
         p->id = m->id;
         p->rank = m->group_rank;
-        copy_str(p->host, sizeof p->host, m->host);
+        rdzv__copy_str(p->host, sizeof p->host, m->host);
         m->prev_rank = m->group_rank;
         m->group_rank = -1;
         m->state = MEMBER_IDLE;
@@ -564,12 +254,12 @@ static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int faile
  * take every action one event may produce, so that the transition cannot fail halfway. */
 static int event_reserve(rdzv_run_t *r, size_t extra_members, rdzv_actions_t *out) {
     size_t n = r->nmembers + extra_members;
-    if (grow((void **)&r->group, &r->cap_group, n, sizeof *r->group) < 0 ||
-        grow((void **)&r->prev, &r->cap_prev, n, sizeof *r->prev) < 0)
+    if (rdzv__grow((void **)&r->group, &r->cap_group, n, sizeof *r->group) < 0 ||
+        rdzv__grow((void **)&r->prev, &r->cap_prev, n, sizeof *r->prev) < 0)
         return -ENOMEM;
-    if (grow((void **)&r->joiners, &r->cap_join, n, sizeof *r->joiners) < 0)
+    if (rdzv__grow((void **)&r->joiners, &r->cap_join, n, sizeof *r->joiners) < 0)
         return -ENOMEM;
-    return actions_reserve(out, 2 * n + 4);
+    return rdzv__actions_reserve(out, 2 * n + 4);
 }
 
 /* Frees what a run with no members no longer needs: event_reserve sized joiners, group and prev
@@ -670,24 +360,6 @@ static int64_t member_key_make(void) {
     return (int64_t)(k >> 1); /* non-negative: it reads the same in every language's i64 */
 }
 
-/* Makes m, a new member with connection id member, known to the registry and to run r. */
-static void member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_t member) {
-    m->id = member;
-    m->run = r;
-    m->prev_rank = -1;
-    m->group_rank = -1;
-    size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
-    m->hnext = rs->mem_buckets[h];
-    rs->mem_buckets[h] = m;
-    rs->nmembers++;
-    m->rnext = r->mhead;
-    if (r->mhead != NULL)
-        r->mhead->rprev = m;
-    r->mhead = m;
-    r->nmembers++;
-    member_hash_grow(rs);
-}
-
 static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_running,
                      uint64_t now_ms, rdzv_actions_t *out);
 
@@ -696,7 +368,7 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     int rc = join_validate(req, err);
     if (rc < 0)
         return rc;
-    rdzv_member_t *m = member_find(rs, member);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
     if (m != NULL && strcmp(m->run->id, req->run_id) != 0)
         return ddp_err_set(err, -EBUSY, "rendezvous '%s': this connection is a member of '%s'",
                            req->run_id, m->run->id);
@@ -704,10 +376,10 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
         return ddp_err_set(err, -EALREADY, "rendezvous '%s': this connection already waits to join",
                            req->run_id);
     rdzv_round_cfg_t cfg = cfg_defaults(req->cfg);
-    rdzv_run_t *r = m != NULL ? m->run : run_find(rs, req->run_id);
+    rdzv_run_t *r = m != NULL ? m->run : rdzv__run_find(rs, req->run_id);
     int created = 0;
     if (r == NULL) {
-        rc = run_create(rs, req->run_id, &cfg, &r, err);
+        rc = rdzv__run_create(rs, req->run_id, &cfg, &r, err);
         if (rc < 0)
             return rc;
         created = 1;
@@ -726,15 +398,15 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     if (event_reserve(r, m == NULL ? 1 : 0, out) < 0 ||
         (m == NULL && (m = calloc(1, sizeof *m)) == NULL)) {
         if (created)
-            run_free(rs, r);
+            rdzv__run_free(rs, r);
         return ddp_err_set(err, -ENOMEM, "rendezvous '%s': out of memory", req->run_id);
     }
     if (m->run == NULL) {
-        member_link(rs, r, m, member);
+        rdzv__member_link(rs, r, m, member);
         m->key = member_key_make();
     }
     int was_running = m->state == MEMBER_RUNNING && r->state == RDZV_RUN_RUNNING;
-    copy_str(m->host, sizeof m->host, req->host);
+    rdzv__copy_str(m->host, sizeof m->host, req->host);
     m->want_rank = req->want_node_rank;
     m->nproc = req->nproc;
     m->master_port = req->master_port;
@@ -785,7 +457,7 @@ static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_r
 
 int rdzv_runs_heartbeat(rdzv_runs_t *rs, const char *run_id, uint64_t member, uint64_t now_ms,
                         int64_t *round, int *state) {
-    rdzv_member_t *m = member_find(rs, member);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
     if (m == NULL || (run_id != NULL && strcmp(m->run->id, run_id) != 0))
         return -ENOENT;
     if (now_ms > m->last_seen_ms)
@@ -799,7 +471,7 @@ int rdzv_runs_heartbeat(rdzv_runs_t *rs, const char *run_id, uint64_t member, ui
 
 int rdzv_runs_beat_for(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t key,
                        uint64_t now_ms, int64_t *round, int *state) {
-    rdzv_member_t *m = member_find(rs, member);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
     if (m == NULL || m->key != key)
         return -ENOENT;
     return rdzv_runs_heartbeat(rs, run_id, member, now_ms, round, state);
@@ -807,12 +479,12 @@ int rdzv_runs_beat_for(rdzv_runs_t *rs, const char *run_id, uint64_t member, int
 
 int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                    const char *what, uint64_t now_ms, rdzv_actions_t *out, rdzv_fail_reply_t *rep) {
-    rdzv_run_t *r = run_find(rs, run_id);
+    rdzv_run_t *r = rdzv__run_find(rs, run_id);
     memset(rep, 0, sizeof *rep);
     rep->status = RDZV_FAIL_IGNORED;
     if (r == NULL)
         return -ENOENT;
-    rdzv_member_t *m = member_find(rs, member);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
     int current = r->state == RDZV_RUN_RUNNING && round == r->round && m != NULL && m->run == r &&
                   m->state == MEMBER_RUNNING;
     if (current && event_reserve(r, 0, out) < 0)
@@ -821,11 +493,12 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
         char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
         node_name(who, sizeof who, m->group_rank, m->host);
         r->restarts_used++;
-        textf(r->last_failure, sizeof r->last_failure, "%s round %lld: %.255s", who,
-              (long long)round, what != NULL && what[0] != '\0' ? what : "worker group failed");
+        rdzv__textf(r->last_failure, sizeof r->last_failure, "%s round %lld: %.255s", who,
+                    (long long)round,
+                    what != NULL && what[0] != '\0' ? what : "worker group failed");
         int failed = r->restarts_used > r->cfg.max_restarts;
-        textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)",
-              r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts);
+        rdzv__textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)",
+                    r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts);
         round_end(rs, r, why, failed, now_ms, out);
         rep->status = failed ? RDZV_FAIL_RUN_FAILED : RDZV_FAIL_COUNTED;
     }
@@ -837,8 +510,8 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
 
 int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const char *why,
                     uint64_t now_ms, rdzv_actions_t *out) {
-    rdzv_run_t *r = run_find(rs, run_id);
-    rdzv_member_t *m = member_find(rs, member);
+    rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
     if (r == NULL || m == NULL || m->run != r || r->state == RDZV_RUN_FAILED)
         return -ENOENT;
     if (event_reserve(r, 0, out) < 0)
@@ -846,12 +519,12 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
     char who[RDZV_HOST_MAX + 64];
     /* A member between rounds has no rank now: the one it had names it. */
     node_name(who, sizeof who, m->group_rank >= 0 ? m->group_rank : m->prev_rank, m->host);
-    textf(r->last_failure, sizeof r->last_failure, "%s: %.255s", who,
-          why != NULL && why[0] != '\0' ? why : "aborted");
+    rdzv__textf(r->last_failure, sizeof r->last_failure, "%s: %.255s", who,
+                why != NULL && why[0] != '\0' ? why : "aborted");
     r->aborted = 1;
     if (r->state == RDZV_RUN_RUNNING) {
         char why_end[RDZV_ROUND_TEXT_MAX];
-        textf(why_end, sizeof why_end, "the run was stopped by %s", r->last_failure);
+        rdzv__textf(why_end, sizeof why_end, "the run was stopped by %s", r->last_failure);
         round_end(rs, r, why_end, 1, now_ms, out); /* FAILED, the waiters refused */
         return 0;
     }
@@ -864,7 +537,7 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
 }
 
 int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_actions_t *out) {
-    rdzv_member_t *m = member_find(rs, member);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
     if (m == NULL)
         return 0;
     rdzv_run_t *r = m->run;
@@ -874,7 +547,7 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
         node_name(who, sizeof who, m->group_rank, m->host);
         snprintf(why, sizeof why, "%s lost: connection closed", who);
         group_remove(r, m);
-        member_free(rs, m, now_ms);
+        rdzv__member_free(rs, m, now_ms);
         round_end(rs, r, why, 0, now_ms, out);
         run_trim(r);
         return 0;
@@ -883,7 +556,7 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
         group_remove(r, m); /* only on -ENOMEM above: the silence check ends the round later */
     if (m->state == MEMBER_JOINING)
         joiners_remove(r, m);
-    member_free(rs, m, now_ms);
+    rdzv__member_free(rs, m, now_ms);
     if (r->state == RDZV_RUN_LAST_CALL)
         run_check(rs, r, now_ms, out); /* below min: back to JOINING (no action) */
     run_trim(r);
@@ -895,7 +568,7 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
 static void lost_names(const rdzv_runs_t *rs, const rdzv_run_t *r, char *text, size_t cap) {
     size_t len = strlen(text), nlost = 0, shown = 0;
     for (size_t i = 0; i < r->nprev; i++) {
-        const rdzv_member_t *m = member_find(rs, r->prev[i].id);
+        const rdzv_member_t *m = rdzv__member_find(rs, r->prev[i].id);
         if (m != NULL && m->run == r && m->state == MEMBER_JOINING)
             continue;
         nlost++;
@@ -936,11 +609,11 @@ static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv
     }
     for (size_t i = 0; i < k; i++) {
         rdzv_member_t *m = r->joiners[i];
-        rdzv_action_t *a = action_add(out, RDZV_ACT_REPLY_ERR, m->id);
+        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
         a->code = DDP_ETIMEOUT;
-        copy_str(a->run_id, sizeof a->run_id, r->id);
-        copy_str(a->text, sizeof a->text, text);
-        member_free(rs, m, now_ms);
+        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+        rdzv__copy_str(a->text, sizeof a->text, text);
+        rdzv__member_free(rs, m, now_ms);
     }
     memmove(r->joiners, r->joiners + k, (r->njoin - k) * sizeof *r->joiners);
     r->njoin -= k;
@@ -968,12 +641,12 @@ static void group_check_live(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rd
         if (len + strlen(who) + 40 < sizeof why)
             len += (size_t)snprintf(why + len, sizeof why - len, "%s%s", ndead ? ", " : "", who);
         ndead++;
-        rdzv_action_t *a = action_add(out, RDZV_ACT_CLOSE, m->id);
-        copy_str(a->run_id, sizeof a->run_id, r->id);
+        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_CLOSE, m->id);
+        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
         snprintf(a->text, sizeof a->text, "rendezvous '%s': %s silent for %s (keep-alive)", r->id,
                  who, dur);
         group_remove(r, m);
-        member_free(rs, m, now_ms);
+        rdzv__member_free(rs, m, now_ms);
     }
     if (ndead == 0) {
         r->live_check_ms = oldest == UINT64_MAX ? UINT64_MAX : oldest + limit;
@@ -989,7 +662,7 @@ int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out) {
         next = r->next_all;
         if (r->nmembers == 0) {
             if (r->empty_since_ms + rs->empty_keep_ms <= now_ms)
-                run_free(rs, r);
+                rdzv__run_free(rs, r);
             continue;
         }
         if (event_reserve(r, 0, out) < 0)
@@ -1030,131 +703,4 @@ uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs) {
             t = d;
     }
     return t;
-}
-
-/* ---- status ---- */
-
-typedef struct status_ctx {
-    const rdzv_run_t *run;
-    uint64_t now_ms;
-    rdzv_progress_lookup_fn lookup;
-    void *lookup_ctx;
-} status_ctx_t;
-
-static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
-    int64_t silent = (int64_t)(sc->now_ms > m->last_seen_ms ? sc->now_ms - m->last_seen_ms : 0);
-    json_t *o =
-        json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "member", (json_int_t)m->id, "host",
-                  m->host, "state", member_state_name(m->state), "group_rank",
-                  (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
-                  (json_int_t)m->want_rank, "silent_ms", (json_int_t)silent);
-    rdzv_progress_t p;
-    if (o == NULL || sc->lookup == NULL || m->group_rank < 0 || m->state != MEMBER_RUNNING ||
-        sc->lookup(sc->lookup_ctx, sc->run->id, m->group_rank, &p) < 0 || p.round != sc->run->round)
-        return o;
-    if (p.step >= 0)
-        json_object_set_new(o, "step", json_integer((json_int_t)p.step));
-    int64_t age = p.beat_age_ms > INT64_MAX - silent ? INT64_MAX : p.beat_age_ms + silent;
-    json_object_set_new(o, "beat_age_ms", json_integer((json_int_t)age));
-    return o;
-}
-
-/* Appends member m to members when it is at position *pos of STATUS's order and inside the page
- * [first, first + limit); counts it in *pos. Returns 0 or -ENOMEM. */
-static int member_page_add(const status_ctx_t *sc, json_t *members, const rdzv_member_t *m,
-                           size_t *pos, size_t first, size_t limit) {
-    size_t at = (*pos)++;
-    if (at < first || at - first >= limit)
-        return 0;
-    return json_array_append_new(members, member_json(sc, m)) == 0 ? 0 : -ENOMEM;
-}
-
-/* The JSON of STATUS (page NULL: every member) or STATUS_PAGE (page[0] = first, page[1] =
- * limit: the members of that page, and the counts by state). Either costs O(members) in all;
- * only the page's members are written. */
-static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
-                        rdzv_progress_lookup_fn lookup, void *ctx, const size_t *page,
-                        ddp_buf_t *out, ddp_err_t *err) {
-    const rdzv_run_t *r = run_find(rs, run_id);
-    if (r == NULL)
-        return ddp_err_set(err, -ENOENT, "no rendezvous '%s' on this server", run_id);
-    size_t first = page ? page[0] : 0, limit = page ? page[1] : SIZE_MAX;
-    json_t *members = json_array();
-    json_t *o = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o}", "run", r->id, "round",
-                          (json_int_t)r->round, "state", rdzv_run_state_name(r->state), "min_nodes",
-                          (json_int_t)r->cfg.min_nodes, "max_nodes", (json_int_t)r->cfg.max_nodes,
-                          "restarts_used", (json_int_t)r->restarts_used, "max_restarts",
-                          (json_int_t)r->cfg.max_restarts, "last_failure",
-                          r->last_failure[0] ? json_string(r->last_failure) : json_null());
-    status_ctx_t sc = {r, now_ms, lookup, ctx};
-    int rc = o != NULL && members != NULL ? 0 : -ENOMEM;
-    size_t pos = 0, running = 0, idle = 0;
-    for (size_t i = 0; rc == 0 && i < r->ngroup; i++)
-        if (r->group[i] != NULL) {
-            running++;
-            rc = member_page_add(&sc, members, r->group[i], &pos, first, limit);
-        }
-    for (size_t i = 0; rc == 0 && i < r->njoin; i++)
-        rc = member_page_add(&sc, members, r->joiners[i], &pos, first, limit);
-    for (const rdzv_member_t *m = r->mhead; rc == 0 && m != NULL; m = m->rnext)
-        if (m->state == MEMBER_IDLE) {
-            idle++;
-            rc = member_page_add(&sc, members, m, &pos, first, limit);
-        }
-    if (rc == 0 && page != NULL &&
-        json_object_set_new(o, "nodes",
-                            json_pack("{s:I, s:I, s:I, s:I}", "total", (json_int_t)pos, "running",
-                                      (json_int_t)running, "joining", (json_int_t)r->njoin, "idle",
-                                      (json_int_t)idle)) < 0)
-        rc = -ENOMEM;
-    if (rc == 0 && page != NULL && json_object_set_new(o, "first", json_integer(first)) < 0)
-        rc = -ENOMEM;
-    if (rc == 0 && json_object_set(o, "members", members) < 0)
-        rc = -ENOMEM;
-    char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))
-        rc = -ENOMEM;
-    free(s);
-    json_decref(members);
-    json_decref(o);
-    if (rc < 0)
-        return ddp_err_set(err, rc, "unable to write the status of '%s': out of memory", run_id);
-    return 0;
-}
-
-int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
-                          rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
-                          ddp_err_t *err) {
-    return status_write(rs, run_id, now_ms, lookup, ctx, NULL, out, err);
-}
-
-int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
-                               rdzv_progress_lookup_fn lookup, void *ctx, size_t first,
-                               size_t limit, ddp_buf_t *out, ddp_err_t *err) {
-    size_t page[2] = {first, limit};
-    return status_write(rs, run_id, now_ms, lookup, ctx, page, out, err);
-}
-
-void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
-                     void (*run_fn)(void *ctx, const rdzv_run_view_t *r),
-                     void (*member_fn)(void *ctx, const rdzv_member_view_t *m), void *ctx) {
-    for (const rdzv_run_t *r = rs != NULL ? rs->runs : NULL; r != NULL; r = r->next_all) {
-        size_t in_group = 0;
-        for (size_t i = 0; i < r->ngroup; i++)
-            in_group += r->group[i] != NULL;
-        rdzv_run_view_t rv = {r->id,
-                              rdzv_run_state_name(r->state),
-                              r->round,
-                              r->restarts_used,
-                              r->cfg.max_restarts,
-                              r->nmembers,
-                              in_group};
-        if (run_fn != NULL)
-            run_fn(ctx, &rv);
-        for (const rdzv_member_t *m = r->mhead; member_fn != NULL && m != NULL; m = m->rnext) {
-            rdzv_member_view_t mv = {r->id, m->host, member_state_name(m->state), m->group_rank,
-                                     now_ms > m->last_seen_ms ? now_ms - m->last_seen_ms : 0};
-            member_fn(ctx, &mv);
-        }
-    }
 }

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * rdzv_round_status: what a run looks like from outside: the JSON of STATUS and STATUS_PAGE
+ * (`ddprun status`) and the walk the metrics page takes over runs and members. Read only. */
+#include "rdzv_run.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct status_ctx {
+    const rdzv_run_t *run;
+    uint64_t now_ms;
+    rdzv_progress_lookup_fn lookup;
+    void *lookup_ctx;
+} status_ctx_t;
+
+static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
+    int64_t silent = (int64_t)(sc->now_ms > m->last_seen_ms ? sc->now_ms - m->last_seen_ms : 0);
+    json_t *o =
+        json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "member", (json_int_t)m->id, "host",
+                  m->host, "state", rdzv__member_state_name(m->state), "group_rank",
+                  (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
+                  (json_int_t)m->want_rank, "silent_ms", (json_int_t)silent);
+    rdzv_progress_t p;
+    if (o == NULL || sc->lookup == NULL || m->group_rank < 0 || m->state != MEMBER_RUNNING ||
+        sc->lookup(sc->lookup_ctx, sc->run->id, m->group_rank, &p) < 0 || p.round != sc->run->round)
+        return o;
+    if (p.step >= 0)
+        json_object_set_new(o, "step", json_integer((json_int_t)p.step));
+    int64_t age = p.beat_age_ms > INT64_MAX - silent ? INT64_MAX : p.beat_age_ms + silent;
+    json_object_set_new(o, "beat_age_ms", json_integer((json_int_t)age));
+    return o;
+}
+
+/* Appends member m to members when it is at position *pos of STATUS's order and inside the page
+ * [first, first + limit); counts it in *pos. Returns 0 or -ENOMEM. */
+static int member_page_add(const status_ctx_t *sc, json_t *members, const rdzv_member_t *m,
+                           size_t *pos, size_t first, size_t limit) {
+    size_t at = (*pos)++;
+    if (at < first || at - first >= limit)
+        return 0;
+    return json_array_append_new(members, member_json(sc, m)) == 0 ? 0 : -ENOMEM;
+}
+
+/* The JSON of STATUS (page NULL: every member) or STATUS_PAGE (page[0] = first, page[1] =
+ * limit: the members of that page, and the counts by state). Either costs O(members) in all;
+ * only the page's members are written. */
+static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                        rdzv_progress_lookup_fn lookup, void *ctx, const size_t *page,
+                        ddp_buf_t *out, ddp_err_t *err) {
+    const rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    if (r == NULL)
+        return ddp_err_set(err, -ENOENT, "no rendezvous '%s' on this server", run_id);
+    size_t first = page ? page[0] : 0, limit = page ? page[1] : SIZE_MAX;
+    json_t *members = json_array();
+    json_t *o = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o}", "run", r->id, "round",
+                          (json_int_t)r->round, "state", rdzv_run_state_name(r->state), "min_nodes",
+                          (json_int_t)r->cfg.min_nodes, "max_nodes", (json_int_t)r->cfg.max_nodes,
+                          "restarts_used", (json_int_t)r->restarts_used, "max_restarts",
+                          (json_int_t)r->cfg.max_restarts, "last_failure",
+                          r->last_failure[0] ? json_string(r->last_failure) : json_null());
+    status_ctx_t sc = {r, now_ms, lookup, ctx};
+    int rc = o != NULL && members != NULL ? 0 : -ENOMEM;
+    size_t pos = 0, running = 0, idle = 0;
+    for (size_t i = 0; rc == 0 && i < r->ngroup; i++)
+        if (r->group[i] != NULL) {
+            running++;
+            rc = member_page_add(&sc, members, r->group[i], &pos, first, limit);
+        }
+    for (size_t i = 0; rc == 0 && i < r->njoin; i++)
+        rc = member_page_add(&sc, members, r->joiners[i], &pos, first, limit);
+    for (const rdzv_member_t *m = r->mhead; rc == 0 && m != NULL; m = m->rnext)
+        if (m->state == MEMBER_IDLE) {
+            idle++;
+            rc = member_page_add(&sc, members, m, &pos, first, limit);
+        }
+    if (rc == 0 && page != NULL &&
+        json_object_set_new(o, "nodes",
+                            json_pack("{s:I, s:I, s:I, s:I}", "total", (json_int_t)pos, "running",
+                                      (json_int_t)running, "joining", (json_int_t)r->njoin, "idle",
+                                      (json_int_t)idle)) < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && page != NULL && json_object_set_new(o, "first", json_integer(first)) < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && json_object_set(o, "members", members) < 0)
+        rc = -ENOMEM;
+    char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))
+        rc = -ENOMEM;
+    free(s);
+    json_decref(members);
+    json_decref(o);
+    if (rc < 0)
+        return ddp_err_set(err, rc, "unable to write the status of '%s': out of memory", run_id);
+    return 0;
+}
+
+int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                          rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
+                          ddp_err_t *err) {
+    return status_write(rs, run_id, now_ms, lookup, ctx, NULL, out, err);
+}
+
+int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                               rdzv_progress_lookup_fn lookup, void *ctx, size_t first,
+                               size_t limit, ddp_buf_t *out, ddp_err_t *err) {
+    size_t page[2] = {first, limit};
+    return status_write(rs, run_id, now_ms, lookup, ctx, page, out, err);
+}
+
+void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
+                     void (*run_fn)(void *ctx, const rdzv_run_view_t *r),
+                     void (*member_fn)(void *ctx, const rdzv_member_view_t *m), void *ctx) {
+    for (const rdzv_run_t *r = rs != NULL ? rs->runs : NULL; r != NULL; r = r->next_all) {
+        size_t in_group = 0;
+        for (size_t i = 0; i < r->ngroup; i++)
+            in_group += r->group[i] != NULL;
+        rdzv_run_view_t rv = {r->id,
+                              rdzv_run_state_name(r->state),
+                              r->round,
+                              r->restarts_used,
+                              r->cfg.max_restarts,
+                              r->nmembers,
+                              in_group};
+        if (run_fn != NULL)
+            run_fn(ctx, &rv);
+        for (const rdzv_member_t *m = r->mhead; member_fn != NULL && m != NULL; m = m->rnext) {
+            rdzv_member_view_t mv = {r->id, m->host, rdzv__member_state_name(m->state), m->group_rank,
+                                     now_ms > m->last_seen_ms ? now_ms - m->last_seen_ms : 0};
+            member_fn(ctx, &mv);
+        }
+    }
+}

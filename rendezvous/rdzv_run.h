@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * The records of the rendezvous runs, shared by the files of the state machine: rdzv_round.c (the
+ * transitions), rdzv_runs.c (the registry and the action list), rdzv_round_status.c (STATUS and
+ * the metrics' walk). Nothing outside them includes it: the server sees rdzv_round_int.h. */
+#ifndef RDZV_RUN_H
+#define RDZV_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rdzv_round_int.h"
+
+#include <time.h>
+
+typedef enum member_state {
+    MEMBER_JOINING,
+    MEMBER_RUNNING,
+    MEMBER_IDLE,
+} member_state_t;
+
+typedef struct rdzv_run rdzv_run_t;
+
+typedef struct rdzv_member {
+    uint64_t id;
+    rdzv_run_t *run;
+    member_state_t state;
+    char host[RDZV_HOST_MAX + 1];
+    int64_t want_rank, nproc, master_port;
+    int64_t group_rank; /* RUNNING: its rank; else -1 */
+    int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
+    uint64_t join_ms, last_seen_ms;
+    int64_t key; /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
+    struct rdzv_member *hnext;         /* member hash chain */
+    struct rdzv_member *rprev, *rnext; /* the run's member list */
+} rdzv_member_t;
+
+/* A member of the previous round, remembered to name the lost ones. */
+typedef struct prev_node {
+    uint64_t id;
+    int64_t rank;
+    char host[RDZV_HOST_MAX + 1];
+} prev_node_t;
+
+struct rdzv_run {
+    char id[RDZV_RUN_ID_MAX + 1];
+    rdzv_round_cfg_t cfg;
+    rdzv_run_state_t state;
+    int64_t round;
+    int64_t min_round; /* the largest a JOIN carried: no round is numbered below it */
+    int64_t restarts_used;
+    char last_failure[RDZV_ROUND_TEXT_MAX];
+    int aborted;            /* FAILED by an ABORT (last_failure says who and why), not restarts */
+    uint64_t last_call_ms;  /* LAST_CALL: when the round closes */
+    uint64_t live_check_ms; /* RUNNING: earliest time a member can be silent too long */
+    uint64_t empty_since_ms;
+    rdzv_member_t **joiners; /* join order */
+    size_t njoin, cap_join;
+    rdzv_member_t **group; /* by group rank */
+    size_t ngroup, cap_group;
+    prev_node_t *prev; /* the previous round's group */
+    size_t nprev, cap_prev;
+    rdzv_member_t *mhead; /* every member of the run */
+    size_t nmembers;
+    struct rdzv_run *hnext, *prev_all, *next_all;
+};
+
+struct rdzv_runs {
+    size_t max_runs;
+    uint64_t empty_keep_ms;
+    rdzv_run_t **run_buckets;
+    size_t nrun_buckets, nruns;
+    rdzv_run_t *runs; /* all runs, for tick */
+    rdzv_member_t **mem_buckets;
+    size_t nmem_buckets, nmembers;
+};
+
+/* Copies s into dst (cap bytes), cutting it. */
+static inline void rdzv__copy_str(char *dst, size_t cap, const char *s) {
+    snprintf(dst, cap, "%s", s);
+}
+
+/* snprintf for messages, where cutting a long text is intended (so the compiler's truncation
+ * warning does not apply). Returns the length written (at most cap - 1). */
+__attribute__((format(printf, 3, 4))) size_t rdzv__textf(char *out, size_t cap, const char *fmt,
+                                                         ...);
+
+/* Makes room for extra more actions, so that the transition that follows cannot fail halfway.
+ * Returns 0 or -ENOMEM. */
+int rdzv__actions_reserve(rdzv_actions_t *a, size_t extra);
+/* Appends a zeroed action; the room was reserved. */
+rdzv_action_t *rdzv__action_add(rdzv_actions_t *a, rdzv_action_kind_t kind, uint64_t member);
+/* Grows *v (of *cap elements of elem bytes) to hold want. Returns 0 or -ENOMEM. */
+int rdzv__grow(void **v, size_t *cap, size_t want, size_t elem);
+/* "joining", "running" or "idle". */
+const char *rdzv__member_state_name(member_state_t s);
+
+/* The run called id, or NULL. */
+rdzv_run_t *rdzv__run_find(const rdzv_runs_t *rs, const char *id);
+/* The member with connection id id, or NULL. */
+rdzv_member_t *rdzv__member_find(const rdzv_runs_t *rs, uint64_t id);
+/* Creates run id with cfg into *out, evicting the run empty the longest when the registry is
+ * full. Returns 0, DDP_ETOOBIG or -ENOMEM with err set. */
+int rdzv__run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cfg, rdzv_run_t **out,
+                     ddp_err_t *err);
+/* Frees run r and its members. */
+void rdzv__run_free(rdzv_runs_t *rs, rdzv_run_t *r);
+/* Makes m, a new member with connection id member, known to the registry and to run r. */
+void rdzv__member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_t member);
+/* Unlinks m from the hash and its run's member list and frees it. The caller has already removed
+ * it from joiners/group. */
+void rdzv__member_free(rdzv_runs_t *rs, rdzv_member_t *m, uint64_t now_ms);
+
+#endif
