@@ -3,9 +3,9 @@
  * free after rdzv_aclient_close (rdzv_aclient.h; the states and timers are described in
  * rdzv_aclient_int.h). It resolves and connects with retries under one budget, runs the
  * VALIDATE/HMAC handshake through the request queue's own lists, reports the end of the connect
- * phase and the loss of an established connection, and releases the handles. The queue
- * (rdzv_aclient_queue.c) and the calls (rdzv_aclient_calls.c) see only a connection that is up,
- * failed or closing. */
+ * phase and the loss of an established connection, and releases the handles. Apart from the
+ * queue (rdzv_aclient_queue.c) because a connection's life is a state machine of its own (states
+ * in rdzv_aclient_int.h), while the queue only asks whether the connection is up. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
