@@ -4,6 +4,7 @@
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
                  rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_runs.c \
                  rendezvous/rdzv_round_status.c rendezvous/rdzv_aclient.c \
+                 rendezvous/rdzv_aclient_queue.c rendezvous/rdzv_aclient_calls.c \
                  rendezvous/rdzv_acall.c \
                  rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
                  rendezvous/rdzv_server_round.c rendezvous/rdzv_metrics.c \
