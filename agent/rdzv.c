@@ -89,6 +89,7 @@ struct agent_rdzv {
     uint64_t join_report_gap;
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int lost;                /* the store was lost (said once) */
+    int spare_said;          /* waiting as a spare was logged (until the next round joined) */
     int stopping;
     /* Carried across a lost store (rdzv_join_req_t): */
     int joined;            /* a JOIN reply came: a->round is a round this node was told */
@@ -433,9 +434,23 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         emit(a, EV_RDZV_ERROR);
         return;
     }
+    if (rep->status != 0 && rep->code == DDP_ERDZV_SPARE) {
+        /* The run is at max_nodes: this node waits for a place (a node excluded or lost). The
+         * store answers a spare now and then; its JOIN again is the spare's keep-alive. */
+        if (!r->spare_said) {
+            DDP_INFO("%s", store_text(rep->text.data, rep->text.len, "waiting as a spare", esc));
+            agent__evlog(a, "rendezvous_spare", "{s:I}", "max_nodes",
+                         (json_int_t)a->job->max_nodes);
+            r->spare_said = 1;
+        }
+        agent__rdzv_join(a);
+        return;
+    }
     if (rep->status != 0) {
         const char *why =
             rep->text.len > 0 ? store_text(rep->text.data, rep->text.len, "", esc) : "refused";
+        if (rep->code == DDP_ERDZV_EXCLUDED)
+            agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
@@ -455,6 +470,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         return;
     }
     r->joined = 1;
+    r->spare_said = 0;
     r->member = j->member;
     r->member_key = j->member_key;
     r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;

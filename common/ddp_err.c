@@ -24,6 +24,8 @@ const char *ddp_strerror(int code) {
     case DDP_EENV: return "bad environment";
     case DDP_ECORRUPT: return "corrupt data";
     case DDP_ECANCELED: return "canceled";
+    case DDP_ERDZV_EXCLUDED: return "host excluded from the rendezvous";
+    case DDP_ERDZV_SPARE: return "waiting as a spare";
     default: break;
     }
     if (code < 0 && code > -4000)

@@ -3,8 +3,9 @@
 # its unit tests, integration helpers, benchmark and libFuzzer target.
 RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
                  rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_runs.c \
-                 rendezvous/rdzv_round_status.c rendezvous/rdzv_aclient.c \
-                 rendezvous/rdzv_aclient_queue.c rendezvous/rdzv_aclient_calls.c \
+                 rendezvous/rdzv_round_status.c rendezvous/rdzv_round_hosts.c \
+                 rendezvous/rdzv_aclient.c rendezvous/rdzv_aclient_queue.c \
+                 rendezvous/rdzv_aclient_calls.c \
                  rendezvous/rdzv_acall.c \
                  rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
                  rendezvous/rdzv_server_round.c rendezvous/rdzv_metrics.c \
@@ -30,7 +31,8 @@ $(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_runs.o \
-    $(BUILD)/obj/rendezvous/rdzv_round_status.o $(BUILD)/obj/rendezvous/rdzv_proto.o \
+    $(BUILD)/obj/rendezvous/rdzv_round_status.o $(BUILD)/obj/rendezvous/rdzv_round_hosts.o \
+    $(BUILD)/obj/rendezvous/rdzv_proto.o \
     $(BUILD)/obj/rendezvous/rdzv_layout.o $(BUILD)/obj/rendezvous/rdzv_frame.o \
     $(BUILD)/libddpcommon.a
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient $(BUILD)/tests/unit/test_rdzv_acall
@@ -92,7 +94,7 @@ fuzz:
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_round"
 	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_runs.c rendezvous/rdzv_round_status.c rendezvous/rdzv_proto.c rendezvous/rdzv_frame.c common/ddp_err.c \
+	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_runs.c rendezvous/rdzv_round_status.c rendezvous/rdzv_round_hosts.c rendezvous/rdzv_proto.c rendezvous/rdzv_frame.c common/ddp_err.c \
 	    common/ddp_buf.c common/ddp_parse.c common/ddp_escape.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
 	    -o $(FUZZ_DIR)/fuzz_rdzv_round
 	@$(call run_fuzzer,rdzv_round,$(FUZZ_DIR)/corpus/rdzv_round)

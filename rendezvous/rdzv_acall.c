@@ -122,3 +122,10 @@ int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdz
     return submit(c, RDZV_CMD_RDZV_ABORT, rdzv_abort_req_encode(&frame, run_id, why), &frame, 0, -1,
                   NULL, cb, arg, err);
 }
+
+int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
+                     rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_UNFIT, rdzv_unfit_req_encode(&frame, run_id, host, reason),
+                  &frame, 0, -1, NULL, cb, arg, err);
+}

@@ -87,9 +87,22 @@ static void run_members(void *ctx, const rdzv_run_view_t *r) {
     char id[RDZV_LABEL_MAX];
     rdzv_metrics_label(r->id, id, sizeof id);
     family(t, "ddprun_rendezvous_members", "gauge",
-           "Nodes of the run: held by the store, and in the current round's group.");
+           "Nodes of the run: held by the store, in the current round's group, and spares (waiting "
+           "while the run is at max_nodes).");
     emit(t, "ddprun_rendezvous_members{run=\"%s\",set=\"all\"} %zu\n", id, r->members);
     emit(t, "ddprun_rendezvous_members{run=\"%s\",set=\"group\"} %zu\n", id, r->group);
+    emit(t, "ddprun_rendezvous_members{run=\"%s\",set=\"spare\"} %zu\n", id, r->spares);
+}
+
+static void run_hosts(void *ctx, const rdzv_run_view_t *r) {
+    mtext_t *t = ctx;
+    char id[RDZV_LABEL_MAX];
+    rdzv_metrics_label(r->id, id, sizeof id);
+    family(t, "ddprun_rendezvous_hosts", "gauge",
+           "Hosts kept out of the run: excluded after max_node_failures root-cause failures, or "
+           "reporting a failed health check.");
+    emit(t, "ddprun_rendezvous_hosts{run=\"%s\",set=\"excluded\"} %zu\n", id, r->hosts_excluded);
+    emit(t, "ddprun_rendezvous_hosts{run=\"%s\",set=\"unfit\"} %zu\n", id, r->hosts_unfit);
 }
 
 static void member_silence(void *ctx, const rdzv_member_view_t *m) {
@@ -158,6 +171,7 @@ int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out) {
     rdzv_runs_visit(s->runs, now, run_metrics, NULL, &t);
     rdzv_runs_visit(s->runs, now, run_restarts, NULL, &t);
     rdzv_runs_visit(s->runs, now, run_members, NULL, &t);
+    rdzv_runs_visit(s->runs, now, run_hosts, NULL, &t);
     rdzv_runs_visit(s->runs, now, NULL, member_silence, &t);
     return t.rc;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_proto: the codec of the rendezvous commands 0x50-0x56 (rdzv_proto.h,
+ * rdzv_proto: the codec of the rendezvous commands 0x50-0x57 (rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
  * reply parser for its clients. */
 #include "rdzv_proto.h"
@@ -152,6 +152,11 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
         STEP(cur_i64(c, &j->restarts_used));
         STEP(cur_str(c, j->cfg.round_keys, NULL, RDZV_ROUND_KEYS_MAX, STR_NAME_OR_EMPTY,
                      "round_keys"));
+        STEP(cur_i64(c, &j->cfg.max_node_failures));
+        break;
+    case RDZV_CMD_RDZV_UNFIT:
+        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
+        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "unfit reason"));
         break;
     case RDZV_CMD_RDZV_FAIL:
         STEP(cur_i64(c, &q->round));
@@ -239,6 +244,7 @@ int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
     if (keys > RDZV_ROUND_KEYS_MAX || rdzv_name_bad_at(q->cfg.round_keys, keys) < keys)
         PUT(-EINVAL);
     PUT(rdzv__put_blob(b, q->cfg.round_keys, keys));
+    PUT(rdzv__put_i64(b, q->cfg.max_node_failures));
     return 0;
 }
 
@@ -293,6 +299,17 @@ int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why) {
         n = RDZV_WHAT_MAX;
     PUT(run_only_encode(b, RDZV_CMD_RDZV_ABORT, run_id));
     PUT(rdzv__put_blob(b, why != NULL ? why : "", n));
+    return 0;
+}
+
+int rdzv_unfit_req_encode(ddp_buf_t *b, const char *run_id, const char *host, const char *reason) {
+    size_t start = b->len;
+    size_t n = reason != NULL ? strlen(reason) : 0;
+    if (n > RDZV_WHAT_MAX)
+        n = RDZV_WHAT_MAX;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_UNFIT, run_id));
+    PUT(put_str(b, host, RDZV_HOST_MAX));
+    PUT(rdzv__put_blob(b, reason != NULL ? reason : "", n));
     return 0;
 }
 
@@ -367,11 +384,20 @@ int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t
     return status_reply_encode(b, RDZV_CMD_RDZV_STATUS_PAGE, ok, text, n);
 }
 
-int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped) {
+/* ABORT's and UNFIT's replies: the command and one status byte. */
+static int status_only_encode(ddp_buf_t *b, uint8_t cmd, int ok) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_ABORT));
-    PUT(rdzv__put_u8(b, stopped ? 0 : 1));
+    PUT(rdzv__put_u8(b, cmd));
+    PUT(rdzv__put_u8(b, ok ? 0 : 1));
     return 0;
+}
+
+int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped) {
+    return status_only_encode(b, RDZV_CMD_RDZV_ABORT, stopped);
+}
+
+int rdzv_unfit_reply_encode(ddp_buf_t *b, int recorded) {
+    return status_only_encode(b, RDZV_CMD_RDZV_UNFIT, recorded);
 }
 
 static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
@@ -412,8 +438,10 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
         STEP(cur_i64(c, &p->fail.max_restarts));
         break;
     case RDZV_CMD_RDZV_ABORT:
+    case RDZV_CMD_RDZV_UNFIT:
         if (p->status > 1)
-            return ddp_err_set(c->err, DDP_EPROTO, "ABORT reply status %u unknown", p->status);
+            return ddp_err_set(c->err, DDP_EPROTO, "%s reply status %u unknown",
+                               rdzv_round_cmd_name(p->cmd), p->status);
         break;
     default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, STR_ANY, "status")); break;
     }
@@ -491,6 +519,7 @@ const char *rdzv_round_cmd_name(int cmd) {
     case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
     case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
     case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
+    case RDZV_CMD_RDZV_UNFIT: return "RDZV_UNFIT";
     default: return NULL;
     }
 }

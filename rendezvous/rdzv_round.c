@@ -10,22 +10,28 @@
  *
  * Members: JOINING (a JOIN is parked; in run->joiners, join order), RUNNING (in run->group, by
  * group rank), IDLE (was in an ended round, has not re-joined yet; dropped when the next round
- * closes). Waiters are joiners that arrived while the run was RUNNING at max_nodes.
+ * closes). Spares are joiners that arrived while the run was RUNNING at max_nodes.
  *
  * event \ state | JOINING             | LAST_CALL           | RUNNING              | FAILED
  * --------------+---------------------+---------------------+----------------------+-----------
  * JOIN          | add; n>=max: close; | add; n>=max: close  | group<max: end r     | refused
  *               | n>=min: LAST_CALL   |                     | (scale-up); a group  | (ERDZV_
  *               |                     |                     | member: end r; at    | CLOSED)
- *               |                     |                     | max: wait for r+1    |
+ *               |                     |                     | max: a spare         |
  * last call due | -                   | close -> RUNNING    | -                    | -
- * join_timeout  | reply ETIMEOUT "n of| -                   | waiter: reply        | -
- *               | min joined; lost:"  |                     | ETIMEOUT (no place)  |
+ * join_timeout  | reply ETIMEOUT "n of| -                   | -                    | -
+ *               | min joined; lost:"  |                     |                      |
+ * spare bound   | -                   | -                   | spare: reply ERDZV_  | -
+ *               |                     |                     | SPARE (joins again)  |
  * FAIL(r)       | ignored             | ignored             | r current, from a    | ignored
  *               |                     |                     | member: restarts++,  |
- *               |                     |                     | end r; >max: FAILED  |
+ *               |                     |                     | its host's failures++|
+ *               |                     |                     | (excluded at max_    |
+ *               |                     |                     | node_failures if the |
+ *               |                     |                     | rest >= min), end r; |
+ *               |                     |                     | >max: FAILED         |
  * LEAVE         | drop                | drop; n<min:        | member: end r naming | drop
- *               |                     | JOINING             | it; waiter: drop     |
+ *               |                     | JOINING             | it; spare: drop      |
  * silence       | -                   | -                   | CLOSE + end r naming | -
  *               |                     |                     | the silent members   |
  * HEARTBEAT     | refresh             | refresh             | refresh              | refresh
@@ -34,8 +40,11 @@
  * ABORT(why)    | from a member:      | from a member:      | from a member: end r,| ignored
  *               | FAILED, joiners     | FAILED, joiners     | FAILED, waiters      |
  *               | refused naming it   | refused naming it   | refused naming it    |
+ * UNFIT(host)   | record the host's failed health check (any state; shown by STATUS)        |
  *
- * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED. BEAT_FOR
+ * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED; a JOIN
+ * from an excluded host is refused with DDP_ERDZV_EXCLUDED in every state (rdzv_round_hosts.c);
+ * the spare bound is keep_alive_interval x keep_alive_max_attempt. BEAT_FOR
  * comes from any connection and counts only with the key m's JOIN reply carried; ABORT's why
  * becomes the run's last failure, which every later JOIN's refusal names.)
  *
@@ -328,6 +337,9 @@ static int join_validate(const rdzv_join_req_t *q, ddp_err_t *err) {
     if (c->max_restarts < 0 || c->max_restarts > RDZV_ROUND_MAX_RESTARTS)
         return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': max_restarts %lld out of range", id,
                            (long long)c->max_restarts);
+    if (c->max_node_failures < 0 || c->max_node_failures > RDZV_ROUND_MAX_RESTARTS)
+        return ddp_err_set(err, DDP_EUSAGE, "rendezvous '%s': max_node_failures %lld out of range",
+                           id, (long long)c->max_node_failures);
     if (q->min_round < 0 || q->min_round > RDZV_ROUND_MAX_ROUND || q->restarts_used < 0 ||
         q->restarts_used > RDZV_ROUND_MAX_RESTARTS)
         return ddp_err_set(err, DDP_EUSAGE,
@@ -389,6 +401,9 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
         failed_text(r, text, sizeof text);
         return ddp_err_set(err, DDP_ERDZV_CLOSED, "%s", text);
     }
+    char excluded[RDZV_ROUND_TEXT_MAX];
+    if (rdzv__host_join(r, req->host, now_ms, excluded, sizeof excluded))
+        return ddp_err_set(err, DDP_ERDZV_EXCLUDED, "%s", excluded);
     if (cfg.min_nodes != r->cfg.min_nodes || cfg.max_nodes != r->cfg.max_nodes)
         return ddp_err_set(err, DDP_EUSAGE,
                            "rendezvous '%s': this node asks for nnodes %lld:%lld but the run was "
@@ -490,15 +505,18 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
     if (current && event_reserve(r, 0, out) < 0)
         current = 0; /* out of memory: the failure is reported again or by the end key */
     if (current) {
-        char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX];
+        char who[RDZV_HOST_MAX + 64], why[RDZV_ROUND_TEXT_MAX], note[RDZV_ROUND_TEXT_MAX];
+        const char *how = what != NULL && what[0] != '\0' ? what : "worker group failed";
         node_name(who, sizeof who, m->group_rank, m->host);
         r->restarts_used++;
         rdzv__textf(r->last_failure, sizeof r->last_failure, "%s round %lld: %.255s", who,
-                    (long long)round,
-                    what != NULL && what[0] != '\0' ? what : "worker group failed");
+                    (long long)round, how);
+        /* The first FAIL of a round ends it: its host is the root cause. */
+        rdzv__host_failed(rs, r, m, round, how, now_ms, note, sizeof note);
         int failed = r->restarts_used > r->cfg.max_restarts;
-        rdzv__textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)",
-                    r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts);
+        rdzv__textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)%s",
+                    r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts,
+                    note);
         round_end(rs, r, why, failed, now_ms, out);
         rep->status = failed ? RDZV_FAIL_RUN_FAILED : RDZV_FAIL_COUNTED;
     }
@@ -584,22 +602,33 @@ static void lost_names(const rdzv_runs_t *rs, const rdzv_run_t *r, char *text, s
         snprintf(text + len, cap - len, "%s%zu more lost", shown ? ", and " : "; ", nlost - shown);
 }
 
-/* Gives every joiner whose join_timeout has passed its error reply and drops it. Joiners are in
- * join order with one timeout per run, so the expired ones are a prefix. */
+/* How long a joiner's JOIN stays parked: join_timeout while a round collects; while the run is
+ * RUNNING at max_nodes the joiners are spares, answered after the keep-alive bound so that they
+ * JOIN again (a spare's keep-alive: one that is gone does not come back and is dropped). */
+static uint64_t joiner_bound(const rdzv_run_t *r) {
+    if (r->state == RDZV_RUN_RUNNING)
+        return (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
+    return (uint64_t)r->cfg.join_timeout_ms;
+}
+
+/* Answers every joiner whose bound (joiner_bound) has passed and drops it: an error reply while a
+ * round collects, DDP_ERDZV_SPARE to a spare. Joiners are in join order with one bound per run,
+ * so the expired ones are a prefix. */
 static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
     size_t k = 0;
-    uint64_t to = (uint64_t)r->cfg.join_timeout_ms;
+    uint64_t to = joiner_bound(r);
     while (k < r->njoin && r->joiners[k]->join_ms + to <= now_ms)
         k++;
     if (k == 0)
         return;
     char text[RDZV_ROUND_TEXT_MAX], dur[32];
+    int code = DDP_ETIMEOUT;
     fmt_ms(dur, sizeof dur, r->cfg.join_timeout_ms);
     if (r->state == RDZV_RUN_RUNNING) {
+        code = DDP_ERDZV_SPARE;
         snprintf(text, sizeof text,
-                 "rendezvous '%s' round %lld: running at max_nodes=%lld; no place opened within "
-                 "join_timeout=%s",
-                 r->id, (long long)r->round, (long long)r->cfg.max_nodes, dur);
+                 "rendezvous '%s' round %lld: running at max_nodes=%lld; waiting as a spare", r->id,
+                 (long long)r->round, (long long)r->cfg.max_nodes);
     } else {
         snprintf(text, sizeof text,
                  "rendezvous '%s' round %lld: %zu of min %lld nodes joined "
@@ -610,7 +639,7 @@ static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv
     for (size_t i = 0; i < k; i++) {
         rdzv_member_t *m = r->joiners[i];
         rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
-        a->code = DDP_ETIMEOUT;
+        a->code = code;
         rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
         rdzv__copy_str(a->text, sizeof a->text, text);
         rdzv__member_free(rs, m, now_ms);
@@ -695,7 +724,7 @@ uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs) {
             d = r->last_call_ms;
         } else if (r->state == RDZV_RUN_JOINING || r->state == RDZV_RUN_RUNNING) {
             if (r->njoin > 0)
-                d = r->joiners[0]->join_ms + (uint64_t)r->cfg.join_timeout_ms;
+                d = r->joiners[0]->join_ms + joiner_bound(r);
             if (r->state == RDZV_RUN_RUNNING && r->live_check_ms < d)
                 d = r->live_check_ms;
         }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_round: the server side of multi-node rendezvous as pure logic: one state machine per run
  * id (JOINING -> LAST_CALL -> RUNNING -> round r+1, or FAILED), kept in a bounded registry. The
- * wire codec of the rendezvous commands 0x50-0x56 is rdzv_proto.h.
+ * wire codec of the rendezvous commands 0x50-0x57 is rdzv_proto.h.
  * No sockets, no clock reads: the server passes events and the time in and carries out the
  * actions that come back (reply to a member, SET the round's end key, close a connection). */
 #ifndef RDZV_ROUND_INT_H
@@ -109,13 +109,22 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
 int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                    const char *what, uint64_t now_ms, rdzv_actions_t *out, rdzv_fail_reply_t *rep);
 
+/* Host host (a node's address, as its JOIN would carry it) failed its health check for reason
+ * and does not join: run_id's status shows it (with the reason and when) until the host JOINs
+ * again. Returns 0; -ENOENT for an unknown run; -ENOSPC when the run's host records are full of
+ * records that decide something (failures, exclusions). */
+int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, const char *host, const char *reason,
+                    uint64_t now_ms);
+
 /* Member member is gone (its connection closed) at now_ms: a joiner is dropped; a member of a
  * running round ends it (END_ROUND naming the node). Unknown members are ignored. Returns 0. */
 int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_actions_t *out);
 
 /* Fires every deadline <= now_ms: last calls close rounds, joiners past join_timeout get error
- * replies, silent members of running rounds are declared dead (CLOSE + END_ROUND), runs empty
- * for empty_keep_ms are freed. Returns 0. */
+ * replies, spares (joiners while the run is RUNNING at max_nodes) past the keep-alive bound
+ * (interval x attempts) get DDP_ERDZV_SPARE (they JOIN again at once: that is their keep-alive,
+ * and a spare that is gone is dropped),  silent members of running rounds are declared dead (CLOSE
+ * + END_ROUND), runs empty for empty_keep_ms are freed. Returns 0. */
 int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out);
 
 /* The earliest time at which rdzv_runs_tick has something to do (arm one timer for it), or
@@ -150,7 +159,9 @@ int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64
 typedef struct rdzv_run_view {
     const char *id, *state;
     int64_t round, restarts_used, max_restarts;
-    size_t members, group; /* members held; those in the current round's group */
+    size_t members, group;              /* members held; those in the current round's group */
+    size_t spares;                      /* joiners waiting while the run is RUNNING at max_nodes */
+    size_t hosts_excluded, hosts_unfit; /* host records (rdzv_runs_unfit, max_node_failures) */
 } rdzv_run_view_t;
 
 typedef struct rdzv_member_view {

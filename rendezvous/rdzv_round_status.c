@@ -16,11 +16,46 @@ typedef struct status_ctx {
     void *lookup_ctx;
 } status_ctx_t;
 
+/* A member's state as STATUS names it: a joiner while the run is RUNNING (at max_nodes) is a
+ * spare, waiting for a place. */
+static const char *member_state(const rdzv_run_t *r, const rdzv_member_t *m) {
+    if (m->state == MEMBER_JOINING && r->state == RDZV_RUN_RUNNING)
+        return "spare";
+    return rdzv__member_state_name(m->state);
+}
+
+/* The run's host records: [{host, failures, excluded[, kept_at_min][, last_failure][, unfit,
+ * reason, unfit_age_ms]}]. */
+static json_t *hosts_json(const rdzv_run_t *r, uint64_t now_ms) {
+    json_t *v = json_array();
+    for (size_t i = 0; v != NULL && i < r->nhosts; i++) {
+        const rdzv_host_rec_t *h = &r->hosts[i];
+        json_t *o = json_pack("{s:s, s:I, s:b}", "host", h->host, "failures",
+                              (json_int_t)h->failures, "excluded", h->excluded);
+        if (o != NULL && h->kept_at_min)
+            json_object_set_new(o, "kept_at_min", json_true());
+        if (o != NULL && h->failures > 0)
+            json_object_set_new(o, "last_failure", json_string(h->last_failure));
+        if (o != NULL && h->unfit) {
+            json_object_set_new(o, "unfit", json_true());
+            json_object_set_new(o, "reason", json_string(h->unfit_reason));
+            json_object_set_new(
+                o, "unfit_age_ms",
+                json_integer((json_int_t)(now_ms > h->unfit_ms ? now_ms - h->unfit_ms : 0)));
+        }
+        if (o == NULL || json_array_append_new(v, o) < 0) {
+            json_decref(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
 static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
     int64_t silent = (int64_t)(sc->now_ms > m->last_seen_ms ? sc->now_ms - m->last_seen_ms : 0);
     json_t *o =
         json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "member", (json_int_t)m->id, "host",
-                  m->host, "state", rdzv__member_state_name(m->state), "group_rank",
+                  m->host, "state", member_state(sc->run, m), "group_rank",
                   (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
                   (json_int_t)m->want_rank, "silent_ms", (json_int_t)silent);
     rdzv_progress_t p;
@@ -78,13 +113,18 @@ static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_
         }
     if (rc == 0 && page != NULL &&
         json_object_set_new(o, "nodes",
-                            json_pack("{s:I, s:I, s:I, s:I}", "total", (json_int_t)pos, "running",
-                                      (json_int_t)running, "joining", (json_int_t)r->njoin, "idle",
-                                      (json_int_t)idle)) < 0)
+                            json_pack("{s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)pos,
+                                      "running", (json_int_t)running, "joining",
+                                      (json_int_t)(r->state == RDZV_RUN_RUNNING ? 0 : r->njoin),
+                                      "spares",
+                                      (json_int_t)(r->state == RDZV_RUN_RUNNING ? r->njoin : 0),
+                                      "idle", (json_int_t)idle)) < 0)
         rc = -ENOMEM;
     if (rc == 0 && page != NULL && json_object_set_new(o, "first", json_integer(first)) < 0)
         rc = -ENOMEM;
     if (rc == 0 && json_object_set(o, "members", members) < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && json_object_set_new(o, "hosts", hosts_json(r, now_ms)) < 0)
         rc = -ENOMEM;
     char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
     if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))
@@ -114,20 +154,27 @@ void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
                      void (*run_fn)(void *ctx, const rdzv_run_view_t *r),
                      void (*member_fn)(void *ctx, const rdzv_member_view_t *m), void *ctx) {
     for (const rdzv_run_t *r = rs != NULL ? rs->runs : NULL; r != NULL; r = r->next_all) {
-        size_t in_group = 0;
+        size_t in_group = 0, excluded = 0, unfit = 0;
         for (size_t i = 0; i < r->ngroup; i++)
             in_group += r->group[i] != NULL;
-        rdzv_run_view_t rv = {r->id,
-                              rdzv_run_state_name(r->state),
-                              r->round,
-                              r->restarts_used,
-                              r->cfg.max_restarts,
-                              r->nmembers,
-                              in_group};
+        for (size_t i = 0; i < r->nhosts; i++) {
+            excluded += r->hosts[i].excluded != 0;
+            unfit += r->hosts[i].unfit != 0;
+        }
+        rdzv_run_view_t rv = {.id = r->id,
+                              .state = rdzv_run_state_name(r->state),
+                              .round = r->round,
+                              .restarts_used = r->restarts_used,
+                              .max_restarts = r->cfg.max_restarts,
+                              .members = r->nmembers,
+                              .group = in_group,
+                              .spares = r->state == RDZV_RUN_RUNNING ? r->njoin : 0,
+                              .hosts_excluded = excluded,
+                              .hosts_unfit = unfit};
         if (run_fn != NULL)
             run_fn(ctx, &rv);
         for (const rdzv_member_t *m = r->mhead; member_fn != NULL && m != NULL; m = m->rnext) {
-            rdzv_member_view_t mv = {r->id, m->host, rdzv__member_state_name(m->state), m->group_rank,
+            rdzv_member_view_t mv = {r->id, m->host, member_state(r, m), m->group_rank,
                                      now_ms > m->last_seen_ms ? now_ms - m->last_seen_ms : 0};
             member_fn(ctx, &mv);
         }

@@ -42,6 +42,25 @@ typedef struct prev_node {
     char host[RDZV_HOST_MAX + 1];
 } prev_node_t;
 
+/* What a run knows of one host (rdzv_round_hosts.c), kept for the run id's life: the group
+ * failures whose root cause was there, its exclusion, its last failed health check. */
+typedef struct rdzv_host_rec {
+    char host[RDZV_HOST_MAX + 1];
+    int64_t failures;                     /* rounds whose first failure was on this host */
+    int excluded;                         /* refused from later rounds (max_node_failures) */
+    int kept_at_min;                      /* reached the bound while the run was at its minimum */
+    char last_failure[RDZV_WHAT_MAX + 1]; /* "round 3: rank 5 exited with code 1" */
+    int unfit;                            /* an UNFIT came since its last JOIN */
+    char unfit_reason[RDZV_WHAT_MAX + 1];
+    uint64_t unfit_ms;   /* when that UNFIT came */
+    uint64_t touched_ms; /* last change: the least recent plain record makes room first */
+} rdzv_host_rec_t;
+
+/* Bounds on host records: per run (beside 2 x max_nodes + 16, whichever is smaller) and in the
+ * whole registry, so that UNFIT reports naming made-up hosts cannot grow the store. */
+#define RDZV_RUN_HOSTS_MAX 1024
+#define RDZV_HOSTS_TOTAL_MAX 65536
+
 struct rdzv_run {
     char id[RDZV_RUN_ID_MAX + 1];
     rdzv_round_cfg_t cfg;
@@ -62,6 +81,8 @@ struct rdzv_run {
     size_t nprev, cap_prev;
     rdzv_member_t *mhead; /* every member of the run */
     size_t nmembers;
+    rdzv_host_rec_t *hosts; /* rdzv_round_hosts.c; survive run_trim */
+    size_t nhosts, cap_hosts;
     struct rdzv_run *hnext, *prev_all, *next_all;
 };
 
@@ -73,6 +94,7 @@ struct rdzv_runs {
     rdzv_run_t *runs; /* all runs, for tick */
     rdzv_member_t **mem_buckets;
     size_t nmem_buckets, nmembers;
+    size_t nhosts; /* host records of every run (RDZV_HOSTS_TOTAL_MAX) */
 };
 
 /* Copies s into dst (cap bytes), cutting it. */
@@ -110,5 +132,24 @@ void rdzv__member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_
 /* Unlinks m from the hash and its run's member list and frees it. The caller has already removed
  * it from joiners/group. */
 void rdzv__member_free(rdzv_runs_t *rs, rdzv_member_t *m, uint64_t now_ms);
+
+/* ---- host records (rdzv_round_hosts.c) ---- */
+
+/* The record of host in r, or NULL. */
+rdzv_host_rec_t *rdzv__host_find(const rdzv_run_t *r, const char *host);
+/* The record of host in r, made when there is none (making room by dropping the least recently
+ * changed record that is neither excluded nor counts a failure). NULL when full or out of memory.
+ */
+rdzv_host_rec_t *rdzv__host_get(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, uint64_t now_ms);
+/* Frees r's host records. */
+void rdzv__hosts_free(rdzv_runs_t *rs, rdzv_run_t *r);
+/* A JOIN from host: 1 with text filled (the refusal) when the host is excluded; else 0, and a
+ * failed health check it reported is over (it checked healthy before this JOIN). */
+int rdzv__host_join(rdzv_run_t *r, const char *host, uint64_t now_ms, char *text, size_t cap);
+/* Member m's group failed first in round `round` (what: its description): counts it against m's
+ * host and excludes the host at max_node_failures while the others still meet min_nodes. Appends
+ * what it decided to note (cap bytes; "" when nothing to say). */
+void rdzv__host_failed(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_member_t *m, int64_t round,
+                       const char *what, uint64_t now_ms, char *note, size_t cap);
 
 #endif

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s != '\0'; s++)
@@ -201,6 +200,7 @@ void rdzv__run_free(rdzv_runs_t *rs, rdzv_run_t *r) {
     free(r->joiners);
     free(r->group);
     free(r->prev);
+    rdzv__hosts_free(rs, r);
     free(r);
 }
 
@@ -220,8 +220,8 @@ size_t rdzv_runs_count(const rdzv_runs_t *rs) {
 
 /* Creates run id with cfg into *out, evicting the run empty the longest when the registry is
  * full. Returns 0, DDP_ETOOBIG or -ENOMEM with err set. */
-int rdzv__run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cfg,
-                      rdzv_run_t **out, ddp_err_t *err) {
+int rdzv__run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cfg, rdzv_run_t **out,
+                     ddp_err_t *err) {
     if (rs->nruns >= rs->max_runs) {
         rdzv_run_t *victim = NULL;
         for (rdzv_run_t *r = rs->runs; r != NULL; r = r->next_all)
@@ -269,5 +269,3 @@ void rdzv__member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_
     r->nmembers++;
     member_hash_grow(rs);
 }
-
-

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
- * commands 0x50-0x56 through the state machines of rdzv_round.c and carries out the actions they
+ * commands 0x50-0x57 through the state machines of rdzv_round.c and carries out the actions they
  * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
 #include "rdzv_server_int.h"
 
@@ -183,7 +183,8 @@ static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rd
     return 0;
 }
 
-/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, STATUS_PAGE, ABORT, BEAT_FOR). */
+/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, STATUS_PAGE, ABORT, BEAT_FOR,
+ * UNFIT). */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
@@ -244,6 +245,15 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
             reply_buf(c, &b);
         break;
     }
+    case RDZV_CMD_RDZV_UNFIT: {
+        int rc = rdzv_runs_unfit(s->runs, r->join.run_id, r->join.host, r->what, now);
+        if (rc == 0)
+            rdzv__slog(s, DDP_LOG_WARN, "%s: host %s of rendezvous '%s' is unfit: %s", c->peer,
+                       r->join.host, r->join.run_id, r->what);
+        if (rdzv_unfit_reply_encode(&b, rc == 0) == 0)
+            reply_buf(c, &b);
+        break;
+    }
     case RDZV_CMD_RDZV_STATUS:
     case RDZV_CMD_RDZV_STATUS_PAGE: {
         ddp_buf_t json = DDP_BUF_INIT;
@@ -267,11 +277,9 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
 }
 
 void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
-    static const char *const names[] = {"JOIN",  "HEARTBEAT", "FAIL",       "STATUS",
-                                        "ABORT", "BEAT_FOR",  "STATUS_PAGE"};
-    const char *name = cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_LAST
-                           ? names[cmd - RDZV_CMD_RDZV_JOIN]
-                           : "rendezvous";
+    const char *name = rdzv_round_cmd_name(cmd);
+    /* "RDZV_JOIN" -> "JOIN": the log and the reply say "malformed JOIN". */
+    name = name != NULL ? name + strlen("RDZV_") : "rendezvous";
     char text[RDZV_ROUND_TEXT_MAX];
     snprintf(text, sizeof text, "malformed %s: %s (byte %ld)", name, err->text, err->offset);
     /* JOIN and STATUS replies carry an error text: the client learns which field was wrong. */

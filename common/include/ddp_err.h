@@ -8,21 +8,23 @@
 
 /* Project error codes live below -4000 so they never collide with -errno. */
 enum {
-    DDP_EFRAME = -4001,       /* malformed or hostile wire frame */
-    DDP_ETOOBIG = -4002,      /* a size limit was exceeded */
-    DDP_EAUTH = -4003,        /* authentication refused */
-    DDP_ECLOSED = -4004,      /* peer closed the connection */
-    DDP_ETIMEOUT = -4005,     /* a bounded wait ran out */
-    DDP_EUSAGE = -4006,       /* bad command line or configuration */
-    DDP_ERDZV_CLOSED = -4007, /* the rendezvous was closed */
-    DDP_EPROTO = -4008,       /* unexpected reply from a peer */
-    DDP_ENOKEY = -4009,       /* key does not exist */
-    DDP_ENOGPU = -4010,       /* no usable CUDA device */
-    DDP_ECUDA = -4011,        /* CUDA runtime or cuBLAS error */
-    DDP_ENCCL = -4012,        /* NCCL error */
-    DDP_EENV = -4013,         /* missing or malformed environment variable */
-    DDP_ECORRUPT = -4014,     /* checksum or format mismatch in a file */
-    DDP_ECANCELED = -4015,    /* operation was canceled */
+    DDP_EFRAME = -4001,         /* malformed or hostile wire frame */
+    DDP_ETOOBIG = -4002,        /* a size limit was exceeded */
+    DDP_EAUTH = -4003,          /* authentication refused */
+    DDP_ECLOSED = -4004,        /* peer closed the connection */
+    DDP_ETIMEOUT = -4005,       /* a bounded wait ran out */
+    DDP_EUSAGE = -4006,         /* bad command line or configuration */
+    DDP_ERDZV_CLOSED = -4007,   /* the rendezvous was closed */
+    DDP_EPROTO = -4008,         /* unexpected reply from a peer */
+    DDP_ENOKEY = -4009,         /* key does not exist */
+    DDP_ENOGPU = -4010,         /* no usable CUDA device */
+    DDP_ECUDA = -4011,          /* CUDA runtime or cuBLAS error */
+    DDP_ENCCL = -4012,          /* NCCL error */
+    DDP_EENV = -4013,           /* missing or malformed environment variable */
+    DDP_ECORRUPT = -4014,       /* checksum or format mismatch in a file */
+    DDP_ECANCELED = -4015,      /* operation was canceled */
+    DDP_ERDZV_EXCLUDED = -4016, /* this node's host is excluded from the run (max_node_failures) */
+    DDP_ERDZV_SPARE = -4017, /* the run is at max_nodes: this node waits as a spare, joins again */
 };
 
 #define DDP_ERR_TEXT_LEN 160

@@ -60,4 +60,8 @@ int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first,
 int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
                      void *arg, ddp_err_t *err);
 
+/* UNFIT: host failed its health check for reason and does not join (rep->status 0: recorded). */
+int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
+                     rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+
 #endif

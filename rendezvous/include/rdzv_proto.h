@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x56 of the
+ * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x57 of the
  * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
@@ -22,7 +22,8 @@ enum {
     RDZV_CMD_RDZV_ABORT = 0x54,       /* a member stops the run for good -> done or ignored */
     RDZV_CMD_RDZV_BEAT_FOR = 0x55,    /* a HEARTBEAT for a member, from another connection */
     RDZV_CMD_RDZV_STATUS_PAGE = 0x56, /* -> JSON of the run: counts and a page of members */
-    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_STATUS_PAGE,
+    RDZV_CMD_RDZV_UNFIT = 0x57,       /* a host failed its health check -> recorded or not */
+    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_UNFIT,
 };
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
@@ -75,6 +76,9 @@ typedef struct rdzv_round_cfg {
     /* The prefix under which the run's workers keep keys per round ("<prefix><run>/<round>/...",
      * rdzv_layout.h); the store drops those of old rounds. Printable ASCII; "" for none. */
     char round_keys[RDZV_ROUND_KEYS_MAX + 1];
+    /* A host that was the root cause (the first failure of a round) this many times is excluded
+     * from the run's later rounds, while the others still meet min_nodes. 0: never. */
+    int64_t max_node_failures;
 } rdzv_round_cfg_t;
 
 /* One JOIN request. Strings are NUL-terminated copies (no borrowing). */
@@ -138,17 +142,17 @@ enum {
 
 /* ---- requests ---- */
 
-/* One parsed rendezvous request (any of 0x50-0x56). Strings are NUL-terminated copies. */
+/* One parsed rendezvous request (any of 0x50-0x57). Strings are NUL-terminated copies. */
 typedef struct rdzv_round_req {
     uint8_t cmd;
     rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
     int64_t round;                /* FAIL */
-    char what[RDZV_WHAT_MAX + 1]; /* FAIL, ABORT */
+    char what[RDZV_WHAT_MAX + 1]; /* FAIL, ABORT, UNFIT (the reason; the host is join.host) */
     int64_t member, member_key;   /* BEAT_FOR */
     int64_t first, limit;         /* STATUS_PAGE: members [first, first + limit) */
 } rdzv_round_req_t;
 
-/* Parses one rendezvous request (buf[0] is its command, 0x50-0x56) from buf[0..len) (server
+/* Parses one rendezvous request (buf[0] is its command, 0x50-0x57) from buf[0..len) (server
  * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
  * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
  * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
@@ -171,6 +175,9 @@ int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id);
  * STATUS's order (limit 0: the counts alone). first and limit are 0..RDZV_ROUND_MAX_NODES. */
 int rdzv_status_page_req_encode(ddp_buf_t *b, const char *run_id, int64_t first, int64_t limit);
 int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
+/* UNFIT: host (the address it joins with) failed its health check, for reason (cut to
+ * RDZV_WHAT_MAX); the store shows it in the run's status until the host joins again. */
+int rdzv_unfit_req_encode(ddp_buf_t *b, const char *run_id, const char *host, const char *reason);
 
 /* ---- replies ---- */
 
@@ -186,13 +193,16 @@ int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
 /* STATUS_PAGE's reply: STATUS's layout under its own command code. */
 int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
 int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped);
+/* UNFIT's reply: status 0 recorded, 1 ignored (no such run, or its host table is full). */
+int rdzv_unfit_reply_encode(ddp_buf_t *b, int recorded);
 
 /* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can
  * tell a parked JOIN's answer from a HEARTBEAT's on the same connection. */
 typedef struct rdzv_round_reply {
     uint8_t cmd;
     uint8_t status;          /* JOIN: 0 ok, 1 error; HEARTBEAT/STATUS: 0 ok, 1 unknown; FAIL;
-                              * ABORT: 0 the run stopped, 1 ignored */
+                              * ABORT: 0 the run stopped, 1 ignored; UNFIT: 0 recorded,
+                              * 1 ignored */
     rdzv_join_result_t join; /* JOIN ok */
     int64_t code;            /* JOIN error */
     int64_t round;           /* HEARTBEAT, BEAT_FOR */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * Typed rendezvous calls (rdzv_acall.h) against the embedded store server on one libuv loop, as
  * the agent makes them: a JOIN that closes a one-node round, then HEARTBEAT, BEAT_FOR (right and
- * wrong key), STATUS, FAIL and ABORT, each answered with its decoded reply; a request that
+ * wrong key), STATUS, FAIL, ABORT and UNFIT, each answered with its decoded reply; a request that
  * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by
  * closing the connection. */
 #include <errno.h>
@@ -112,6 +112,18 @@ TEST(test_round_calls) {
     assert_int_equal(ab.rep.cmd, RDZV_CMD_RDZV_ABORT);
     assert_int_equal(ab.rep.status, 0);    /* the run stopped */
     assert_int_equal(again.rep.status, 1); /* it had stopped already */
+
+    /* UNFIT: recorded for the run the store knows, ignored for another; STATUS shows it. */
+    call_res_t un = {0}, unknown = {0}, st2 = {0};
+    assert_int_equal(rdzv_acall_unfit(c, "acall", "127.0.0.9", "gpu 0: ECC", call_cb, &un, NULL),
+                     0);
+    assert_int_equal(rdzv_acall_unfit(c, "nope", "127.0.0.9", "x", call_cb, &unknown, NULL), 0);
+    assert_int_equal(rdzv_acall_status(c, "acall", call_cb, &st2, NULL), 0);
+    run_until(e, &st2.called);
+    assert_int_equal(un.rep.cmd, RDZV_CMD_RDZV_UNFIT);
+    assert_int_equal(un.rep.status, 0);
+    assert_int_equal(unknown.rep.status, 1);
+    assert_non_null(strstr(st2.text, "\"reason\":\"gpu 0: ECC\""));
 }
 
 TEST(test_encode_refused) {

@@ -620,22 +620,46 @@ static void test_running_at_max_waits(void **state) {
     assert_int_equal(rank_of(&f->out, 3), 0);
 }
 
-static void test_waiter_join_timeout(void **state) {
+/* A joiner while the run is RUNNING at max_nodes is a spare: it is not refused at join_timeout
+ * but answered DDP_ERDZV_SPARE after the keep-alive bound (100 ms x 3 here), and joins again;
+ * STATUS calls it a spare. */
+static void test_spare_keep_alive(void **state) {
     fx_t *f = *state;
     form(f, 2, 1, 2, 0);
-    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out);
-    for (uint64_t t = 100; t < 10010; t += 250) { /* keep the group alive */
+    join_ok(f->rs, "job", 3, -1, 1, 2, 1010, &f->out);
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_status_page_json(f->rs, "job", 1100, NULL, NULL, 0, 8, &b, NULL), 0);
+    json_t *o = json_loadb((const char *)b.data, b.len, 0, NULL);
+    assert_non_null(o);
+    json_t *spare = json_array_get(json_object_get(o, "members"), 2);
+    assert_string_equal(json_string_value(json_object_get(spare, "state")), "spare");
+    json_t *nodes = json_object_get(o, "nodes");
+    assert_int_equal(json_integer_value(json_object_get(nodes, "spares")), 1);
+    assert_int_equal(json_integer_value(json_object_get(nodes, "joining")), 0);
+    json_decref(o);
+    ddp_buf_free(&b);
+    for (uint64_t t = 1050; t < 1310; t += 50) { /* keep the group alive */
         rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
         rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
         rdzv_runs_tick(f->rs, t, &f->out);
     }
     assert_int_equal(f->out.n, 0);
-    rdzv_runs_tick(f->rs, 10010, &f->out);
+    rdzv_runs_tick(f->rs, 1310, &f->out);
     const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 3);
     assert_non_null(a);
-    assert_int_equal(a->code, DDP_ETIMEOUT);
-    assert_string_equal(a->text, "rendezvous 'job' round 0: running at max_nodes=2; no place "
-                                 "opened within join_timeout=10s");
+    assert_int_equal(a->code, DDP_ERDZV_SPARE);
+    assert_string_equal(a->text,
+                        "rendezvous 'job' round 0: running at max_nodes=2; waiting as a spare");
+    assert_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
+    rdzv_actions_reset(&f->out);
+    /* It joins again and takes the place of a member that leaves, with no last call. */
+    join_ok(f->rs, "job", 3, -1, 1, 2, 1311, &f->out);
+    rdzv_runs_leave(f->rs, 2, 1320, &f->out);
+    assert_non_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, 1, 2, 1330, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_int_equal(rank_of(&f->out, 3), 1);
 }
 
 static void test_join_timeout_names_lost(void **state) {
@@ -753,6 +777,156 @@ static void test_thousand_members(void **state) {
         if (want >= 0)
             assert_int_equal(f->out.v[i].res.group_rank, want);
     }
+}
+
+/* Joins member id as host host into run "job" (min, max, max_node_failures bound). */
+static int join_host(fx_t *f, uint64_t id, const char *host, int64_t min, int64_t max,
+                     int64_t bound, uint64_t now, ddp_err_t *err) {
+    rdzv_join_req_t q = req("job", host, -1, 2, 29500 + (int64_t)id, min, max);
+    q.cfg.max_node_failures = bound;
+    return rdzv_runs_join(f->rs, id, &q, now, &f->out, err);
+}
+
+/* The status's host record of host, or NULL (o owns it). */
+static json_t *host_rec(json_t *o, const char *host) {
+    json_t *hs = json_object_get(o, "hosts"), *h;
+    size_t i;
+    json_array_foreach(hs, i, h) {
+        if (strcmp(json_string_value(json_object_get(h, "host")), host) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+static json_t *status_of(fx_t *f, uint64_t now) {
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", now, NULL, NULL, &b, NULL), 0);
+    json_t *o = json_loadb((const char *)b.data, b.len, 0, NULL);
+    ddp_buf_free(&b);
+    assert_non_null(o);
+    return o;
+}
+
+/* max_node_failures=2: the host whose failure ended two rounds is excluded (the others still
+ * meet min 2): the END_ROUND text says so, its JOIN is refused with DDP_ERDZV_EXCLUDED naming
+ * the failures, STATUS shows the record, and the round forms without it. Failures of another
+ * host are its own count. */
+static void test_node_failures_exclude_host(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    const char *hosts[] = {"", "bad", "h2", "h3"};
+    for (uint64_t i = 1; i <= 3; i++)
+        assert_int_equal(join_host(f, i, hosts[i], 2, 3, 2, 0, &err), 0);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    int64_t round = 0;
+    for (int failure = 1; failure <= 2; failure++, round++) {
+        assert_int_equal(rdzv_runs_fail(f->rs, "job", 1, round, "rank 0 exited with code 1",
+                                        100 * (uint64_t)failure, &f->out, &rep),
+                         0);
+        const rdzv_action_t *end = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+        assert_non_null(end);
+        const char *said = strstr(end->text, "host bad excluded after 2 failures");
+        if (failure == 1) {
+            assert_null(said);
+            /* The survivors and the bad host come back: round 1. */
+            rdzv_actions_reset(&f->out);
+            for (uint64_t i = 1; i <= 3; i++)
+                assert_int_equal(join_host(f, i, hosts[i], 2, 3, 2, 101, &err), 0);
+            assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 3);
+            rdzv_actions_reset(&f->out);
+        } else {
+            assert_non_null(said);
+        }
+    }
+    rdzv_actions_reset(&f->out);
+    ddp_err_clear(&err);
+    assert_int_equal(join_host(f, 1, "bad", 2, 3, 2, 300, &err), DDP_ERDZV_EXCLUDED);
+    assert_string_equal(err.text, "rendezvous 'job': host bad is excluded after 2 group failures "
+                                  "(max_node_failures=2); the last: round 1: rank 0 exited with "
+                                  "code 1");
+    /* A new connection from that host is refused too: the record is the host's. */
+    ddp_err_clear(&err);
+    assert_int_equal(join_host(f, 9, "bad", 2, 3, 2, 300, &err), DDP_ERDZV_EXCLUDED);
+    assert_int_equal(join_host(f, 2, "h2", 2, 3, 2, 310, &err), 0);
+    assert_int_equal(join_host(f, 3, "h3", 2, 3, 2, 320, &err), 0);
+    rdzv_runs_tick(f->rs, 320 + 1000, &f->out); /* last call: 2 of max 3 */
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    json_t *o = status_of(f, 2000);
+    json_t *h = host_rec(o, "bad");
+    assert_non_null(h);
+    assert_int_equal(json_integer_value(json_object_get(h, "failures")), 2);
+    assert_true(json_is_true(json_object_get(h, "excluded")));
+    assert_string_equal(json_string_value(json_object_get(h, "last_failure")),
+                        "round 1: rank 0 exited with code 1");
+    assert_null(host_rec(o, "h2"));
+    json_decref(o);
+    /* h2's own failure counts for h2 alone. */
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_fail(f->rs, "job", 2, 2, "x", 2100, &f->out, &rep), 0);
+    o = status_of(f, 2200);
+    assert_int_equal(json_integer_value(json_object_get(host_rec(o, "h2"), "failures")), 1);
+    assert_false(json_is_true(json_object_get(host_rec(o, "h2"), "excluded")));
+    json_decref(o);
+}
+
+/* At its minimum the job keeps the host (it would stop without it): the record says so, its
+ * JOIN is accepted, and the restart budget decides as without the bound. */
+static void test_node_failures_kept_at_min(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    assert_int_equal(join_host(f, 1, "bad", 2, 2, 1, 0, &err), 0);
+    assert_int_equal(join_host(f, 2, "h2", 2, 2, 1, 0, &err), 0);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    assert_int_equal(rdzv_runs_fail(f->rs, "job", 1, 0, "boom", 100, &f->out, &rep), 0);
+    assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
+    const rdzv_action_t *end = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(end);
+    assert_non_null(strstr(end->text, "host bad has 1 failures (max_node_failures=1) but stays: "
+                                      "without it 1 of min 2 nodes"));
+    assert_int_equal(join_host(f, 1, "bad", 2, 2, 1, 200, &err), 0);
+    json_t *o = status_of(f, 300);
+    json_t *h = host_rec(o, "bad");
+    assert_false(json_is_true(json_object_get(h, "excluded")));
+    assert_true(json_is_true(json_object_get(h, "kept_at_min")));
+    json_decref(o);
+}
+
+/* UNFIT: recorded for a known run only, shown with its reason until the host joins; the records
+ * of a run are bounded (2 x max_nodes + 16), the oldest plain record making room. */
+static void test_unfit_reports(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", "h9", "gpu 0: ECC", 0), -ENOENT);
+    assert_int_equal(join_host(f, 1, "h1", 2, 2, 0, 0, &err), 0);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", "h2", "health check exited with 3", 100), 0);
+    json_t *o = status_of(f, 350);
+    json_t *h = host_rec(o, "h2");
+    assert_non_null(h);
+    assert_true(json_is_true(json_object_get(h, "unfit")));
+    assert_string_equal(json_string_value(json_object_get(h, "reason")),
+                        "health check exited with 3");
+    assert_int_equal(json_integer_value(json_object_get(h, "unfit_age_ms")), 250);
+    assert_int_equal(json_integer_value(json_object_get(h, "failures")), 0);
+    json_decref(o);
+    /* It passes its check and joins: no longer unfit. */
+    assert_int_equal(join_host(f, 2, "h2", 2, 2, 0, 400, &err), 0);
+    o = status_of(f, 450);
+    assert_false(json_is_true(json_object_get(host_rec(o, "h2"), "unfit")));
+    json_decref(o);
+    /* Made-up hosts: 2 x 2 + 16 = 20 records at most; the newest are kept. */
+    for (int i = 0; i < 100; i++) {
+        char host[32];
+        snprintf(host, sizeof host, "fake%d", i);
+        assert_int_equal(rdzv_runs_unfit(f->rs, "job", host, "x", 500 + (uint64_t)i), 0);
+    }
+    o = status_of(f, 700);
+    assert_int_equal(json_array_size(json_object_get(o, "hosts")), 20);
+    assert_non_null(host_rec(o, "fake99"));
+    assert_null(host_rec(o, "fake0"));
+    json_decref(o);
 }
 
 static void test_status_json(void **state) {
@@ -995,10 +1169,11 @@ static void test_wire_join_req(void **state) {
     q.cfg.max_restarts = 5;
     q.min_round = 12;
     q.restarts_used = 4;
+    q.cfg.max_node_failures = 3;
     snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "ddpw/");
     ddp_buf_t b = DDP_BUF_INIT;
     assert_int_equal(rdzv_join_req_encode(&b, &q), 0);
-    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 12 * 8 + 8 + 5);
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 12 * 8 + 8 + 5 + 8);
     assert_int_equal(b.data[0], 0x50);
     rdzv_round_req_t p;
     size_t need = 0;
@@ -1008,7 +1183,7 @@ static void test_wire_join_req(void **state) {
     check_all_prefixes_incomplete(&b, 0);
     /* Pipelined: the first frame's length only. */
     assert_int_equal(rdzv_heartbeat_req_encode(&b, "job7"), 0);
-    size_t first = 1 + 8 + 4 + 8 + 8 + 12 * 8 + 8 + 5;
+    size_t first = 1 + 8 + 4 + 8 + 8 + 12 * 8 + 8 + 5 + 8;
     assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)first);
     assert_int_equal(rdzv_round_req_parse(b.data + first, b.len - first, &p, &need, NULL), 13);
     assert_int_equal(p.cmd, RDZV_CMD_RDZV_HEARTBEAT);
@@ -1024,6 +1199,24 @@ static void test_wire_join_req(void **state) {
     assert_int_equal(p.member, 42);
     assert_int_equal(p.member_key, -7);
     check_all_prefixes_incomplete(&b, 0);
+    /* u8 0x57, blob "job7", blob host, blob reason */
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_unfit_req_encode(&b, "job7", "10.0.0.2", "gpu 1: ECC"), 0);
+    assert_int_equal(b.len, 1 + 8 + 4 + 8 + 8 + 8 + 10);
+    assert_int_equal(b.data[0], 0x57);
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_UNFIT);
+    assert_string_equal(p.join.host, "10.0.0.2");
+    assert_string_equal(p.what, "gpu 1: ECC");
+    check_all_prefixes_incomplete(&b, 0);
+    assert_int_equal(rdzv_unfit_req_encode(&b, "job7", "", "x"), -EINVAL);
+    ddp_buf_reset(&b);
+    rdzv_round_reply_t rep = {0};
+    assert_int_equal(rdzv_unfit_reply_encode(&b, 0), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 2);
+    assert_int_equal(rep.cmd, RDZV_CMD_RDZV_UNFIT);
+    assert_int_equal(rep.status, 1);
+    ddp_buf_free(&rep.text);
     ddp_buf_free(&b);
 }
 
@@ -1033,7 +1226,7 @@ static void test_wire_bad_requests(void **state) {
     rdzv_round_req_t p;
     size_t need = 0;
     ddp_err_t err = {0};
-    uint8_t unknown = 0x57;
+    uint8_t unknown = 0x58;
     assert_int_equal(rdzv_round_req_parse(&unknown, 1, &p, &need, &err), DDP_EFRAME);
     /* A host longer than 255 bytes is refused as soon as its length arrives. */
     ddp_buf_append(&b, "\x50", 1);
@@ -1098,15 +1291,19 @@ static void test_wire_bad_requests(void **state) {
         snprintf(q.cfg.round_keys, sizeof q.cfg.round_keys, "ddpw\x1b/");
         assert_int_equal(rdzv_join_req_encode(&b, &q), -EINVAL);
         /* The same bytes from another client: refused by the parser, naming the field. */
-        /* b holds the empty-prefix frame: its last 8 bytes are that blob's length. */
+        /* b holds the empty-prefix frame: its last 16 bytes are that blob's length and
+         * max_node_failures. */
         uint64_t six = 6;
+        b.len -= 8;
         memcpy(b.data + b.len - 8, &six, 8);
         ddp_buf_append(&b, "ddpw\x1b/", 6);
+        int64_t bound = 0;
+        ddp_buf_append(&b, &bound, 8);
         ddp_err_clear(&err);
         assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_EFRAME);
         assert_non_null(strstr(err.text, "round_keys"));
         uint64_t big = RDZV_ROUND_KEYS_MAX + 1;
-        memcpy(b.data + b.len - 6 - 8, &big, 8);
+        memcpy(b.data + b.len - 8 - 6 - 8, &big, 8);
         ddp_err_clear(&err);
         assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, &err), DDP_ETOOBIG);
     }
@@ -1277,7 +1474,10 @@ int main(void) {
         T(test_heartbeat_deadline_lazy),
         T(test_scale_up),
         T(test_running_at_max_waits),
-        T(test_waiter_join_timeout),
+        T(test_spare_keep_alive),
+        T(test_node_failures_exclude_host),
+        T(test_node_failures_kept_at_min),
+        T(test_unfit_reports),
         T(test_join_timeout_names_lost),
         T(test_config_mismatch_and_refusals),
         cmocka_unit_test(test_registry_bound),
