@@ -530,6 +530,7 @@ void agent__rdzv_join(agent_t *a) {
     req.cfg.keep_alive_interval_ms = job->rdzv.keep_alive_interval_ms;
     req.cfg.keep_alive_max_attempt = job->rdzv.keep_alive_max_attempt;
     req.cfg.max_restarts = job->max_restarts;
+    req.cfg.max_node_failures = job->rdzv.max_node_failures;
     /* The store drops the worker library's keys of old rounds under this prefix. */
     snprintf(req.cfg.round_keys, sizeof req.cfg.round_keys, "%s", DDP_WORKER_KEY_PREFIX);
     /* For a store that forgot the run (restarted): the rounds go on after ours, and the

@@ -39,6 +39,7 @@ void launch_usage(void) {
         "                              timeout=600 heartbeat|keep_alive_interval=5\n"
         "                              keep_alive_max_attempt=3 read_timeout=60 is_host=auto\n"
         "                              store_reconnect_timeout=60 (a lost ddp-rendezvous)\n"
+        "                              max_node_failures=0 (exclude a host after N failures)\n"
         "  --master_addr ADDR          static backend master (default 127.0.0.1)\n"
         "  --master_port PORT          static backend port (default 29500 with several nodes; on "
         "one\n"

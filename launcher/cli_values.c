@@ -157,7 +157,8 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
 
 static const char *const conf_keys = "join_timeout, last_call_timeout, close_timeout, timeout, "
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
-                                     "read_timeout, is_host, store_reconnect_timeout";
+                                     "read_timeout, is_host, store_reconnect_timeout, "
+                                     "max_node_failures";
 
 /* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
@@ -221,6 +222,14 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
             return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a positive number", flag, key,
                                VQ, val);
         c->keep_alive_max_attempt = (int)v;
+        return 0;
+    }
+    if (strcmp(key, "max_node_failures") == 0) {
+        int64_t v;
+        if (ddp_parse_i64(val, 0, RDZV_ROUND_MAX_RESTARTS, &v) < 0)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is not a number 0..%d", flag, key,
+                               VQ, val, RDZV_ROUND_MAX_RESTARTS);
+        c->max_node_failures = (int)v;
         return 0;
     }
     if (strcmp(key, "is_host") == 0) {

@@ -25,6 +25,7 @@ static void rdzv_opts_build(const launch_rdzv_conf_t *c, agent_rdzv_opts_t *o) {
     o->read_timeout_ms = ms(c->read_timeout);
     o->is_host = c->is_host;
     o->store_reconnect_timeout_ms = ms(c->store_reconnect_timeout);
+    o->max_node_failures = c->max_node_failures;
 }
 
 /* The rendezvous endpoint: static meets at --master_addr:--master_port, c10d at

@@ -123,6 +123,7 @@ typedef struct launch_rdzv_conf {
     double read_timeout;            /* 60 s */
     int is_host;                    /* -1 when not given (decide from the endpoint), else 0 or 1 */
     double store_reconnect_timeout; /* 60 s; ddprun's own key */
+    int max_node_failures;          /* 0: off; ddprun's own key (--max_node_failures too) */
 } launch_rdzv_conf_t;
 
 /* A getenv-like lookup: returns the value of name or NULL. ctx is passed through. The launcher's

@@ -53,6 +53,9 @@ typedef struct agent_rdzv_opts {
     /* How long to keep trying to reach a lost store that is not an agent's (a restarted
      * ddp-rendezvous daemon, a link that was down); 0: do not. */
     int64_t store_reconnect_timeout_ms;
+    /* A host that was the root cause of this many group failures is excluded from the run's
+     * later rounds while the others meet min_nodes (docs/protocol-rdzv.md); 0: never. */
+    int64_t max_node_failures;
 } agent_rdzv_opts_t;
 
 /* store_reconnect_timeout's default: a daemon restarted by systemd is back well within it. */

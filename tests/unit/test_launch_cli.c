@@ -118,6 +118,7 @@ static void test_defaults(void **state) {
     assert_int_equal(s.rdzv_opts.keep_alive_max_attempt, 3);
     assert_true(s.rdzv_opts.read_timeout == 60);
     assert_int_equal(s.rdzv_opts.is_host, -1);
+    assert_int_equal(s.rdzv_opts.max_node_failures, 0);
     assert_string_equal(s.start_method, "spawn");
     assert_int_equal(s.virtual_local_rank, 0);
     assert_null(s.log_line_prefix_template); /* torchrun's "[${role_name}${local_rank}]:" */
@@ -164,7 +165,8 @@ static void ck_id(const launch_spec_t *s) {
     assert_string_equal(s->rdzv_id, "job7");
 }
 static void ck_conf(const launch_spec_t *s) {
-    assert_string_equal(s->rdzv_conf, "join_timeout=5, is_host=1");
+    assert_string_equal(s->rdzv_conf, "join_timeout=5, is_host=1, max_node_failures=3");
+    assert_int_equal(s->rdzv_opts.max_node_failures, 3);
     assert_true(s->rdzv_opts.join_timeout == 5);
     assert_int_equal(s->rdzv_opts.is_host, 1);
     assert_true(s->rdzv_opts.read_timeout == 60);
@@ -254,7 +256,7 @@ static const flag_case_t value_flags[] = {
     {"rdzv-backend", "c10d", LAUNCH_OPT_RDZV_BACKEND, ck_backend},
     {"rdzv-endpoint", "head:1234", LAUNCH_OPT_RDZV_ENDPOINT, ck_endpoint},
     {"rdzv-id", "job7", LAUNCH_OPT_RDZV_ID, ck_id},
-    {"rdzv-conf", "join_timeout=5, is_host=1", LAUNCH_OPT_RDZV_CONF, ck_conf},
+    {"rdzv-conf", "join_timeout=5, is_host=1, max_node_failures=3", LAUNCH_OPT_RDZV_CONF, ck_conf},
     {"max-restarts", "3", LAUNCH_OPT_MAX_RESTARTS, ck_restarts},
     {"monitor-interval", "0.5", LAUNCH_OPT_MONITOR_INTERVAL, ck_monitor},
     {"start-method", "fork", LAUNCH_OPT_START_METHOD, ck_start},
@@ -850,6 +852,7 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--rdzv_conf", "timeout=abc", "--rdzv_conf: timeout='abc'");
     expect_bad("--rdzv_conf", "keep_alive_max_attempt=0", "keep_alive_max_attempt='0'");
     expect_bad("--rdzv_conf", "is_host=maybe", "--rdzv_conf: is_host='maybe'");
+    expect_bad("--rdzv_conf", "max_node_failures=-1", "--rdzv_conf: max_node_failures='-1' is not");
     expect_bad("--rdzv_conf", "novalue", "--rdzv_conf: 'novalue' is not key=value");
     expect_bad("--max_restarts", "-1", "--max_restarts: '-1'");
     expect_bad("--max_restarts", "x", "--max_restarts: 'x' is not a number");
