@@ -119,6 +119,28 @@ static const char *secs_field(const json_t *o, const char *key, char *buf) {
 /* Room for an escaped field: a run id, host or state (the server bounds them well below). */
 #define FIELD_MAX 1024
 
+/* The hosts the store keeps a record of (root-cause failures, exclusion, a failed health check),
+ * as a second table; nothing when there are none. */
+static void print_hosts(const json_t *hosts) {
+    if (!json_is_array(hosts) || json_array_size(hosts) == 0)
+        return;
+    printf("%-40s %-9s %-11s %s\n", "host", "failures", "state", "why");
+    size_t i;
+    json_t *h;
+    json_array_foreach(hosts, i, h) {
+        char host[FIELD_MAX], fails[24], why[4 * FIELD_MAX];
+        const char *state = "counted", *key = "last_failure";
+        if (json_is_true(json_object_get(h, "excluded")))
+            state = "excluded";
+        else if (json_is_true(json_object_get(h, "unfit")))
+            state = "unfit", key = "reason";
+        else if (json_is_true(json_object_get(h, "kept_at_min")))
+            state = "kept(min)";
+        printf("%-40s %-9s %-11s %s\n", str_field(h, "host", host, sizeof host),
+               int_field(h, "failures", 1, fails), state, str_field(h, key, why, sizeof why));
+    }
+}
+
 /* Prints root (a STATUS_PAGE reply, or pages of one merged) as a table. */
 static void print_table(const json_t *root) {
     char round[24], used[24], max[24], lo[24], hi[24], run[FIELD_MAX], state[FIELD_MAX];
@@ -130,10 +152,11 @@ static void print_table(const json_t *root) {
            int_field(root, "max_restarts", 1, max), int_field(root, "min_nodes", 1, lo),
            int_field(root, "max_nodes", 1, hi));
     const json_t *nodes = json_object_get(root, "nodes");
-    char total[24], running[24], joining[24], idle[24];
+    char total[24], running[24], joining[24], spares[24], idle[24];
     if (json_is_object(nodes))
-        printf("nodes %s: %s running, %s joining, %s idle\n", int_field(nodes, "total", 1, total),
-               int_field(nodes, "running", 1, running), int_field(nodes, "joining", 1, joining),
+        printf("nodes %s: %s running, %s joining, %s spare, %s idle\n",
+               int_field(nodes, "total", 1, total), int_field(nodes, "running", 1, running),
+               int_field(nodes, "joining", 1, joining), int_field(nodes, "spares", 1, spares),
                int_field(nodes, "idle", 1, idle));
     if (json_is_string(lastv) && json_string_length(lastv) > 0)
         printf("last failure: %s\n", str_field(root, "last_failure", last, sizeof last));
@@ -156,6 +179,7 @@ static void print_table(const json_t *root) {
     if (json_is_integer(all) && json_integer_value(all) > shown)
         printf("... and %lld more nodes (--all lists every one)\n",
                (long long)(json_integer_value(all) - shown));
+    print_hosts(json_object_get(root, "hosts"));
 }
 
 static int usage(const char *msg) {

@@ -65,7 +65,7 @@ for i in $(seq 100); do [ -f "$d/env.3.0" ] && [ -f "$d/env.0.0" ] && break; sle
 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=nosuch >"$TMP/stat2.txt" 2>&1; src=$?
 wait $a; wait $b
 grep -q "run stat: round 0, RUNNING" "$TMP/stat.txt" && \
-    grep -qx "nodes 2: 2 running, 0 joining, 0 idle" "$TMP/stat.txt" && \
+    grep -qx "nodes 2: 2 running, 0 joining, 0 spare, 0 idle" "$TMP/stat.txt" && \
     [ "$(grep -cE '^[01] +127.0.0.1 +2 +running' "$TMP/stat.txt")" = 2 ] &&
     cmp -s "$TMP/stat.txt" "$TMP/stat_all.txt"
 verdict "ddprun status: round 0 RUNNING, the node counts and 2 member rows (the same with --all)"
