@@ -215,9 +215,12 @@ static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char 
 static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
     if (r->aborted)
         rdzv__textf(out, cap, "rendezvous '%s' failed: stopped by %s", r->id, r->last_failure);
-    else
-        rdzv__textf(out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s",
-                    r->id, (long long)r->cfg.max_restarts, r->last_failure);
+    else {
+        size_t n = rdzv__textf(
+            out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s", r->id,
+            (long long)r->cfg.max_restarts, r->last_failure);
+        rdzv__hosts_tally(r, out + n, cap - n);
+    }
 }
 
 /* Ends the running round (its dead members are already removed from the group): END_ROUND,

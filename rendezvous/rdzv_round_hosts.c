@@ -62,6 +62,35 @@ rdzv_host_rec_t *rdzv__host_get(rdzv_runs_t *rs, rdzv_run_t *r, const char *host
     return h;
 }
 
+void rdzv__hosts_tally(const rdzv_run_t *r, char *out, size_t cap) {
+    enum { SHOWN = 4 };
+    const rdzv_host_rec_t *top[SHOWN] = {NULL};
+    size_t counted = 0;
+    for (size_t i = 0; i < r->nhosts; i++) {
+        const rdzv_host_rec_t *h = &r->hosts[i];
+        if (h->failures <= 0)
+            continue;
+        counted++;
+        /* Insert into the short list, most failures first. */
+        for (size_t k = 0; k < SHOWN; k++) {
+            if (top[k] == NULL || h->failures > top[k]->failures) {
+                memmove(&top[k + 1], &top[k], (SHOWN - 1 - k) * sizeof top[0]);
+                top[k] = h;
+                break;
+            }
+        }
+    }
+    if (cap > 0)
+        out[0] = '\0';
+    size_t len = 0;
+    for (size_t k = 0; k < SHOWN && top[k] != NULL && len < cap; k++)
+        len += rdzv__textf(out + len, cap - len, "%s%s x%lld",
+                           k ? ", " : "; root causes by host: ", top[k]->host,
+                           (long long)top[k]->failures);
+    if (counted > SHOWN && len < cap)
+        rdzv__textf(out + len, cap - len, ", %zu more", counted - SHOWN);
+}
+
 void rdzv__hosts_free(rdzv_runs_t *rs, rdzv_run_t *r) {
     rs->nhosts -= r->nhosts;
     free(r->hosts);

@@ -141,6 +141,9 @@ rdzv_host_rec_t *rdzv__host_find(const rdzv_run_t *r, const char *host);
  * changed record that is neither excluded nor counts a failure). NULL when full or out of memory.
  */
 rdzv_host_rec_t *rdzv__host_get(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, uint64_t now_ms);
+/* Writes "; root causes by host: H1 x3, H2 x1" (the hosts with most failures first, the first
+ * four) to out, or "" when no failure was counted. */
+void rdzv__hosts_tally(const rdzv_run_t *r, char *out, size_t cap);
 /* Frees r's host records. */
 void rdzv__hosts_free(rdzv_runs_t *rs, rdzv_run_t *r);
 /* A JOIN from host: 1 with text filled (the refusal) when the host is excluded; else 0, and a

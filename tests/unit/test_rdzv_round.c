@@ -294,7 +294,8 @@ static void test_max_restarts_spent(void **state) {
     assert_non_null(a);
     assert_int_equal(a->code, DDP_ERDZV_CLOSED);
     assert_string_equal(a->text, "rendezvous 'job' failed: max_restarts (2) spent; last failure: "
-                                 "node 0 (h1) round 2: rank 0 exited with code 3");
+                                 "node 0 (h1) round 2: rank 0 exited with code 3; root causes "
+                                 "by host: h2 x2, h1 x1");
     /* Survivors re-joining are refused at once, and so is a new node. */
     rdzv_join_req_t q = req("job", "h1", -1, 2, 1, 2, 2);
     ddp_err_t err = {0};
