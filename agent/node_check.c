@@ -102,8 +102,8 @@ static void check_start(agent_t *a) {
     if (run_id != NULL) {
         snprintf(run_id, len, "%s=%s", DDP_ENV_RUN_ID, job->run_id);
         const char *env[] = {lws, restarts, run_id, NULL};
-        rc = agent__health_start(a->loop, job->health_check, env,
-                                 (int)job->health_check_timeout_ms, on_check_result, a, &a->check);
+        rc = agent__health_start(a->loop, job->health_check, env, (int)job->health_check_timeout_ms,
+                                 on_check_result, a, &a->check);
         free(run_id);
     }
     if (rc < 0) {
