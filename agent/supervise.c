@@ -148,8 +148,8 @@ static void local_start(agent_t *a) {
     int rc = agent__group_start(a);
     if (rc == 0)
         return;
-    DDP_ERROR("unable to %s the worker group: %s", a->attempt > 0 ? "restart" : "start",
-              ddp_strerror(rc));
+    if (a->attempt > 0) /* the first start's failure is its one line (agent__group_start's) */
+        DDP_ERROR("unable to restart the worker group: %s", ddp_strerror(rc));
     agent__group_signal(a, SIGKILL);
     if (a->running == 0) {
         finish(a, rc);
