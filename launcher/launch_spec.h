@@ -228,6 +228,10 @@ typedef struct launch_spec {
     launch_opt_t *arg_id;
 } launch_spec_t;
 
+/* ddprun's exit code for a node whose health check failed until join_timeout (main.c decides
+ * it; ssh.c reads it in a host agent's exit). */
+#define LAUNCH_EXIT_NODE_UNFIT 4
+
 /* --ssh_fanout's default: ssh connections set up at once (pdsh's default is 32). */
 #define LAUNCH_DEFAULT_SSH_FANOUT 32
 
