@@ -40,6 +40,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
             a->guard_pid = 0;
         } else if (agent__hang_helper_reaped(a, pid)) {
             DDP_DEBUG("stack capture helper pid %d done", (int)pid);
+        } else if (agent__node_check_reaped(a, pid, status)) {
+            DDP_DEBUG("health check pid %d done", (int)pid);
         } else {
             DDP_DEBUG("reaped adopted orphan pid %d", (int)pid);
         }
@@ -89,7 +91,7 @@ void agent__kill_adopted(agent_t *a) {
         int pid;
         while (fscanf(f, "%d", &pid) == 1) {
             if (pid == a->guard_pid || agent__worker_by_pid(a, pid) != NULL ||
-                agent__hang_is_helper(a, pid))
+                agent__hang_is_helper(a, pid) || pid == agent__node_check_pid(a))
                 continue;
             DDP_DEBUG("killing orphan pid %d left by a worker", pid);
             kill(pid, SIGKILL);
@@ -271,7 +273,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     a->kill_timer.data = a->restart_timer.data = a;
     if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
         return rc;
-    if ((rc = agent__hang_init(a)) < 0)
+    if ((rc = agent__hang_init(a)) < 0 || (rc = agent__node_check_init(a)) < 0)
         return rc;
     return agent__gpu_wait_init(a);
 }

@@ -110,6 +110,7 @@ typedef enum {
     SUP_DONE,        /* the loop is winding down; no more events matter */
     SUP_CAPTURING,   /* a worker hung: the stacks of every worker are being captured */
     SUP_ABORTING,    /* multi-node: this node stops the run for good; waiting for the store's ack */
+    SUP_CHECKING,    /* the node's health check runs, or its next try waits: no worker runs */
     SUP_NSTATES
 } agent_sup_state_t;
 
@@ -129,6 +130,8 @@ typedef enum {
     EV_STORE_LOST,     /* multi-node: the daemon's store was lost; the agent is reconnecting */
     EV_BARRIER_BROKEN, /* multi-node: the round ended (or the store forgot it) before every node
                         * passed the exit barrier: the job is not done, re-join */
+    EV_HEALTH_OK,      /* the node's health check passed (node_check.c) */
+    EV_HEALTH_FAILED,  /* it failed; a->check_reason says why */
     EV_NEVENTS
 } agent_event_t;
 
@@ -221,6 +224,15 @@ struct agent {
     uint64_t gpu_wait_start_ms; /* when this restart's wait began */
     int gpu_delay_ms;           /* the last poll delay */
     pid_t *gpu_pids;            /* the stopped workers' pids */
+    /* The node's health check before each start or JOIN (node_check.c). */
+    struct agent_health *check; /* the --health_check command running, or NULL */
+    uv_timer_t check_timer;     /* the back-off before the next try */
+    uint64_t check_since_ms;    /* monotonic start of this start's checks; 0 = none yet */
+    int check_delay_ms;         /* the last back-off */
+    int check_failures;         /* failed checks in a row before this start */
+    uint64_t m_check_failures;  /* failed checks since ddprun started (metrics) */
+    /* The last failure, one line: "--health_check: exit status 3; output: ...", or the GPU's. */
+    char check_reason[2560];
     /* ddprun's stdout ([1]) and stderr ([2]) as the agent writes them (console.c); one object
      * for both when they name the same file. */
     agent_console_t *console[3];
@@ -243,6 +255,11 @@ typedef struct agent_node_ops {
     void (*give_up)(agent_t *a, const char *why);
     /* Every worker of the group exited 0: leave. */
     void (*succeeded)(agent_t *a);
+    /* The node passed its health check: start the group (one node) or send the JOIN (several). */
+    void (*start)(agent_t *a);
+    /* The node's health check failed (reason: one line): say so where the job's state is kept;
+     * the node retries until join_timeout. */
+    void (*report_unfit)(agent_t *a, const char *reason);
 } agent_node_ops_t;
 extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
 /* group.c: agent__local_ops' group_prepare. */
@@ -439,8 +456,30 @@ int agent__gpu_wait_active(agent_t *a);
 void agent__gpu_wait_cancel(agent_t *a);
 /* gpu_wait.c: frees what the GPU memory wait holds (NVML). */
 void agent__gpu_wait_free(agent_t *a);
-/* supervise.c: starts the next attempt now (after the restart delay and the GPU wait). */
+/* supervise.c: starts the next attempt now (after the restart delay and the GPU wait): the
+ * node's health check first. */
 void agent__restart_now(agent_t *a);
+/* gpu_wait.c: opens NVML once (DDPRUN_NVML_LIB names a stand-in for tests); a machine without
+ * it or without a GPU is never asked again. Returns 0 when a->gpu is usable, else -1. */
+int agent__gpu_open(agent_t *a);
+
+/* node_check.c: the node's health check before each start of the group and each JOIN:
+ * --health_check CMD (its process group, bounded by --health_check_timeout), then the GPUs'
+ * fault counters (agent__gpu_health). init: the back-off timer, once before the first group.
+ * begin: enters SUP_CHECKING and runs the check; EV_HEALTH_OK or EV_HEALTH_FAILED follows
+ * (at once when only the GPU check runs). failed: after EV_HEALTH_FAILED, the event and the
+ * next try after a back-off (1 s doubling to 30 s); returns 0 when one is scheduled, or 1 when
+ * join_timeout is spent (the node is unfit; nothing scheduled). cancel: kills the check and its
+ * group and stops the back-off (a signal, a lost rendezvous). reaped: SIGCHLD reaped pid; 1 when
+ * it was the check's. pid: the check's process, or 0. say: the log line of a failed check, one
+ * wording on one node and many. */
+int agent__node_check_init(agent_t *a);
+void agent__node_check_begin(agent_t *a);
+int agent__node_check_failed(agent_t *a);
+void agent__node_check_cancel(agent_t *a);
+int agent__node_check_reaped(agent_t *a, pid_t pid, int status);
+pid_t agent__node_check_pid(const agent_t *a);
+void agent__node_check_say(agent_t *a, const char *reason);
 
 /* summary.c: prints the failure summary of the last attempt to stderr. */
 void agent__summary_print(agent_t *a);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The wait before a restart for the GPU memory of the stopped group (--gpu_memory_reclaim_timeout):
  * a driver releases a killed process's memory a moment after it is reaped, and new workers that
- * start too early fail to allocate. NVML is opened on the first restart (a job that never
- * restarts never loads it) and polled from a timer with agent__gpu_mem_next_delay's backoff. */
+ * start too early fail to allocate. NVML is opened once, by the node's GPU health check before
+ * the first group (node_check.c) or else on the first restart, and polled from a timer with
+ * agent__gpu_mem_next_delay's backoff. */
 #include "agent_int.h"
 
 #include <stdio.h>
@@ -13,8 +14,7 @@
 #include "ddp_time.h"
 #include "gpu_mem.h"
 
-/* Opens NVML once; a machine without it is never asked again. Returns 0 when usable. */
-static int gpu_open(agent_t *a) {
+int agent__gpu_open(agent_t *a) {
     if (a->gpu != NULL)
         return 0;
     if (a->gpu_skip)
@@ -28,7 +28,8 @@ static int gpu_open(agent_t *a) {
     if (rc == 0)
         a->gpu_pids = calloc((size_t)a->nproc, sizeof *a->gpu_pids);
     if (rc != 0 || a->gpu_pids == NULL) {
-        DDP_DEBUG("not waiting for GPU memory before restarts: %s", why[0] ? why : "no memory");
+        DDP_DEBUG("no GPU health check, no wait for GPU memory before restarts: %s",
+                  why[0] ? why : "no memory");
         agent__gpu_mem_free(a->gpu);
         a->gpu = NULL;
         a->gpu_skip = 1;
@@ -71,7 +72,7 @@ static void on_gpu_timer(uv_timer_t *t) {
 
 int agent__gpu_wait_start(agent_t *a) {
     agent_gpu_busy_t busy;
-    if (a->job->gpu_memory_reclaim_timeout_ms <= 0 || gpu_open(a) < 0)
+    if (a->job->gpu_memory_reclaim_timeout_ms <= 0 || agent__gpu_open(a) < 0)
         return 0;
     if (gpu_check(a, &busy) != AGENT_GPU_MEM_BUSY)
         return 0;

@@ -4,10 +4,15 @@
  * them, so this side only moves the supervision state and asks (agent/rdzv.c). */
 #include "agent_int.h"
 
+/* The first JOIN, once the node's health check passes (rdzv_start). */
 static int rdzv_begin(agent_t *a) {
+    agent__node_check_begin(a);
+    return 0;
+}
+
+static void rdzv_start(agent_t *a) {
     a->state = SUP_JOINING;
     agent__rdzv_join(a);
-    return 0;
 }
 
 static void rdzv_group_prepare(agent_t *a) {
@@ -19,10 +24,17 @@ static void rdzv_report_failure(agent_t *a, const char *what) {
     agent__rdzv_report_failure(a, what);
 }
 
-/* The server decides whether restarts remain: a spent run refuses the next JOIN. */
+/* The server decides whether restarts remain: a spent run refuses the next JOIN, which follows
+ * the node's health check as the first does. */
 static void rdzv_restart(agent_t *a) {
-    a->state = SUP_JOINING;
-    agent__rdzv_join(a);
+    agent__node_check_begin(a);
+}
+
+/* A node that is not in a round has nothing to say to it: the other nodes form theirs without
+ * this one (or wait for it until join_timeout), so the log holds the reason, worded as on one
+ * node; what the store is to keep of it goes here. */
+static void rdzv_report_unfit(agent_t *a, const char *reason) {
+    agent__node_check_say(a, reason);
 }
 
 /* The other nodes would wait for this one until join_timeout: stop them too. */
@@ -44,4 +56,6 @@ const agent_node_ops_t agent__rdzv_ops = {
     .restart = rdzv_restart,
     .give_up = rdzv_give_up,
     .succeeded = rdzv_succeeded,
+    .start = rdzv_start,
+    .report_unfit = rdzv_report_unfit,
 };

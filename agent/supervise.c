@@ -16,10 +16,14 @@
  *             group is stopped and restarted (or the job fails) as after a failure
  *   ABORTING  multi-node: --max_no_progress_restarts ran out; the store is told to stop the run
  *             on every node (the others would wait for this one), then the agent fails
+ *   CHECKING  before each start of the group (one node) and each JOIN (several): the node's
+ *             health check runs (node_check.c), or its next try waits out a back-off; a pass
+ *             starts or joins, a node still failing at join_timeout exits unfit
  * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer, and
  * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed, the
- * daemon's store lost (reconnecting), the exit barrier broken; and for hang detection: a worker
- * hung, the stack capture finished, the store took the stop. */
+ * daemon's store lost (reconnecting), the exit barrier broken; for hang detection: a worker
+ * hung, the stack capture finished, the store took the stop; and the health check passed or
+ * failed. A cell the table leaves out is ignored. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -109,6 +113,7 @@ static void finish(agent_t *a, int error) {
                       : a->result.failed     ? "failed"
                       : a->result.signal     ? "signal"
                       : a->result.exec_errno ? "failed"
+                      : a->result.unfit      ? "unfit"
                                              : "succeeded";
     if (a->result.signal)
         agent__evlog(a, "shutdown", "{s:s, s:s}", "result", how, "signal",
@@ -129,15 +134,30 @@ static void on_restart_timer(uv_timer_t *t) {
 }
 
 void agent__restart_now(agent_t *a) {
-    DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
-             a->failures[0].rank, a->attempt, a->job->max_restarts);
+    agent__node_check_begin(a);
+}
+
+/* One node, the node passed its check: the first group, or the next attempt. A group that
+ * cannot start ends the run with the agent's error, once the workers that did start are down
+ * (their output pipes close as they are reaped). */
+static void local_start(agent_t *a) {
+    if (a->attempt > 0)
+        DDP_WARN("worker group failed (rank %d: see above); restarting, attempt %d of %d",
+                 a->failures[0].rank, a->attempt, a->job->max_restarts);
     a->state = SUP_RUNNING;
     int rc = agent__group_start(a);
-    if (rc < 0) {
+    if (rc == 0)
+        return;
+    if (a->attempt > 0) /* the first start's failure is its one line (agent__group_start's) */
         DDP_ERROR("unable to restart the worker group: %s", ddp_strerror(rc));
-        agent__group_signal(a, SIGKILL);
+    agent__group_signal(a, SIGKILL);
+    if (a->running == 0) {
         finish(a, rc);
+        return;
     }
+    a->error = rc;
+    a->stop_signal = SIGKILL;
+    a->state = SUP_SHUTDOWN;
 }
 
 /* --max_no_progress_restarts ran out (ABORTING: the store took the stop, or could not): fail
@@ -287,7 +307,7 @@ static void finish_shutdown(agent_t *a, agent_worker_t *w) {
         a->result.failed = 1;
     else
         a->result.signal = a->stop_signal;
-    finish(a, 0);
+    finish(a, a->error); /* < 0: a group that could not start (local_start) */
 }
 
 /* JOINING + the round closed: start this node's workers with the round's ranks. */
@@ -353,10 +373,12 @@ static void barrier_settle(agent_t *a, agent_worker_t *w) {
 }
 
 /* BARRIER + not every node passed it: another node's group failed (or a node was lost) after
- * this one's finished. The job is not done: run with the others again. */
+ * this one's finished. The job is not done: run with the others again, once the node's check
+ * passes as before any JOIN. */
 static void rejoin_after_barrier(agent_t *a, agent_worker_t *w) {
+    (void)w;
     agent__evlog(a, "rendezvous_round_ended", "{s:I}", "round", (json_int_t)a->round);
-    rejoin(a, w);
+    agent__node_check_begin(a);
 }
 
 /* The rendezvous refused us (max_restarts spent, join timeout, ...) or the store is gone: the
@@ -437,6 +459,37 @@ static void capture_rdzv_failed(agent_t *a, agent_worker_t *w) {
     rdzv_failed(a, w);
 }
 
+/* CHECKING + the check passed: start the group, or JOIN. */
+static void checked(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->ops->start(a);
+}
+
+/* CHECKING + the check failed: said where the job's state is kept, then another try after the
+ * back-off, or, with join_timeout spent, exit unfit (ddprun's exit code 4) with nothing run. */
+static void check_failed(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    a->ops->report_unfit(a, a->check_reason);
+    if (agent__node_check_failed(a) == 0)
+        return;
+    a->result.unfit = 1;
+    finish(a, 0);
+}
+
+/* CHECKING + a termination signal: the check and its process group go, and the job ends as
+ * between two attempts. */
+static void check_abort(agent_t *a, agent_worker_t *w) {
+    DDP_WARN("received %s during the node's health check: the job stops",
+             ddp_signal_name(a->stop_signal));
+    agent__node_check_cancel(a);
+    begin_shutdown(a, w);
+}
+
+static void check_rdzv_failed(agent_t *a, agent_worker_t *w) {
+    agent__node_check_cancel(a);
+    rdzv_failed(a, w);
+}
+
 /* clang-format off */
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     /*                WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
@@ -482,21 +535,24 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
                        do_nothing, do_nothing,    no_progress_fail, do_nothing,
                        do_nothing,    do_nothing,    no_progress_fail,
                        no_progress_fail, do_nothing},
+    /* No worker runs; the store may come and go meanwhile (rdzv.c sends the JOIN on the
+     * connection that is current then). */
+    [SUP_CHECKING] =  {[EV_HEALTH_OK] = checked, [EV_HEALTH_FAILED] = check_failed,
+                       [EV_SIGNAL] = check_abort, [EV_RDZV_ERROR] = check_rdzv_failed},
 };
 /* clang-format on */
 
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
-    sup_table[a->state][ev](a, w);
+    sup_action_t act = sup_table[a->state][ev];
+    if (act != NULL)
+        act(a, w);
 }
 
 /* ---- one node: the operations of agent_node_ops_t ---- */
 
 static int local_begin(agent_t *a) {
-    a->state = SUP_RUNNING;
-    int rc = agent__group_start(a);
-    if (rc < 0)
-        agent__group_signal(a, SIGKILL);
-    return rc;
+    agent__node_check_begin(a);
+    return 0;
 }
 
 static void local_report_failure(agent_t *a, const char *what) {
@@ -515,4 +571,6 @@ const agent_node_ops_t agent__local_ops = {
     .restart = local_restart,
     .give_up = local_give_up,
     .succeeded = local_succeeded,
+    .start = local_start,
+    .report_unfit = agent__node_check_say,
 };

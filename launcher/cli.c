@@ -311,6 +311,14 @@ static int apply_exclude(launch_spec_t *spec, const char *flag, const char *val,
     return launch__str_set_nonempty(&spec->exclude, flag, val, err);
 }
 
+/* --health_check CMD: a shell command line, run by /bin/sh -c on the node. */
+static int apply_health_check(launch_spec_t *spec, const char *flag, const char *val,
+                              ddp_err_t *err) {
+    if (strspn(val, " \t") == strlen(val))
+        return ddp_err_set(err, DDP_EUSAGE, "%s: empty value", flag);
+    return launch__str_set(&spec->health_check, val);
+}
+
 /* --ssh CMD: the ssh client and its options, split on spaces when the hosts are started. */
 static int apply_ssh(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     if (strspn(val, " \t") == strlen(val))
@@ -483,6 +491,11 @@ static const opt_t opts[] = {
      "PET_MAX_NO_PROGRESS_RESTARTS", FIELD(COUNT, max_no_progress_restarts)},
     {LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT, "gpu-memory-reclaim-timeout", 0, 1,
      "PET_GPU_MEMORY_RECLAIM_TIMEOUT", FIELD(SECONDS, gpu_memory_reclaim_timeout)},
+    {LAUNCH_OPT_HEALTH_CHECK, "health-check", 0, 1, "PET_HEALTH_CHECK", FN(apply_health_check)},
+    {LAUNCH_OPT_HEALTH_CHECK_TIMEOUT, "health-check-timeout", 0, 1, "PET_HEALTH_CHECK_TIMEOUT",
+     FIELD(SECONDS, health_check_timeout)},
+    {LAUNCH_OPT_NO_GPU_HEALTH_CHECK, "no-gpu-health-check", 0, 0, "PET_NO_GPU_HEALTH_CHECK",
+     FIELD(SWITCH, no_gpu_health_check)},
     {LAUNCH_OPT_WORKER_STORE, "worker-store", 0, 1, "PET_WORKER_STORE", FN(apply_worker_store)},
     {LAUNCH_OPT_METRICS, "metrics", 0, 1, "PET_METRICS", FN(apply_metrics)},
     {LAUNCH_OPT_HOSTFILE, "hostfile", 0, 1, NULL, FN(apply_hostfile)},
@@ -531,6 +544,7 @@ static void spec_defaults(launch_spec_t *spec) {
     spec->initial_heartbeat_timeout = -1;
     spec->stacks_timeout = LAUNCH_DEFAULT_STACKS_TIMEOUT_S;
     spec->gpu_memory_reclaim_timeout = LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S;
+    spec->health_check_timeout = LAUNCH_DEFAULT_HEALTH_CHECK_TIMEOUT_S;
     spec->ssh_fanout = LAUNCH_DEFAULT_SSH_FANOUT;
     launch__rdzv_conf_defaults(&spec->rdzv_opts);
 }
@@ -841,6 +855,20 @@ static int check_hang_flags(const launch_spec_t *spec, ddp_err_t *err) {
     return 0;
 }
 
+/* The health check's bound: one the millisecond timer rounds to 0 would kill every check at
+ * once, and a bound without a command bounds nothing (the GPU check has none). */
+static int check_health_flags(const launch_spec_t *spec, ddp_err_t *err) {
+    if (spec->health_check_timeout < LAUNCH_TIMER_RESOLUTION_S)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--health_check_timeout: %g s leaves the check no time; give at "
+                           "least 0.001",
+                           spec->health_check_timeout);
+    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_HEALTH_CHECK_TIMEOUT) && spec->health_check == NULL)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--health_check_timeout needs --health_check (it bounds that command)");
+    return 0;
+}
+
 /* Checks that need several flags at once. Under Slurm the node count may still come from
  * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
  * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */
@@ -853,7 +881,7 @@ static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, v
     if (spec->run_path != NULL && spec->module)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
     int rc = check_hang_flags(spec, err);
-    if (rc < 0)
+    if (rc < 0 || (rc = check_health_flags(spec, err)) < 0)
         return rc;
     int many = spec->hostfile != NULL || spec->hosts != NULL;
     if (spec->hostfile != NULL && spec->hosts != NULL)
@@ -976,6 +1004,7 @@ void launch_spec_free(launch_spec_t *spec) {
     free(spec->include);
     free(spec->exclude);
     free(spec->ssh);
+    free(spec->health_check);
     free(spec->remote_ddprun);
     free(spec->ssh_session);
     for (int i = 0; spec->env != NULL && i < spec->n_env; i++)

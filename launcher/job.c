@@ -54,6 +54,9 @@ static void hang_opts_build(const launch_spec_t *spec, agent_job_t *job) {
     job->stacks_timeout_ms = ms(spec->stacks_timeout);
     job->max_no_progress_restarts = spec->max_no_progress_restarts;
     job->gpu_memory_reclaim_timeout_ms = ms(spec->gpu_memory_reclaim_timeout);
+    job->health_check = spec->health_check;
+    job->health_check_timeout_ms = ms(spec->health_check_timeout);
+    job->gpu_health_check = !spec->no_gpu_health_check;
 }
 
 void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,

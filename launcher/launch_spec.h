@@ -64,6 +64,9 @@ typedef enum launch_opt {
     LAUNCH_OPT_STACKS_TIMEOUT,
     LAUNCH_OPT_MAX_NO_PROGRESS_RESTARTS,
     LAUNCH_OPT_GPU_MEMORY_RECLAIM_TIMEOUT,
+    LAUNCH_OPT_HEALTH_CHECK,
+    LAUNCH_OPT_HEALTH_CHECK_TIMEOUT,
+    LAUNCH_OPT_NO_GPU_HEALTH_CHECK,
     LAUNCH_OPT_WORKER_STORE,
     LAUNCH_OPT_METRICS,
     LAUNCH_OPT_HOSTFILE,
@@ -104,6 +107,8 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per f
  * --heartbeat_timeout); a restart waits up to 50 s for the GPU memory of the stopped group. */
 #define LAUNCH_DEFAULT_STACKS_TIMEOUT_S 20.0
 #define LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S 50.0
+/* --health_check's bound: a check that takes longer is killed and counts as failed. */
+#define LAUNCH_DEFAULT_HEALTH_CHECK_TIMEOUT_S 60.0
 /* --initial_heartbeat_timeout defaults to this many times --heartbeat_timeout: start-up (imports,
  * NCCL init, data loading) comes before the first step. */
 #define LAUNCH_INITIAL_HEARTBEAT_FACTOR 10
@@ -197,6 +202,10 @@ typedef struct launch_spec {
     int max_no_progress_restarts;     /* 0 = off (default) */
     double
         gpu_memory_reclaim_timeout; /* LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S; 0 = no wait */
+    /* The node's health check before each start and JOIN: */
+    char *health_check;          /* --health_check CMD; NULL = none */
+    double health_check_timeout; /* LAUNCH_DEFAULT_HEALTH_CHECK_TIMEOUT_S */
+    int no_gpu_health_check;     /* --no_gpu_health_check: skip the GPUs' fault counters */
     /* Many hosts over ssh (launcher/ssh.c); NULL when not given: */
     char *hostfile;      /* --hostfile FILE */
     char *hosts;         /* --hosts NAME[:N],... */
@@ -219,6 +228,10 @@ typedef struct launch_spec {
     int *arg_first, *arg_count;
     launch_opt_t *arg_id;
 } launch_spec_t;
+
+/* ddprun's exit code for a node whose health check failed until join_timeout (main.c decides
+ * it; ssh.c reads it in a host agent's exit). */
+#define LAUNCH_EXIT_NODE_UNFIT 4
 
 /* --ssh_fanout's default: ssh connections set up at once (pdsh's default is 32). */
 #define LAUNCH_DEFAULT_SSH_FANOUT 32

@@ -20,7 +20,13 @@
 #include "launch_status.h"
 
 /* ddprun's exit codes (--help, docs/cli.md). 126/127 and 128+N come from the job's end. */
-enum { EXIT_OK = 0, EXIT_JOB_FAILED = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+enum {
+    EXIT_OK = 0,
+    EXIT_JOB_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_INTERNAL = 3,
+    EXIT_NODE_UNFIT = LAUNCH_EXIT_NODE_UNFIT
+};
 
 /* The most ranks one job may have: WORLD_SIZE and every RANK are ints for the agent and for
  * PyTorch. --nnodes and --nproc_per_node are each bounded (65536), their product is not. */
@@ -56,6 +62,8 @@ static int exit_code(int rc, const agent_result_t *res) {
         return res->exec_errno == ENOENT ? 127 : 126;
     if (res->signal != 0)
         return 128 + res->signal;
+    if (res->unfit)
+        return EXIT_NODE_UNFIT;
     return res->failed ? EXIT_JOB_FAILED : EXIT_OK;
 }
 

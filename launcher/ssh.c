@@ -647,6 +647,17 @@ static void host_done(run_t *r, host_t *h) {
         host_lost(r, h);
         return;
     }
+    /* An unfit node (its health check failed until join_timeout) never joined: with
+     * --nnodes=MIN:MAX the others go on without it, as without a host that never came up. */
+    if (was == HOST_READY && code == LAUNCH_EXIT_NODE_UNFIT && r->nnodes_min < r->nnodes_max &&
+        !r->stopping && r->failed_rank < 0) {
+        fprintf(stderr,
+                "ddprun: host %s is unfit (its health check failed until join_timeout; its "
+                "output says why): the job goes on without it\n",
+                h->h->name);
+        host_lost(r, h);
+        return;
+    }
     if (was == HOST_READY && code != 0 && r->failed_rank < 0 && !r->stopping) {
         /* The host that hosts the store often ends first, right after the rendezvous refused
          * it; the failed rank's own agent may still be printing its summary. */

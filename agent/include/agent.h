@@ -119,6 +119,13 @@ typedef struct agent_job {
     int64_t stacks_timeout_ms;            /* budget of the stack capture */
     int max_no_progress_restarts;         /* 0 = off; else stop after N attempts without progress */
     int64_t gpu_memory_reclaim_timeout_ms; /* before a restart; 0 = do not wait */
+    /* The node's health check before each start of the group and each JOIN (agent/node_check.c):
+     * health_check runs under /bin/sh -c (NULL = none) within health_check_timeout_ms; then,
+     * unless gpu_health_check is 0, the GPUs' fault counters through NVML. A node that stays
+     * unfit for join_timeout (rdzv.join_timeout_ms, also on one node) gives up: result.unfit. */
+    const char *health_check;
+    int64_t health_check_timeout_ms;
+    int gpu_health_check;
     /* Started over ssh by a launching ddprun (launcher/ssh.c): session_fd (CLOEXEC) is the ssh
      * session's standard input, whose end (EOF, hang-up) means the launcher or the connection
      * is gone and stops the job as SIGHUP does; the agent reports on its stdout, once its store
@@ -143,6 +150,7 @@ typedef struct agent_result {
     int failed;     /* the job failed; the summary was printed */
     int exec_errno; /* nonzero: the program could not be executed (ENOENT: not found) */
     int signal;     /* nonzero: a termination signal stopped the job */
+    int unfit;      /* the node's health check failed until join_timeout: nothing ran */
 } agent_result_t;
 
 /* Checks job against what the agent can run and resolves what it needs before anything starts:

@@ -46,6 +46,11 @@
 /* The node's scratch directory on /dev/shm (agent/scratch.c), for the CPU backend's segment. */
 #define DDP_ENV_SHM_DIR "DDPRUN_SHM_DIR"
 
+/* ---- the node's health check (--health_check), set by the agent ----
+ * Besides DDPRUN_RUN_ID and TORCHELASTIC_RESTART_COUNT (the start it checks for): the workers
+ * this node runs. */
+#define DDP_ENV_NODE_LOCAL_WORLD_SIZE "DDPRUN_LOCAL_WORLD_SIZE"
+
 /* ---- the job token (docs/protocol.md, "The job token") ----
  * DDPRUN_TOKEN (hex) and DDPRUN_TOKEN_FILE (a file) are the user's; DDPRUN_STORE_TOKEN (hex) is
  * what an agent hands its workers, still read everywhere. rdzv_token_load (rdzv_client.h) tries

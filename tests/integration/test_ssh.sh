@@ -26,7 +26,8 @@ SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one
     "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
     "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
-    "--nnodes=2:3 without the first host fails" "hostile hostfiles refused by line"
+    "--nnodes=2:3 without the first host fails" "--nnodes=2:3 goes on without an unfit host"
+    "hostile hostfiles refused by line"
     "nothing left, namespaces removed")
 skip_all() {
     local s
@@ -323,6 +324,18 @@ rc=$?
     grep -q '^ddprun: the first host, noport, hosts the store' "$D/el4.out"
 verdict "--nnodes=2:3 without the first host: it hosts the store, exit 1 (rc $rc)" || show_tail "$D/el4.out"
 check "nothing left after the first host was unreachable" nothing_left 10
+
+# nodec's health check fails: nodea and nodeb form a world of 2 and end 0; nodec exits 4 (unfit)
+# at join_timeout, which does not fail the job.
+launch --hosts nodea,nodeb,nodec --nnodes=2:3 \
+    --rdzv_conf last_call_timeout=1,join_timeout=4 --health_check "[ \"\$(hostname)\" != ${P}c ]" \
+    sh -c 'echo "ws=$WORLD_SIZE h=$(hostname)"' >"$D/unfit.out" 2>"$D/unfit.err"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'ws=2 h=' "$D/unfit.out")" = 2 ] && ! grep -q "h=${P}c" "$D/unfit.out" &&
+    grep -qx 'ddprun: host nodec is unfit (its health check failed until join_timeout; its output says why): the job goes on without it' "$D/unfit.err"
+verdict "--nnodes=2:3, nodec's health check fails: world of 2, nodec named unfit, exit 0 (rc $rc)" ||
+    show_tail "$D/unfit.out" "$D/unfit.err"
+check "nothing left after the job without the unfit host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 8. hostile
 hostile() { # hostile NAME CONTENT EXPECTED: refused with exit 2, one line, before any ssh

@@ -3,13 +3,14 @@
  * agent__event and its side effects compared with what its action must do (restart, fail, stop,
  * ignore), then the paths through the table: max_restarts accounting and the restart delays, the
  * shutdown timer, a termination signal in every state, failures of the agent's own steps, and a
- * hang (capture, then stop and restart), --max_no_progress_restarts and the GPU memory wait.
+ * hang (capture, then stop and restart), --max_no_progress_restarts, the GPU memory wait, and
+ * the node's health check before each start and JOIN (its back-off and its end at join_timeout).
  *
  * supervise.c is linked with worker.c, whose failure records it keeps: the functions they call in
- * agent.c, group.c, rdzv.c, guard.c and summary.c are defined here as recorders (those only a
- * worker's start or exit calls fail the test if called), and uv_timer_start, uv_timer_stop and
- * kill are replaced through the linker (-Wl,--wrap), so no process is signalled and no loop
- * runs. */
+ * agent.c, group.c, rdzv.c, guard.c, node_check.c and summary.c are defined here as recorders
+ * (those only a worker's start or exit calls fail the test if called), and uv_timer_start,
+ * uv_timer_stop and kill are replaced through the linker (-Wl,--wrap), so no process is signalled
+ * and no loop runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,6 +58,10 @@ typedef struct effects {
     int capture_kills; /* agent__hang_capture_kill */
     int hang_reports;  /* agent__hang_report */
     int gpu_cancels;   /* agent__gpu_wait_cancel */
+    int checks;        /* agent__node_check_begin */
+    int check_cancels; /* agent__node_check_cancel */
+    int unfit_reports; /* agent__node_check_say, through the operations' report_unfit */
+    char unfit_reason[256];
 } effects_t;
 
 static effects_t fx;
@@ -68,6 +73,36 @@ static int timer_start_rc;
 static int capture_helpers;
 static int progress_stop;
 static int gpu_wait;
+/* The health check stand-in: passes at once (as with no check to run) unless check_held, and
+ * agent__node_check_failed says join_timeout is spent when check_spent. */
+static int check_held;
+static int check_spent;
+/* A group start that fails leaves this many workers running (started before the one that
+ * could not). */
+static int group_start_partial;
+
+void agent__node_check_begin(agent_t *a) {
+    fx.checks++;
+    a->state = SUP_CHECKING;
+    if (!check_held)
+        agent__event(a, EV_HEALTH_OK, NULL);
+}
+
+int agent__node_check_failed(agent_t *a) {
+    (void)a;
+    return check_spent;
+}
+
+void agent__node_check_cancel(agent_t *a) {
+    (void)a;
+    fx.check_cancels++;
+}
+
+void agent__node_check_say(agent_t *a, const char *reason) {
+    (void)a;
+    fx.unfit_reports++;
+    snprintf(fx.unfit_reason, sizeof fx.unfit_reason, "%s", reason);
+}
 
 int agent__hang_capture_start(agent_t *a) {
     (void)a;
@@ -116,8 +151,10 @@ void agent__group_signal(agent_t *a, int sig) {
 
 int agent__group_start(agent_t *a) {
     fx.group_starts++;
-    if (group_start_rc < 0)
+    if (group_start_rc < 0) {
+        a->running = group_start_partial;
         return group_start_rc;
+    }
     a->running = group_start_running;
     return 0;
 }
@@ -296,6 +333,9 @@ static agent_worker_t *setup(agent_sup_state_t st, int multi, int running, int s
     capture_helpers = 2;
     progress_stop = 0;
     gpu_wait = 0;
+    check_held = 0;
+    check_spent = 0;
+    group_start_partial = 0;
     group_start_running = 2;
     timer_start_rc = 0;
     job.nproc = 2;
@@ -355,16 +395,22 @@ typedef enum {
     A_REJOIN,
     A_BARRIER_SETTLE,
     A_BARRIER_BROKEN,
+    A_CHECKED,
+    A_CHECK_FAILED,
+    A_CHECK_ABORT,
+    A_CHECK_RDZV_FAILED,
 } action_t;
 
-static const char *const state_names[SUP_NSTATES] = {
-    "RUNNING", "STOPPING", "SHUTDOWN", "JOINING", "BARRIER", "DONE", "CAPTURING", "ABORTING"};
+static const char *const state_names[SUP_NSTATES] = {"RUNNING",   "STOPPING", "SHUTDOWN",
+                                                     "JOINING",   "BARRIER",  "DONE",
+                                                     "CAPTURING", "ABORTING", "CHECKING"};
 static const char *const event_names[EV_NEVENTS] = {
-    "WORKER_OK",   "WORKER_FAIL", "GROUP_DOWN", "SIGNAL",         "KILL_TIMER",
-    "JOINED",      "ROUND_END",   "RDZV_ERROR", "BARRIER_DONE",   "WORKER_HUNG",
-    "STACKS_DONE", "ABORT_DONE",  "STORE_LOST", "BARRIER_BROKEN",
+    "WORKER_OK",  "WORKER_FAIL",    "GROUP_DOWN",   "SIGNAL",        "KILL_TIMER",  "JOINED",
+    "ROUND_END",  "RDZV_ERROR",     "BARRIER_DONE", "WORKER_HUNG",   "STACKS_DONE", "ABORT_DONE",
+    "STORE_LOST", "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED",
 };
 
+/* A cell not written is A_IGNORE: HEALTH_OK and HEALTH_FAILED outside CHECKING, for one. */
 /* clang-format off */
 static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
     /*                WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
@@ -403,6 +449,8 @@ static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
                        A_IGNORE, A_IGNORE,        A_NO_PROGRESS_FAIL, A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_NO_PROGRESS_FAIL,
                        A_NO_PROGRESS_FAIL, A_IGNORE},
+    [SUP_CHECKING] =  {[EV_SIGNAL] = A_CHECK_ABORT, [EV_RDZV_ERROR] = A_CHECK_RDZV_FAILED,
+                       [EV_HEALTH_OK] = A_CHECKED, [EV_HEALTH_FAILED] = A_CHECK_FAILED},
 };
 /* clang-format on */
 
@@ -419,6 +467,7 @@ typedef struct outcome {
     int nfailures;
     int fatal, result_signal;
     int captures, capture_kills, hang_reports, gpu_cancels;
+    int checks, check_cancels, unfit_reports, unfit;
 } outcome_t;
 
 static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
@@ -442,8 +491,11 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.barriers = multi;
         o.loop_shutdowns = !multi;
         break;
+    case A_CHECK_ABORT:
+        o.check_cancels = 1; /* the check's process group first, then the shutdown */
+        __attribute__((fallthrough));
     case A_CAPTURE_ABORT:
-        o.capture_kills = 1; /* then the shutdown, as in any other state */
+        o.capture_kills = act == A_CAPTURE_ABORT; /* then the shutdown, as anywhere else */
         __attribute__((fallthrough));
     case A_BEGIN_SHUTDOWN:
         o.state = SUP_SHUTDOWN;
@@ -456,8 +508,8 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
     case A_RESTART_OR_FAIL:
         o.kill_timer_stopped = 1;
         o.adopted_kills = 1;
-        if (multi)
-            o.state = SUP_JOINING, o.rdzv_joins = 1;
+        if (multi) /* the next JOIN follows the node's check */
+            o.state = SUP_JOINING, o.rdzv_joins = 1, o.checks = 1;
         else
             o.restart_timer_started = 1; /* restart 1 of 1 is scheduled */
         break;
@@ -477,7 +529,10 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.state = SUP_STOPPING;
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
-    case A_CAPTURE_RDZV_FAILED: o.capture_kills = 1; __attribute__((fallthrough));
+    case A_CHECK_RDZV_FAILED: o.check_cancels = 1; __attribute__((fallthrough));
+    case A_CAPTURE_RDZV_FAILED:
+        o.capture_kills = act == A_CAPTURE_RDZV_FAILED;
+        __attribute__((fallthrough));
     case A_RDZV_FAILED:
         o.state = SUP_SHUTDOWN;
         o.fatal = 1;
@@ -499,11 +554,22 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
     case A_CAPTURE_ROUND_ENDED: break;
-    case A_BARRIER_BROKEN:
-    case A_REJOIN:
+    case A_BARRIER_BROKEN: /* a JOIN like any other: the node's check, then the node's start */
+        o.checks = 1;
+        o.state = multi ? SUP_JOINING : SUP_RUNNING;
+        o.rdzv_joins = multi;
+        o.group_starts = !multi; /* (the barrier is multi-node's: no cell one node reaches) */
+        break;
+    case A_REJOIN: /* the same JOIN again, on the new connection */
         o.state = SUP_JOINING;
         o.rdzv_joins = 1;
         break;
+    case A_CHECKED: /* the first start: the group, or the JOIN */
+        o.state = multi ? SUP_JOINING : SUP_RUNNING;
+        o.group_starts = !multi;
+        o.rdzv_joins = multi;
+        break;
+    case A_CHECK_FAILED: /* said; the next try waits out its back-off */ o.unfit_reports = 1; break;
     case A_BARRIER_SETTLE: o.settles = 1; break;
     case A_NO_PROGRESS_FAIL: /* the store took the stop (or is gone): the summary, then exit */
         o.state = SUP_DONE;
@@ -549,6 +615,10 @@ static void sweep(int multi) {
                 .capture_kills = fx.capture_kills,
                 .hang_reports = fx.hang_reports,
                 .gpu_cancels = fx.gpu_cancels,
+                .checks = fx.checks,
+                .check_cancels = fx.check_cancels,
+                .unfit_reports = fx.unfit_reports,
+                .unfit = ag.result.unfit,
             };
             if (memcmp(&want, &got, sizeof want) != 0) {
                 print_error(
@@ -557,7 +627,7 @@ static void sweep(int multi) {
                     "-%d), starts %d (%d), summaries %d (%d), loop down %d (%d), "
                     "adopted %d (%d), joins %d (%d), reports %d (%d), barriers %d (%d), "
                     "failures %d (%d), fatal %d (%d), result.signal %d (%d), captures %d/%d/%d "
-                    "(%d/%d/%d)\n",
+                    "(%d/%d/%d), checks %d/%d/%d (%d/%d/%d)\n",
                     state_names[s], event_names[e], multi ? "multi-node" : "one node",
                     state_names[got.state], state_names[want.state], got.sig0, got.nsigs, want.sig0,
                     want.nsigs, got.kill_timer_started, got.kill_timer_stopped,
@@ -569,7 +639,8 @@ static void sweep(int multi) {
                     want.rdzv_reports, got.barriers, want.barriers, got.nfailures, want.nfailures,
                     got.fatal, want.fatal, got.result_signal, want.result_signal, got.captures,
                     got.capture_kills, got.hang_reports, want.captures, want.capture_kills,
-                    want.hang_reports);
+                    want.hang_reports, got.checks, got.check_cancels, got.unfit_reports,
+                    want.checks, want.check_cancels, want.unfit_reports);
                 bad++;
             }
         }
@@ -841,6 +912,13 @@ static void test_signal_in_every_state(void **state) {
                 assert_int_equal(fx.capture_kills, 1);
                 assert_int_equal(ag.state, running ? SUP_SHUTDOWN : SUP_DONE);
                 break;
+            case SUP_CHECKING:
+                /* The check's process group and its back-off go; no start, no JOIN. */
+                assert_int_equal(fx.check_cancels, 1);
+                assert_int_equal(ag.state, running ? SUP_SHUTDOWN : SUP_DONE);
+                assert_int_equal(ag.result.signal, running ? 0 : SIGHUP);
+                assert_int_equal(fx.group_starts + fx.rdzv_joins, 0);
+                break;
             default:
                 assert_int_equal(ag.state, SUP_DONE);
                 assert_int_equal(fx.nsigs, 0);
@@ -1049,6 +1127,112 @@ static void test_sweep_kills_running_groups(void **state) {
     assert_int_equal(fx.adopted_kills, 1);
 }
 
+/* One node: the node's check comes before the first group and before every restart; a failed
+ * check starts nothing and is reported as the node's unfitness; a pass starts the group. */
+static void test_check_before_every_start(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 0, 0);
+    job.max_restarts = 1;
+    check_held = 1;
+    snprintf(ag.check_reason, sizeof ag.check_reason, "--health_check: exit status 3");
+    assert_int_equal(ag.ops->begin(&ag), 0);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(fx.checks, 1);
+    agent__event(&ag, EV_HEALTH_FAILED, NULL);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(fx.unfit_reports, 1);
+    assert_string_equal(fx.unfit_reason, "--health_check: exit status 3");
+    assert_int_equal(fx.group_starts, 0);
+    assert_int_equal(fx.loop_shutdowns, 0);
+    agent__event(&ag, EV_HEALTH_OK, NULL);
+    assert_int_equal(ag.state, SUP_RUNNING);
+    assert_int_equal(fx.group_starts, 1);
+    /* A failure: after the restart delay, the check again, and the group only once it passes. */
+    fail_group(EXITED(1));
+    fire_restart_timer();
+    assert_int_equal(fx.checks, 2);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(fx.group_starts, 1);
+    agent__event(&ag, EV_HEALTH_OK, NULL);
+    assert_int_equal(fx.group_starts, 2);
+    assert_int_equal(ag.state, SUP_RUNNING);
+    assert_int_equal(ag.attempt, 1);
+}
+
+/* join_timeout spent with the check still failing: the node is unfit, nothing started or
+ * joined, no summary (no worker ran). */
+static void test_check_spent_exits_unfit(void **state) {
+    (void)state;
+    for (int multi = 0; multi <= 1; multi++) {
+        setup(SUP_RUNNING, multi, 0, 0);
+        check_held = 1;
+        assert_int_equal(ag.ops->begin(&ag), 0);
+        check_spent = 1;
+        agent__event(&ag, EV_HEALTH_FAILED, NULL);
+        assert_int_equal(ag.state, SUP_DONE);
+        assert_int_equal(ag.result.unfit, 1);
+        assert_int_equal(ag.result.failed, 0);
+        assert_int_equal(ag.error, 0);
+        assert_int_equal(fx.unfit_reports, 1);
+        assert_int_equal(fx.loop_shutdowns, 1);
+        assert_int_equal(fx.group_starts + fx.rdzv_joins + fx.summaries, 0);
+    }
+}
+
+/* Several nodes: the first JOIN, the re-join after a round and the one after a broken exit
+ * barrier each wait for the node's check; what the store says meanwhile starts nothing. */
+static void test_check_before_every_join(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 1, 0, 0);
+    check_held = 1;
+    assert_int_equal(ag.ops->begin(&ag), 0);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    agent__event(&ag, EV_STORE_LOST, NULL);
+    agent__event(&ag, EV_ROUND_END, NULL);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(fx.rdzv_joins, 0);
+    agent__event(&ag, EV_HEALTH_OK, NULL);
+    assert_int_equal(ag.state, SUP_JOINING);
+    assert_int_equal(fx.rdzv_joins, 1);
+    agent__event(&ag, EV_JOINED, NULL);
+    assert_int_equal(ag.state, SUP_RUNNING);
+    ag.running = 0;
+    agent__event(&ag, EV_ROUND_END, NULL);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(fx.checks, 2);
+    assert_int_equal(fx.rdzv_joins, 1);
+    agent__event(&ag, EV_HEALTH_OK, NULL);
+    assert_int_equal(fx.rdzv_joins, 2);
+    agent__event(&ag, EV_JOINED, NULL);
+    ag.running = 0;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_BARRIER);
+    agent__event(&ag, EV_BARRIER_BROKEN, NULL);
+    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(fx.checks, 3);
+    assert_int_equal(fx.rdzv_joins, 2);
+    agent__event(&ag, EV_HEALTH_OK, NULL);
+    assert_int_equal(fx.rdzv_joins, 3);
+}
+
+/* A first group that cannot start after some of its workers did: they are killed, and the run
+ * ends with the agent's error once they are down (their pipes close as they are reaped). */
+static void test_start_failure_waits_for_started(void **state) {
+    (void)state;
+    setup(SUP_RUNNING, 0, 0, 0);
+    group_start_rc = -EMFILE;
+    group_start_partial = 1;
+    assert_int_equal(ag.ops->begin(&ag), 0);
+    assert_int_equal(ag.state, SUP_SHUTDOWN);
+    assert_int_equal(fx.sigs[fx.nsigs - 1], SIGKILL);
+    assert_int_equal(fx.loop_shutdowns, 0);
+    ag.running = 0;
+    agent__event(&ag, EV_GROUP_DOWN, NULL);
+    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.error, -EMFILE);
+    assert_int_equal(fx.loop_shutdowns, 1);
+}
+
 int main(void) {
     ddp_log_init("agent", DDP_LOG_ERROR);
     ddp_log_set_level(DDP_LOG_ERROR - 1); /* the actions' log lines are not under test */
@@ -1075,6 +1259,10 @@ int main(void) {
         cmocka_unit_test(test_no_progress_stops),
         cmocka_unit_test(test_no_progress_stops_every_node),
         cmocka_unit_test(test_gpu_wait_defers_restart),
+        cmocka_unit_test(test_check_before_every_start),
+        cmocka_unit_test(test_check_spent_exits_unfit),
+        cmocka_unit_test(test_check_before_every_join),
+        cmocka_unit_test(test_start_failure_waits_for_started),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -976,6 +976,60 @@ static void test_hang_flags(void **state) {
     expect_bad("--max_no_progress_restarts", "1e17", "--max_no_progress_restarts: '1e17'");
 }
 
+/* The health check's flags: defaults (no command, 60 s, the GPU check on), values and PET_*
+ * variables as the agent gets them, and bad values refused naming the flag. */
+static void test_health_flags(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    launch_argv_t prog = {.path = "/bin/true", .argv = (char *[]){"prog", NULL}, .argc = 1};
+    agent_job_t job;
+    assert_int_equal(parse(&s, &e, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_null(job.health_check);
+    assert_int_equal(job.health_check_timeout_ms, 60000);
+    assert_int_equal(job.gpu_health_check, 1);
+    launch_spec_free(&s);
+
+    assert_int_equal(parse(&s, &e, "--health-check", "test -w /scratch",
+                           "--health_check_timeout=2.5", "--no_gpu_health_check", "prog", END),
+                     0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_string_equal(job.health_check, "test -w /scratch");
+    assert_int_equal(job.health_check_timeout_ms, 2500);
+    assert_int_equal(job.gpu_health_check, 0);
+    launch_spec_free(&s);
+
+    const char *const env[] = {"PET_HEALTH_CHECK=nvidia-smi -q >/dev/null",
+                               "PET_HEALTH_CHECK_TIMEOUT=9", "PET_NO_GPU_HEALTH_CHECK=1", NULL};
+    assert_int_equal(parse_env(&s, &e, env, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_string_equal(job.health_check, "nvidia-smi -q >/dev/null");
+    assert_int_equal(job.health_check_timeout_ms, 9000);
+    assert_int_equal(job.gpu_health_check, 0);
+    launch_spec_free(&s);
+
+    expect_bad("--health_check", "", "--health_check: empty value");
+    expect_bad("--health_check", "  ", "--health_check: empty value");
+    expect_bad("--health_check_timeout", "abc",
+               "--health_check_timeout: 'abc' is not a number of seconds");
+    expect_bad("--health_check_timeout", "-1", "--health_check_timeout: '-1'");
+    expect_bad("--health_check_timeout", "1e17", "--health_check_timeout: '1e17' is outside");
+    assert_int_equal(parse(&s, &e, "--no_gpu_health_check=1", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--no_gpu_health_check takes no value");
+    assert_int_equal(parse(&s, &e, "--health_check=true", "--health_check_timeout=0", "prog", END),
+                     DDP_EUSAGE);
+    assert_string_equal(e.text, "--health_check_timeout: 0 s leaves the check no time; give at "
+                                "least 0.001");
+    /* A bound for a command that is not there bounds nothing. */
+    assert_int_equal(parse(&s, &e, "--health_check_timeout=5", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text,
+                        "--health_check_timeout needs --health_check (it bounds that command)");
+    const char *const pet_bad[] = {"PET_NO_GPU_HEALTH_CHECK=maybe", NULL};
+    assert_int_equal(parse_env(&s, &e, pet_bad, "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "PET_NO_GPU_HEALTH_CHECK: 'maybe' is not 0 or 1"));
+}
+
 static void test_numeric_bounds(void **state) {
     (void)state;
     expect_bad("--shutdown_timeout", "1e17",
@@ -1538,6 +1592,7 @@ int main(void) {
         cmocka_unit_test(test_log_dir_errno),
         cmocka_unit_test(test_log_dir_eacces),
         cmocka_unit_test(test_hang_flags),
+        cmocka_unit_test(test_health_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
