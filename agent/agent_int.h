@@ -385,6 +385,9 @@ int agent__rdzv_start(agent_t *a);
 /* rdzv.c: joins the first round, or the next one once the group of the previous one is down;
  * the outcome arrives as EV_JOINED or EV_RDZV_ERROR (state SUP_JOINING). */
 void agent__rdzv_join(agent_t *a);
+/* rdzv.c: tells the store this node failed its health check (reason: why) and does not join;
+ * `ddprun status` shows it until the node joins. Best effort: nothing when the store is lost. */
+void agent__rdzv_report_unfit(agent_t *a, const char *reason);
 /* rdzv.c: reports a failure of the running round's group (counts against max_restarts). */
 void agent__rdzv_report_failure(agent_t *a, const char *what);
 /* rdzv.c: stops the run for good on every node (ABORT, docs/protocol-rdzv.md), why saying so in

@@ -449,8 +449,12 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
     if (rep->status != 0) {
         const char *why =
             rep->text.len > 0 ? store_text(rep->text.data, rep->text.len, "", esc) : "refused";
-        if (rep->code == DDP_ERDZV_EXCLUDED)
+        if (rep->code == DDP_ERDZV_EXCLUDED) {
+            /* A sick node kept out of the run: exit 4 (unfit), so that a scheduler replaces it
+             * and an ssh launch goes on without it. */
             agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
+            a->result.unfit = 1;
+        }
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
@@ -566,6 +570,27 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     if (rep->fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
                  (long long)rep->fail.restarts_used, (long long)rep->fail.max_restarts);
+}
+
+static void on_unfit_reply(void *arg, int status, const rdzv_round_reply_t *rep,
+                           const char *errtext) {
+    struct agent_rdzv *r = arg;
+    if (status == DDP_ECANCELED || r->stopping)
+        return;
+    /* Best effort: the store shows the node as unfit; a lost store is found by the next JOIN. */
+    if (status != 0 || rep->status != 0) {
+        char esc[AGENT_STORE_TEXT_MAX];
+        DDP_DEBUG("the store did not record this node as unfit: %s",
+                  status != 0 ? store_text(errtext, (size_t)-1, ddp_strerror(status), esc)
+                              : "no such run yet");
+    }
+}
+
+void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
+    struct agent_rdzv *r = a->rdzv;
+    if (r == NULL || r->ctl == NULL || r->reconnecting || r->stopping)
+        return;
+    rdzv_acall_unfit(r->ctl, a->job->run_id, r->host, reason, on_unfit_reply, r, NULL);
 }
 
 void agent__rdzv_report_failure(agent_t *a, const char *what) {

@@ -30,11 +30,11 @@ static void rdzv_restart(agent_t *a) {
     agent__node_check_begin(a);
 }
 
-/* A node that is not in a round has nothing to say to it: the other nodes form theirs without
- * this one (or wait for it until join_timeout), so the log holds the reason, worded as on one
- * node; what the store is to keep of it goes here. */
+/* The other nodes form their round without this one (or wait for it until join_timeout): the
+ * log says why, worded as on one node, and the store records it for `ddprun status`. */
 static void rdzv_report_unfit(agent_t *a, const char *reason) {
     agent__node_check_say(a, reason);
+    agent__rdzv_report_unfit(a, reason);
 }
 
 /* The other nodes would wait for this one until join_timeout: stop them too. */

@@ -652,8 +652,9 @@ static void host_done(run_t *r, host_t *h) {
     if (was == HOST_READY && code == LAUNCH_EXIT_NODE_UNFIT && r->nnodes_min < r->nnodes_max &&
         !r->stopping && r->failed_rank < 0) {
         fprintf(stderr,
-                "ddprun: host %s is unfit (its health check failed until join_timeout; its "
-                "output says why): the job goes on without it\n",
+                "ddprun: host %s is unfit (its health check failed until join_timeout, or the "
+                "store excluded it after max_node_failures; its output says why): the job goes "
+                "on without it\n",
                 h->h->name);
         host_lost(r, h);
         return;

@@ -332,7 +332,7 @@ launch --hosts nodea,nodeb,nodec --nnodes=2:3 \
     sh -c 'echo "ws=$WORLD_SIZE h=$(hostname)"' >"$D/unfit.out" 2>"$D/unfit.err"
 rc=$?
 [ $rc = 0 ] && [ "$(grep -c 'ws=2 h=' "$D/unfit.out")" = 2 ] && ! grep -q "h=${P}c" "$D/unfit.out" &&
-    grep -qx 'ddprun: host nodec is unfit (its health check failed until join_timeout; its output says why): the job goes on without it' "$D/unfit.err"
+    grep -qx 'ddprun: host nodec is unfit (its health check failed until join_timeout, or the store excluded it after max_node_failures; its output says why): the job goes on without it' "$D/unfit.err"
 verdict "--nnodes=2:3, nodec's health check fails: world of 2, nodec named unfit, exit 0 (rc $rc)" ||
     show_tail "$D/unfit.out" "$D/unfit.err"
 check "nothing left after the job without the unfit host" nothing_left 10

@@ -62,6 +62,7 @@ typedef struct effects {
     int check_cancels; /* agent__node_check_cancel */
     int unfit_reports; /* agent__node_check_say, through the operations' report_unfit */
     char unfit_reason[256];
+    int store_unfit; /* agent__rdzv_report_unfit: the store told (several nodes only) */
 } effects_t;
 
 static effects_t fx;
@@ -212,6 +213,12 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     (void)a;
     fx.rdzv_reports++;
     snprintf(fx.rdzv_what, sizeof fx.rdzv_what, "%s", what);
+}
+
+void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
+    (void)a;
+    (void)reason;
+    fx.store_unfit++;
 }
 
 void agent__rdzv_abort(agent_t *a, const char *why) {
@@ -1174,6 +1181,7 @@ static void test_check_spent_exits_unfit(void **state) {
         assert_int_equal(ag.result.failed, 0);
         assert_int_equal(ag.error, 0);
         assert_int_equal(fx.unfit_reports, 1);
+        assert_int_equal(fx.store_unfit, multi); /* the store records it on several nodes */
         assert_int_equal(fx.loop_shutdowns, 1);
         assert_int_equal(fx.group_starts + fx.rdzv_joins + fx.summaries, 0);
     }
