@@ -422,6 +422,14 @@ static void link_tick(struct agent_rdzv *r, int status, const char *errtext) {
 }
 
 /* clang-format off */
+#define RECONNECT_ROW {                           \
+        [LINK_EV_CONNECTED] = reconnect_made,        \
+        [LINK_EV_CONNECT_FAILED] = reconnect_failed, \
+        [LINK_EV_CLOSED] = reconnect_lost,           \
+        [LINK_EV_SILENT] = reconnect_lost,           \
+        [LINK_EV_RETRY] = link_retry,                \
+        [LINK_EV_STOP] = link_close,                 \
+    }
 static const link_action_t link_table[LINK_NPHASES][LINK_NEVENTS] = {
     [LINK_UP] = {
         [LINK_EV_CONNECT_FAILED] = join_unreachable,
@@ -430,23 +438,9 @@ static const link_action_t link_table[LINK_NPHASES][LINK_NEVENTS] = {
         [LINK_EV_TICK] = link_tick,
         [LINK_EV_STOP] = link_close,
     },
-    [LINK_RECONNECTING] = {
-        [LINK_EV_CONNECTED] = reconnect_made,
-        [LINK_EV_CONNECT_FAILED] = reconnect_failed,
-        [LINK_EV_CLOSED] = reconnect_lost,
-        [LINK_EV_SILENT] = reconnect_lost,
-        [LINK_EV_RETRY] = link_retry,
-        [LINK_EV_STOP] = link_close,
-    },
-    /* As RECONNECTING, over a shorter window; its final message says the agent is gone. */
-    [LINK_CHECKING] = {
-        [LINK_EV_CONNECTED] = reconnect_made,
-        [LINK_EV_CONNECT_FAILED] = reconnect_failed,
-        [LINK_EV_CLOSED] = reconnect_lost,
-        [LINK_EV_SILENT] = reconnect_lost,
-        [LINK_EV_RETRY] = link_retry,
-        [LINK_EV_STOP] = link_close,
-    },
+    /* CHECKING differs from RECONNECTING in its window and its last message alone. */
+    [LINK_RECONNECTING] = RECONNECT_ROW,
+    [LINK_CHECKING] = RECONNECT_ROW,
     /* Said once: later losses are the same one. The group is being stopped meanwhile. */
     [LINK_LOST] = {
         [LINK_EV_CONNECT_FAILED] = join_unreachable,
@@ -455,6 +449,7 @@ static const link_action_t link_table[LINK_NPHASES][LINK_NEVENTS] = {
     },
     [LINK_STOPPED] = {0},
 };
+#undef RECONNECT_ROW
 /* clang-format on */
 
 void agent__link_event(struct agent_rdzv *r, agent_link_event_t ev, int status,
