@@ -53,7 +53,7 @@ typedef enum agent_barrier_phase {
     BARRIER_ARRIVING,          /* this node's arrival (ADD 1) is on its way */
     BARRIER_ARRIVING_SETTLING, /* ... and the round ended meanwhile: seal once counted */
     BARRIER_COUNTED,           /* counted: waiting for the done key in slices, or releasing */
-    BARRIER_COUNTED_SETTLING,  /* counted, then the round ended: the seal's reply decides */
+    BARRIER_COUNTED_SETTLING,  /* counted, and the round ended: the seal (or release) decides */
     BARRIER_SETTLING,          /* sealed on new connections (not counted by this store) */
     BARRIER_NPHASES
 } agent_barrier_phase_t;
