@@ -9,8 +9,8 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/group.c agent/worker.c agent/outpu
               agent/summary.c agent/guard.c agent/rdzv.c agent/prefix.c agent/cgroup.c \
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
               agent/metrics.c agent/scratch.c agent/health.c agent/console.c agent/store.c \
-              agent/assignment.c agent/rdzv_ops.c \
-              agent/gpu_wait.c agent/node_check.c
+               agent/assignment.c agent/rdzv_ops.c agent/rdzv_link.c agent/rdzv_barrier.c \
+               agent/gpu_wait.c agent/node_check.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 
@@ -27,6 +27,18 @@ $(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_sup
     $(BUILD)/obj/agent/assignment.o $(BUILD)/obj/agent/rdzv_ops.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
     -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
+
+# test_agent_rdzv_link and test_agent_rdzv_barrier link rdzv_link.c and rdzv_barrier.c alone: each
+# test defines the rendezvous calls and the agent functions its file makes, and replaces the
+# loop's clock (and timers) through the linker.
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_rdzv_link $(BUILD)/tests/unit/test_agent_rdzv_barrier
+$(BUILD)/tests/unit/test_agent_rdzv_link: $(BUILD)/obj/tests/unit/test_agent_rdzv_link.o \
+    $(BUILD)/obj/agent/rdzv_link.o $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_agent_rdzv_link: LDFLAGS += -Wl,--wrap=uv_now,--wrap=uv_timer_init \
+    -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=uv_is_active
+$(BUILD)/tests/unit/test_agent_rdzv_barrier: $(BUILD)/obj/tests/unit/test_agent_rdzv_barrier.o \
+    $(BUILD)/obj/agent/rdzv_barrier.o $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_agent_rdzv_barrier: LDFLAGS += -Wl,--wrap=uv_now
 
 # test_agent_stacks captures a spin_worker, which spins in a named function: -O0 -g keep the
 # frame gdb must name.

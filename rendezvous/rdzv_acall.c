@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0
  * Typed rendezvous calls on the asynchronous client (rdzv_acall.h): encode with rdzv_proto,
- * send with rdzv_aclient_raw, decode the reply before the caller sees it. */
+ * send with rdzv_aclient_raw, decode the reply before the caller sees it. The exit barrier's
+ * calls are store commands (ADD, SET, WAIT) on the keys rdzv_layout names. */
 #include "rdzv_acall.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rdzv_layout.h"
 
 /* One call in flight: what to check the reply against, and whom to tell. */
 typedef struct acall {
@@ -128,4 +131,95 @@ int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, co
     ddp_buf_t frame = DDP_BUF_INIT;
     return submit(c, RDZV_CMD_RDZV_UNFIT, rdzv_unfit_req_encode(&frame, run_id, host, reason),
                   &frame, 0, -1, NULL, cb, arg, err);
+}
+
+/* ---- the exit barrier ---- */
+
+/* One barrier call in flight: whom to tell, in the shape of its result. */
+typedef struct barrier_call {
+    rdzv_acall_count_cb count_cb;
+    rdzv_acall_done_cb done_cb;
+    void *arg;
+} barrier_call_t;
+
+static void on_barrier_count(void *arg, int status, const uint8_t *reply, size_t len,
+                             const char *errtext) {
+    barrier_call_t *call = arg;
+    int64_t n = 0;
+    if (status == 0 && rdzv_aclient_reply_i64(reply, len, &n) < 0) {
+        status = DDP_EPROTO;
+        errtext = "malformed reply at the exit barrier";
+    }
+    rdzv_barrier_count_t count = {.arrived = n % RDZV_BARRIER_SEAL,
+                                  .sealed = n >= RDZV_BARRIER_SEAL};
+    call->count_cb(call->arg, status, status == 0 ? &count : NULL, errtext);
+    free(call);
+}
+
+static void on_barrier_done(void *arg, int status, const uint8_t *reply, size_t len,
+                            const char *errtext) {
+    (void)reply, (void)len;
+    barrier_call_t *call = arg;
+    call->done_cb(call->arg, status, errtext);
+    free(call);
+}
+
+/* The barrier key of round (done: the done key, else the counter) into key; a new call for cb
+ * in *out. Returns 0, or -EINVAL / -ENOMEM described in err. */
+static int barrier_call_new(const char *run_id, int64_t round, int done, char *key, size_t cap,
+                            barrier_call_t call, barrier_call_t **out, ddp_err_t *err) {
+    int rc = done ? rdzv_layout_exit_done_key(key, cap, run_id, round)
+                  : rdzv_layout_exit_key(key, cap, run_id, round);
+    if (rc < 0)
+        return ddp_err_set(err, -EINVAL, "exit barrier: run id '%.64s' or round %lld out of range",
+                           run_id ? run_id : "", (long long)round);
+    if ((*out = malloc(sizeof **out)) == NULL)
+        return ddp_err_set(err, -ENOMEM, "exit barrier: out of memory");
+    **out = call;
+    return 0;
+}
+
+/* ADDs delta to round's counter. */
+static int barrier_add(rdzv_aclient_t *c, const char *run_id, int64_t round, int64_t delta,
+                       rdzv_acall_count_cb cb, void *arg, ddp_err_t *err) {
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_call_t *call;
+    int rc = barrier_call_new(run_id, round, 0, key, sizeof key,
+                              (barrier_call_t){.count_cb = cb, .arg = arg}, &call, err);
+    if (rc == 0 && (rc = rdzv_aclient_add(c, key, delta, on_barrier_count, call, err)) < 0)
+        free(call);
+    return rc;
+}
+
+int rdzv_acall_barrier_arrive(rdzv_aclient_t *c, const char *run_id, int64_t round,
+                              rdzv_acall_count_cb cb, void *arg, ddp_err_t *err) {
+    return barrier_add(c, run_id, round, 1, cb, arg, err);
+}
+
+int rdzv_acall_barrier_seal(rdzv_aclient_t *c, const char *run_id, int64_t round,
+                            rdzv_acall_count_cb cb, void *arg, ddp_err_t *err) {
+    return barrier_add(c, run_id, round, RDZV_BARRIER_SEAL, cb, arg, err);
+}
+
+int rdzv_acall_barrier_release(rdzv_aclient_t *c, const char *run_id, int64_t round,
+                               rdzv_acall_done_cb cb, void *arg, ddp_err_t *err) {
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_call_t *call;
+    int rc = barrier_call_new(run_id, round, 1, key, sizeof key,
+                              (barrier_call_t){.done_cb = cb, .arg = arg}, &call, err);
+    if (rc == 0 && (rc = rdzv_aclient_set(c, key, "1", 1, on_barrier_done, call, err)) < 0)
+        free(call);
+    return rc;
+}
+
+int rdzv_acall_barrier_wait(rdzv_aclient_t *c, const char *run_id, int64_t round, int timeout_ms,
+                            rdzv_acall_done_cb cb, void *arg, ddp_err_t *err) {
+    char key[RDZV_LAYOUT_KEY_MAX];
+    barrier_call_t *call;
+    int rc = barrier_call_new(run_id, round, 1, key, sizeof key,
+                              (barrier_call_t){.done_cb = cb, .arg = arg}, &call, err);
+    const char *keys[1] = {key};
+    if (rc == 0 && (rc = rdzv_aclient_wait(c, keys, 1, timeout_ms, on_barrier_done, call, err)) < 0)
+        free(call);
+    return rc;
 }

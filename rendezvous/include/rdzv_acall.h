@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_acall: the rendezvous requests (rdzv_proto.h) as typed asynchronous calls on an
- * rdzv_aclient connection. Each call encodes its request, sends it, decodes the reply and checks
- * that the reply answers this command, so that a program taking part in rounds (the agent)
- * never builds or parses a frame.
+ * rdzv_acall: the rendezvous requests (rdzv_proto.h) and the exit barrier as typed asynchronous
+ * calls on an rdzv_aclient connection. Each call encodes its request, sends it, decodes the reply
+ * and checks that the reply answers this command, so that a program taking part in rounds (the
+ * agent) never builds or parses a frame, nor names a key of the store's layout (rdzv_layout.h).
  *
  * The connection rules are rdzv_aclient's: calls on one connection are answered in order, a
  * JOIN parks (nothing after it is sent until it is answered), and the callback runs from the
@@ -63,5 +63,45 @@ int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdz
 /* UNFIT: host failed its health check for reason and does not join (rep->status 0: recorded). */
 int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
                      rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+
+/* The exit barrier of round `round` of run_id (docs/protocol-rdzv.md, "Keys"). Its counter holds
+ * arrivals (+1 each) and, once a node has seen the round end before the barrier completed, one
+ * RDZV_BARRIER_SEAL per such node. The store applies ADDs one at a time, so every node reads the
+ * same verdict from the value its own ADD returned: the barrier passed if and only if the last
+ * arrival came before the first seal. The last node to arrive SETs the done key, on which the
+ * others WAIT. */
+#define RDZV_BARRIER_SEAL ((int64_t)1 << 32)
+
+/* The counter as one ADD left it. */
+typedef struct rdzv_barrier_count {
+    int64_t arrived; /* arrivals counted: the value modulo RDZV_BARRIER_SEAL */
+    int sealed;      /* a seal came first: the value is at least RDZV_BARRIER_SEAL */
+} rdzv_barrier_count_t;
+
+/* Completion of an ADD to the counter: status 0 and count (borrowed), or a negative code as for
+ * rdzv_acall_cb (DDP_EPROTO: the reply is not an integer) with count NULL and errtext set. */
+typedef void (*rdzv_acall_count_cb)(void *arg, int status, const rdzv_barrier_count_t *count,
+                                    const char *errtext);
+/* Completion of a request without a value: status 0, or a negative code with errtext set. */
+typedef void (*rdzv_acall_done_cb)(void *arg, int status, const char *errtext);
+
+/* Arrives at the barrier (ADD 1); the count says whether this node was the last, or too late. */
+int rdzv_acall_barrier_arrive(rdzv_aclient_t *c, const char *run_id, int64_t round,
+                              rdzv_acall_count_cb cb, void *arg, ddp_err_t *err);
+
+/* Seals the barrier (ADD RDZV_BARRIER_SEAL): the round ended; the count says whether every
+ * node had arrived before. */
+int rdzv_acall_barrier_seal(rdzv_aclient_t *c, const char *run_id, int64_t round,
+                            rdzv_acall_count_cb cb, void *arg, ddp_err_t *err);
+
+/* The last arrival releases the others: SETs the done key. */
+int rdzv_acall_barrier_release(rdzv_aclient_t *c, const char *run_id, int64_t round,
+                               rdzv_acall_done_cb cb, void *arg, ddp_err_t *err);
+
+/* WAITs for the done key up to timeout_ms (< 0: forever): status 0 once released, DDP_ETIMEOUT
+ * when the time ran out (the connection stays usable). Parked: later calls on this connection
+ * wait behind it. */
+int rdzv_acall_barrier_wait(rdzv_aclient_t *c, const char *run_id, int64_t round, int timeout_ms,
+                            rdzv_acall_done_cb cb, void *arg, ddp_err_t *err);
 
 #endif

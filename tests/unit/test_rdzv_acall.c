@@ -3,7 +3,8 @@
  * the agent makes them: a JOIN that closes a one-node round, then HEARTBEAT, BEAT_FOR (right and
  * wrong key), STATUS, FAIL, ABORT and UNFIT, each answered with its decoded reply; a request that
  * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by
- * closing the connection. */
+ * closing the connection; the exit barrier's calls between two nodes (arrive, release, wait; a
+ * seal before and after the last arrival; a wait that runs out; a round no key can name). */
 #include <errno.h>
 
 #include "aclient_fixture.h"
@@ -171,12 +172,140 @@ TEST(test_parked_join_cancelled) {
     assert_false(j.had_rep);
 }
 
+/* What an exit barrier call saw. */
+typedef struct bar_res {
+    int called, status, seq;
+    int had_count;
+    rdzv_barrier_count_t count;
+    char text[400];
+} bar_res_t;
+
+static void count_cb(void *arg, int status, const rdzv_barrier_count_t *count,
+                     const char *errtext) {
+    bar_res_t *r = arg;
+    r->called++;
+    r->status = status;
+    r->seq = ++g_seq;
+    r->had_count = count != NULL;
+    if (count != NULL)
+        r->count = *count;
+    snprintf(r->text, sizeof r->text, "%s", errtext ? errtext : "");
+    if (status < 0)
+        assert_non_null(errtext);
+    assert_true((status == 0) == (count != NULL));
+}
+
+static void done_cb(void *arg, int status, const char *errtext) {
+    bar_res_t *r = arg;
+    r->called++;
+    r->status = status;
+    r->seq = ++g_seq;
+    snprintf(r->text, sizeof r->text, "%s", errtext ? errtext : "");
+    if (status < 0)
+        assert_non_null(errtext);
+}
+
+/* Two nodes of a two-node group: the first arrives and waits, the second arrives last and
+ * releases it; a seal after the last arrival still reads a passed barrier. */
+TEST(test_barrier_passes) {
+    rdzv_aclient_t *b = client_up(e, good_token);
+    bar_res_t a1 = {0}, aw = {0}, b1 = {0}, br = {0}, seal = {0};
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", 3, count_cb, &a1, NULL), 0);
+    run_until(e, &a1.called);
+    assert_int_equal(a1.status, 0);
+    assert_int_equal(a1.count.arrived, 1);
+    assert_false(a1.count.sealed);
+    assert_int_equal(rdzv_acall_barrier_wait(e->c, "bar", 3, 5000, done_cb, &aw, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_arrive(b, "bar", 3, count_cb, &b1, NULL), 0);
+    run_until(e, &b1.called);
+    assert_int_equal(b1.count.arrived, 2);
+    assert_false(b1.count.sealed);
+    assert_int_equal(aw.called, 0); /* parked until the last arrival releases it */
+    assert_int_equal(rdzv_acall_barrier_release(b, "bar", 3, done_cb, &br, NULL), 0);
+    run_until(e, &aw.called);
+    assert_int_equal(aw.status, 0);
+    run_until(e, &br.called);
+    assert_int_equal(br.status, 0);
+    assert_int_equal(rdzv_acall_barrier_seal(b, "bar", 3, count_cb, &seal, NULL), 0);
+    run_until(e, &seal.called);
+    assert_int_equal(seal.count.arrived, 2); /* every node had arrived: passed */
+    assert_true(seal.count.sealed);
+    client_close(e, b);
+}
+
+/* A seal before the last arrival: that arrival reads it (too late), and so does a later seal;
+ * another round's counter is apart. */
+TEST(test_barrier_sealed_first) {
+    bar_res_t a1 = {0}, s1 = {0}, b1 = {0}, s2 = {0}, other = {0};
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", 4, count_cb, &a1, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_seal(e->c, "bar", 4, count_cb, &s1, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", 4, count_cb, &b1, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_seal(e->c, "bar", 4, count_cb, &s2, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", 5, count_cb, &other, NULL), 0);
+    run_until(e, &other.called);
+    assert_int_equal(s1.count.arrived, 1);
+    assert_true(s1.count.sealed);
+    assert_int_equal(b1.count.arrived, 2);
+    assert_true(b1.count.sealed);
+    assert_int_equal(s2.count.arrived, 2);
+    assert_true(s2.count.sealed);
+    assert_int_equal(other.count.arrived, 1);
+    assert_false(other.count.sealed);
+    assert_true(a1.seq < s1.seq && s1.seq < b1.seq && b1.seq < s2.seq);
+}
+
+/* Nobody releases: the wait ends with DDP_ETIMEOUT and the connection goes on. */
+TEST(test_barrier_wait_runs_out) {
+    bar_res_t w = {0}, a = {0};
+    assert_int_equal(rdzv_acall_barrier_wait(e->c, "bar", 6, 50, done_cb, &w, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", 6, count_cb, &a, NULL), 0);
+    run_until(e, &a.called);
+    assert_int_equal(w.status, DDP_ETIMEOUT);
+    assert_true(w.seq < a.seq);
+    assert_int_equal(a.status, 0);
+    assert_int_equal(a.count.arrived, 1);
+}
+
+/* No key names a negative round or a run id over its bound: refused at once, no callback. */
+TEST(test_barrier_key_refused) {
+    bar_res_t r = {0};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", -1, count_cb, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "exit barrier"));
+    char long_id[RDZV_RUN_ID_MAX + 2];
+    memset(long_id, 'r', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    assert_int_equal(rdzv_acall_barrier_wait(e->c, long_id, 1, 10, done_cb, &r, NULL), -EINVAL);
+    assert_int_equal(rdzv_acall_barrier_release(e->c, "bar", -2, done_cb, &r, NULL), -EINVAL);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+    assert_int_equal(r.called, 0);
+}
+
+/* The connection is lost under a parked wait and an arrival: both end with the loss. */
+TEST(test_barrier_store_gone) {
+    bar_res_t w = {0}, a = {0};
+    assert_int_equal(rdzv_acall_barrier_wait(e->c, "bar", 7, 5000, done_cb, &w, NULL), 0);
+    assert_int_equal(rdzv_acall_barrier_arrive(e->c, "bar", 7, count_cb, &a, NULL), 0);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+    srv_stop(e);
+    run_until(e, &a.called);
+    assert_true(w.status < 0 && w.status != DDP_ETIMEOUT);
+    assert_true(a.status < 0);
+    assert_false(a.had_count);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_calls, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_encode_refused, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_reply_for_another_command, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_parked_join_cancelled, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_passes, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_sealed_first, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_wait_runs_out, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_key_refused, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_store_gone, setup_client, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

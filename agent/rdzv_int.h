@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * The agent's side of a multi-node rendezvous, private to its three files:
+ *   rdzv.c          start and stop, hosting the store, rounds (JOIN, the watch on the round's
+ *                   end, FAIL, ABORT, the waiting line), lingering while others hang up
+ *   rdzv_link.c     the link to the store as a machine (agent_link_phase_t): its connections,
+ *                   heartbeats and the spare heartbeat connection, reconnecting to a lost store
+ *   rdzv_barrier.c  the exit barrier as a machine (agent_barrier_phase_t)
+ * The barrier's phases are nested in the link's: a store lost at the barrier is sealed again on
+ * the new connections while they are being made, so the two run side by side; a reconnection
+ * resets the barrier (BARRIER_EV_RESET), and a loss at an agent's store after this node was
+ * counted ends the barrier (agent__barrier_counted). */
+#ifndef AGENT_RDZV_INT_H
+#define AGENT_RDZV_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "agent_int.h"
+#include "ddp_escape.h"
+#include "rdzv_aclient.h"
+#include "rdzv_proto.h"
+
+/* Room for one text from the store escaped for the log (a reply's error text is at most 1024
+ * bytes; a longer escape is cut). */
+#define AGENT_STORE_TEXT_MAX 1536
+
+/* The link's phases (the table in rdzv_link.c). */
+typedef enum agent_link_phase {
+    LINK_UP,           /* the connections are made, or being made for the first time */
+    LINK_RECONNECTING, /* the daemon's store was lost: new connections, store_reconnect_timeout */
+    LINK_CHECKING,     /* an agent's store closed the connection: does it still serve? */
+    LINK_LOST,         /* this node is out of the job (said once); the group is being stopped */
+    LINK_STOPPED,      /* connections and timers closed: every late callback is ignored */
+    LINK_NPHASES
+} agent_link_phase_t;
+
+typedef enum agent_link_event {
+    LINK_EV_CONNECTED,      /* a connection was made */
+    LINK_EV_CONNECT_FAILED, /* a connection failed before it was made (status, errtext) */
+    LINK_EV_CLOSED,         /* a connection closed, or a request failed with it (errtext) */
+    LINK_EV_SILENT,         /* heartbeats unanswered for the keep-alive bound (errtext) */
+    LINK_EV_RETRY,          /* the retry timer after a failed reconnection */
+    LINK_EV_TICK,           /* the heartbeat timer */
+    LINK_EV_STOP,           /* agent__rdzv_stop */
+    LINK_NEVENTS
+} agent_link_event_t;
+
+/* The exit barrier's phases (the table in rdzv_barrier.c). "Settling": the round ended (or the
+ * store was lost) while this node was at the barrier, so a seal decides the verdict. */
+typedef enum agent_barrier_phase {
+    BARRIER_NONE,              /* not at the barrier (or a JOIN or a reconnection reset it) */
+    BARRIER_ARRIVING,          /* this node's arrival (ADD 1) is on its way */
+    BARRIER_ARRIVING_SETTLING, /* ... and the round ended meanwhile: seal once counted */
+    BARRIER_COUNTED,           /* counted: waiting for the done key in slices, or releasing */
+    BARRIER_COUNTED_SETTLING,  /* counted, and the round ended: the seal (or release) decides */
+    BARRIER_SETTLING,          /* sealed on new connections (not counted by this store) */
+    BARRIER_NPHASES
+} agent_barrier_phase_t;
+
+typedef enum agent_barrier_event {
+    BARRIER_EV_ENTER,   /* the workers succeeded: arrive (agent__rdzv_exit_barrier) */
+    BARRIER_EV_RESET,   /* a JOIN, or a reconnection: the barrier is behind */
+    BARRIER_EV_SETTLE,  /* the round ended or the store was lost (agent__rdzv_barrier_settle) */
+    BARRIER_EV_COUNTED, /* the arrival's reply: not the last, no seal */
+    BARRIER_EV_LAST,    /* ... the last arrival, no seal before it */
+    BARRIER_EV_LATE,    /* ... a seal came first */
+    BARRIER_EV_ARRIVE_FAILED, /* the arrival failed (errtext) */
+    BARRIER_EV_SLICE_END,     /* a WAIT slice ran out, close_timeout has not */
+    BARRIER_EV_TIMED_OUT,     /* the WAIT ran out at close_timeout */
+    BARRIER_EV_DONE,          /* the done key was SET, or the WAIT or SET failed (status) */
+    BARRIER_EV_PASSED,        /* the seal's reply: every node had arrived */
+    BARRIER_EV_BROKEN,        /* the seal's reply: not every node had */
+    BARRIER_EV_SEAL_FAILED,   /* the seal failed (errtext) */
+    BARRIER_NEVENTS
+} agent_barrier_event_t;
+
+struct agent_rdzv {
+    agent_t *a;
+    rdzv_aclient_t *ctl, *watch;
+    const char *addr; /* the endpoint, numeric (the job's rdzv_addr) */
+    int port;
+    char host[RDZV_HOST_MAX + 1]; /* this node as the others reach it */
+    const ddp_buf_t *token;       /* the job's; may be empty */
+    agent_link_phase_t link;
+    agent_barrier_phase_t barrier;
+    uv_timer_t hb_timer;
+    uv_timer_t linger_timer;
+    uint64_t linger_until;
+    agent_event_t linger_done; /* emitted when the lingering ends */
+    int hb_pending;            /* a HEARTBEAT on ctl awaits its reply */
+    uint64_t hb_sent_ms;
+    /* The spare heartbeat path. A control connection that lost a heartbeat to a network outage
+     * retransmits it on TCP's exponential backoff: seconds after the link is back, past the
+     * keep-alive bound. When a heartbeat goes unanswered for 1.5 intervals, BEAT_FOR goes on a
+     * fresh connection (no backoff), naming this node's member and key, until the control
+     * connection answers again. */
+    int64_t member, member_key; /* from the last JOIN reply; member 0: none yet */
+    rdzv_aclient_t *spare;      /* the fresh connection, or NULL */
+    int spare_pending;          /* a BEAT_FOR on it awaits its reply */
+    uint64_t spare_sent_ms;     /* uv_now() of that BEAT_FOR */
+    uint64_t spare_answered_ms; /* uv_now() of the last BEAT_FOR the store counted */
+    uint64_t spare_since_ms;    /* uv_now() when the spare path opened (for the log line) */
+    uint64_t barrier_deadline;  /* uv_now() ms when the exit barrier's close_timeout runs out */
+    int64_t watch_round;        /* the round the newest watch WAIT is for, -1 none */
+    int watch_waits;            /* watch WAITs sent and not answered yet (FIFO: newest last) */
+    uint64_t join_sent_ms;      /* uv_now() when the parked JOIN was sent */
+    uint64_t join_report_at;    /* uv_now() of the next waiting line */
+    uint64_t join_report_gap;
+    int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
+    int spare_said;          /* waiting as a spare was logged (until the next round joined) */
+    /* Carried across a lost store (rdzv_join_req_t): */
+    int64_t round_told;    /* the newest round a JOIN reply assigned, -1 none */
+    int embedded;          /* that reply said the store is an agent's (RDZV_STORE_EMBEDDED) */
+    int64_t restarts_seen; /* the most restarts_used any reply said */
+    /* Reconnecting to a lost store (LINK_RECONNECTING, LINK_CHECKING): */
+    int reconnect_pending;        /* of the two new connections, how many have not connected */
+    uint64_t reconnect_since_ms;  /* uv_now() when the store was lost */
+    uint64_t reconnect_window_ms; /* how long to try: store_reconnect_timeout, or the check */
+    uv_timer_t reconnect_timer;   /* the next try after one that failed */
+};
+
+/* Text that came from the store (a reply's error text, a key's value, a client error quoting the
+ * server), escaped for the log: whoever runs or reaches the store cannot put control bytes on the
+ * operator's terminal or forge log lines. len (size_t)-1: s is NUL-terminated (NULL reads as
+ * dflt). Borrowed: valid until buf (AGENT_STORE_TEXT_MAX bytes) is reused. */
+static inline const char *agent__store_text(const void *s, size_t len, const char *dflt,
+                                            char *buf) {
+    if (s == NULL)
+        s = dflt, len = (size_t)-1;
+    if (len == (size_t)-1)
+        len = strlen(s);
+    ddp_str_escape(buf, AGENT_STORE_TEXT_MAX, s, len);
+    return buf;
+}
+
+/* rdzv_link.c: feeds one event to the link's table; status and errtext come with connection
+ * outcomes and losses (0 and NULL otherwise). */
+void agent__link_event(struct agent_rdzv *r, agent_link_event_t ev, int status,
+                       const char *errtext);
+/* rdzv_link.c: opens ctl and watch, trying for connect_timeout_ms, then starts the heartbeat
+ * timer (the linger and retry timers are set up too). Returns 0 or a negative code (logged). */
+int agent__link_start(struct agent_rdzv *r, int connect_timeout_ms);
+/* rdzv_link.c: queues one HEARTBEAT on ctl. */
+void agent__link_heartbeat(struct agent_rdzv *r);
+
+static inline void agent__link_lost(struct agent_rdzv *r, const char *errtext) {
+    agent__link_event(r, LINK_EV_CLOSED, 0, errtext);
+}
+
+/* rdzv_barrier.c: feeds one event to the barrier's table. */
+void agent__barrier_event(struct agent_rdzv *r, agent_barrier_event_t ev, int status,
+                          const char *errtext);
+/* rdzv_barrier.c: nonzero once this node's arrival was counted at the barrier of its round. */
+int agent__barrier_counted(const struct agent_rdzv *r);
+
+/* rdzv.c: emits done now, or, when this agent hosts the store, once the other nodes have hung up
+ * or AGENT_HOST_LINGER_MS has passed. */
+void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done);
+/* rdzv.c: while a JOIN is parked, asks for the run's status when a waiting line is due. */
+void agent__rdzv_join_progress(struct agent_rdzv *r);
+/* rdzv.c: this node's progress to the store, before a keep-alive (heartbeat supervision). */
+void agent__rdzv_progress_send(struct agent_rdzv *r);
+
+#endif
