@@ -26,6 +26,7 @@
 #include "launch_k8s.h"
 #include "launch_slurm.h"
 #include "rdzv_client.h"
+#include "rdzv_proto.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -443,6 +444,8 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_RDZV_CONF, "rdzv-conf", 0, 1, "PET_RDZV_CONF", FN(apply_rdzv_conf)},
     {LAUNCH_OPT_STANDALONE, "standalone", 0, 0, "PET_STANDALONE", FIELD(SWITCH, standalone)},
     {LAUNCH_OPT_MAX_RESTARTS, "max-restarts", 0, 1, "PET_MAX_RESTARTS", FIELD(COUNT, max_restarts)},
+    {LAUNCH_OPT_MAX_NODE_FAILURES, "max-node-failures", 0, 1, "PET_MAX_NODE_FAILURES",
+     FIELD(COUNT, max_node_failures)},
     {LAUNCH_OPT_MONITOR_INTERVAL, "monitor-interval", 0, 1, "PET_MONITOR_INTERVAL",
      FIELD(SECONDS, monitor_interval)},
     {LAUNCH_OPT_START_METHOD, "start-method", 0, 1, "PET_START_METHOD", FN(apply_start_method)},
@@ -866,6 +869,10 @@ static int check_health_flags(const launch_spec_t *spec, ddp_err_t *err) {
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_HEALTH_CHECK_TIMEOUT) && spec->health_check == NULL)
         return ddp_err_set(err, DDP_EUSAGE,
                            "--health_check_timeout needs --health_check (it bounds that command)");
+    /* The store's bound on a JOIN's field: past it the store would refuse every JOIN. */
+    if (spec->max_node_failures > RDZV_ROUND_MAX_RESTARTS)
+        return ddp_err_set(err, DDP_EUSAGE, "--max_node_failures: %d is over %d",
+                           spec->max_node_failures, RDZV_ROUND_MAX_RESTARTS);
     return 0;
 }
 

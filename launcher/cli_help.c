@@ -54,6 +54,8 @@ void launch_usage(void) {
         "\n"
         "Supervision:\n"
         "  --max_restarts N            restarts of the worker group before failing (default 0)\n"
+        "  --max_node_failures N       several nodes: exclude a host that caused N group\n"
+        "                              failures while the others meet MIN (default 0: off)\n"
         "  --monitor_interval SECS     accepted for compatibility (default 0.1; ddprun reacts to\n"
         "                              worker exits at once)\n"
         "  --signals_to_handle LIST    signals forwarded to workers, names with or without SIG\n"

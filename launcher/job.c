@@ -78,6 +78,9 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
                        : AGENT_RDZV_C10D;
     endpoint_build(spec, job);
     rdzv_opts_build(&spec->rdzv_opts, &job->rdzv);
+    /* The flag wins over --rdzv_conf's key of the same name. */
+    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_MAX_NODE_FAILURES))
+        job->rdzv.max_node_failures = spec->max_node_failures;
     job->master_addr = spec->master_addr;
     /* --standalone never uses 29500: a free port, so that jobs on one machine never race. */
     job->master_port = spec->standalone ? -1 : spec->master_port;

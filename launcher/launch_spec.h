@@ -67,6 +67,7 @@ typedef enum launch_opt {
     LAUNCH_OPT_HEALTH_CHECK,
     LAUNCH_OPT_HEALTH_CHECK_TIMEOUT,
     LAUNCH_OPT_NO_GPU_HEALTH_CHECK,
+    LAUNCH_OPT_MAX_NODE_FAILURES,
     LAUNCH_OPT_WORKER_STORE,
     LAUNCH_OPT_METRICS,
     LAUNCH_OPT_HOSTFILE,
@@ -152,6 +153,7 @@ typedef struct launch_spec {
     char *rdzv_conf;                /* raw "k=v,..."; NULL when not given */
     int standalone;                 /* --standalone */
     int max_restarts;               /* default 0 */
+    int max_node_failures;          /* --max_node_failures; rdzv_opts' when not given */
     double monitor_interval;        /* seconds; accepted for compatibility, default 0.1 */
     char *role;                     /* default "default" */
     char *log_dir;                  /* NULL = a fresh directory under $TMPDIR only when needed */

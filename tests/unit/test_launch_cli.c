@@ -978,6 +978,33 @@ static void test_hang_flags(void **state) {
 
 /* The health check's flags: defaults (no command, 60 s, the GPU check on), values and PET_*
  * variables as the agent gets them, and bad values refused naming the flag. */
+/* --max_node_failures: the store's bound on each JOIN; it overrides --rdzv_conf's key of the same
+ * name in either order; past the store's bound it is refused naming the flag. */
+static void test_max_node_failures(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    launch_argv_t prog = {.path = "/bin/true", .argv = (char *[]){"prog", NULL}, .argc = 1};
+    agent_job_t job;
+    assert_int_equal(parse(&s, &e, "--rdzv_conf", "max_node_failures=5", "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.rdzv.max_node_failures, 5);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--max_node_failures", "2", "--rdzv_conf", "max_node_failures=5",
+                           "prog", END),
+                     0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.rdzv.max_node_failures, 2);
+    launch_spec_free(&s);
+    const char *const env[] = {"PET_MAX_NODE_FAILURES=3", NULL};
+    assert_int_equal(parse_env(&s, &e, env, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.rdzv.max_node_failures, 3);
+    launch_spec_free(&s);
+    expect_bad("--max_node_failures", "1000001", "--max_node_failures: 1000001 is over 1000000");
+    expect_bad("--max_node_failures", "-1", "--max_node_failures: '-1'");
+}
+
 static void test_health_flags(void **state) {
     (void)state;
     launch_spec_t s;
@@ -1593,6 +1620,7 @@ int main(void) {
         cmocka_unit_test(test_log_dir_eacces),
         cmocka_unit_test(test_hang_flags),
         cmocka_unit_test(test_health_flags),
+        cmocka_unit_test(test_max_node_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
