@@ -14,19 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "ddp_contract.h"
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
-#include "launch_k8s.h"
 #include "launch_slurm.h"
 #include "rdzv_client.h"
-#include "rdzv_proto.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
 #define VQ 48
@@ -779,149 +774,6 @@ static int apply_torch_env(launch_spec_t *spec, launch_getenv_fn getenv_fn, void
     return 0;
 }
 
-/* A random rendezvous id like torchrun's uuid4 for --standalone. */
-static void random_id(char out[37]) {
-    unsigned char b[16];
-    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
-        uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
-        for (size_t i = 0; i < sizeof b; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            b[i] = (unsigned char)x;
-        }
-    }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
-}
-
-/* --standalone: one node hosting its own c10d store on a free local port (torchrun's rules). */
-static int apply_standalone_rules(launch_spec_t *spec) {
-    char id[37];
-    random_id(id);
-    if (launch__str_set(&spec->rdzv_backend, "c10d") < 0 ||
-        launch__str_set(&spec->rdzv_host, "localhost") < 0 ||
-        launch__str_set(&spec->rdzv_id, id) < 0)
-        return -ENOMEM;
-    spec->rdzv_port = 0;
-    spec->min_nodes = spec->max_nodes = 1;
-    spec->node_rank = 0;
-    spec->given |= 1ull << LAUNCH_OPT_RDZV_BACKEND | 1ull << LAUNCH_OPT_RDZV_ENDPOINT |
-                   1ull << LAUNCH_OPT_RDZV_ID | 1ull << LAUNCH_OPT_NNODES |
-                   1ull << LAUNCH_OPT_NODE_RANK;
-    return 0;
-}
-
-int launch_run_id_resolve(launch_spec_t *spec) {
-    /* A run id that was given (even "none"), or one Slurm derived, is the job's own. torchrun
-     * replaces a given one too, as under --standalone; a user who names the run means that name
-     * (trackers and log collectors group by it). */
-    if (spec->standalone || spec->max_nodes != 1 || LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID) ||
-        LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT) ||
-        LAUNCH_GIVEN(spec, LAUNCH_OPT_MASTER_PORT) || spec->rdzv_id == NULL ||
-        strcmp(spec->rdzv_id, "none") != 0 || spec->rdzv_backend == NULL ||
-        strcmp(spec->rdzv_backend, "static") != 0)
-        return 0;
-    char id[37];
-    random_id(id);
-    return launch__str_set(&spec->rdzv_id, id) < 0 ? -ENOMEM : 1;
-}
-
-/* Hang detection's flags: a timeout the millisecond timer would round to 0, and flags that only
- * act with --heartbeat_timeout (0 turns hang detection off), which would be accepted and do
- * nothing. */
-static int check_hang_flags(const launch_spec_t *spec, ddp_err_t *err) {
-    if (spec->heartbeat_timeout > 0 && spec->heartbeat_timeout < LAUNCH_TIMER_RESOLUTION_S)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--heartbeat_timeout: %g s rounds to 0 ms, which turns hang detection "
-                           "off; give 0 (off) or at least 0.001",
-                           spec->heartbeat_timeout);
-    if (spec->initial_heartbeat_timeout > 0 &&
-        spec->initial_heartbeat_timeout < LAUNCH_TIMER_RESOLUTION_S)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--initial_heartbeat_timeout: %g s rounds to 0 ms (no time for a first "
-                           "beat); give at least 0.001",
-                           spec->initial_heartbeat_timeout);
-    if (spec->heartbeat_timeout > 0)
-        return 0;
-    const char *flag = LAUNCH_GIVEN(spec, LAUNCH_OPT_INITIAL_HEARTBEAT_TIMEOUT)
-                           ? "--initial_heartbeat_timeout"
-                       : spec->heartbeat_on_output          ? "--heartbeat_on_output"
-                       : spec->max_no_progress_restarts > 0 ? "--max_no_progress_restarts"
-                                                            : NULL;
-    if (flag != NULL)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "%s needs --heartbeat_timeout (without it hang detection is off and "
-                           "%s does nothing)",
-                           flag, flag);
-    return 0;
-}
-
-/* The health check's bound: one the millisecond timer rounds to 0 would kill every check at
- * once, and a bound without a command bounds nothing (the GPU check has none). */
-static int check_health_flags(const launch_spec_t *spec, ddp_err_t *err) {
-    if (spec->health_check_timeout < LAUNCH_TIMER_RESOLUTION_S)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--health_check_timeout: %g s leaves the check no time; give at "
-                           "least 0.001",
-                           spec->health_check_timeout);
-    if (LAUNCH_GIVEN(spec, LAUNCH_OPT_HEALTH_CHECK_TIMEOUT) && spec->health_check == NULL)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--health_check_timeout needs --health_check (it bounds that command)");
-    /* The store's bound on a JOIN's field: past it the store would refuse every JOIN. */
-    if (spec->max_node_failures > RDZV_ROUND_MAX_RESTARTS)
-        return ddp_err_set(err, DDP_EUSAGE, "--max_node_failures: %d is over %d",
-                           spec->max_node_failures, RDZV_ROUND_MAX_RESTARTS);
-    return 0;
-}
-
-/* Checks that need several flags at once. Under Slurm the node count may still come from
- * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
- * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */
-static int check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
-                              ddp_err_t *err) {
-    if (spec->module && spec->no_python)
-        return ddp_err_set(err, DDP_EUSAGE, "-m/--module and --no_python cannot be used together");
-    if (spec->run_path != NULL && spec->no_python)
-        return ddp_err_set(err, DDP_EUSAGE, "--run_path and --no_python cannot be used together");
-    if (spec->run_path != NULL && spec->module)
-        return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
-    int rc = check_hang_flags(spec, err);
-    if (rc < 0 || (rc = check_health_flags(spec, err)) < 0)
-        return rc;
-    int many = spec->hostfile != NULL || spec->hosts != NULL;
-    if (spec->hostfile != NULL && spec->hosts != NULL)
-        return ddp_err_set(err, DDP_EUSAGE, "--hostfile and --hosts cannot be used together");
-    if (!many && (spec->include != NULL || spec->exclude != NULL))
-        return ddp_err_set(err, DDP_EUSAGE, "--%s filters the hosts of --hostfile or --hosts",
-                           spec->include != NULL ? "include" : "exclude");
-    if (!many && (spec->n_env > 0 || spec->env_policy_none))
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "-x and --env_policy are for the hosts of --hostfile or --hosts");
-    if (!many && spec->remote_ddprun != NULL)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--remote_ddprun is for the hosts of --hostfile or --hosts");
-    if (many && spec->ssh_session != NULL)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--ssh_session is for the hosts' agents, which take "
-                           "no --hostfile or --hosts");
-    if (many && spec->standalone)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--standalone is one node; --hostfile and --hosts "
-                           "are several");
-    if (many && LAUNCH_GIVEN(spec, LAUNCH_OPT_NODE_RANK))
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "--node_rank: with --hostfile or --hosts each host's "
-                           "rank is its place in the list");
-    if (spec->node_rank >= spec->max_nodes &&
-        (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ||
-         (!launch_slurm_detect(getenv_fn, ctx) && !launch_k8s_sets_nnodes(getenv_fn, ctx))))
-        return ddp_err_set(err, DDP_EUSAGE, "--node_rank: %d is not below the node count %d",
-                           spec->node_rank, spec->max_nodes);
-    return 0;
-}
-
 int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn, void *ctx,
                          launch_spec_t *spec, ddp_err_t *err) {
     if (getenv_fn == NULL)
@@ -961,9 +813,9 @@ int launch_cli_parse_env(int argc, char *const *argv, launch_getenv_fn getenv_fn
     spec->prog_argc = argc - i;
     if (spec->run_path != NULL && (rc = launch__str_set(&spec->run_path, argv[i])) < 0)
         goto out;
-    if (spec->standalone && (rc = apply_standalone_rules(spec)) < 0)
+    if (spec->standalone && (rc = launch__standalone_apply(spec)) < 0)
         goto out;
-    if ((rc = check_combinations(spec, getenv_fn, ctx, err)) < 0)
+    if ((rc = launch__check_combinations(spec, getenv_fn, ctx, err)) < 0)
         goto out;
     rc = default_strings(spec);
 out:

@@ -78,4 +78,12 @@ int launch__filters_parse(const char *flag, const char *val, char ***out, ddp_er
 /* Frees a NULL-terminated filter list. NULL-safe. */
 void launch__filters_free(char **v);
 
+/* cli_rules.c: the checks that need several flags at once (one line naming the flag; DDP_EUSAGE).
+ * getenv_fn/ctx: to tell whether Slurm or Kubernetes may still set the node count. */
+int launch__check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
+                               ddp_err_t *err);
+/* cli_rules.c: --standalone: one node hosting its own c10d store on a free local port, under a
+ * random run id (torchrun's rules). Returns 0 or -ENOMEM. */
+int launch__standalone_apply(launch_spec_t *spec);
+
 #endif

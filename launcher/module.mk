@@ -4,7 +4,7 @@
 # slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the
 # job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers).
 # launcher/main.c links it into build/ddprun.
-LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_help.c launcher/program.c \
+LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_rules.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
                launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c \
                launcher/status.c launcher/hostfile.c launcher/ssh.c launcher/ssh_session.c \
