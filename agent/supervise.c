@@ -45,11 +45,6 @@
 
 typedef void (*sup_action_t)(agent_t *a, agent_worker_t *w);
 
-static void do_nothing(agent_t *a, agent_worker_t *w) {
-    (void)a;
-    (void)w;
-}
-
 static void start_kill_timer(agent_t *a) {
     uint64_t ms = (uint64_t)a->job->shutdown_timeout_ms;
     int rc = uv_timer_start(&a->kill_timer, agent__on_kill_timer, ms, 0);
@@ -490,57 +485,83 @@ static void check_rdzv_failed(agent_t *a, agent_worker_t *w) {
     rdzv_failed(a, w);
 }
 
-/* clang-format off */
+/* Cells left out do nothing (the event is ignored in that state). */
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
-    /*                WORKER_OK   WORKER_FAIL    GROUP_DOWN       SIGNAL          KILL_TIMER
-     *                JOINED      ROUND_END      RDZV_ERROR       BARRIER_DONE
-     *                WORKER_HUNG    STACKS_DONE    ABORT_DONE
-     *                STORE_LOST       BARRIER_BROKEN */
-    [SUP_RUNNING] =   {do_nothing, fail_and_stop, group_succeeded, begin_shutdown, do_nothing,
-                       do_nothing, round_ended,   rdzv_failed,     do_nothing,
-                       capture_begin, do_nothing,    do_nothing,
-                       store_lost_stop, do_nothing},
+    [SUP_RUNNING] =
+        {
+            [EV_WORKER_FAIL] = fail_and_stop,
+            [EV_GROUP_DOWN] = group_succeeded,
+            [EV_SIGNAL] = begin_shutdown,
+            [EV_ROUND_END] = round_ended,
+            [EV_RDZV_ERROR] = rdzv_failed,
+            [EV_WORKER_HUNG] = capture_begin,
+            [EV_STORE_LOST] = store_lost_stop,
+        },
     /* Once the group is down, restart_or_fail JOINs on whichever connection is current. */
-    [SUP_STOPPING] =  {do_nothing, note_failure,  restart_or_fail, begin_shutdown, kill_all,
-                       do_nothing, do_nothing,    rdzv_failed,     do_nothing,
-                       do_nothing,    do_nothing,    do_nothing,
-                       do_nothing,      do_nothing},
-    [SUP_SHUTDOWN] =  {do_nothing, note_failure,  finish_shutdown, escalate,       kill_all,
-                       do_nothing, do_nothing,    do_nothing,      do_nothing,
-                       do_nothing,    do_nothing,    do_nothing,
-                       do_nothing,      do_nothing},
-    [SUP_JOINING] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                       joined,     do_nothing,    rdzv_failed,     do_nothing,
-                       do_nothing,    do_nothing,    do_nothing,
-                       rejoin,          do_nothing},
+    [SUP_STOPPING] =
+        {
+            [EV_WORKER_FAIL] = note_failure,
+            [EV_GROUP_DOWN] = restart_or_fail,
+            [EV_SIGNAL] = begin_shutdown,
+            [EV_KILL_TIMER] = kill_all,
+            [EV_RDZV_ERROR] = rdzv_failed,
+        },
+    [SUP_SHUTDOWN] =
+        {
+            [EV_WORKER_FAIL] = note_failure,
+            [EV_GROUP_DOWN] = finish_shutdown,
+            [EV_SIGNAL] = escalate,
+            [EV_KILL_TIMER] = kill_all,
+        },
+    [SUP_JOINING] =
+        {
+            [EV_SIGNAL] = begin_shutdown,
+            [EV_JOINED] = joined,
+            [EV_RDZV_ERROR] = rdzv_failed,
+            [EV_STORE_LOST] = rejoin,
+        },
     /* A round that ends at the barrier (another node failed or was lost after this one's
      * workers finished) is settled by the barrier's done key: pass, or re-join. */
-    [SUP_BARRIER] =   {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                       do_nothing, barrier_settle, rdzv_failed,    barrier_done,
-                       do_nothing,    do_nothing,    do_nothing,
-                       barrier_settle,  rejoin_after_barrier},
-    [SUP_DONE] =      {do_nothing, do_nothing,    do_nothing,      do_nothing,     do_nothing,
-                       do_nothing, do_nothing,    do_nothing,      do_nothing,
-                       do_nothing,    do_nothing,    do_nothing,
-                       do_nothing,      do_nothing},
+    [SUP_BARRIER] =
+        {
+            [EV_SIGNAL] = begin_shutdown,
+            [EV_ROUND_END] = barrier_settle,
+            [EV_RDZV_ERROR] = rdzv_failed,
+            [EV_BARRIER_DONE] = barrier_done,
+            [EV_STORE_LOST] = barrier_settle,
+            [EV_BARRIER_BROKEN] = rejoin_after_barrier,
+        },
+    [SUP_DONE] = {0}, /* handles are closing: nothing happens */
     /* A worker that exits during the capture is recorded; the group being down is handled
      * when the capture ends (capture_done restarts at once then). A lost store ends the round
      * like a round end does. */
-    [SUP_CAPTURING] = {do_nothing, note_failure,  do_nothing,      capture_abort,  do_nothing,
-                       do_nothing, capture_round_ended, capture_rdzv_failed, do_nothing,
-                       do_nothing,    capture_done,  do_nothing,
-                       capture_round_ended, do_nothing},
+    [SUP_CAPTURING] =
+        {
+            [EV_WORKER_FAIL] = note_failure,
+            [EV_SIGNAL] = capture_abort,
+            [EV_ROUND_END] = capture_round_ended,
+            [EV_RDZV_ERROR] = capture_rdzv_failed,
+            [EV_STACKS_DONE] = capture_done,
+            [EV_STORE_LOST] = capture_round_ended,
+        },
     /* No worker runs: a signal ends the wait for the store's answer, and so does its loss. */
-    [SUP_ABORTING] =  {do_nothing, do_nothing,    do_nothing,      begin_shutdown, do_nothing,
-                       do_nothing, do_nothing,    no_progress_fail, do_nothing,
-                       do_nothing,    do_nothing,    no_progress_fail,
-                       no_progress_fail, do_nothing},
+    [SUP_ABORTING] =
+        {
+            [EV_SIGNAL] = begin_shutdown,
+            [EV_RDZV_ERROR] = no_progress_fail,
+            [EV_ABORT_DONE] = no_progress_fail,
+            [EV_STORE_LOST] = no_progress_fail,
+        },
     /* No worker runs; the store may come and go meanwhile (rdzv.c sends the JOIN on the
      * connection that is current then). */
-    [SUP_CHECKING] =  {[EV_HEALTH_OK] = checked, [EV_HEALTH_FAILED] = check_failed,
-                       [EV_SIGNAL] = check_abort, [EV_RDZV_ERROR] = check_rdzv_failed},
+    [SUP_CHECKING] =
+        {
+            [EV_HEALTH_OK] = checked,
+            [EV_HEALTH_FAILED] = check_failed,
+            [EV_SIGNAL] = check_abort,
+            [EV_RDZV_ERROR] = check_rdzv_failed,
+        },
 };
-/* clang-format on */
 
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
     sup_action_t act = sup_table[a->state][ev];

@@ -160,4 +160,3 @@ int launch__check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, 
                            spec->node_rank, spec->max_nodes);
     return 0;
 }
-
