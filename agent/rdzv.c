@@ -28,10 +28,6 @@
 
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */
 #define AGENT_JOIN_SLACK_MS 10000
-/* The hosting agent keeps the store up after the exit barrier, after stopping the run, or after
- * a JOIN refused (the run failed), until the other nodes have hung up (they have their answer
- * then), for at most this long. */
-#define AGENT_HOST_LINGER_MS 2000
 /* While a JOIN is parked, a line now and then says who has joined, so that a rendezvous waiting
  * for a missing node is not silent for all of join_timeout (600 s by default): first after
  * min(10 s, join_timeout / 4), then at doubling gaps up to a minute. */
@@ -188,10 +184,18 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             DDP_ERROR("%s", why);
         else
             DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
+        if (rep->code == DDP_ERDZV_EXCLUDED && a->store != NULL) {
+            /* The run goes on without this node, but on its store: serve it, with no worker,
+             * until every other node has hung up (the job is over), then leave. */
+            DDP_WARN("this node hosts the rendezvous store: it keeps serving it, with no "
+                     "worker, until the other nodes are done");
+            agent__rdzv_leave(r, EV_RDZV_ERROR, UINT64_MAX);
+            return;
+        }
         /* The run failed (or was stopped): when this agent hosts the store, the node whose
          * failure ended it may still be on its way to the same refusal, after which it prints
          * its summary. Gone with the store, it would learn only that the store is lost. */
-        agent__rdzv_leave(r, EV_RDZV_ERROR);
+        agent__rdzv_leave(r, EV_RDZV_ERROR, AGENT_HOST_LINGER_MS);
         return;
     }
     const rdzv_join_result_t *j = &rep->join;
@@ -348,7 +352,7 @@ static void on_abort_reply(void *arg, int status, const rdzv_round_reply_t *rep,
         DDP_INFO("rendezvous '%s' stopped on every node", r->a->job->run_id);
     /* status 1: another node stopped the run first, or it had failed already */
     /* A node whose JOIN is on its way is refused with the reason only while the store is up. */
-    agent__rdzv_leave(r, EV_ABORT_DONE);
+    agent__rdzv_leave(r, EV_ABORT_DONE, AGENT_HOST_LINGER_MS);
 }
 
 void agent__rdzv_abort(agent_t *a, const char *why) {
@@ -452,11 +456,12 @@ static void on_linger(uv_timer_t *t) {
 
 /* The other nodes have their answer once they hang up: the exit barrier's end, or the refusal of
  * a stopped or failed run. */
-void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done) {
+void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger_ms) {
     agent_t *a = r->a;
     if (a->store != NULL) {
         r->linger_done = done;
-        r->linger_until = uv_now(a->loop) + AGENT_HOST_LINGER_MS;
+        uint64_t now = uv_now(a->loop);
+        r->linger_until = linger_ms > UINT64_MAX - now ? UINT64_MAX : now + linger_ms;
         if (uv_timer_start(&r->linger_timer, on_linger, 0, 10) == 0)
             return;
         /* Without the timer there is no lingering: leave at once. */

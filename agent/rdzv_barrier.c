@@ -102,7 +102,7 @@ static void leave(struct agent_rdzv *r, int status, const char *errtext) {
         DDP_DEBUG("exit barrier: %s",
                   agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
     }
-    agent__rdzv_leave(r, EV_BARRIER_DONE);
+    agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
 }
 
 /* Waits on ctl for the exit barrier's done key, half a keep-alive interval at a time. A parked
@@ -232,7 +232,7 @@ static void passed(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     r->barrier = r->barrier == BARRIER_SETTLING ? BARRIER_NONE : BARRIER_COUNTED;
     DDP_DEBUG("exit barrier of round %lld passed by every node", (long long)r->a->round);
-    agent__rdzv_leave(r, EV_BARRIER_DONE);
+    agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
 }
 
 /* (COUNTED_)SETTLING + BROKEN. */

@@ -154,9 +154,14 @@ void agent__barrier_event(struct agent_rdzv *r, agent_barrier_event_t ev, int st
 /* rdzv_barrier.c: nonzero once this node's arrival was counted at the barrier of its round. */
 int agent__barrier_counted(const struct agent_rdzv *r);
 
+/* The hosting agent keeps the store up after the exit barrier, after stopping the run, or after
+ * a JOIN refused (the run failed), until the other nodes have hung up (they have their answer
+ * then), for at most this long. */
+#define AGENT_HOST_LINGER_MS 2000
+
 /* rdzv.c: emits done now, or, when this agent hosts the store, once the other nodes have hung up
- * or AGENT_HOST_LINGER_MS has passed. */
-void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done);
+ * or linger_ms has passed (AGENT_HOST_LINGER_MS; UINT64_MAX: only once they have hung up). */
+void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger_ms);
 /* rdzv.c: while a JOIN is parked, asks for the run's status when a waiting line is due. */
 void agent__rdzv_join_progress(struct agent_rdzv *r);
 /* rdzv.c: this node's progress to the store, before a keep-alive (heartbeat supervision). */

@@ -486,82 +486,76 @@ static void check_rdzv_failed(agent_t *a, agent_worker_t *w) {
 }
 
 /* Cells left out do nothing (the event is ignored in that state). */
+/* clang-format off */
 static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
-    [SUP_RUNNING] =
-        {
-            [EV_WORKER_FAIL] = fail_and_stop,
-            [EV_GROUP_DOWN] = group_succeeded,
-            [EV_SIGNAL] = begin_shutdown,
-            [EV_ROUND_END] = round_ended,
-            [EV_RDZV_ERROR] = rdzv_failed,
-            [EV_WORKER_HUNG] = capture_begin,
-            [EV_STORE_LOST] = store_lost_stop,
-        },
+    [SUP_RUNNING] = {
+        [EV_WORKER_FAIL] = fail_and_stop,
+        [EV_GROUP_DOWN] = group_succeeded,
+        [EV_SIGNAL] = begin_shutdown,
+        [EV_ROUND_END] = round_ended,
+        [EV_RDZV_ERROR] = rdzv_failed,
+        [EV_WORKER_HUNG] = capture_begin,
+        [EV_STORE_LOST] = store_lost_stop,
+    },
     /* Once the group is down, restart_or_fail JOINs on whichever connection is current. */
-    [SUP_STOPPING] =
-        {
-            [EV_WORKER_FAIL] = note_failure,
-            [EV_GROUP_DOWN] = restart_or_fail,
-            [EV_SIGNAL] = begin_shutdown,
-            [EV_KILL_TIMER] = kill_all,
-            [EV_RDZV_ERROR] = rdzv_failed,
-        },
-    [SUP_SHUTDOWN] =
-        {
-            [EV_WORKER_FAIL] = note_failure,
-            [EV_GROUP_DOWN] = finish_shutdown,
-            [EV_SIGNAL] = escalate,
-            [EV_KILL_TIMER] = kill_all,
-        },
-    [SUP_JOINING] =
-        {
-            [EV_SIGNAL] = begin_shutdown,
-            [EV_JOINED] = joined,
-            [EV_RDZV_ERROR] = rdzv_failed,
-            [EV_STORE_LOST] = rejoin,
-        },
+    [SUP_STOPPING] = {
+        [EV_WORKER_FAIL] = note_failure,
+        [EV_GROUP_DOWN] = restart_or_fail,
+        [EV_SIGNAL] = begin_shutdown,
+        [EV_KILL_TIMER] = kill_all,
+        [EV_RDZV_ERROR] = rdzv_failed,
+    },
+    [SUP_SHUTDOWN] = {
+        [EV_WORKER_FAIL] = note_failure,
+        [EV_GROUP_DOWN] = finish_shutdown,
+        [EV_SIGNAL] = escalate,
+        [EV_KILL_TIMER] = kill_all,
+    },
+    [SUP_JOINING] = {
+        [EV_SIGNAL] = begin_shutdown,
+        [EV_JOINED] = joined,
+        [EV_RDZV_ERROR] = rdzv_failed,
+        [EV_STORE_LOST] = rejoin,
+    },
     /* A round that ends at the barrier (another node failed or was lost after this one's
      * workers finished) is settled by the barrier's done key: pass, or re-join. */
-    [SUP_BARRIER] =
-        {
-            [EV_SIGNAL] = begin_shutdown,
-            [EV_ROUND_END] = barrier_settle,
-            [EV_RDZV_ERROR] = rdzv_failed,
-            [EV_BARRIER_DONE] = barrier_done,
-            [EV_STORE_LOST] = barrier_settle,
-            [EV_BARRIER_BROKEN] = rejoin_after_barrier,
-        },
+    [SUP_BARRIER] = {
+        [EV_SIGNAL] = begin_shutdown,
+        [EV_ROUND_END] = barrier_settle,
+        [EV_RDZV_ERROR] = rdzv_failed,
+        [EV_BARRIER_DONE] = barrier_done,
+        [EV_STORE_LOST] = barrier_settle,
+        [EV_BARRIER_BROKEN] = rejoin_after_barrier,
+    },
     [SUP_DONE] = {0}, /* handles are closing: nothing happens */
     /* A worker that exits during the capture is recorded; the group being down is handled
      * when the capture ends (capture_done restarts at once then). A lost store ends the round
      * like a round end does. */
-    [SUP_CAPTURING] =
-        {
-            [EV_WORKER_FAIL] = note_failure,
-            [EV_SIGNAL] = capture_abort,
-            [EV_ROUND_END] = capture_round_ended,
-            [EV_RDZV_ERROR] = capture_rdzv_failed,
-            [EV_STACKS_DONE] = capture_done,
-            [EV_STORE_LOST] = capture_round_ended,
-        },
+    [SUP_CAPTURING] = {
+        [EV_WORKER_FAIL] = note_failure,
+        [EV_SIGNAL] = capture_abort,
+        [EV_ROUND_END] = capture_round_ended,
+        [EV_RDZV_ERROR] = capture_rdzv_failed,
+        [EV_STACKS_DONE] = capture_done,
+        [EV_STORE_LOST] = capture_round_ended,
+    },
     /* No worker runs: a signal ends the wait for the store's answer, and so does its loss. */
-    [SUP_ABORTING] =
-        {
-            [EV_SIGNAL] = begin_shutdown,
-            [EV_RDZV_ERROR] = no_progress_fail,
-            [EV_ABORT_DONE] = no_progress_fail,
-            [EV_STORE_LOST] = no_progress_fail,
-        },
+    [SUP_ABORTING] = {
+        [EV_SIGNAL] = begin_shutdown,
+        [EV_RDZV_ERROR] = no_progress_fail,
+        [EV_ABORT_DONE] = no_progress_fail,
+        [EV_STORE_LOST] = no_progress_fail,
+    },
     /* No worker runs; the store may come and go meanwhile (rdzv.c sends the JOIN on the
      * connection that is current then). */
-    [SUP_CHECKING] =
-        {
-            [EV_HEALTH_OK] = checked,
-            [EV_HEALTH_FAILED] = check_failed,
-            [EV_SIGNAL] = check_abort,
-            [EV_RDZV_ERROR] = check_rdzv_failed,
-        },
+    [SUP_CHECKING] = {
+        [EV_HEALTH_OK] = checked,
+        [EV_HEALTH_FAILED] = check_failed,
+        [EV_SIGNAL] = check_abort,
+        [EV_RDZV_ERROR] = check_rdzv_failed,
+    },
 };
+/* clang-format on */
 
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
     sup_action_t act = sup_table[a->state][ev];

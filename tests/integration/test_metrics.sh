@@ -121,11 +121,11 @@ def join(host):
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
     # JOIN: run id, host, want_node_rank, nproc, master_port, min, max, last_call, join_timeout,
     # keep_alive_interval, keep_alive_max_attempt, max_restarts, min_round, restarts_used,
-    # round_keys (none).
+    # round_keys (none), max_node_failures (0: off).
     nums = [-1, 1, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0]
     s.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))  # VALIDATE (the store runs --no-auth)
     s.sendall(b"\x50" + blob(b"longhosts") + blob(host) + b"".join(struct.pack("<q", v) for v in nums)
-              + blob(b""))
+              + blob(b"") + struct.pack("<q", 0))
     return s
 hosts = [b"h" * 250 + b"-a", b"h" * 250 + b"-b"]
 conns = [join(h) for h in hosts]

@@ -98,9 +98,10 @@ void agent__link_heartbeat(struct agent_rdzv *r) {
     fx.heartbeats++;
 }
 
-void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done) {
+void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger_ms) {
     (void)r;
     assert_int_equal(done, EV_BARRIER_DONE);
+    assert_int_equal(linger_ms, AGENT_HOST_LINGER_MS); /* bounded: the others have their answer */
     fx.leaves++;
 }
 
