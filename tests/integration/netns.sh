@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Network namespaces made by a test or benchmark (sourced; needs root and `ip netns`): what
-# test_netns.sh, test_worker_store.sh and ssh_hosts.sh (test_ssh.sh, bench/fanout.sh) share.
+# netns_job.sh (test_netns.sh, test_quarantine.sh), test_worker_store.sh and ssh_hosts.sh
+# (test_ssh.sh, bench/fanout.sh) share.
 #
 # netns_bridged_hosts PREFIX DIR [BRIDGE_ADDR]: namespace PREFIXbr with a bridge br0 (at
 # BRIDGE_ADDR/24 when given, for a launcher that runs there), and for each short name h in HOSTS

@@ -47,185 +47,16 @@ for c in ip nsenter unshare timeout; do
     command -v $c >/dev/null || skip_all "$c is missing"
 done
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# running PID: alive and not a zombie.
-running() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
-
 # ------------------------------------------------------------------------------------ hosts
-# Names unique per run; a subnet away from the slurm harness's default 10.214.0.0/24.
-P=ddp$$
-while [ -e "/run/netns/${P}a" ] || [ -e "/run/netns/${P}br" ]; do P=ddp$$r$RANDOM; done
-SUB=10.214.$((RANDOM % 200 + 20))
 HOSTS="a b c"
-NSLIST="${P}br ${P}a ${P}b ${P}c"
-addr_of() { case $1 in a) echo "$SUB.11" ;; b) echo "$SUB.12" ;; c) echo "$SUB.13" ;; esac; }
-. "$(dirname "$0")/netns.sh"
+. "$(dirname "$0")/netns_job.sh"
+netns_job_setup || skip_all "$NETNS_SETUP_WHY"
 
-declare -A PID RC LIVE
-TORN=0
-
-# teardown: SIGKILL what we started and is still running, anything left inside our namespaces,
-# then delete the namespaces (their veths and the bridge go with them). Idempotent.
-teardown() {
-    [ "$TORN" = 1 ] && return 0
-    TORN=1
-    # bash would report each job killed here ("Killed") on stderr: nothing useful comes after.
-    exec 2>/dev/null
-    local p c ns
-    # Our unreaped children (their PIDs cannot have been reused): SIGKILL what runs under each
-    # (ddprun under `timeout`), give `timeout` a moment to reap it and go, then SIGKILL it.
-    for p in "${!LIVE[@]}"; do
-        for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
-    done
-    for c in $(seq 50); do
-        local alive=0
-        for p in "${!LIVE[@]}"; do running "$p" && alive=1; done
-        [ $alive = 0 ] && break
-        sleep 0.02
-    done
-    for p in "${!LIVE[@]}"; do kill -KILL "$p" 2>/dev/null; done
-    for ns in $NSLIST; do
-        [ -e "/run/netns/$ns" ] || continue
-        # Processes in a namespace this suite made are this suite's.
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    done
-    for p in "${!LIVE[@]}"; do wait "$p" 2>/dev/null; unset "LIVE[$p]"; done
-    for ns in $NSLIST; do
-        [ -e "/run/netns/$ns" ] && ip netns del "$ns" 2>/dev/null
-    done
-    netns_dir_release
-}
-# On an early exit (SIGTERM, a failure of this script) finish does not run: remove $TMP here.
-trap 'teardown; rm -rf "$TMP"' EXIT
-trap 'echo "# SIGTERM: tearing down"; exit 143' TERM
-trap 'echo "# SIGINT: tearing down"; exit 130' INT
-
-setup() (
-    set -e
-    netns_bridged_hosts "$P" "$TMP"
-    # Usable, not just created (in a user namespace `ip netns add` can half-succeed).
-    for h in $HOSTS; do
-        nsenter --net="/run/netns/$P$h" ip -br addr show eth0 | grep -q "$(addr_of "$h")/"
-    done
-)
-t_setup=$(now_ms)
-# Not `if ! setup`: that context would switch off setup's `set -e`.
-setup >"$TMP/setup.err" 2>&1
-setup_rc=$?
-if [ $setup_rc != 0 ]; then
-    why=$(grep -v '^$' "$TMP/setup.err" | tail -1)
-    teardown
-    skip_all "network namespaces unavailable: ${why:-ip netns add failed}"
-fi
-echo "# hosts ${P}a ${P}b ${P}c on $SUB.0/24 (bridge in ${P}br), set up in $(($(now_ms) - t_setup)) ms"
-
-# INS: the rest of the command runs with host H's hostname, our hosts file on /etc/hosts and a
-# resolver on loopback only on /etc/resolv.conf (PyTorch's TCPStore server looks up its clients'
-# names: a name the hosts file lacks fails on loopback, no packet leaves). nsenter --net (not `ip
-# netns exec`, which remounts /sys); nsenter, unshare and sh all exec, so a background job's $!
-# ends up being the command itself.
-INS=(unshare --uts --mount --propagation private /bin/sh -c
-    'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && hostname "$3" &&
-        shift 3 && exec "$@"' in_ns "$TMP/hosts" "$TMP/resolv.conf")
-on() {
-    local h=$1
-    shift
-    nsenter --net="/run/netns/$P$h" "${INS[@]}" "$P$h" "$@"
-}
-
-# agent H NNODES ARGS...: ddprun in host H's namespaces, in the background; PID[H] is its
-# `timeout`, whose child is ddprun. Uses $PORT, $RUN, $D (FW_DIR=$D/H, output $D/H.out), $NPROC.
-agent() {
-    local h=$1 nn=$2
-    shift 2
-    mkdir -p "$D/$h"
-    FW_DIR=$D/$h nsenter --net="/run/netns/$P$h" "${INS[@]}" "$P$h" \
-        timeout -k 3 $AGENT_LIMIT "$DDPRUN" -v --nnodes="$nn" --nproc_per_node="${NPROC:-2}" \
-        --rdzv_backend=c10d --rdzv_endpoint="${P}a:$PORT" --rdzv_id="$RUN" --rdzv_conf="$CONF" \
-        "$@" >"$D/$h.out" 2>&1 &
-    PID[$h]=$!
-    LIVE[$!]=1
-}
-
-
-# ddprun_of H: the ddprun process of host H's agent.
-ddprun_of() { child_pid "${PID[$1]}"; }
-
-# wait_agent H SECS: waits at most SECS for host H's agent, SIGKILLs it after that; RC[H].
-wait_agent() {
-    local h=$1 p=${PID[$1]} end=$(($(now_ms) + $2 * 1000)) c
-    while running "$p"; do
-        if [ "$(now_ms)" -ge $end ]; then
-            echo "# agent on $h still running after $2 s: SIGKILL"
-            for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
-            kill -KILL "$p" 2>/dev/null
-            break
-        fi
-        sleep 0.02
-    done
-    wait "$p" 2>/dev/null
-    RC[$h]=$?
-    unset "LIVE[$p]"
-}
-wait_all() {
-    local h
-    for h in "$@"; do wait_agent "$h" "${WAIT_S:-15}"; done
-}
-rcs() {
-    local h s=""
-    for h in "$@"; do s="$s$h=${RC[$h]} "; done
-    echo "${s% }"
-}
-all_rc() { # all_rc CODE H...
-    local want=$1 h
-    shift
-    for h in "$@"; do [ "${RC[$h]}" = "$want" ] || return 1; done
-}
-
-# count PATTERN...: how many files match the patterns.
-count() {
-    local n=0 pat
-    for pat; do n=$((n + $(compgen -G "$pat" | wc -l))); done
-    echo $n
-}
-# wait_count N SECS PATTERN...: until at least N files match.
-wait_count() {
-    local n=$1 end=$(($(now_ms) + $2 * 1000))
-    shift 2
-    while [ "$(count "$@")" -lt "$n" ]; do
-        [ "$(now_ms)" -ge $end ] && { echo "# timed out waiting for $n files like $*"; return 1; }
-        sleep 0.02
-    done
-}
-since_ms() { local d=$(($1 - $2)); echo $((d < 0 ? 0 : d)); }
-mtime_ms() { echo $(($(date -r "$1" +%s%N) / 1000000)); }
-# max_mtime PATTERN...: newest modification time (ms) of matching files. File times come from
-# the kernel's coarse clock: up to a few ms behind `date`, so a delay measured with them can come
-# out a few ms short (since_ms clamps it at 0).
-max_mtime() {
-    local m=0 f t pat
-    for pat; do for f in $(compgen -G "$pat"); do
-        t=$(mtime_ms "$f")
-        [ "$t" -gt "$m" ] && m=$t
-    done; done
-    echo "$m"
-}
 # survivors_reform T0: waits for a's and b's round 1; det/ref: ms from T0 to their stop/restart.
 survivors_reform() {
     wait_count 4 5 "$D/a/env.*.1" "$D/b/env.*.1"
     det=$(since_ms "$(max_mtime "$D/a/sig.*.0" "$D/b/sig.*.0")" $1)
     ref=$(since_ms "$(max_mtime "$D/a/env.*.1" "$D/b/env.*.1")" $1)
-}
-env_of() { sed -n "s/^$2=//p" "$1" 2>/dev/null; }
-# same_var VAR VALUE PATTERN...: every matching file has VAR=VALUE (and at least one matches).
-same_var() {
-    local var=$1 val=$2 f n=0 pat
-    shift 2
-    for pat; do for f in $(compgen -G "$pat"); do
-        [ "$(env_of "$f" "$var")" = "$val" ] || return 1
-        n=$((n + 1))
-    done; done
-    [ $n -gt 0 ]
 }
 # ranks_once ROUND WORLD: ranks 0..WORLD-1 each started exactly once in ROUND, over all hosts.
 ranks_once() {
@@ -233,29 +64,7 @@ ranks_once() {
     for ((r = 0; r < $2; r++)); do [ "$(count "$D/[abc]/env.$r.$1")" = 1 ] || return 1; done
     [ "$(count "$D/[abc]/env.*.$1")" = "$2" ]
 }
-# workers_gone H ROUND: the workers host H started in ROUND are not running (waits up to 2 s).
-workers_gone() {
-    local f p
-    for f in $(compgen -G "$D/$1/pid.*.$2"); do
-        p=$(cat "$f")
-        for _ in $(seq 100); do running "$p" || break; sleep 0.02; done
-        running "$p" && { echo "# worker $p ($f) still running"; return 1; }
-    done
-    return 0
-}
-le() { [ "$1" -le "$2" ]; }
-# cond 'SHELL CONDITION': for check, when a condition has several parts.
-cond() { eval "$1"; }
 new_token() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
-# ns_empty: no process left in any of our namespaces.
-ns_empty() {
-    local ns left=""
-    for ns in $NSLIST; do
-        [ -e "/run/netns/$ns" ] || continue
-        left="$left$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
-    done
-    [ -z "${left// /}" ] || { echo "# still in our namespaces: $left"; return 1; }
-}
 
 # reachable ADDR PORT SERVER_HOST CLIENT_HOST...: a listener bound to ADDR:PORT on SERVER_HOST
 # accepts a TCP connection from each client host.
@@ -663,10 +472,5 @@ check "nothing left running (tagged processes)" no_leftovers 3
 check "no process left in any of our namespaces" ns_empty
 teardown
 [ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
-ns_gone() {
-    local ns
-    for ns in $NSLIST; do [ ! -e "/run/netns/$ns" ] || return 1; done
-    ! ip netns list 2>/dev/null | grep -q "^$P"
-}
 check "namespaces removed (bridge and veths with them)" ns_gone
 finish
