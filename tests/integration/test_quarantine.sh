@@ -8,8 +8,10 @@
 # the spare and the excluded host; train with a sick host ends with the parameters of a run that
 # never met it; at min_nodes the host is kept and max_restarts ends the run as without the bound;
 # a spare outlives many keep-alive bounds by joining again, and when a member is SIGKILLed it
-# takes the place without the others waiting for last_call_timeout; nothing is left running in
-# any namespace, and the namespaces are always removed, also on failure or SIGTERM.
+# takes the place without the others waiting for last_call_timeout; a host whose --health_check
+# fails never joins (the store shows it unfit) and leaves with exit 4 while the others run; the
+# store's own host excluded keeps serving the store to the end; nothing is left running in any
+# namespace, and the namespaces are always removed, also on failure or SIGTERM.
 #
 # Needs root and `ip netns`; otherwise every check is reported as skipped.
 . "$(dirname "$0")/lib.sh"
@@ -31,6 +33,7 @@ EXIT_UNFIT=4
 SECTIONS=("a failing host is excluded, a spare takes its place"
     "train with a sick host ends with the parameters of a run without it"
     "exclusion never drops the job below min_nodes" "a spare's keep-alive, and its place after a SIGKILL"
+    "a host whose health check fails never joins" "the store's own host excluded"
     "nothing left, namespaces removed")
 skip_all() {
     local s
@@ -288,8 +291,53 @@ unset FW_SLEEP_MS
 check "nothing left after the spare test" no_leftovers 3
 
 # ------------------------------------------------------------------------------------ health checks
-# --health_check: a host whose check fails never joins and the job forms without it; a check that
-# hangs is killed at --health_check_timeout.
+# --nnodes=2:3 on a b c; c's --health_check fails (exit 7, "no IB link"): c never joins, the store
+# shows it unfit with the reason (UNFIT), a and b form the job of 2 after last_call_timeout and exit
+# 0, and c leaves with exit 4 at join_timeout (4 s), its workers never started.
+PORT=29456 RUN=health D=$TMP/health
+mkdir -p "$D"
+CONF=last_call_timeout=0.3,join_timeout=4,keep_alive_interval=0.2,keep_alive_max_attempt=3,close_timeout=5
+export FW_SLEEP_MS=3000
+NPROC=1 agent a 2:3 --health_check 'exit 0' "$FW"
+NPROC=1 agent b 2:3 "$FW"
+NPROC=1 agent c 2:3 --health_check 'echo no IB link; exit 7' "$FW"
+unfit_seen=0
+exec 3>&2 2>/dev/null
+wait_count 2 10 "$D/[ab]/env.*.0" &&
+    wait_status "$D/st_unfit.json" 5 'host("c").get("unfit") is True' && unfit_seen=1
+WAIT_S=15 wait_all a b c
+exec 2>&3 3>&-
+unset FW_SLEEP_MS
+echo "# health: c's record $(json "$D/st_unfit.json" 'host("c")')"
+check "a host whose check fails never joins: a b run a job of 2 and exit 0 ($(rcs a b)), c ran nothing" \
+    cond 'all_rc 0 a b && round_is 0 2 a b && [ "$(count "$D/c/env.*")" = 0 ]'
+check "ddprun status shows c unfit with its check's reason" \
+    cond '[ $unfit_seen = 1 ] && json "$D/st_unfit.json" "host(\"c\").get(\"reason\")" | grep -q "exit status 7; output: no IB link"'
+check "c leaves with exit $EXIT_UNFIT at join_timeout ($(rcs c)), saying why" \
+    cond 'all_rc $EXIT_UNFIT c && grep -q "this node is unfit: its health check failed" "$D/c.out"'
+check "nothing left after the health-check test" no_leftovers 3
+
+# ------------------------------------------------------------------------------------ store host
+# The sick host is the one whose agent serves the store (a): it is excluded, yet the run goes on on
+# its store. a's agent keeps serving it with no worker until b, c and the spare d are done, then
+# leaves with exit 4; b c d exit 0.
+PORT=29457 RUN=storehost D=$TMP/storehost
+mkdir -p "$D"
+CONF=$CONF_FAST,max_node_failures=1
+by_round 500
+export FW_SLEEP_MS=3000
+NPROC=1 FW_EXIT=1 FW_DELAY_MS=500 agent a 2:3 --max_restarts=3 "$D/worker.sh"
+for h in b c; do NPROC=1 agent $h 2:3 --max_restarts=3 "$D/worker.sh"; done
+exec 3>&2 2>/dev/null
+wait_count 3 10 "$D/[abc]/env.*.0" && NPROC=1 agent d 2:3 --max_restarts=3 "$D/worker.sh"
+WAIT_S=20 wait_all a b c d
+exec 2>&3 3>&-
+unset FW_SLEEP_MS
+check "the store's own host excluded: b c d finish round 1 as a job of 3 and exit 0 ($(rcs b c d))" \
+    cond 'all_rc 0 b c d && round_is 1 3 b c d'
+check "a served the store to the end, then left with exit $EXIT_UNFIT ($(rcs a))" \
+    cond 'all_rc $EXIT_UNFIT a && grep -q "keeps serving it, with no worker" "$D/a.out"'
+check "nothing left after the store-host test" no_leftovers 3
 
 # ------------------------------------------------------------------------------------ the end
 check "nothing left running (tagged processes)" no_leftovers 3
