@@ -135,6 +135,12 @@ typedef enum {
     EV_NEVENTS
 } agent_event_t;
 
+/* The run directory's path is bounded well below PATH_MAX, so that the directories made under it
+ * (attempt_<n>/<local_rank>, AGENT_ATTEMPT_DIR_MAX) and the files in them (error.json, stdout.log,
+ * stacks.txt) always fit PATH_MAX: a --log_dir too long for that is refused at the start. */
+#define AGENT_RUN_DIR_MAX 3072
+#define AGENT_ATTEMPT_DIR_MAX (AGENT_RUN_DIR_MAX + 128)
+
 /* One recorded failure, kept for the summary. */
 typedef struct agent_failure {
     int rank, local_rank;
@@ -187,8 +193,8 @@ struct agent {
     agent_failure_t *failures; /* failures of the current attempt, in order of exit */
     int nfailures;
 
-    ddp_strv_t base_env; /* environment shared by every worker */
-    char run_dir[3072];  /* log_dir, or a private temp dir for error files */
+    ddp_strv_t base_env;             /* environment shared by every worker */
+    char run_dir[AGENT_RUN_DIR_MAX]; /* log_dir, or a private temp dir for error files */
     int run_dir_is_temp;
     char scratch_dir[PATH_MAX]; /* DDPRUN_SHM_DIR: the workers' directory on /dev/shm, or "" */
     int log_layout;             /* attempt_N/<local_rank>/ directories (log_dir or log files) */

@@ -128,7 +128,7 @@ static int filtered_files_reset(agent_t *a) {
     const agent_job_t *job = a->job;
     if (!a->log_layout || (job->dup_stdout_filters == NULL && job->dup_stderr_filters == NULL))
         return 0;
-    char dir[3200];
+    char dir[AGENT_ATTEMPT_DIR_MAX];
     snprintf(dir, sizeof dir, "%s/attempt_%d", a->run_dir, a->attempt);
     int rc = agent__attempt_dirs_make(a, dir);
     if (rc < 0)

@@ -370,7 +370,7 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
 
 /* Long: the clone and the hand-over of its fds read best in one piece, with one fail path. */
 int agent__worker_start(agent_t *a, agent_worker_t *w) {
-    char dir[3200];
+    char dir[AGENT_ATTEMPT_DIR_MAX];
     int rc = worker_files(a, w, dir, sizeof dir);
     if (rc < 0)
         return rc;
