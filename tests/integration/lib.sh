@@ -26,6 +26,15 @@ skip() {
     echo "ok $_n - $1 # SKIP $2"
 }
 
+# skip_all WHY: a suite that cannot run here (no root, a missing tool) reports each of its
+# SECTIONS (an array the suite defines) as skipped with WHY, and ends.
+skip_all() {
+    local s
+    for s in "${SECTIONS[@]}"; do skip "$s" "$1"; done
+    finish
+    exit 0
+}
+
 # check NAME CMD...: runs CMD; ok when it exits 0.
 check() {
     local name=$1; shift

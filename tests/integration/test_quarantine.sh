@@ -35,12 +35,6 @@ SECTIONS=("a failing host is excluded, a spare takes its place"
     "exclusion never drops the job below min_nodes" "a spare's keep-alive, and its place after a SIGKILL"
     "a host whose health check fails never joins" "the store's own host excluded"
     "nothing left, namespaces removed")
-skip_all() {
-    local s
-    for s in "${SECTIONS[@]}"; do skip "$s" "$1"; done
-    finish
-    exit 0
-}
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
 for c in ip nsenter unshare timeout python3; do
