@@ -132,6 +132,8 @@ typedef enum {
                         * passed the exit barrier: the job is not done, re-join */
     EV_HEALTH_OK,      /* the node's health check passed (node_check.c) */
     EV_HEALTH_FAILED,  /* it failed; a->check_reason says why */
+    EV_RUN_DONE,       /* multi-node: the run finished (passed its exit barrier) without this
+                        * node: a spare, or a node that came after the end */
     EV_NEVENTS
 } agent_event_t;
 

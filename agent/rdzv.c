@@ -174,23 +174,29 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         const char *why = rep->text.len > 0
                               ? agent__store_text(rep->text.data, rep->text.len, "", esc)
                               : "refused";
-        if (rep->code == DDP_ERDZV_EXCLUDED) {
-            /* A sick node kept out of the run: exit 4 (unfit), so that a scheduler replaces it
-             * and an ssh launch goes on without it. */
-            agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
-            a->result.unfit = 1;
+        if (rep->code == DDP_ERDZV_DONE) {
+            /* A spare (or a late node) of a run that succeeded: nothing to do, no failure. */
+            DDP_INFO("%s", why);
+            agent__rdzv_leave(r, EV_RUN_DONE, AGENT_HOST_LINGER_MS);
+            return;
         }
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
             DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
-        if (rep->code == DDP_ERDZV_EXCLUDED && a->store != NULL) {
-            /* The run goes on without this node, but on its store: serve it, with no worker,
-             * until every other node has hung up (the job is over), then leave. */
-            DDP_WARN("this node hosts the rendezvous store: it keeps serving it, with no "
-                     "worker, until the other nodes are done");
-            agent__rdzv_leave(r, EV_RDZV_ERROR, UINT64_MAX);
-            return;
+        if (rep->code == DDP_ERDZV_EXCLUDED) {
+            /* A sick node kept out of the run: exit 4 (unfit), so that a scheduler replaces it
+             * and an ssh launch goes on without it. */
+            agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
+            a->result.unfit = 1;
+            if (a->store != NULL) {
+                /* The run goes on without this node, but on its store: serve it, with no
+                 * worker, until every other node has hung up (the job is over), then leave. */
+                DDP_WARN("this node hosts the rendezvous store: it keeps serving it, with no "
+                         "worker, until the other nodes are done");
+                agent__rdzv_leave(r, EV_RDZV_ERROR, UINT64_MAX);
+                return;
+            }
         }
         /* The run failed (or was stopped): when this agent hosts the store, the node whose
          * failure ended it may still be on its way to the same refusal, after which it prints
@@ -452,6 +458,24 @@ static void on_linger(uv_timer_t *t) {
         return;
     uv_timer_stop(t);
     agent__event(r->a, r->linger_done, NULL);
+}
+
+static void on_finish_reply(void *arg, int status, const rdzv_round_reply_t *rep,
+                            const char *errtext) {
+    (void)rep, (void)errtext;
+    struct agent_rdzv *r = arg;
+    if (status == DDP_ECANCELED || r->link == LINK_STOPPED)
+        return;
+    /* Only the first node's FINISH counts (status 1 for the others); the node leaves either way. */
+    agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
+}
+
+void agent__rdzv_finish(struct agent_rdzv *r) {
+    /* Its reply comes before this node closes ctl, so the store hears FINISH before the leave of
+     * any member of the round: the round cannot end under the spares first. */
+    if (r->link != LINK_UP ||
+        rdzv_acall_finish(r->ctl, r->a->job->run_id, r->a->round, on_finish_reply, r, NULL) < 0)
+        agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
 }
 
 /* The other nodes have their answer once they hang up: the exit barrier's end, or the refusal of

@@ -91,7 +91,8 @@ static void on_released(void *arg, int status, const char *errtext) {
         agent__barrier_event(r, BARRIER_EV_DONE, status, errtext);
 }
 
-/* DONE, TIMED_OUT: leave, saying why when the barrier did not pass cleanly. */
+/* The barrier did not pass cleanly (its time ran out, a request could not be sent or failed):
+ * leave, saying why, and leave the run to the others. */
 static void leave(struct agent_rdzv *r, int status, const char *errtext) {
     agent_t *a = r->a;
     if (status == DDP_ETIMEOUT)
@@ -103,6 +104,22 @@ static void leave(struct agent_rdzv *r, int status, const char *errtext) {
                   agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
     }
     agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
+}
+
+/* TIMED_OUT: not every node arrived within close_timeout. */
+static void timed_out(struct agent_rdzv *r, int status, const char *errtext) {
+    (void)status;
+    leave(r, DDP_ETIMEOUT, errtext);
+}
+
+/* DONE: the done key was SET (status 0): every node arrived, the run is done: FINISH tells the
+ * store (its spares leave), then this node leaves. Else the WAIT or SET failed: leave. */
+static void done(struct agent_rdzv *r, int status, const char *errtext) {
+    if (status != 0) {
+        leave(r, status, errtext);
+        return;
+    }
+    agent__rdzv_finish(r);
 }
 
 /* Waits on ctl for the exit barrier's done key, half a keep-alive interval at a time. A parked
@@ -232,7 +249,7 @@ static void passed(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     r->barrier = r->barrier == BARRIER_SETTLING ? BARRIER_NONE : BARRIER_COUNTED;
     DDP_DEBUG("exit barrier of round %lld passed by every node", (long long)r->a->round);
-    agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
+    agent__rdzv_finish(r);
 }
 
 /* (COUNTED_)SETTLING + BROKEN. */
@@ -271,14 +288,14 @@ static const barrier_action_t barrier_table[BARRIER_NPHASES][BARRIER_NEVENTS] = 
         [BARRIER_EV_RESET] = reset,
         [BARRIER_EV_SETTLE] = seal_counted,
         [BARRIER_EV_SLICE_END] = next_slice,
-        [BARRIER_EV_TIMED_OUT] = leave,
-        [BARRIER_EV_DONE] = leave,
+        [BARRIER_EV_TIMED_OUT] = timed_out,
+        [BARRIER_EV_DONE] = done,
     },
     /* The WAIT's slices end ignored: the seal's verdict comes next on ctl. */
     [BARRIER_COUNTED_SETTLING] = {
         [BARRIER_EV_ENTER] = arrive,
         [BARRIER_EV_RESET] = reset,
-        [BARRIER_EV_DONE] = leave,
+        [BARRIER_EV_DONE] = done,
         [BARRIER_EV_PASSED] = passed,
         [BARRIER_EV_BROKEN] = seal_broken,
         [BARRIER_EV_SEAL_FAILED] = store_lost,

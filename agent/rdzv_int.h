@@ -159,6 +159,9 @@ int agent__barrier_counted(const struct agent_rdzv *r);
  * then), for at most this long. */
 #define AGENT_HOST_LINGER_MS 2000
 
+/* rdzv.c: the round passed its exit barrier: tells the store the run is done (FINISH: its spares
+ * leave, no round forms after it), then agent__rdzv_leave(EV_BARRIER_DONE). */
+void agent__rdzv_finish(struct agent_rdzv *r);
 /* rdzv.c: emits done now, or, when this agent hosts the store, once the other nodes have hung up
  * or linger_ms has passed (AGENT_HOST_LINGER_MS; UINT64_MAX: only once they have hung up). */
 void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger_ms);

@@ -392,6 +392,13 @@ static void rdzv_failed(agent_t *a, agent_worker_t *w) {
     start_kill_timer(a);
 }
 
+/* JOINING + the run finished without this node (a spare): nothing ran here, nothing failed. */
+static void spare_released(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    DDP_INFO("the job finished without this node: nothing to do");
+    finish(a, 0);
+}
+
 static void barrier_done(agent_t *a, agent_worker_t *w) {
     (void)w;
     DDP_INFO("all %d workers finished successfully", a->nproc);
@@ -514,6 +521,7 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
     [SUP_JOINING] = {
         [EV_SIGNAL] = begin_shutdown,
         [EV_JOINED] = joined,
+        [EV_RUN_DONE] = spare_released,
         [EV_RDZV_ERROR] = rdzv_failed,
         [EV_STORE_LOST] = rejoin,
     },

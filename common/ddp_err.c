@@ -26,6 +26,7 @@ const char *ddp_strerror(int code) {
     case DDP_ECANCELED: return "canceled";
     case DDP_ERDZV_EXCLUDED: return "host excluded from the rendezvous";
     case DDP_ERDZV_SPARE: return "waiting as a spare";
+    case DDP_ERDZV_DONE: return "rendezvous finished";
     default: break;
     }
     if (code < 0 && code > -4000)

@@ -126,6 +126,13 @@ int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdz
                   NULL, cb, arg, err);
 }
 
+int rdzv_acall_finish(rdzv_aclient_t *c, const char *run_id, int64_t round, rdzv_acall_cb cb,
+                      void *arg, ddp_err_t *err) {
+    ddp_buf_t frame = DDP_BUF_INIT;
+    return submit(c, RDZV_CMD_RDZV_FINISH, rdzv_finish_req_encode(&frame, run_id, round), &frame, 0,
+                  -1, NULL, cb, arg, err);
+}
+
 int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
                      rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
     ddp_buf_t frame = DDP_BUF_INIT;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_proto: the codec of the rendezvous commands 0x50-0x57 (rdzv_proto.h,
+ * rdzv_proto: the codec of the rendezvous commands 0x50-0x58 (rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
  * reply parser for its clients. */
 #include "rdzv_proto.h"
@@ -154,6 +154,7 @@ static long req_fields(cur_t *c, rdzv_round_req_t *q) {
                      "round_keys"));
         STEP(cur_i64(c, &j->cfg.max_node_failures));
         break;
+    case RDZV_CMD_RDZV_FINISH: STEP(cur_i64(c, &q->round)); break;
     case RDZV_CMD_RDZV_UNFIT:
         STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
         STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "unfit reason"));
@@ -313,6 +314,13 @@ int rdzv_unfit_req_encode(ddp_buf_t *b, const char *run_id, const char *host, co
     return 0;
 }
 
+int rdzv_finish_req_encode(ddp_buf_t *b, const char *run_id, int64_t round) {
+    size_t start = b->len;
+    PUT(run_only_encode(b, RDZV_CMD_RDZV_FINISH, run_id));
+    PUT(rdzv__put_i64(b, round));
+    return 0;
+}
+
 int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
     size_t start = b->len;
     PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
@@ -400,6 +408,10 @@ int rdzv_unfit_reply_encode(ddp_buf_t *b, int recorded) {
     return status_only_encode(b, RDZV_CMD_RDZV_UNFIT, recorded);
 }
 
+int rdzv_finish_reply_encode(ddp_buf_t *b, int finished) {
+    return status_only_encode(b, RDZV_CMD_RDZV_FINISH, finished);
+}
+
 static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
     STEP(cur_u8(c, &p->status));
     switch (p->cmd) {
@@ -439,6 +451,7 @@ static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
         break;
     case RDZV_CMD_RDZV_ABORT:
     case RDZV_CMD_RDZV_UNFIT:
+    case RDZV_CMD_RDZV_FINISH:
         if (p->status > 1)
             return ddp_err_set(c->err, DDP_EPROTO, "%s reply status %u unknown",
                                rdzv_round_cmd_name(p->cmd), p->status);
@@ -520,6 +533,7 @@ const char *rdzv_round_cmd_name(int cmd) {
     case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
     case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
     case RDZV_CMD_RDZV_UNFIT: return "RDZV_UNFIT";
+    case RDZV_CMD_RDZV_FINISH: return "RDZV_FINISH";
     default: return NULL;
     }
 }

@@ -41,8 +41,13 @@
  *               | FAILED, joiners     | FAILED, joiners     | FAILED, waiters      |
  *               | refused naming it   | refused naming it   | refused naming it    |
  * UNFIT(host)   | record the host's failed health check (any state; shown by STATUS)        |
+ * FINISH(r)     | ignored             | ignored             | r current, from a    | ignored
+ *               |                     |                     | member: DONE, spares |
+ *               |                     |                     | refused (ERDZV_DONE) |
  *
- * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED; a JOIN
+ * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED; DONE,
+ * a run whose round passed its exit barrier, refuses every JOIN with DDP_ERDZV_DONE and ignores
+ * every other event as FAILED does; a JOIN
  * from an excluded host is refused with DDP_ERDZV_EXCLUDED in every state (rdzv_round_hosts.c);
  * the spare bound is keep_alive_interval x keep_alive_max_attempt. BEAT_FOR
  * comes from any connection and counts only with the key m's JOIN reply carried; ABORT's why
@@ -221,6 +226,12 @@ static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
             (long long)r->cfg.max_restarts, r->last_failure);
         rdzv__hosts_tally(r, out + n, cap - n);
     }
+}
+
+/* The text a JOIN gets from a DONE run. */
+static void done_text(const rdzv_run_t *r, char *out, size_t cap) {
+    rdzv__textf(out, cap, "rendezvous '%s' finished: round %lld passed its exit barrier", r->id,
+                (long long)r->round);
 }
 
 /* Ends the running round (its dead members are already removed from the group): END_ROUND,
@@ -404,6 +415,11 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
         failed_text(r, text, sizeof text);
         return ddp_err_set(err, DDP_ERDZV_CLOSED, "%s", text);
     }
+    if (r->state == RDZV_RUN_DONE) {
+        char text[RDZV_ROUND_TEXT_MAX];
+        done_text(r, text, sizeof text);
+        return ddp_err_set(err, DDP_ERDZV_DONE, "%s", text);
+    }
     char excluded[RDZV_ROUND_TEXT_MAX];
     if (rdzv__host_join(r, req->host, now_ms, excluded, sizeof excluded))
         return ddp_err_set(err, DDP_ERDZV_EXCLUDED, "%s", excluded);
@@ -533,7 +549,8 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
                     uint64_t now_ms, rdzv_actions_t *out) {
     rdzv_run_t *r = rdzv__run_find(rs, run_id);
     rdzv_member_t *m = rdzv__member_find(rs, member);
-    if (r == NULL || m == NULL || m->run != r || r->state == RDZV_RUN_FAILED)
+    if (r == NULL || m == NULL || m->run != r || r->state == RDZV_RUN_FAILED ||
+        r->state == RDZV_RUN_DONE)
         return -ENOENT;
     if (event_reserve(r, 0, out) < 0)
         return -ENOMEM;
@@ -554,6 +571,22 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
     failed_text(r, text, sizeof text);
     joiners_refuse(rs, r, DDP_ERDZV_CLOSED, text, now_ms, out);
     run_trim(r);
+    return 0;
+}
+
+int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
+                     uint64_t now_ms, rdzv_actions_t *out) {
+    rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
+    if (r == NULL || m == NULL || m->run != r || r->state != RDZV_RUN_RUNNING ||
+        round != r->round || m->state != MEMBER_RUNNING)
+        return -ENOENT;
+    if (event_reserve(r, 0, out) < 0)
+        return -ENOMEM;
+    char text[RDZV_ROUND_TEXT_MAX];
+    r->state = RDZV_RUN_DONE;
+    done_text(r, text, sizeof text);
+    joiners_refuse(rs, r, DDP_ERDZV_DONE, text, now_ms, out);
     return 0;
 }
 
@@ -710,7 +743,8 @@ int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out) {
             if (r->live_check_ms <= now_ms)
                 group_check_live(rs, r, now_ms, out);
             break;
-        case RDZV_RUN_FAILED: break;
+        case RDZV_RUN_FAILED:
+        case RDZV_RUN_DONE: break;
         }
         run_trim(r); /* the last joiners expired, or the last members went silent */
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_round: the server side of multi-node rendezvous as pure logic: one state machine per run
  * id (JOINING -> LAST_CALL -> RUNNING -> round r+1, or FAILED), kept in a bounded registry. The
- * wire codec of the rendezvous commands 0x50-0x57 is rdzv_proto.h.
+ * wire codec of the rendezvous commands 0x50-0x58 is rdzv_proto.h.
  * No sockets, no clock reads: the server passes events and the time in and carries out the
  * actions that come back (reply to a member, SET the round's end key, close a connection). */
 #ifndef RDZV_ROUND_INT_H
@@ -115,6 +115,15 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
  * records that decide something (failures, exclusions). */
 int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, const char *host, const char *reason,
                     uint64_t now_ms);
+
+/* Member member of round `round` of run_id says the round passed its exit barrier (every node's
+ * workers succeeded): the run is DONE. Its spares are answered DDP_ERDZV_DONE ("rendezvous 'R'
+ * finished: round N passed its exit barrier") and so is every later JOIN, so that a spare leaves
+ * with success instead of forming a round of its own once the others hang up; members leaving
+ * then end nothing. Returns 0; -ENOENT when round is not the running round or member not in its
+ * group (nothing changes); -ENOMEM. */
+int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
+                     uint64_t now_ms, rdzv_actions_t *out);
 
 /* Member member is gone (its connection closed) at now_ms: a joiner is dropped; a member of a
  * running round ends it (END_ROUND naming the node). Unknown members are ignored. Returns 0. */

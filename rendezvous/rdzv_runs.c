@@ -90,6 +90,7 @@ const char *rdzv_run_state_name(int state) {
     case RDZV_RUN_LAST_CALL: return "LAST_CALL";
     case RDZV_RUN_RUNNING: return "RUNNING";
     case RDZV_RUN_FAILED: return "FAILED";
+    case RDZV_RUN_DONE: return "DONE";
     default: return "UNKNOWN";
     }
 }

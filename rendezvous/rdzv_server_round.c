@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
- * commands 0x50-0x57 through the state machines of rdzv_round.c and carries out the actions they
+ * commands 0x50-0x58 through the state machines of rdzv_round.c and carries out the actions they
  * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
 #include "rdzv_server_int.h"
 
@@ -184,7 +184,7 @@ static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rd
 }
 
 /* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, STATUS_PAGE, ABORT, BEAT_FOR,
- * UNFIT). */
+ * UNFIT, FINISH). */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
@@ -242,6 +242,17 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
             rdzv__slog(s, DDP_LOG_WARN, "%s stops rendezvous '%s' for good: %s", c->peer,
                        r->join.run_id, r->what);
         if (rdzv_abort_reply_encode(&b, rc == 0) == 0)
+            reply_buf(c, &b);
+        break;
+    }
+    case RDZV_CMD_RDZV_FINISH: {
+        int rc = rdzv_runs_finish(s->runs, r->join.run_id, c->id, r->round, now, &s->acts);
+        if (rc == 0)
+            rdzv__slog(s, DDP_LOG_INFO,
+                       "rendezvous '%s' finished: round %lld passed its exit "
+                       "barrier",
+                       r->join.run_id, (long long)r->round);
+        if (rdzv_finish_reply_encode(&b, rc == 0) == 0)
             reply_buf(c, &b);
         break;
     }

@@ -60,6 +60,10 @@ int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first,
 int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
                      void *arg, ddp_err_t *err);
 
+/* FINISH: round passed its exit barrier on every node (rep->status 0: the run is done). */
+int rdzv_acall_finish(rdzv_aclient_t *c, const char *run_id, int64_t round, rdzv_acall_cb cb,
+                      void *arg, ddp_err_t *err);
+
 /* UNFIT: host failed its health check for reason and does not join (rep->status 0: recorded). */
 int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
                      rdzv_acall_cb cb, void *arg, ddp_err_t *err);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x57 of the
+ * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x58 of the
  * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
@@ -23,7 +23,8 @@ enum {
     RDZV_CMD_RDZV_BEAT_FOR = 0x55,    /* a HEARTBEAT for a member, from another connection */
     RDZV_CMD_RDZV_STATUS_PAGE = 0x56, /* -> JSON of the run: counts and a page of members */
     RDZV_CMD_RDZV_UNFIT = 0x57,       /* a host failed its health check -> recorded or not */
-    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_UNFIT,
+    RDZV_CMD_RDZV_FINISH = 0x58,      /* the round passed its exit barrier: the run is done */
+    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_FINISH,
 };
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
@@ -125,6 +126,7 @@ typedef enum rdzv_run_state {
     RDZV_RUN_LAST_CALL = 1,
     RDZV_RUN_RUNNING = 2,
     RDZV_RUN_FAILED = 3,
+    RDZV_RUN_DONE = 4, /* a round passed its exit barrier (FINISH): JOINs are refused, spares go */
 } rdzv_run_state_t;
 
 /* The answer to a FAIL. */
@@ -142,17 +144,17 @@ enum {
 
 /* ---- requests ---- */
 
-/* One parsed rendezvous request (any of 0x50-0x57). Strings are NUL-terminated copies. */
+/* One parsed rendezvous request (any of 0x50-0x58). Strings are NUL-terminated copies. */
 typedef struct rdzv_round_req {
     uint8_t cmd;
     rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
-    int64_t round;                /* FAIL */
+    int64_t round;                /* FAIL, FINISH */
     char what[RDZV_WHAT_MAX + 1]; /* FAIL, ABORT, UNFIT (the reason; the host is join.host) */
     int64_t member, member_key;   /* BEAT_FOR */
     int64_t first, limit;         /* STATUS_PAGE: members [first, first + limit) */
 } rdzv_round_req_t;
 
-/* Parses one rendezvous request (buf[0] is its command, 0x50-0x57) from buf[0..len) (server
+/* Parses one rendezvous request (buf[0] is its command, 0x50-0x58) from buf[0..len) (server
  * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
  * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
  * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
@@ -178,6 +180,8 @@ int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
 /* UNFIT: host (the address it joins with) failed its health check, for reason (cut to
  * RDZV_WHAT_MAX); the store shows it in the run's status until the host joins again. */
 int rdzv_unfit_req_encode(ddp_buf_t *b, const char *run_id, const char *host, const char *reason);
+/* FINISH: round passed its exit barrier on every node; the run is done (its spares leave). */
+int rdzv_finish_req_encode(ddp_buf_t *b, const char *run_id, int64_t round);
 
 /* ---- replies ---- */
 
@@ -195,6 +199,8 @@ int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t
 int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped);
 /* UNFIT's reply: status 0 recorded, 1 ignored (no such run, or its host table is full). */
 int rdzv_unfit_reply_encode(ddp_buf_t *b, int recorded);
+/* FINISH's reply: status 0 the run is done, 1 ignored (not its running round, not a member). */
+int rdzv_finish_reply_encode(ddp_buf_t *b, int finished);
 
 /* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can
  * tell a parked JOIN's answer from a HEARTBEAT's on the same connection. */
@@ -202,7 +208,7 @@ typedef struct rdzv_round_reply {
     uint8_t cmd;
     uint8_t status;          /* JOIN: 0 ok, 1 error; HEARTBEAT/STATUS: 0 ok, 1 unknown; FAIL;
                               * ABORT: 0 the run stopped, 1 ignored; UNFIT: 0 recorded,
-                              * 1 ignored */
+                              * 1 ignored; FINISH: 0 done, 1 ignored */
     rdzv_join_result_t join; /* JOIN ok */
     int64_t code;            /* JOIN error */
     int64_t round;           /* HEARTBEAT, BEAT_FOR */

@@ -8,7 +8,8 @@
 # the spare and the excluded host; train with a sick host ends with the parameters of a run that
 # never met it; at min_nodes the host is kept and max_restarts ends the run as without the bound;
 # a spare outlives many keep-alive bounds by joining again, and when a member is SIGKILLed it
-# takes the place without the others waiting for last_call_timeout; a host whose --health_check
+# takes the place without the others waiting for last_call_timeout; a spare never needed leaves
+# with exit 0 once the others pass their exit barrier (FINISH); a host whose --health_check
 # fails never joins (the store shows it unfit) and leaves with exit 4 while the others run; the
 # store's own host excluded keeps serving the store to the end; nothing is left running in any
 # namespace, and the namespaces are always removed, also on failure or SIGTERM.
@@ -33,7 +34,8 @@ EXIT_UNFIT=4
 SECTIONS=("a failing host is excluded, a spare takes its place"
     "train with a sick host ends with the parameters of a run without it"
     "exclusion never drops the job below min_nodes" "a spare's keep-alive, and its place after a SIGKILL"
-    "a host whose health check fails never joins" "the store's own host excluded"
+    "a spare never needed leaves with exit 0" "a host whose health check fails never joins"
+    "the store's own host excluded"
     "nothing left, namespaces removed")
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
@@ -283,6 +285,27 @@ all_rc 0 a b d || show_tail "$D/a.out" "$D/d.out"
 check "the killed agent's workers are gone" workers_gone c 0
 unset FW_SLEEP_MS
 check "nothing left after the spare test" no_leftovers 3
+
+# ------------------------------------------------------------------------------------ spare at the end
+# --nnodes=2:2 on a b, c a spare that is never needed: a and b pass the exit barrier, the first
+# FINISH makes the run DONE, and c leaves with exit 0 saying the run finished, its workers never
+# started; the store host (a) does not wait for it. Without FINISH c would be left joining a run
+# whose members hang up (and form a round of its own, or time out with exit 1).
+PORT=29458 RUN=spareend D=$TMP/spareend
+mkdir -p "$D"
+CONF=$CONF_FAST
+export FW_SLEEP_MS=1500
+for h in a b; do NPROC=1 agent $h 2:2 "$FW"; done
+exec 3>&2 2>/dev/null
+wait_count 2 10 "$D/[ab]/env.*.0" && NPROC=1 agent c 2:2 "$FW"
+WAIT_S=15 wait_all a b c
+exec 2>&3 3>&-
+unset FW_SLEEP_MS
+check "a spare never needed: a b exit 0, c exits 0 too ($(rcs a b c)), its workers never ran" \
+    cond 'all_rc 0 a b c && [ "$(count "$D/c/env.*")" = 0 ]'
+check "c says the run finished without it" \
+    grep -q "rendezvous '$RUN' finished: round 0 passed its exit barrier" "$D/c.out"
+check "nothing left after the spare-at-the-end test" no_leftovers 3
 
 # ------------------------------------------------------------------------------------ health checks
 # --nnodes=2:3 on a b c; c's --health_check fails (exit 7, "no IB link"): c never joins, the store

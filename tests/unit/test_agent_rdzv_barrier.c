@@ -33,8 +33,9 @@ typedef struct effects {
     int losses; /* agent__link_event(LINK_EV_CLOSED) */
     char loss_text[128];
     int heartbeats;
-    int leaves; /* agent__rdzv_leave(EV_BARRIER_DONE) */
-    int broken; /* agent__event(EV_BARRIER_BROKEN) */
+    int leaves;   /* agent__rdzv_leave(EV_BARRIER_DONE) */
+    int finishes; /* agent__rdzv_finish: the barrier passed, the run is done */
+    int broken;   /* agent__event(EV_BARRIER_BROKEN) */
 } effects_t;
 
 static effects_t fx;
@@ -105,6 +106,11 @@ void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger
     fx.leaves++;
 }
 
+void agent__rdzv_finish(struct agent_rdzv *r) {
+    (void)r;
+    fx.finishes++;
+}
+
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
     (void)a, (void)w;
     assert_int_equal(ev, EV_BARRIER_BROKEN); /* the only one the barrier sends itself */
@@ -159,6 +165,7 @@ typedef enum {
     A_LOST,         /* the link's loss */
     A_SLICE,        /* a heartbeat and the next WAIT */
     A_LEAVE,        /* EV_BARRIER_DONE through the linger */
+    A_FINISH,       /* passed: FINISH tells the store the run is done, then the linger */
 } action_t;
 
 typedef struct cell {
@@ -173,7 +180,7 @@ static const char *const event_names[BARRIER_NEVENTS] = {
     "SLICE_END", "TIMED_OUT", "DONE",   "PASSED",  "BROKEN", "SEAL_FAILED"};
 static const char *const action_names[] = {"ignore",       "arrive",     "reset",   "seal",
                                            "settle later", "wait",       "release", "broken",
-                                           "lost",         "next slice", "leave"};
+                                           "lost",         "next slice", "leave",   "finish"};
 
 #define C(a, n)                                                                                    \
     { a, BARRIER_##n }
@@ -198,14 +205,14 @@ static const cell_t expected[BARRIER_NPHASES][BARRIER_NEVENTS] = {
         [BARRIER_EV_SETTLE] = C(A_SEAL, COUNTED_SETTLING),
         [BARRIER_EV_SLICE_END] = C(A_SLICE, COUNTED),
         [BARRIER_EV_TIMED_OUT] = C(A_LEAVE, COUNTED),
-        [BARRIER_EV_DONE] = C(A_LEAVE, COUNTED)},
+        [BARRIER_EV_DONE] = C(A_FINISH, COUNTED)},
     [BARRIER_COUNTED_SETTLING] = {ALWAYS,
-        [BARRIER_EV_DONE] = C(A_LEAVE, COUNTED_SETTLING),
-        [BARRIER_EV_PASSED] = C(A_LEAVE, COUNTED),
+        [BARRIER_EV_DONE] = C(A_FINISH, COUNTED_SETTLING),
+        [BARRIER_EV_PASSED] = C(A_FINISH, COUNTED),
         [BARRIER_EV_BROKEN] = C(A_BROKEN, COUNTED),
         [BARRIER_EV_SEAL_FAILED] = C(A_LOST, COUNTED_SETTLING)},
     [BARRIER_SETTLING] = {ALWAYS,
-        [BARRIER_EV_PASSED] = C(A_LEAVE, NONE),
+        [BARRIER_EV_PASSED] = C(A_FINISH, NONE),
         [BARRIER_EV_BROKEN] = C(A_BROKEN, NONE),
         [BARRIER_EV_SEAL_FAILED] = C(A_LOST, SETTLING)},
 };
@@ -231,6 +238,7 @@ static void test_every_cell(void **state) {
             case A_LOST: w.losses = 1; break;
             case A_SLICE: w.heartbeats = w.waits = 1; break;
             case A_LEAVE: w.leaves = 1; break;
+            case A_FINISH: w.finishes = 1; break;
             default: break;
             }
             char cell[96];
@@ -241,12 +249,12 @@ static void test_every_cell(void **state) {
                          phase_names[want.next]);
             if (fx.arrives != w.arrives || fx.seals != w.seals || fx.waits != w.waits ||
                 fx.releases != w.releases || fx.broken != w.broken || fx.losses != w.losses ||
-                fx.heartbeats != w.heartbeats || fx.leaves != w.leaves)
+                fx.heartbeats != w.heartbeats || fx.leaves != w.leaves || fx.finishes != w.finishes)
                 fail_msg("%s: arrive %d/%d seal %d/%d wait %d/%d release %d/%d broken %d/%d "
-                         "lost %d/%d heartbeat %d/%d leave %d/%d",
+                         "lost %d/%d heartbeat %d/%d leave %d/%d finish %d/%d",
                          cell, fx.arrives, w.arrives, fx.seals, w.seals, fx.waits, w.waits,
                          fx.releases, w.releases, fx.broken, w.broken, fx.losses, w.losses,
-                         fx.heartbeats, w.heartbeats, fx.leaves, w.leaves);
+                         fx.heartbeats, w.heartbeats, fx.leaves, w.leaves, fx.finishes, w.finishes);
             if (w.arrives + w.seals + w.waits + w.releases > 0)
                 assert_int_equal(fx.round, 5); /* the keys of this node's round */
             if (want.act == A_WAIT)
@@ -281,7 +289,8 @@ static void test_arrival_replies(void **state) {
     arrive_cb(cb_arg, 0, &last, NULL);
     assert_int_equal(fx.releases, 1);
     release_cb(cb_arg, 0, NULL);
-    assert_int_equal(fx.leaves, 1);
+    assert_int_equal(fx.finishes, 1); /* passed: the run is done */
+    assert_int_equal(fx.leaves, 0);   /* the leave follows FINISH's reply (rdzv.c) */
 
     setup(BARRIER_NONE);
     agent__rdzv_exit_barrier(&ag);
@@ -380,7 +389,7 @@ static void test_settled_barriers(void **state) {
     wait_cb(cb_arg, DDP_ETIMEOUT, "timed out");
     assert_int_equal(fx.waits, 1);
     seal_cb(cb_arg, 0, &passed_count, NULL);
-    assert_int_equal(fx.leaves, 1);
+    assert_int_equal(fx.finishes, 1);
     assert_int_equal(fx.broken, 0);
 
     /* After a reconnection (NONE): sealed on the new store, whose verdict decides. */
@@ -389,7 +398,7 @@ static void test_settled_barriers(void **state) {
     assert_int_equal(rz.barrier, BARRIER_SETTLING);
     ag.state = SUP_DONE;
     seal_cb(cb_arg, 0, &passed_count, NULL);
-    assert_int_equal(fx.leaves, 0);
+    assert_int_equal(fx.leaves + fx.finishes, 0);
     ag.state = SUP_BARRIER;
     seal_cb(cb_arg, DDP_ECLOSED, NULL, "connection closed");
     assert_int_equal(fx.losses, 1);

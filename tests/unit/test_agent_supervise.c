@@ -406,6 +406,7 @@ typedef enum {
     A_CHECK_FAILED,
     A_CHECK_ABORT,
     A_CHECK_RDZV_FAILED,
+    A_SPARE_RELEASED,
 } action_t;
 
 static const char *const state_names[SUP_NSTATES] = {"RUNNING",   "STOPPING", "SHUTDOWN",
@@ -414,7 +415,7 @@ static const char *const state_names[SUP_NSTATES] = {"RUNNING",   "STOPPING", "S
 static const char *const event_names[EV_NEVENTS] = {
     "WORKER_OK",  "WORKER_FAIL",    "GROUP_DOWN",   "SIGNAL",        "KILL_TIMER",  "JOINED",
     "ROUND_END",  "RDZV_ERROR",     "BARRIER_DONE", "WORKER_HUNG",   "STACKS_DONE", "ABORT_DONE",
-    "STORE_LOST", "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED",
+    "STORE_LOST", "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED", "RUN_DONE",
 };
 
 /* A cell not written is A_IGNORE: HEALTH_OK and HEALTH_FAILED outside CHECKING, for one. */
@@ -439,7 +440,8 @@ static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
     [SUP_JOINING] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
-                       A_REJOIN,           A_IGNORE},
+                       A_REJOIN,           A_IGNORE,
+                       [EV_RUN_DONE] = A_SPARE_RELEASED},
     [SUP_BARRIER] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_BARRIER_SETTLE, A_RDZV_FAILED,     A_BARRIER_DONE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
@@ -546,6 +548,7 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
     case A_BARRIER_DONE:
+    case A_SPARE_RELEASED: /* the run finished without this node: success, nothing ran */
         o.state = SUP_DONE;
         o.loop_shutdowns = 1;
         break;

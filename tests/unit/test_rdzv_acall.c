@@ -95,6 +95,13 @@ TEST(test_round_calls) {
     assert_int_equal(st.rep.status, 0);
     assert_non_null(strstr(st.text, "\"members\""));
 
+    /* FINISH for a round that is not the running one changes nothing. */
+    call_res_t fin = {0};
+    assert_int_equal(rdzv_acall_finish(c, "acall", j.rep.join.round + 1, call_cb, &fin, NULL), 0);
+    run_until(e, &fin.called);
+    assert_int_equal(fin.rep.cmd, RDZV_CMD_RDZV_FINISH);
+    assert_int_equal(fin.rep.status, 1);
+
     call_res_t f = {0};
     assert_int_equal(
         rdzv_acall_fail(c, "acall", j.rep.join.round, "rank 1 exited with 3", call_cb, &f, NULL),

@@ -780,6 +780,54 @@ static void test_thousand_members(void **state) {
     }
 }
 
+/* FINISH: a member of the running round says it passed its exit barrier: the run is DONE, its
+ * spare is answered DDP_ERDZV_DONE and so is any later JOIN, and the members hanging up end
+ * nothing (without it the spare would form a round of its own). A FINISH from outside the round,
+ * or for another round, changes nothing. */
+static void test_finish_releases_spares(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out); /* a spare */
+    assert_int_equal(rdzv_runs_finish(f->rs, "job", 3, 0, 20, &f->out), -ENOENT);
+    assert_int_equal(rdzv_runs_finish(f->rs, "job", 1, 1, 20, &f->out), -ENOENT);
+    assert_int_equal(rdzv_runs_finish(f->rs, "nope", 1, 0, 20, &f->out), -ENOENT);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_finish(f->rs, "job", 1, 0, 30, &f->out), 0);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 3);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ERDZV_DONE);
+    assert_string_equal(a->text, "rendezvous 'job' finished: round 0 passed its exit barrier");
+    assert_int_equal(rdzv_runs_finish(f->rs, "job", 2, 0, 31, &f->out), -ENOENT); /* once */
+    rdzv_actions_reset(&f->out);
+    rdzv_runs_leave(f->rs, 1, 40, &f->out);
+    rdzv_runs_leave(f->rs, 2, 41, &f->out);
+    assert_int_equal(f->out.n, 0); /* no round ends, nothing forms */
+    ddp_err_t err = {0};
+    rdzv_join_req_t q = req("job", "h4", -1, 2, 1, 1, 2);
+    assert_int_equal(rdzv_runs_join(f->rs, 4, &q, 50, &f->out, &err), DDP_ERDZV_DONE);
+    assert_non_null(strstr(err.text, "finished"));
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 60, NULL, NULL, &b, NULL), 0);
+    assert_non_null(strstr((const char *)b.data, "\"state\":\"DONE\""));
+    ddp_buf_free(&b);
+    /* The wire: u8 0x58, blob run id, i64 round; the reply's status. */
+    assert_int_equal(rdzv_finish_req_encode(&b, "job", 7), 0);
+    assert_int_equal(b.len, 1 + 8 + 3 + 8);
+    rdzv_round_req_t p;
+    size_t need = 0;
+    assert_int_equal(rdzv_round_req_parse(b.data, b.len, &p, &need, NULL), (long)b.len);
+    assert_int_equal(p.cmd, RDZV_CMD_RDZV_FINISH);
+    assert_int_equal(p.round, 7);
+    ddp_buf_reset(&b);
+    rdzv_round_reply_t rep = {0};
+    assert_int_equal(rdzv_finish_reply_encode(&b, 1), 0);
+    assert_int_equal(rdzv_round_reply_parse(b.data, b.len, &rep, &need, NULL), 2);
+    assert_int_equal(rep.cmd, RDZV_CMD_RDZV_FINISH);
+    assert_int_equal(rep.status, 0);
+    ddp_buf_free(&rep.text);
+    ddp_buf_free(&b);
+}
+
 /* Joins member id as host host into run "job" (min, max, max_node_failures bound). */
 static int join_host(fx_t *f, uint64_t id, const char *host, int64_t min, int64_t max,
                      int64_t bound, uint64_t now, ddp_err_t *err) {
@@ -1227,7 +1275,7 @@ static void test_wire_bad_requests(void **state) {
     rdzv_round_req_t p;
     size_t need = 0;
     ddp_err_t err = {0};
-    uint8_t unknown = 0x58;
+    uint8_t unknown = 0x59;
     assert_int_equal(rdzv_round_req_parse(&unknown, 1, &p, &need, &err), DDP_EFRAME);
     /* A host longer than 255 bytes is refused as soon as its length arrives. */
     ddp_buf_append(&b, "\x50", 1);
@@ -1479,6 +1527,7 @@ int main(void) {
         T(test_node_failures_exclude_host),
         T(test_node_failures_kept_at_min),
         T(test_unfit_reports),
+        T(test_finish_releases_spares),
         T(test_join_timeout_names_lost),
         T(test_config_mismatch_and_refusals),
         cmocka_unit_test(test_registry_bound),
