@@ -39,9 +39,11 @@ import sys
 import tempfile
 import time
 
+import sick_node
 from hosts import Net, children, comm, fd_kinds, proc_state, rss_kb, shm_entries, zombie
 
-KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart"]
+KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart",
+         "sick_node"]
 HOSTS = ["a", "b", "c"]
 NPROC = 2
 PORT = 29400
@@ -61,6 +63,12 @@ STACKS_TIMEOUT = 3
 # What a loaded 2-core machine may add to a detection bound (scheduling, the poll below).
 SLACK = 1.5
 POLL = 0.05
+# A sick node fails its next 1 or 2 group starts. Quarantine is on (rdzv_conf max_node_failures):
+# with --nnodes=3 the job is always at its minimum, so a host that reaches the bound must stay.
+SICK_STARTS = (1, 2)
+MAX_NODE_FAILURES = 2
+# A start that fails at once: the agent reaps the worker, the store ends the round everywhere.
+SICK_BOUND = 1.0 + SLACK
 
 TRAIN_ARGS = ["--epochs", "4", "--samples", "6144", "--batch-size", "32", "--layers",
               "32,64,10", "--checkpoint-every", "1", "--keep", "3", "--check-sync", "--seed",
@@ -131,6 +139,7 @@ class Job:
         self.rounds_seen = -1
         self.ev, self.ev_off, self.ev_sorted = [], {}, True  # events() reads on from ev_off
         self.starts = {}            # round -> hosts that started a group of it (events())
+        self.calm = {}              # (host, round) -> no other fault in effect at that start
         self.problems = []          # (invariant, text)
 
     def problem(self, invariant, text):
@@ -146,8 +155,9 @@ class Job:
             f.write(f"--- started {now():.3f}\n")
         f = open(out, "a")
         self.daemon = subprocess.Popen(
+            # -v: the daemon logs why each round ended (the quarantine invariant reads it).
             self.c.net.cmd("s", [self.c.rdzv, "--host", "0.0.0.0", "--port", str(PORT),
-                                 "--token-file", self.c.token]),
+                                 "--token-file", self.c.token, "-v"]),
             stdout=f, stderr=subprocess.STDOUT, preexec_fn=with_core_dumps, cwd=self.dir)
         f.close()
         end = now() + 10
@@ -171,7 +181,7 @@ class Job:
     def start_agent(self, h):
         conf = (f"last_call_timeout=0.3,join_timeout=90,keep_alive_interval={KA_INTERVAL},"
                 f"keep_alive_max_attempt={KA_ATTEMPTS},close_timeout=30,"
-                f"store_reconnect_timeout=60")
+                f"store_reconnect_timeout=60,max_node_failures={MAX_NODE_FAILURES}")
         argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}", "--rdzv_backend=c10d",
                 f"--rdzv_endpoint={self.endpoint()}:{PORT}", f"--rdzv_id={self.run_id}",
                 f"--rdzv_conf={conf}", "--max_restarts=100000",
@@ -179,6 +189,7 @@ class Job:
                 f"--shutdown_timeout={SHUTDOWN_TIMEOUT}", f"--stacks_timeout={STACKS_TIMEOUT}",
                 f"--event_log_handler=json:{os.path.join(self.dir, h + '.events')}",
                 "--log_dir", os.path.join(self.dir, "logs-" + h),
+                "/bin/sh", self.c.wrapper, sick_node.marker(self.dir, h),
                 self.c.train, *TRAIN_ARGS, "--checkpoint-dir", self.ckpt,
                 "--dump-params", self.params]
         f = open(os.path.join(self.dir, h + ".out"), "a")
@@ -221,11 +232,20 @@ class Job:
                 self.ev.append(e)
                 if e["event"] == "worker_group_started":
                     self.starts[e["round"]] = self.starts.get(e["round"], 0) + 1
+                    self.calm[(h, e["round"])] = self.calm_now()
                 self.ev_sorted = False
         if not self.ev_sorted:
             self.ev.sort(key=lambda e: e["_t"])
             self.ev_sorted = True
         return self.ev
+
+    def calm_now(self):
+        """Whether nothing that slows the news of a failure is in effect now (a link down, an
+        agent or the daemon away, a stopped worker not yet found): a sick start's detection
+        bound holds then."""
+        if self.link_up_at or self.restart_at or self.daemon_up_at is not None:
+            return False
+        return not any(comm(p) and not zombie(p) for p in self.stopped)
 
     def group_rounds(self, ev):
         """host -> [(t, round)] of worker_group_started."""
@@ -304,6 +324,22 @@ class Job:
             rec.update(host=h, dur=dur)
             if kind == "link_flap":
                 self.quiet_until = max(self.quiet_until, t + dur + KA_BOUND + 0.5)
+        elif kind == "sick_node":
+            # The node falls sick under its running workers (they die, as on a GPU's fatal
+            # error) and its next group starts fail at once until it heals.
+            hosts = [h for h in HOSTS if not os.path.exists(sick_node.marker(self.dir, h))]
+            if not hosts:
+                return None
+            h = self.rng.choice(hosts)
+            starts = self.rng.randint(*SICK_STARTS)
+            log_off = sick_node.make_sick(sick_node.marker(self.dir, h), starts)
+            pids = self.workers(h)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            rec.update(host=h, starts=starts, pids=pids, log_off=log_off)
         elif kind == "store_restart":
             if self.daemon is None or self.daemon.poll() is not None or self.daemon_ended:
                 return None
@@ -468,6 +504,7 @@ class Campaign:
         self.store_client = os.path.join(self.bin, "tests", "store_client")
         self.tmp = tempfile.mkdtemp(prefix="ddpchaos.")
         os.chmod(self.tmp, 0o755)
+        self.wrapper = sick_node.write_wrapper(self.tmp)
         self.token = os.path.join(self.tmp, "token")
         with open(self.token, "wb") as f:
             f.write(os.urandom(32).hex().encode())
@@ -491,8 +528,9 @@ class Campaign:
 
     def plan(self, rng, variant):
         per = self.args.per_job
-        kinds = [k for k in KINDS for _ in range(per) if k != "store_restart" or variant == "daemon"]
-        if variant == "daemon":
+        kinds = [k for k in self.args.kinds for _ in range(per)
+                 if k != "store_restart" or variant == "daemon"]
+        if variant == "daemon" and "store_restart" in self.args.kinds:
             kinds += ["store_restart"] * per  # the daemon's jobs carry the embedded ones' share
         rng.shuffle(kinds)
         return kinds
@@ -564,10 +602,21 @@ def check_job(job, ref, results):
             job.problem("growth", f"host {h} agent {pid}: open descriptors grew from {n[0]} to "
                         f"{n[-1]} over {len(n)} rounds ({grew})")
         results["fd_ranges"].append(max(n) - min(n))
+    # Quarantine: at the minimum every host stays, whatever it failed.
+    stays = sick_node.check_quarantine(job, ev, HOSTS, MAX_NODE_FAILURES)
     # Each fault: detected within its bound, recovered when.
     g = job.group_rounds(ev)
     for f in job.injected:
         kind, t = f["kind"], f["t"]
+        if kind == "sick_node":
+            stats = results["kinds"].setdefault(kind, {"n": 0, "detected": 0, "bounded": 0,
+                                                         "recover": [], "detect": [],
+                                                         "starts": 0, "stays": 0})
+            stats["n"] += 1
+            sick_node.check_fault(job, f, ev, HOSTS, SICK_BOUND, stats)
+            ip = job.c.net.addr[f["host"]]
+            stats["stays"] += sum(1 for r in f["rounds"] if (r, ip) in stays)
+            continue
         det = detect(job, f, ev)
         rec = None
         before = max([r for h in HOSTS for (tt, r) in g[h] if tt <= t] or [-1])
@@ -677,6 +726,14 @@ def detect(job, f, ev):
 def summary_line(kind, s):
     if kind == "link_flap":
         return f"{kind:14s} injected {s['n']:4d}  cost no restart {s['detected']:4d}"
+    if kind == "sick_node":
+        det, rec = sorted(s["detect"]), sorted(s["recover"])
+        return (f"{kind:14s} injected {s['n']:4d}  failed starts {s['starts']} (detected "
+                f"{s['detected']}: {s['bounded']} alone: within bound; {s.get('unseen', 0)} "
+                f"unseen), kept at the minimum {s['stays']}  detect median "
+                f"{statistics.median(det) if det else 0:.2f} s max {max(det or [0]):.2f} s  "
+                f"recover median {statistics.median(rec) if rec else 0:.2f} s max "
+                f"{max(rec or [0]):.2f} s ({len(rec)} timed)")
     rec = sorted(s["recover"])
     det = sorted(s["detect"])
     med = f"{statistics.median(rec):.2f}" if rec else "-"
@@ -704,9 +761,15 @@ def main():
     ap.add_argument("--job", type=int, action="append",
                     help="run only this job of the seed's campaign (repeatable): replays one "
                          "job's schedule without the jobs before it")
+    ap.add_argument("--kinds", type=lambda v: v.split(","), default=KINDS,
+                    help="the kinds of fault to inject, comma-separated (default: every kind: "
+                         + ",".join(KINDS) + ")")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", help="write the results there")
     args = ap.parse_args()
+    unknown = [k for k in args.kinds if k not in KINDS]
+    if unknown or not args.kinds:
+        ap.error(f"--kinds: unknown kind {','.join(unknown)!r} (known: {','.join(KINDS)})")
     if os.geteuid() != 0:
         print("chaos: skipped: needs root (network namespaces)")
         return 77
@@ -742,7 +805,8 @@ def main():
         log(f"clean run: {clean_s:.1f} s, {len(ref)} bytes of parameters")
         i = 0
         while True:
-            counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k) for k in KINDS}
+            counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k)
+                      for k in args.kinds}
             if not args.job and (now() - t0 >= args.minutes * 60
                                  and min(counts.values()) >= args.min_per_kind):
                 break
@@ -777,6 +841,10 @@ def main():
             j.stop()
         camp.net.teardown()
     results["jobs"] = len(jobs)
+    sick = results["kinds"].get("sick_node")
+    if sick and sick["starts"] >= 5 and not sick["stays"]:
+        results["problems"].append(["quarantine", f"{sick['starts']} failed starts of sick "
+                                    f"nodes, and the store never said one stays at the minimum"])
     results["seconds"] = round(now() - t0, 1)
     print(f"chaos: seed {seed}: {len(jobs)} jobs in {results['seconds']} s, "
           f"{results['stray_files']} unfinished checkpoint files left by killed writers")
