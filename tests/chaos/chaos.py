@@ -7,20 +7,24 @@ ddp-rendezvous on a fourth namespace or embedded in host a's agent. A seeded ran
 injects, at random moments (rendezvous, start-up, training, checkpoint writing, the exit
 barrier): worker SIGKILL, worker SIGSTOP (a hang), agent SIGKILL followed by the host starting
 its agent again (as Slurm's requeue would), a link flap shorter than the keep-alive bound (must
-cost nothing), a link down for longer (the node is dropped, then rejoins), and the standalone
-daemon SIGKILLed and started again on its address.
+cost nothing), a link down for longer (the node is dropped, then rejoins), the standalone
+daemon SIGKILLed and started again on its address, and a sick node (its workers SIGKILLed, then
+its next 1 or 2 group starts fail at once: sick_node.py). The agents run with
+max_node_failures=2 at the minimum node count (--nnodes=3), so a host that fails again and again
+is counted but must stay.
 
 After every job: each host's agent exits 0; rank 0's final parameters are bitwise those of a clean
 run of the same shape and seed; every fault was detected within its bound (recovery times are
 reported per kind); a flap cost no restart; no process is left in any namespace and nothing of
 ddprun's in /dev/shm; no checkpoint was found torn; the daemon's memory accounting and each
 agent's open descriptors do not grow from round to round; the daemon never ends unless the
-schedule kills it (how it ended, and where its core went, is reported).
+schedule kills it (how it ended, and where its core went, is reported); no host is excluded, and
+from a host's second failure on, the round's end says it stays.
 
 Exit status 0 when every invariant held, 1 when one did not (each broken one is printed), 77 when
 it cannot run here (not root, no `ip netns`). The seed is printed first: `--seed N` replays a
 campaign's schedule exactly (the moments the faults land in depend on the machine's timing), and
-`--seed N --job K` replays job K of it alone.
+`--seed N --job K` replays job K of it alone. `--kinds` injects only the kinds named.
 Everything it starts is its own, ended by PID; nothing leaves the namespaces it makes.
 """
 import argparse
