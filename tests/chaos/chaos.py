@@ -7,20 +7,24 @@ ddp-rendezvous on a fourth namespace or embedded in host a's agent. A seeded ran
 injects, at random moments (rendezvous, start-up, training, checkpoint writing, the exit
 barrier): worker SIGKILL, worker SIGSTOP (a hang), agent SIGKILL followed by the host starting
 its agent again (as Slurm's requeue would), a link flap shorter than the keep-alive bound (must
-cost nothing), a link down for longer (the node is dropped, then rejoins), and the standalone
-daemon SIGKILLed and started again on its address.
+cost nothing), a link down for longer (the node is dropped, then rejoins), the standalone
+daemon SIGKILLed and started again on its address, and a sick node (its workers SIGKILLed, then
+its next 1 or 2 group starts fail at once: sick_node.py). The agents run with
+max_node_failures=2 at the minimum node count (--nnodes=3), so a host that fails again and again
+is counted but must stay.
 
 After every job: each host's agent exits 0; rank 0's final parameters are bitwise those of a clean
 run of the same shape and seed; every fault was detected within its bound (recovery times are
 reported per kind); a flap cost no restart; no process is left in any namespace and nothing of
 ddprun's in /dev/shm; no checkpoint was found torn; the daemon's memory accounting and each
 agent's open descriptors do not grow from round to round; the daemon never ends unless the
-schedule kills it (how it ended, and where its core went, is reported).
+schedule kills it (how it ended, and where its core went, is reported); no host is excluded, and
+from a host's second failure on, the round's end says it stays.
 
 Exit status 0 when every invariant held, 1 when one did not (each broken one is printed), 77 when
 it cannot run here (not root, no `ip netns`). The seed is printed first: `--seed N` replays a
 campaign's schedule exactly (the moments the faults land in depend on the machine's timing), and
-`--seed N --job K` replays job K of it alone.
+`--seed N --job K` replays job K of it alone. `--kinds` injects only the kinds named.
 Everything it starts is its own, ended by PID; nothing leaves the namespaces it makes.
 """
 import argparse
@@ -39,7 +43,11 @@ import sys
 import tempfile
 import time
 
-KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart"]
+import sick_node
+from hosts import Net, children, comm, fd_kinds, proc_state, rss_kb, shm_entries, zombie
+
+KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart",
+         "sick_node"]
 HOSTS = ["a", "b", "c"]
 NPROC = 2
 PORT = 29400
@@ -59,6 +67,12 @@ STACKS_TIMEOUT = 3
 # What a loaded 2-core machine may add to a detection bound (scheduling, the poll below).
 SLACK = 1.5
 POLL = 0.05
+# A sick node fails its next 1 or 2 group starts. Quarantine is on (rdzv_conf max_node_failures):
+# with --nnodes=3 the job is always at its minimum, so a host that reaches the bound must stay.
+SICK_STARTS = (1, 2)
+MAX_NODE_FAILURES = 2
+# A start that fails at once: the agent reaps the worker, the store ends the round everywhere.
+SICK_BOUND = 1.0 + SLACK
 
 TRAIN_ARGS = ["--epochs", "4", "--samples", "6144", "--batch-size", "32", "--layers",
               "32,64,10", "--checkpoint-every", "1", "--keep", "3", "--check-sync", "--seed",
@@ -96,176 +110,8 @@ def exit_text(rc):
     return f"exit status {rc}"
 
 
-def shm_entries(run_id, worker_pids):
-    """What the agents of run run_id and their workers left in /dev/shm: the agents' scratch
-    directories (ddprun-shm-<run id>-XXXXXX) and private run directories (ddprun-<run id>-XXXXXX),
-    and the CPU backend's segments named by a worker without a scratch directory
-    (ddpw-<pid>-<hex>) of the pids given. Any other ddprun job on the machine has names of its
-    own run id and workers, and is none of the campaign's business."""
-    prefixes = (f"ddprun-shm-{run_id}-", f"ddprun-{run_id}-")
-    found = set()
-    try:
-        names = os.listdir("/dev/shm")
-    except OSError:
-        return found
-    for n in names:
-        m = re.fullmatch(r"ddpw-(\d+)-[0-9a-f]+", n)
-        if n.startswith(prefixes) or (m and int(m.group(1)) in worker_pids):
-            found.add(n)
-    return found
-
-
 def log(msg):
     print(f"# {msg}", flush=True)
-
-
-class Net:
-    """Hosts a, b, c (agents) and s (the daemon), each a network namespace with a veth to a bridge
-    in a fifth one; its own hostname, /etc/hosts and a loopback-only resolver (a mount namespace
-    per command), as tests/integration/test_netns.sh does."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-        base = f"dch{os.getpid()}"
-        self.p = base
-        while os.path.exists(f"/run/netns/{self.p}a") or os.path.exists(f"/run/netns/{self.p}br"):
-            self.p = f"{base}r{random.randrange(1 << 16)}"
-        self.sub = f"10.215.{random.SystemRandom().randrange(20, 220)}"
-        self.addr = {"a": self.sub + ".11", "b": self.sub + ".12", "c": self.sub + ".13",
-                     "s": self.sub + ".14"}
-        self.names = [self.p + "br"] + [self.p + h for h in self.addr]
-        self.netns_dir_existed = os.path.isdir("/run/netns")
-        self.made = False
-
-    def ip(self, *args):
-        subprocess.run(["ip", *args], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
-
-    def setup(self):
-        self.made = True
-        br = self.p + "br"
-        self.ip("netns", "add", br)
-        self.ip("-n", br, "link", "set", "lo", "up")
-        self.ip("-n", br, "link", "add", "br0", "type", "bridge")
-        self.ip("-n", br, "link", "set", "br0", "up")
-        for h, a in self.addr.items():
-            ns = self.p + h
-            self.ip("netns", "add", ns)
-            subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "sysctl", "-qw",
-                            "net.ipv6.conf.all.disable_ipv6=1"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            self.ip("-n", ns, "link", "set", "lo", "up")
-            self.ip("-n", br, "link", "add", "v" + h, "type", "veth", "peer", "name", "eth0",
-                    "netns", ns)
-            self.ip("-n", br, "link", "set", "v" + h, "master", "br0", "up")
-            self.ip("-n", ns, "addr", "add", a + "/24", "dev", "eth0")
-            self.ip("-n", ns, "link", "set", "eth0", "up")
-        with open(os.path.join(self.tmp, "hosts"), "w") as f:
-            f.write("127.0.0.1 localhost\n")
-            for h, a in self.addr.items():
-                f.write(f"{a} {self.p}{h}\n")
-        with open(os.path.join(self.tmp, "resolv.conf"), "w") as f:
-            f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-
-    def cmd(self, h, argv):
-        """argv run on host h (nsenter, unshare and sh exec: the PID is argv's own)."""
-        return ["nsenter", f"--net=/run/netns/{self.p}{h}", "unshare", "--uts", "--mount",
-                "--propagation", "private", "/bin/sh", "-c",
-                'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && '
-                'hostname "$3" && shift 3 && exec "$@"', "in_ns",
-                os.path.join(self.tmp, "hosts"), os.path.join(self.tmp, "resolv.conf"),
-                self.p + h] + argv
-
-    def link(self, h, up):
-        self.ip("-n", self.p + "br", "link", "set", "v" + h, "up" if up else "down")
-
-    def pids(self, h=None):
-        out = []
-        for ns in ([self.p + h] if h else self.names):
-            r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-            out += [int(x) for x in r.stdout.split()]
-        return out
-
-    def teardown(self):
-        if not self.made:
-            return
-        for _ in range(3):
-            for p in self.pids():
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
-        for ns in self.names:
-            if os.path.exists(f"/run/netns/{ns}"):
-                subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
-        if not self.netns_dir_existed and os.path.isdir("/run/netns") and not os.listdir("/run/netns"):
-            subprocess.run(["umount", "/run/netns"], stderr=subprocess.DEVNULL)
-            try:
-                os.rmdir("/run/netns")
-            except OSError:
-                pass
-
-
-def children(pid):
-    out = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def comm(pid):
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def proc_state(pid):
-    """The one-letter state of pid (R, S, D, T, Z), or "" once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def zombie(pid):
-    return proc_state(pid) in ("Z", "")
-
-
-def fd_kinds(pid):
-    """What pid holds open, by kind ("socket", "pipe", "anon_inode:[eventfd]", or the path)."""
-    out = {}
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                t = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            # Sockets and pipes by kind; a worker group's cgroup (.../g<attempt>) as one name.
-            k = t.split(":[")[0] if t.startswith(("socket:", "pipe:")) else re.sub(
-                r"/g\d+(/|$)", r"/g*\1", t)
-            out[k] = out.get(k, 0) + 1
-    except OSError:
-        return None
-    return out
-
-
-def rss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
 
 
 class Job:
@@ -297,6 +143,7 @@ class Job:
         self.rounds_seen = -1
         self.ev, self.ev_off, self.ev_sorted = [], {}, True  # events() reads on from ev_off
         self.starts = {}            # round -> hosts that started a group of it (events())
+        self.calm = {}              # (host, round) -> no other fault in effect at that start
         self.problems = []          # (invariant, text)
 
     def problem(self, invariant, text):
@@ -312,8 +159,9 @@ class Job:
             f.write(f"--- started {now():.3f}\n")
         f = open(out, "a")
         self.daemon = subprocess.Popen(
+            # -v: the daemon logs why each round ended (the quarantine invariant reads it).
             self.c.net.cmd("s", [self.c.rdzv, "--host", "0.0.0.0", "--port", str(PORT),
-                                 "--token-file", self.c.token]),
+                                 "--token-file", self.c.token, "-v"]),
             stdout=f, stderr=subprocess.STDOUT, preexec_fn=with_core_dumps, cwd=self.dir)
         f.close()
         end = now() + 10
@@ -337,7 +185,7 @@ class Job:
     def start_agent(self, h):
         conf = (f"last_call_timeout=0.3,join_timeout=90,keep_alive_interval={KA_INTERVAL},"
                 f"keep_alive_max_attempt={KA_ATTEMPTS},close_timeout=30,"
-                f"store_reconnect_timeout=60")
+                f"store_reconnect_timeout=60,max_node_failures={MAX_NODE_FAILURES}")
         argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}", "--rdzv_backend=c10d",
                 f"--rdzv_endpoint={self.endpoint()}:{PORT}", f"--rdzv_id={self.run_id}",
                 f"--rdzv_conf={conf}", "--max_restarts=100000",
@@ -345,6 +193,7 @@ class Job:
                 f"--shutdown_timeout={SHUTDOWN_TIMEOUT}", f"--stacks_timeout={STACKS_TIMEOUT}",
                 f"--event_log_handler=json:{os.path.join(self.dir, h + '.events')}",
                 "--log_dir", os.path.join(self.dir, "logs-" + h),
+                "/bin/sh", self.c.wrapper, sick_node.marker(self.dir, h),
                 self.c.train, *TRAIN_ARGS, "--checkpoint-dir", self.ckpt,
                 "--dump-params", self.params]
         f = open(os.path.join(self.dir, h + ".out"), "a")
@@ -387,11 +236,20 @@ class Job:
                 self.ev.append(e)
                 if e["event"] == "worker_group_started":
                     self.starts[e["round"]] = self.starts.get(e["round"], 0) + 1
+                    self.calm[(h, e["round"])] = self.calm_now()
                 self.ev_sorted = False
         if not self.ev_sorted:
             self.ev.sort(key=lambda e: e["_t"])
             self.ev_sorted = True
         return self.ev
+
+    def calm_now(self):
+        """Whether nothing that slows the news of a failure is in effect now (a link down, an
+        agent or the daemon away, a stopped worker not yet found): a sick start's detection
+        bound holds then."""
+        if self.link_up_at or self.restart_at or self.daemon_up_at is not None:
+            return False
+        return not any(comm(p) and not zombie(p) for p in self.stopped)
 
     def group_rounds(self, ev):
         """host -> [(t, round)] of worker_group_started."""
@@ -470,6 +328,22 @@ class Job:
             rec.update(host=h, dur=dur)
             if kind == "link_flap":
                 self.quiet_until = max(self.quiet_until, t + dur + KA_BOUND + 0.5)
+        elif kind == "sick_node":
+            # The node falls sick under its running workers (they die, as on a GPU's fatal
+            # error) and its next group starts fail at once until it heals.
+            hosts = [h for h in HOSTS if not os.path.exists(sick_node.marker(self.dir, h))]
+            if not hosts:
+                return None
+            h = self.rng.choice(hosts)
+            starts = self.rng.randint(*SICK_STARTS)
+            log_off = sick_node.make_sick(sick_node.marker(self.dir, h), starts)
+            pids = self.workers(h)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            rec.update(host=h, starts=starts, pids=pids, log_off=log_off)
         elif kind == "store_restart":
             if self.daemon is None or self.daemon.poll() is not None or self.daemon_ended:
                 return None
@@ -634,6 +508,7 @@ class Campaign:
         self.store_client = os.path.join(self.bin, "tests", "store_client")
         self.tmp = tempfile.mkdtemp(prefix="ddpchaos.")
         os.chmod(self.tmp, 0o755)
+        self.wrapper = sick_node.write_wrapper(self.tmp)
         self.token = os.path.join(self.tmp, "token")
         with open(self.token, "wb") as f:
             f.write(os.urandom(32).hex().encode())
@@ -657,8 +532,9 @@ class Campaign:
 
     def plan(self, rng, variant):
         per = self.args.per_job
-        kinds = [k for k in KINDS for _ in range(per) if k != "store_restart" or variant == "daemon"]
-        if variant == "daemon":
+        kinds = [k for k in self.args.kinds for _ in range(per)
+                 if k != "store_restart" or variant == "daemon"]
+        if variant == "daemon" and "store_restart" in self.args.kinds:
             kinds += ["store_restart"] * per  # the daemon's jobs carry the embedded ones' share
         rng.shuffle(kinds)
         return kinds
@@ -730,10 +606,21 @@ def check_job(job, ref, results):
             job.problem("growth", f"host {h} agent {pid}: open descriptors grew from {n[0]} to "
                         f"{n[-1]} over {len(n)} rounds ({grew})")
         results["fd_ranges"].append(max(n) - min(n))
+    # Quarantine: at the minimum every host stays, whatever it failed.
+    stays = sick_node.check_quarantine(job, ev, HOSTS, MAX_NODE_FAILURES)
     # Each fault: detected within its bound, recovered when.
     g = job.group_rounds(ev)
     for f in job.injected:
         kind, t = f["kind"], f["t"]
+        if kind == "sick_node":
+            stats = results["kinds"].setdefault(kind, {"n": 0, "detected": 0, "bounded": 0,
+                                                         "recover": [], "detect": [],
+                                                         "starts": 0, "stays": 0})
+            stats["n"] += 1
+            sick_node.check_fault(job, f, ev, HOSTS, SICK_BOUND, stats)
+            ip = job.c.net.addr[f["host"]]
+            stats["stays"] += sum(1 for r in f["rounds"] if (r, ip) in stays)
+            continue
         det = detect(job, f, ev)
         rec = None
         before = max([r for h in HOSTS for (tt, r) in g[h] if tt <= t] or [-1])
@@ -843,6 +730,14 @@ def detect(job, f, ev):
 def summary_line(kind, s):
     if kind == "link_flap":
         return f"{kind:14s} injected {s['n']:4d}  cost no restart {s['detected']:4d}"
+    if kind == "sick_node":
+        det, rec = sorted(s["detect"]), sorted(s["recover"])
+        return (f"{kind:14s} injected {s['n']:4d}  failed starts {s['starts']} (detected "
+                f"{s['detected']}: {s['bounded']} alone: within bound; {s.get('unseen', 0)} "
+                f"unseen), kept at the minimum {s['stays']}  detect median "
+                f"{statistics.median(det) if det else 0:.2f} s max {max(det or [0]):.2f} s  "
+                f"recover median {statistics.median(rec) if rec else 0:.2f} s max "
+                f"{max(rec or [0]):.2f} s ({len(rec)} timed)")
     rec = sorted(s["recover"])
     det = sorted(s["detect"])
     med = f"{statistics.median(rec):.2f}" if rec else "-"
@@ -870,9 +765,15 @@ def main():
     ap.add_argument("--job", type=int, action="append",
                     help="run only this job of the seed's campaign (repeatable): replays one "
                          "job's schedule without the jobs before it")
+    ap.add_argument("--kinds", type=lambda v: v.split(","), default=KINDS,
+                    help="the kinds of fault to inject, comma-separated (default: every kind: "
+                         + ",".join(KINDS) + ")")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", help="write the results there")
     args = ap.parse_args()
+    unknown = [k for k in args.kinds if k not in KINDS]
+    if unknown or not args.kinds:
+        ap.error(f"--kinds: unknown kind {','.join(unknown)!r} (known: {','.join(KINDS)})")
     if os.geteuid() != 0:
         print("chaos: skipped: needs root (network namespaces)")
         return 77
@@ -908,7 +809,8 @@ def main():
         log(f"clean run: {clean_s:.1f} s, {len(ref)} bytes of parameters")
         i = 0
         while True:
-            counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k) for k in KINDS}
+            counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k)
+                      for k in args.kinds}
             if not args.job and (now() - t0 >= args.minutes * 60
                                  and min(counts.values()) >= args.min_per_kind):
                 break
@@ -943,6 +845,10 @@ def main():
             j.stop()
         camp.net.teardown()
     results["jobs"] = len(jobs)
+    sick = results["kinds"].get("sick_node")
+    if sick and sick["starts"] >= 5 and not sick["stays"]:
+        results["problems"].append(["quarantine", f"{sick['starts']} failed starts of sick "
+                                    f"nodes, and the store never said one stays at the minimum"])
     results["seconds"] = round(now() - t0, 1)
     print(f"chaos: seed {seed}: {len(jobs)} jobs in {results['seconds']} s, "
           f"{results['stray_files']} unfinished checkpoint files left by killed writers")
