@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -22,6 +21,7 @@
 #include "ddp_time.h"
 #include "gpu_mem.h"
 #include "health.h"
+#include "rdzv_proto.h"
 
 /* The back-off between two tries: the first after a second, doubling up to half a minute (a
  * driver reload or a remount may fix a node within minutes; a check per second would flood the
@@ -94,18 +94,14 @@ static void check_start(agent_t *a) {
     }
     /* The node's facts; the visible devices are in the environment it inherits. */
     char lws[64], restarts[64];
+    /* A run id is at most RDZV_RUN_ID_MAX bytes on every path (agent_job_prepare checks it). */
+    char run_id[sizeof DDP_ENV_RUN_ID + RDZV_RUN_ID_MAX + 1];
     snprintf(lws, sizeof lws, "%s=%d", DDP_ENV_NODE_LOCAL_WORLD_SIZE, a->nproc);
     snprintf(restarts, sizeof restarts, "%s=%d", DDP_ENV_RESTART_COUNT, a->attempt);
-    size_t len = strlen(DDP_ENV_RUN_ID) + strlen(job->run_id) + 2;
-    char *run_id = malloc(len);
-    int rc = -ENOMEM;
-    if (run_id != NULL) {
-        snprintf(run_id, len, "%s=%s", DDP_ENV_RUN_ID, job->run_id);
-        const char *env[] = {lws, restarts, run_id, NULL};
-        rc = agent__health_start(a->loop, job->health_check, env, (int)job->health_check_timeout_ms,
+    snprintf(run_id, sizeof run_id, "%s=%s", DDP_ENV_RUN_ID, job->run_id);
+    const char *env[] = {lws, restarts, run_id, NULL};
+    int rc = agent__health_start(a->loop, job->health_check, env, (int)job->health_check_timeout_ms,
                                  on_check_result, a, &a->check);
-        free(run_id);
-    }
     if (rc < 0) {
         snprintf(a->check_reason, sizeof a->check_reason, "--health_check: unable to start: %s",
                  ddp_strerror(rc));

@@ -191,7 +191,9 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             a->result.unfit = 1;
             if (a->store != NULL) {
                 /* The run goes on without this node, but on its store: serve it, with no
-                 * worker, until every other node has hung up (the job is over), then leave. */
+                 * worker, until every other node has hung up (the job is over), then leave.
+                 * The job bounds the wait (its nodes leave through their exit barrier or die,
+                 * which closes their connections); a termination signal ends it at once. */
                 DDP_WARN("this node hosts the rendezvous store: it keeps serving it, with no "
                          "worker, until the other nodes are done");
                 agent__rdzv_leave(r, EV_RDZV_ERROR, UINT64_MAX);

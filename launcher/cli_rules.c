@@ -108,7 +108,12 @@ static int check_health_flags(const launch_spec_t *spec, ddp_err_t *err) {
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_HEALTH_CHECK_TIMEOUT) && spec->health_check == NULL)
         return ddp_err_set(err, DDP_EUSAGE,
                            "--health_check_timeout needs --health_check (it bounds that command)");
-    /* The store's bound on a JOIN's field: past it the store would refuse every JOIN. */
+    return 0;
+}
+
+/* --max_node_failures is a field of every JOIN: past the store's bound the store would refuse
+ * them all (--rdzv_conf's key is parsed with the same bound). */
+static int check_node_failures(const launch_spec_t *spec, ddp_err_t *err) {
     if (spec->max_node_failures > RDZV_ROUND_MAX_RESTARTS)
         return ddp_err_set(err, DDP_EUSAGE, "--max_node_failures: %d is over %d",
                            spec->max_node_failures, RDZV_ROUND_MAX_RESTARTS);
@@ -127,7 +132,8 @@ int launch__check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, 
     if (spec->run_path != NULL && spec->module)
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
     int rc = check_hang_flags(spec, err);
-    if (rc < 0 || (rc = check_health_flags(spec, err)) < 0)
+    if (rc < 0 || (rc = check_health_flags(spec, err)) < 0 ||
+        (rc = check_node_failures(spec, err)) < 0)
         return rc;
     int many = spec->hostfile != NULL || spec->hosts != NULL;
     if (spec->hostfile != NULL && spec->hosts != NULL)

@@ -26,6 +26,13 @@ skip() {
     echo "ok $_n - $1 # SKIP $2"
 }
 
+# The fake worker (tests/fake_worker) reads FW_* variables: a suite starts with none of them
+# inherited from the shell that runs it, and sets what each check needs.
+fake_worker_env_clear() {
+    local v
+    for v in $(compgen -e | grep '^FW_'); do unset "$v"; done
+}
+
 # skip_all WHY: a suite that cannot run here (no root, a missing tool) reports each of its
 # SECTIONS (an array the suite defines) as skipped with WHY, and ends.
 skip_all() {

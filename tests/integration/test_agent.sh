@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR
+fake_worker_env_clear
 
 # run_ddprun OUTFILE ARGS...: runs ddprun bounded by 30 s; stdout+stderr to OUTFILE; returns rc.
 run_ddprun() {

@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR FW_FAIL_ATTEMPTS
+fake_worker_env_clear
 command -v python3 >/dev/null || { skip "structured events" "python3 is missing"; finish; exit 0; }
 
 # events FILE CHECK: parses every JSON line of FILE (other lines ignored) and runs the Python

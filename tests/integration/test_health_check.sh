@@ -10,7 +10,7 @@
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
 FAKENVML=$BIN/tests/unit/libfakenvml.so
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR
+fake_worker_env_clear
 
 # run_ddprun OUTFILE ARGS...: one node, bounded by 60 s; stdout+stderr to OUTFILE; returns rc.
 run_ddprun() {

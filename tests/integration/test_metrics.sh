@@ -8,7 +8,7 @@
 DDPRUN=$BIN/ddprun
 D=$BIN/ddp-rendezvous
 FW=$BIN/tests/fake_worker
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR FW_FAIL_ATTEMPTS
+fake_worker_env_clear
 command -v python3 >/dev/null || { skip "metrics" "python3 is missing"; finish; exit 0; }
 PIDS=()
 cleanup_pids() { local p; for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR
+fake_worker_env_clear
 
 # Fast timeouts so that every round closes within a second. A node is dead after 1 s without a
 # keep-alive: short enough for the tests that kill one, long enough for a loaded CI machine.

@@ -19,8 +19,8 @@
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
 TRAIN=$BIN/train
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR FW_FAIL_ATTEMPTS FW_TERM_EXIT FW_DELAY_MS \
-    FW_QUICK_RANK FW_IGNORE_TERM FW_CHILD FW_ERROR DDPRUN_TOKEN DDPRUN_TOKEN_FILE
+fake_worker_env_clear
+unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE
 
 # Fast timeouts: keep-alive bound 0.2 s x 3 = 600 ms, rounds close 300 ms after min nodes.
 CONF_FAST=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.2,keep_alive_max_attempt=3,close_timeout=5

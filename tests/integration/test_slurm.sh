@@ -11,8 +11,7 @@ H=$ROOT/tests/slurm/slurm-harness.sh
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
 TRAIN=$BIN/train
-unset FW_EXIT FW_SIGNAL FW_RANK FW_SLEEP_MS FW_DIR FW_TERM_EXIT FW_IGNORE_TERM FW_CHILD FW_ERROR \
-    FW_DELAY_MS FW_FAIL_ATTEMPTS FW_QUICK_RANK FW_LINES FW_LINE_LEN FW_STDERR
+fake_worker_env_clear
 unset CUDA_VISIBLE_DEVICES
 # The suite's own clients must not look like steps of some outer Slurm job.
 for v in $(compgen -e | grep '^SLURM_' || true); do unset "$v"; done
