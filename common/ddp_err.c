@@ -12,6 +12,7 @@ const char *ddp_strerror(int code) {
     case DDP_EFRAME: return "malformed frame";
     case DDP_ETOOBIG: return "size limit exceeded";
     case DDP_EAUTH: return "authentication refused";
+    case DDP_EAUTH_PEER: return "the peer could not prove it holds the token";
     case DDP_ECLOSED: return "connection closed by peer";
     case DDP_ETIMEOUT: return "timed out";
     case DDP_EUSAGE: return "usage error";

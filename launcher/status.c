@@ -326,7 +326,9 @@ static void request(const rdzv_client_opts_t *co, const char *id, size_t first, 
 /* One line on stderr for a request that failed: the endpoint once, then why. */
 static void print_failure(const char *host, int port, const status_req_t *q, int have_token) {
     char text[4 * sizeof q->errtext];
-    if (q->rc == DDP_EAUTH)
+    if (q->rc == DDP_EAUTH_PEER) /* we refused the store: the client's text names it, and why */
+        fprintf(stderr, "ddprun status: %s\n", ddp_str_escaped(q->errtext, text, sizeof text));
+    else if (q->rc == DDP_EAUTH)
         fprintf(stderr,
                 "ddprun status: %s:%d: the store refused this client (%s): ddprun status reads the "
                 "job token from " DDP_ENV_TOKEN_NAMES "\n",

@@ -101,7 +101,7 @@ void rdzv__aclient_handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *b
     }
     if (kind == K_HELLO) {
         if (buf[0] == RDZV_AUTH_NOT_NEEDED) {
-            handshake_done(c); /* the server runs without authentication */
+            connect_fail(c, DDP_EAUTH_PEER, RDZV_NO_AUTH_REFUSED);
             return;
         }
         if (buf[0] != RDZV_AUTH_CHALLENGE) {
@@ -131,7 +131,7 @@ void rdzv__aclient_handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *b
         return;
     }
     if (!rdzv__auth_equal(buf + 1, c->hs.smac)) {
-        connect_fail(c, DDP_EAUTH, "the server could not prove it holds the token");
+        connect_fail(c, DDP_EAUTH_PEER, "the server could not prove it holds the token");
         return;
     }
     c->authed = 1;

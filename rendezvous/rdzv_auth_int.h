@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ddp_buf.h"
+#include "ddp_contract.h"
 #include "rdzv_limits.h"
 
 enum { RDZV_ROLE_CLIENT = 0, RDZV_ROLE_SERVER = 1 };
@@ -37,6 +38,14 @@ typedef struct rdzv_handshake {
     uint8_t cnonce[RDZV_AUTH_NONCE_LEN]; /* AUTH_HELLO: the client nonce (filled by hello) */
     uint8_t smac[RDZV_AUTH_MAC_LEN];     /* AUTH_PROOF: the MAC the server must answer with */
 } rdzv_handshake_t;
+
+/* What a client holding a token says of a server that answers AUTH_HELLO with
+ * RDZV_AUTH_NOT_NEEDED (it runs without a token): such a server cannot prove it is the job's
+ * store, and whoever answers first on the endpoint would otherwise run the rendezvous and choose
+ * MASTER_ADDR, so the client refuses it (after "HOST:PORT: "). */
+#define RDZV_NO_AUTH_REFUSED                                                                      \
+    "the store has no token (--no-auth), so it cannot prove it is the job's: refused, as this "   \
+    "client holds one (" DDP_ENV_TOKEN_NAMES ")"
 
 /* Length of the AUTH_HELLO reply with a challenge (status + server nonce), and of the AUTH_PROOF
  * reply when accepted (status + server MAC). The other statuses come alone (1 byte). */

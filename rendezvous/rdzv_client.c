@@ -293,7 +293,7 @@ static int handshake_auth(rdzv_client_t *c, rdzv_handshake_t *hs, uint64_t dl, d
     if (rc < 0)
         return fail(c, rc, err, "AUTH_HELLO");
     if (st == RDZV_AUTH_NOT_NEEDED)
-        return 0; /* the server runs without authentication */
+        return ddp_err_set(err, DDP_EAUTH_PEER, "%s: " RDZV_NO_AUTH_REFUSED, c->peer);
     if (st != RDZV_AUTH_CHALLENGE)
         return ddp_err_set(err, DDP_EPROTO, "%s: unexpected AUTH_HELLO status %u", c->peer, st);
     rc = recv_exact(c, snonce, sizeof snonce, dl);
@@ -316,7 +316,7 @@ static int handshake_auth(rdzv_client_t *c, rdzv_handshake_t *hs, uint64_t dl, d
     if (rc < 0)
         return fail(c, rc, err, "AUTH_PROOF");
     if (!rdzv__auth_equal(smac, hs->smac))
-        return ddp_err_set(err, DDP_EAUTH, "%s: the server could not prove it holds the token",
+        return ddp_err_set(err, DDP_EAUTH_PEER, "%s: the server could not prove it holds the token",
                            c->peer);
     c->authed = 1;
     return 0;

@@ -220,6 +220,30 @@ check "the parked client is told the connection closed" test "$rc" = 5
 unset DDPRUN_STORE_TOKEN
 start_daemon B --no-auth --max-conns 4 --max-mem 4194304
 check "--no-auth prints one warning line" test "$(warn_lines "$TMP/B.err" 'without authentication')" = 1
+# Agents and `ddprun status` that hold a token refuse a store that cannot prove it holds the same
+# one: whoever answers first on the endpoint would otherwise run the rendezvous and pick
+# MASTER_ADDR. Each exits non-zero with one error line naming the endpoint; no worker starts.
+random_token "$TMP/job.tok" >/dev/null
+for n in 0 1; do
+    DDPRUN_TOKEN_FILE=$TMP/job.tok timeout -k 2 20 "$BIN/ddprun" --nnodes 2 --nproc_per_node 1 \
+        --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$PORT_B" --rdzv_id downgrade \
+        --no_python touch "$TMP/downgrade.ran" >"$TMP/down$n.out" 2>&1 &
+    eval "down_pid$n=$!"
+done
+wait "$down_pid0"; down_rc0=$?
+wait "$down_pid1"; down_rc1=$?
+down_lines() { grep -cE "127\.0\.0\.1:$PORT_B: the store has no token \(--no-auth\)" "$1"; }
+[ "$down_rc0" != 0 ] && [ "$down_rc0" != 124 ] && [ "$down_rc1" != 0 ] && [ "$down_rc1" != 124 ] &&
+    [ "$(down_lines "$TMP/down0.out")" = 1 ] && [ "$(down_lines "$TMP/down1.out")" = 1 ] &&
+    [ ! -e "$TMP/downgrade.ran" ]
+verdict "agents with a token refuse a --no-auth store: exit non-zero (${down_rc0}, ${down_rc1}), one line naming it, no worker" ||
+    show_tail "$TMP/down0.out" "$TMP/down1.out"
+DDPRUN_TOKEN_FILE=$TMP/job.tok timeout -k 2 10 "$BIN/ddprun" status \
+    --rdzv_endpoint "127.0.0.1:$PORT_B" --rdzv_id downgrade >"$TMP/down_status.out" 2>&1
+down_rc=$?
+[ "$down_rc" != 0 ] && [ "$down_rc" != 124 ] && [ "$(down_lines "$TMP/down_status.out")" = 1 ]
+verdict "ddprun status with a token refuses a --no-auth store (exit $down_rc)" ||
+    show_tail "$TMP/down_status.out"
 out=$(timeout 12 "$H/store_hostile" "$PORT_B" torch-compat 2>&1)
 check "PyTorch TCPStore byte exchange (VALIDATE PING SET WAIT GET ADD CANCEL_WAIT CHECK ...)" \
     test "$out" = ok

@@ -47,21 +47,28 @@ TEST(test_connect_auth_ok) {
 TEST(test_connect_no_auth) {
     rdzv_aclient_t *c = client_up(e, NULL);
     assert_int_equal(rdzv_aclient_authenticated(c), 0);
-    /* A client with a token talking to a server without one proceeds unauthenticated; by name,
-     * through getaddrinfo ("localhost" may try ::1 first, which refuses: next address). */
+    /* A client with a token refuses a server without one (it cannot prove it is the job's
+     * store); by name, through getaddrinfo ("localhost" may try ::1 first, which refuses: next
+     * address), and the error names that endpoint. */
     status_res_t cr;
     rdzv_client_opts_t o = opts_for(e->port, good_token, 3000, 3000);
     o.host = "localhost";
     rdzv_aclient_t *c2 = start_client(e, &o, &cr);
     run_until(e, &cr.called);
-    if (cr.status != 0)
-        fail_msg("connect: %s", cr.text);
-    assert_int_equal(strncmp(rdzv_aclient_peer(c2), "localhost:", 10), 0);
+    assert_int_equal(cr.status, DDP_EAUTH_PEER);
+    assert_int_equal(strncmp(cr.text, "localhost:", 10), 0);
+    assert_non_null(strstr(cr.text, "the store has no token (--no-auth)"));
     assert_int_equal(rdzv_aclient_authenticated(c2), 0);
+    /* A request queued on the refused client fails; nothing reaches the store. */
     res_t r = {0};
-    assert_int_equal(rdzv_aclient_set(c2, "k", "v", 1, rec_cb, &r, NULL), 0);
-    run_until(e, &r.called);
-    assert_int_equal(r.status, 0);
+    if (rdzv_aclient_set(c2, "k", "v", 1, rec_cb, &r, NULL) == 0) {
+        run_until(e, &r.called);
+        assert_true(r.status < 0);
+    }
+    res_t g = {0};
+    assert_int_equal(rdzv_aclient_get(c, "k", 50, rec_cb, &g, NULL), 0);
+    run_until(e, &g.called);
+    assert_int_equal(g.status, DDP_ETIMEOUT); /* never set */
     client_close(e, c);
     client_close(e, c2);
 }
