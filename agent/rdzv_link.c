@@ -72,6 +72,7 @@ static rdzv_client_opts_t store_opts(const struct agent_rdzv *r, int connect_tim
         .port = (uint16_t)r->port,
         .token = r->token->len ? r->token->data : NULL,
         .token_len = r->token->len,
+        .run_id = r->a->job->run_id, /* the token may be the run's (rdzv_run_token) */
         .connect_timeout_ms = connect_timeout_ms,
         .io_timeout_ms = (int)r->a->job->rdzv.read_timeout_ms,
     };

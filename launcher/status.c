@@ -490,6 +490,7 @@ int launch_status_main(int argc, char **argv) {
                              .port = (uint16_t)(port > 0 ? port : AGENT_DEFAULT_C10D_PORT),
                              .token = token.len ? token.data : NULL,
                              .token_len = token.len,
+                             .run_id = o.id, /* the token may be the run's (rdzv_run_token) */
                              .connect_timeout_ms = connect_ms,
                              .io_timeout_ms = (int)timeout_ms};
     json_t *root = NULL;

@@ -31,6 +31,7 @@ static const char usage_text[] =
     "                      [--max-conns N] [--max-unauth-conns N] [--max-out-buf N]\n"
     "                      [--max-mem N] [--auth-idle-ms MS] [-v ...]\n"
     "                      [--log-level error|warn|info|debug] [--metrics ADDR:PORT]\n"
+    "       ddp-rendezvous [--token-file FILE] --run-token RUN_ID\n"
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
     "  --token-file FILE  job token (raw bytes, >= 16, trailing newline trimmed, mode 600);\n"
@@ -56,6 +57,9 @@ static const char usage_text[] =
     "                     requests by command, waits, keys, memory, rounds, restarts, members\n"
     "                     and each node's silence); port 0 picks one (printed on stdout)\n"
     "  -v, --verbose      one level more per -v\n"
+    "  --run-token RUN_ID print the run token of RUN_ID (hex) under the store's token and exit:\n"
+    "                     a job given it (" DDP_ENV_TOKEN " or " DDP_ENV_TOKEN_FILE ") with\n"
+    "                     --rdzv_id RUN_ID is served that run alone (docs/operations.md)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections, and tells systemd\n"
     "(READY=1 to $NOTIFY_SOCKET) when run as a Type=notify service.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
@@ -173,7 +177,7 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
 /* Parses the flags into o, *token_file and *level. Returns -1 to go on, or the exit code (0 for
  * --help, 2 with one line naming the flag). */
 static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char **token_file,
-                       int *level) {
+                       const char **run_token_for, int *level) {
     enum {
         O_HOST = 256,
         O_PORT,
@@ -188,13 +192,15 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         O_MAX_MEM,
         O_IDLE,
         O_LOG_LEVEL,
-        O_METRICS
+        O_METRICS,
+        O_RUN_TOKEN
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, O_HOST},
         {"port", required_argument, NULL, O_PORT},
         {"token-file", required_argument, NULL, O_TOKEN_FILE},
         {"no-auth", no_argument, NULL, O_NO_AUTH},
+        {"run-token", required_argument, NULL, O_RUN_TOKEN},
         {"max-key-len", required_argument, NULL, O_MAX_KEY},
         {"max-value-len", required_argument, NULL, O_MAX_VALUE},
         {"max-keys", required_argument, NULL, O_MAX_KEYS},
@@ -240,6 +246,7 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
             o->port = (uint16_t)v;
             break;
         case O_TOKEN_FILE: *token_file = a; break;
+        case O_RUN_TOKEN: *run_token_for = a; break;
         case O_NO_AUTH: o->no_auth = 1; break;
         case O_MAX_KEY:
         case O_MAX_VALUE:
@@ -338,13 +345,29 @@ static int load_token(rdzv_server_opts_t *o, const char *token_file, ddp_buf_t *
     return -1;
 }
 
+/* --run-token: the hex run token of run_id on stdout. Returns the exit code. */
+static int print_run_token(ddp_buf_t *tok, const char *run_id) {
+    ddp_buf_t hex = DDP_BUF_INIT;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_run_token(tok->data, tok->len, run_id, &hex, &err);
+    memset(tok->data, 0, tok->cap);
+    ddp_buf_free(tok);
+    if (rc < 0)
+        return usage_error("--run-token: %s", err.text);
+    rc = printf("%s\n", (const char *)hex.data) < 0 || fflush(stdout) != 0 ? 1 : 0;
+    memset(hex.data, 0, hex.cap);
+    ddp_buf_free(&hex);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     rdzv_server_opts_t o = {0};
     o.host = "127.0.0.1";
     o.port = 29400;
-    const char *token_file = NULL;
+    const char *token_file = NULL, *run_token_for = NULL;
     int level = DDP_LOG_WARN;
-    int rc = parse_flags(argc, argv, &o, &token_file, &level);
+    int rc = parse_flags(argc, argv, &o, &token_file, &run_token_for, &level);
     if (rc >= 0)
         return rc;
     ddp_log_init("rendezvous", level > DDP_LOG_DEBUG ? DDP_LOG_DEBUG : level);
@@ -352,7 +375,11 @@ int main(int argc, char **argv) {
      * an EPIPE on that connection, not a SIGPIPE that ends the store silently for every job. */
     signal(SIGPIPE, SIG_IGN);
     ddp_buf_t tok = DDP_BUF_INIT;
+    if (run_token_for != NULL && o.no_auth)
+        return usage_error("--run-token: a store without a token (--no-auth) has no run tokens");
     if ((rc = load_token(&o, token_file, &tok)) >= 0)
         return rc;
+    if (run_token_for != NULL)
+        return print_run_token(&tok, run_token_for);
     return serve(&o, &tok);
 }

@@ -68,14 +68,15 @@ static void start_handshake(rdzv_aclient_t *c) {
     /* Without a token, like PyTorch's client: VALIDATE, then a PING proves the server accepted
      * us (reply_len checks the echo against r->nonce). */
     r->nonce = ++c->ping_seq;
-    c->hs =
-        (rdzv_handshake_t){.token = c->token, .token_len = c->token_len, .ping_nonce = r->nonce};
+    c->hs = (rdzv_handshake_t){
+        .token = c->token, .token_len = c->token_len, .run_id = c->run_id, .ping_nonce = r->nonce};
     int rc = rdzv__handshake_hello_encode(&c->hs, &r->frame);
     if (rc < 0) {
         rdzv__aclient_req_free(r);
         connect_fail(c, rc,
-                     rc == DDP_EAUTH ? "libcrypto has no randomness"
-                                     : "out of memory for the handshake");
+                     rc == DDP_EAUTH    ? "libcrypto has no randomness"
+                     : rc == DDP_EUSAGE ? "the run id is empty or too long"
+                                        : "out of memory for the handshake");
         return;
     }
     send_internal(c, r);
@@ -406,6 +407,7 @@ static void maybe_finish(rdzv_aclient_t *c) {
         memset(c->token, 0, c->token_len);
         free(c->token);
     }
+    free(c->run_id);
     free(c->host);
     free(c);
 }
@@ -459,6 +461,8 @@ int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_a
         memcpy(c->token, opts->token, opts->token_len);
         c->token_len = opts->token_len;
     }
+    if (opts->run_id != NULL && (c->run_id = strdup(opts->run_id)) == NULL)
+        goto nomem;
     c->loop = loop;
     c->port = opts->port;
     rdzv__aclient_msgf(c->peer, sizeof c->peer, strchr(opts->host, ':') ? "[%s]:%u" : "%s:%u",

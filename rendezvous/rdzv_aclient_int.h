@@ -91,6 +91,7 @@ struct rdzv_aclient {
     char *host;
     uint8_t *token;
     size_t token_len;
+    char *run_id;        /* rdzv_client_opts_t.run_id, owned; NULL: none */
     rdzv_handshake_t hs; /* the handshake in progress (nonces, the server's expected MAC) */
     uint32_t ping_seq;
     struct sockaddr_storage addrs[MAX_ADDRS];

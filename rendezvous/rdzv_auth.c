@@ -21,6 +21,7 @@
 #include "ddp_escape.h"
 #include "rdzv_client.h"
 #include "rdzv_frame_int.h"
+#include "rdzv_proto.h"
 
 static const char *const role_labels[] = {"ddprun-store-auth-v1 client",
                                           "ddprun-store-auth-v1 server"};
@@ -41,6 +42,37 @@ int rdzv__auth_mac(const void *token, size_t token_len, int role,
         md_len != RDZV_AUTH_MAC_LEN)
         return DDP_EAUTH;
     return 0;
+}
+
+int rdzv__run_key(const void *token, size_t token_len, const char *run_id, size_t run_id_len,
+                  uint8_t out[RDZV_AUTH_MAC_LEN]) {
+    static const char label[] = "ddprun-run-token-v1 ";
+    uint8_t msg[sizeof label - 1 + RDZV_RUN_ID_MAX];
+    unsigned int md_len = 0;
+    if (token_len > RDZV_TOKEN_MAX_LEN || run_id_len == 0 || run_id_len > RDZV_RUN_ID_MAX)
+        return DDP_EAUTH;
+    memcpy(msg, label, sizeof label - 1);
+    memcpy(msg + sizeof label - 1, run_id, run_id_len);
+    if (HMAC(EVP_sha256(), token, (int)token_len, msg, sizeof label - 1 + run_id_len, out,
+             &md_len) == NULL ||
+        md_len != RDZV_AUTH_MAC_LEN)
+        return DDP_EAUTH;
+    return 0;
+}
+
+int rdzv_run_token(const void *token, size_t token_len, const char *run_id, ddp_buf_t *out,
+                   ddp_err_t *err) {
+    uint8_t key[RDZV_AUTH_MAC_LEN];
+    int rc = rdzv_run_id_check(run_id, err);
+    if (rc < 0)
+        return rc;
+    if (token_len == 0)
+        return ddp_err_set(err, DDP_EUSAGE, "no store token to derive a run token from");
+    if (rdzv__run_key(token, token_len, run_id, strlen(run_id), key) < 0)
+        return ddp_err_set(err, DDP_EAUTH, "libcrypto failed to compute a MAC");
+    rc = rdzv_token_to_hex(key, sizeof key, out);
+    OPENSSL_cleanse(key, sizeof key);
+    return rc < 0 ? ddp_err_set(err, rc, "out of memory") : 0;
 }
 
 int rdzv__auth_equal(const uint8_t a[RDZV_AUTH_MAC_LEN], const uint8_t b[RDZV_AUTH_MAC_LEN]) {
@@ -68,12 +100,19 @@ int rdzv__handshake_hello_encode(rdzv_handshake_t *hs, ddp_buf_t *b) {
     int with_token = hs->token != NULL && hs->token_len > 0;
     if (with_token && hs->token_len > RDZV_TOKEN_MAX_LEN)
         return DDP_EUSAGE;
+    if (with_token && hs->run_id != NULL &&
+        (hs->run_id[0] == '\0' || strlen(hs->run_id) > RDZV_RUN_ID_MAX))
+        return DDP_EUSAGE;
     if (with_token && rdzv__random(hs->cnonce, sizeof hs->cnonce) < 0)
         return DDP_EAUTH;
     size_t start = b->len;
     int rc = rdzv__put_u8(b, RDZV_CMD_VALIDATE);
     rc = rc ? rc : rdzv__put_u32(b, RDZV_VALIDATE_MAGIC);
-    if (with_token) {
+    if (with_token && hs->run_id != NULL) {
+        rc = rc ? rc : rdzv__put_u8(b, RDZV_CMD_AUTH_HELLO_RUN);
+        rc = rc ? rc : ddp_buf_append(b, hs->cnonce, sizeof hs->cnonce);
+        rc = rc ? rc : rdzv__put_blob(b, hs->run_id, strlen(hs->run_id));
+    } else if (with_token) {
         rc = rc ? rc : rdzv__put_u8(b, RDZV_CMD_AUTH_HELLO);
         rc = rc ? rc : ddp_buf_append(b, hs->cnonce, sizeof hs->cnonce);
     } else {

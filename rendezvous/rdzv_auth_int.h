@@ -21,6 +21,12 @@ int rdzv__auth_mac(const void *token, size_t token_len, int role,
                    const uint8_t snonce[RDZV_AUTH_NONCE_LEN],
                    const uint8_t cnonce[RDZV_AUTH_NONCE_LEN], uint8_t out[RDZV_AUTH_MAC_LEN]);
 
+/* The token of one run: HMAC-SHA256(token, "ddprun-run-token-v1 " || run_id), 32 bytes. A store
+ * that holds `token` derives it for any run id, so a client holding it proves it may act in that
+ * run (and nowhere else) without the store keeping per-run secrets. Returns 0 or DDP_EAUTH. */
+int rdzv__run_key(const void *token, size_t token_len, const char *run_id, size_t run_id_len,
+                  uint8_t out[RDZV_AUTH_MAC_LEN]);
+
 /* Constant-time comparison of two MACs: 1 when equal. */
 int rdzv__auth_equal(const uint8_t a[RDZV_AUTH_MAC_LEN], const uint8_t b[RDZV_AUTH_MAC_LEN]);
 
@@ -34,6 +40,7 @@ int rdzv__random(void *buf, size_t n);
 typedef struct rdzv_handshake {
     const void *token; /* borrowed; NULL or token_len 0: no authentication (PING) */
     size_t token_len;
+    const char *run_id; /* borrowed; with a token: AUTH_HELLO_RUN for this run (NULL: AUTH_HELLO) */
     uint32_t ping_nonce;                 /* PING: the nonce the server must echo (caller's) */
     uint8_t cnonce[RDZV_AUTH_NONCE_LEN]; /* AUTH_HELLO: the client nonce (filled by hello) */
     uint8_t smac[RDZV_AUTH_MAC_LEN];     /* AUTH_PROOF: the MAC the server must answer with */
@@ -43,8 +50,8 @@ typedef struct rdzv_handshake {
  * RDZV_AUTH_NOT_NEEDED (it runs without a token): such a server cannot prove it is the job's
  * store, and whoever answers first on the endpoint would otherwise run the rendezvous and choose
  * MASTER_ADDR, so the client refuses it (after "HOST:PORT: "). */
-#define RDZV_NO_AUTH_REFUSED                                                                      \
-    "the store has no token (--no-auth), so it cannot prove it is the job's: refused, as this "   \
+#define RDZV_NO_AUTH_REFUSED                                                                       \
+    "the store has no token (--no-auth), so it cannot prove it is the job's: refused, as this "    \
     "client holds one (" DDP_ENV_TOKEN_NAMES ")"
 
 /* Length of the AUTH_HELLO reply with a challenge (status + server nonce), and of the AUTH_PROOF
@@ -52,8 +59,9 @@ typedef struct rdzv_handshake {
 #define RDZV_HELLO_REPLY_LEN (1 + RDZV_AUTH_NONCE_LEN)
 #define RDZV_PROOF_REPLY_LEN (1 + RDZV_AUTH_MAC_LEN)
 
-/* Appends the handshake's first frames to b: VALIDATE, then AUTH_HELLO with a fresh random client
- * nonce (kept in hs->cnonce) when hs has a token, else PING with hs->ping_nonce. The server
+/* Appends the handshake's first frames to b: VALIDATE, then AUTH_HELLO (AUTH_HELLO_RUN with the
+ * run id when hs->run_id is set) with a fresh random client nonce (kept in hs->cnonce) when hs has
+ * a token, else PING with hs->ping_nonce. The server
  * answers AUTH_HELLO with a status byte (RDZV_AUTH_CHALLENGE + its 32-byte nonce, or
  * RDZV_AUTH_NOT_NEEDED) and PING with the 4-byte nonce. Returns 0, -ENOMEM, DDP_EUSAGE (token
  * longer than RDZV_TOKEN_MAX_LEN) or DDP_EAUTH (no randomness); b is unchanged on error. */

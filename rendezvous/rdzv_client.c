@@ -23,6 +23,7 @@
 #include "rdzv_auth_int.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"
+#include "rdzv_proto.h"
 
 #define CLIENT_RBUF 8192
 #define DEFAULT_CONNECT_MS 30000
@@ -326,11 +327,16 @@ static int handshake_auth(rdzv_client_t *c, rdzv_handshake_t *hs, uint64_t dl, d
 static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *err) {
     uint64_t dl = deadline_in(c->io_timeout_ms);
     c->ping_seq = (uint32_t)getpid();
-    rdzv_handshake_t hs = {.token = o->token, .token_len = o->token_len, .ping_nonce = c->ping_seq};
+    rdzv_handshake_t hs = {.token = o->token,
+                           .token_len = o->token_len,
+                           .run_id = o->run_id,
+                           .ping_nonce = c->ping_seq};
     int rc = rdzv__handshake_hello_encode(&hs, &c->w);
     if (rc == DDP_EUSAGE)
-        return ddp_err_set(err, DDP_EUSAGE, "%s: token longer than %zu bytes", c->peer,
-                           RDZV_TOKEN_MAX_LEN);
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "%s: token longer than %zu bytes, or the run id empty or longer than "
+                           "%d",
+                           c->peer, RDZV_TOKEN_MAX_LEN, RDZV_RUN_ID_MAX);
     if (rc == DDP_EAUTH)
         return ddp_err_set(err, DDP_EAUTH, "%s: libcrypto has no randomness", c->peer);
     if (rc < 0)

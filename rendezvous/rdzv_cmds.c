@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "ddp_log.h"
 #include "rdzv_auth_int.h"
 
@@ -311,27 +313,55 @@ static void cmd_auth_hello(conn_t *c, const rdzv_req_t *r) {
         return;
     }
     memcpy(c->auth->cnonce, r->val.p, RDZV_AUTH_NONCE_LEN);
+    /* AUTH_HELLO_RUN: the frame parser bounded the run id and checked it is printable. */
+    size_t n = r->cmd == RDZV_CMD_AUTH_HELLO_RUN ? r->key.n : 0;
+    if (n > 0)
+        memcpy(c->auth->run_id, r->key.p, n);
+    c->auth->run_id[n] = '\0';
     if (rdzv__reply_u8(c, RDZV_AUTH_CHALLENGE) == 0)
         rdzv__reply_bytes(c, c->auth->snonce, RDZV_AUTH_NONCE_LEN);
 }
 
+/* The client's MAC under key (into want) and the server's answer (into mine). Returns 0 or
+ * DDP_EAUTH. */
+static int proof_macs(const void *key, size_t key_len, const auth_state_t *a,
+                      uint8_t want[RDZV_AUTH_MAC_LEN], uint8_t mine[RDZV_AUTH_MAC_LEN]) {
+    if (rdzv__auth_mac(key, key_len, RDZV_ROLE_CLIENT, a->snonce, a->cnonce, want) < 0 ||
+        rdzv__auth_mac(key, key_len, RDZV_ROLE_SERVER, a->snonce, a->cnonce, mine) < 0)
+        return DDP_EAUTH;
+    return 0;
+}
+
+/* The proof may use the store's token (the whole store), or, after AUTH_HELLO_RUN, the run's
+ * token derived from it (that run alone: c->scope). */
 static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
     if (s->token_len == 0 || c->state != ST_AUTH || c->auth == NULL) {
         rdzv__conn_fail(c, &s->st.auth_refused, "AUTH_PROOF out of sequence");
         return;
     }
-    uint8_t want[RDZV_AUTH_MAC_LEN], mine[RDZV_AUTH_MAC_LEN];
-    if (rdzv__auth_mac(s->token, s->token_len, RDZV_ROLE_CLIENT, c->auth->snonce, c->auth->cnonce,
-                       want) < 0 ||
-        rdzv__auth_mac(s->token, s->token_len, RDZV_ROLE_SERVER, c->auth->snonce, c->auth->cnonce,
-                       mine) < 0) {
+    uint8_t want[RDZV_AUTH_MAC_LEN], mine[RDZV_AUTH_MAC_LEN], run_key[RDZV_AUTH_MAC_LEN];
+    auth_state_t *a = c->auth;
+    int failed = proof_macs(s->token, s->token_len, a, want, mine) < 0;
+    int whole = !failed && rdzv__auth_equal(want, r->val.p);
+    int run = 0;
+    if (!failed && !whole && a->run_id[0] != '\0') {
+        failed = rdzv__run_key(s->token, s->token_len, a->run_id, strlen(a->run_id), run_key) < 0 ||
+                 proof_macs(run_key, sizeof run_key, a, want, mine) < 0;
+        run = !failed && rdzv__auth_equal(want, r->val.p);
+        OPENSSL_cleanse(run_key, sizeof run_key);
+    }
+    if (failed) {
         rdzv__conn_fail(c, &s->st.auth_refused, "libcrypto failed to compute a MAC");
+        return;
+    }
+    if (run && (c->scope = strdup(a->run_id)) == NULL) {
+        rdzv__conn_fail(c, &s->st.mem_refused, "no memory for the connection's run");
         return;
     }
     free(c->auth);
     c->auth = NULL;
-    if (!rdzv__auth_equal(want, r->val.p)) {
+    if (!whole && !run) {
         rdzv__slog(s, DDP_LOG_WARN,
                    "closing connection from %s: authentication refused (wrong token)", c->peer);
         s->st.auth_refused++;
@@ -341,7 +371,11 @@ static void cmd_auth_proof(conn_t *c, const rdzv_req_t *r) {
     }
     c->state = ST_READY;
     rdzv__conn_ready(c);
-    rdzv__slog(s, DDP_LOG_DEBUG, "authenticated %s", c->peer);
+    if (run)
+        rdzv__slog(s, DDP_LOG_DEBUG, "authenticated %s for run '%s' (its run token)", c->peer,
+                   c->scope);
+    else
+        rdzv__slog(s, DDP_LOG_DEBUG, "authenticated %s", c->peer);
     if (rdzv__reply_u8(c, RDZV_AUTH_OK) == 0)
         rdzv__reply_bytes(c, mine, RDZV_AUTH_MAC_LEN);
 }
@@ -407,14 +441,72 @@ static void cmd_multi_set(conn_t *c, const rdzv_req_t *r) {
     }
 }
 
+/* ---- a connection that holds a run token (c->scope) ---- */
+
+/* 1 when key belongs to run: <prefix>/<run>/..., a prefix without '/' (the store's own __rdzv, the
+ * worker library's ddpw: every key a job keeps in the store has that form, rdzv_layout.h). */
+static int scope_key_ok(const char *run, const rdzv_slice_t *key) {
+    const uint8_t *slash = memchr(key->p, '/', key->n);
+    if (slash == NULL || slash == key->p)
+        return 0;
+    size_t at = (size_t)(slash - key->p) + 1, n = strlen(run);
+    return key->n > at + n && memcmp(key->p + at, run, n) == 0 && key->p[at + n] == '/';
+}
+
+/* 1 when c may run r; else c is closed with one line naming the key and the run. A connection
+ * with a run token reaches that run's keys alone: listing or counting every key is refused. */
+static int scope_allows(conn_t *c, const rdzv_req_t *r) {
+    if (c->scope == NULL)
+        return 1;
+    rdzv_slice_t bad = {NULL, 0};
+    switch (r->cmd) {
+    case RDZV_CMD_CHECK:
+    case RDZV_CMD_WAIT:
+    case RDZV_CMD_MULTI_GET:
+    case RDZV_CMD_MULTI_SET: {
+        const uint8_t *cur = r->list.p;
+        for (uint64_t i = 0; i < r->nkeys && bad.p == NULL; i++) {
+            rdzv_slice_t k, v;
+            rdzv__list_next(&cur, r->cmd == RDZV_CMD_MULTI_SET, &k, &v);
+            if (!scope_key_ok(c->scope, &k))
+                bad = k;
+        }
+        break;
+    }
+    case RDZV_CMD_GETNUMKEYS:
+    case RDZV_CMD_LIST_KEYS:
+        rdzv__conn_fail(c, &c->s->st.auth_refused,
+                        "%s refused: this connection holds the run token of '%s', which reaches "
+                        "that run's keys alone",
+                        rdzv__cmd_name(r->cmd), c->scope);
+        return 0;
+    default:
+        if (r->key.p != NULL && !scope_key_ok(c->scope, &r->key))
+            bad = r->key;
+        break;
+    }
+    if (bad.p == NULL)
+        return 1;
+    char shown[4 * 64 + 8];
+    rdzv__conn_fail(c, &c->s->st.auth_refused,
+                    "%s of key '%s' refused: this connection holds the run token of '%s', which "
+                    "reaches keys <prefix>/%s/... alone",
+                    rdzv__cmd_name(r->cmd), rdzv__key_repr(bad.p, bad.n, shown, sizeof shown),
+                    c->scope, c->scope);
+    return 0;
+}
+
 /* Runs one request. The connection may be closing afterwards. */
 static void dispatch(conn_t *c, const rdzv_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
     s->cmd_counts[r->cmd]++;
+    if (!scope_allows(c, r))
+        return;
     switch (r->cmd) {
     case RDZV_CMD_VALIDATE: cmd_validate(c, r); return;
-    case RDZV_CMD_AUTH_HELLO: cmd_auth_hello(c, r); return;
+    case RDZV_CMD_AUTH_HELLO:
+    case RDZV_CMD_AUTH_HELLO_RUN: cmd_auth_hello(c, r); return;
     case RDZV_CMD_AUTH_PROOF: cmd_auth_proof(c, r); return;
     case RDZV_CMD_PING: rdzv__reply_u32(c, r->u32); return;
     case RDZV_CMD_SET: set_value(c, &r->key, r->val.p, r->val.n); return;
@@ -459,7 +551,7 @@ static int state_allows(conn_t *c, uint8_t cmd) {
                         rdzv__cmd_name(cmd), cmd);
         return 0;
     }
-    if (cmd == RDZV_CMD_AUTH_HELLO || cmd == RDZV_CMD_AUTH_PROOF)
+    if (cmd == RDZV_CMD_AUTH_HELLO || cmd == RDZV_CMD_AUTH_HELLO_RUN || cmd == RDZV_CMD_AUTH_PROOF)
         return 1;
     rdzv__conn_fail(c, &c->s->st.auth_refused, "%s before authentication", rdzv__cmd_name(cmd));
     return 0;
@@ -533,6 +625,8 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
                 c->need = need;
                 break;
             }
+            if (!rdzv__round_in_scope(c, &rreq))
+                break;
             rdzv__round_dispatch(c, &rreq);
             off += (size_t)rn;
             continue;

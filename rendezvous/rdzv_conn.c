@@ -60,6 +60,7 @@ static void on_conn_closed(uv_handle_t *h) {
     buf_release(s, &c->out);
     buf_release(s, &c->wbuf);
     free(c->auth);
+    free(c->scope);
     mem_acct(s, sizeof *c, 0);
     free(c);
     s->live_handles--;

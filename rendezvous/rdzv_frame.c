@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rdzv_proto.h"
+
 /* A read position over the buffered bytes. */
 typedef struct cursor {
     const uint8_t *buf;
@@ -42,6 +44,7 @@ const char *rdzv__cmd_name(int cmd) {
     case RDZV_CMD_AUTH_PROOF: return "AUTH_PROOF";
     case RDZV_CMD_GET_WAIT: return "GET_WAIT";
     case RDZV_CMD_STATS: return "STATS";
+    case RDZV_CMD_AUTH_HELLO_RUN: return "AUTH_HELLO_RUN";
     default: return "UNKNOWN";
     }
 }
@@ -216,6 +219,19 @@ long rdzv__frame_parse_as(uint8_t cmd, const uint8_t *buf, size_t len,
         if (rc > 0) {
             req->val.p = p;
             req->val.n = RDZV_AUTH_NONCE_LEN;
+        }
+        break;
+    case RDZV_CMD_AUTH_HELLO_RUN:
+        rc = read_fixed(&c, RDZV_AUTH_NONCE_LEN, "auth payload", &p);
+        if (rc > 0) {
+            req->val.p = p;
+            req->val.n = RDZV_AUTH_NONCE_LEN;
+            rc = read_blob(&c, RDZV_RUN_ID_MAX, "run id", &req->key);
+        }
+        if (rc > 0 && (req->key.n == 0 || rdzv_name_bad_at(req->key.p, req->key.n) < req->key.n)) {
+            if (err != NULL && err->code == 0)
+                err->offset = (long)(c.off - req->key.n - 8);
+            rc = ddp_err_set(err, DDP_EFRAME, "the run id is empty or not printable ASCII");
         }
         break;
     case RDZV_CMD_GET_WAIT:

@@ -38,6 +38,9 @@ enum rdzv_cmd {
     RDZV_CMD_AUTH_PROOF = 0x41, /* 32-byte MAC -> u8 status [+ 32-byte server MAC] */
     RDZV_CMD_GET_WAIT = 0x42,   /* key, u8 mode -> u8 0 + blob, or u8 1 (absent / canceled) */
     RDZV_CMD_STATS = 0x43,      /* -> blob of "name value\n" lines */
+    /* AUTH_HELLO for one run: 32-byte client nonce, blob run id -> as AUTH_HELLO. The proof may
+     * use the store's token (the whole store) or the run's token (that run alone). */
+    RDZV_CMD_AUTH_HELLO_RUN = 0x44,
 };
 
 /* The VALIDATE magic (TCPStore: validationMagicNumber). */
@@ -83,7 +86,7 @@ typedef struct rdzv_frame_limits {
 typedef struct rdzv_req {
     uint8_t cmd;
     rdzv_slice_t key;  /* SET, COMPARE_SET, GET, ADD, DELETE_KEY, APPEND, GET_WAIT, QUEUE_*,
-                          BARRIER */
+                          BARRIER; AUTH_HELLO_RUN: the run id */
     rdzv_slice_t val;  /* SET/APPEND/QUEUE_PUSH value, COMPARE_SET expected, AUTH_* 32 bytes */
     rdzv_slice_t val2; /* COMPARE_SET desired */
     int64_t delta;     /* ADD delta, BARRIER world size */

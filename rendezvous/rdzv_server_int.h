@@ -76,6 +76,7 @@ struct waiter {
 typedef struct auth_state {
     uint8_t snonce[RDZV_AUTH_NONCE_LEN];
     uint8_t cnonce[RDZV_AUTH_NONCE_LEN];
+    char run_id[RDZV_RUN_ID_MAX + 1]; /* AUTH_HELLO_RUN's run; "" after AUTH_HELLO */
 } auth_state_t;
 
 struct conn {
@@ -96,6 +97,10 @@ struct conn {
     size_t wait_left;
     waiter_t *waiters;
     auth_state_t *auth;
+    /* The run this connection was authenticated for with that run's token (AUTH_HELLO_RUN): it
+     * is served that run's rendezvous commands and keys alone (rdzv_scope.c). NULL: the whole
+     * store (the store's token, or no authentication). Owned. */
+    char *scope;
     uint64_t id; /* the member id the rendezvous knows this connection by */
     char peer[64];
 };
@@ -307,6 +312,11 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r);
  * JOIN and STATUS with an error reply that names it, logs one warning naming the peer, and
  * closes c once the reply is written. */
 void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err);
+
+/* 1 when c may send rendezvous request r: c holds the store's token (or none is needed), or the
+ * run token of r's run. Else r is answered as refused (DDP_EAUTH, the text naming both runs),
+ * logged and counted (auth_refused), c is closed, and 0 is returned. */
+int rdzv__round_in_scope(conn_t *c, const rdzv_round_req_t *r);
 
 /* Carries out the actions the rendezvous produced, then re-arms its timer. */
 void rdzv__rounds_after(rdzv_server_t *s);

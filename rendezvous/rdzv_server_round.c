@@ -287,13 +287,10 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv__rounds_after(s);
 }
 
-void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
-    const char *name = rdzv_round_cmd_name(cmd);
-    /* "RDZV_JOIN" -> "JOIN": the log and the reply say "malformed JOIN". */
-    name = name != NULL ? name + strlen("RDZV_") : "rendezvous";
-    char text[RDZV_ROUND_TEXT_MAX];
-    snprintf(text, sizeof text, "malformed %s: %s (byte %ld)", name, err->text, err->offset);
-    /* JOIN and STATUS replies carry an error text: the client learns which field was wrong. */
+/* Answers a refused rendezvous request with text (JOIN and STATUS replies carry it, so the client
+ * learns why), logs it naming the peer, counts it and closes the connection. */
+static void refuse_and_close(conn_t *c, uint8_t cmd, int code, const char *text,
+                             uint64_t *counter) {
     ddp_buf_t b = DDP_BUF_INIT;
     int rc = -1;
     if (cmd == RDZV_CMD_RDZV_JOIN)
@@ -308,7 +305,31 @@ void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) 
     if (c->closing)
         return;
     rdzv__slog(c->s, DDP_LOG_WARN, "closing connection from %s: %s", c->peer, text);
-    c->s->st.bad_frames++;
+    (*counter)++;
     c->close_after_write = 1;
     rdzv__conn_flush(c);
+}
+
+void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
+    const char *name = rdzv_round_cmd_name(cmd);
+    /* "RDZV_JOIN" -> "JOIN": the log and the reply say "malformed JOIN". */
+    name = name != NULL ? name + strlen("RDZV_") : "rendezvous";
+    char text[RDZV_ROUND_TEXT_MAX];
+    snprintf(text, sizeof text, "malformed %s: %s (byte %ld)", name, err->text, err->offset);
+    refuse_and_close(c, cmd, code, text, &c->s->st.bad_frames);
+}
+
+int rdzv__round_in_scope(conn_t *c, const rdzv_round_req_t *r) {
+    if (c->scope == NULL || strcmp(r->join.run_id, c->scope) == 0)
+        return 1;
+    /* Both run ids are printable ASCII of at most RDZV_RUN_ID_MAX bytes (the parsers check). */
+    const char *name = rdzv_round_cmd_name(r->cmd);
+    char text[RDZV_ROUND_TEXT_MAX];
+    snprintf(text, sizeof text,
+             "%s for rendezvous '%s' refused: this connection holds the run token of '%s' and may "
+             "act in that run alone",
+             name != NULL ? name + strlen("RDZV_") : "rendezvous command", r->join.run_id,
+             c->scope);
+    refuse_and_close(c, r->cmd, DDP_EAUTH, text, &c->s->st.auth_refused);
+    return 0;
 }

@@ -155,6 +155,7 @@ static int connect_store(ddpw_ctx_t *c, int connect_ms, ddp_err_t *err) {
         .port = c->env.store_port,
         .token = tok.len ? tok.data : NULL,
         .token_len = tok.len,
+        .run_id = c->env.run_id, /* the token may be the run's (rdzv_run_token) */
         .connect_timeout_ms = connect_ms,
         .io_timeout_ms = c->timeout_ms,
     };

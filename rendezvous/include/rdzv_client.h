@@ -24,6 +24,9 @@ typedef struct rdzv_client_opts {
     uint16_t port;     /* required */
     const void *token; /* job token; NULL or token_len 0 = do not authenticate */
     size_t token_len;
+    /* With a token: the run this client acts in (AUTH_HELLO_RUN), so that the token may be that
+     * run's token (rdzv_run_token) as well as the store's. NULL: the store's token only. */
+    const char *run_id;
     int connect_timeout_ms; /* total budget for connect retries (backoff); <= 0 means 30000 */
     int io_timeout_ms;      /* bound on one request/reply exchange; <= 0 means 60000 */
 } rdzv_client_opts_t;
@@ -133,6 +136,15 @@ int rdzv_token_generate(ddp_buf_t *tok, size_t n, ddp_err_t *err);
 /* Writes token as lower-case hex into hex (replaced; NUL-terminated), e.g. for
  * setenv(DDP_ENV_STORE_TOKEN, (char *)hex.data, 1). Returns 0 or -ENOMEM. */
 int rdzv_token_to_hex(const void *token, size_t len, ddp_buf_t *hex);
+
+/* The run token of run_id under the store token `token`, as hex into out (replaced;
+ * NUL-terminated): HMAC-SHA256(token, "ddprun-run-token-v1 " || run_id). A client that holds it
+ * (DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) and names the run (rdzv_client_opts_t
+ * .run_id) is served that run alone by a store holding `token`: its rendezvous commands and the
+ * keys of the form <prefix>/<run_id>/... (docs/protocol.md, "Run tokens"). Returns 0, -EINVAL
+ * (run id not valid: rdzv_run_id_check), DDP_EUSAGE (no token) or DDP_EAUTH. */
+int rdzv_run_token(const void *token, size_t token_len, const char *run_id, ddp_buf_t *out,
+                   ddp_err_t *err);
 
 /* STATS (a ddprun command): out receives the server's counters as text, one "name value"
  * line each (conns, keys, waiting, mem_used, requests, ...). */

@@ -5,7 +5,12 @@
  * EOF), no-validate (SET first), unauth (VALIDATE then SET on a token server), idle (connect and
  * stay silent), slow-reader (pipeline GETs of a large value without reading), torch-compat (the
  * byte exchange of a PyTorch TCPStore client; checks every reply byte), rdzv-ctl (a JOIN whose
- * host holds ESC and BEL; prints the store's error reply).
+ * host holds ESC and BEL; prints the store's error reply), other-run (`store_hostile PORT
+ * other-run CMD RUN`: CMD, one of status, abort, unfit, join or get, aimed at run RUN, or at its
+ * key __rdzv/RUN/end/0; prints the store's error reply, if any, and "closed after N ms" when the
+ * store then closed the connection, exit 0; "served" and exit 1 when it answered as to a member).
+ * With STORE_HOSTILE_RUN set, the handshake names that run (AUTH_HELLO_RUN), so that the token may
+ * be its run token.
  * The token (rdzv_token_load: DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) is used by
  * slow-reader. Prints "closed after N ms" when the server closed the connection, "ok" for
  * torch-compat; exit 0 when the server behaved as expected, 1 otherwise. Every wait is bounded (10
@@ -106,7 +111,11 @@ static int handshake(void) {
     ddp_buf_t tok = DDP_BUF_INIT, b = DDP_BUF_INIT;
     if (rdzv_token_load(NULL, &tok, NULL, NULL) < 0)
         return -1;
-    rdzv_handshake_t hs = {.token = tok.data, .token_len = tok.len, .ping_nonce = 77};
+    const char *run = getenv("STORE_HOSTILE_RUN");
+    rdzv_handshake_t hs = {.token = tok.data,
+                           .token_len = tok.len,
+                           .run_id = run != NULL && *run != '\0' ? run : NULL,
+                           .ping_nonce = 77};
     int rc = rdzv__handshake_hello_encode(&hs, &b) < 0 || send_buf(&b) < 0 ? -1 : 0;
     ddp_buf_reset(&b);
     uint8_t st, reply[RDZV_PROOF_REPLY_LEN];
@@ -233,10 +242,84 @@ static int rdzv_ctl(void) {
     return ok ? 0 : 1;
 }
 
+/* other-run: after the handshake, cmd aimed at run (see the top of the file). */
+static int other_run(const char *cmd, const char *run) {
+    if (handshake() < 0)
+        return fprintf(stderr, "store_hostile: handshake failed\n"), 1;
+    uint64_t t0 = ddp_now_ms();
+    ddp_buf_t b = DDP_BUF_INIT;
+    int rc = -1, round_cmd = 1;
+    if (strcmp(cmd, "status") == 0) {
+        rc = rdzv_status_req_encode(&b, run);
+    } else if (strcmp(cmd, "abort") == 0) {
+        rc = rdzv_abort_req_encode(&b, run, "attacker says stop");
+    } else if (strcmp(cmd, "unfit") == 0) {
+        rc = rdzv_unfit_req_encode(&b, run, "10.66.66.66", "attacker says unfit");
+    } else if (strcmp(cmd, "join") == 0) {
+        rdzv_join_req_t q;
+        memset(&q, 0, sizeof q);
+        snprintf(q.run_id, sizeof q.run_id, "%s", run);
+        snprintf(q.host, sizeof q.host, "10.66.66.66");
+        q.nproc = 1;
+        q.want_node_rank = -1;
+        q.cfg.min_nodes = 1;
+        q.cfg.max_nodes = 64;
+        rc = rdzv_join_req_encode(&b, &q);
+    } else if (strcmp(cmd, "get") == 0) {
+        char key[RDZV_RUN_ID_MAX + 32];
+        snprintf(key, sizeof key, "__rdzv/%s/end/0", run);
+        round_cmd = 0;
+        rc = rdzv__put_u8(&b, RDZV_CMD_GET);
+        rc = rc ? rc : rdzv__put_blob(&b, key, strlen(key));
+    }
+    if (rc < 0 || send_buf(&b) < 0) {
+        ddp_buf_free(&b);
+        return fprintf(stderr, "store_hostile: other-run %s: cannot send\n", cmd), 1;
+    }
+    ddp_buf_free(&b);
+    /* A reply first (JOIN and STATUS carry an error text), then the close. */
+    uint8_t buf[4096];
+    size_t got = 0, need = 0;
+    int served = 0;
+    while (ddp_now_ms() - t0 < BOUND_MS && got < sizeof buf) {
+        struct pollfd pf = {sock, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0)
+            continue;
+        ssize_t r = recv(sock, buf + got, sizeof buf - got, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) {
+            printf("closed after %llu ms\n", (unsigned long long)(ddp_now_ms() - t0));
+            return served;
+        }
+        if (r < 0)
+            continue;
+        got += (size_t)r;
+        if (!round_cmd) {
+            served = 1; /* any answer to the GET is the key's value (or its absence) */
+            continue;
+        }
+        rdzv_round_reply_t rep;
+        memset(&rep, 0, sizeof rep);
+        long n = rdzv_round_reply_parse(buf, got, &rep, &need, NULL);
+        if (n > 0) {
+            int err_reply = rep.status != 0 && rep.text.data != NULL;
+            printf("%s %s\n", err_reply ? "refused:" : "answered status",
+                   err_reply ? (const char *)rep.text.data : (rep.status ? "1" : "0"));
+            served = !err_reply && rep.status == 0;
+            memmove(buf, buf + n, got - (size_t)n);
+            got -= (size_t)n;
+        }
+        ddp_buf_free(&rep.text);
+    }
+    printf("%s\n", served ? "served" : "still open");
+    return 1;
+}
+
 int main(int argc, char **argv) {
     int64_t port;
-    if (argc != 3 || ddp_parse_i64(argv[1], 1, 65535, &port) < 0) {
-        fprintf(stderr, "usage: store_hostile PORT MODE\n");
+    int other = argc == 5 && strcmp(argv[2], "other-run") == 0;
+    if ((argc != 3 && !other) || ddp_parse_i64(argv[1], 1, 65535, &port) < 0) {
+        fprintf(stderr, "usage: store_hostile PORT MODE\n       store_hostile PORT other-run "
+                        "CMD RUN\n");
         return 2;
     }
     const char *mode = argv[2];
@@ -249,7 +332,9 @@ int main(int argc, char **argv) {
     ddp_buf_t b = DDP_BUF_INIT;
     uint64_t t0 = ddp_now_ms();
     int rc = 1;
-    if (strcmp(mode, "torch-compat") == 0) {
+    if (other) {
+        rc = other_run(argv[3], argv[4]);
+    } else if (strcmp(mode, "torch-compat") == 0) {
         rc = torch_compat();
     } else if (strcmp(mode, "rdzv-ctl") == 0) {
         rc = rdzv_ctl();

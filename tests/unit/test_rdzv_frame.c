@@ -136,6 +136,10 @@ static void describe(const rdzv_req_t *r, ddp_buf_t *o) {
     }
     case RDZV_CMD_AUTH_HELLO:
     case RDZV_CMD_AUTH_PROOF: ddp_buf_printf(o, " payload=%zu", r->val.n); break;
+    case RDZV_CMD_AUTH_HELLO_RUN:
+        ddp_buf_printf(o, " payload=%zu run='%s'", r->val.n,
+                       rdzv__key_repr(r->key.p, r->key.n, k, sizeof k));
+        break;
     default: break;
     }
     ddp_buf_printf(o, "\n");

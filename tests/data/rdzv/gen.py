@@ -78,6 +78,14 @@ case("barrier", u8(18) + blob(b"/bar") + i64(4), "BARRIER key='/bar' world_size=
 case("queue_pop_blocking", u8(6) + keys(b"/q") + u8(15) + blob(b"/q"),
      "WAIT keys=1 '/q'\nQUEUE_POP key='/q'\nend")
 case("auth_hello", u8(0x40) + bytes(range(32)), "AUTH_HELLO payload=32\nend")
+case("auth_hello_run", u8(0x44) + bytes(range(32)) + blob(b"job-7"),
+     "AUTH_HELLO_RUN payload=32 run='job-7'\nend")
+case("auth_hello_run_empty", u8(0x44) + bytes(32) + blob(b""),
+     "error DDP_EFRAME at 33: the run id is empty or not printable ASCII")
+case("auth_hello_run_control", u8(0x44) + bytes(32) + blob(b"a\x1bb"),
+     "error DDP_EFRAME at 33: the run id is empty or not printable ASCII")
+case("auth_hello_run_too_long", u8(0x44) + bytes(32) + blob(b"r" * 129),
+     "error DDP_ETOOBIG at 33: run id length 129 exceeds 128")
 case("auth_proof", u8(0x41) + bytes(32), "AUTH_PROOF payload=32\nend")
 case("get_wait", u8(0x42) + blob(b"id") + u8(0), "GET_WAIT key='id' mode=0\nend")
 case("get_wait_nowait", u8(0x42) + blob(b"id") + u8(1), "GET_WAIT key='id' mode=1\nend")
