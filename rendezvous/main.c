@@ -58,8 +58,9 @@ static const char usage_text[] =
     "                     and each node's silence); port 0 picks one (printed on stdout)\n"
     "  -v, --verbose      one level more per -v\n"
     "  --run-token RUN_ID print the run token of RUN_ID (hex) under the store's token and exit:\n"
-    "                     a job given it (" DDP_ENV_TOKEN " or " DDP_ENV_TOKEN_FILE ") with\n"
-    "                     --rdzv_id RUN_ID is served that run alone (docs/operations.md)\n"
+    "                     a job of that run id given it (" DDP_ENV_TOKEN " or " DDP_ENV_TOKEN_FILE
+    ")\n"
+    "                     is served that run alone (docs/operations.md)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections, and tells systemd\n"
     "(READY=1 to $NOTIFY_SOCKET) when run as a Type=notify service.\n"
     "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";

@@ -37,10 +37,12 @@
  * HEARTBEAT     | refresh             | refresh             | refresh              | refresh
  * BEAT_FOR(m,k) | k is m's: refresh m | k is m's: refresh m | k is m's: refresh m  | k is m's:
  *               |                     |                     |                      | refresh m
- * ABORT(why)    | from a member:      | from a member:      | from a member: end r,| ignored
+ * ABORT(why)    | from a member that  | from a member that  | from a member that   | ignored
+ *               | ran in a group:     | ran in a group:     | ran in a group: end r|
  *               | FAILED, joiners     | FAILED, joiners     | FAILED, waiters      |
  *               | refused naming it   | refused naming it   | refused naming it    |
- * UNFIT(host)   | record the host's failed health check (any state; shown by STATUS)        |
+ * UNFIT(host)   | record the host's failed health check (any state; shown by STATUS), from  |
+ *               | its own member, or from a non-member for a host not in the running group  |
  * FINISH(r)     | ignored             | ignored             | r current, from a    | ignored
  *               |                     |                     | member: DONE, spares |
  *               |                     |                     | refused (ERDZV_DONE) |
@@ -176,6 +178,7 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
     for (size_t i = 0; i < n; i++) {
         rdzv_member_t *m = slot[i];
         m->state = MEMBER_RUNNING;
+        m->was_in_group = 1;
         m->last_seen_ms = now_ms;
         rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_OK, m->id);
         rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
@@ -552,6 +555,8 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
     if (r == NULL || m == NULL || m->run != r || r->state == RDZV_RUN_FAILED ||
         r->state == RDZV_RUN_DONE)
         return -ENOENT;
+    if (!m->was_in_group)
+        return -EPERM; /* a spare or a first-time joiner has nothing to stop yet */
     if (event_reserve(r, 0, out) < 0)
         return -ENOMEM;
     char who[RDZV_HOST_MAX + 64];

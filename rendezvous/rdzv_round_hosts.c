@@ -157,11 +157,26 @@ void rdzv__host_failed(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_member_t *m, i
     }
 }
 
-int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, const char *host, const char *reason,
-                    uint64_t now_ms) {
+/* 1 when connection member may report host unfit in run r (rdzv_runs_unfit). O(group). */
+static int may_speak_for(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t member, const char *host) {
+    rdzv_member_t *m = rdzv__member_find(rs, member);
+    if (m != NULL && m->run == r)
+        return strcmp(m->host, host) == 0;
+    if (r->state != RDZV_RUN_RUNNING)
+        return 1;
+    for (size_t i = 0; i < r->ngroup; i++)
+        if (strcmp(r->group[i]->host, host) == 0)
+            return 0;
+    return 1;
+}
+
+int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const char *host,
+                    const char *reason, uint64_t now_ms) {
     rdzv_run_t *r = rdzv__run_find(rs, run_id);
     if (r == NULL || host == NULL || host[0] == '\0')
         return -ENOENT;
+    if (!may_speak_for(rs, r, member, host))
+        return -EPERM;
     rdzv_host_rec_t *h = rdzv__host_get(rs, r, host, now_ms);
     if (h == NULL)
         return -ENOSPC;

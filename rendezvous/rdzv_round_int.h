@@ -92,11 +92,13 @@ int rdzv_runs_heartbeat(rdzv_runs_t *rs, const char *run_id, uint64_t member, ui
 int rdzv_runs_beat_for(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t key,
                        uint64_t now_ms, int64_t *round, int *state);
 
-/* Member member (of any state: joining, running, or between rounds) stops run_id for good: why
+/* Member member (of any state: joining, running, or between rounds), once it has run in a group
+ * of run_id, stops run_id for good: why
  * (e.g. "no progress in 3 attempts") becomes its last failure, the running round ends, the run
  * becomes FAILED and every JOIN, waiting or later, is refused with "rendezvous 'R' failed:
  * stopped by node N (host): why". Returns 0; -ENOENT when run_id is unknown, member is not one of
- * its members or the run has FAILED already (nothing changes); -ENOMEM. */
+ * its members or the run has FAILED already (nothing changes); -EPERM when member has never run
+ * in a group of the run (a spare, a first-time joiner: nothing changes); -ENOMEM. */
 int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const char *why,
                     uint64_t now_ms, rdzv_actions_t *out);
 
@@ -111,10 +113,13 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
 
 /* Host host (a node's address, as its JOIN would carry it) failed its health check for reason
  * and does not join: run_id's status shows it (with the reason and when) until the host JOINs
- * again. Returns 0; -ENOENT for an unknown run; -ENOSPC when the run's host records are full of
+ * again. member (the reporting connection) speaks for its own host alone: a member of the run
+ * may report only the host it joined with, and a connection that is not one may not report a
+ * host that runs in the run's group. Returns 0; -ENOENT for an unknown run; -EPERM for a host
+ * the sender may not speak for (nothing changes); -ENOSPC when the run's host records are full of
  * records that decide something (failures, exclusions). */
-int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, const char *host, const char *reason,
-                    uint64_t now_ms);
+int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const char *host,
+                    const char *reason, uint64_t now_ms);
 
 /* Member member of round `round` of run_id says the round passed its exit barrier (every node's
  * workers succeeded): the run is DONE. Its spares are answered DDP_ERDZV_DONE ("rendezvous 'R'

@@ -29,6 +29,7 @@ typedef struct rdzv_member {
     int64_t want_rank, nproc, master_port;
     int64_t group_rank; /* RUNNING: its rank; else -1 */
     int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
+    int was_in_group;   /* has run in a group of its run: only such a member may ABORT it */
     uint64_t join_ms, last_seen_ms;
     int64_t key; /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
     struct rdzv_member *hnext;         /* member hash chain */

@@ -241,6 +241,11 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         if (rc == 0)
             rdzv__slog(s, DDP_LOG_WARN, "%s stops rendezvous '%s' for good: %s", c->peer,
                        r->join.run_id, r->what);
+        else if (rc == -EPERM)
+            rdzv__slog(s, DDP_LOG_WARN,
+                       "%s: ABORT of rendezvous '%s' ignored: the sender has never run in one of "
+                       "its groups",
+                       c->peer, r->join.run_id);
         if (rdzv_abort_reply_encode(&b, rc == 0) == 0)
             reply_buf(c, &b);
         break;
@@ -257,10 +262,15 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         break;
     }
     case RDZV_CMD_RDZV_UNFIT: {
-        int rc = rdzv_runs_unfit(s->runs, r->join.run_id, r->join.host, r->what, now);
+        int rc = rdzv_runs_unfit(s->runs, r->join.run_id, c->id, r->join.host, r->what, now);
         if (rc == 0)
             rdzv__slog(s, DDP_LOG_WARN, "%s: host %s of rendezvous '%s' is unfit: %s", c->peer,
                        r->join.host, r->join.run_id, r->what);
+        else if (rc == -EPERM)
+            rdzv__slog(s, DDP_LOG_WARN,
+                       "%s: UNFIT for host %s of rendezvous '%s' ignored: the sender does not "
+                       "run on that host",
+                       c->peer, r->join.host, r->join.run_id);
         if (rdzv_unfit_reply_encode(&b, rc == 0) == 0)
             reply_buf(c, &b);
         break;

@@ -8,7 +8,9 @@
  * host holds ESC and BEL; prints the store's error reply), other-run (`store_hostile PORT
  * other-run CMD RUN`: CMD, one of status, abort, unfit, join or get, aimed at run RUN, or at its
  * key __rdzv/RUN/end/0; prints the store's error reply, if any, and "closed after N ms" when the
- * store then closed the connection, exit 0; "served" and exit 1 when it answered as to a member).
+ * store then closed the connection, exit 0; "served" and exit 1 when it answered as to a member;
+ * spare-abort and spare-unfit JOIN RUN with the forged host 10.66.66.66 first, then, on the same
+ * connection, ABORT it or report 127.0.0.1 unfit: exit 0 when the store answers "ignored").
  * With STORE_HOSTILE_RUN set, the handshake names that run (AUTH_HELLO_RUN), so that the token may
  * be its run token.
  * The token (rdzv_token_load: DDPRUN_TOKEN, DDPRUN_TOKEN_FILE or DDPRUN_STORE_TOKEN) is used by
@@ -265,6 +267,19 @@ static int other_run(const char *cmd, const char *run) {
         q.cfg.min_nodes = 1;
         q.cfg.max_nodes = 64;
         rc = rdzv_join_req_encode(&b, &q);
+    } else if (strcmp(cmd, "spare-abort") == 0 || strcmp(cmd, "spare-unfit") == 0) {
+        rdzv_join_req_t q;
+        memset(&q, 0, sizeof q);
+        snprintf(q.run_id, sizeof q.run_id, "%s", run);
+        snprintf(q.host, sizeof q.host, "10.66.66.66");
+        q.nproc = 2;
+        q.want_node_rank = -1;
+        q.cfg.min_nodes = q.cfg.max_nodes = 2; /* the run's, so that the JOIN parks as a spare */
+        rc = rdzv_join_req_encode(&b, &q);
+        if (rc == 0 && cmd[6] == 'a')
+            rc = rdzv_abort_req_encode(&b, run, "attacker says stop");
+        else if (rc == 0)
+            rc = rdzv_unfit_req_encode(&b, run, "127.0.0.1", "attacker says unfit");
     } else if (strcmp(cmd, "get") == 0) {
         char key[RDZV_RUN_ID_MAX + 32];
         snprintf(key, sizeof key, "__rdzv/%s/end/0", run);
@@ -300,7 +315,16 @@ static int other_run(const char *cmd, const char *run) {
         rdzv_round_reply_t rep;
         memset(&rep, 0, sizeof rep);
         long n = rdzv_round_reply_parse(buf, got, &rep, &need, NULL);
-        if (n > 0) {
+        if (n > 0 && strncmp(cmd, "spare-", 6) == 0) {
+            /* The parked JOIN may be answered (a spare's keep-alive bound) before or after. */
+            if (rep.cmd == RDZV_CMD_RDZV_ABORT || rep.cmd == RDZV_CMD_RDZV_UNFIT) {
+                printf("%s answered status %u\n", cmd + 6, rep.status);
+                ddp_buf_free(&rep.text);
+                return rep.status == 1 ? 0 : 1;
+            }
+            memmove(buf, buf + n, got - (size_t)n);
+            got -= (size_t)n;
+        } else if (n > 0) {
             int err_reply = rep.status != 0 && rep.text.data != NULL;
             printf("%s %s\n", err_reply ? "refused:" : "answered status",
                    err_reply ? (const char *)rep.text.data : (rep.status ? "1" : "0"));

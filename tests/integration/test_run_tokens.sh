@@ -4,8 +4,9 @@
 # token from the store's; a job holding it (DDPRUN_TOKEN) trains as with the store's token, workers
 # included; a client holding another run's token cannot read that run's STATUS, ABORT it, mark a
 # host UNFIT, JOIN it (as a spare with a forged host) or read its keys: each attempt is refused
-# with one line naming both runs, the connection is closed, and the run goes on untouched. The
-# store's token (the operator) still sees every run. Everything on 127.0.0.1.
+# with one line naming both runs, the connection is closed, and the run goes on untouched. Even
+# with the store's token, a spare that never ran in a group cannot stop the run or speak for a
+# member's host. The store's token (the operator) still sees every run. Everything on 127.0.0.1.
 . "$(dirname "$0")/lib.sh"
 D=$BIN/ddp-rendezvous
 DDPRUN=$BIN/ddprun
@@ -81,6 +82,17 @@ verdict "another run's token: ABORT, UNFIT and reading run b's keys refused, con
     show_tail "$TMP/attack_abort.out" "$TMP/attack_unfit.out" "$TMP/attack_get.out"
 [ "$(grep -c "run token of 'a'" "$TMP/d.err")" -ge 5 ]
 verdict "the store logs each refusal naming the peer and both runs" || show_tail "$TMP/d.err"
+
+# Even with the store's token, a node that never ran in one of run b's groups (a spare with a
+# forged host) cannot stop the run or speak for a member's host: both are answered "ignored".
+for cmd in spare-abort spare-unfit; do
+    DDPRUN_TOKEN_FILE=$TMP/store.tok timeout 15 "$H/store_hostile" "$PORT" other-run "$cmd" b \
+        >"$TMP/attack_$cmd.out" 2>&1
+    eval "rc_${cmd#spare-}2=$?"
+done
+[ "$rc_abort2" = 0 ] && [ "$rc_unfit2" = 0 ] && running
+verdict "a spare (forged host, the store's token) cannot ABORT run b or mark a member's host unfit" ||
+    show_tail "$TMP/attack_spare-abort.out" "$TMP/attack_spare-unfit.out" "$TMP/d.err"
 
 # Run a's token does not authenticate for run b at all (wrong token), nor without naming its run.
 DDPRUN_TOKEN=$TA timeout 5 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_id b \

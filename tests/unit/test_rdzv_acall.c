@@ -121,17 +121,21 @@ TEST(test_round_calls) {
     assert_int_equal(ab.rep.status, 0);    /* the run stopped */
     assert_int_equal(again.rep.status, 1); /* it had stopped already */
 
-    /* UNFIT: recorded for the run the store knows, ignored for another; STATUS shows it. */
-    call_res_t un = {0}, unknown = {0}, st2 = {0};
-    assert_int_equal(rdzv_acall_unfit(c, "acall", "127.0.0.9", "gpu 0: ECC", call_cb, &un, NULL),
+    /* UNFIT: recorded for the run the store knows and the sender's own host, ignored for another
+     * run or another host; STATUS shows it. */
+    call_res_t un = {0}, unknown = {0}, elsewhere = {0}, st2 = {0};
+    assert_int_equal(rdzv_acall_unfit(c, "acall", "127.0.0.1", "gpu 0: ECC", call_cb, &un, NULL),
                      0);
-    assert_int_equal(rdzv_acall_unfit(c, "nope", "127.0.0.9", "x", call_cb, &unknown, NULL), 0);
+    assert_int_equal(rdzv_acall_unfit(c, "nope", "127.0.0.1", "x", call_cb, &unknown, NULL), 0);
+    assert_int_equal(rdzv_acall_unfit(c, "acall", "127.0.0.9", "x", call_cb, &elsewhere, NULL), 0);
     assert_int_equal(rdzv_acall_status(c, "acall", call_cb, &st2, NULL), 0);
     run_until(e, &st2.called);
     assert_int_equal(un.rep.cmd, RDZV_CMD_RDZV_UNFIT);
     assert_int_equal(un.rep.status, 0);
     assert_int_equal(unknown.rep.status, 1);
+    assert_int_equal(elsewhere.rep.status, 1);
     assert_non_null(strstr(st2.text, "\"reason\":\"gpu 0: ECC\""));
+    assert_null(strstr(st2.text, "127.0.0.9"));
 }
 
 TEST(test_encode_refused) {

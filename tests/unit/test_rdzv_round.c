@@ -948,9 +948,9 @@ static void test_node_failures_kept_at_min(void **state) {
 static void test_unfit_reports(void **state) {
     fx_t *f = *state;
     ddp_err_t err = {0};
-    assert_int_equal(rdzv_runs_unfit(f->rs, "job", "h9", "gpu 0: ECC", 0), -ENOENT);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 50, "h9", "gpu 0: ECC", 0), -ENOENT);
     assert_int_equal(join_host(f, 1, "h1", 2, 2, 0, 0, &err), 0);
-    assert_int_equal(rdzv_runs_unfit(f->rs, "job", "h2", "health check exited with 3", 100), 0);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 50, "h2", "health check exited with 3", 100), 0);
     json_t *o = status_of(f, 350);
     json_t *h = host_rec(o, "h2");
     assert_non_null(h);
@@ -969,13 +969,40 @@ static void test_unfit_reports(void **state) {
     for (int i = 0; i < 100; i++) {
         char host[32];
         snprintf(host, sizeof host, "fake%d", i);
-        assert_int_equal(rdzv_runs_unfit(f->rs, "job", host, "x", 500 + (uint64_t)i), 0);
+        assert_int_equal(rdzv_runs_unfit(f->rs, "job", 50, host, "x", 500 + (uint64_t)i), 0);
     }
     o = status_of(f, 700);
     assert_int_equal(json_array_size(json_object_get(o, "hosts")), 20);
     assert_non_null(host_rec(o, "fake99"));
     assert_null(host_rec(o, "fake0"));
     json_decref(o);
+}
+
+/* Nobody speaks for a host it does not run on, and nobody who never ran in a group stops the run:
+ * a spare (a forged host, say) cannot ABORT the run or mark a member's host unfit, a member
+ * reports its own host alone, and a connection outside the run cannot mark a host that runs in
+ * the group. Its own host, or one the group does not use, it may report. */
+static void test_unfit_and_abort_speak_for_themselves(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 2, 2, 0);                             /* h1, h2 run; at max */
+    join_ok(f->rs, "job", 3, -1, 2, 2, 10, &f->out); /* h3: a spare */
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 3, "attacker says stop", 11, &f->out), -EPERM);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 3, "h1", "forged", 12), -EPERM);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 1, "h2", "forged", 12), -EPERM);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 9, "h2", "forged", 12), -EPERM);
+    json_t *o = status_of(f, 13);
+    assert_string_equal(json_string_value(json_object_get(o, "state")), "RUNNING");
+    assert_null(host_rec(o, "h1"));
+    assert_null(host_rec(o, "h2"));
+    json_decref(o);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 3, "h3", "its own check", 14), 0);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 1, "h1", "its own check", 14), 0);
+    assert_int_equal(rdzv_runs_unfit(f->rs, "job", 9, "h7", "not in the group", 14), 0);
+    /* A member that ran in the group may stop the run. */
+    assert_int_equal(rdzv_runs_abort(f->rs, "job", 1, "no progress", 15, &f->out), 0);
+    assert_non_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
 }
 
 static void test_status_json(void **state) {
@@ -1527,6 +1554,7 @@ int main(void) {
         T(test_node_failures_exclude_host),
         T(test_node_failures_kept_at_min),
         T(test_unfit_reports),
+        T(test_unfit_and_abort_speak_for_themselves),
         T(test_finish_releases_spares),
         T(test_join_timeout_names_lost),
         T(test_config_mismatch_and_refusals),
