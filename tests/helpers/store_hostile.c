@@ -244,6 +244,19 @@ static int rdzv_ctl(void) {
     return ok ? 0 : 1;
 }
 
+/* Appends a JOIN of run from the forged host 10.66.66.66 (nnodes min:max, 2 workers). */
+static int forged_join(ddp_buf_t *b, const char *run, int64_t min, int64_t max) {
+    rdzv_join_req_t q;
+    memset(&q, 0, sizeof q);
+    snprintf(q.run_id, sizeof q.run_id, "%s", run);
+    snprintf(q.host, sizeof q.host, "10.66.66.66");
+    q.nproc = 2;
+    q.want_node_rank = -1;
+    q.cfg.min_nodes = min;
+    q.cfg.max_nodes = max;
+    return rdzv_join_req_encode(b, &q);
+}
+
 /* other-run: after the handshake, cmd aimed at run (see the top of the file). */
 static int other_run(const char *cmd, const char *run) {
     if (handshake() < 0)
@@ -258,24 +271,9 @@ static int other_run(const char *cmd, const char *run) {
     } else if (strcmp(cmd, "unfit") == 0) {
         rc = rdzv_unfit_req_encode(&b, run, "10.66.66.66", "attacker says unfit");
     } else if (strcmp(cmd, "join") == 0) {
-        rdzv_join_req_t q;
-        memset(&q, 0, sizeof q);
-        snprintf(q.run_id, sizeof q.run_id, "%s", run);
-        snprintf(q.host, sizeof q.host, "10.66.66.66");
-        q.nproc = 1;
-        q.want_node_rank = -1;
-        q.cfg.min_nodes = 1;
-        q.cfg.max_nodes = 64;
-        rc = rdzv_join_req_encode(&b, &q);
+        rc = forged_join(&b, run, 1, 64);
     } else if (strcmp(cmd, "spare-abort") == 0 || strcmp(cmd, "spare-unfit") == 0) {
-        rdzv_join_req_t q;
-        memset(&q, 0, sizeof q);
-        snprintf(q.run_id, sizeof q.run_id, "%s", run);
-        snprintf(q.host, sizeof q.host, "10.66.66.66");
-        q.nproc = 2;
-        q.want_node_rank = -1;
-        q.cfg.min_nodes = q.cfg.max_nodes = 2; /* the run's, so that the JOIN parks as a spare */
-        rc = rdzv_join_req_encode(&b, &q);
+        rc = forged_join(&b, run, 2, 2); /* the run's nnodes, so that the JOIN parks as a spare */
         if (rc == 0 && cmd[6] == 'a')
             rc = rdzv_abort_req_encode(&b, run, "attacker says stop");
         else if (rc == 0)

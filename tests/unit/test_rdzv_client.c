@@ -78,17 +78,25 @@ static void server_down(server_thread_t *st) {
     free(st);
 }
 
-static int connect_to(uint16_t port, const void *token, size_t token_len, rdzv_client_t **c,
-                      ddp_err_t *err) {
+/* Connects with token (len bytes; NULL: none), naming run (NULL: none) in the handshake. */
+static int connect_run(uint16_t port, const void *token, size_t len, const char *run,
+                       rdzv_client_t **c, ddp_err_t *err) {
     rdzv_client_opts_t o = {0};
     o.host = "127.0.0.1";
     o.port = port;
     o.token = token;
-    o.token_len = token_len;
+    o.token_len = len;
+    o.run_id = run;
     o.connect_timeout_ms = 2000;
     o.io_timeout_ms = 5000;
     ddp_err_clear(err);
+    *c = NULL;
     return rdzv_client_connect(&o, c, err);
+}
+
+static int connect_to(uint16_t port, const void *token, size_t token_len, rdzv_client_t **c,
+                      ddp_err_t *err) {
+    return connect_run(port, token, token_len, NULL, c, err);
 }
 
 static rdzv_client_t *must_connect(uint16_t port, const void *token, size_t token_len) {
@@ -344,22 +352,6 @@ static void test_token_refuses_unauthenticated_store(void **state) {
     assert_int_equal(rdzv_client_authenticated(c), 0);
     rdzv_client_free(c);
     server_down(st);
-}
-
-/* Connects with token (len bytes) naming run; returns the rc, *c set on success. */
-static int connect_run(uint16_t port, const void *token, size_t len, const char *run,
-                       rdzv_client_t **c, ddp_err_t *err) {
-    rdzv_client_opts_t o = {0};
-    o.host = "127.0.0.1";
-    o.port = port;
-    o.token = token;
-    o.token_len = len;
-    o.run_id = run;
-    o.connect_timeout_ms = 2000;
-    o.io_timeout_ms = 5000;
-    ddp_err_clear(err);
-    *c = NULL;
-    return rdzv_client_connect(&o, c, err);
 }
 
 /* A run token (rdzv_run_token) authenticates for its run alone, and reaches the keys
