@@ -44,6 +44,7 @@ typedef struct agent_console agent_console_t;
 #define AGENT_CONSOLE_LOW (64u * 1024)
 #define AGENT_CONSOLE_MAX (4u * 1024 * 1024)
 #define AGENT_CONSOLE_EXIT_FLUSH_MS 2000
+/* A socket console's queue is retried this often (a pipe's or terminal's is polled). */
 #define AGENT_CONSOLE_RETRY_MS 10
 
 /* One of a worker's output streams, read through a pipe. Heap-allocated per attempt and freed in
