@@ -320,6 +320,7 @@ static void agent_teardown(agent_t *a) {
     else if (a->stacks_kept)
         DDP_WARN("keeping %s: it holds the stacks of hung workers", a->run_dir);
     agent__evlog_lost_say(a);
+    agent__log_lost_say(a);
     agent__gpu_wait_free(a);
     agent__guard_stop(a);
     agent__rdzv_free(a);

@@ -44,6 +44,7 @@ typedef struct agent_console agent_console_t;
 #define AGENT_CONSOLE_LOW (64u * 1024)
 #define AGENT_CONSOLE_MAX (4u * 1024 * 1024)
 #define AGENT_CONSOLE_EXIT_FLUSH_MS 2000
+/* A socket console's queue is retried this often (a pipe's or terminal's is polled). */
 #define AGENT_CONSOLE_RETRY_MS 10
 
 /* One of a worker's output streams, read through a pipe. Heap-allocated per attempt and freed in
@@ -54,6 +55,10 @@ typedef struct agent_stream {
     int console_fd; /* 1 or 2, or -1 when this stream is not shown on the console */
     int tag;        /* prefix console lines (--tee) with prefix */
     int file_fd;    /* per-rank log file (--tee), or -1 */
+    int std;        /* 1 or 2: the worker's stdout or stderr (names the log file in messages) */
+    int attempt;    /* the attempt whose directory holds the log file */
+    int file_lost;  /* a write to file_fd failed: said and counted (an event) once */
+    int dup_lost;   /* the same for dup_fd */
     int closing;
     int after_cr;   /* the last line out ended with CR (its LF may follow in the next read) */
     ddp_buf_t line; /* bytes after the last newline */
@@ -176,6 +181,9 @@ struct agent {
     /* Counters for the metrics (agent/metrics.c): since ddprun started. */
     uint64_t m_worker_starts, m_group_starts;
     uint64_t m_failures[AGENT_NCAUSES]; /* failed groups, by their first failure's cause */
+    /* Worker output the log files (stdout.log, stderr.log, filtered_*.log) could not take: a full
+     * disk or an I/O error; the job goes on (agent/output.c). */
+    uint64_t m_log_bytes_lost;
 
     agent_sup_state_t state;
     int nproc, world_size, node_rank;
@@ -334,9 +342,11 @@ void agent__console_stop(agent_t *a);
 /* output.c: reads again the worker streams held back for console std. */
 void agent__streams_resume(agent_t *a, int std);
 
-/* output.c: opens the read side for one stream of worker w; see agent_stream_t. */
-agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
+/* output.c: opens the read side for stream std (1 or 2) of worker w; see agent_stream_t. */
+agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int std, int console_fd, int tag,
                                    int file_fd);
+/* output.c: says how much worker output the log files lost, if any (once, at the end). */
+void agent__log_lost_say(const agent_t *a);
 /* output.c: drains what the pipe holds without blocking, then closes the stream. */
 void agent__stream_finish(agent_stream_t *s);
 

@@ -6,10 +6,12 @@
  * signals, reaping, heartbeats to the store. So each console is written through a descriptor
  * of its own opened O_NONBLOCK (reopened through /proc/self/fd, so the flag does not change the
  * file description other processes share, as libuv does for ttys), or with send(MSG_DONTWAIT)
- * for a socket. What does not fit waits in a queue, retried every AGENT_CONSOLE_RETRY_MS while
- * it is not empty. A timer, not a uv_poll: uv_poll_init would set O_NONBLOCK on a socket's
- * shared description, and a worker writing to that socket directly (a service whose stdout is
- * the journal's socket) would then get EAGAIN.
+ * for a socket. What does not fit waits in a queue, written as soon as the descriptor can take
+ * more: a uv_poll on the private descriptor tells when (so a reader as fast as `cat` gets the
+ * output at the speed it reads, not a queue's worth per timer tick). A socket has no private
+ * descriptor to be had, and uv_poll_init would set O_NONBLOCK on its shared description: a
+ * worker writing to that socket directly (a service whose stdout is the journal's socket) would
+ * then get EAGAIN. A socket's queue is retried every AGENT_CONSOLE_RETRY_MS instead.
  *
  * Worker output is held back, not lost: past AGENT_CONSOLE_HIGH queued bytes the streams shown
  * on that console stop being read (output.c), so the workers block on their own pipes, as they
@@ -44,9 +46,11 @@ struct agent_console {
     int gone;         /* the reader has gone (EPIPE): nothing more is written */
     int held;         /* worker streams were held back: resume them when it drains */
     int retry_init;   /* retry is a live handle */
+    int poll_init;    /* writable is a live handle (own_fd), used instead of retry */
     uint64_t dropped; /* bytes of the agent's own lines dropped */
     ddp_buf_t queue;
-    uv_timer_t retry; /* flushes the queue while it is not empty */
+    uv_timer_t retry;   /* a socket's: flushes the queue while it is not empty */
+    uv_poll_t writable; /* own_fd's: flushes the queue when fd can take more */
 };
 
 /* Writes without blocking. Returns the bytes written (maybe short), or -errno (-EAGAIN: full). */
@@ -62,8 +66,19 @@ static ssize_t try_write(const agent_console_t *c, const void *p, size_t n) {
 }
 
 static void on_retry(uv_timer_t *t);
+static void on_writable(uv_poll_t *p, int status, int events);
 
+/* Waits for room to write the queue: poll where there is a private descriptor, else the timer.
+ * Neither when its handle is closing (the loop's end) or failed to start: the queue then waits
+ * for the last flush at exit. */
 static void retry_arm(agent_console_t *c) {
+    if (c->poll_init) {
+        uv_handle_t *h = (uv_handle_t *)&c->writable;
+        if (!uv_is_active(h) && !uv_is_closing(h) &&
+            uv_poll_start(&c->writable, UV_WRITABLE, on_writable) < 0)
+            DDP_DEBUG("console %d: unable to wait for room: written at exit", c->std);
+        return;
+    }
     if (!c->retry_init || uv_is_active((uv_handle_t *)&c->retry) ||
         uv_is_closing((uv_handle_t *)&c->retry))
         return;
@@ -86,15 +101,30 @@ static void queue_flush(agent_console_t *c) {
     }
 }
 
-static void on_retry(uv_timer_t *t) {
-    agent_console_t *c = t->data;
+/* Writes what the queue holds; reading the streams held back resumes once it is low. Returns
+ * nonzero when nothing is left to wait for. */
+static int queue_retry(agent_console_t *c) {
     queue_flush(c);
-    if (c->queue.len == 0 || c->gone)
-        uv_timer_stop(t);
+    int done = c->queue.len == 0 || c->gone;
     if (c->held && (c->queue.len <= AGENT_CONSOLE_LOW || c->gone)) {
         c->held = 0;
         agent__streams_resume(c->a, c->std);
     }
+    return done;
+}
+
+static void on_retry(uv_timer_t *t) {
+    agent_console_t *c = t->data;
+    if (queue_retry(c))
+        uv_timer_stop(t);
+}
+
+static void on_writable(uv_poll_t *p, int status, int events) {
+    /* An error (the reader gone: EPOLLERR) shows in the write itself, which says EPIPE. */
+    (void)status;
+    (void)events;
+    if (queue_retry(p->data))
+        uv_poll_stop(p);
 }
 
 /* The console for standard descriptor std: a private non-blocking descriptor where one can be
@@ -120,7 +150,12 @@ static agent_console_t *console_new(agent_t *a, int std, const struct stat *st) 
                       std, strerror(errno));
         }
     }
-    if ((c->own_fd || c->is_socket) && uv_timer_init(a->loop, &c->retry) == 0) {
+    /* A descriptor of its own is already O_NONBLOCK, and its description is not shared: polling
+     * it changes nothing for anyone else. */
+    if (c->own_fd && uv_poll_init(a->loop, &c->writable, c->fd) == 0) {
+        c->writable.data = c;
+        c->poll_init = 1;
+    } else if ((c->own_fd || c->is_socket) && uv_timer_init(a->loop, &c->retry) == 0) {
         c->retry.data = c;
         c->retry_init = 1;
     }

@@ -41,6 +41,12 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
     rc = rc ? rc
             : sample(out, "ddprun_agent_workers_started_total", "counter", "Workers started.", run,
                      n, v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_log_bytes_lost);
+    rc = rc ? rc
+            : sample(out, "ddprun_agent_log_bytes_lost_total", "counter",
+                     "Worker output bytes the log files could not take (a full disk, an I/O "
+                     "error).",
+                     run, n, v);
     const char *fail = "ddprun_agent_worker_group_failures_total";
     rc = rc ? rc
             : ddp_buf_printf(out,

@@ -21,20 +21,58 @@
 #include "ddp_time.h"
 
 /* Writes all of buf to a log file (a regular file: ddp_file_open refuses the rest, so a write
- * never waits on a reader). Returns 0, or -errno of the write that failed. */
-static int write_all(int fd, const uint8_t *buf, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
+ * never waits on a reader). Returns the bytes written: len, or fewer with *err set to the -errno
+ * of the write that failed. */
+static size_t write_all(int fd, const uint8_t *buf, size_t len, int *err) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, buf + done, len - done);
         if (n > 0) {
-            buf += n;
-            len -= (size_t)n;
+            done += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
-        return n < 0 ? -errno : -EIO;
+        *err = n < 0 ? -errno : -EIO;
+        break;
     }
-    return 0;
+    return done;
+}
+
+/* Writes to one of s's log files (dup: the filtered file, else stdout.log or stderr.log). A
+ * write that fails (a full disk, an I/O error) must not stop the job, and must not pass in
+ * silence either: the first failure of the agent is said, each file's first is an event, every
+ * byte lost is counted (the metric, and one line at exit), and the next write tries again. */
+static void log_write(agent_stream_t *s, int dup, const uint8_t *p, size_t n) {
+    int fd = dup ? s->dup_fd : s->file_fd, e = 0;
+    size_t done = write_all(fd, p, n, &e);
+    if (done == n)
+        return;
+    agent_t *a = s->a;
+    int *lost = dup ? &s->dup_lost : &s->file_lost;
+    const char *std = s->std == 1 ? "stdout" : "stderr";
+    char path[PATH_MAX];
+    if (dup)
+        snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->run_dir, s->attempt, std);
+    else
+        snprintf(path, sizeof path, "%s/attempt_%d/%d/%s.log", a->run_dir, s->attempt,
+                 s->rank - a->rank_base, std);
+    if (a->m_log_bytes_lost == 0)
+        DDP_WARN("unable to write %s (rank %d): %s; the job goes on, and the output the logs "
+                 "lose is counted at exit",
+                 path, s->rank, strerror(-e));
+    a->m_log_bytes_lost += n - done;
+    if (!*lost) {
+        *lost = 1;
+        agent__evlog(a, "log_write_failed", "{s:i, s:i, s:s, s:s}", "rank", s->rank, "local_rank",
+                     s->rank - a->rank_base, "file", path, "error", strerror(-e));
+    }
+}
+
+void agent__log_lost_say(const agent_t *a) {
+    if (a->m_log_bytes_lost > 0)
+        DDP_WARN("%llu bytes of worker output could not be written to the log files",
+                 (unsigned long long)a->m_log_bytes_lost);
 }
 
 static void on_stream_closed(uv_handle_t *h);
@@ -81,7 +119,7 @@ static int is_line_end(uint8_t c) {
  * a line end there (tagged under --tee), so that no other rank's line can land inside one. */
 static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
     if (s->file_fd >= 0)
-        write_all(s->file_fd, p, n);
+        log_write(s, 0, p, n);
     if (s->console_fd < 0 || n == 0)
         return;
     if (s->cut) {
@@ -113,7 +151,7 @@ static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
         if (s->detached)
             return;
         if (dup)
-            write_all(s->dup_fd, out, len);
+            log_write(s, 1, out, len);
         p += piece;
         n -= piece;
     } while (n > 0);
@@ -131,7 +169,7 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
         if (p[i] == '\n' && i == start && s->line.len == 0 && s->after_cr) {
             /* The LF of a CRLF split across two reads: it belongs to the line already out. */
             if (s->file_fd >= 0)
-                write_all(s->file_fd, p + i, 1);
+                log_write(s, 0, p + i, 1);
             if (s->console_fd >= 0)
                 console_write(s, p + i, 1);
             s->after_cr = 0;
@@ -231,13 +269,15 @@ static void stream_tag_init(agent_t *a, agent_stream_t *s) {
         s->filters = filters;
 }
 
-agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
+agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int std, int console_fd, int tag,
                                    int file_fd) {
     agent_stream_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         goto fail;
     s->a = a;
     s->rank = rank;
+    s->std = std;
+    s->attempt = a->attempt;
     s->console_fd = console_fd;
     s->tag = tag;
     s->file_fd = file_fd;

@@ -433,10 +433,10 @@ int agent__worker_start(agent_t *a, agent_worker_t *w) {
     if (err.child_fd >= 0)
         close(err.child_fd);
     w->out = out.pipe_rd >= 0
-                 ? agent__stream_open(a, out.pipe_rd, w->rank, out.console, out.tag, out.file_fd)
+                 ? agent__stream_open(a, out.pipe_rd, w->rank, 1, out.console, out.tag, out.file_fd)
                  : NULL;
     w->err = err.pipe_rd >= 0
-                 ? agent__stream_open(a, err.pipe_rd, w->rank, err.console, err.tag, err.file_fd)
+                 ? agent__stream_open(a, err.pipe_rd, w->rank, 2, err.console, err.tag, err.file_fd)
                  : NULL;
     if (a->job->heartbeat_on_output && a->job->heartbeat_timeout_ms > 0) {
         if (w->out != NULL)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,13 +62,17 @@ static int name_check(const char *s, size_t n, const origin_t *o, ddp_err_t *err
     return 0;
 }
 
-/* A slot count in 1..LAUNCH_MAX_NPROC. */
+/* A slot count in 1..LAUNCH_MAX_NPROC: decimal digits only ("slots=+2" is a typo to point out,
+ * not 2; a negative count is out of range). */
 static int slots_get(const char *s, size_t n, const char *word, size_t wlen, const origin_t *o,
                      int *out, ddp_err_t *err) {
     char buf[24];
     int64_t v;
     if (n == 0 || n >= sizeof buf)
         return fail(err, o, word, wlen, "has no slot count (a number in 1..65536)");
+    for (size_t i = s[0] == '-' && n > 1; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return fail(err, o, word, wlen, "has a slot count that is not a number");
     memcpy(buf, s, n);
     buf[n] = '\0';
     int rc = ddp_parse_i64(buf, 1, LAUNCH_MAX_NPROC, &v);
@@ -79,32 +84,127 @@ static int slots_get(const char *s, size_t n, const char *word, size_t wlen, con
     return 0;
 }
 
-/* Appends a host after checking that it is not listed already. Takes nothing; copies name. */
-static int host_add(launch_hosts_t *h, const char *name, size_t n, int slots, const origin_t *o,
-                    ddp_err_t *err) {
-    for (size_t i = 0; i < h->n; i++)
-        if (strlen(h->v[i].name) == n && memcmp(h->v[i].name, name, n) == 0) {
-            char what[64];
-            snprintf(what, sizeof what, "is listed twice (first %s %d)",
-                     o->file != NULL ? "on line" : "as entry", h->v[i].line);
-            return fail(err, o, name, n, what);
+/* The hosts listed so far, by name, so that a duplicate is found in constant time: a hostfile of
+ * 65,536 hosts is checked in milliseconds, not minutes. Host names are compared as DNS does,
+ * ignoring case: "NODEA" and "nodea" are one machine, which must not get two agents. Open
+ * addressing with linear probing; the table is kept at most half full. */
+typedef struct host_index {
+    const launch_hosts_t *h;
+    uint32_t *slot; /* 1 + the host's index in h->v, or 0 for an empty slot */
+    size_t cap;     /* a power of two, or 0 before the first host */
+} host_index_t;
+
+/* FNV-1a over the lower-cased name. */
+static uint32_t name_hash(const char *name, size_t n) {
+    uint32_t x = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        x = (x ^ (uint32_t)tolower((unsigned char)name[i])) * 16777619u;
+    return x;
+}
+
+static int name_same(const char *a, const char *b, size_t n) {
+    return strlen(a) == n && strncasecmp(a, b, n) == 0;
+}
+
+/* The index in ix->h of the host named name[0..n) (any case), or -1. */
+static long index_find(const host_index_t *ix, const char *name, size_t n) {
+    if (ix->cap == 0)
+        return -1;
+    for (size_t i = name_hash(name, n) & (ix->cap - 1); ix->slot[i] != 0;
+         i = (i + 1) & (ix->cap - 1))
+        if (name_same(ix->h->v[ix->slot[i] - 1].name, name, n))
+            return (long)ix->slot[i] - 1;
+    return -1;
+}
+
+/* Records host number i of ix->h (not there yet), growing the table when it would pass half
+ * full. Returns 0 or -ENOMEM. */
+static int index_add(host_index_t *ix, size_t i) {
+    if (2 * (i + 1) > ix->cap) {
+        size_t cap = ix->cap ? 2 * ix->cap : 64;
+        uint32_t *slot = calloc(cap, sizeof *slot);
+        if (slot == NULL)
+            return -ENOMEM;
+        for (size_t k = 0; k < ix->cap; k++) {
+            if (ix->slot[k] == 0)
+                continue;
+            const char *name = ix->h->v[ix->slot[k] - 1].name;
+            size_t j = name_hash(name, strlen(name)) & (cap - 1);
+            while (slot[j] != 0)
+                j = (j + 1) & (cap - 1);
+            slot[j] = ix->slot[k];
         }
-    if (h->n >= LAUNCH_MAX_NODES)
-        return fail(err, o, NULL, 0, "more hosts than a job may have (65536)");
-    launch_host_t *v = realloc(h->v, (h->n + 1) * sizeof *v);
-    if (v == NULL)
-        return -ENOMEM;
-    h->v = v;
-    char *copy = strndup(name, n);
-    if (copy == NULL)
-        return -ENOMEM;
-    h->v[h->n++] = (launch_host_t){copy, slots, o->line};
+        free(ix->slot);
+        ix->slot = slot;
+        ix->cap = cap;
+    }
+    const char *name = ix->h->v[i].name;
+    size_t j = name_hash(name, strlen(name)) & (ix->cap - 1);
+    while (ix->slot[j] != 0)
+        j = (j + 1) & (ix->cap - 1);
+    ix->slot[j] = (uint32_t)i + 1;
     return 0;
 }
 
+/* Indexes every host of h. Returns 0 or -ENOMEM; free ix->slot either way. */
+static int index_build(host_index_t *ix, const launch_hosts_t *h) {
+    *ix = (host_index_t){h, NULL, 0};
+    for (size_t i = 0; i < h->n; i++)
+        if (index_add(ix, i) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* A host list being parsed: the hosts, the room for them and their index. */
+typedef struct hosts_build {
+    launch_hosts_t *h;
+    size_t room; /* entries allocated in h->v */
+    host_index_t ix;
+} hosts_build_t;
+
+/* Appends a host after checking that it is not listed already (in any case). Takes nothing;
+ * copies name. */
+static int host_add(hosts_build_t *b, const char *name, size_t n, int slots, const origin_t *o,
+                    ddp_err_t *err) {
+    launch_hosts_t *h = b->h;
+    long first = index_find(&b->ix, name, n);
+    if (first >= 0) {
+        const launch_host_t *f = &h->v[first];
+        char what[4 * HQ + 96], quoted[4 * HQ + 8];
+        int len = snprintf(what, sizeof what, "is listed twice (first %s %d",
+                           o->file != NULL ? "on line" : "as entry", f->line);
+        if (strncmp(f->name, name, n) != 0) { /* the same name in another case */
+            ddp_str_escape(quoted, sizeof quoted, f->name,
+                           strlen(f->name) < HQ ? strlen(f->name) : HQ);
+            snprintf(what + len, sizeof what - (size_t)len, ", as '%s'; host names ignore case)",
+                     quoted);
+        } else {
+            snprintf(what + len, sizeof what - (size_t)len, ")");
+        }
+        return fail(err, o, name, n, what);
+    }
+    if (h->n >= LAUNCH_MAX_NODES)
+        return fail(err, o, NULL, 0, "more hosts than a job may have (65536)");
+    if (h->n == b->room) {
+        size_t room = b->room ? 2 * b->room : 16;
+        launch_host_t *v = realloc(h->v, room * sizeof *v);
+        if (v == NULL)
+            return -ENOMEM;
+        h->v = v;
+        b->room = room;
+    }
+    char *copy = strndup(name, n);
+    if (copy == NULL)
+        return -ENOMEM;
+    h->v[h->n] = (launch_host_t){copy, slots, o->line};
+    int rc = index_add(&b->ix, h->n);
+    h->n++; /* counted either way: launch_hosts_free frees the copy */
+    return rc;
+}
+
 /* One entry without comment or surrounding blanks: "NAME", "NAME:N" or "NAME slots=N ...". */
-static int entry_parse(launch_hosts_t *h, const char *s, size_t len, int words_ok,
-                       const origin_t *o, ddp_err_t *err) {
+static int entry_parse(hosts_build_t *b, const char *s, size_t len, int words_ok, const origin_t *o,
+                       ddp_err_t *err) {
     size_t i = 0;
     while (i < len && !isspace((unsigned char)s[i]))
         i++;
@@ -135,13 +235,14 @@ static int entry_parse(launch_hosts_t *h, const char *s, size_t len, int words_o
         else
             rc = fail(err, o, w, wl, "is not a host's setting (NAME, NAME:N or NAME slots=N)");
     }
-    return rc < 0 ? rc : host_add(h, s, nlen, slots, o, err);
+    return rc < 0 ? rc : host_add(b, s, nlen, slots, o, err);
 }
 
 int launch_hostfile_parse(const char *file, const char *text, size_t len, launch_hosts_t *out,
                           ddp_err_t *err) {
     memset(out, 0, sizeof *out);
     origin_t o = {file, NULL, 0};
+    hosts_build_t b = {out, 0, {out, NULL, 0}};
     int rc = 0;
     for (size_t pos = 0; rc == 0 && pos < len;) {
         const char *line = text + pos;
@@ -165,8 +266,9 @@ int launch_hostfile_parse(const char *file, const char *text, size_t len, launch
         while (n > 0 && isspace((unsigned char)line[n - 1]))
             n--;
         if (n > 0)
-            rc = entry_parse(out, line, n, 1, &o, err);
+            rc = entry_parse(&b, line, n, 1, &o, err);
     }
+    free(b.ix.slot);
     if (rc == 0 && out->n == 0)
         rc = ddp_err_set(err, DDP_EUSAGE, "--hostfile %.64s: no hosts in it", file);
     if (rc < 0)
@@ -214,17 +316,19 @@ int launch_hostfile_load(const char *path, launch_hosts_t *out, ddp_err_t *err) 
 int launch_hosts_parse(const char *flag, const char *val, launch_hosts_t *out, ddp_err_t *err) {
     memset(out, 0, sizeof *out);
     origin_t o = {NULL, flag, 0};
+    hosts_build_t b = {out, 0, {out, NULL, 0}};
     int rc = 0;
     const char *p = val;
     do {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
         o.line++;
-        rc = entry_parse(out, p, n, 0, &o, err);
+        rc = entry_parse(&b, p, n, 0, &o, err);
         p += n + 1;
         if (comma == NULL)
             break;
     } while (rc == 0);
+    free(b.ix.slot);
     if (rc < 0)
         launch_hosts_free(out);
     return rc;
@@ -253,16 +357,8 @@ int launch_hosts_nnodes(size_t n, const char *src, int given, int min, int max, 
     return 0;
 }
 
-/* The index of name[0..n) in h, or -1. */
-static long host_find(const launch_hosts_t *h, const char *name, size_t n) {
-    for (size_t i = 0; i < h->n; i++)
-        if (strlen(h->v[i].name) == n && memcmp(h->v[i].name, name, n) == 0)
-            return (long)i;
-    return -1;
-}
-
 /* Marks in keep[] the hosts a filter names (1) and checks every name. */
-static int filter_mark(const launch_hosts_t *h, const char *flag, const char *val, char *keep,
+static int filter_mark(const host_index_t *ix, const char *flag, const char *val, char *keep,
                        ddp_err_t *err) {
     const char *p = val;
     for (;;) {
@@ -272,7 +368,7 @@ static int filter_mark(const launch_hosts_t *h, const char *flag, const char *va
                 return launch__bad_value(err, flag, val,
                                          "selects slots of a host (NAME:SLOTS), which ddprun does "
                                          "not support; name whole hosts");
-            long i = host_find(h, p, n);
+            long i = index_find(ix, p, n);
             if (i < 0) {
                 char quoted[4 * HQ + 8];
                 ddp_str_escape(quoted, sizeof quoted, p, n < HQ ? n : HQ);
@@ -297,7 +393,11 @@ int launch_hosts_filter(launch_hosts_t *h, const char *include, const char *excl
     if (mark == NULL)
         return -ENOMEM;
     const char *flag = include != NULL ? "--include" : "--exclude";
-    int rc = filter_mark(h, flag, include != NULL ? include : exclude, mark, err);
+    host_index_t ix;
+    int rc = index_build(&ix, h);
+    if (rc == 0)
+        rc = filter_mark(&ix, flag, include != NULL ? include : exclude, mark, err);
+    free(ix.slot);
     size_t left = 0;
     for (size_t i = 0; rc == 0 && i < h->n; i++)
         left += include != NULL ? mark[i] : !mark[i];

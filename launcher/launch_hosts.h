@@ -31,10 +31,10 @@ typedef struct launch_hosts {
  * and surrounding blanks are gone, is empty or one host: "NAME", "NAME:N", or "NAME slots=N"
  * (mpirun and DeepSpeed; mpirun's max_slots=N is accepted and does not change the count). Returns
  * 0 with out filled (free with launch_hosts_free), or DDP_EUSAGE with one line naming file and
- * line: a duplicate host (and the line that listed it first), slots of 0 or above
- * LAUNCH_MAX_NPROC, a name no host has (a leading '-', a character outside letters, digits, '-',
- * '.' and '_'), an unknown word, an over-long line, no host at all; or -ENOMEM. out is zeroed on
- * error. */
+ * line: a duplicate host, names compared ignoring case (and the line that listed it first), slots
+ * that are not decimal digits, of 0 or above LAUNCH_MAX_NPROC, a name no host has (a leading '-',
+ * a character outside letters, digits, '-', '.' and '_'), an unknown word, an over-long line, no
+ * host at all; or -ENOMEM. out is zeroed on error. */
 int launch_hostfile_parse(const char *file, const char *text, size_t len, launch_hosts_t *out,
                           ddp_err_t *err);
 
@@ -48,8 +48,8 @@ int launch_hosts_parse(const char *flag, const char *val, launch_hosts_t *out, d
 
 /* Keeps only the hosts named in include, or drops those named in exclude (DeepSpeed's
  * --include/--exclude; names separated by ',' or '@'); NULL = no filter. Every name must be one
- * of the hosts. Returns 0, or DDP_EUSAGE naming the flag (both filters given, an unknown name, a
- * per-slot filter "NAME:0,1", no host left); h is unchanged on error. */
+ * of the hosts (ignoring case). Returns 0, or DDP_EUSAGE naming the flag (both filters given, an
+ * unknown name, a per-slot filter "NAME:0,1", no host left); h is unchanged on error. */
 int launch_hosts_filter(launch_hosts_t *h, const char *include, const char *exclude,
                         ddp_err_t *err);
 

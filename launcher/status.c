@@ -141,16 +141,32 @@ static void print_hosts(const json_t *hosts) {
     }
 }
 
+/* "restarts U of M" into buf (64 bytes). restarts_used counts the run's failures (FAILs), and the
+ * one that finds max_restarts spent fails the run instead of restarting it: past max_restarts
+ * the restarts are M of M, spent, never "4 of 3". */
+static const char *restarts_text(const json_t *root, char *buf) {
+    char used[24], max[24];
+    const json_t *u = json_object_get(root, "restarts_used");
+    const json_t *m = json_object_get(root, "max_restarts");
+    if (json_is_integer(u) && json_is_integer(m) && json_integer_value(m) >= 0 &&
+        json_integer_value(u) > json_integer_value(m))
+        snprintf(buf, 64, "restarts %lld of %lld (spent)", (long long)json_integer_value(m),
+                 (long long)json_integer_value(m));
+    else
+        snprintf(buf, 64, "restarts %s of %s", int_field(root, "restarts_used", 1, used),
+                 int_field(root, "max_restarts", 1, max));
+    return buf;
+}
+
 /* Prints root (a STATUS_PAGE reply, or pages of one merged) as a table. */
 static void print_table(const json_t *root) {
-    char round[24], used[24], max[24], lo[24], hi[24], run[FIELD_MAX], state[FIELD_MAX];
+    char round[24], restarts[64], lo[24], hi[24], run[FIELD_MAX], state[FIELD_MAX];
     char last[4 * FIELD_MAX];
     json_t *lastv = json_object_get(root, "last_failure");
-    printf("run %s: round %s, %s, restarts %s of %s, nodes min %s max %s\n",
+    printf("run %s: round %s, %s, %s, nodes min %s max %s\n",
            str_field(root, "run", run, sizeof run), int_field(root, "round", 1, round),
-           str_field(root, "state", state, sizeof state), int_field(root, "restarts_used", 1, used),
-           int_field(root, "max_restarts", 1, max), int_field(root, "min_nodes", 1, lo),
-           int_field(root, "max_nodes", 1, hi));
+           str_field(root, "state", state, sizeof state), restarts_text(root, restarts),
+           int_field(root, "min_nodes", 1, lo), int_field(root, "max_nodes", 1, hi));
     const json_t *nodes = json_object_get(root, "nodes");
     char total[24], running[24], joining[24], spares[24], idle[24];
     if (json_is_object(nodes))
@@ -357,6 +373,39 @@ static void print_json(const char *out) {
     putchar('\n');
 }
 
+/* A JSON value's type, for messages. Static string. */
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* NULL when root has the shape a status needs (an object whose "members" is an array: every
+ * other field prints as "-" when it is missing or of another type), else why not (static, or
+ * in a static buffer). */
+static const char *status_shape(const json_t *root) {
+    static char why[96];
+    if (!json_is_object(root)) {
+        snprintf(why, sizeof why, "it is %s, not an object", json_type_name(root));
+        return why;
+    }
+    const json_t *members = json_object_get(root, "members");
+    if (members == NULL)
+        return "it has no \"members\"";
+    if (!json_is_array(members)) {
+        snprintf(why, sizeof why, "its \"members\" is %s, not an array", json_type_name(members));
+        return why;
+    }
+    return NULL;
+}
+
 /* The JSON of the server's answer from host:port, or NULL after printing why. Caller owns;
  * free with json_decref. */
 static json_t *reply_json(const char *host, int port, const status_req_t *q) {
@@ -377,11 +426,18 @@ static json_t *reply_json(const char *host, int port, const status_req_t *q) {
          * error text quotes the reply: only the position is printed. */
         json_error_t jerr;
         root = json_loadb((const char *)rep.text.data, rep.text.len, 0, &jerr);
-        if (root == NULL || !json_is_array(json_object_get(root, "members"))) {
+        const char *why = root == NULL ? NULL : status_shape(root);
+        if (root == NULL)
             fprintf(stderr,
                     "ddprun status: %s:%d: the reply to RDZV_STATUS is not valid JSON "
                     "(at byte %d of %zu)\n",
-                    host, port, root == NULL ? jerr.position : 0, rep.text.len);
+                    host, port, jerr.position, rep.text.len);
+        else if (why != NULL)
+            fprintf(stderr,
+                    "ddprun status: %s:%d: the reply to RDZV_STATUS is JSON but not a run's "
+                    "status: %s\n",
+                    host, port, why);
+        if (why != NULL || root == NULL) {
             json_decref(root);
             root = NULL;
         }

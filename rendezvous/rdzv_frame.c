@@ -39,12 +39,24 @@ const char *rdzv__cmd_name(int cmd) {
         "QUEUE_PUSH", "QUEUE_POP",  "QUEUE_LEN",   "LIST_KEYS", "BARRIER"};
     if (cmd >= 0 && cmd < (int)(sizeof names / sizeof names[0]))
         return names[cmd];
+    /* The rendezvous commands (rdzv_proto.h) are named here too, the one table of names
+     * (rdzv_round_cmd_name reads it): a log line about one, sent before authentication, say,
+     * names it, never "UNKNOWN". */
     switch (cmd) {
     case RDZV_CMD_AUTH_HELLO: return "AUTH_HELLO";
     case RDZV_CMD_AUTH_PROOF: return "AUTH_PROOF";
     case RDZV_CMD_GET_WAIT: return "GET_WAIT";
     case RDZV_CMD_STATS: return "STATS";
     case RDZV_CMD_AUTH_HELLO_RUN: return "AUTH_HELLO_RUN";
+    case RDZV_CMD_RDZV_JOIN: return "RDZV_JOIN";
+    case RDZV_CMD_RDZV_HEARTBEAT: return "RDZV_HEARTBEAT";
+    case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
+    case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
+    case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
+    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
+    case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
+    case RDZV_CMD_RDZV_UNFIT: return "RDZV_UNFIT";
+    case RDZV_CMD_RDZV_FINISH: return "RDZV_FINISH";
     default: return "UNKNOWN";
     }
 }

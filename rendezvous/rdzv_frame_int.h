@@ -120,7 +120,8 @@ int rdzv__legacy_cmd(uint8_t code);
  * exactly req->nkeys times. */
 void rdzv__list_next(const uint8_t **cursor, int with_values, rdzv_slice_t *key, rdzv_slice_t *val);
 
-/* The name of a command code ("SET", "AUTH_HELLO", ...) or "UNKNOWN". Static string. */
+/* The name of a command code ("SET", "AUTH_HELLO", "RDZV_JOIN", ...) or "UNKNOWN". Static
+ * string. */
 const char *rdzv__cmd_name(int cmd);
 
 /* Encoders: append to b in wire order. Return 0 or -ENOMEM. */

@@ -524,16 +524,5 @@ int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out) {
 }
 
 const char *rdzv_round_cmd_name(int cmd) {
-    switch (cmd) {
-    case RDZV_CMD_RDZV_JOIN: return "RDZV_JOIN";
-    case RDZV_CMD_RDZV_HEARTBEAT: return "RDZV_HEARTBEAT";
-    case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
-    case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
-    case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
-    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
-    case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
-    case RDZV_CMD_RDZV_UNFIT: return "RDZV_UNFIT";
-    case RDZV_CMD_RDZV_FINISH: return "RDZV_FINISH";
-    default: return NULL;
-    }
+    return cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_LAST ? rdzv__cmd_name(cmd) : NULL;
 }

@@ -163,7 +163,7 @@ typedef struct rdzv_round_req {
 long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req, size_t *need,
                           ddp_err_t *err);
 
-/* "RDZV_JOIN" ... "RDZV_STATUS_PAGE" for a rendezvous command code, NULL for any other code. */
+/* "RDZV_JOIN" ... "RDZV_FINISH" for a rendezvous command code, NULL for any other code. */
 const char *rdzv_round_cmd_name(int cmd);
 
 /* Request encoders (client side): append one frame to b. Return 0, -ENOMEM, or -EINVAL when a

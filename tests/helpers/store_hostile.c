@@ -2,7 +2,8 @@
  * store_hostile: a misbehaving client on a raw socket, for tests/integration/test_store.sh.
  *   store_hostile PORT MODE
  * MODE: malformed (unknown command), oversized (key length 2^40), truncated (half a SET, then
- * EOF), no-validate (SET first), unauth (VALIDATE then SET on a token server), idle (connect and
+ * EOF), no-validate (SET first), unauth (VALIDATE then GETNUMKEYS on a token server), unauth-rdzv
+ * (VALIDATE then a rendezvous command, RDZV_STATUS, on a token server), idle (connect and
  * stay silent), slow-reader (pipeline GETs of a large value without reading), torch-compat (the
  * byte exchange of a PyTorch TCPStore client; checks every reply byte), rdzv-ctl (a JOIN whose
  * host holds ESC and BEL; prints the store's error reply), other-run (`store_hostile PORT
@@ -370,6 +371,11 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "unauth") == 0) {
         put_validate(&b);
         rdzv__put_u8(&b, RDZV_CMD_GETNUMKEYS);
+        rc = send_buf(&b) < 0 ? 0 : expect_closed(t0);
+    } else if (strcmp(mode, "unauth-rdzv") == 0) {
+        put_validate(&b);
+        rdzv__put_u8(&b, RDZV_CMD_RDZV_STATUS);
+        rdzv__put_blob(&b, "r1", 2);
         rc = send_buf(&b) < 0 ? 0 : expect_closed(t0);
     } else if (strcmp(mode, "malformed") == 0 || strcmp(mode, "oversized") == 0 ||
                strcmp(mode, "truncated") == 0) {

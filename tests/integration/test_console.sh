@@ -3,7 +3,8 @@
 # ddprun's own stdout and stderr held by a reader that stalls (a terminal under Ctrl-S, a pipe
 # into a stopped program, a launcher suspended while ssh carries an agent's output): supervision
 # goes on (signals are handled, the job stops within --shutdown_timeout), and worker output is
-# held back, not lost, until the reader takes it again (agent/console.c).
+# held back, not lost, until the reader takes it again (agent/console.c); while it stalls, the
+# agent sleeps.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 
@@ -85,5 +86,27 @@ PY
 verdict "stdout a socket never read: its shared description stays blocking, SIGTERM stops the job" ||
     show_tail "$d/py.out" "$d/err"
 check "nothing left running after the socket stdout" no_leftovers
+
+# 5. While the reader stalls, the agent sleeps: it waits for the pipe to take more (a poll on its
+# own descriptor), it does not try again every few milliseconds. Its voluntary context switches
+# over 2 s of a stalled FIFO stay few (a 10 ms retry timer makes them about 200).
+d=$TMP/stalled_idle; mkdir -p "$d"; mkfifo "$d/fifo"
+exec 7<>"$d/fifo"
+timeout -k 5 40 "$DDPRUN" --standalone --nproc_per_node=2 --tee 3 --shutdown_timeout 2 \
+    --no_python sh -c "$LOUD" >"$d/fifo" 2>"$d/err" &
+tpid=$!
+dpid=$(child_pid $tpid)
+switches() { awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$dpid/status"; }
+sleep 1.5 # the FIFO and the queue fill; the workers block on their pipes
+s0=$(switches)
+sleep 2
+s1=$(switches)
+kill -TERM "$dpid"
+wait $tpid; rc=$?
+exec 7<&-
+[ $rc -eq 143 ] && [ -n "$s0" ] && [ -n "$s1" ] && [ $((s1 - s0)) -lt 40 ]
+verdict "a stalled stdout: the agent sleeps until it can write ($((s1 - s0)) wakeups in 2 s)" ||
+    show_tail "$d/err"
+check "nothing left running after the stalled stdout" no_leftovers
 
 finish

@@ -4,7 +4,8 @@
 # event log's directory): what is planted under the names it uses is never written through and
 # never blocks it. A symbolic link to a file (the "victim", standing for a file of root's) at
 # stdout.log, filtered_stdout.log, stacks.txt or the event log; a link for a directory; a FIFO
-# with no reader or a stalled one; a full disk under the event log (a torn line never stays).
+# with no reader or a stalled one; a full disk under the event log (a torn line never stays) and
+# under --log_dir (the job goes on; the loss is said and counted).
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 command -v python3 >/dev/null || { skip "planted files" "python3 is missing"; finish; exit 0; }
@@ -129,6 +130,53 @@ else
     [ $rc -eq 0 ] && [ -n "$n2" ] && [ "$n2" -gt "$n1" ] && tail -1 "$d/fs/ev.json" | grep -q '"shutdown"'
     verdict "room again: the next run's events follow, every line whole" ||
         show_tail "$d/out2" "$d/py2.err"
+    umount "$d/fs"
+fi
+
+# 8. A full disk under --log_dir with --tee 3 (a tmpfs of 16 pages, 12 of them taken): each rank
+# writes more than is left. The job goes on and exits 0; the first failure is said once, naming
+# the file and rank; each file that lost output is one log_write_failed event; the bytes lost
+# are a metric while the job runs and one line at exit. The workers wait (bounded) for the
+# metric to be read.
+d=$TMP/logfull; mkdir -p "$d/fs"
+if [ "$(id -u)" != 0 ]; then
+    skip "a full disk under --log_dir: said once, counted, the job goes on" "needs root to mount a small tmpfs"
+elif ! mount -t tmpfs -o size=64k,mode=0755 ddptest "$d/fs" 2>"$d/mount.err"; then
+    skip "a full disk under --log_dir: said once, counted, the job goes on" "tmpfs mount failed: $(head -1 "$d/mount.err")"
+else
+    head -c 49152 /dev/zero >"$d/fs/filler" 2>/dev/null
+    timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=2 --tee 3 --log_dir "$d/fs/logs" \
+        --metrics 127.0.0.1:0 --event_log_handler "json:$d/ev.json" --no_python sh -c \
+        'head -c 200000 /dev/zero | tr "\0" x; echo; i=0
+         while [ ! -e "$0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; echo done' \
+        "$d/go" >"$d/out" 2>"$d/err" &
+    job=$!
+    lost=
+    if wait_for "$d/err" 'serving metrics on http://127\.0\.0\.1:[0-9]+/metrics' 20; then
+        mport=$(sed -n 's|.*serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$d/err")
+        for _ in $(seq 200); do
+            lost=$(python3 - "$mport" 2>/dev/null <<'PY'
+import http.client, re, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+c.request("GET", "/metrics")
+m = re.search(r"^ddprun_agent_log_bytes_lost_total\{.*\} (\d+)$", c.getresponse().read().decode(), re.M)
+print(m.group(1) if m and int(m.group(1)) > 0 else "")
+PY
+)
+            [ -n "$lost" ] && break
+            sleep 0.05
+        done
+    fi
+    touch "$d/go"
+    wait "$job"; rc=$?
+    events=$(grep -c '"event":"log_write_failed"' "$d/ev.json" 2>/dev/null)
+    [ $rc -eq 0 ] && [ -n "$lost" ] && [ "$(grep -c 'done' "$d/out")" = 2 ] &&
+        [ "$(grep -c 'unable to write ' "$d/err")" = 1 ] &&
+        grep -qE "unable to write $d/fs/logs/attempt_0/[01]/stdout.log \(rank [01]\): No space left on device" "$d/err" &&
+        grep -qE '^ddprun.* [0-9]+ bytes of worker output could not be written to the log files$' "$d/err" &&
+        [ "$events" = 2 ] && grep '"event":"log_write_failed"' "$d/ev.json" | grep -q '"file":"'"$d"'/fs/logs/attempt_0/1/stdout.log"'
+    verdict "a full disk under --log_dir: exit 0, said once, counted (metric: ${lost:-none}, events: ${events:-0})" ||
+        show_tail "$d/err" "$d/ev.json"
     umount "$d/fs"
 fi
 check "nothing left running" no_leftovers

@@ -323,12 +323,38 @@ if command -v python3 >/dev/null; then
         [ $rc -eq 1 ] && no_raw_controls "$TMP/st_bad.out" || sed 's/^/#   /' "$TMP/st_bad.out" | cat -v
     done
     unset FAKE_JSON
+    # Valid JSON of another shape: said so, and what is wrong with it (never "not valid JSON").
+    for spec in '[1,2]|it is an array, not an object' '{"run":"r1"}|it has no "members"' \
+        '{"run":"r1","members":{"a":1}}|its "members" is an object, not an array'; do
+        export FAKE_JSON=${spec%%|*}
+        fake_store json
+        timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 \
+            >"$TMP/st_shape.out" 2>&1; rc=$?
+        stop_fake_store
+        [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/st_shape.out")" -eq 1 ] &&
+            grep -qF "ddprun status: 127.0.0.1:$FAKE_PORT: the reply to RDZV_STATUS is JSON but not a run's status: ${spec#*|}" "$TMP/st_shape.out"
+        verdict "status with the reply $FAKE_JSON: '${spec#*|}', exit 1 (rc $rc)" ||
+            sed 's/^/#   /' "$TMP/st_shape.out"
+    done
+    # A run failed with max_restarts spent: its failures are one more than its restarts (the last
+    # one failed the run), which the table must not print as "restarts 4 of 3".
+    export FAKE_JSON='{"run":"r1","round":5,"state":"FAILED","restarts_used":4,"max_restarts":3,"min_nodes":1,"max_nodes":1,"members":[]}'
+    fake_store json
+    timeout -k 5 30 "$DDPRUN" status --rdzv_endpoint "127.0.0.1:$FAKE_PORT" --rdzv_id r1 \
+        >"$TMP/st_spent.out" 2>&1; rc=$?
+    stop_fake_store
+    [ $rc -eq 0 ] && [ "$(head -1 "$TMP/st_spent.out")" = "run r1: round 5, FAILED, restarts 3 of 3 (spent), nodes min 1 max 1" ]
+    verdict "status of a run whose max_restarts is spent: 'restarts 3 of 3 (spent)' (rc $rc)" ||
+        sed 's/^/#   /' "$TMP/st_spent.out"
+    unset FAKE_JSON
 else
     skip "status escapes control bytes in host names, run id, states and the last failure" \
         "no python3 for the fake store"
     skip "status --json re-serializes: C1 controls and DEL escaped, same JSON" "no python3 for the fake store"
     skip "status --json with a reply that is not JSON: one line, exit 1" "no python3 for the fake store"
     skip "status (table) with a reply that is not JSON: one line, exit 1" "no python3 for the fake store"
+    skip "status with JSON of another shape: said so" "no python3 for the fake store"
+    skip "status of a run whose max_restarts is spent: 'restarts 3 of 3 (spent)'" "no python3 for the fake store"
 fi
 FW_EXIT=1 FW_ERROR='\u001b[2J\u001b[Hall good\r\u0007' run_ddprun "$TMP/sum_esc.out" \
     --nproc_per_node=1 "$FW"; rc=$?

@@ -170,6 +170,9 @@ check "a JOIN whose host holds control bytes gets an error reply naming the fiel
 out=$(env -u DDPRUN_STORE_TOKEN timeout 12 "$H/store_hostile" "$P" unauth)
 check "commands before authentication close the connection" \
     grep -q 'GETNUMKEYS before authentication' "$TMP/A.err"
+out=$(env -u DDPRUN_STORE_TOKEN timeout 12 "$H/store_hostile" "$P" unauth-rdzv)
+check "a rendezvous command before authentication is named in the warning, not UNKNOWN" \
+    grep -qE 'W closing connection from 127\.0\.0\.1:[0-9]+: RDZV_STATUS before authentication' "$TMP/A.err"
 
 before=$(grep -c ' W ' "$TMP/A.err")
 out=$(timeout 12 "$H/store_hostile" "$P" malformed)

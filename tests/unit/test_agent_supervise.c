@@ -242,9 +242,9 @@ void agent__on_kill_timer(uv_timer_t *t) {
 }
 
 /* What only a worker's start and exit (worker.c) call: never here, where no worker starts. */
-agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int console_fd, int tag,
+agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int std, int console_fd, int tag,
                                    int file_fd) {
-    (void)a, (void)fd, (void)rank, (void)console_fd, (void)tag, (void)file_fd;
+    (void)a, (void)fd, (void)rank, (void)std, (void)console_fd, (void)tag, (void)file_fd;
     fail_msg("a stream was opened");
     return NULL;
 }

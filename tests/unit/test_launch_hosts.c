@@ -95,6 +95,14 @@ static void test_hostile(void **state) {
     expect_refused("a slots=99999999999\n", "hf:1: 'slots=99999999999' is out of range");
     expect_refused("a slots=-1\n", "hf:1: 'slots=-1' is out of range");
     expect_refused("a slots=x\n", "hf:1: 'slots=x' has a slot count that is not a number");
+    /* A sign or a blank is not part of a count (strtoll would take both). */
+    expect_refused("a slots=+2\n", "hf:1: 'slots=+2' has a slot count that is not a number");
+    expect_refused("a:+2\n", "hf:1: 'a:+2' has a slot count that is not a number");
+    expect_refused("a max_slots=+8\n", "hf:1: 'max_slots=+8' has a slot count that is not a");
+    /* Host names ignore case, as DNS does: one machine, listed twice. */
+    expect_refused("NODEA\nnodea\n", "--hostfile hf:2: 'nodea' is listed twice (first on line 1, "
+                                     "as 'NODEA'; host names ignore case)");
+    expect_refused("a\nNode.Example\nnode.example:2\n", "hf:3: 'node.example' is listed twice");
     expect_refused("a slots=\n", "hf:1: 'slots=' is not a host's setting");
     expect_refused("a:\n", "hf:1: 'a:' has no slot count");
     expect_refused("a:2 slots=2\n", "hf:1: 'a:2 slots=2' gives the slot count twice");
@@ -115,6 +123,43 @@ static void test_hostile(void **state) {
     memset(longname, 'b', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
     expect_refused(longname, "is longer than a host name may be (253)");
+}
+
+/* A hostfile of LAUNCH_MAX_NODES hosts (the index grows many times over), then one more, then
+ * a duplicate of the first host in another case as the last line. */
+static void test_many(void **state) {
+    (void)state;
+    size_t cap = (size_t)(LAUNCH_MAX_NODES + 2) * 24;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    size_t len = 0;
+    for (int i = 0; i < LAUNCH_MAX_NODES; i++)
+        len += (size_t)snprintf(text + len, cap - len, "node%06d slots=2\n", i);
+    launch_hosts_t h;
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hostfile_parse("hf", text, len, &h, &e), 0);
+    assert_int_equal(h.n, LAUNCH_MAX_NODES);
+    assert_string_equal(h.v[LAUNCH_MAX_NODES - 1].name, "node065535");
+    launch_hosts_free(&h);
+    /* --include's names are found in the same index. */
+    assert_int_equal(launch_hostfile_parse("hf", text, len, &h, &e), 0);
+    assert_int_equal(launch_hosts_filter(&h, "NODE065535,node000007", NULL, &e), 0);
+    assert_int_equal(h.n, 2);
+    assert_string_equal(h.v[0].name, "node000007");
+    launch_hosts_free(&h);
+    size_t dup = len - 19; /* the last host's line, "node065535 slots=2\n", becomes the first's */
+    memcpy(text + dup, "NODE000000 slots=2\n", 19);
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hostfile_parse("hf", text, len, &h, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--hostfile hf:65536: 'NODE000000' is listed twice (first on line "
+                                "1, as 'node000000'; host names ignore case)");
+    memcpy(text + dup, "node065535 slots=2\n", 19);
+    len += (size_t)snprintf(text + len, cap - len, "node065536\n");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hostfile_parse("hf", text, len, &h, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--hostfile hf:65537: more hosts than a job may have (65536)");
+    free(text);
 }
 
 static void test_load(void **state) {
@@ -155,6 +200,13 @@ static void test_hosts_flag(void **state) {
     ddp_err_clear(&e);
     assert_int_equal(launch_hosts_parse("--hosts", "a,a", &h, &e), DDP_EUSAGE);
     assert_string_equal(e.text, "--hosts: entry 2: 'a' is listed twice (first as entry 1)");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hosts_parse("--hosts", "b,A:2,a", &h, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--hosts: entry 3: 'a' is listed twice (first as entry 2, as 'A'; "
+                                "host names ignore case)");
+    ddp_err_clear(&e);
+    assert_int_equal(launch_hosts_parse("--hosts", "a:+1", &h, &e), DDP_EUSAGE);
+    assert_string_equal(e.text, "--hosts: entry 1: 'a:+1' has a slot count that is not a number");
     ddp_err_clear(&e);
     assert_int_equal(launch_hosts_parse("--hosts", "a,,b", &h, &e), DDP_EUSAGE);
     assert_string_equal(e.text, "--hosts: entry 2: an empty host name");
@@ -197,6 +249,8 @@ static void test_filters(void **state) {
     expect_filter("b@d", NULL, "b,d", NULL); /* DeepSpeed's separator */
     expect_filter(NULL, "c", "a,b,d", NULL);
     expect_filter(NULL, "a,b,c", "d", NULL);
+    expect_filter("C,B", NULL, "b,c", NULL); /* host names ignore case */
+    expect_filter(NULL, "A", "b,c,d", NULL);
     expect_filter(NULL, "a,b,c,d", NULL, "--exclude leaves no host to run on");
     expect_filter("x", NULL, NULL, "--include: 'x' is not one of the job's hosts");
     expect_filter(NULL, "a,zz", NULL, "--exclude: 'zz' is not one of the job's hosts");
@@ -342,7 +396,7 @@ int main(void) {
         cmocka_unit_test(test_forms),   cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_load),    cmocka_unit_test(test_hosts_flag),
         cmocka_unit_test(test_filters), cmocka_unit_test(test_cli),
-        cmocka_unit_test(test_nnodes),
+        cmocka_unit_test(test_nnodes),  cmocka_unit_test(test_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

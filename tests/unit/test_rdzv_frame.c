@@ -19,6 +19,7 @@
 #include "ddp_err.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"
+#include "rdzv_proto.h"
 
 #define DATA_DIR "tests/data/rdzv"
 #define MAX_CASES 256
@@ -266,6 +267,13 @@ static void test_null_err(void **state) {
     assert_int_equal(rdzv__frame_parse(bad, 1, &lim, &r, &need, NULL), DDP_EFRAME);
     assert_string_equal(rdzv__cmd_name(0xee), "UNKNOWN");
     assert_string_equal(rdzv__cmd_name(RDZV_CMD_CANCEL_WAIT), "CANCEL_WAIT");
+    /* Every rendezvous command has its name, as the store's log lines give it. */
+    for (int c = RDZV_CMD_RDZV_JOIN; c <= RDZV_CMD_RDZV_LAST; c++)
+        assert_string_equal(rdzv__cmd_name(c), rdzv_round_cmd_name(c));
+    assert_string_equal(rdzv__cmd_name(RDZV_CMD_RDZV_STATUS), "RDZV_STATUS");
+    assert_string_equal(rdzv__cmd_name(RDZV_CMD_RDZV_UNFIT), "RDZV_UNFIT");
+    assert_string_equal(rdzv__cmd_name(RDZV_CMD_RDZV_FINISH), "RDZV_FINISH");
+    assert_string_equal(rdzv__cmd_name(RDZV_CMD_RDZV_LAST + 1), "UNKNOWN");
 }
 
 static int cmp_case(const void *a, const void *b) {
