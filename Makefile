@@ -7,6 +7,7 @@
 #   make test                 unit tests (cmocka) + integration tests, one summary line at the end
 #   make bench                benchmarks; results go to docs/BENCHMARKS.md by hand (see that file)
 #   make bench-scale          the rendezvous at 1,000-16,000 simulated nodes, and torchrun's
+#   make bench-smoke          every benchmark at its smallest size, as a test (make test runs it)
 #   make SANITIZE=address,undefined test      sanitizer build in build-san/
 #   make install PREFIX=/usr/local
 #   make deb                  the Debian packages, into build/ (debian/)
@@ -106,8 +107,8 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench bench-scale chaos install installables \
-        deb deps clean fuzz format lint man cpu-note gpu-check
+.PHONY: run all test test-unit test-integration test-gpu bench bench-scale bench-smoke chaos install \
+        installables deb deps clean fuzz format lint man cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
 # The main job (README quick start): 2 CPU workers, or one per GPU.
@@ -154,6 +155,12 @@ bench: all $(BENCHES)
 # Every rendezvous path at 1,000-16,000 simulated nodes, and torchrun's for reference (~8 min).
 bench-scale: all $(BENCHES)
 	@BUILD=$(BUILD) bench/scale.sh
+
+# Every bench/*.sh at its smallest size (under a minute in all): each must measure every figure,
+# and fail when a program it needs fails (tests/integration/test_bench_smoke.sh, a suite of
+# `make test`), so that a change that breaks a benchmark fails the tests.
+bench-smoke: all $(BENCHES)
+	@BUILD=$(BUILD) tests/integration/run.sh tests/integration/test_bench_smoke.sh
 
 # The fault-injection campaign (docs/RELIABILITY.md; root: network namespaces). CHAOS_MINUTES
 # (default 2) and CHAOS_SEED (default random, printed) choose it; `make test` runs the short one as

@@ -5,7 +5,9 @@
  *            and the same with --numa_binding=node against without (the binding's own cost)
  *   restart  time from a worker's death to every worker of the new attempt running
  *   rss      peak RSS (VmHWM) of ddprun supervising 8 workers
- * Usage: bench_launch DDPRUN FAKE_WORKER [RUNS]. Prints markdown table rows. */
+ * Usage: bench_launch DDPRUN FAKE_WORKER [RUNS] (RUNS 1-1000, default 30). Prints markdown table
+ * rows; exits 1 when a figure cannot be measured (a run of either command failed), 2 on bad
+ * arguments. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -111,6 +113,8 @@ static double restart_once(const char *ddprun, const char *fw) {
     return (last - death) / 1e6;
 }
 
+/* Peak RSS (VmHWM) in KiB of ddprun supervising 8 fake workers, polled every 20 ms until it
+ * exits; -1 when it could not be read or ddprun did not exit 0. */
 static long peak_rss_kib(const char *ddprun, const char *fw) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -137,8 +141,11 @@ static long peak_rss_kib(const char *ddprun, const char *fw) {
             fclose(f);
         }
         int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return -1;
             break;
+        }
         usleep(20000);
     }
     return hwm;
@@ -151,9 +158,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_launch DDPRUN FAKE_WORKER [RUNS]\n");
         return 2;
     }
-    int runs = argc > 3 ? atoi(argv[3]) : 30;
-    if (runs < 3 || runs > 1000)
-        runs = 30;
+    int runs = 30;
+    if (argc > 3) {
+        char *end;
+        long v = strtol(argv[3], &end, 10);
+        if (*argv[3] == '\0' || *end != '\0' || v < 1 || v > 1000) {
+            fprintf(stderr, "bench_launch: RUNS must be 1-1000, got '%s'\n", argv[3]);
+            return 2;
+        }
+        runs = (int)v;
+    }
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n < 0)
@@ -192,19 +206,22 @@ int main(int argc, char **argv) {
         printf("| launch with --numa_binding=node | not measured: no NUMA topology in sysfs | - "
                "| - |\n");
     }
-    int ok = 0;
     for (int i = 0; i < runs; i++) {
-        double t = restart_once(argv[1], argv[2]);
-        if (t >= 0)
-            tr[ok++] = t;
+        if ((tr[i] = restart_once(argv[1], argv[2])) < 0) {
+            fprintf(stderr, "bench_launch: restart run %d of %d failed (%s with %s)\n", i + 1, runs,
+                    argv[1], argv[2]);
+            return 1;
+        }
     }
-    if (ok > 0)
-        printf("| restart latency, 2 workers (death -> all running) | %.2f ms median of %d | "
-               "- | target <= 25 ms |\n",
-               bench_median(tr, ok), ok);
-    else
-        printf("| restart latency | failed to measure | - | - |\n");
+    printf("| restart latency, 2 workers (death -> all running) | %.2f ms median of %d | "
+           "- | target <= 25 ms |\n",
+           bench_median(tr, runs), runs);
     long rss = peak_rss_kib(argv[1], argv[2]);
+    if (rss <= 0) {
+        fprintf(stderr, "bench_launch: peak RSS of %s supervising 8 workers not measured\n",
+                argv[1]);
+        return 1;
+    }
     printf("| ddprun peak RSS supervising 8 workers | %.2f MiB | - | target <= 8 MiB |\n",
            rss / 1024.0);
     free(tf);

@@ -12,8 +12,11 @@
  *   scale        100 nodes leave at once (less last_call_timeout, which the smaller round must
  *                wait out), then 100 new nodes join at once (the round closes at max)
  * Prints one markdown row, then the summary line `rdzv-scale nodes=N ...`.
+ * --keep-alive-ms K sets the run's keep-alive interval (default 5000, the store's default): the
+ * silent node's detection takes 3 x K, so a small K makes a quick run (the smoke test's).
+ * Exits 0 with every figure measured, 1 when one cannot be, 2 on bad arguments.
  * Usage: bench_rdzv_scale PORT DAEMON_PID N [--keepalive-s S] [--join-runs R] [--ddprun PATH]
- *        [--last-call-ms L] */
+ *        [--last-call-ms L] [--keep-alive-ms K] */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,6 +45,7 @@ extern char **environ;
 
 static uint16_t port;
 static int dpid;
+static int64_t keep_alive_ms = RDZV_DEFAULT_KEEP_ALIVE_INTERVAL_MS;
 
 static double ms_since(uint64_t t0_ns, uint64_t t1_ns) {
     return ((double)t1_ns - (double)t0_ns) / 1e6;
@@ -71,7 +75,7 @@ static void cfg_fill(rdzv_join_req_t *req, const char *run_id, int64_t min, int6
     req->cfg.max_nodes = max;
     req->cfg.last_call_timeout_ms = last_call_ms;
     req->cfg.join_timeout_ms = 600000;
-    req->cfg.keep_alive_interval_ms = RDZV_DEFAULT_KEEP_ALIVE_INTERVAL_MS;
+    req->cfg.keep_alive_interval_ms = keep_alive_ms;
     req->cfg.keep_alive_max_attempt = RDZV_DEFAULT_KEEP_ALIVE_MAX_ATTEMPT;
     req->cfg.max_restarts = 1000;
 }
@@ -254,6 +258,10 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
     f->core_pct = (proc_cpu_ms(dpid) - c0) / 1e3 / wall * 100.0;
     f->bench_core_pct = (self_cpu_s() - b0) / wall * 100.0;
     long rss = bench_proc_kib(dpid, "VmRSS");
+    if (rss < 0 || f->core_pct < 0) {
+        fprintf(stderr, "bench_rdzv_scale: the daemon (pid %d) is gone\n", dpid);
+        return -1;
+    }
     f->rss_mib = (double)rss / 1024.0;
     f->kib_per_node = (double)(rss - rss_base_kib) / n;
     if (s.beats_refused > 0) {
@@ -355,6 +363,9 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--last-call-ms") == 0 &&
                  ddp_parse_i64(argv[i + 1], 1, 600000, &last_call_ms) == 0)
             ;
+        else if (strcmp(argv[i], "--keep-alive-ms") == 0 &&
+                 ddp_parse_i64(argv[i + 1], 100, 600000, &keep_alive_ms) == 0)
+            ;
         else if (strcmp(argv[i], "--ddprun") == 0)
             ddprun = argv[i + 1];
         else
@@ -366,8 +377,18 @@ int main(int argc, char **argv) {
     rdzv_sim_raise_nofile();
     figures_t f;
     memset(&f, 0, sizeof f);
+    /* Every CPU and RSS figure is read from the daemon's /proc entries. */
     long rss_base = bench_proc_kib(dpid, "VmRSS");
+    if (rss_base < 0 || proc_cpu_ms(dpid) < 0) {
+        fprintf(stderr, "bench_rdzv_scale: cannot read /proc/%d (the daemon's CPU time and RSS)\n",
+                dpid);
+        return 1;
+    }
     double *jv = calloc((size_t)join_runs, sizeof *jv), *jc = calloc((size_t)join_runs, sizeof *jc);
+    if (jv == NULL || jc == NULL) {
+        fprintf(stderr, "bench_rdzv_scale: out of memory\n");
+        return 1;
+    }
     for (int r = 0; r < join_runs; r++)
         if ((jv[r] = join_once((int)n, r, &jc[r])) < 0)
             return 1;
@@ -397,6 +418,6 @@ int main(int argc, char **argv) {
     return 0;
 usage:
     fprintf(stderr, "usage: bench_rdzv_scale PORT DAEMON_PID N [--keepalive-s S] [--join-runs R] "
-                    "[--ddprun PATH] [--last-call-ms L]\n");
+                    "[--ddprun PATH] [--last-call-ms L] [--keep-alive-ms K]\n");
     return 2;
 }

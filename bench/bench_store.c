@@ -15,7 +15,9 @@
  * connection authenticate (ddprun only).
  * BENCH_SERVER_PID adds the server's CPU time (from /proc) to throughput and rendezvous rows,
  * next to the client's own.
- * Output: markdown table rows on stdout. Every phase is bounded (60 s). */
+ * Output: markdown table rows on stdout. Every phase is bounded (60 s). Exit status: 0 with the
+ * figure printed; 1 when it cannot be measured (a phase timed out: its row says "timed out"; a
+ * connection failed; no request completed); 2 on bad arguments. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -627,13 +629,19 @@ static double self_cpu_s(void) {
 
 /* Prints | clients | pairs/s | requests/s | server CPU us per pair | client CPU us per pair |
  * (server CPU "-" without BENCH_SERVER_PID): with both sides near 100% of a CPU, the CPU each
- * spends per pair says which is the bottleneck. */
-static void bench_throughput(int clients, double secs) {
+ * spends per pair says which is the bottleneck. Returns 0, or -1 when the clients could not all
+ * connect or no pair completed (nothing printed). */
+static int bench_throughput(int clients, double secs) {
     engine_t e;
     engine_init(&e, clients, 0);
     int spid = server_pid();
     /* Connect everyone, warm up for a fifth of the time, then count. */
-    run_engine(&e, 0, stop_all_connected);
+    if (run_engine(&e, 0, stop_all_connected) < 0) {
+        fprintf(stderr, "bench_store: %d clients did not all connect within %d s\n", clients,
+                PHASE_BOUND_MS / 1000);
+        engine_free(&e);
+        return -1;
+    }
     run_engine(&e, ddp_now_ns() + (uint64_t)(secs * 0.2e9), stop_never);
     e.ops = 0;
     double s0 = spid ? proc_cpu_s(spid) : -1, c0 = self_cpu_s();
@@ -641,16 +649,24 @@ static void bench_throughput(int clients, double secs) {
     run_engine(&e, t0 + (uint64_t)(secs * 1e9), stop_never);
     double dt = (double)(ddp_now_ns() - t0) / 1e9;
     double s1 = spid ? proc_cpu_s(spid) : -1, c1 = self_cpu_s();
-    double pairs = e.ops > 0 ? (double)e.ops : 1;
+    if (e.ops == 0) {
+        fprintf(stderr, "bench_store: no SET+GET pair completed in %.0f s\n", secs);
+        engine_free(&e);
+        return -1;
+    }
+    double pairs = (double)e.ops;
     char scpu[32] = "-";
     if (s0 >= 0 && s1 >= 0)
         snprintf(scpu, sizeof scpu, "%.2f", (s1 - s0) * 1e6 / pairs);
     printf("| %d | %.0f | %.0f | %s | %.2f |\n", clients, (double)e.ops / dt,
            2.0 * (double)e.ops / dt, scpu, (c1 - c0) * 1e6 / pairs);
     engine_free(&e);
+    return 0;
 }
 
-static void bench_rendezvous(int n) {
+/* Prints | N | seconds | ranks/s | server CPU s | client CPU s |, or a "timed out" row. Returns 0,
+ * or -1 when the rendezvous did not complete within PHASE_BOUND_MS. */
+static int bench_rendezvous(int n) {
     engine_t e;
     engine_init(&e, n, 1);
     /* Rank 0's 128-byte id is in the store before the others arrive. */
@@ -684,25 +700,36 @@ static void bench_rendezvous(int n) {
     else
         printf("| %d | %.3f | %.0f | %s | %.2f |\n", n, dt, (double)n / dt, scpu, c1 - c0);
     engine_free(&e);
+    return rc;
 }
 
-static void bench_idle_rss(int pid, int n) {
+/* Prints | connections | RSS before KiB | RSS after KiB | bytes per connection | for n idle
+ * connections to the server of PID pid. Returns 0, or -1 when they were not all ready within
+ * PHASE_BOUND_MS (a "timed out" row) or the server's RSS cannot be read (nothing printed). */
+static int bench_idle_rss(int pid, int n) {
     engine_t e;
     engine_init(&e, n, 2);
     long before = bench_proc_kib(pid, "VmRSS");
     if (run_engine(&e, 0, stop_all_ready) < 0) {
         printf("| %d | timed out | |\n", n);
-        return;
+        engine_free(&e);
+        return -1;
     }
     /* One PING round on the last connection makes sure the server has processed all. */
     usleep(200000);
     long after = bench_proc_kib(pid, "VmRSS");
-    printf("| %d | %ld | %ld | %.0f |\n", n, before, after, (double)(after - before) * 1024.0 / n);
     engine_free(&e);
+    if (before < 0 || after < 0) {
+        fprintf(stderr, "bench_store: cannot read the RSS of pid %d\n", pid);
+        return -1;
+    }
+    printf("| %d | %ld | %ld | %.0f |\n", n, before, after, (double)(after - before) * 1024.0 / n);
+    return 0;
 }
 
 int main(int argc, char **argv) {
     int64_t v, w;
+    int rc = 0;
     raise_nofile();
     const char *sc = getenv("BENCH_SERVER_CPU");
     if (sc != NULL && ddp_parse_i64(sc, 0, 1023, &v) == 0) {
@@ -733,18 +760,18 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[1], "throughput") == 0 && argc == 5 &&
                ddp_parse_i64(argv[3], 1, 16384, &v) == 0 &&
                ddp_parse_i64(argv[4], 1, 60, &w) == 0) {
-        bench_throughput((int)v, (double)w);
+        rc = bench_throughput((int)v, (double)w);
     } else if (strcmp(argv[1], "rendezvous") == 0 && argc == 4 &&
                ddp_parse_i64(argv[3], 1, 1000000, &v) == 0) {
-        bench_rendezvous((int)v);
+        rc = bench_rendezvous((int)v);
     } else if (strcmp(argv[1], "idle-rss") == 0 && argc == 5 &&
                ddp_parse_i64(argv[3], 1, 4194304, &v) == 0 &&
                ddp_parse_i64(argv[4], 1, 1000000, &w) == 0) {
-        bench_idle_rss((int)v, (int)w);
+        rc = bench_idle_rss((int)v, (int)w);
     } else {
         fprintf(stderr, "bench_store: bad arguments\n");
         return 2;
     }
     ddp_buf_free(&token);
-    return 0;
+    return rc < 0 ? 1 : 0;
 }

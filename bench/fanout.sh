@@ -4,7 +4,9 @@
 # and 16 hosts x 2 workers of /bin/true, for ddprun --hosts, Open MPI's mpirun --hostfile (its ssh
 # launcher) and pdsh -R ssh on the same hosts: network namespaces with their own sshd
 # (tests/integration/ssh_hosts.sh), the launchers in another. Medians of RUNS (default 5)
-# interleaved runs, the order rotated each run. Needs root, `ip netns`, sshd, ssh, mpirun, pdsh.
+# interleaved runs, the order rotated each run. Needs root, `ip netns`, sshd, ssh, mpirun, pdsh:
+# without one of them it prints why and exits 77 (skipped). Exits 1 when a figure cannot be
+# measured (a host that does not run its workers, a run that fails).
 set -u
 BUILD=${BUILD:-build}
 DDPRUN=$(cd "$BUILD" && pwd)/ddprun
@@ -14,7 +16,7 @@ echo "| hosts x workers | ddprun --hosts | mpirun --hostfile | pdsh -R ssh | ddp
 echo "|---|---|---|---|---|"
 skip() {
     echo "| fan-out over ssh | skipped: $1 | - | - | - |"
-    exit 0
+    exit 77
 }
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
 for c in ip nsenter unshare ssh ssh-keygen /usr/sbin/sshd mpirun pdsh; do
@@ -54,6 +56,7 @@ run_pdsh() {
 }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 TOOLS=(ddprun mpirun pdsh)
+rc=0
 # Each tool once with /bin/hostname first: every host must answer twice, or its times mean nothing.
 for n in $COUNTS; do
     for t in "${TOOLS[@]}"; do
@@ -81,6 +84,7 @@ for n in $COUNTS; do
     m=$(printf '%s\n' ${T[mpirun]} | median)
     p=$(printf '%s\n' ${T[pdsh]} | median)
     echo "| $n x 2 | $d ms | $m ms | $p ms | $(awk -v a="$d" -v b="$m" 'BEGIN {printf "%.2f", a / b}') |"
-    [ -z "$fail" ] || echo "# failed runs:$fail"
+    [ -z "$fail" ] || { echo "# failed runs:$fail"; rc=1; }
 done
 echo "# medians of $RUNS interleaved runs each; wall time from the command to its exit"
+exit $rc

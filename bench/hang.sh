@@ -7,6 +7,7 @@
 #    files (--heartbeat_timeout) and through output lines (--heartbeat_on_output), each against
 #    the same workers with supervision off in the same run (their lines still pass the agent).
 #   BUILD=build bench/hang.sh        (RUNS=10 latency runs, TIMEOUT_S=1, CPU_S=6 override)
+# Exits non-zero when a figure cannot be measured (no "hung" line, an agent run that fails).
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}

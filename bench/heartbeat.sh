@@ -4,6 +4,7 @@
 # with every beat writing, against a bare coarse-clock read and a bare pwrite in the same run.
 # The files go in TMPDIR (default /tmp), whose file system the table names.
 #   BUILD=build bench/heartbeat.sh        (CALLS, WRITES, RUNS override 10^7, 10^6, 5)
+# Exits non-zero when a figure cannot be measured (bench_heartbeat fails).
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}

@@ -3,11 +3,15 @@
 # Multi-node rendezvous: re-form time after a worker failure (4 agents x 2 workers on loopback:
 # rank 5 fails, every node stops its group, re-joins and restarts; from the failure to the last
 # worker of the new round running), and N simulated agents joining one run on ddp-rendezvous.
+#   BUILD=build RUNS=5 JOIN_COUNTS="1000 4000" bench/rdzv.sh
+# Exits non-zero when a figure cannot be measured.
 set -eu
 BUILD=${BUILD:-build}
 RUNS=${RUNS:-5}
+JOIN_COUNTS=${JOIN_COUNTS:-1000 4000}
 TMP=$(mktemp -d)
-trap 'kill $DPID 2>/dev/null; rm -rf "$TMP"' EXIT
+DPID=
+trap '[ -n "$DPID" ] && kill "$DPID" 2>/dev/null; rm -rf "$TMP"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 echo "| measure | ddprun | target |"
 echo "|---|---|---|"
@@ -22,7 +26,9 @@ for r in $(seq "$RUNS"); do
             "$BUILD/tests/fake_worker" >"$d/agent$n.out" 2>&1 &
         pids+=($!)
     done
-    wait "${pids[@]}"
+    for p in "${pids[@]}"; do
+        wait "$p" || { echo "# re-form run $r: an agent failed:"; tail -3 "$d"/agent*.out | sed 's/^/#   /'; exit 1; }
+    done
     t=$(python3 - "$d" <<'PY'
 import glob, sys
 d = sys.argv[1]
@@ -40,5 +46,6 @@ echo "| re-form after a worker failure, 4 nodes x 2 workers (failure -> all 8 ru
 "$BUILD/ddp-rendezvous" --port 0 --no-auth >"$TMP/daemon.out" 2>/dev/null &
 DPID=$!
 for i in $(seq 100); do grep -q listening "$TMP/daemon.out" && break; sleep 0.02; done
-port=$(sed -E 's/.*:([0-9]+)$/\1/' "$TMP/daemon.out")
-for n in 1000 4000; do "$BUILD/bench/bench_rdzv_join" "$port" "$n" "$RUNS"; done
+port=$(sed -nE 's/.*listening on .*:([0-9]+)$/\1/p' "$TMP/daemon.out")
+[ -n "$port" ] || { echo "# ddp-rendezvous did not report its port within 2 s"; exit 1; }
+for n in $JOIN_COUNTS; do "$BUILD/bench/bench_rdzv_join" "$port" "$n" "$RUNS"; done

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ddp_err.h"
 #include "ddp_time.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_layout.h"
@@ -252,7 +253,12 @@ static int replies(rdzv_sim_t *s, size_t i, uint64_t now) {
             return fail(s, "agent %zu: bad reply: %s", i, err.text);
         }
         off += (size_t)len;
-        if (rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status != 0) {
+        if (rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status != 0 && rep.code == DDP_ERDZV_SPARE) {
+            /* The run is at max_nodes: the store answers a spare once every keep-alive bound,
+             * and its JOIN again is its keep-alive (agent/rdzv.c does the same). */
+            s->spare_answers++;
+            rc = rdzv_sim_join(s, i, i + 1);
+        } else if (rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status != 0) {
             rc = fail(s, "agent %zu was refused: %s", i,
                       rep.text.data ? (const char *)rep.text.data : "?");
         } else if (rep.cmd == RDZV_CMD_RDZV_JOIN) {

@@ -5,6 +5,10 @@
 # TCPStore when a Python with torch 2.x is found (see TORCH_PYTHON below), and
 # redis-server when installed; drives them all with build/bench/bench_store; prints markdown.
 #   BUILD=build bench/store.sh            (STORE_BENCH_QUICK=1: fewer iterations, N<=4096)
+# CLIENTS (throughput; default "1 16 64 256"), SIZES (rendezvous N; default "1024 4096 16384",
+# quick "1024 4096") and IDLE_CONNS (default 10000) override the sizes.
+# Exits 1 when a figure cannot be measured: a server that does not start, a run that fails, a
+# rendezvous of ddp-rendezvous or the floor that times out (TCPStore's may: its row says so).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -26,6 +30,12 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+rc=0
+# fail WHAT: a figure not measured; the run goes on and exits 1.
+fail() {
+    echo "# not measured: $1"
+    rc=1
+}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 [ -x "$B" ] && [ -x "$D" ] || { echo "bench/store.sh: build $B and $D first" >&2; exit 1; }
 
@@ -58,9 +68,9 @@ fi
 { head -c 31 /dev/urandom; printf k; } >"$TMP/token"
 chmod 600 "$TMP/token" # the store reads only private token files
 HEX=$(od -An -tx1 -v "$TMP/token" | tr -d ' \n')
-start auth "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
-start open "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error
-start floor "${PIN[@]}" "$BUILD/bench/bench_floor"
+start auth "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error &&
+    start open "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --no-auth --log-level error &&
+    start floor "${PIN[@]}" "$BUILD/bench/bench_floor" || exit 1
 servers=("ddprun+auth:auth:$HEX" "ddprun:open:")
 # bench_floor joins the throughput and rendezvous rows (not latency: the echo is that floor).
 floor_server="floor (kernel floor):floor:"
@@ -79,14 +89,20 @@ fi
 
 iters=20000; secs=3; sizes="1024 4096 16384"
 [ "$QUICK" = 1 ] && { iters=3000; secs=1; sizes="1024 4096"; }
+sizes=${SIZES:-$sizes}
+CLIENTS=${CLIENTS:-1 16 64 256}
+IDLE_CONNS=${IDLE_CONNS:-10000}
 
 echo "### Round-trip latency, one client, 16-byte values ($(nproc) CPUs, $iters iterations)"
 echo
 echo "| operation | median us | p99 us | x ping-pong |"
 echo "| --- | --- | --- | --- |"
-DDPRUN_STORE_TOKEN=$HEX "$B" latency "$PORT_auth" "$iters" --ddprun | sed 's/^| /| ddprun+auth: /'
+DDPRUN_STORE_TOKEN=$HEX "$B" latency "$PORT_auth" "$iters" --ddprun >"$TMP/lat" ||
+    fail "latency, ddprun+auth"
+sed 's/^| /| ddprun+auth: /' "$TMP/lat"
 if [ -n "${PORT_torch:-}" ]; then
-    "$B" latency "$PORT_torch" "$iters" | grep -v ping-pong | sed 's/^| /| TCPStore: /'
+    "$B" latency "$PORT_torch" "$iters" >"$TMP/lat" || fail "latency, TCPStore"
+    grep -v ping-pong "$TMP/lat" | sed 's/^| /| TCPStore: /'
 fi
 echo
 
@@ -103,14 +119,15 @@ echo "| server | clients | SET+GET pairs/s | requests/s | x TCPStore | server CP
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 # median_row FILE: the middle line of FILE sorted by its first number.
 median_row() { sort -n "$1" | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'; }
-for c in 1 16 64 256; do
+for c in $CLIENTS; do
     for r in $(seq 1 $reps); do
         for s in "${servers[@]}" "$floor_server"; do
             rest=${s#*:}; name=${rest%%:*}; tok=${rest#*:}
             eval "port=\$PORT_$name; spid=\$PID_$name"
             # rows: pairs/s server-us client-us
-            DDPRUN_STORE_TOKEN=$tok BENCH_SERVER_PID=$spid "$B" throughput "$port" "$c" "$secs" |
-                awk -F'|' '{gsub(/ /, ""); print $3, $5, $6}' >>"$TMP/tp_${name}_$c"
+            DDPRUN_STORE_TOKEN=$tok BENCH_SERVER_PID=$spid "$B" throughput "$port" "$c" "$secs" \
+                >"$TMP/tp" || fail "throughput, ${s%%:*}, $c clients"
+            awk -F'|' '{gsub(/ /, ""); print $3, $5, $6}' "$TMP/tp" >>"$TMP/tp_${name}_$c"
         done
     done
     ref=
@@ -141,9 +158,14 @@ for s in "${servers[@]}" "$floor_server"; do
     for n in $ns; do
         : >"$TMP/rdzv"
         for r in $(seq 1 $reps); do
-            DDPRUN_STORE_TOKEN=$tok BENCH_SERVER_PID=$spid timeout 120 "$B" rendezvous "$port" "$n" \
-                >>"$TMP/rdzv"
-            grep -q 'timed out' "$TMP/rdzv" && break # a server that cannot: one timeout is enough
+            if ! DDPRUN_STORE_TOKEN=$tok BENCH_SERVER_PID=$spid timeout 120 "$B" rendezvous \
+                "$port" "$n" >>"$TMP/rdzv"; then
+                # TCPStore's timing out is its figure (one timeout is enough); anything else
+                # cannot be measured.
+                grep -q 'timed out' "$TMP/rdzv" && [ "$name" = torch ] && break
+                fail "rendezvous, $label, N=$n"
+                break
+            fi
         done
         if grep -q 'timed out' "$TMP/rdzv"; then
             grep -m1 'timed out' "$TMP/rdzv"
@@ -156,10 +178,12 @@ echo
 
 echo "### Server memory per idle authenticated connection"
 echo
-start rss "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error
 echo "| connections | RSS before KiB | RSS after KiB | bytes per connection |"
 echo "| --- | --- | --- | --- |"
-DDPRUN_STORE_TOKEN=$HEX timeout 120 "$B" idle-rss "$PORT_rss" "$PID_rss" 10000
+if ! start rss "${PIN[@]}" "$D" --host 127.0.0.1 --port 0 --token-file "$TMP/token" --log-level error ||
+    ! DDPRUN_STORE_TOKEN=$HEX timeout 120 "$B" idle-rss "$PORT_rss" "$PID_rss" "$IDLE_CONNS"; then
+    fail "server memory per idle connection"
+fi
 echo
 
 if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
@@ -186,9 +210,13 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
             set_rps=$(echo "$out" | sed -nE 's/^SET: ([0-9.]+) requests.*/\1/p' | tail -1)
             get_rps=$(echo "$out" | sed -nE 's/^GET: ([0-9.]+) requests.*/\1/p' | tail -1)
             echo "| $c | ${set_rps:-?} | ${get_rps:-?} |"
+            [ -n "$set_rps" ] && [ -n "$get_rps" ] || fail "redis-benchmark, $c clients"
         done
         echo
+    else
+        fail "redis-server did not start (5 tries)"
     fi
 else
     echo "# redis-server not installed: redis rows skipped"
 fi
+exit $rc

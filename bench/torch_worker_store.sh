@@ -9,6 +9,9 @@
 # run whose attempt 1 fails is counted, named by its first error line, and not timed.
 # PyTorch: TORCH_PYTHON, else the venv scripts/ensure-torch2.sh makes; skipped without one.
 # Everything runs under scripts/private-names.sh (TCPStore's server looks up client names).
+# Without PyTorch 2.x or a private mount namespace it prints why and exits 77 (skipped). It exits
+# 1 when a ddprun run fails: torchrun's failed restarts are its figure (counted in the last row),
+# ddprun's are not.
 #   BUILD=build bench/torch_worker_store.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -18,11 +21,11 @@ PY=${TORCH_PYTHON:-}
 [ -z "$PY" ] && [ -x .cache/torch2/bin/python ] && PY=.cache/torch2/bin/python
 if [ -z "$PY" ] || ! "$PY" -c 'import torch.distributed.run' 2>/dev/null; then
     echo "# skipped: no PyTorch 2.x (set TORCH_PYTHON, or run scripts/ensure-torch2.sh)"
-    exit 0
+    exit 77
 fi
 if ! scripts/private-names.sh true 2>/dev/null; then
     echo "# skipped: scripts/private-names.sh cannot make a mount namespace here"
-    exit 0
+    exit 77
 fi
 VER=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/torchstore.XXXXXX")
@@ -73,3 +76,8 @@ echo "| rank 0 init_process_group, attempt 0 | ${INIT0[agent]} | ${INIT0[own]} |
 echo "| rank 0 init_process_group, attempt 1 | ${INIT1[agent]} | ${INIT1[own]} | ${INIT1[torchrun]} | $(ratio "${INIT1[agent]}" "${INIT1[torchrun]}") |"
 echo "| rank 1 fails -> attempt 1's first allreduce done | ${RESTART[agent]} | ${RESTART[own]} | ${RESTART[torchrun]} | $(ratio "${RESTART[agent]}" "${RESTART[torchrun]}") |"
 echo "| runs whose attempt 1 completed (the others are not timed) | ${DONE[agent]} of $RUNS | ${DONE[own]} of $RUNS | ${DONE[torchrun]} of $RUNS | - |"
+rc=0
+for kind in agent own; do
+    [ "${DONE[$kind]}" = "$RUNS" ] || { echo "# not measured: $kind: $((RUNS - DONE[$kind])) of $RUNS runs failed"; rc=1; }
+done
+exit $rc
