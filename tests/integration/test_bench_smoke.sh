@@ -14,9 +14,11 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # script's header for what the variables mean).
 declare -A SMOKE=(
     [allreduce]="BENCH_SECONDS=0.2"
+    [console]="RUNS=1"
     [fanout]="RUNS=1 COUNTS=2"
     [hang]="RUNS=1 TIMEOUT_S=1 CPU_S=3"
     [heartbeat]="CALLS=100000 WRITES=10000 RUNS=1"
+    [hostfile]="RUNS=1 COUNTS=1000"
     [launch]="RUNS=1 TORCH_RUNS=1"
     [rdzv]="RUNS=1 JOIN_COUNTS=100"
     [scale]="COUNTS=200 KEEPALIVE_S=1 KEEPALIVE_SMALL_S=1 KEEP_ALIVE_MS=300 IDLE_CONNS=1000 TORCH_COUNTS=8 LIMIT=20"
@@ -27,9 +29,11 @@ declare -A SMOKE=(
 # BREAK[name]: the program (under BUILD) that the failure run of bench/name.sh replaces.
 declare -A BREAK=(
     [allreduce]=bench/bench_allreduce
+    [console]=ddprun
     [fanout]=ddprun
     [hang]=bench/bench_beat_worker
     [heartbeat]=bench/bench_heartbeat
+    [hostfile]=ddprun
     [launch]=tests/fake_worker
     [rdzv]=bench/bench_rdzv_join
     [scale]=bench/bench_rdzv_scale
