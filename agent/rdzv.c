@@ -159,7 +159,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
     }
     if (rep->status != 0 && rep->code == DDP_ERDZV_SPARE) {
         /* The run is at max_nodes: this node waits for a place (a node excluded or lost). The
-         * store answers a spare now and then; its JOIN again is the spare's keep-alive. */
+         * store answers a spare now and then; its JOIN again is the spare's keep-alive. Each
+         * follows the health check, as every JOIN does: a spare that fell sick while it waited
+         * reports itself unfit instead of taking a place (the store keeps the spare for a
+         * keep-alive bound after the answer, the check included). */
         if (!r->spare_said) {
             DDP_INFO("%s",
                      agent__store_text(rep->text.data, rep->text.len, "waiting as a spare", esc));
@@ -167,7 +170,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
                          (json_int_t)a->job->max_nodes);
             r->spare_said = 1;
         }
-        agent__rdzv_join(a);
+        agent__node_check_begin(a);
         return;
     }
     if (rep->status != 0) {

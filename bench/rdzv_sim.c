@@ -252,7 +252,11 @@ static int replies(rdzv_sim_t *s, size_t i, uint64_t now) {
             return fail(s, "agent %zu: bad reply: %s", i, err.text);
         }
         off += (size_t)len;
-        if (rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status != 0) {
+        if (rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status != 0 && rep.code == DDP_ERDZV_SPARE) {
+            /* A spare's keep-alive: it JOINs again at once, as the agent does. */
+            s->spare_answers++;
+            rc = rdzv_sim_join(s, i, i + 1);
+        } else if (rep.cmd == RDZV_CMD_RDZV_JOIN && rep.status != 0) {
             rc = fail(s, "agent %zu was refused: %s", i,
                       rep.text.data ? (const char *)rep.text.data : "?");
         } else if (rep.cmd == RDZV_CMD_RDZV_JOIN) {

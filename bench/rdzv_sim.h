@@ -55,7 +55,8 @@ typedef struct rdzv_sim {
     uint64_t last_assigned_ns;
     size_t closed_by_store; /* silent agents whose connection the store closed */
     uint64_t beats_sent, beats_refused;
-    char err[512]; /* why a call returned -1 */
+    uint64_t spare_answers; /* DDP_ERDZV_SPARE replies (a spare's keep-alive; it JOINed again) */
+    char err[512];          /* why a call returned -1 */
 } rdzv_sim_t;
 
 /* Sets s up for run tmpl->run_id on 127.0.0.1:port. rejoin and progress as in rdzv_sim_t.

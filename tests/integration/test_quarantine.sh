@@ -243,9 +243,10 @@ check "nothing left after the test at min" no_leftovers 3
 # ------------------------------------------------------------------------------------ 4. spare
 # --nnodes=2:3 on a b c with join_timeout=2 and a long last_call_timeout (5 s); d is a spare. It
 # waits longer than join_timeout, 4.5 keep-alive bounds: the store answers it each bound and it
-# joins again, so it is neither dropped nor timed out. Then c's agent is SIGKILLed: round 0 ends,
-# and round 1 closes at max with a b d as soon as a and b are back, where without the spare they
-# would wait out last_call_timeout and go on alone.
+# joins again, so it is neither dropped nor timed out, and its --health_check runs before each of
+# those JOINs (it counts itself in a file). Then c's agent is SIGKILLed: round 0 ends, and round 1
+# closes at max with a b d as soon as a and b are back, where without the spare they would wait out
+# last_call_timeout and go on alone.
 PORT=29455 RUN=spare D=$TMP/spare
 mkdir -p "$D"
 LC_LONG_MS=5000 JOIN_TIMEOUT_MS=2000
@@ -253,10 +254,10 @@ CONF=last_call_timeout=5,join_timeout=2,keep_alive_interval=0.2,keep_alive_max_a
 by_round 1000
 export FW_SLEEP_MS=8000
 for h in a b c; do NPROC=1 agent $h 2:3 "$D/worker.sh"; done
-waited="" silent="" ref="" spare_ok=0
+waited="" silent="" ref="" spare_ok=0 checks=0
 exec 3>&2 2>/dev/null
 if wait_count 3 10 "$D/[abc]/env.*.0"; then
-    NPROC=1 agent d 2:3 "$D/worker.sh"
+    NPROC=1 agent d 2:3 --health_check "echo >>$D/d.checks" "$D/worker.sh"
     if wait_status "$D/st1.json" 3 'member("d").get("state") == "spare"'; then
         t_spare=$(now_ms)
         sleep 2.7
@@ -264,6 +265,7 @@ if wait_count 3 10 "$D/[abc]/env.*.0"; then
         waited=$(($(now_ms) - t_spare))
         silent=$(json "$D/st2.json" 'member("d").get("silent_ms")')
         [ "$(json "$D/st2.json" 'member("d").get("state")')" = spare ] && spare_ok=1
+        checks=$(wc -l <"$D/d.checks")
     fi
     kc=$(ddprun_of c)
     t0=$(now_ms)
@@ -277,6 +279,8 @@ check "ddprun status lists d as a spare, and still after ${waited:-?} ms (join_t
     cond '[ $spare_ok = 1 ] && le $JOIN_TIMEOUT_MS "${waited:-0}"'
 check "the spare joined again within a keep-alive bound: last heard ${silent:-?} ms <= $KA_MS + $SLACK_MS ms before" \
     le "${silent:-999999}" $((KA_MS + SLACK_MS))
+check "the spare's health check ran before each JOIN again: $checks times in ${waited:-?} ms" \
+    le 3 "$checks"
 check "after SIGKILL of c, round 1 runs on a b d (WORLD_SIZE=3, group ranks $(group_ranks 1 a b d))" round_is 1 3 a b d
 check "the spare took c's place in ${ref:-?} ms <= keep-alive bound $KA_MS + $SLACK_MS ms (last_call_timeout $LC_LONG_MS ms)" \
     le "${ref:-999999}" $((KA_MS + SLACK_MS))

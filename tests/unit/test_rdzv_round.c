@@ -943,6 +943,90 @@ static void test_node_failures_kept_at_min(void **state) {
     json_decref(o);
 }
 
+/* Members of the last round come before spares: with max 2, spare 3 waits, and member 2's agent
+ * comes back on a new connection (4, carrying round 1: it was told round 0) before its old one is
+ * found silent. Round 1 has 3 and 4 parked, max, but waits for member 1 (connected, not back) and
+ * then takes 1 and 4, leaving 3 a spare; without the policy 3 and 4 closed it at once and the
+ * surviving member 1 was the spare. */
+static void test_last_round_before_spares(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out);
+    rdzv_join_req_t q = req("job", "h2", -1, 2, 29600, 1, 2);
+    q.min_round = 1;
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(f->rs, 4, &q, 20, &f->out, &err), 0);
+    assert_int_equal(f->out.n, 0); /* a spare for now */
+    for (uint64_t t = 50; t <= 300; t += 50) {
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    rdzv_runs_tick(f->rs, 301, &f->out); /* member 2 silent since 0: bound 300 */
+    assert_non_null(find_act(&f->out, RDZV_ACT_CLOSE, 2));
+    assert_non_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 0);
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, 1, 2, 310, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_int_equal(rank_of(&f->out, 1), 0); /* keeps its rank */
+    assert_int_equal(rank_of(&f->out, 4), 1);
+    assert_null(find_act(&f->out, RDZV_ACT_REPLY_OK, 3));
+    json_t *o = status_of(f, 320);
+    json_t *last = json_array_get(json_object_get(o, "members"), 2);
+    assert_int_equal(json_integer_value(json_object_get(last, "member")), 3);
+    assert_string_equal(json_string_value(json_object_get(last, "state")), "spare");
+    json_decref(o);
+}
+
+/* A spare answered at its keep-alive bound stays a spare until it JOINs again: a FAIL in that
+ * gap counts it toward min, so the failing host is excluded (min 2: h2 and the spare) where it
+ * was kept at min; the excluded member's refused JOIN stops round 1 waiting for it, and the
+ * round closes at max with h2 and the spare. An answered spare that does not JOIN again within
+ * another bound is dropped. */
+static void test_spare_answered_counts(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    assert_int_equal(join_host(f, 1, "bad", 2, 2, 1, 0, &err), 0);
+    assert_int_equal(join_host(f, 2, "h2", 2, 2, 1, 0, &err), 0);
+    assert_int_equal(join_host(f, 3, "h3", 2, 2, 1, 10, &err), 0);
+    rdzv_actions_reset(&f->out);
+    for (uint64_t t = 50; t <= 300; t += 50) {
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    rdzv_runs_tick(f->rs, 310, &f->out);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 3);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ERDZV_SPARE);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    assert_int_equal(rdzv_runs_fail(f->rs, "job", 1, 0, "boom", 311, &f->out, &rep), 0);
+    const rdzv_action_t *end = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(end);
+    assert_non_null(strstr(end->text, "host bad excluded after 1 failures"));
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(join_host(f, 3, "h3", 2, 2, 1, 312, &err), 0); /* the spare again */
+    assert_int_equal(join_host(f, 2, "h2", 2, 2, 1, 313, &err), 0);
+    assert_int_equal(f->out.n, 0); /* at max, but member 1 may come back */
+    assert_int_equal(join_host(f, 1, "bad", 2, 2, 1, 314, &err), DDP_ERDZV_EXCLUDED);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_non_null(find_act(&f->out, RDZV_ACT_REPLY_OK, 3));
+    rdzv_actions_reset(&f->out);
+    /* A new spare, answered, then silent: dropped one bound after its answer. */
+    assert_int_equal(join_host(f, 5, "h5", 2, 2, 1, 400, &err), 0);
+    for (uint64_t t = 450; t <= 1100; t += 50) {
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 3, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_ERR), 1); /* the answer at 700 */
+    json_t *o = status_of(f, 1100);
+    assert_int_equal(json_array_size(json_object_get(o, "members")), 2);
+    json_decref(o);
+    assert_int_equal(join_host(f, 5, "h5", 2, 2, 1, 1110, &err), 0); /* a new spare again */
+}
+
 /* UNFIT: recorded for a known run only, shown with its reason until the host joins; the records
  * of a run are bounded (2 x max_nodes + 16), the oldest plain record making room. */
 static void test_unfit_reports(void **state) {
@@ -1524,6 +1608,8 @@ int main(void) {
         T(test_scale_up),
         T(test_running_at_max_waits),
         T(test_spare_keep_alive),
+        T(test_last_round_before_spares),
+        T(test_spare_answered_counts),
         T(test_node_failures_exclude_host),
         T(test_node_failures_kept_at_min),
         T(test_unfit_reports),
