@@ -177,8 +177,11 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         const char *why = rep->text.len > 0
                               ? agent__store_text(rep->text.data, rep->text.len, "", esc)
                               : "refused";
-        if (rep->code == DDP_ERDZV_DONE) {
-            /* A spare (or a late node) of a run that succeeded: nothing to do, no failure. */
+        if (rep->code == DDP_ERDZV_DONE || (rep->code == DDP_ERDZV_REUSED && r->spare_said)) {
+            /* A spare (or a late node) of a run that succeeded: nothing to do, no failure. A
+             * spare the store dropped (a health check longer than its keep-alive bound) is
+             * told what a new node is (DDP_ERDZV_REUSED), but it waited in this run. A new
+             * node is refused (the error below): its job did not run. */
             DDP_INFO("%s", why);
             agent__rdzv_leave(r, EV_RUN_DONE, AGENT_HOST_LINGER_MS);
             return;

@@ -249,13 +249,15 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         now_ms + (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
 }
 
-/* Replies an error to every joiner (the run is FAILED or DONE) and drops them; an answered
- * spare has no JOIN to answer: its next one is refused as a new node's. */
+/* Replies an error to every joiner (the run is FAILED or DONE) and drops them. An answered spare
+ * has no JOIN to answer: it stays, so that its next JOIN is refused as a spare's of this run (a
+ * DONE run's spares leave with success), and is dropped a keep-alive bound after its answer. */
 static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char *text,
                            uint64_t now_ms, rdzv_actions_t *out) {
+    size_t kept = 0;
     for (size_t i = 0; i < r->njoin; i++) {
         if (r->joiners[i]->answered) {
-            rdzv__member_free(rs, r->joiners[i], now_ms);
+            r->joiners[kept++] = r->joiners[i];
             continue;
         }
         rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, r->joiners[i]->id);
@@ -264,8 +266,7 @@ static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char 
         rdzv__copy_str(a->text, sizeof a->text, text);
         rdzv__member_free(rs, r->joiners[i], now_ms);
     }
-    r->njoin = 0;
-    r->nanswered = 0;
+    r->njoin = kept;
 }
 
 /* The text a refused join gets from a FAILED run. */
@@ -284,6 +285,23 @@ static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
 static void done_text(const rdzv_run_t *r, char *out, size_t cap) {
     rdzv__textf(out, cap, "rendezvous '%s' finished: round %lld passed its exit barrier", r->id,
                 (long long)r->round);
+}
+
+/* The text a new node's JOIN gets from a DONE run: the id is taken until the store forgets it.
+ * What to do comes first: the text goes through a ddp_err_t (DDP_ERR_TEXT_LEN). */
+static void reused_text(const rdzv_runs_t *rs, const rdzv_run_t *r, uint64_t now_ms, char *out,
+                        size_t cap) {
+    char keep[32], left[64] = "";
+    fmt_ms(keep, sizeof keep, (int64_t)rs->empty_keep_ms);
+    if (r->nmembers == 0) {
+        uint64_t until = r->empty_since_ms + rs->empty_keep_ms;
+        snprintf(left, sizeof left, "; %llds left",
+                 (long long)((until > now_ms ? until - now_ms : 0) + 999) / 1000);
+    }
+    rdzv__textf(out, cap,
+                "rendezvous '%s' finished already: use another --rdzv_id (the store keeps a "
+                "finished run %s after its last node leaves%s)",
+                r->id, keep, left);
 }
 
 /* Ends the running round (its dead members are already removed from the group): END_ROUND,
@@ -473,9 +491,15 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
         return ddp_err_set(err, DDP_ERDZV_CLOSED, "%s", text);
     }
     if (r->state == RDZV_RUN_DONE) {
+        /* A node of this run (a member, a spare, or one told a round of it) learns that the job
+         * finished without it; a new node must not take that for its own job's success. */
         char text[RDZV_ROUND_TEXT_MAX];
-        done_text(r, text, sizeof text);
-        return ddp_err_set(err, DDP_ERDZV_DONE, "%s", text);
+        if (m != NULL || req->min_round > 0 || req->restarts_used > 0) {
+            done_text(r, text, sizeof text);
+            return ddp_err_set(err, DDP_ERDZV_DONE, "%s", text);
+        }
+        reused_text(rs, r, now_ms, text, sizeof text);
+        return ddp_err_set(err, DDP_ERDZV_REUSED, "%s", text);
     }
     char excluded[RDZV_ROUND_TEXT_MAX];
     if (rdzv__host_join(r, req->host, now_ms, excluded, sizeof excluded)) {
@@ -718,16 +742,18 @@ static void lost_names(const rdzv_runs_t *rs, const rdzv_run_t *r, char *text, s
 
 /* How long a joiner's JOIN stays parked: join_timeout while a round collects; while the run is
  * RUNNING at max_nodes the joiners are spares, answered after the keep-alive bound so that they
- * JOIN again (a spare's keep-alive: one that is gone does not come back and is dropped). */
+ * JOIN again (a spare's keep-alive: one that is gone does not come back and is dropped). A
+ * FAILED or DONE run holds only answered spares, dropped after that bound. */
 static uint64_t joiner_bound(const rdzv_run_t *r) {
-    if (r->state == RDZV_RUN_RUNNING)
+    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
         return (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
     return (uint64_t)r->cfg.join_timeout_ms;
 }
 
-/* joiners_expire while the run is RUNNING: the first k spares' bounds passed. The parked ones
- * get DDP_ERDZV_SPARE and move to the end, answered; the answered ones are dropped. The room
- * for the reorder is r->pick's (event_reserve). */
+/* joiners_expire while the run is RUNNING (or FAILED or DONE, where every joiner is answered):
+ * the first k spares' bounds passed. The parked ones get DDP_ERDZV_SPARE and move to the end,
+ * answered; the answered ones are dropped. The room for the reorder is r->pick's
+ * (event_reserve). */
 static void spares_answer(rdzv_runs_t *rs, rdzv_run_t *r, size_t k, uint64_t now_ms,
                           rdzv_actions_t *out) {
     char text[RDZV_ROUND_TEXT_MAX];
@@ -770,7 +796,7 @@ static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv
         k++;
     if (k == 0)
         return;
-    if (r->state == RDZV_RUN_RUNNING) {
+    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL) {
         spares_answer(rs, r, k, now_ms, out);
         return;
     }
@@ -859,7 +885,7 @@ int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out) {
                 group_check_live(rs, r, now_ms, out);
             break;
         case RDZV_RUN_FAILED:
-        case RDZV_RUN_DONE: break;
+        case RDZV_RUN_DONE: joiners_expire(rs, r, now_ms, out); break;
         }
         run_trim(r); /* the last joiners expired, or the last members went silent */
     }
@@ -874,7 +900,7 @@ uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs) {
             d = r->empty_since_ms + rs->empty_keep_ms;
         } else if (r->state == RDZV_RUN_LAST_CALL) {
             d = r->last_call_ms;
-        } else if (r->state == RDZV_RUN_JOINING || r->state == RDZV_RUN_RUNNING) {
+        } else {
             if (r->njoin > 0)
                 d = r->joiners[0]->join_ms + joiner_bound(r);
             if (r->state == RDZV_RUN_RUNNING && r->live_check_ms < d)

@@ -118,9 +118,10 @@ int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, const char *host, const
 
 /* Member member of round `round` of run_id says the round passed its exit barrier (every node's
  * workers succeeded): the run is DONE. Its spares are answered DDP_ERDZV_DONE ("rendezvous 'R'
- * finished: round N passed its exit barrier") and so is every later JOIN, so that a spare leaves
- * with success instead of forming a round of its own once the others hang up; members leaving
- * then end nothing. Returns 0; -ENOENT when round is not the running round or member not in its
+ * finished: round N passed its exit barrier") and so is every later JOIN of a node of the run, so
+ * that a spare leaves with success instead of forming a round of its own once the others hang
+ * up; a new node's JOIN gets DDP_ERDZV_REUSED (the id is taken); members leaving then end
+ * nothing. Returns 0; -ENOENT when round is not the running round or member not in its
  * group (nothing changes); -ENOMEM. */
 int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                      uint64_t now_ms, rdzv_actions_t *out);

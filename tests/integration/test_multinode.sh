@@ -263,6 +263,18 @@ wait $a; ra=$?; wait $b; rb=$?
 [ "$ra" = 0 ] && [ "$rb" = 0 ] && [ "$(cat "$d"/env.*.0 | grep -c '^WORLD_SIZE=4$')" = 4 ]
 verdict "two agents rendezvous on an authenticated ddp-rendezvous daemon"
 check "workers receive the job token for the store" grep -qx "DDPRUN_STORE_TOKEN=$tokhex" "$d/env.3.0"
+# The same two commands again: the daemon still holds the finished run 'daemon' (an hour). Each
+# agent is refused at once, exits 1 naming the id and what to do, and starts no worker (it used to
+# exit 0, "the job finished without this node: nothing to do", having run nothing).
+d=$TMP/daemon_again; mkdir -p "$d"; export FW_DIR=$d
+agent dm0again 2 "$FW"; a=$LAST; agent dm1again 2 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+said="rendezvous 'daemon' finished already: use another --rdzv_id (the store keeps a finished run 3600s after its last node leaves"
+[ "$ra" = 1 ] && [ "$rb" = 1 ] && [ "$(count_files "$d" env.)" = 0 ] &&
+    grep -qF "$said" "$TMP/dm0again.out" && grep -qF "$said" "$TMP/dm1again.out"
+verdict "the same job again on a run id the daemon holds finished: both exit 1 naming the id, no worker" ||
+    show_tail "$TMP/dm0again.out" "$TMP/dm1again.out"
+export FW_DIR=$TMP/daemon
 random_token "$TMP/badtoken" >/dev/null
 DDPRUN_TOKEN_FILE=$TMP/badtoken timeout 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 \
     --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=daemon2 --rdzv_conf="$CONF" \

@@ -804,6 +804,7 @@ static void test_finish_releases_spares(void **state) {
     assert_int_equal(f->out.n, 0); /* no round ends, nothing forms */
     ddp_err_t err = {0};
     rdzv_join_req_t q = req("job", "h4", -1, 2, 1, 1, 2);
+    q.min_round = 1; /* a node of the run, on a new connection: it was told round 0 */
     assert_int_equal(rdzv_runs_join(f->rs, 4, &q, 50, &f->out, &err), DDP_ERDZV_DONE);
     assert_non_null(strstr(err.text, "finished"));
     ddp_buf_t b = DDP_BUF_INIT;
@@ -1025,6 +1026,40 @@ static void test_spare_answered_counts(void **state) {
     assert_int_equal(json_array_size(json_object_get(o, "members")), 2);
     json_decref(o);
     assert_int_equal(join_host(f, 5, "h5", 2, 2, 1, 1110, &err), 0); /* a new spare again */
+}
+
+/* The same job started again on a store that still holds its finished run: a new node (no
+ * connection of the run, told no round of it) is refused with DDP_ERDZV_REUSED, naming the id
+ * and how long the store keeps the run, where it got DDP_ERDZV_DONE and its agent exited 0
+ * having run nothing. A spare answered at its keep-alive bound when the run finished is still
+ * told DDP_ERDZV_DONE when it JOINs again, and is dropped a bound later if it does not. */
+static void test_finished_run_id_reused(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out); /* a spare, answered at 310 */
+    join_ok(f->rs, "job", 5, -1, 1, 2, 20, &f->out); /* a spare, answered at 320 */
+    for (uint64_t t = 50; t <= 320; t += 10) {
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_ERR), 2);
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_finish(f->rs, "job", 1, 0, 330, &f->out), 0);
+    assert_int_equal(f->out.n, 0); /* no JOIN parked to answer */
+    ddp_err_t err = {0};
+    assert_int_equal(join_host(f, 3, "h3", 1, 2, 0, 340, &err), DDP_ERDZV_DONE);
+    rdzv_runs_leave(f->rs, 1, 350, &f->out);
+    rdzv_runs_leave(f->rs, 2, 350, &f->out);
+    rdzv_runs_leave(f->rs, 3, 350, &f->out);
+    rdzv_runs_tick(f->rs, 620, &f->out); /* spare 5 is dropped: the run is empty from 620 */
+    ddp_err_clear(&err);
+    assert_int_equal(join_host(f, 6, "h6", 1, 2, 0, 1620, &err), DDP_ERDZV_REUSED);
+    assert_string_equal(err.text, "rendezvous 'job' finished already: use another --rdzv_id (the "
+                                  "store keeps a finished run 3600s after its last node leaves; "
+                                  "3599s left)");
+    ddp_err_clear(&err);
+    assert_int_equal(join_host(f, 5, "h5", 1, 2, 0, 1630, &err), DDP_ERDZV_REUSED); /* dropped */
 }
 
 /* UNFIT: recorded for a known run only, shown with its reason until the host joins; the records
@@ -1614,6 +1649,7 @@ int main(void) {
         T(test_node_failures_kept_at_min),
         T(test_unfit_reports),
         T(test_finish_releases_spares),
+        T(test_finished_run_id_reused),
         T(test_join_timeout_names_lost),
         T(test_config_mismatch_and_refusals),
         cmocka_unit_test(test_registry_bound),
