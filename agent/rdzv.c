@@ -186,6 +186,9 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             agent__rdzv_leave(r, EV_RUN_DONE, AGENT_HOST_LINGER_MS);
             return;
         }
+        /* A failed run's refusal names its root cause: every node names that one. */
+        if (rep->code == DDP_ERDZV_CLOSED)
+            rdzv_text_root_cause(why, r->root_cause, sizeof r->root_cause);
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
@@ -222,6 +225,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
     }
     r->round_told = j->round;
     r->spare_said = 0;
+    r->fail_counted = 0;
     r->member = j->member;
     r->member_key = j->member_key;
     r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;
@@ -314,6 +318,9 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
         return; /* a lost store shows up on the watch connection */
     if (rep->fail.restarts_used > r->restarts_seen)
         r->restarts_seen = rep->fail.restarts_used;
+    /* Only the first FAIL of a round counts: this node's failure is the round's root cause. */
+    r->fail_counted =
+        rep->fail.status == RDZV_FAIL_COUNTED || rep->fail.status == RDZV_FAIL_RUN_FAILED;
     if (rep->fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
                  (long long)rep->fail.restarts_used, (long long)rep->fail.max_restarts);
@@ -339,6 +346,12 @@ void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
     if (r == NULL || r->ctl == NULL || r->link != LINK_UP)
         return;
     rdzv_acall_unfit(r->ctl, a->job->run_id, r->host, reason, on_unfit_reply, r, NULL);
+}
+
+int agent__rdzv_root_cause(const agent_t *a, const char **store_says) {
+    const struct agent_rdzv *r = a->rdzv;
+    *store_says = r != NULL ? r->root_cause : "";
+    return r == NULL || r->fail_counted;
 }
 
 void agent__rdzv_report_failure(agent_t *a, const char *what) {

@@ -109,6 +109,9 @@ struct agent_rdzv {
     uint64_t join_report_gap;
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int spare_said;          /* waiting as a spare was logged (until the next round joined) */
+    /* The root cause, as the store decides it (the first FAIL of a round counts): */
+    int fail_counted; /* the store counted this node's FAIL of its round: the root cause here */
+    char root_cause[AGENT_STORE_TEXT_MAX]; /* the run failed: the store's root cause (escaped) */
     /* Carried across a lost store (rdzv_join_req_t): */
     int64_t round_told;    /* the newest round a JOIN reply assigned, -1 none */
     int embedded;          /* that reply said the store is an agent's (RDZV_STORE_EMBEDDED) */

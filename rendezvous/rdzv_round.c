@@ -272,13 +272,23 @@ static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char 
 /* The text a refused join gets from a FAILED run. */
 static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
     if (r->aborted)
-        rdzv__textf(out, cap, "rendezvous '%s' failed: stopped by %s", r->id, r->last_failure);
+        rdzv__textf(out, cap, "rendezvous '%s" RDZV_TEXT_FAILED "stopped by %s", r->id,
+                    r->last_failure);
     else {
-        size_t n = rdzv__textf(
-            out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s", r->id,
-            (long long)r->cfg.max_restarts, r->last_failure);
+        size_t n = rdzv__textf(out, cap,
+                               "rendezvous '%s" RDZV_TEXT_FAILED
+                               "max_restarts (%lld) spent" RDZV_TEXT_LAST_FAILURE "%s",
+                               r->id, (long long)r->cfg.max_restarts, r->last_failure);
         rdzv__hosts_tally(r, out + n, cap - n);
     }
+}
+
+int rdzv_runs_failed_text(const rdzv_runs_t *rs, const char *run_id, char *out, size_t cap) {
+    const rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    if (r == NULL || r->state != RDZV_RUN_FAILED)
+        return -ENOENT;
+    failed_text(r, out, cap);
+    return 0;
 }
 
 /* The text a JOIN gets from a DONE run. */

@@ -126,6 +126,11 @@ int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, const char *host, const
 int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                      uint64_t now_ms, rdzv_actions_t *out);
 
+/* The whole text a JOIN to run_id gets while the run is FAILED (DDP_ERDZV_CLOSED; rdzv_runs_join's
+ * err holds it cut to DDP_ERR_TEXT_LEN, its root causes lost) into out (cap bytes,
+ * RDZV_ROUND_TEXT_MAX for all of it). Returns 0, or -ENOENT when run_id is not a FAILED run. */
+int rdzv_runs_failed_text(const rdzv_runs_t *rs, const char *run_id, char *out, size_t cap);
+
 /* Member member is gone (its connection closed) at now_ms: a joiner is dropped; a member of a
  * running round ends it (END_ROUND naming the node). Unknown members are ignored. Returns 0. */
 int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_actions_t *out);

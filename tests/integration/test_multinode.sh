@@ -251,6 +251,32 @@ no_restart_counted() { ! grep -q '^TORCHELASTIC_RESTART_COUNT=[1-9]' "$d"/env.*;
 check "scale-up did not count as a restart" no_restart_counted
 unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
 
+# 5b. Both nodes fail together (every rank exits 1 after 300 ms, or when stopped): each agent
+#     prints a summary, but only the node whose FAIL the store counted first has the root-cause
+#     block; the other names that failure (the same rank) as on another node, and both shutdown
+#     events carry the same root cause.
+PORT=$(free_port); RUN=together; d=$TMP/together; mkdir -p "$d"
+export FW_DIR=$d FW_EXIT=1 FW_DELAY_MS=300 FW_TERM_EXIT=1
+agent tg0 2 --event_log_handler "json:$d/ev0.jsonl" "$FW"; a=$LAST
+agent tg1 2 --event_log_handler "json:$d/ev1.jsonl" "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+unset FW_DIR FW_EXIT FW_DELAY_MS FW_TERM_EXIT
+title='Root Cause (first observed failure):'
+root=$(grep -l -x "$title" "$TMP/tg0.out" "$TMP/tg1.out")
+other=$(grep -l -x "$title on another node" "$TMP/tg0.out" "$TMP/tg1.out")
+root_rank=$(sed -n "/^$title\$/,\$p" $root /dev/null | sed -n 's/^  rank      : \([0-9]*\) .*/\1/p' | head -1)
+named=$(grep -h -A1 -x "$title on another node" $other /dev/null | tail -1)
+causes=$(python3 -c '
+import json, sys
+print("|".join(sorted({json.loads(l).get("root_cause") or "null" for f in sys.argv[1:]
+                       for l in open(f) if json.loads(l)["event"] == "shutdown"})))' "$d"/ev0.jsonl "$d"/ev1.jsonl 2>/dev/null)
+echo "# together: root cause in ${root:-?} (rank ${root_rank:-?}); the other names: ${named:-?}; events: ${causes:-?}"
+[ "$ra" = 1 ] && [ "$rb" = 1 ] && [ "$(echo $root | wc -w)" = 1 ] && [ "$(echo $other | wc -w)" = 1 ] &&
+    [ "$root" != "$other" ] && [[ "$named" == *" round 0: rank $root_rank ("*") exited with code 1" ]] &&
+    [ "$causes" = "${named#  }" ]
+verdict "two nodes fail together: one root cause, the same in both summaries and shutdown events" ||
+    show_tail "$TMP/tg0.out" "$TMP/tg1.out"
+
 # 6. A standalone ddp-rendezvous daemon serves the rendezvous, with a job token on every side.
 tokhex=$(random_token "$TMP/token")
 "$BIN/ddp-rendezvous" --port 0 --token-file "$TMP/token" >"$TMP/daemon.out" 2>"$TMP/daemon.err" &

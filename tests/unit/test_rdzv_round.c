@@ -309,6 +309,21 @@ static void test_max_restarts_spent(void **state) {
     ddp_err_clear(&err);
     assert_int_equal(rdzv_runs_join(f->rs, 60, &q, ++now, &f->out, &err), DDP_ERDZV_CLOSED);
     assert_int_equal(rdzv_runs_count(f->rs), 1);
+    /* The refusal whole (err cuts it), and the root cause every agent takes from it. */
+    char text[RDZV_ROUND_TEXT_MAX], cause[RDZV_ROUND_TEXT_MAX];
+    assert_int_equal(rdzv_runs_failed_text(f->rs, "job", text, sizeof text), 0);
+    assert_string_equal(text, a->text);
+    assert_int_equal(rdzv_runs_failed_text(f->rs, "nope", text, sizeof text), -ENOENT);
+    assert_int_equal(rdzv_text_root_cause(a->text, cause, sizeof cause), 1);
+    assert_string_equal(cause, "node 0 (h1) round 2: rank 0 exited with code 3");
+    assert_int_equal(rdzv_text_root_cause("rendezvous 'j' failed: stopped by node 1 (h): why",
+                                          cause, sizeof cause),
+                     1);
+    assert_string_equal(cause, "stopped by node 1 (h): why");
+    assert_int_equal(rdzv_text_root_cause("rendezvous 'j' finished: round 3 passed", cause, 8), 0);
+    assert_string_equal(cause, "");
+    assert_int_equal(rdzv_text_root_cause(a->text, cause, 12), 1); /* cut to fit */
+    assert_string_equal(cause, "node 0 (h1)");
 }
 
 /* A member between rounds (its group stopped, not re-joined) stops the run: the node already
