@@ -7,6 +7,8 @@
  * parked JOIN), runs it, and ends it on a FAIL report, a member's death or a scale-up; round r+1
  * then collects the survivors, who re-join after seeing the END_ROUND key. Only FAIL reports
  * spend max_restarts; the count lives in the run, so a node that reconnects cannot reset it.
+ * After a FAIL the next round closes no sooner than the crash loop's back-off (restart_backoff:
+ * 0 after the first, then RDZV_RESTART_BACKOFF_FIRST_MS doubling), run->not_before_ms.
  *
  * Members: JOINING (a JOIN is parked; in run->joiners, join order), RUNNING (in run->group, by
  * group rank), IDLE (was in an ended round, has not re-joined yet; dropped when the next round
@@ -51,12 +53,14 @@
  *
  * (n: joiners with a JOIN parked; at max a round closes only once no IDLE member is left
  * (run->nidle: one leaving, or refused as excluded, may close it), else last call bounds the
- * wait; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED; DONE, a run whose
- * round passed its exit barrier, refuses every JOIN with DDP_ERDZV_DONE and ignores every other
- * event as FAILED does; a JOIN from an excluded host is refused with DDP_ERDZV_EXCLUDED in every
- * state (rdzv_round_hosts.c); the spare bound is keep_alive_interval x keep_alive_max_attempt.
- * BEAT_FOR comes from any connection and counts only with the key m's JOIN reply carried; ABORT's
- * why becomes the run's last failure, which every later JOIN's refusal names.)
+ * wait; no close comes before run->not_before_ms (back-off after a FAIL), a round at max then
+ * closing at that time; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED;
+ * DONE, a run whose round passed its exit barrier, refuses every JOIN with DDP_ERDZV_DONE and
+ * ignores every other event as FAILED does; a JOIN from an excluded host is refused with
+ * DDP_ERDZV_EXCLUDED in every state (rdzv_round_hosts.c); the spare bound is keep_alive_interval x
+ * keep_alive_max_attempt. BEAT_FOR comes from any connection and counts only with the key m's JOIN
+ * reply carried; ABORT's why becomes the run's last failure, which every later JOIN's refusal
+ * names.)
  *
  * "end r": END_ROUND action, group members become IDLE (they keep their group rank as a hint for
  * stability), round r+1 starts JOINING with the waiters and is re-evaluated at once (n>=min:
@@ -88,6 +92,17 @@ static void fmt_ms(char *out, size_t cap, int64_t ms) {
 }
 
 /* ---- transitions ---- */
+
+/* How long after the FAIL that spent restart k the next round may close (see
+ * RDZV_RESTART_BACKOFF_FIRST_MS): 0, then the first back-off doubling up to the cap. */
+static uint64_t restart_backoff(int64_t k) {
+    if (k <= 1)
+        return 0;
+    uint64_t ms = RDZV_RESTART_BACKOFF_FIRST_MS;
+    for (int64_t i = 2; i < k && ms < RDZV_RESTART_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    return ms < RDZV_RESTART_BACKOFF_MAX_MS ? ms : RDZV_RESTART_BACKOFF_MAX_MS;
+}
 
 /* Removes joiner only, keeping join order. O(njoin). */
 static void joiners_remove(rdzv_run_t *r, rdzv_member_t *only) {
@@ -125,13 +140,17 @@ static void run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_acti
     if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
         return;
     size_t n = joiners_parked(r);
-    if ((int64_t)n >= r->cfg.max_nodes && r->nidle == 0) {
+    int full = (int64_t)n >= r->cfg.max_nodes && r->nidle == 0;
+    if (full && now_ms >= r->not_before_ms) {
         round_close(rs, r, now_ms, out);
     } else if ((int64_t)n >= r->cfg.min_nodes) {
         if (r->state == RDZV_RUN_JOINING) {
             r->state = RDZV_RUN_LAST_CALL;
             r->last_call_ms = now_ms + (uint64_t)r->cfg.last_call_timeout_ms;
         }
+        /* A crash loop's back-off holds every close; at max the round closes once it is over. */
+        if (r->last_call_ms < r->not_before_ms || full)
+            r->last_call_ms = r->not_before_ms;
     } else {
         r->state = RDZV_RUN_JOINING;
     }
@@ -640,6 +659,7 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
         /* The first FAIL of a round ends it: its host is the root cause. */
         rdzv__host_failed(rs, r, m, round, how, now_ms, note, sizeof note);
         int failed = r->restarts_used > r->cfg.max_restarts;
+        r->not_before_ms = now_ms + restart_backoff(r->restarts_used);
         rdzv__textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)%s",
                     r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts,
                     note);

@@ -19,6 +19,14 @@
 #define RDZV_RUNS_DEFAULT_MAX 1024
 #define RDZV_RUNS_DEFAULT_EMPTY_KEEP_MS ((uint64_t)3600 * 1000)
 
+/* The back-off of a crash loop, held by the store so that every node keeps it: the round after
+ * a FAIL that spent restart k closes no sooner than this long after that FAIL, 0 for k = 1 (a
+ * single failure restarts at once), then RDZV_RESTART_BACKOFF_FIRST_MS doubling per restart up to
+ * RDZV_RESTART_BACKOFF_MAX_MS. Without it a node whose workers fail at once spends max_restarts in
+ * milliseconds, before a spare or a health check can step in. */
+#define RDZV_RESTART_BACKOFF_FIRST_MS 100
+#define RDZV_RESTART_BACKOFF_MAX_MS 5000
+
 /* What the server must do after an event, in order. */
 typedef enum rdzv_action_kind {
     RDZV_ACT_REPLY_OK,  /* answer member's parked JOIN with res (its round has closed) */

@@ -75,6 +75,7 @@ struct rdzv_run {
     char last_failure[RDZV_ROUND_TEXT_MAX];
     int aborted;            /* FAILED by an ABORT (last_failure says who and why), not restarts */
     uint64_t last_call_ms;  /* LAST_CALL: when the round closes */
+    uint64_t not_before_ms; /* no round closes before (a crash loop's back-off) */
     uint64_t live_check_ms; /* RUNNING: earliest time a member can be silent too long */
     uint64_t empty_since_ms;
     rdzv_member_t **joiners; /* join order (answered spares: the order of their answers) */

@@ -34,7 +34,8 @@ EXIT_UNFIT=4
 SECTIONS=("a failing host is excluded, a spare takes its place"
     "train with a sick host ends with the parameters of a run without it"
     "exclusion never drops the job below min_nodes" "a spare's keep-alive, and its place after a SIGKILL"
-    "a spare never needed leaves with exit 0" "a host whose health check fails never joins"
+    "a spare never needed leaves with exit 0" "a crash loop backs off: a late spare replaces the host"
+    "a host whose health check fails never joins"
     "the store's own host excluded"
     "nothing left, namespaces removed")
 
@@ -310,6 +311,33 @@ check "a spare never needed: a b exit 0, c exits 0 too ($(rcs a b c)), its worke
 check "c says the run finished without it" \
     grep -q "rendezvous '$RUN' finished: round 0 passed its exit barrier" "$D/c.out"
 check "nothing left after the spare-at-the-end test" no_leftovers 3
+
+# ------------------------------------------------------------------------------------ crash loop
+# --nnodes=2:2 on a b, --max_restarts=10, max_node_failures=2; b's workers fail at once in every
+# round. The store backs the crash loop off (restart 1 at once, then 100 ms doubling), so the ten
+# restarts take seconds, not milliseconds: spare c, started a second after round 0, is there when
+# b fails again, b is excluded, and the job ends on a c with exit 0 (without the back-off the
+# restarts were spent before c came, and every node failed).
+PORT=29459 RUN=loop D=$TMP/loop
+mkdir -p "$D"
+CONF=$CONF_FAST,max_node_failures=2
+export FW_SLEEP_MS=1000
+NPROC=1 agent a 2:2 --max_restarts=10 "$FW"
+NPROC=1 FW_EXIT=1 agent b 2:2 --max_restarts=10 "$FW"
+exec 3>&2 2>/dev/null
+if wait_count 2 10 "$D/[ab]/env.*.0"; then
+    sleep 1
+    NPROC=1 agent c 2:2 --max_restarts=10 "$FW"
+fi
+WAIT_S=30 wait_all a b c
+exec 2>&3 3>&-
+unset FW_SLEEP_MS
+last=$(rounds_of a | awk '{print $NF}')
+echo "# crash loop: b ran rounds $(rounds_of b); a ran $(rounds_of a); c ran $(rounds_of c)"
+check "a crash loop backs off: the spare c, a second late, replaces b; a c exit 0, b exits $EXIT_UNFIT ($(rcs a b c))" \
+    cond 'all_rc 0 a c && all_rc $EXIT_UNFIT b && round_is "${last:-x}" 2 a c'
+all_rc 0 a c || show_tail "$D/a.out" "$D/b.out" "$D/c.out"
+check "nothing left after the crash-loop test" no_leftovers 3
 
 # ------------------------------------------------------------------------------------ health checks
 # --nnodes=2:3 on a b c; c's --health_check fails (exit 7, "no IB link"): c never joins, the store

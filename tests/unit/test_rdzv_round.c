@@ -280,6 +280,8 @@ static void test_max_restarts_spent(void **state) {
         assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
         join_ok(f->rs, "job", 1, -1, 2, 2, ++now, &f->out);
         join_ok(f->rs, "job", 2, -1, 2, 2, ++now, &f->out);
+        if (r == 1) /* the second restart waits out the back-off */
+            rdzv_runs_tick(f->rs, now += RDZV_RESTART_BACKOFF_FIRST_MS, &f->out);
         assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
         rdzv_actions_reset(&f->out);
     }
@@ -1077,6 +1079,40 @@ static void test_finished_run_id_reused(void **state) {
     assert_int_equal(join_host(f, 5, "h5", 1, 2, 0, 1630, &err), DDP_ERDZV_REUSED); /* dropped */
 }
 
+/* A crash loop backs off across nodes, the store holding the next round: the first restart's
+ * round closes as soon as every node is back, the second's not before 100 ms after its FAIL, the
+ * third's 200 ms, doubling up to the cap; a round at max closes when the back-off is over. */
+static void test_restart_backoff(void **state) {
+    fx_t *f = *state;
+    rdzv_fail_reply_t rep;
+    ddp_err_t err = {0};
+    rdzv_join_req_t q1 = req("job", "h1", -1, 2, 1, 2, 2), q2 = req("job", "h2", -1, 2, 2, 2, 2);
+    q1.cfg.max_restarts = q2.cfg.max_restarts = 20;
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q1, 0, &f->out, &err), 0);
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q2, 0, &f->out, &err), 0);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    rdzv_actions_reset(&f->out);
+    uint64_t now = 1000, want[] = {0, 100, 200, 400, 800, 1600, 3200, 5000, 5000};
+    for (int64_t k = 1; k <= 9; k++) {
+        assert_int_equal(rdzv_runs_fail(f->rs, "job", 2, k - 1, "boom", now, &f->out, &rep), 0);
+        assert_int_equal(rep.restarts_used, k);
+        rdzv_actions_reset(&f->out);
+        assert_int_equal(rdzv_runs_join(f->rs, 1, &q1, now + 1, &f->out, &err), 0);
+        assert_int_equal(rdzv_runs_join(f->rs, 2, &q2, now + 2, &f->out, &err), 0);
+        uint64_t at = now + (want[k - 1] > 2 ? want[k - 1] : 2);
+        if (want[k - 1] > 0) {
+            assert_int_equal(f->out.n, 0);
+            assert_int_equal(rdzv_runs_next_deadline(f->rs), now + want[k - 1]);
+            rdzv_runs_tick(f->rs, at - 1, &f->out);
+            assert_int_equal(f->out.n, 0);
+            rdzv_runs_tick(f->rs, at, &f->out);
+        }
+        assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+        rdzv_actions_reset(&f->out);
+        now = at + 10;
+    }
+}
+
 /* UNFIT: recorded for a known run only, shown with its reason until the host joins; the records
  * of a run are bounded (2 x max_nodes + 16), the oldest plain record making room. */
 static void test_unfit_reports(void **state) {
@@ -1665,6 +1701,7 @@ int main(void) {
         T(test_unfit_reports),
         T(test_finish_releases_spares),
         T(test_finished_run_id_reused),
+        T(test_restart_backoff),
         T(test_join_timeout_names_lost),
         T(test_config_mismatch_and_refusals),
         cmocka_unit_test(test_registry_bound),
