@@ -225,7 +225,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
     }
     r->round_told = j->round;
     r->spare_said = 0;
-    r->fail_counted = 0;
+    r->fail = FAIL_NONE;
     r->member = j->member;
     r->member_key = j->member_key;
     r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;
@@ -319,8 +319,7 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     if (rep->fail.restarts_used > r->restarts_seen)
         r->restarts_seen = rep->fail.restarts_used;
     /* Only the first FAIL of a round counts: this node's failure is the round's root cause. */
-    r->fail_counted =
-        rep->fail.status == RDZV_FAIL_COUNTED || rep->fail.status == RDZV_FAIL_RUN_FAILED;
+    r->fail = rep->fail.status == RDZV_FAIL_IGNORED ? FAIL_IGNORED : FAIL_COUNTED;
     if (rep->fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
                  (long long)rep->fail.restarts_used, (long long)rep->fail.max_restarts);
@@ -351,13 +350,18 @@ void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
 int agent__rdzv_root_cause(const agent_t *a, const char **store_says) {
     const struct agent_rdzv *r = a->rdzv;
     *store_says = r != NULL ? r->root_cause : "";
-    return r == NULL || r->fail_counted;
+    /* Elsewhere when the store ignored this node's FAIL, or when this node sent none (its
+     * workers failed after the round ended) and the store named the root cause; a FAIL that was
+     * never answered leaves this node's own view. */
+    return r == NULL || r->fail == FAIL_COUNTED || r->fail == FAIL_SENT ||
+           (r->fail == FAIL_NONE && r->root_cause[0] == '\0');
 }
 
 void agent__rdzv_report_failure(agent_t *a, const char *what) {
     struct agent_rdzv *r = a->rdzv;
     ddp_err_t err;
     ddp_err_clear(&err);
+    r->fail = FAIL_SENT;
     int rc = rdzv_acall_fail(r->ctl, a->job->run_id, a->round, what, on_fail_reply, r, &err);
     if (rc < 0)
         DDP_WARN("unable to report the failure to the rendezvous: %s",
