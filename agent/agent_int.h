@@ -406,6 +406,14 @@ void agent__rdzv_join(agent_t *a);
 /* rdzv.c: tells the store this node failed its health check (reason: why) and does not join;
  * `ddprun status` shows it until the node joins. Best effort: nothing when the store is lost. */
 void agent__rdzv_report_unfit(agent_t *a, const char *reason);
+/* rdzv.c: whether the failures of this node's last group are the job's root cause: 1 on one
+ * node, when the store counted this node's FAIL of its round (only a round's first counts), or
+ * when it cannot tell (the FAIL went unanswered; none was sent and the store named no cause); 0
+ * when the store ignored the FAIL (the round had ended), or none was sent (its workers failed
+ * after the round ended) and the store named the root cause. *store_says:
+ * the root cause a failed run's refusal named (escaped; "" when none came). Borrowed: valid
+ * while a lives. */
+int agent__rdzv_root_cause(const agent_t *a, const char **store_says);
 /* rdzv.c: reports a failure of the running round's group (counts against max_restarts). */
 void agent__rdzv_report_failure(agent_t *a, const char *what);
 /* rdzv.c: stops the run for good on every node (ABORT, docs/protocol-rdzv.md), why saying so in

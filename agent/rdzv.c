@@ -159,7 +159,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
     }
     if (rep->status != 0 && rep->code == DDP_ERDZV_SPARE) {
         /* The run is at max_nodes: this node waits for a place (a node excluded or lost). The
-         * store answers a spare now and then; its JOIN again is the spare's keep-alive. */
+         * store answers a spare now and then; its JOIN again is the spare's keep-alive. Each
+         * follows the health check, as every JOIN does: a spare that fell sick while it waited
+         * reports itself unfit instead of taking a place (the store keeps the spare for a
+         * keep-alive bound after the answer, the check included). */
         if (!r->spare_said) {
             DDP_INFO("%s",
                      agent__store_text(rep->text.data, rep->text.len, "waiting as a spare", esc));
@@ -167,19 +170,25 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
                          (json_int_t)a->job->max_nodes);
             r->spare_said = 1;
         }
-        agent__rdzv_join(a);
+        agent__node_check_begin(a);
         return;
     }
     if (rep->status != 0) {
         const char *why = rep->text.len > 0
                               ? agent__store_text(rep->text.data, rep->text.len, "", esc)
                               : "refused";
-        if (rep->code == DDP_ERDZV_DONE) {
-            /* A spare (or a late node) of a run that succeeded: nothing to do, no failure. */
+        if (rep->code == DDP_ERDZV_DONE || (rep->code == DDP_ERDZV_REUSED && r->spare_said)) {
+            /* A spare (or a late node) of a run that succeeded: nothing to do, no failure. A
+             * spare the store dropped (a health check longer than its keep-alive bound) is
+             * told what a new node is (DDP_ERDZV_REUSED), but it waited in this run. A new
+             * node is refused (the error below): its job did not run. */
             DDP_INFO("%s", why);
             agent__rdzv_leave(r, EV_RUN_DONE, AGENT_HOST_LINGER_MS);
             return;
         }
+        /* A failed run's refusal names its root cause: every node names that one. */
+        if (rep->code == DDP_ERDZV_CLOSED)
+            rdzv_text_root_cause(why, r->root_cause, sizeof r->root_cause);
         if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
             DDP_ERROR("%s", why);
         else
@@ -216,6 +225,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
     }
     r->round_told = j->round;
     r->spare_said = 0;
+    r->fail = FAIL_NONE;
     r->member = j->member;
     r->member_key = j->member_key;
     r->embedded = (j->store_flags & RDZV_STORE_EMBEDDED) != 0;
@@ -308,6 +318,8 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
         return; /* a lost store shows up on the watch connection */
     if (rep->fail.restarts_used > r->restarts_seen)
         r->restarts_seen = rep->fail.restarts_used;
+    /* Only the first FAIL of a round counts: this node's failure is the round's root cause. */
+    r->fail = rep->fail.status == RDZV_FAIL_IGNORED ? FAIL_IGNORED : FAIL_COUNTED;
     if (rep->fail.status == RDZV_FAIL_RUN_FAILED)
         DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
                  (long long)rep->fail.restarts_used, (long long)rep->fail.max_restarts);
@@ -335,10 +347,21 @@ void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
     rdzv_acall_unfit(r->ctl, a->job->run_id, r->host, reason, on_unfit_reply, r, NULL);
 }
 
+int agent__rdzv_root_cause(const agent_t *a, const char **store_says) {
+    const struct agent_rdzv *r = a->rdzv;
+    *store_says = r != NULL ? r->root_cause : "";
+    /* Elsewhere when the store ignored this node's FAIL, or when this node sent none (its
+     * workers failed after the round ended) and the store named the root cause; a FAIL that was
+     * never answered leaves this node's own view. */
+    return r == NULL || r->fail == FAIL_COUNTED || r->fail == FAIL_SENT ||
+           (r->fail == FAIL_NONE && r->root_cause[0] == '\0');
+}
+
 void agent__rdzv_report_failure(agent_t *a, const char *what) {
     struct agent_rdzv *r = a->rdzv;
     ddp_err_t err;
     ddp_err_clear(&err);
+    r->fail = FAIL_SENT;
     int rc = rdzv_acall_fail(r->ctl, a->job->run_id, a->round, what, on_fail_reply, r, &err);
     if (rc < 0)
         DDP_WARN("unable to report the failure to the rendezvous: %s",

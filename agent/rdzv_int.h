@@ -75,6 +75,15 @@ typedef enum agent_barrier_event {
     BARRIER_NEVENTS
 } agent_barrier_event_t;
 
+/* This node's FAIL of the round it joined last: only the first FAIL of a round counts, and it is
+ * the round's root cause. */
+typedef enum agent_fail_state {
+    FAIL_NONE,    /* none sent */
+    FAIL_SENT,    /* sent, not answered (yet, or the store was lost) */
+    FAIL_COUNTED, /* counted: the root cause is here */
+    FAIL_IGNORED, /* the round had ended already: the root cause is elsewhere */
+} agent_fail_state_t;
+
 struct agent_rdzv {
     agent_t *a;
     rdzv_aclient_t *ctl, *watch;
@@ -109,6 +118,9 @@ struct agent_rdzv {
     uint64_t join_report_gap;
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
     int spare_said;          /* waiting as a spare was logged (until the next round joined) */
+    /* The root cause, as the store decides it (the first FAIL of a round counts): */
+    agent_fail_state_t fail; /* this node's FAIL of its round, and what the store made of it */
+    char root_cause[AGENT_STORE_TEXT_MAX]; /* the run failed: the store's root cause (escaped) */
     /* Carried across a lost store (rdzv_join_req_t): */
     int64_t round_told;    /* the newest round a JOIN reply assigned, -1 none */
     int embedded;          /* that reply said the store is an agent's (RDZV_STORE_EMBEDDED) */

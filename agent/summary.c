@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The failure summary, in torchrun's layout so people and log scrapers recognise it: the root
  * cause (first failure of the last attempt) and the other failures, each with time, host, ranks,
- * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). */
+ * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). On
+ * several nodes the store decides the root cause (the first FAIL of the round): a node whose
+ * failures came after another's lists them all and names that one instead. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -182,14 +184,26 @@ void agent__summary_print(agent_t *a) {
     const char *sep = "============================================================";
     const char *thin = "------------------------------------------------------------";
     const char *prog = a->job->prog_name;
+    /* Several nodes: the root cause is the store's to decide (the first FAIL of the round), so
+     * that a job names one, the same on every node, however many failed together. */
+    const char *store_says = "";
+    int here = agent__rdzv_root_cause(a, &store_says);
+    int first = here ? 1 : 0;
     fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, prog, thin);
-    if (a->nfailures <= 1)
+    if (a->nfailures <= first)
         fputs("  <NO_OTHER_FAILURES>\n", f);
-    for (int i = 1; i < a->nfailures; i++)
+    for (int i = first; i < a->nfailures; i++)
         print_failure(a, f, i, &a->failures[i]);
-    fprintf(f, "%s\nRoot Cause (first observed failure):\n", thin);
-    if (a->nfailures > 0)
-        print_failure(a, f, 0, &a->failures[0]);
+    if (here) {
+        fprintf(f, "%s\n" AGENT_ROOT_CAUSE_TITLE "\n", thin);
+        if (a->nfailures > 0)
+            print_failure(a, f, 0, &a->failures[0]);
+    } else {
+        fprintf(f, "%s\n" AGENT_ROOT_CAUSE_TITLE " on another node\n  %s\n", thin,
+                store_says[0] != '\0' ? store_says
+                                      : "(the rendezvous store counted another node's failure "
+                                        "of this round first)");
+    }
     if (a->no_progress_stop)
         fprintf(f,
                 "%s\nNot restarted: %d attempt(s) in a row made no progress past step %lld\n"

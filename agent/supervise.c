@@ -110,11 +110,17 @@ static void finish(agent_t *a, int error) {
                       : a->result.exec_errno ? "failed"
                       : a->result.unfit      ? "unfit"
                                              : "succeeded";
+    /* Several nodes: the root cause the store named when it refused the failed run, the same on
+     * every node (null when none). */
+    const char *store_says = "";
+    agent__rdzv_root_cause(a, &store_says);
+    const char *cause = store_says[0] != '\0' ? store_says : NULL;
     if (a->result.signal)
-        agent__evlog(a, "shutdown", "{s:s, s:s}", "result", how, "signal",
-                     ddp_signal_name(a->result.signal));
+        agent__evlog(a, "shutdown", "{s:s, s:s, s:s?}", "result", how, "signal",
+                     ddp_signal_name(a->result.signal), "root_cause", cause);
     else
-        agent__evlog(a, "shutdown", "{s:s, s:n}", "result", how, "signal");
+        agent__evlog(a, "shutdown", "{s:s, s:n, s:s?}", "result", how, "signal", "root_cause",
+                     cause);
     a->error = error;
     a->state = SUP_DONE;
     agent__shutdown_loop(a);

@@ -309,6 +309,9 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
     if (rdzv_sim_wait_assigned(&s, (size_t)n, deadline()) < 0)
         return report_fail(&s, "re-form after silence");
     f->silent_ms = ms_since(fault, s.last_assigned_ns) - f->detect_ms;
+    /* The spare waited through the detection: its keep-alive answers, each JOINed again. */
+    printf("# %d nodes: the spare was answered %llu time%s while it waited\n", n,
+           (unsigned long long)s.spare_answers, s.spare_answers == 1 ? "" : "s");
     if (s.closed_by_store != 1) {
         fprintf(stderr, "bench_rdzv_scale: the store closed %zu silent nodes, not 1\n",
                 s.closed_by_store);

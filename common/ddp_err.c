@@ -28,6 +28,7 @@ const char *ddp_strerror(int code) {
     case DDP_ERDZV_EXCLUDED: return "host excluded from the rendezvous";
     case DDP_ERDZV_SPARE: return "waiting as a spare";
     case DDP_ERDZV_DONE: return "rendezvous finished";
+    case DDP_ERDZV_REUSED: return "rendezvous id of a finished run";
     default: break;
     }
     if (code < 0 && code > -4000)

@@ -97,6 +97,7 @@ typedef struct host {
     uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
     int down;           /* could not be started (the job went on without it, or stopped) */
     int endpoint_sent;  /* the store's address went down its stdin (or it needs none) */
+    int root_cause; /* its agent's summary holds the job's root cause (AGENT_ROOT_CAUSE_TITLE) */
 } host_t;
 
 typedef struct run {
@@ -390,6 +391,11 @@ static void line_handle(run_t *r, host_t *h, int std, const char *p, size_t n) {
             snprintf(h->last_err, sizeof h->last_err, "%.*s", (int)k, p);
         return;
     }
+    /* The store decided which node's failure was the first (its agent alone prints the title
+     * as a whole line): the last line names that host, whichever agent ended first. */
+    size_t title_len = sizeof AGENT_ROOT_CAUSE_TITLE - 1;
+    if (std == 2 && n == title_len + 1 && memcmp(p, AGENT_ROOT_CAUSE_TITLE "\n", n) == 0)
+        h->root_cause = 1;
     write_all(std, p, n);
 }
 
@@ -790,13 +796,25 @@ static void run_loop(run_t *r, char *const *argv) {
 }
 
 /* The exit code: the signal that stopped the job, a host that could not be started, the first
- * host whose agent failed (named), else 0. */
+ * host whose agent failed, else 0. The last line names the host of the job's root cause (the
+ * failure the store counted first: its agent's summary says so), else that first host. */
 static int run_result(const run_t *r) {
     if (r->stop_signal != 0)
         return 128 + r->stop_signal;
     if (r->start_failed)
         return 1;
     if (r->failed_rank >= 0) {
+        for (size_t i = 0; i < r->hosts.n; i++)
+            if (r->v[i].root_cause) {
+                const host_t *h = &r->v[i];
+                int code =
+                    WIFEXITED(h->status) ? WEXITSTATUS(h->status) : 128 + WTERMSIG(h->status);
+                fprintf(stderr,
+                        "ddprun: the job failed on host %s (node_rank %d): exit %d; the root cause "
+                        "was there\n",
+                        h->h->name, h->rank, code);
+                return r->failed_code == 255 ? 1 : r->failed_code;
+            }
         fprintf(stderr, "ddprun: the job failed on host %s (node_rank %d): exit %d\n",
                 r->hosts.v[r->failed_rank].name, r->failed_rank, r->failed_code);
         return r->failed_code == 255 ? 1 : r->failed_code;

@@ -64,6 +64,24 @@ size_t rdzv_name_bad_at(const void *p, size_t n) {
     return i;
 }
 
+int rdzv_text_root_cause(const char *text, char *out, size_t cap) {
+    if (cap > 0)
+        out[0] = '\0';
+    const char *p = text != NULL ? strstr(text, RDZV_TEXT_FAILED) : NULL;
+    if (p == NULL || cap == 0)
+        return 0;
+    p += sizeof RDZV_TEXT_FAILED - 1;
+    const char *last = strstr(p, RDZV_TEXT_LAST_FAILURE);
+    if (last != NULL)
+        p = last + sizeof RDZV_TEXT_LAST_FAILURE - 1;
+    else if (strncmp(p, "stopped by ", 11) != 0)
+        return 0;
+    const char *end = strstr(p, RDZV_TEXT_ROOT_CAUSES);
+    size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    return 1;
+}
+
 int rdzv_run_id_check(const char *id, ddp_err_t *err) {
     char shown[4 * 32 + 1];
     size_t n = strlen(id);

@@ -7,10 +7,14 @@
  * parked JOIN), runs it, and ends it on a FAIL report, a member's death or a scale-up; round r+1
  * then collects the survivors, who re-join after seeing the END_ROUND key. Only FAIL reports
  * spend max_restarts; the count lives in the run, so a node that reconnects cannot reset it.
+ * After a FAIL the next round closes no sooner than the crash loop's back-off (restart_backoff:
+ * 0 after the first, then RDZV_RESTART_BACKOFF_FIRST_MS doubling), run->not_before_ms.
  *
  * Members: JOINING (a JOIN is parked; in run->joiners, join order), RUNNING (in run->group, by
  * group rank), IDLE (was in an ended round, has not re-joined yet; dropped when the next round
- * closes). Spares are joiners that arrived while the run was RUNNING at max_nodes.
+ * closes). Spares are joiners that arrived while the run was RUNNING at max_nodes; one answered
+ * at its keep-alive bound stays in run->joiners, "answered" (no JOIN parked), until it JOINs again
+ * or another bound passes.
  *
  * event \ state | JOINING             | LAST_CALL           | RUNNING              | FAILED
  * --------------+---------------------+---------------------+----------------------+-----------
@@ -22,7 +26,9 @@
  * join_timeout  | reply ETIMEOUT "n of| -                   | -                    | -
  *               | min joined; lost:"  |                     |                      |
  * spare bound   | -                   | -                   | spare: reply ERDZV_  | -
- *               |                     |                     | SPARE (joins again)  |
+ *               |                     |                     | SPARE, answered (it  |
+ *               |                     |                     | joins again); answer-|
+ *               |                     |                     | ed: drop             |
  * FAIL(r)       | ignored             | ignored             | r current, from a    | ignored
  *               |                     |                     | member: restarts++,  |
  *               |                     |                     | its host's failures++|
@@ -47,18 +53,22 @@
  *               |                     |                     | member: DONE, spares |
  *               |                     |                     | refused (ERDZV_DONE) |
  *
- * (n: joiners; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED; DONE,
- * a run whose round passed its exit barrier, refuses every JOIN with DDP_ERDZV_DONE and ignores
- * every other event as FAILED does; a JOIN
- * from an excluded host is refused with DDP_ERDZV_EXCLUDED in every state (rdzv_round_hosts.c);
- * the spare bound is keep_alive_interval x keep_alive_max_attempt. BEAT_FOR
- * comes from any connection and counts only with the key m's JOIN reply carried; ABORT's why
- * becomes the run's last failure, which every later JOIN's refusal names.)
+ * (n: joiners with a JOIN parked; at max a round closes only once no IDLE member is left
+ * (run->nidle: one leaving, or refused as excluded, may close it), else last call bounds the
+ * wait; no close comes before run->not_before_ms (back-off after a FAIL), a round at max then
+ * closing at that time; "close": RUNNING; FAILED refuses waiting joiners with DDP_ERDZV_CLOSED;
+ * DONE, a run whose round passed its exit barrier, refuses every JOIN with DDP_ERDZV_DONE and
+ * ignores every other event as FAILED does; a JOIN from an excluded host is refused with
+ * DDP_ERDZV_EXCLUDED in every state (rdzv_round_hosts.c); the spare bound is keep_alive_interval x
+ * keep_alive_max_attempt. BEAT_FOR comes from any connection and counts only with the key m's JOIN
+ * reply carried; ABORT's why becomes the run's last failure, which every later JOIN's refusal
+ * names.)
  *
  * "end r": END_ROUND action, group members become IDLE (they keep their group rank as a hint for
  * stability), round r+1 starts JOINING with the waiters and is re-evaluated at once (n>=min:
- * LAST_CALL, n>=max: close). "close": the first min(n, max) joiners form the group; the others
- * keep waiting. Heartbeats refresh a member in any state; they never change state.
+ * LAST_CALL, n>=max: close). "close": min(n, max) joiners form the group, the members of the
+ * round that ended last first, then the others in join order (group_pick); the others keep
+ * waiting. Heartbeats refresh a member in any state; they never change state.
  *
  * Costs: closing a round of N joiners is O(N) (rank assignment in three passes over a slot
  * array); a heartbeat is O(1) (member hash); liveness is checked lazily at the earliest possible
@@ -85,13 +95,33 @@ static void fmt_ms(char *out, size_t cap, int64_t ms) {
 
 /* ---- transitions ---- */
 
-/* Removes joiners for which drop(m) is true, keeping join order. O(njoin). */
+/* How long after the FAIL that spent restart k the next round may close (see
+ * RDZV_RESTART_BACKOFF_FIRST_MS): 0, then the first back-off doubling up to the cap. */
+static uint64_t restart_backoff(int64_t k) {
+    if (k <= 1)
+        return 0;
+    uint64_t ms = RDZV_RESTART_BACKOFF_FIRST_MS;
+    for (int64_t i = 2; i < k && ms < RDZV_RESTART_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    return ms < RDZV_RESTART_BACKOFF_MAX_MS ? ms : RDZV_RESTART_BACKOFF_MAX_MS;
+}
+
+/* Removes joiner only, keeping join order. O(njoin). */
 static void joiners_remove(rdzv_run_t *r, rdzv_member_t *only) {
     size_t k = 0;
     for (size_t i = 0; i < r->njoin; i++)
         if (r->joiners[i] != only)
             r->joiners[k++] = r->joiners[i];
     r->njoin = k;
+    if (only->answered) {
+        only->answered = 0;
+        r->nanswered--;
+    }
+}
+
+/* Joiners whose JOIN is parked: an answered spare is one until it JOINs again. */
+static size_t joiners_parked(const rdzv_run_t *r) {
+    return r->njoin - r->nanswered;
 }
 
 /* Formats "node 1 (10.0.0.2)" for a member with a rank, else "node 10.0.0.2". */
@@ -105,41 +135,48 @@ static void node_name(char *out, size_t cap, int64_t rank, const char *host) {
 static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out);
 
 /* Re-evaluates a collecting round after its joiners changed: close at max, last call from min,
- * back to JOINING below min. */
+ * back to JOINING below min. At max it closes at once only when no member of the last round is
+ * still to come back (connected, not re-joined): the spares and new nodes waiting must not take
+ * their places (group_pick puts them first); last call bounds the wait for them. */
 static void run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
     if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
         return;
-    if ((int64_t)r->njoin >= r->cfg.max_nodes) {
+    size_t n = joiners_parked(r);
+    int full = (int64_t)n >= r->cfg.max_nodes && r->nidle == 0;
+    if (full && now_ms >= r->not_before_ms) {
         round_close(rs, r, now_ms, out);
-    } else if ((int64_t)r->njoin >= r->cfg.min_nodes) {
+    } else if ((int64_t)n >= r->cfg.min_nodes) {
         if (r->state == RDZV_RUN_JOINING) {
             r->state = RDZV_RUN_LAST_CALL;
             r->last_call_ms = now_ms + (uint64_t)r->cfg.last_call_timeout_ms;
         }
+        /* A crash loop's back-off holds every close; at max the round closes once it is over. */
+        if (r->last_call_ms < r->not_before_ms || full)
+            r->last_call_ms = r->not_before_ms;
     } else {
         r->state = RDZV_RUN_JOINING;
     }
 }
 
-/* Gives the first n joiners group ranks in r->group, in three passes: a valid, unclaimed
+/* Gives the n members of pick group ranks in r->group, in three passes: a valid, unclaimed
  * want_node_rank first; then the member's rank in its previous round when free; then the gaps
- * in join order. O(n). */
-static void ranks_assign(rdzv_run_t *r, size_t n) {
-    /* cap_group was reserved by the caller's event (see group_reserve). */
+ * in pick's order. O(n). */
+static void ranks_assign(rdzv_run_t *r, rdzv_member_t **pick, size_t n) {
+    /* cap_group was reserved by the caller's event (see event_reserve). */
     rdzv_member_t **slot = r->group;
     for (size_t i = 0; i < n; i++) {
         slot[i] = NULL;
-        r->joiners[i]->group_rank = -1;
+        pick[i]->group_rank = -1;
     }
     for (size_t i = 0; i < n; i++) {
-        rdzv_member_t *m = r->joiners[i];
+        rdzv_member_t *m = pick[i];
         if (m->want_rank >= 0 && m->want_rank < (int64_t)n && slot[m->want_rank] == NULL) {
             slot[m->want_rank] = m;
             m->group_rank = m->want_rank;
         }
     }
     for (size_t i = 0; i < n; i++) {
-        rdzv_member_t *m = r->joiners[i];
+        rdzv_member_t *m = pick[i];
         if (m->group_rank < 0 && m->prev_rank >= 0 && m->prev_rank < (int64_t)n &&
             slot[m->prev_rank] == NULL) {
             slot[m->prev_rank] = m;
@@ -148,7 +185,7 @@ static void ranks_assign(rdzv_run_t *r, size_t n) {
     }
     size_t gap = 0;
     for (size_t i = 0; i < n; i++) {
-        rdzv_member_t *m = r->joiners[i];
+        rdzv_member_t *m = pick[i];
         if (m->group_rank >= 0)
             continue;
         while (slot[gap] != NULL)
@@ -158,18 +195,44 @@ static void ranks_assign(rdzv_run_t *r, size_t n) {
     }
 }
 
-/* Closes the collecting round: the first min(njoin, max) joiners form the group (ranks_assign),
- * and every group member gets its REPLY_OK. O(n). */
-static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
-    size_t n = r->njoin;
+/* A joiner that was in the group of the round that ended last: its own connection was (it
+ * re-joined), or its JOIN carried that round as the newest it was told (a node that lost its
+ * connection, or went silent, and came back on a new one). */
+static int joiner_returns(const rdzv_run_t *r, const rdzv_member_t *m) {
+    return r->ended_round >= 0 &&
+           (m->group_round == r->ended_round || m->carried_round == r->ended_round + 1);
+}
+
+/* Chooses the group of the closing round into r->pick, at most max_nodes of the joiners whose
+ * JOIN is parked: the members of the last round first, then the others (spares, new nodes), each
+ * in join order; the rest stay in r->joiners in their order (so that their bounds still expire
+ * as a prefix). Returns the group's size. O(njoin). */
+static size_t group_pick(rdzv_run_t *r) {
+    size_t n = joiners_parked(r), k = 0, rest = 0;
     if ((int64_t)n > r->cfg.max_nodes)
         n = (size_t)r->cfg.max_nodes;
-    ranks_assign(r, n);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < r->njoin && k < n; i++) {
+            rdzv_member_t *m = r->joiners[i];
+            if (!m->answered && m->group_rank != -2 && joiner_returns(r, m) == (pass == 0)) {
+                m->group_rank = -2; /* picked; ranks_assign sets the rank */
+                r->pick[k++] = m;
+            }
+        }
+    for (size_t i = 0; i < r->njoin; i++)
+        if (r->joiners[i]->group_rank != -2)
+            r->joiners[rest++] = r->joiners[i];
+    r->njoin = rest;
+    return k;
+}
+
+/* Closes the collecting round: group_pick's members form the group (ranks_assign), and every
+ * group member gets its REPLY_OK. O(n). */
+static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
+    size_t n = group_pick(r);
+    ranks_assign(r, r->pick, n);
     rdzv_member_t **slot = r->group;
     r->ngroup = n;
-    /* The rest keep waiting, in order. */
-    memmove(r->joiners, r->joiners + n, (r->njoin - n) * sizeof *r->joiners);
-    r->njoin -= n;
 
     int64_t world = 0;
     for (size_t i = 0; i < n; i++)
@@ -178,7 +241,7 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
     for (size_t i = 0; i < n; i++) {
         rdzv_member_t *m = slot[i];
         m->state = MEMBER_RUNNING;
-        m->was_in_group = 1;
+        m->group_round = r->round;
         m->last_seen_ms = now_ms;
         rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_OK, m->id);
         rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
@@ -201,40 +264,75 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
         if (m->state == MEMBER_IDLE)
             rdzv__member_free(rs, m, now_ms);
     }
+    r->nidle = 0;
     r->state = RDZV_RUN_RUNNING;
     r->live_check_ms =
         now_ms + (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
 }
 
-/* Replies an error to every joiner (the run is FAILED) and drops them. */
+/* Replies an error to every joiner (the run is FAILED or DONE) and drops them. An answered spare
+ * has no JOIN to answer: it stays, so that its next JOIN is refused as a spare's of this run (a
+ * DONE run's spares leave with success), and is dropped a keep-alive bound after its answer. */
 static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char *text,
                            uint64_t now_ms, rdzv_actions_t *out) {
+    size_t kept = 0;
     for (size_t i = 0; i < r->njoin; i++) {
+        if (r->joiners[i]->answered) {
+            r->joiners[kept++] = r->joiners[i];
+            continue;
+        }
         rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, r->joiners[i]->id);
         a->code = code;
         rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
         rdzv__copy_str(a->text, sizeof a->text, text);
         rdzv__member_free(rs, r->joiners[i], now_ms);
     }
-    r->njoin = 0;
+    r->njoin = kept;
 }
 
 /* The text a refused join gets from a FAILED run. */
 static void failed_text(const rdzv_run_t *r, char *out, size_t cap) {
     if (r->aborted)
-        rdzv__textf(out, cap, "rendezvous '%s' failed: stopped by %s", r->id, r->last_failure);
+        rdzv__textf(out, cap, "rendezvous '%s" RDZV_TEXT_FAILED "stopped by %s", r->id,
+                    r->last_failure);
     else {
-        size_t n = rdzv__textf(
-            out, cap, "rendezvous '%s' failed: max_restarts (%lld) spent; last failure: %s", r->id,
-            (long long)r->cfg.max_restarts, r->last_failure);
+        size_t n = rdzv__textf(out, cap,
+                               "rendezvous '%s" RDZV_TEXT_FAILED
+                               "max_restarts (%lld) spent" RDZV_TEXT_LAST_FAILURE "%s",
+                               r->id, (long long)r->cfg.max_restarts, r->last_failure);
         rdzv__hosts_tally(r, out + n, cap - n);
     }
+}
+
+int rdzv_runs_failed_text(const rdzv_runs_t *rs, const char *run_id, char *out, size_t cap) {
+    const rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    if (r == NULL || r->state != RDZV_RUN_FAILED)
+        return -ENOENT;
+    failed_text(r, out, cap);
+    return 0;
 }
 
 /* The text a JOIN gets from a DONE run. */
 static void done_text(const rdzv_run_t *r, char *out, size_t cap) {
     rdzv__textf(out, cap, "rendezvous '%s' finished: round %lld passed its exit barrier", r->id,
                 (long long)r->round);
+}
+
+/* The text a new node's JOIN gets from a DONE run: the id is taken until the store forgets it.
+ * What to do comes first: the text goes through a ddp_err_t (DDP_ERR_TEXT_LEN). */
+static void reused_text(const rdzv_runs_t *rs, const rdzv_run_t *r, uint64_t now_ms, char *out,
+                        size_t cap) {
+    char keep[32], left[64] = "";
+    fmt_ms(keep, sizeof keep, (int64_t)rs->empty_keep_ms);
+    if (r->nmembers == 0) {
+        uint64_t until = r->empty_since_ms + rs->empty_keep_ms;
+        snprintf(left, sizeof left, "; %llds left",
+                 (long long)((until > now_ms ? until - now_ms : 0) + 999) / 1000);
+    }
+    rdzv__textf(out, cap,
+                "rendezvous '%s' finished already: use another --rdzv_id (the store keeps a "
+                "finished run %s after its last node leaves%s)",
+                r->id, keep, left);
 }
 
 /* Ends the running round (its dead members are already removed from the group): END_ROUND,
@@ -261,7 +359,9 @@ static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int faile
         m->group_rank = -1;
         m->state = MEMBER_IDLE;
     }
+    r->nidle = r->nprev;
     r->ngroup = 0;
+    r->ended_round = r->round;
     r->round++;
     if (r->round < r->min_round)
         r->round = r->min_round;
@@ -281,6 +381,7 @@ static void round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int faile
 static int event_reserve(rdzv_run_t *r, size_t extra_members, rdzv_actions_t *out) {
     size_t n = r->nmembers + extra_members;
     if (rdzv__grow((void **)&r->group, &r->cap_group, n, sizeof *r->group) < 0 ||
+        rdzv__grow((void **)&r->pick, &r->cap_pick, n, sizeof *r->pick) < 0 ||
         rdzv__grow((void **)&r->prev, &r->cap_prev, n, sizeof *r->prev) < 0)
         return -ENOMEM;
     if (rdzv__grow((void **)&r->joiners, &r->cap_join, n, sizeof *r->joiners) < 0)
@@ -298,9 +399,11 @@ static void run_trim(rdzv_run_t *r) {
         return;
     free(r->joiners);
     free(r->group);
+    free(r->pick);
     r->joiners = NULL;
     r->group = NULL;
-    r->njoin = r->cap_join = r->ngroup = r->cap_group = 0;
+    r->pick = NULL;
+    r->njoin = r->cap_join = r->ngroup = r->cap_group = r->cap_pick = r->nanswered = 0;
     if (r->cap_prev > r->nprev) {
         prev_node_t *p = r->nprev ? realloc(r->prev, r->nprev * sizeof *p) : NULL;
         if (r->nprev == 0 || p != NULL) {
@@ -401,7 +504,7 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     if (m != NULL && strcmp(m->run->id, req->run_id) != 0)
         return ddp_err_set(err, -EBUSY, "rendezvous '%s': this connection is a member of '%s'",
                            req->run_id, m->run->id);
-    if (m != NULL && m->state == MEMBER_JOINING)
+    if (m != NULL && m->state == MEMBER_JOINING && !m->answered)
         return ddp_err_set(err, -EALREADY, "rendezvous '%s': this connection already waits to join",
                            req->run_id);
     rdzv_round_cfg_t cfg = cfg_defaults(req->cfg);
@@ -419,13 +522,24 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
         return ddp_err_set(err, DDP_ERDZV_CLOSED, "%s", text);
     }
     if (r->state == RDZV_RUN_DONE) {
+        /* A node of this run (a member, a spare, or one told a round of it) learns that the job
+         * finished without it; a new node must not take that for its own job's success. */
         char text[RDZV_ROUND_TEXT_MAX];
-        done_text(r, text, sizeof text);
-        return ddp_err_set(err, DDP_ERDZV_DONE, "%s", text);
+        if (m != NULL || req->min_round > 0 || req->restarts_used > 0) {
+            done_text(r, text, sizeof text);
+            return ddp_err_set(err, DDP_ERDZV_DONE, "%s", text);
+        }
+        reused_text(rs, r, now_ms, text, sizeof text);
+        return ddp_err_set(err, DDP_ERDZV_REUSED, "%s", text);
     }
     char excluded[RDZV_ROUND_TEXT_MAX];
-    if (rdzv__host_join(r, req->host, now_ms, excluded, sizeof excluded))
+    if (rdzv__host_join(r, req->host, now_ms, excluded, sizeof excluded)) {
+        /* A member of the ended round that is excluded will not come back: the round stops
+         * waiting for it (it is a connection of the store, no longer a member). */
+        if (m != NULL && m->state == MEMBER_IDLE)
+            rdzv_runs_leave(rs, member, now_ms, out);
         return ddp_err_set(err, DDP_ERDZV_EXCLUDED, "%s", excluded);
+    }
     if (cfg.min_nodes != r->cfg.min_nodes || cfg.max_nodes != r->cfg.max_nodes)
         return ddp_err_set(err, DDP_EUSAGE,
                            "rendezvous '%s': this node asks for nnodes %lld:%lld but the run was "
@@ -447,7 +561,11 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
     m->want_rank = req->want_node_rank;
     m->nproc = req->nproc;
     m->master_port = req->master_port;
-    m->join_ms = now_ms;
+    m->carried_round = req->min_round;
+    /* An answered spare keeps its place in the joiners (and the bound counted from its answer):
+     * they stay in the order of their bounds. */
+    if (!m->answered)
+        m->join_ms = now_ms;
     m->last_seen_ms = now_ms;
     /* What the node carries past a store that forgot the run: the rounds go on after the newest
      * it was told (only a round nobody has been told is renumbered; a running round's successor
@@ -477,8 +595,15 @@ static int join_park(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, int was_r
         round_end(rs, r, why, 0, now_ms, out);
         return 0;
     }
-    m->state = MEMBER_JOINING;
-    r->joiners[r->njoin++] = m;
+    if (m->answered) {
+        m->answered = 0; /* a spare JOINing again after its keep-alive answer */
+        r->nanswered--;
+    } else {
+        if (m->state == MEMBER_IDLE)
+            r->nidle--;
+        m->state = MEMBER_JOINING;
+        r->joiners[r->njoin++] = m;
+    }
     if (r->state == RDZV_RUN_RUNNING) {
         if ((int64_t)r->ngroup < r->cfg.max_nodes) {
             node_name(who, sizeof who, -1, m->host);
@@ -536,6 +661,7 @@ int rdzv_runs_fail(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t
         /* The first FAIL of a round ends it: its host is the root cause. */
         rdzv__host_failed(rs, r, m, round, how, now_ms, note, sizeof note);
         int failed = r->restarts_used > r->cfg.max_restarts;
+        r->not_before_ms = now_ms + restart_backoff(r->restarts_used);
         rdzv__textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)%s",
                     r->last_failure, (long long)r->restarts_used, (long long)r->cfg.max_restarts,
                     note);
@@ -555,7 +681,7 @@ int rdzv_runs_abort(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
     if (r == NULL || m == NULL || m->run != r || r->state == RDZV_RUN_FAILED ||
         r->state == RDZV_RUN_DONE)
         return -ENOENT;
-    if (!m->was_in_group)
+    if (m->group_round < 0)
         return -EPERM; /* a spare or a first-time joiner has nothing to stop yet */
     if (event_reserve(r, 0, out) < 0)
         return -ENOMEM;
@@ -615,9 +741,14 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
         group_remove(r, m); /* only on -ENOMEM above: the silence check ends the round later */
     if (m->state == MEMBER_JOINING)
         joiners_remove(r, m);
+    int was_idle = m->state == MEMBER_IDLE;
+    if (was_idle)
+        r->nidle--;
     rdzv__member_free(rs, m, now_ms);
-    if (r->state == RDZV_RUN_LAST_CALL)
-        run_check(rs, r, now_ms, out); /* below min: back to JOINING (no action) */
+    /* Below min: back to JOINING (no action); the last member of the ended round not back is
+     * gone: the round may close at max now. */
+    if (was_idle ? event_reserve(r, 0, out) == 0 : r->state == RDZV_RUN_LAST_CALL)
+        run_check(rs, r, now_ms, out);
     run_trim(r);
     return 0;
 }
@@ -645,16 +776,53 @@ static void lost_names(const rdzv_runs_t *rs, const rdzv_run_t *r, char *text, s
 
 /* How long a joiner's JOIN stays parked: join_timeout while a round collects; while the run is
  * RUNNING at max_nodes the joiners are spares, answered after the keep-alive bound so that they
- * JOIN again (a spare's keep-alive: one that is gone does not come back and is dropped). */
+ * JOIN again (a spare's keep-alive: one that is gone does not come back and is dropped). A
+ * FAILED or DONE run holds only answered spares, dropped after that bound. */
 static uint64_t joiner_bound(const rdzv_run_t *r) {
-    if (r->state == RDZV_RUN_RUNNING)
+    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
         return (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
     return (uint64_t)r->cfg.join_timeout_ms;
 }
 
-/* Answers every joiner whose bound (joiner_bound) has passed and drops it: an error reply while a
- * round collects, DDP_ERDZV_SPARE to a spare. Joiners are in join order with one bound per run,
- * so the expired ones are a prefix. */
+/* joiners_expire while the run is RUNNING (or FAILED or DONE, where every joiner is answered):
+ * the first k spares' bounds passed. The parked ones get DDP_ERDZV_SPARE and move to the end,
+ * answered; the answered ones are dropped. The room for the reorder is r->pick's
+ * (event_reserve). */
+static void spares_answer(rdzv_runs_t *rs, rdzv_run_t *r, size_t k, uint64_t now_ms,
+                          rdzv_actions_t *out) {
+    char text[RDZV_ROUND_TEXT_MAX];
+    snprintf(text, sizeof text,
+             "rendezvous '%s' round %lld: running at max_nodes=%lld; waiting as a spare", r->id,
+             (long long)r->round, (long long)r->cfg.max_nodes);
+    size_t nkept = 0;
+    for (size_t i = 0; i < k; i++) {
+        rdzv_member_t *m = r->joiners[i];
+        if (m->answered) {
+            r->nanswered--;
+            rdzv__member_free(rs, m, now_ms);
+            continue;
+        }
+        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
+        a->code = DDP_ERDZV_SPARE;
+        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+        rdzv__copy_str(a->text, sizeof a->text, text);
+        m->answered = 1;
+        m->join_ms = now_ms;
+        r->nanswered++;
+        r->pick[nkept++] = m;
+    }
+    memmove(r->joiners, r->joiners + k, (r->njoin - k) * sizeof *r->joiners);
+    r->njoin -= k;
+    memcpy(r->joiners + r->njoin, r->pick, nkept * sizeof *r->joiners);
+    r->njoin += nkept;
+}
+
+/* Answers every joiner whose bound (joiner_bound) has passed: an error reply while a round
+ * collects, and the joiner is dropped; DDP_ERDZV_SPARE to a spare, which stays a spare, answered,
+ * for one more bound (it JOINs again at once, after its health check), so that it counts for
+ * max_node_failures meanwhile and keeps its turn; an answered spare whose bound passed again
+ * is gone and dropped. Joiners are in the order of their bounds' starts (joining, or the answer)
+ * with one bound per run, so the expired ones are a prefix. */
 static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
     size_t k = 0;
     uint64_t to = joiner_bound(r);
@@ -662,23 +830,25 @@ static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv
         k++;
     if (k == 0)
         return;
+    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL) {
+        spares_answer(rs, r, k, now_ms, out);
+        return;
+    }
     char text[RDZV_ROUND_TEXT_MAX], dur[32];
     int code = DDP_ETIMEOUT;
     fmt_ms(dur, sizeof dur, r->cfg.join_timeout_ms);
-    if (r->state == RDZV_RUN_RUNNING) {
-        code = DDP_ERDZV_SPARE;
-        snprintf(text, sizeof text,
-                 "rendezvous '%s' round %lld: running at max_nodes=%lld; waiting as a spare", r->id,
-                 (long long)r->round, (long long)r->cfg.max_nodes);
-    } else {
-        snprintf(text, sizeof text,
-                 "rendezvous '%s' round %lld: %zu of min %lld nodes joined "
-                 "within join_timeout=%s",
-                 r->id, (long long)r->round, r->njoin, (long long)r->cfg.min_nodes, dur);
-        lost_names(rs, r, text, sizeof text);
-    }
+    snprintf(text, sizeof text,
+             "rendezvous '%s' round %lld: %zu of min %lld nodes joined "
+             "within join_timeout=%s",
+             r->id, (long long)r->round, joiners_parked(r), (long long)r->cfg.min_nodes, dur);
+    lost_names(rs, r, text, sizeof text);
     for (size_t i = 0; i < k; i++) {
         rdzv_member_t *m = r->joiners[i];
+        if (m->answered) {
+            r->nanswered--; /* no JOIN to answer */
+            rdzv__member_free(rs, m, now_ms);
+            continue;
+        }
         rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
         a->code = code;
         rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
@@ -749,7 +919,7 @@ int rdzv_runs_tick(rdzv_runs_t *rs, uint64_t now_ms, rdzv_actions_t *out) {
                 group_check_live(rs, r, now_ms, out);
             break;
         case RDZV_RUN_FAILED:
-        case RDZV_RUN_DONE: break;
+        case RDZV_RUN_DONE: joiners_expire(rs, r, now_ms, out); break;
         }
         run_trim(r); /* the last joiners expired, or the last members went silent */
     }
@@ -764,7 +934,7 @@ uint64_t rdzv_runs_next_deadline(const rdzv_runs_t *rs) {
             d = r->empty_since_ms + rs->empty_keep_ms;
         } else if (r->state == RDZV_RUN_LAST_CALL) {
             d = r->last_call_ms;
-        } else if (r->state == RDZV_RUN_JOINING || r->state == RDZV_RUN_RUNNING) {
+        } else {
             if (r->njoin > 0)
                 d = r->joiners[0]->join_ms + joiner_bound(r);
             if (r->state == RDZV_RUN_RUNNING && r->live_check_ms < d)

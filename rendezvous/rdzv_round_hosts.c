@@ -84,9 +84,8 @@ void rdzv__hosts_tally(const rdzv_run_t *r, char *out, size_t cap) {
         out[0] = '\0';
     size_t len = 0;
     for (size_t k = 0; k < SHOWN && top[k] != NULL && len < cap; k++)
-        len += rdzv__textf(out + len, cap - len, "%s%s x%lld",
-                           k ? ", " : "; root causes by host: ", top[k]->host,
-                           (long long)top[k]->failures);
+        len += rdzv__textf(out + len, cap - len, "%s%s x%lld", k ? ", " : RDZV_TEXT_ROOT_CAUSES,
+                           top[k]->host, (long long)top[k]->failures);
     if (counted > SHOWN && len < cap)
         rdzv__textf(out + len, cap - len, ", %zu more", counted - SHOWN);
 }

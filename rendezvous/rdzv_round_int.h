@@ -19,6 +19,14 @@
 #define RDZV_RUNS_DEFAULT_MAX 1024
 #define RDZV_RUNS_DEFAULT_EMPTY_KEEP_MS ((uint64_t)3600 * 1000)
 
+/* The back-off of a crash loop, held by the store so that every node keeps it: the round after
+ * a FAIL that spent restart k closes no sooner than this long after that FAIL, 0 for k = 1 (a
+ * single failure restarts at once), then RDZV_RESTART_BACKOFF_FIRST_MS doubling per restart up to
+ * RDZV_RESTART_BACKOFF_MAX_MS. Without it a node whose workers fail at once spends max_restarts in
+ * milliseconds, before a spare or a health check can step in. */
+#define RDZV_RESTART_BACKOFF_FIRST_MS 100
+#define RDZV_RESTART_BACKOFF_MAX_MS 5000
+
 /* What the server must do after an event, in order. */
 typedef enum rdzv_action_kind {
     RDZV_ACT_REPLY_OK,  /* answer member's parked JOIN with res (its round has closed) */
@@ -123,12 +131,18 @@ int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
 
 /* Member member of round `round` of run_id says the round passed its exit barrier (every node's
  * workers succeeded): the run is DONE. Its spares are answered DDP_ERDZV_DONE ("rendezvous 'R'
- * finished: round N passed its exit barrier") and so is every later JOIN, so that a spare leaves
- * with success instead of forming a round of its own once the others hang up; members leaving
- * then end nothing. Returns 0; -ENOENT when round is not the running round or member not in its
+ * finished: round N passed its exit barrier") and so is every later JOIN of a node of the run, so
+ * that a spare leaves with success instead of forming a round of its own once the others hang
+ * up; a new node's JOIN gets DDP_ERDZV_REUSED (the id is taken); members leaving then end
+ * nothing. Returns 0; -ENOENT when round is not the running round or member not in its
  * group (nothing changes); -ENOMEM. */
 int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                      uint64_t now_ms, rdzv_actions_t *out);
+
+/* The whole text a JOIN to run_id gets while the run is FAILED (DDP_ERDZV_CLOSED; rdzv_runs_join's
+ * err holds it cut to DDP_ERR_TEXT_LEN, its root causes lost) into out (cap bytes,
+ * RDZV_ROUND_TEXT_MAX for all of it). Returns 0, or -ENOENT when run_id is not a FAILED run. */
+int rdzv_runs_failed_text(const rdzv_runs_t *rs, const char *run_id, char *out, size_t cap);
 
 /* Member member is gone (its connection closed) at now_ms: a joiner is dropped; a member of a
  * running round ends it (END_ROUND naming the node). Unknown members are ignored. Returns 0. */

@@ -29,9 +29,12 @@ typedef struct rdzv_member {
     int64_t want_rank, nproc, master_port;
     int64_t group_rank; /* RUNNING: its rank; else -1 */
     int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
-    int was_in_group;   /* has run in a group of its run: only such a member may ABORT it */
     uint64_t join_ms, last_seen_ms;
-    int64_t key; /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
+    int64_t key;           /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
+    int64_t carried_round; /* its JOIN's min_round: the round after the newest it was told */
+    int64_t group_round;   /* the last round whose group it was in, -1 none */
+    int answered; /* a spare whose keep-alive answer went out: no JOIN parked until it JOINs again
+                   * (it stays a spare, and counts as one, for one more keep-alive bound) */
     struct rdzv_member *hnext;         /* member hash chain */
     struct rdzv_member *rprev, *rnext; /* the run's member list */
 } rdzv_member_t;
@@ -72,10 +75,16 @@ struct rdzv_run {
     char last_failure[RDZV_ROUND_TEXT_MAX];
     int aborted;            /* FAILED by an ABORT (last_failure says who and why), not restarts */
     uint64_t last_call_ms;  /* LAST_CALL: when the round closes */
+    uint64_t not_before_ms; /* no round closes before (a crash loop's back-off) */
     uint64_t live_check_ms; /* RUNNING: earliest time a member can be silent too long */
     uint64_t empty_since_ms;
-    rdzv_member_t **joiners; /* join order */
+    rdzv_member_t **joiners; /* join order (answered spares: the order of their answers) */
     size_t njoin, cap_join;
+    size_t nanswered;     /* joiners with no JOIN parked (answered spares) */
+    rdzv_member_t **pick; /* round_close's choice of the group (room as for group) */
+    size_t cap_pick;
+    int64_t ended_round;   /* the round that ended last, -1 none */
+    size_t nidle;          /* IDLE members: of that round's group, still connected, not back yet */
     rdzv_member_t **group; /* by group rank */
     size_t ngroup, cap_group;
     prev_node_t *prev; /* the previous round's group */

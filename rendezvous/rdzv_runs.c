@@ -200,6 +200,7 @@ void rdzv__run_free(rdzv_runs_t *rs, rdzv_run_t *r) {
     rs->nruns--;
     free(r->joiners);
     free(r->group);
+    free(r->pick);
     free(r->prev);
     rdzv__hosts_free(rs, r);
     free(r);
@@ -241,6 +242,7 @@ int rdzv__run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cf
     rdzv__copy_str(r->id, sizeof r->id, id);
     r->cfg = *cfg;
     r->state = RDZV_RUN_JOINING;
+    r->ended_round = -1;
     size_t h = hash_str(id) & (rs->nrun_buckets - 1);
     r->hnext = rs->run_buckets[h];
     rs->run_buckets[h] = r;
@@ -259,6 +261,7 @@ void rdzv__member_link(rdzv_runs_t *rs, rdzv_run_t *r, rdzv_member_t *m, uint64_
     m->run = r;
     m->prev_rank = -1;
     m->group_rank = -1;
+    m->group_round = -1;
     size_t h = hash_u64(member) & (rs->nmem_buckets - 1);
     m->hnext = rs->mem_buckets[h];
     rs->mem_buckets[h] = m;

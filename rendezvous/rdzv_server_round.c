@@ -201,9 +201,14 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     case RDZV_CMD_RDZV_JOIN: {
         int rc = rdzv_runs_join(s->runs, c->id, &r->join, now, &s->acts, &err);
         if (rc < 0) {
+            /* A failed run's refusal whole: it names the root cause and the count by host. */
+            char text[RDZV_ROUND_TEXT_MAX];
+            if (rc != DDP_ERDZV_CLOSED ||
+                rdzv_runs_failed_text(s->runs, r->join.run_id, text, sizeof text) < 0)
+                snprintf(text, sizeof text, "%s", err.text);
             rdzv__slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", c->peer,
-                       r->join.run_id, err.text);
-            if (rdzv_join_reply_encode_err(&b, rc, err.text) == 0)
+                       r->join.run_id, text);
+            if (rdzv_join_reply_encode_err(&b, rc, text) == 0)
                 reply_buf(c, &b);
         } else {
             rdzv__slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", c->peer, r->join.host,

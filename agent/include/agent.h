@@ -145,6 +145,12 @@ typedef struct agent_job {
  * rdzv_port is 0). */
 #define AGENT_SSH_READY "ddprun-agent-ready"
 
+/* The line that opens the root cause block of a failed job's summary (torchrun's words). Of a
+ * job's nodes, only the one whose failure the store counted first prints it as a whole line; the
+ * others name that node after it ("... on another node"). A launching ddprun names that host in
+ * its last line. */
+#define AGENT_ROOT_CAUSE_TITLE "Root Cause (first observed failure):"
+
 /* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
 typedef struct agent_result {
     int failed;     /* the job failed; the summary was printed */

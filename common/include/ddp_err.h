@@ -26,7 +26,9 @@ enum {
     DDP_ERDZV_EXCLUDED = -4016, /* this node's host is excluded from the run (max_node_failures) */
     DDP_ERDZV_SPARE = -4017, /* the run is at max_nodes: this node waits as a spare, joins again */
     DDP_ERDZV_DONE = -4018,  /* the run finished (its group passed the exit barrier) */
-    DDP_EAUTH_PEER = -4019, /* the peer could not prove it holds the token (this side refused it) */
+    DDP_ERDZV_REUSED =
+        -4019,              /* a new node joins a run id that finished (the store still holds it) */
+    DDP_EAUTH_PEER = -4020, /* the peer could not prove it holds the token (this side refused it) */
 };
 
 #define DDP_ERR_TEXT_LEN 160

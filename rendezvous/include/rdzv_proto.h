@@ -40,6 +40,20 @@ enum {
 #define RDZV_REPLY_TEXT_MAX ((size_t)1024)             /* error text a client accepts in a reply */
 #define RDZV_STATUS_JSON_MAX ((size_t)8 * 1024 * 1024) /* STATUS reply a client accepts */
 
+/* The refusal of a JOIN to a run that spent max_restarts reads "rendezvous 'R' failed:
+ * max_restarts (N) spent" RDZV_TEXT_LAST_FAILURE "<the FAIL that ended the last round, its node
+ * named>" and, when failures were counted by host, RDZV_TEXT_ROOT_CAUSES "<host xN, ...>"; a run
+ * an ABORT stopped, "rendezvous 'R' failed: stopped by <node>: <why>". An agent takes the root
+ * cause of the job from it (rdzv_text_root_cause), so that every node names the same one. */
+#define RDZV_TEXT_FAILED "' failed: "
+#define RDZV_TEXT_LAST_FAILURE "; last failure: "
+#define RDZV_TEXT_ROOT_CAUSES "; root causes by host: "
+
+/* The root cause a FAILED run's refusal text names (see RDZV_TEXT_LAST_FAILURE) into out (cap
+ * bytes): the last failure, or what stopped the run. Returns 1, or 0 (out empty) when text is
+ * not such a refusal. */
+int rdzv_text_root_cause(const char *text, char *out, size_t cap);
+
 /* The offset of the first byte of p[0..n) that is not printable ASCII (0x20-0x7e), or n: the
  * store's rule for run ids and hosts, whichever way they reach it. */
 size_t rdzv_name_bad_at(const void *p, size_t n);

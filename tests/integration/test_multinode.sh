@@ -251,6 +251,32 @@ no_restart_counted() { ! grep -q '^TORCHELASTIC_RESTART_COUNT=[1-9]' "$d"/env.*;
 check "scale-up did not count as a restart" no_restart_counted
 unset FW_DIR FW_SLEEP_MS FW_TERM_EXIT
 
+# 5b. Both nodes fail together (every rank exits 1 after 300 ms, or when stopped): each agent
+#     prints a summary, but only the node whose FAIL the store counted first has the root-cause
+#     block; the other names that failure (the same rank) as on another node, and both shutdown
+#     events carry the same root cause.
+PORT=$(free_port); RUN=together; d=$TMP/together; mkdir -p "$d"
+export FW_DIR=$d FW_EXIT=1 FW_DELAY_MS=300 FW_TERM_EXIT=1
+agent tg0 2 --event_log_handler "json:$d/ev0.jsonl" "$FW"; a=$LAST
+agent tg1 2 --event_log_handler "json:$d/ev1.jsonl" "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+unset FW_DIR FW_EXIT FW_DELAY_MS FW_TERM_EXIT
+title='Root Cause (first observed failure):'
+root=$(grep -l -x "$title" "$TMP/tg0.out" "$TMP/tg1.out")
+other=$(grep -l -x "$title on another node" "$TMP/tg0.out" "$TMP/tg1.out")
+root_rank=$(sed -n "/^$title\$/,\$p" $root /dev/null | sed -n 's/^  rank      : \([0-9]*\) .*/\1/p' | head -1)
+named=$(grep -h -A1 -x "$title on another node" $other /dev/null | tail -1)
+causes=$(python3 -c '
+import json, sys
+print("|".join(sorted({json.loads(l).get("root_cause") or "null" for f in sys.argv[1:]
+                       for l in open(f) if json.loads(l)["event"] == "shutdown"})))' "$d"/ev0.jsonl "$d"/ev1.jsonl 2>/dev/null)
+echo "# together: root cause in ${root:-?} (rank ${root_rank:-?}); the other names: ${named:-?}; events: ${causes:-?}"
+[ "$ra" = 1 ] && [ "$rb" = 1 ] && [ "$(echo $root | wc -w)" = 1 ] && [ "$(echo $other | wc -w)" = 1 ] &&
+    [ "$root" != "$other" ] && [[ "$named" == *" round 0: rank $root_rank ("*") exited with code 1" ]] &&
+    [ "$causes" = "${named#  }" ]
+verdict "two nodes fail together: one root cause, the same in both summaries and shutdown events" ||
+    show_tail "$TMP/tg0.out" "$TMP/tg1.out"
+
 # 6. A standalone ddp-rendezvous daemon serves the rendezvous, with a job token on every side.
 tokhex=$(random_token "$TMP/token")
 "$BIN/ddp-rendezvous" --port 0 --token-file "$TMP/token" >"$TMP/daemon.out" 2>"$TMP/daemon.err" &
@@ -263,6 +289,18 @@ wait $a; ra=$?; wait $b; rb=$?
 [ "$ra" = 0 ] && [ "$rb" = 0 ] && [ "$(cat "$d"/env.*.0 | grep -c '^WORLD_SIZE=4$')" = 4 ]
 verdict "two agents rendezvous on an authenticated ddp-rendezvous daemon"
 check "workers receive the job token for the store" grep -qx "DDPRUN_STORE_TOKEN=$tokhex" "$d/env.3.0"
+# The same two commands again: the daemon still holds the finished run 'daemon' (an hour). Each
+# agent is refused at once, exits 1 naming the id and what to do, and starts no worker (it used to
+# exit 0, "the job finished without this node: nothing to do", having run nothing).
+d=$TMP/daemon_again; mkdir -p "$d"; export FW_DIR=$d
+agent dm0again 2 "$FW"; a=$LAST; agent dm1again 2 "$FW"; b=$LAST
+wait $a; ra=$?; wait $b; rb=$?
+said="rendezvous 'daemon' finished already: use another --rdzv_id (the store keeps a finished run 3600s after its last node leaves"
+[ "$ra" = 1 ] && [ "$rb" = 1 ] && [ "$(count_files "$d" env.)" = 0 ] &&
+    grep -qF "$said" "$TMP/dm0again.out" && grep -qF "$said" "$TMP/dm1again.out"
+verdict "the same job again on a run id the daemon holds finished: both exit 1 naming the id, no worker" ||
+    show_tail "$TMP/dm0again.out" "$TMP/dm1again.out"
+export FW_DIR=$TMP/daemon
 random_token "$TMP/badtoken" >/dev/null
 DDPRUN_TOKEN_FILE=$TMP/badtoken timeout 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 \
     --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=daemon2 --rdzv_conf="$CONF" \

@@ -34,7 +34,8 @@ EXIT_UNFIT=4
 SECTIONS=("a failing host is excluded, a spare takes its place"
     "train with a sick host ends with the parameters of a run without it"
     "exclusion never drops the job below min_nodes" "a spare's keep-alive, and its place after a SIGKILL"
-    "a spare never needed leaves with exit 0" "a host whose health check fails never joins"
+    "a spare never needed leaves with exit 0" "a crash loop backs off: a late spare replaces the host"
+    "a host whose health check fails never joins"
     "the store's own host excluded"
     "nothing left, namespaces removed")
 
@@ -243,9 +244,10 @@ check "nothing left after the test at min" no_leftovers 3
 # ------------------------------------------------------------------------------------ 4. spare
 # --nnodes=2:3 on a b c with join_timeout=2 and a long last_call_timeout (5 s); d is a spare. It
 # waits longer than join_timeout, 4.5 keep-alive bounds: the store answers it each bound and it
-# joins again, so it is neither dropped nor timed out. Then c's agent is SIGKILLed: round 0 ends,
-# and round 1 closes at max with a b d as soon as a and b are back, where without the spare they
-# would wait out last_call_timeout and go on alone.
+# joins again, so it is neither dropped nor timed out, and its --health_check runs before each of
+# those JOINs (it counts itself in a file). Then c's agent is SIGKILLed: round 0 ends, and round 1
+# closes at max with a b d as soon as a and b are back, where without the spare they would wait out
+# last_call_timeout and go on alone.
 PORT=29455 RUN=spare D=$TMP/spare
 mkdir -p "$D"
 LC_LONG_MS=5000 JOIN_TIMEOUT_MS=2000
@@ -253,10 +255,10 @@ CONF=last_call_timeout=5,join_timeout=2,keep_alive_interval=0.2,keep_alive_max_a
 by_round 1000
 export FW_SLEEP_MS=8000
 for h in a b c; do NPROC=1 agent $h 2:3 "$D/worker.sh"; done
-waited="" silent="" ref="" spare_ok=0
+waited="" silent="" ref="" spare_ok=0 checks=0
 exec 3>&2 2>/dev/null
 if wait_count 3 10 "$D/[abc]/env.*.0"; then
-    NPROC=1 agent d 2:3 "$D/worker.sh"
+    NPROC=1 agent d 2:3 --health_check "echo >>$D/d.checks" "$D/worker.sh"
     if wait_status "$D/st1.json" 3 'member("d").get("state") == "spare"'; then
         t_spare=$(now_ms)
         sleep 2.7
@@ -264,6 +266,7 @@ if wait_count 3 10 "$D/[abc]/env.*.0"; then
         waited=$(($(now_ms) - t_spare))
         silent=$(json "$D/st2.json" 'member("d").get("silent_ms")')
         [ "$(json "$D/st2.json" 'member("d").get("state")')" = spare ] && spare_ok=1
+        checks=$(wc -l <"$D/d.checks")
     fi
     kc=$(ddprun_of c)
     t0=$(now_ms)
@@ -277,6 +280,8 @@ check "ddprun status lists d as a spare, and still after ${waited:-?} ms (join_t
     cond '[ $spare_ok = 1 ] && le $JOIN_TIMEOUT_MS "${waited:-0}"'
 check "the spare joined again within a keep-alive bound: last heard ${silent:-?} ms <= $KA_MS + $SLACK_MS ms before" \
     le "${silent:-999999}" $((KA_MS + SLACK_MS))
+check "the spare's health check ran before each JOIN again: $checks times in ${waited:-?} ms" \
+    le 3 "$checks"
 check "after SIGKILL of c, round 1 runs on a b d (WORLD_SIZE=3, group ranks $(group_ranks 1 a b d))" round_is 1 3 a b d
 check "the spare took c's place in ${ref:-?} ms <= keep-alive bound $KA_MS + $SLACK_MS ms (last_call_timeout $LC_LONG_MS ms)" \
     le "${ref:-999999}" $((KA_MS + SLACK_MS))
@@ -306,6 +311,33 @@ check "a spare never needed: a b exit 0, c exits 0 too ($(rcs a b c)), its worke
 check "c says the run finished without it" \
     grep -q "rendezvous '$RUN' finished: round 0 passed its exit barrier" "$D/c.out"
 check "nothing left after the spare-at-the-end test" no_leftovers 3
+
+# ------------------------------------------------------------------------------------ crash loop
+# --nnodes=2:2 on a b, --max_restarts=10, max_node_failures=2; b's workers fail at once in every
+# round. The store backs the crash loop off (restart 1 at once, then 100 ms doubling), so the ten
+# restarts take seconds, not milliseconds: spare c, started a second after round 0, is there when
+# b fails again, b is excluded, and the job ends on a c with exit 0 (without the back-off the
+# restarts were spent before c came, and every node failed).
+PORT=29459 RUN=loop D=$TMP/loop
+mkdir -p "$D"
+CONF=$CONF_FAST,max_node_failures=2
+export FW_SLEEP_MS=1000
+NPROC=1 agent a 2:2 --max_restarts=10 "$FW"
+NPROC=1 FW_EXIT=1 agent b 2:2 --max_restarts=10 "$FW"
+exec 3>&2 2>/dev/null
+if wait_count 2 10 "$D/[ab]/env.*.0"; then
+    sleep 1
+    NPROC=1 agent c 2:2 --max_restarts=10 "$FW"
+fi
+WAIT_S=30 wait_all a b c
+exec 2>&3 3>&-
+unset FW_SLEEP_MS
+last=$(rounds_of a | awk '{print $NF}')
+echo "# crash loop: b ran rounds $(rounds_of b); a ran $(rounds_of a); c ran $(rounds_of c)"
+check "a crash loop backs off: the spare c, a second late, replaces b; a c exit 0, b exits $EXIT_UNFIT ($(rcs a b c))" \
+    cond 'all_rc 0 a c && all_rc $EXIT_UNFIT b && round_is "${last:-x}" 2 a c'
+all_rc 0 a c || show_tail "$D/a.out" "$D/b.out" "$D/c.out"
+check "nothing left after the crash-loop test" no_leftovers 3
 
 # ------------------------------------------------------------------------------------ health checks
 # --nnodes=2:3 on a b c; c's --health_check fails (exit 7, "no IB link"): c never joins, the store

@@ -199,6 +199,26 @@ rc=$?
 verdict "rank 2 exits 3: the job fails with exit 1; rank 2's own summary names its host, rank and exit code (rc $rc)" ||
     show_tail "$D/fail.out"
 check "nothing of the failed job left on any host" nothing_left 10
+# Every host fails together: ranks 1 and 2 exit 3 at the same time, and rank 0 exits 3 when it is
+# stopped. Every agent prints a summary, but the job has one root cause, the failure the store
+# counted first: exactly one summary holds the root-cause block, the others name it (the same
+# rank) as on another node, and the launcher's last line names its host, whichever ended first.
+launch --hosts nodea:1,nodeb:1,nodec:1 \
+    sh -c 'trap "exit 3" TERM; [ "$RANK" = 0 ] || { sleep 0.3; exit 3; }; sleep 30 & wait' \
+    >"$D/fail3.out" 2>&1
+rc=$?
+title='Root Cause (first observed failure):'
+root_rank=$(sed -n "/^$title\$/,\$p" "$D/fail3.out" | sed -n 's/^  rank      : \([0-9]*\) .*/\1/p' | head -1)
+root_host=$(sed -n "/^$title\$/,\$p" "$D/fail3.out" | sed -n 's/^  host      : //p' | head -1)
+others=$(grep -A1 -x "$title on another node" "$D/fail3.out" | grep -v -x -e "$title on another node" -e -- |
+    sed -n 's/.* round 0: rank \([0-9]*\) .*exited with code 3$/\1/p' | sort -u | tr '\n' ' ')
+echo "# together: root cause rank ${root_rank:-?} on ${root_host:-?}; the others name rank(s) ${others:-?}"
+[ $rc = 1 ] && [ "$(grep -c -x "$title" "$D/fail3.out")" = 1 ] &&
+    [ "$(grep -c -x "$title on another node" "$D/fail3.out")" = 2 ] && [ "$others" = "$root_rank " ] &&
+    grep -q -x "ddprun: the job failed on host node${root_host#$P} (node_rank [0-9]): exit 1; the root cause was there" "$D/fail3.out"
+verdict "three hosts fail together: one root cause, named the same by every summary and the launcher's last line (rc $rc)" ||
+    show_tail "$D/fail3.out"
+check "nothing of the job that failed together left on any host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 5. Ctrl-C
 for sig in INT TERM; do

@@ -280,6 +280,8 @@ static void test_max_restarts_spent(void **state) {
         assert_int_equal(rep.status, RDZV_FAIL_COUNTED);
         join_ok(f->rs, "job", 1, -1, 2, 2, ++now, &f->out);
         join_ok(f->rs, "job", 2, -1, 2, 2, ++now, &f->out);
+        if (r == 1) /* the second restart waits out the back-off */
+            rdzv_runs_tick(f->rs, now += RDZV_RESTART_BACKOFF_FIRST_MS, &f->out);
         assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
         rdzv_actions_reset(&f->out);
     }
@@ -309,6 +311,21 @@ static void test_max_restarts_spent(void **state) {
     ddp_err_clear(&err);
     assert_int_equal(rdzv_runs_join(f->rs, 60, &q, ++now, &f->out, &err), DDP_ERDZV_CLOSED);
     assert_int_equal(rdzv_runs_count(f->rs), 1);
+    /* The refusal whole (err cuts it), and the root cause every agent takes from it. */
+    char text[RDZV_ROUND_TEXT_MAX], cause[RDZV_ROUND_TEXT_MAX];
+    assert_int_equal(rdzv_runs_failed_text(f->rs, "job", text, sizeof text), 0);
+    assert_string_equal(text, a->text);
+    assert_int_equal(rdzv_runs_failed_text(f->rs, "nope", text, sizeof text), -ENOENT);
+    assert_int_equal(rdzv_text_root_cause(a->text, cause, sizeof cause), 1);
+    assert_string_equal(cause, "node 0 (h1) round 2: rank 0 exited with code 3");
+    assert_int_equal(rdzv_text_root_cause("rendezvous 'j' failed: stopped by node 1 (h): why",
+                                          cause, sizeof cause),
+                     1);
+    assert_string_equal(cause, "stopped by node 1 (h): why");
+    assert_int_equal(rdzv_text_root_cause("rendezvous 'j' finished: round 3 passed", cause, 8), 0);
+    assert_string_equal(cause, "");
+    assert_int_equal(rdzv_text_root_cause(a->text, cause, 12), 1); /* cut to fit */
+    assert_string_equal(cause, "node 0 (h1)");
 }
 
 /* A member between rounds (its group stopped, not re-joined) stops the run: the node already
@@ -804,6 +821,7 @@ static void test_finish_releases_spares(void **state) {
     assert_int_equal(f->out.n, 0); /* no round ends, nothing forms */
     ddp_err_t err = {0};
     rdzv_join_req_t q = req("job", "h4", -1, 2, 1, 1, 2);
+    q.min_round = 1; /* a node of the run, on a new connection: it was told round 0 */
     assert_int_equal(rdzv_runs_join(f->rs, 4, &q, 50, &f->out, &err), DDP_ERDZV_DONE);
     assert_non_null(strstr(err.text, "finished"));
     ddp_buf_t b = DDP_BUF_INIT;
@@ -941,6 +959,158 @@ static void test_node_failures_kept_at_min(void **state) {
     assert_false(json_is_true(json_object_get(h, "excluded")));
     assert_true(json_is_true(json_object_get(h, "kept_at_min")));
     json_decref(o);
+}
+
+/* Members of the last round come before spares: with max 2, spare 3 waits, and member 2's agent
+ * comes back on a new connection (4, carrying round 1: it was told round 0) before its old one is
+ * found silent. Round 1 has 3 and 4 parked, max, but waits for member 1 (connected, not back) and
+ * then takes 1 and 4, leaving 3 a spare; without the policy 3 and 4 closed it at once and the
+ * surviving member 1 was the spare. */
+static void test_last_round_before_spares(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out);
+    rdzv_join_req_t q = req("job", "h2", -1, 2, 29600, 1, 2);
+    q.min_round = 1;
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_join(f->rs, 4, &q, 20, &f->out, &err), 0);
+    assert_int_equal(f->out.n, 0); /* a spare for now */
+    for (uint64_t t = 50; t <= 300; t += 50) {
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    rdzv_runs_tick(f->rs, 301, &f->out); /* member 2 silent since 0: bound 300 */
+    assert_non_null(find_act(&f->out, RDZV_ACT_CLOSE, 2));
+    assert_non_null(find_act(&f->out, RDZV_ACT_END_ROUND, 0));
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 0);
+    rdzv_actions_reset(&f->out);
+    join_ok(f->rs, "job", 1, -1, 1, 2, 310, &f->out);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_int_equal(rank_of(&f->out, 1), 0); /* keeps its rank */
+    assert_int_equal(rank_of(&f->out, 4), 1);
+    assert_null(find_act(&f->out, RDZV_ACT_REPLY_OK, 3));
+    json_t *o = status_of(f, 320);
+    json_t *last = json_array_get(json_object_get(o, "members"), 2);
+    assert_int_equal(json_integer_value(json_object_get(last, "member")), 3);
+    assert_string_equal(json_string_value(json_object_get(last, "state")), "spare");
+    json_decref(o);
+}
+
+/* A spare answered at its keep-alive bound stays a spare until it JOINs again: a FAIL in that
+ * gap counts it toward min, so the failing host is excluded (min 2: h2 and the spare) where it
+ * was kept at min; the excluded member's refused JOIN stops round 1 waiting for it, and the
+ * round closes at max with h2 and the spare. An answered spare that does not JOIN again within
+ * another bound is dropped. */
+static void test_spare_answered_counts(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    assert_int_equal(join_host(f, 1, "bad", 2, 2, 1, 0, &err), 0);
+    assert_int_equal(join_host(f, 2, "h2", 2, 2, 1, 0, &err), 0);
+    assert_int_equal(join_host(f, 3, "h3", 2, 2, 1, 10, &err), 0);
+    rdzv_actions_reset(&f->out);
+    for (uint64_t t = 50; t <= 300; t += 50) {
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    rdzv_runs_tick(f->rs, 310, &f->out);
+    const rdzv_action_t *a = find_act(&f->out, RDZV_ACT_REPLY_ERR, 3);
+    assert_non_null(a);
+    assert_int_equal(a->code, DDP_ERDZV_SPARE);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    assert_int_equal(rdzv_runs_fail(f->rs, "job", 1, 0, "boom", 311, &f->out, &rep), 0);
+    const rdzv_action_t *end = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
+    assert_non_null(end);
+    assert_non_null(strstr(end->text, "host bad excluded after 1 failures"));
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(join_host(f, 3, "h3", 2, 2, 1, 312, &err), 0); /* the spare again */
+    assert_int_equal(join_host(f, 2, "h2", 2, 2, 1, 313, &err), 0);
+    assert_int_equal(f->out.n, 0); /* at max, but member 1 may come back */
+    assert_int_equal(join_host(f, 1, "bad", 2, 2, 1, 314, &err), DDP_ERDZV_EXCLUDED);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    assert_non_null(find_act(&f->out, RDZV_ACT_REPLY_OK, 3));
+    rdzv_actions_reset(&f->out);
+    /* A new spare, answered, then silent: dropped one bound after its answer. */
+    assert_int_equal(join_host(f, 5, "h5", 2, 2, 1, 400, &err), 0);
+    for (uint64_t t = 450; t <= 1100; t += 50) {
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 3, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_ERR), 1); /* the answer at 700 */
+    json_t *o = status_of(f, 1100);
+    assert_int_equal(json_array_size(json_object_get(o, "members")), 2);
+    json_decref(o);
+    assert_int_equal(join_host(f, 5, "h5", 2, 2, 1, 1110, &err), 0); /* a new spare again */
+}
+
+/* The same job started again on a store that still holds its finished run: a new node (no
+ * connection of the run, told no round of it) is refused with DDP_ERDZV_REUSED, naming the id
+ * and how long the store keeps the run, where it got DDP_ERDZV_DONE and its agent exited 0
+ * having run nothing. A spare answered at its keep-alive bound when the run finished is still
+ * told DDP_ERDZV_DONE when it JOINs again, and is dropped a bound later if it does not. */
+static void test_finished_run_id_reused(void **state) {
+    fx_t *f = *state;
+    form(f, 2, 1, 2, 0);
+    join_ok(f->rs, "job", 3, -1, 1, 2, 10, &f->out); /* a spare, answered at 310 */
+    join_ok(f->rs, "job", 5, -1, 1, 2, 20, &f->out); /* a spare, answered at 320 */
+    for (uint64_t t = 50; t <= 320; t += 10) {
+        rdzv_runs_heartbeat(f->rs, "job", 1, t, NULL, NULL);
+        rdzv_runs_heartbeat(f->rs, "job", 2, t, NULL, NULL);
+        rdzv_runs_tick(f->rs, t, &f->out);
+    }
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_ERR), 2);
+    rdzv_actions_reset(&f->out);
+    assert_int_equal(rdzv_runs_finish(f->rs, "job", 1, 0, 330, &f->out), 0);
+    assert_int_equal(f->out.n, 0); /* no JOIN parked to answer */
+    ddp_err_t err = {0};
+    assert_int_equal(join_host(f, 3, "h3", 1, 2, 0, 340, &err), DDP_ERDZV_DONE);
+    rdzv_runs_leave(f->rs, 1, 350, &f->out);
+    rdzv_runs_leave(f->rs, 2, 350, &f->out);
+    rdzv_runs_leave(f->rs, 3, 350, &f->out);
+    rdzv_runs_tick(f->rs, 620, &f->out); /* spare 5 is dropped: the run is empty from 620 */
+    ddp_err_clear(&err);
+    assert_int_equal(join_host(f, 6, "h6", 1, 2, 0, 1620, &err), DDP_ERDZV_REUSED);
+    assert_string_equal(err.text, "rendezvous 'job' finished already: use another --rdzv_id (the "
+                                  "store keeps a finished run 3600s after its last node leaves; "
+                                  "3599s left)");
+    ddp_err_clear(&err);
+    assert_int_equal(join_host(f, 5, "h5", 1, 2, 0, 1630, &err), DDP_ERDZV_REUSED); /* dropped */
+}
+
+/* A crash loop backs off across nodes, the store holding the next round: the first restart's
+ * round closes as soon as every node is back, the second's not before 100 ms after its FAIL, the
+ * third's 200 ms, doubling up to the cap; a round at max closes when the back-off is over. */
+static void test_restart_backoff(void **state) {
+    fx_t *f = *state;
+    rdzv_fail_reply_t rep;
+    ddp_err_t err = {0};
+    rdzv_join_req_t q1 = req("job", "h1", -1, 2, 1, 2, 2), q2 = req("job", "h2", -1, 2, 2, 2, 2);
+    q1.cfg.max_restarts = q2.cfg.max_restarts = 20;
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q1, 0, &f->out, &err), 0);
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q2, 0, &f->out, &err), 0);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+    rdzv_actions_reset(&f->out);
+    uint64_t now = 1000, want[] = {0, 100, 200, 400, 800, 1600, 3200, 5000, 5000};
+    for (int64_t k = 1; k <= 9; k++) {
+        assert_int_equal(rdzv_runs_fail(f->rs, "job", 2, k - 1, "boom", now, &f->out, &rep), 0);
+        assert_int_equal(rep.restarts_used, k);
+        rdzv_actions_reset(&f->out);
+        assert_int_equal(rdzv_runs_join(f->rs, 1, &q1, now + 1, &f->out, &err), 0);
+        assert_int_equal(rdzv_runs_join(f->rs, 2, &q2, now + 2, &f->out, &err), 0);
+        uint64_t at = now + (want[k - 1] > 2 ? want[k - 1] : 2);
+        if (want[k - 1] > 0) {
+            assert_int_equal(f->out.n, 0);
+            assert_int_equal(rdzv_runs_next_deadline(f->rs), now + want[k - 1]);
+            rdzv_runs_tick(f->rs, at - 1, &f->out);
+            assert_int_equal(f->out.n, 0);
+            rdzv_runs_tick(f->rs, at, &f->out);
+        }
+        assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 2);
+        rdzv_actions_reset(&f->out);
+        now = at + 10;
+    }
 }
 
 /* UNFIT: recorded for a known run only, shown with its reason until the host joins; the records
@@ -1551,11 +1721,15 @@ int main(void) {
         T(test_scale_up),
         T(test_running_at_max_waits),
         T(test_spare_keep_alive),
+        T(test_last_round_before_spares),
+        T(test_spare_answered_counts),
         T(test_node_failures_exclude_host),
         T(test_node_failures_kept_at_min),
         T(test_unfit_reports),
         T(test_unfit_and_abort_speak_for_themselves),
         T(test_finish_releases_spares),
+        T(test_finished_run_id_reused),
+        T(test_restart_backoff),
         T(test_join_timeout_names_lost),
         T(test_config_mismatch_and_refusals),
         cmocka_unit_test(test_registry_bound),
