@@ -455,7 +455,7 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     if (rc == 0 &&
         (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0))
         rc = -errno;
-    char *av[SSH_MAX_WORDS + 16];
+    char *av[SSH_MAX_WORDS + 24];
     int n = 0;
     for (int i = 0; i < r->n_words; i++)
         av[n++] = r->words[i];
@@ -465,6 +465,15 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     av[n++] = "BatchMode=yes";
     av[n++] = "-o";
     av[n++] = ct;
+    /* Never a terminal, whatever the user's config (RequestTTY force) or --ssh (-t) says: a
+     * remote pty would echo the token and the store's address back onto our stdout, and a pty
+     * master sees no end of stdin, so the launcher's death would not end the session. -T comes
+     * after --ssh's words: ssh takes its flags in order and -T overrides an earlier -t or
+     * -o RequestTTY=..., and the config files, read after the command line, set nothing it has
+     * set. */
+    av[n++] = "-T";
+    av[n++] = "-o";
+    av[n++] = "RequestTTY=no";
     av[n++] = h->h->name;
     av[n++] = (char *)cmd.data;
     av[n] = NULL;

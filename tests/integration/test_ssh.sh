@@ -8,7 +8,7 @@
 # exists for a packet to leave by. Checks: a 2-host and a 3-host train job end with the same
 # parameters as a one-host run of the same world size; slots per host are honoured; output comes
 # back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, leave no
-# process of the job on any host; an unreachable host, a refused key and a missing remote ddprun
+# process of the job on any host; no session gets a terminal, whatever the ssh config or --ssh ask; an unreachable host, a refused key and a missing remote ddprun
 # each give one clear line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while
 # at least MIN came up, and stops everything below MIN; a failing worker gives the job's exit
 # code, and its own summary, naming its host and rank, reaches the launcher; hostile hostfiles are
@@ -23,7 +23,8 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
-    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "unreachable host"
+    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing"
+    "no terminal whatever the ssh config says" "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
     "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
     "--nnodes=2:3 without the first host fails" "--nnodes=2:3 goes on without an unfit host"
@@ -250,6 +251,36 @@ took=$(($(now_ms) - t))
 [ "$n" = 6 ] && [ $gone = 0 ]
 verdict "kill -9 of the launcher with 6 workers running ($n started): every host's agent and workers gone in $took ms" ||
     show_tail "$D/k9.err"
+
+# ------------------------------------------------------------------------------------ 6b. no tty
+# RequestTTY force in the user's ssh config, -tt or -o RequestTTY=force in --ssh: the sessions
+# still get no terminal, so no pty echoes the token back, and the session's end still stops the job.
+{ printf 'Host *\n  RequestTTY force\n'; cat "$TMP/ssh_config"; } >"$TMP/ssh_config_tty"
+for how in "RequestTTY force in the ssh config" "--ssh 'ssh -tt'" "--ssh 'ssh -o RequestTTY=force'"; do
+    case $how in
+    RequestTTY*) sshcmd="ssh -F $TMP/ssh_config_tty" ;;
+    *-tt*) sshcmd="ssh -tt -F $TMP/ssh_config" ;;
+    *) sshcmd="ssh -o RequestTTY=force -F $TMP/ssh_config" ;;
+    esac
+    # Each worker says what its agent's stdout is: a pipe to sshd, never a terminal.
+    ip netns exec "${P}br" "$DDPRUN" --ssh "$sshcmd" --hosts nodea:1,nodeb:1 \
+        sh -c 'echo "started $RANK $(readlink /proc/$PPID/fd/1)"; exec sleep 60' \
+        >"$D/tty.out" 2>"$D/tty.err" &
+    lp=$!
+    for i in $(seq 300); do
+        [ "$(grep -c 'started' "$D/tty.out")" = 2 ] && break
+        running $lp || break
+        sleep 0.05
+    done
+    n=$(grep -c 'started [01] pipe:' "$D/tty.out")
+    hexes=$(cat "$D/tty.out" "$D/tty.err" | grep -cE '[0-9a-f]{64}')
+    [ "$n" = 2 ] && [ "$hexes" = 0 ]
+    verdict "$how: both agents run without a terminal ($n of 2), no token on the launcher's output ($hexes)" ||
+        show_tail "$D/tty.out" "$D/tty.err"
+    kill -KILL $lp 2>/dev/null
+    wait $lp 2>/dev/null
+    check "$how: kill -9 of the launcher leaves nothing on any host" nothing_left 15
+done
 
 # ------------------------------------------------------------------------------------ 7. errors
 one_line() { # one_line FILE REGEX: FILE's ddprun line matches, and it is a single line
