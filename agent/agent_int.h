@@ -163,7 +163,14 @@ struct agent {
     int nofile_saved;
     uv_loop_t *loop;
     uv_signal_t sigchld;
-    uv_poll_t session_poll; /* job->ssh_session: the ssh session's stdin */
+    /* job->ssh_session (session.c): the ssh session's stdin, the watch on the launcher's
+     * heartbeats (started by the first), and the line being read (session_len past its size:
+     * a line too long, skipped to its end). */
+    uv_poll_t session_poll;
+    uv_timer_t session_timer;
+    char session_line[AGENT_SSH_LINE_MAX];
+    size_t session_len;
+    int session_heard; /* a heartbeat came: silence now means the launcher is gone */
     uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
     int nsigs;
     uv_timer_t kill_timer;
@@ -411,6 +418,11 @@ void agent__rdzv_barrier_settle(agent_t *a);
 void agent__rdzv_stop(agent_t *a);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
 void agent__rdzv_free(agent_t *a);
+
+/* session.c: watches the ssh session of an agent a launching ddprun started (job->ssh_session):
+ * the launcher's lines, their silence and the session's end. Returns 0 or a negative libuv code
+ * (logged). */
+int agent__session_start(agent_t *a);
 
 /* hang.c: the timers' handles and their data; called once before the first group. Returns 0 or
  * a negative libuv code. */

@@ -15,14 +15,17 @@
  * and the agent whose address it is hosts the store, as without ssh.
  *
  * The job token is made here and written to each ssh's stdin as its first line, never on a
- * command line; the store's address follows it on the same stdin. The stdin stays open: its
- * end is how an agent learns that the launcher or the connection is gone
- * (agent/agent.c, on_session), so closing them is how the launcher stops the job (Ctrl-C,
- * SIGTERM, a failed host), and a launcher killed by SIGKILL stops it too: the kernel closes
- * the pipes. Each ssh client runs in a session of its own (as pdsh starts them), so the
- * terminal's Ctrl-C reaches only the launcher, which then stops the hosts and still shows their
- * output and exit codes; and where the kernel groups CPU time by session (autogroup), a few
- * hundred key exchanges are not squeezed into the launcher's one share of the CPU.
+ * command line; the store's address follows it on the same stdin. The stdin stays open and
+ * carries the launcher's heartbeat every AGENT_SSH_HEARTBEAT_MS (agent.h, AGENT_SSH_*;
+ * agent/session.c reads them). The stdin's end, or AGENT_SSH_SILENCE_MS without a heartbeat, is
+ * how an agent learns that the launcher or the connection is gone, so closing them is how the
+ * launcher stops the job (Ctrl-C, SIGTERM, a failed host); a launcher killed by SIGKILL stops
+ * the job too (the kernel closes the pipes), and so does one whose network went away (the
+ * heartbeats stop; its ssh clients give up by ServerAliveInterval). Each ssh client runs in a
+ * session of its own (as pdsh starts them), so the terminal's Ctrl-C reaches only the launcher,
+ * which then stops the hosts and still shows their output and exit codes; and where the kernel
+ * groups CPU time by session (autogroup), a few hundred key exchanges are not squeezed into the
+ * launcher's one share of the CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -90,13 +93,15 @@ typedef struct host {
     host_state_t state;
     pid_t pid; /* 0 when reaped (or not started) */
     int status;
-    int in_fd; /* ssh's stdin: the token, then open until the job is to stop */
+    int in_fd; /* ssh's stdin (non-blocking): the token, then the launcher's lines until the job
+                * is to stop */
     stream_t out, err;
     ddp_buf_t held;     /* stderr before the agent was ready */
     char last_err[256]; /* its last line */
     uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
     int down;           /* could not be started (the job went on without it, or stopped) */
-    int endpoint_sent;  /* the store's address went down its stdin (or it needs none) */
+    int endpoint_sent;  /* the store's address went down its stdin (or it needs none): the agent
+                         * reads the launcher's lines from there on */
 } host_t;
 
 typedef struct run {
@@ -115,8 +120,9 @@ typedef struct run {
     int endpoint_given;
     int sigfd;
     int stopping;
-    int stop_signal;
-    uint64_t stop_deadline;
+    int stop_signal;            /* the termination signal the launcher got */
+    uint64_t stop_deadline;     /* stopping: when the ssh clients still running are killed */
+    uint64_t beat_at;           /* when the next heartbeat goes to the hosts */
     int nnodes_min, nnodes_max; /* what the agents are given: n:n, or MIN:n (--nnodes=MIN:MAX) */
     size_t n_down;              /* hosts that could not be started */
     int told_down;              /* the hosts the job goes on without have been named */
@@ -425,6 +431,34 @@ static int stream_read(run_t *r, host_t *h, int std) {
 
 /* ---- hosts ------------------------------------------------------------------------------- */
 
+/* Writes line (with its '\n'; under PIPE_BUF bytes, so written whole or not at all) down host
+ * h's stdin once its agent reads the launcher's lines (agent.h, AGENT_SSH_*). A pipe that is
+ * full (an agent or a connection that stalled for minutes) loses it: the deadlines still stop
+ * that host. */
+static void session_send(host_t *h, const char *line) {
+    if (h->in_fd < 0 || !h->endpoint_sent)
+        return;
+    if (write(h->in_fd, line, strlen(line)) < 0 && errno != EPIPE)
+        DDP_DEBUG("host %s: unable to write to its session: %s", h->h->name, strerror(errno));
+}
+
+/* The launcher's heartbeat down every host's session. */
+static void heartbeat_all(run_t *r) {
+    for (size_t i = 0; i < r->hosts.n; i++)
+        session_send(&r->v[i], "\n");
+    r->beat_at = ddp_now_ms() + AGENT_SSH_HEARTBEAT_MS;
+}
+
+/* SIGTSTP (Ctrl-Z): the agents are told not to take the silence that follows for the launcher's
+ * end, then the launcher stops itself, as the signal's default action would have; once
+ * continued, it beats at once. */
+static void suspend(run_t *r) {
+    for (size_t i = 0; i < r->hosts.n; i++)
+        session_send(&r->v[i], AGENT_SSH_PAUSE "\n");
+    raise(SIGSTOP);
+    heartbeat_all(r);
+}
+
 /* Writes the store's address down host h's stdin, after the token, once it is known: the agent
  * of a host other than the first waits for it there (launch_ssh_session_begin). Nothing for the
  * first host, or with --rdzv_endpoint (on every command line). The host is then given its full
@@ -437,6 +471,7 @@ static void endpoint_send(run_t *r, host_t *h) {
     int n = snprintf(line, sizeof line, "%s\n", r->endpoint);
     /* The token and this line, about 160 bytes, into a pipe the agent reads: never blocks. */
     write_all(h->in_fd, line, (size_t)n);
+    session_send(h, "\n"); /* the first heartbeat: the agent watches for them from now */
     uint64_t answer_by = ddp_now_ms() + LAUNCH_SSH_READY_EXTRA_S * 1000ull;
     if (h->deadline < answer_by)
         h->deadline = answer_by;
@@ -474,6 +509,15 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     av[n++] = "-T";
     av[n++] = "-o";
     av[n++] = "RequestTTY=no";
+    /* A host that stopped answering (the network between is gone) ends its ssh client within
+     * about interval x count seconds, as a connection reset would. */
+    char sai[48], sac[48];
+    snprintf(sai, sizeof sai, "ServerAliveInterval=%d", LAUNCH_SSH_ALIVE_INTERVAL_S);
+    snprintf(sac, sizeof sac, "ServerAliveCountMax=%d", LAUNCH_SSH_ALIVE_COUNT);
+    av[n++] = "-o";
+    av[n++] = sai;
+    av[n++] = "-o";
+    av[n++] = sac;
     av[n++] = h->h->name;
     av[n++] = (char *)cmd.data;
     av[n] = NULL;
@@ -517,9 +561,14 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     h->state = HOST_STARTING;
     h->deadline =
         ddp_now_ms() + (LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S) * 1000ull;
-    /* 66 bytes into an empty pipe: never blocks. */
+    /* 66 bytes into an empty pipe: never blocks. Later lines must not block the launcher on a
+     * host that stalls. */
     write_all(h->in_fd, r->token_hex, strlen(r->token_hex));
+    if (fcntl(h->in_fd, F_SETFL, O_NONBLOCK) < 0)
+        DDP_DEBUG("host %s: unable to make its stdin non-blocking: %s", h->h->name,
+                  strerror(errno));
     h->endpoint_sent = r->endpoint_given || h->rank == 0;
+    session_send(h, "\n"); /* the first heartbeat, when it needs no address */
     endpoint_send(r, h);
     DDP_INFO("host %s (node_rank %d): started ssh (pid %d)", h->h->name, h->rank, (int)pid);
     return 0;
@@ -701,6 +750,10 @@ static void on_signal(run_t *r) {
             reap(r);
             continue;
         }
+        if (sig == SIGTSTP) {
+            suspend(r);
+            continue;
+        }
         if (r->stop_signal != 0) {
             /* A second one: no more grace for the ssh clients; the agents stop by themselves. */
             kill_all(r);
@@ -759,6 +812,12 @@ static void run_loop(run_t *r, char *const *argv) {
                 next = r->fail_deadline;
             }
         }
+        /* The heartbeats go on while the hosts stop: an agent that hears none takes the
+         * launcher for gone. */
+        if (now >= r->beat_at)
+            heartbeat_all(r);
+        if (r->beat_at < next)
+            next = r->beat_at;
         if (r->stopping) {
             if (now >= r->stop_deadline) {
                 kill_all(r);
@@ -853,6 +912,7 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
             sigaddset(&set, spec->signals[i]);
         }
     sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTSTP);
     sigprocmask(SIG_BLOCK, &set, &old);
     signal(SIGPIPE, SIG_IGN);
     r.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

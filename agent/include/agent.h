@@ -127,9 +127,11 @@ typedef struct agent_job {
     int64_t health_check_timeout_ms;
     int gpu_health_check;
     /* Started over ssh by a launching ddprun (launcher/ssh.c): session_fd (CLOEXEC) is the ssh
-     * session's standard input, whose end (EOF, hang-up) means the launcher or the connection
-     * is gone and stops the job as SIGHUP does; the agent reports on its stdout, once its store
-     * connection is set up, the line "AGENT_SSH_READY ADDR PORT" (the store it meets at). */
+     * session's standard input, which brings the launcher's lines (AGENT_SSH_* below, read by
+     * agent/session.c) and whose end (EOF, hang-up), or AGENT_SSH_SILENCE_MS without a line,
+     * means the launcher or the connection is gone and stops the job as SIGHUP does; the agent
+     * reports on its stdout, once its store connection is set up, the line
+     * "AGENT_SSH_READY ADDR PORT" (the store it meets at). */
     int ssh_session;
     int session_fd;
     /* Every worker's console line passes through the agent, tagged with the prefix, whatever
@@ -144,6 +146,20 @@ typedef struct agent_job {
  * and port of the store it meets at (the first host's own, port picked by the kernel when
  * rdzv_port is 0). */
 #define AGENT_SSH_READY "ddprun-agent-ready"
+
+/* What a launching ddprun writes down an agent's ssh session after the token (and the store's
+ * address): one line per message, each shorter than AGENT_SSH_LINE_MAX.
+ *   ""               a heartbeat, every AGENT_SSH_HEARTBEAT_MS. Once it has had one, the agent
+ *                    stops its job, as at the session's end, when AGENT_SSH_SILENCE_MS pass
+ *                    without a line: the launcher's machine or the network to it is gone, which
+ *                    the session itself may not show for many minutes.
+ *   "pause"          the launcher is about to be suspended (Ctrl-Z): its silence means nothing
+ *                    until its next line.
+ * Other lines are ignored. */
+#define AGENT_SSH_HEARTBEAT_MS 2000
+#define AGENT_SSH_SILENCE_MS 10000
+#define AGENT_SSH_PAUSE "pause"
+#define AGENT_SSH_LINE_MAX 64
 
 /* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
 typedef struct agent_result {

@@ -7,8 +7,9 @@
 # numeric HostName addresses: no name is ever looked up, and no interface outside the namespaces
 # exists for a packet to leave by. Checks: a 2-host and a 3-host train job end with the same
 # parameters as a one-host run of the same world size; slots per host are honoured; output comes
-# back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, leave no
-# process of the job on any host; no session gets a terminal, whatever the ssh config or --ssh ask; an unreachable host, a refused key and a missing remote ddprun
+# back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, also
+# after its network went away, leave no process of the job on any host, while a launcher suspended by Ctrl-Z is waited for; no session gets a terminal,
+# whatever the ssh config or --ssh ask; an unreachable host, a refused key and a missing remote ddprun
 # each give one clear line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while
 # at least MIN came up, and stops everything below MIN; a failing worker gives the job's exit
 # code, and its own summary, naming its host and rank, reaches the launcher; hostile hostfiles are
@@ -23,8 +24,9 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
-    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing"
-    "no terminal whatever the ssh config says" "unreachable host"
+    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
+    "the launcher's network gone, then kill -9" "Ctrl-Z at the launcher is not its end"
+    "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
     "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
     "--nnodes=2:3 without the first host fails" "--nnodes=2:3 goes on without an unfit host"
@@ -281,6 +283,69 @@ for how in "RequestTTY force in the ssh config" "--ssh 'ssh -tt'" "--ssh 'ssh -o
     wait $lp 2>/dev/null
     check "$how: kill -9 of the launcher leaves nothing on any host" nothing_left 15
 done
+
+# ------------------------------------------------------------------------------------ 6c. net gone
+# The launcher's address removed, then kill -9: no FIN or RST can reach the hosts, so their
+# sessions never end. The agents miss the launcher's heartbeats and stop their jobs (within
+# AGENT_SSH_SILENCE_MS, 10 s), and the launcher's ssh clients give up (ServerAliveInterval).
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    sh -c 'echo "started $RANK"; exec sleep 120' >"$D/net.out" 2>"$D/net.err" &
+lp=$!
+wait_for "$D/net.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/net.out" '^\[nodea:0\]:started' 5
+started=$?
+ip -n "${P}br" addr del "$SUB.1/24" dev br0
+kill -KILL $lp
+wait $lp 2>/dev/null
+t=$(now_ms)
+# agents_left SECS: agents or workers on a host after SECS.
+agents_left() {
+    local end=$(($(now_ms) + $1 * 1000))
+    while [ "$(now_ms)" -lt $end ]; do
+        job_procs | grep -qE '^[abc]:.*(ssh_session|sleep 120)' || return 1
+        sleep 0.1
+    done
+    job_procs | grep -E '^[abc]:.*(ssh_session|sleep 120)' | sed 's/^/# left: /'
+    return 0
+}
+agents_left 20
+stayed=$?
+took=$(($(now_ms) - t))
+[ $started = 0 ] && [ $stayed = 1 ]
+verdict "launcher's address gone, then kill -9: every host's agent and workers stop in $took ms (bound: 10 s without a heartbeat)"
+end=$(($(now_ms) + 20000))
+while job_procs | grep -q '^br:' && [ "$(now_ms)" -lt $end ]; do sleep 0.1; done
+clients=$(job_procs | grep -c '^br:')
+took=$(($(now_ms) - t))
+check "the launcher's ssh clients give up on the silent hosts ($clients left after $took ms)" [ "$clients" = 0 ]
+ip -n "${P}br" addr add "$SUB.1/24" dev br0
+# sshd's session processes wait for the dead client's TCP: they are this suite's, in its hosts.
+for p in $(job_procs | cut -d: -f2); do kill -KILL "$p" 2>/dev/null; done
+check "nothing left after the launcher's network went away" nothing_left 5
+
+# ------------------------------------------------------------------------------------ 6d. Ctrl-Z
+# A launcher suspended with Ctrl-Z (SIGTSTP) sends no heartbeat, yet is not gone: it tells the
+# agents first, and the job runs on past AGENT_SSH_SILENCE_MS (10 s) until it is continued.
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    sh -c 'echo "started $RANK"; exec sleep 120' >"$D/tstp.out" 2>"$D/tstp.err" &
+lp=$!
+wait_for "$D/tstp.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/tstp.out" '^\[nodea:0\]:started' 5
+started=$?
+kill -TSTP $lp
+for i in $(seq 100); do [ "$(awk '{print $3}' /proc/$lp/stat 2>/dev/null)" = T ] && break; sleep 0.05; done
+state=$(awk '{print $3}' /proc/$lp/stat 2>/dev/null)
+# The absence of a stop can only be seen by waiting past its bound.
+sleep 13
+n=$(job_procs | grep -cE '^[ab]:.*sleep 120')
+kill -CONT $lp
+kill -TERM $lp
+for i in $(seq 400); do running $lp || break; sleep 0.05; done
+running $lp && kill -KILL $lp
+wait $lp
+rc=$?
+[ $started = 0 ] && [ "$state" = T ] && [ "$n" = 2 ] && [ $rc = 143 ]
+verdict "Ctrl-Z at the launcher: it stops ($state), both workers still run 13 s later ($n of 2), SIGTERM after SIGCONT ends the job (rc $rc)" ||
+    show_tail "$D/tstp.out" "$D/tstp.err"
+check "nothing left after the suspended launcher's job" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 7. errors
 one_line() { # one_line FILE REGEX: FILE's ddprun line matches, and it is a single line
