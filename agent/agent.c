@@ -50,9 +50,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         agent__event(a, EV_GROUP_DOWN, NULL);
 }
 
-static void on_signal(uv_signal_t *h, int sig) {
-    agent_t *a = h->data;
-    if (!agent__is_termination_signal(sig)) {
+void agent__signal_take(agent_t *a, int sig) {
+    if (!agent_signal_stops_job(sig)) {
         /* SIGUSR1/SIGUSR2 and the like are messages for the workers (e.g. Slurm's --signal
          * warning before the time limit): forward them and carry on. */
         DDP_INFO("forwarding %s to the workers", ddp_signal_name(sig));
@@ -62,6 +61,10 @@ static void on_signal(uv_signal_t *h, int sig) {
     if (a->stop_signal == 0)
         a->stop_signal = sig;
     agent__event(a, EV_SIGNAL, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int sig) {
+    agent__signal_take(h->data, sig);
 }
 
 void agent__on_kill_timer(uv_timer_t *t) {

@@ -298,11 +298,6 @@ typedef struct agent_assignment {
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as);
 int agent__assignment_apply(agent_t *a, const agent_assignment_t *as);
 
-/* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
-static inline int agent__is_termination_signal(int sig) {
-    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
-}
-
 /* group.c: starts every worker of attempt a->attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
 /* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
@@ -350,6 +345,9 @@ void agent__stream_finish(agent_stream_t *s);
 /* supervise.c: feeds one event to the state table. */
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
 
+/* agent.c: signal sig, caught by the agent or brought by its ssh session: a termination signal
+ * stops the job (a second one kills the workers), another is forwarded to the workers. */
+void agent__signal_take(agent_t *a, int sig);
 /* agent.c: kill-timer callback (feeds EV_KILL_TIMER). */
 void agent__on_kill_timer(uv_timer_t *t);
 /* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The ssh session of an agent a launching ddprun started (job->ssh_session; launcher/ssh.c is the
- * other end): the lines the launcher writes down it (heartbeats: AGENT_SSH_* in agent.h), their
- * silence, and the session's end. The end and the silence both mean that the
+ * other end): the lines the launcher writes down it (heartbeats, the signals it got: AGENT_SSH_*
+ * in agent.h), their silence, and the session's end. The end and the silence both mean that the
  * launcher, its machine or the network to it is gone: the job stops as on SIGHUP, unless it is
  * already stopping, when it goes on stopping as it was told. */
 #include "agent_int.h"
@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_parse.h"
+#include "ddp_signal.h"
 
 /* The launcher is gone (why says how we know): nothing more is read, and the job stops. */
 static void session_lost(agent_t *a, const char *why) {
@@ -37,12 +39,19 @@ static void on_silence(uv_timer_t *t) {
 
 /* One line from the launcher, without its '\n'. */
 static void line_handle(agent_t *a, const char *line) {
+    size_t n = sizeof AGENT_SSH_SIGNAL - 1;
+    int64_t sig;
     if (line[0] == '\0') {
         a->session_heard = 1;
     } else if (strcmp(line, AGENT_SSH_PAUSE) == 0) {
         DDP_INFO("the launching ddprun is suspended: the job goes on without its heartbeats");
         a->session_heard = 0;
         uv_timer_stop(&a->session_timer);
+    } else if (strncmp(line, AGENT_SSH_SIGNAL " ", n + 1) == 0 &&
+               ddp_parse_i64(line + n + 1, 1, SIGRTMAX, &sig) == 0 && sig != SIGKILL &&
+               sig != SIGSTOP && sig != SIGCHLD) {
+        DDP_INFO("the launching ddprun got %s", ddp_signal_name((int)sig));
+        agent__signal_take(a, (int)sig);
     } else {
         DDP_DEBUG("ignoring a line from the launching ddprun: %.32s", line);
     }

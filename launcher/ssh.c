@@ -16,16 +16,17 @@
  *
  * The job token is made here and written to each ssh's stdin as its first line, never on a
  * command line; the store's address follows it on the same stdin. The stdin stays open and
- * carries the launcher's heartbeat every AGENT_SSH_HEARTBEAT_MS (agent.h, AGENT_SSH_*;
- * agent/session.c reads them). The stdin's end, or AGENT_SSH_SILENCE_MS without a heartbeat, is
- * how an agent learns that the launcher or the connection is gone, so closing them is how the
- * launcher stops the job (Ctrl-C, SIGTERM, a failed host); a launcher killed by SIGKILL stops
- * the job too (the kernel closes the pipes), and so does one whose network went away (the
- * heartbeats stop; its ssh clients give up by ServerAliveInterval). Each ssh client runs in a
- * session of its own (as pdsh starts them), so the terminal's Ctrl-C reaches only the launcher,
- * which then stops the hosts and still shows their output and exit codes; and where the kernel
- * groups CPU time by session (autogroup), a few hundred key exchanges are not squeezed into the
- * launcher's one share of the CPU.
+ * carries the launcher's lines (agent.h, AGENT_SSH_*; agent/session.c reads them): a heartbeat
+ * every AGENT_SSH_HEARTBEAT_MS, and "signal N" for each signal of --signals_to_handle the
+ * launcher gets, which the agents act on as on their own (SIGTERM stops the job with SIGTERM).
+ * A failed host stops the others with "signal 15". The stdin's end, or AGENT_SSH_SILENCE_MS without
+ * a heartbeat, is how an agent learns that the launcher or the connection is gone: a launcher
+ * killed by SIGKILL stops the job too (the kernel closes the pipes), and so does one whose network
+ * went away (the heartbeats stop; its ssh clients give up by ServerAliveInterval). Each ssh client
+ * runs in a session of its own (as pdsh starts them), so the terminal's Ctrl-C reaches only the
+ * launcher, which then stops the hosts and still shows their output and exit codes; and where the
+ * kernel groups CPU time by session (autogroup), a few hundred key exchanges are not squeezed into
+ * the launcher's one share of the CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -93,8 +94,7 @@ typedef struct host {
     host_state_t state;
     pid_t pid; /* 0 when reaped (or not started) */
     int status;
-    int in_fd; /* ssh's stdin (non-blocking): the token, then the launcher's lines until the job
-                * is to stop */
+    int in_fd; /* ssh's stdin (non-blocking): the token, then the launcher's lines until ssh ends */
     stream_t out, err;
     ddp_buf_t held;     /* stderr before the agent was ready */
     char last_err[256]; /* its last line */
@@ -449,6 +449,14 @@ static void heartbeat_all(run_t *r) {
     r->beat_at = ddp_now_ms() + AGENT_SSH_HEARTBEAT_MS;
 }
 
+/* "signal N" down every host's session: each agent acts as on signal sig of its own. */
+static void signal_all(run_t *r, int sig) {
+    char line[32];
+    snprintf(line, sizeof line, "%s %d\n", AGENT_SSH_SIGNAL, sig);
+    for (size_t i = 0; i < r->hosts.n; i++)
+        session_send(&r->v[i], line);
+}
+
 /* SIGTSTP (Ctrl-Z): the agents are told not to take the silence that follows for the launcher's
  * end, then the launcher stops itself, as the signal's default action would have; once
  * continued, it beats at once. */
@@ -574,22 +582,25 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     return 0;
 }
 
-/* Tells every host to stop: their sessions' stdin is closed, hosts not started never will be. */
-static void stop_all(run_t *r) {
-    if (!r->stopping) {
-        r->stopping = 1;
-        r->stop_deadline = ddp_now_ms() + (uint64_t)(r->spec->shutdown_timeout * 1000.0) +
-                           SSH_STOP_EXTRA_S * 1000ull;
-    }
+/* Tells every host to stop, once: "signal sig" down each session (the agents stop their workers
+ * with sig); an agent still waiting for the store's address sees its stdin end instead, and
+ * hosts not started never will be. */
+static void stop_all(run_t *r, int sig) {
+    if (r->stopping)
+        return;
+    r->stopping = 1;
+    r->stop_deadline =
+        ddp_now_ms() + (uint64_t)(r->spec->shutdown_timeout * 1000.0) + SSH_STOP_EXTRA_S * 1000ull;
     for (size_t i = 0; i < r->hosts.n; i++) {
         host_t *h = &r->v[i];
         if (h->state == HOST_PENDING)
             h->state = HOST_DONE;
-        if (h->in_fd >= 0) {
+        if (h->in_fd >= 0 && !h->endpoint_sent) {
             close(h->in_fd);
             h->in_fd = -1;
         }
     }
+    signal_all(r, sig);
 }
 
 /* SIGKILLs every ssh client still running. */
@@ -622,7 +633,7 @@ static void host_lost(run_t *r, host_t *h) {
         r->start_failed = 1;
     }
     if (r->start_failed)
-        stop_all(r);
+        stop_all(r, SIGTERM);
 }
 
 /* Once no host is left to start, names those the job goes on without (--nnodes=MIN:MAX). */
@@ -761,7 +772,7 @@ static void on_signal(run_t *r) {
         }
         r->stop_signal = sig;
         fprintf(stderr, "ddprun: %s: stopping the job on every host\n", strsignal(sig));
-        stop_all(r);
+        stop_all(r, sig);
     }
 }
 
@@ -772,7 +783,7 @@ static void run_loop(run_t *r, char *const *argv) {
     host_t **who = calloc(cap, sizeof *who);
     if (pfd == NULL || who == NULL) {
         fprintf(stderr, "ddprun: out of memory\n");
-        stop_all(r);
+        stop_all(r, SIGTERM);
         kill_all(r);
     }
     schedule(r, argv);
@@ -807,7 +818,7 @@ static void run_loop(run_t *r, char *const *argv) {
             if (now >= r->fail_deadline) {
                 DDP_INFO("hosts still running %d s after a failed one: stopping them",
                          SSH_FAIL_GRACE_MS / 1000);
-                stop_all(r);
+                stop_all(r, SIGTERM);
             } else if (r->fail_deadline < next) {
                 next = r->fail_deadline;
             }

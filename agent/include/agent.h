@@ -6,6 +6,7 @@
 #define AGENT_H
 
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -153,13 +154,23 @@ typedef struct agent_job {
  *                    stops its job, as at the session's end, when AGENT_SSH_SILENCE_MS pass
  *                    without a line: the launcher's machine or the network to it is gone, which
  *                    the session itself may not show for many minutes.
+ *   "signal N"       the launcher got signal N: the agent acts as on that signal of its own (a
+ *                    termination signal stops the job with it and a second one kills the
+ *                    workers; another is forwarded to the workers).
  *   "pause"          the launcher is about to be suspended (Ctrl-Z): its silence means nothing
  *                    until its next line.
  * Other lines are ignored. */
 #define AGENT_SSH_HEARTBEAT_MS 2000
 #define AGENT_SSH_SILENCE_MS 10000
+#define AGENT_SSH_SIGNAL "signal"
 #define AGENT_SSH_PAUSE "pause"
 #define AGENT_SSH_LINE_MAX 64
+
+/* The signals that stop a job: the others of --signals_to_handle are forwarded to the workers
+ * and the job goes on (by the agent, and over ssh by the launcher too). */
+static inline int agent_signal_stops_job(int sig) {
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
 
 /* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
 typedef struct agent_result {

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# ddprun --hostfile / --hosts against real OpenSSH: three hosts made of network namespaces joined
-# by a bridge in a fourth, where the launcher runs; each host has its own hostname, /etc/hosts, an
-# sshd (Debian's openssh-server) with its own host key, and a key made here in its authorized
-# keys. The launcher's ssh reads only a config made here (-F) whose Host entries are aliases with
-# numeric HostName addresses: no name is ever looked up, and no interface outside the namespaces
-# exists for a packet to leave by. Checks: a 2-host and a 3-host train job end with the same
-# parameters as a one-host run of the same world size; slots per host are honoured; output comes
-# back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, also
-# after its network went away, leave no process of the job on any host, while a launcher suspended by Ctrl-Z is waited for; no session gets a terminal,
-# whatever the ssh config or --ssh ask; an unreachable host, a refused key and a missing remote ddprun
-# each give one clear line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while
-# at least MIN came up, and stops everything below MIN; a failing worker gives the job's exit
-# code, and its own summary, naming its host and rank, reaches the launcher; hostile hostfiles are
-# refused by line before any host is contacted.
+# ddprun --hostfile / --hosts against real OpenSSH: three hosts made of network namespaces joined by
+# a bridge in a fourth, where the launcher runs; each host has its own hostname, /etc/hosts, an sshd
+# (Debian's openssh-server) with its own host key, and a key made here in its authorized keys. The
+# launcher's ssh reads only a config made here (-F) whose Host entries are aliases with numeric
+# HostName addresses: no name is ever looked up, and no interface outside the namespaces exists for
+# a packet to leave by. Checks: a 2-host and a 3-host train job end with the same parameters as a
+# one-host run of the same world size; slots per host are honoured; output comes back tagged with
+# host and rank; Ctrl-C and SIGTERM at the launcher reach every worker as that signal (a worker that
+# traps it saves); Ctrl-C, SIGTERM and kill -9 of the launcher, also after its network went away,
+# leave no process of the job on any host, while a launcher suspended by Ctrl-Z is waited for; no
+# session gets a terminal, whatever the ssh config or --ssh ask; an unreachable host, a refused key
+# and a missing remote ddprun each give one clear line; with --nnodes=MIN:MAX the job goes on
+# without unreachable hosts while at least MIN came up, and stops everything below MIN; a failing
+# worker gives the job's exit code, and its own summary, naming its host and rank, reaches the
+# launcher; hostile hostfiles are refused by line before any host is contacted.
 #
 # The hosts are made by ssh_hosts.sh. Needs root, `ip netns`, sshd and ssh; otherwise every check
 # is reported as skipped.
@@ -24,7 +25,8 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
-    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
+    "Ctrl-C stops every host" "workers get the launcher's signal"
+    "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
     "the launcher's network gone, then kill -9" "Ctrl-Z at the launcher is not its end"
     "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
@@ -204,10 +206,14 @@ verdict "rank 2 exits 3: the job fails with exit 1; rank 2's own summary names i
 check "nothing of the failed job left on any host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 5. Ctrl-C
+# Each worker traps the signal to save a checkpoint, as one node lets it: over ssh it must get
+# the signal the launcher got (not the SIGHUP of a session's end), and no agent may say the
+# launcher is gone while it stops the job on purpose.
+SAVER='trap "echo saved \$RANK; exit 0" TERM INT; echo "started $RANK"; while :; do sleep 0.1; done'
 for sig in INT TERM; do
     want=$((128 + $(kill -l $sig)))
     ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
-        sh -c 'echo "started $RANK"; exec sleep 60' >"$D/sig.out" 2>"$D/sig.err" &
+        sh -c "$SAVER" >"$D/sig.out" 2>"$D/sig.err" &
     lp=$!
     n=0
     for i in $(seq 300); do
@@ -228,9 +234,11 @@ for sig in INT TERM; do
     wait $lp
     rc=$?
     took=$(($(now_ms) - t))
+    saved=$(grep -c '^\[node.:[0-5]\]:saved [0-5]$' "$D/sig.out")
+    gone=$(grep -c 'launching ddprun is gone' "$D/sig.err")
     # (No command substitution in verdict's arguments: it would set the $? verdict reads.)
-    [ "$n" = 6 ] && [ $rc = $want ]
-    verdict "SIG$sig at the launcher once all 6 workers run: it exits $want (rc $rc) in $took ms" ||
+    [ "$n" = 6 ] && [ $rc = $want ] && [ "$saved" = 6 ] && [ "$gone" = 0 ]
+    verdict "SIG$sig at the launcher once all 6 workers run: each worker gets SIG$sig ($saved of 6 saved), no agent says the launcher is gone ($gone), it exits $want (rc $rc) in $took ms" ||
         show_tail "$D/sig.out" "$D/sig.err"
     check "after SIG$sig no process of the job on any host" nothing_left 10
 done
