@@ -14,19 +14,19 @@
  * series. --rdzv_endpoint overrides: every agent is given it on its command line, none waits,
  * and the agent whose address it is hosts the store, as without ssh.
  *
- * The job token is made here and written to each ssh's stdin as its first line, never on a
- * command line; the store's address follows it on the same stdin. The stdin stays open and
- * carries the launcher's lines (agent.h, AGENT_SSH_*; agent/session.c reads them): a heartbeat
- * every AGENT_SSH_HEARTBEAT_MS, and "signal N" for each signal of --signals_to_handle the
- * launcher gets, which the agents act on as on their own (SIGTERM stops the job with SIGTERM).
- * A failed host stops the others with "signal 15". The stdin's end, or AGENT_SSH_SILENCE_MS without
- * a heartbeat, is how an agent learns that the launcher or the connection is gone: a launcher
- * killed by SIGKILL stops the job too (the kernel closes the pipes), and so does one whose network
- * went away (the heartbeats stop; its ssh clients give up by ServerAliveInterval). Each ssh client
- * runs in a session of its own (as pdsh starts them), so the terminal's Ctrl-C reaches only the
- * launcher, which then stops the hosts and still shows their output and exit codes; and where the
- * kernel groups CPU time by session (autogroup), a few hundred key exchanges are not squeezed into
- * the launcher's one share of the CPU.
+ * The job token is made here and written to each ssh's stdin as its first line, never on a command
+ * line; the store's address follows it on the same stdin. The stdin stays open and carries the
+ * launcher's lines (agent.h, AGENT_SSH_*; agent/session.c reads them): a heartbeat every
+ * AGENT_SSH_HEARTBEAT_MS, and "signal N" for each signal of --signals_to_handle the launcher gets,
+ * which the agents act on as on their own (SIGTERM stops the job with SIGTERM, SIGUSR1 is forwarded
+ * to the workers). A failed host stops the others with "signal 15". The stdin's end, or
+ * AGENT_SSH_SILENCE_MS without a heartbeat, is how an agent learns that the launcher or the
+ * connection is gone: a launcher killed by SIGKILL stops the job too (the kernel closes the pipes),
+ * and so does one whose network went away (the heartbeats stop; its ssh clients give up by
+ * ServerAliveInterval). Each ssh client runs in a session of its own (as pdsh starts them), so the
+ * terminal's Ctrl-C reaches only the launcher, which then stops the hosts and still shows their
+ * output and exit codes; and where the kernel groups CPU time by session (autogroup), a few hundred
+ * key exchanges are not squeezed into the launcher's one share of the CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -57,6 +57,7 @@
 #include "ddp_buf.h"
 #include "ddp_file.h"
 #include "ddp_log.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 
@@ -765,6 +766,13 @@ static void on_signal(run_t *r) {
             suspend(r);
             continue;
         }
+        if (!agent_signal_stops_job(sig)) {
+            /* SIGUSR1 and the like (Slurm's --signal warning): for the workers, as on one node;
+             * the job goes on. */
+            DDP_INFO("forwarding %s to every host", ddp_signal_name(sig));
+            signal_all(r, sig);
+            continue;
+        }
         if (r->stop_signal != 0) {
             /* A second one: no more grace for the ssh clients; the agents stop by themselves. */
             kill_all(r);
@@ -910,12 +918,13 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
         run_free(&r);
         return rc;
     }
-    /* Signals become loop events (signalfd); the ssh children get the mask cleared. */
+    /* Signals become loop events (signalfd); the ssh children get the mask cleared. Every
+     * signal of --signals_to_handle goes to the hosts but SIGPIPE, which the launcher's own
+     * writes to an ssh that ended raise (ignored), and SIGCHLD, its own children's. */
     sigset_t set, old;
     sigemptyset(&set);
     for (int i = 0; i < spec->n_signals; i++)
-        if (spec->signals[i] == SIGINT || spec->signals[i] == SIGTERM ||
-            spec->signals[i] == SIGHUP || spec->signals[i] == SIGQUIT) {
+        if (spec->signals[i] != SIGPIPE && spec->signals[i] != SIGCHLD) {
             /* An ignored signal is discarded, never queued for signalfd: a shell starts
              * background jobs with SIGINT ignored, and the agent (libuv handlers) stops on it
              * there too. */

@@ -8,7 +8,8 @@
 # a packet to leave by. Checks: a 2-host and a 3-host train job end with the same parameters as a
 # one-host run of the same world size; slots per host are honoured; output comes back tagged with
 # host and rank; Ctrl-C and SIGTERM at the launcher reach every worker as that signal (a worker that
-# traps it saves); Ctrl-C, SIGTERM and kill -9 of the launcher, also after its network went away,
+# traps it saves), and SIGUSR1/SIGUSR2 of --signals_to_handle reach every worker while the job goes
+# on; Ctrl-C, SIGTERM and kill -9 of the launcher, also after its network went away,
 # leave no process of the job on any host, while a launcher suspended by Ctrl-Z is waited for; no
 # session gets a terminal, whatever the ssh config or --ssh ask; an unreachable host, a refused key
 # and a missing remote ddprun each give one clear line; with --nnodes=MIN:MAX the job goes on
@@ -26,7 +27,7 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
     "Ctrl-C stops every host" "workers get the launcher's signal"
-    "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
+    "SIGUSR1 and SIGUSR2 forwarded to every host" "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
     "the launcher's network gone, then kill -9" "Ctrl-Z at the launcher is not its end"
     "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
@@ -242,6 +243,33 @@ for sig in INT TERM; do
         show_tail "$D/sig.out" "$D/sig.err"
     check "after SIG$sig no process of the job on any host" nothing_left 10
 done
+
+# ------------------------------------------------------------------------------------ 5b. SIGUSR1
+# --signals_to_handle with SIGUSR1 and SIGUSR2 (Slurm's --signal warning): each reaches every
+# remote worker, as on one node, and the job goes on until SIGTERM.
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    --signals_to_handle SIGTERM,SIGUSR1,SIGUSR2 sh -c \
+    'trap "echo usr1 \$RANK" USR1; trap "echo usr2 \$RANK" USR2; trap "exit 0" TERM
+     echo "started $RANK"; while :; do sleep 0.1; done' >"$D/usr.out" 2>"$D/usr.err" &
+lp=$!
+wait_for "$D/usr.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/usr.out" '^\[nodea:0\]:started' 5
+kill -USR1 $lp
+wait_for "$D/usr.out" '^\[nodea:0\]:usr1 0$' 10 && wait_for "$D/usr.out" '^\[nodeb:1\]:usr1 1$' 10
+u1=$?
+kill -USR2 $lp 2>/dev/null
+wait_for "$D/usr.out" '^\[nodea:0\]:usr2 0$' 10 && wait_for "$D/usr.out" '^\[nodeb:1\]:usr2 1$' 10
+u2=$?
+running $lp
+alive=$?
+kill -TERM $lp 2>/dev/null
+for i in $(seq 400); do running $lp || break; sleep 0.05; done
+running $lp && kill -KILL $lp
+wait $lp
+rc=$?
+[ $u1 = 0 ] && [ $u2 = 0 ] && [ $alive = 0 ] && [ $rc = 143 ]
+verdict "SIGUSR1 and SIGUSR2 at the launcher reach both hosts' workers, the job runs on, SIGTERM ends it (rc $rc)" ||
+    show_tail "$D/usr.out" "$D/usr.err"
+check "after the forwarded signals and SIGTERM no process of the job on any host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 6. kill -9
 ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
