@@ -18,15 +18,16 @@
  * line; the store's address follows it on the same stdin. The stdin stays open and carries the
  * launcher's lines (agent.h, AGENT_SSH_*; agent/session.c reads them): a heartbeat every
  * AGENT_SSH_HEARTBEAT_MS, and "signal N" for each signal of --signals_to_handle the launcher gets,
- * which the agents act on as on their own (SIGTERM stops the job with SIGTERM, SIGUSR1 is forwarded
- * to the workers). A failed host stops the others with "signal 15". The stdin's end, or
- * AGENT_SSH_SILENCE_MS without a heartbeat, is how an agent learns that the launcher or the
- * connection is gone: a launcher killed by SIGKILL stops the job too (the kernel closes the pipes),
- * and so does one whose network went away (the heartbeats stop; its ssh clients give up by
- * ServerAliveInterval). Each ssh client runs in a session of its own (as pdsh starts them), so the
- * terminal's Ctrl-C reaches only the launcher, which then stops the hosts and still shows their
- * output and exit codes; and where the kernel groups CPU time by session (autogroup), a few hundred
- * key exchanges are not squeezed into the launcher's one share of the CPU.
+ * which the agents act on as on their own (SIGTERM stops the job with SIGTERM, a second Ctrl-C
+ * kills the workers, SIGUSR1 is forwarded to them). A failed host stops the others with
+ * "signal 15". The stdin's end, or AGENT_SSH_SILENCE_MS without a heartbeat, is how an agent learns
+ * that the launcher or the connection is gone: a launcher killed by SIGKILL stops the job too (the
+ * kernel closes the pipes), and so does one whose network went away (the heartbeats stop; its ssh
+ * clients give up by ServerAliveInterval). Each ssh client runs in a session of its own (as pdsh
+ * starts them), so the terminal's Ctrl-C reaches only the launcher, which then stops the hosts and
+ * still shows their output and exit codes; and where the kernel groups CPU time by session
+ * (autogroup), a few hundred key exchanges are not squeezed into the launcher's one share of the
+ * CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -62,8 +63,10 @@
 #include "rdzv_client.h"
 
 /* After the hosts are told to stop: --shutdown_timeout plus this, then the ssh clients are
- * killed (the agents then see their sessions end and stop by themselves). */
+ * killed (the agents then see their sessions end and stop by themselves). After a second signal
+ * (the agents kill their workers at once): this long. */
 #define SSH_STOP_EXTRA_S 15
+#define SSH_KILL_WAIT_MS 5000
 /* Bytes of one output line kept before it is written out in pieces, and of a host's stderr held
  * until its agent is ready (shown if it never is). */
 #define SSH_LINE_MAX 65536
@@ -121,7 +124,7 @@ typedef struct run {
     int endpoint_given;
     int sigfd;
     int stopping;
-    int stop_signal;            /* the termination signal the launcher got */
+    int stop_signal;            /* the first termination signal the launcher got */
     uint64_t stop_deadline;     /* stopping: when the ssh clients still running are killed */
     uint64_t beat_at;           /* when the next heartbeat goes to the hosts */
     int nnodes_min, nnodes_max; /* what the agents are given: n:n, or MIN:n (--nnodes=MIN:MAX) */
@@ -773,14 +776,22 @@ static void on_signal(run_t *r) {
             signal_all(r, sig);
             continue;
         }
-        if (r->stop_signal != 0) {
-            /* A second one: no more grace for the ssh clients; the agents stop by themselves. */
-            kill_all(r);
+        if (r->stop_signal == 0)
+            r->stop_signal = sig;
+        if (!r->stopping) {
+            fprintf(stderr, "ddprun: %s: stopping the job on every host\n", strsignal(sig));
+            stop_all(r, sig);
             continue;
         }
-        r->stop_signal = sig;
-        fprintf(stderr, "ddprun: %s: stopping the job on every host\n", strsignal(sig));
-        stop_all(r, sig);
+        /* Another one while the hosts stop (a second Ctrl-C, or one after a failed host): the
+         * agents kill their workers now, as on one node, and the ssh clients still running
+         * SSH_KILL_WAIT_MS later are killed. */
+        fprintf(stderr, "ddprun: %s while the hosts stop: killing the job on every host\n",
+                strsignal(sig));
+        signal_all(r, sig);
+        uint64_t by = ddp_now_ms() + SSH_KILL_WAIT_MS;
+        if (by < r->stop_deadline)
+            r->stop_deadline = by;
     }
 }
 

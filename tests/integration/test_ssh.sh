@@ -8,14 +8,15 @@
 # a packet to leave by. Checks: a 2-host and a 3-host train job end with the same parameters as a
 # one-host run of the same world size; slots per host are honoured; output comes back tagged with
 # host and rank; Ctrl-C and SIGTERM at the launcher reach every worker as that signal (a worker that
-# traps it saves), and SIGUSR1/SIGUSR2 of --signals_to_handle reach every worker while the job goes
-# on; Ctrl-C, SIGTERM and kill -9 of the launcher, also after its network went away,
-# leave no process of the job on any host, while a launcher suspended by Ctrl-Z is waited for; no
-# session gets a terminal, whatever the ssh config or --ssh ask; an unreachable host, a refused key
-# and a missing remote ddprun each give one clear line; with --nnodes=MIN:MAX the job goes on
-# without unreachable hosts while at least MIN came up, and stops everything below MIN; a failing
-# worker gives the job's exit code, and its own summary, naming its host and rank, reaches the
-# launcher; hostile hostfiles are refused by line before any host is contacted.
+# traps it saves), SIGUSR1/SIGUSR2 of --signals_to_handle reach every worker while the job goes on,
+# and a second Ctrl-C kills at once workers that ignore the first; Ctrl-C, SIGTERM and kill -9 of
+# the launcher, also after its network went away, leave no process of the job on any host, while a
+# launcher suspended by Ctrl-Z is waited for; no session gets a terminal, whatever the ssh config or
+# --ssh ask; an unreachable host, a refused key and a missing remote ddprun each give one clear
+# line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while at least MIN came up,
+# and stops everything below MIN; a failing worker gives the job's exit code, and its own summary,
+# naming its host and rank, reaches the launcher; hostile hostfiles are refused by line before any
+# host is contacted.
 #
 # The hosts are made by ssh_hosts.sh. Needs root, `ip netns`, sshd and ssh; otherwise every check
 # is reported as skipped.
@@ -27,7 +28,8 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
     "Ctrl-C stops every host" "workers get the launcher's signal"
-    "SIGUSR1 and SIGUSR2 forwarded to every host" "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
+    "SIGUSR1 and SIGUSR2 forwarded to every host" "a second Ctrl-C kills the workers at once"
+    "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
     "the launcher's network gone, then kill -9" "Ctrl-Z at the launcher is not its end"
     "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
@@ -270,6 +272,30 @@ rc=$?
 verdict "SIGUSR1 and SIGUSR2 at the launcher reach both hosts' workers, the job runs on, SIGTERM ends it (rc $rc)" ||
     show_tail "$D/usr.out" "$D/usr.err"
 check "after the forwarded signals and SIGTERM no process of the job on any host" nothing_left 10
+
+# ------------------------------------------------------------------------------------ 5c. 2nd Ctrl-C
+# Workers that ignore SIGTERM, SIGINT and SIGHUP, a long --shutdown_timeout: the first Ctrl-C waits for
+# them, the second kills them on every host at once, and the launcher returns once they are gone.
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    --shutdown_timeout 60 sh -c 'trap "" TERM INT HUP; echo "started $RANK"; exec sleep 120' \
+    >"$D/k2.out" 2>"$D/k2.err" &
+lp=$!
+wait_for "$D/k2.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/k2.out" '^\[nodea:0\]:started' 5
+kill -INT $lp
+wait_for "$D/k2.err" 'forwarding it to 1 worker' 10
+kill -INT $lp
+t=$(now_ms)
+for i in $(seq 400); do running $lp || break; sleep 0.05; done
+running $lp && kill -KILL $lp
+wait $lp
+rc=$?
+took=$(($(now_ms) - t))
+# The moment the launcher has returned: no agent and no worker on any host.
+left=$(job_procs | grep -E 'ssh_session|sleep 120')
+[ $rc = 130 ] && [ -z "$left" ]
+verdict "a second SIGINT kills the workers that ignore it on every host; the launcher returns once they are gone, in $took ms (rc $rc)" ||
+    { echo "$left" | sed 's/^/# left: /'; show_tail "$D/k2.out" "$D/k2.err"; }
+check "after the second SIGINT no process of the job on any host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 6. kill -9
 ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
