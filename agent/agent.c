@@ -50,9 +50,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         agent__event(a, EV_GROUP_DOWN, NULL);
 }
 
-static void on_signal(uv_signal_t *h, int sig) {
-    agent_t *a = h->data;
-    if (!agent__is_termination_signal(sig)) {
+void agent__signal_take(agent_t *a, int sig) {
+    if (!agent_signal_stops_job(sig)) {
         /* SIGUSR1/SIGUSR2 and the like are messages for the workers (e.g. Slurm's --signal
          * warning before the time limit): forward them and carry on. */
         DDP_INFO("forwarding %s to the workers", ddp_signal_name(sig));
@@ -62,6 +61,10 @@ static void on_signal(uv_signal_t *h, int sig) {
     if (a->stop_signal == 0)
         a->stop_signal = sig;
     agent__event(a, EV_SIGNAL, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int sig) {
+    agent__signal_take(h->data, sig);
 }
 
 void agent__on_kill_timer(uv_timer_t *t) {
@@ -197,33 +200,6 @@ static int signals_start(agent_t *a) {
     return 0;
 }
 
-/* The ssh session's stdin ended (the launching ddprun or its connection is gone): stop the job
- * as a hang-up would. Bytes that arrive are read and ignored; the launcher sends none. */
-static void on_session(uv_poll_t *h, int status, int events) {
-    agent_t *a = h->data;
-    char buf[256];
-    ssize_t n =
-        status == 0 && (events & UV_READABLE) ? read(a->job->session_fd, buf, sizeof buf) : 0;
-    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
-        return;
-    uv_poll_stop(h);
-    DDP_WARN("the ssh session ended (the launching ddprun is gone): stopping the job");
-    if (a->stop_signal == 0)
-        a->stop_signal = SIGHUP;
-    agent__event(a, EV_SIGNAL, NULL);
-}
-
-/* Watches the ssh session's stdin. Returns 0 or a negative libuv code (logged). */
-static int session_watch_start(agent_t *a) {
-    a->session_poll.data = a;
-    int rc = uv_poll_init(a->loop, &a->session_poll, a->job->session_fd);
-    if (rc == 0)
-        rc = uv_poll_start(&a->session_poll, UV_READABLE | UV_DISCONNECT, on_session);
-    if (rc < 0)
-        DDP_ERROR("unable to watch the ssh session: %s", uv_strerror(rc));
-    return rc;
-}
-
 /* Everything before the first worker starts. Returns 0 or a negative code (logged). */
 static int agent_setup(agent_t *a, ddp_err_t *err) {
     const agent_job_t *job = a->job;
@@ -258,7 +234,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     if (rc < 0 || (rc = signals_start(a)) < 0)
         return rc;
     if (job->ssh_session) {
-        if ((rc = session_watch_start(a)) < 0)
+        if ((rc = agent__session_start(a)) < 0)
             return rc;
         /* The launching ddprun waits for this line (the first host's tells it where the store
          * is). stdout is the ssh session's; no worker has written to it yet. */

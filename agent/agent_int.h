@@ -168,7 +168,14 @@ struct agent {
     int nofile_saved;
     uv_loop_t *loop;
     uv_signal_t sigchld;
-    uv_poll_t session_poll; /* job->ssh_session: the ssh session's stdin */
+    /* job->ssh_session (session.c): the ssh session's stdin, the watch on the launcher's
+     * heartbeats (started by the first), and the line being read (session_len past its size:
+     * a line too long, skipped to its end). */
+    uv_poll_t session_poll;
+    uv_timer_t session_timer;
+    char session_line[AGENT_SSH_LINE_MAX];
+    size_t session_len;
+    int session_heard; /* a heartbeat came: silence now means the launcher is gone */
     uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
     int nsigs;
     uv_timer_t kill_timer;
@@ -299,11 +306,6 @@ typedef struct agent_assignment {
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as);
 int agent__assignment_apply(agent_t *a, const agent_assignment_t *as);
 
-/* The signals that stop a job (the others in --signals_to_handle are only forwarded). */
-static inline int agent__is_termination_signal(int sig) {
-    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
-}
-
 /* group.c: starts every worker of attempt a->attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
 /* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
@@ -353,6 +355,9 @@ void agent__stream_finish(agent_stream_t *s);
 /* supervise.c: feeds one event to the state table. */
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
 
+/* agent.c: signal sig, caught by the agent or brought by its ssh session: a termination signal
+ * stops the job (a second one kills the workers), another is forwarded to the workers. */
+void agent__signal_take(agent_t *a, int sig);
 /* agent.c: kill-timer callback (feeds EV_KILL_TIMER). */
 void agent__on_kill_timer(uv_timer_t *t);
 /* agent.c: SIGKILLs orphans the agent adopted as subreaper (not workers, not the guard). */
@@ -429,6 +434,11 @@ void agent__rdzv_barrier_settle(agent_t *a);
 void agent__rdzv_stop(agent_t *a);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
 void agent__rdzv_free(agent_t *a);
+
+/* session.c: watches the ssh session of an agent a launching ddprun started (job->ssh_session):
+ * the launcher's lines, their silence and the session's end. Returns 0 or a negative libuv code
+ * (logged). */
+int agent__session_start(agent_t *a);
 
 /* hang.c: the timers' handles and their data; called once before the first group. Returns 0 or
  * a negative libuv code. */

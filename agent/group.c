@@ -188,7 +188,7 @@ void agent__group_signal(agent_t *a, int sig) {
         agent__cgroup_kill(a);
     /* A stopped process (SIGSTOP, Ctrl-Z, a debugger) acts on a termination signal only once it
      * runs again: continue the group, or it holds the shutdown for the whole grace period. */
-    int cont = agent__is_termination_signal(sig);
+    int cont = agent_signal_stops_job(sig);
     for (int i = 0; i < a->nproc; i++) {
         agent_worker_t *w = &a->workers[i];
         if (w->state != WORKER_RUNNING)

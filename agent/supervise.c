@@ -226,7 +226,7 @@ static void local_restart(agent_t *a) {
     if (delay > AGENT_RESTART_CAP_MS)
         delay = AGENT_RESTART_CAP_MS;
     int st = a->failures[0].status;
-    if (WIFSIGNALED(st) && agent__is_termination_signal(WTERMSIG(st)) &&
+    if (WIFSIGNALED(st) && agent_signal_stops_job(WTERMSIG(st)) &&
         delay < AGENT_EXTERNAL_TERM_GRACE_MS)
         delay = AGENT_EXTERNAL_TERM_GRACE_MS;
     /* The restart itself is announced when it happens: a signal may still cancel it. */

@@ -11,6 +11,10 @@
  * The agents' wait for the store's address follows from them. */
 #define LAUNCH_SSH_CONNECT_TIMEOUT_S 10
 #define LAUNCH_SSH_READY_EXTRA_S 30
+/* ssh's ServerAliveInterval and ServerAliveCountMax unless --ssh sets them: an ssh client whose
+ * host stopped answering gives up after about their product in seconds. */
+#define LAUNCH_SSH_ALIVE_INTERVAL_S 5
+#define LAUNCH_SSH_ALIVE_COUNT 2
 
 /* Starts the job on every host of spec's --hostfile or --hosts over ssh, relays the hosts'
  * output and waits for them (argv: ddprun's own, whose flags are passed on to the hosts). Returns

@@ -14,15 +14,20 @@
  * series. --rdzv_endpoint overrides: every agent is given it on its command line, none waits,
  * and the agent whose address it is hosts the store, as without ssh.
  *
- * The job token is made here and written to each ssh's stdin as its first line, never on a
- * command line; the store's address follows it on the same stdin. The stdin stays open: its
- * end is how an agent learns that the launcher or the connection is gone
- * (agent/agent.c, on_session), so closing them is how the launcher stops the job (Ctrl-C,
- * SIGTERM, a failed host), and a launcher killed by SIGKILL stops it too: the kernel closes
- * the pipes. Each ssh client runs in a session of its own (as pdsh starts them), so the
- * terminal's Ctrl-C reaches only the launcher, which then stops the hosts and still shows their
- * output and exit codes; and where the kernel groups CPU time by session (autogroup), a few
- * hundred key exchanges are not squeezed into the launcher's one share of the CPU.
+ * The job token is made here and written to each ssh's stdin as its first line, never on a command
+ * line; the store's address follows it on the same stdin. The stdin stays open and carries the
+ * launcher's lines (agent.h, AGENT_SSH_*; agent/session.c reads them): a heartbeat every
+ * AGENT_SSH_HEARTBEAT_MS, and "signal N" for each signal of --signals_to_handle the launcher gets,
+ * which the agents act on as on their own (SIGTERM stops the job with SIGTERM, a second Ctrl-C
+ * kills the workers, SIGUSR1 is forwarded to them). A failed host stops the others with
+ * "signal 15". The stdin's end, or AGENT_SSH_SILENCE_MS without a heartbeat, is how an agent learns
+ * that the launcher or the connection is gone: a launcher killed by SIGKILL stops the job too (the
+ * kernel closes the pipes), and so does one whose network went away (the heartbeats stop; its ssh
+ * clients give up by ServerAliveInterval). Each ssh client runs in a session of its own (as pdsh
+ * starts them), so the terminal's Ctrl-C reaches only the launcher, which then stops the hosts and
+ * still shows their output and exit codes; and where the kernel groups CPU time by session
+ * (autogroup), a few hundred key exchanges are not squeezed into the launcher's one share of the
+ * CPU.
  *
  * With --nnodes=MIN:MAX a host that cannot be started is named and the job goes on without it
  * while at least MIN hosts can still come up (the agents meet in an elastic round of MIN:N);
@@ -53,12 +58,15 @@
 #include "ddp_buf.h"
 #include "ddp_file.h"
 #include "ddp_log.h"
+#include "ddp_signal.h"
 #include "ddp_time.h"
 #include "rdzv_client.h"
 
 /* After the hosts are told to stop: --shutdown_timeout plus this, then the ssh clients are
- * killed (the agents then see their sessions end and stop by themselves). */
+ * killed (the agents then see their sessions end and stop by themselves). After a second signal
+ * (the agents kill their workers at once): this long. */
 #define SSH_STOP_EXTRA_S 15
+#define SSH_KILL_WAIT_MS 5000
 /* Bytes of one output line kept before it is written out in pieces, and of a host's stderr held
  * until its agent is ready (shown if it never is). */
 #define SSH_LINE_MAX 65536
@@ -90,13 +98,14 @@ typedef struct host {
     host_state_t state;
     pid_t pid; /* 0 when reaped (or not started) */
     int status;
-    int in_fd; /* ssh's stdin: the token, then open until the job is to stop */
+    int in_fd; /* ssh's stdin (non-blocking): the token, then the launcher's lines until ssh ends */
     stream_t out, err;
     ddp_buf_t held;     /* stderr before the agent was ready */
     char last_err[256]; /* its last line */
     uint64_t deadline;  /* HOST_STARTING: ms by which the agent must be ready */
     int down;           /* could not be started (the job went on without it, or stopped) */
-    int endpoint_sent;  /* the store's address went down its stdin (or it needs none) */
+    int endpoint_sent;  /* the store's address went down its stdin (or it needs none): the agent
+                         * reads the launcher's lines from there on */
     int root_cause; /* its agent's summary holds the job's root cause (AGENT_ROOT_CAUSE_TITLE) */
 } host_t;
 
@@ -116,8 +125,9 @@ typedef struct run {
     int endpoint_given;
     int sigfd;
     int stopping;
-    int stop_signal;
-    uint64_t stop_deadline;
+    int stop_signal;            /* the first termination signal the launcher got */
+    uint64_t stop_deadline;     /* stopping: when the ssh clients still running are killed */
+    uint64_t beat_at;           /* when the next heartbeat goes to the hosts */
     int nnodes_min, nnodes_max; /* what the agents are given: n:n, or MIN:n (--nnodes=MIN:MAX) */
     size_t n_down;              /* hosts that could not be started */
     int told_down;              /* the hosts the job goes on without have been named */
@@ -431,6 +441,42 @@ static int stream_read(run_t *r, host_t *h, int std) {
 
 /* ---- hosts ------------------------------------------------------------------------------- */
 
+/* Writes line (with its '\n'; under PIPE_BUF bytes, so written whole or not at all) down host
+ * h's stdin once its agent reads the launcher's lines (agent.h, AGENT_SSH_*). A pipe that is
+ * full (an agent or a connection that stalled for minutes) loses it: the deadlines still stop
+ * that host. */
+static void session_send(host_t *h, const char *line) {
+    if (h->in_fd < 0 || !h->endpoint_sent)
+        return;
+    if (write(h->in_fd, line, strlen(line)) < 0 && errno != EPIPE)
+        DDP_DEBUG("host %s: unable to write to its session: %s", h->h->name, strerror(errno));
+}
+
+/* The launcher's heartbeat down every host's session. */
+static void heartbeat_all(run_t *r) {
+    for (size_t i = 0; i < r->hosts.n; i++)
+        session_send(&r->v[i], "\n");
+    r->beat_at = ddp_now_ms() + AGENT_SSH_HEARTBEAT_MS;
+}
+
+/* "signal N" down every host's session: each agent acts as on signal sig of its own. */
+static void signal_all(run_t *r, int sig) {
+    char line[32];
+    snprintf(line, sizeof line, "%s %d\n", AGENT_SSH_SIGNAL, sig);
+    for (size_t i = 0; i < r->hosts.n; i++)
+        session_send(&r->v[i], line);
+}
+
+/* SIGTSTP (Ctrl-Z): the agents are told not to take the silence that follows for the launcher's
+ * end, then the launcher stops itself, as the signal's default action would have; once
+ * continued, it beats at once. */
+static void suspend(run_t *r) {
+    for (size_t i = 0; i < r->hosts.n; i++)
+        session_send(&r->v[i], AGENT_SSH_PAUSE "\n");
+    raise(SIGSTOP);
+    heartbeat_all(r);
+}
+
 /* Writes the store's address down host h's stdin, after the token, once it is known: the agent
  * of a host other than the first waits for it there (launch_ssh_session_begin). Nothing for the
  * first host, or with --rdzv_endpoint (on every command line). The host is then given its full
@@ -443,6 +489,7 @@ static void endpoint_send(run_t *r, host_t *h) {
     int n = snprintf(line, sizeof line, "%s\n", r->endpoint);
     /* The token and this line, about 160 bytes, into a pipe the agent reads: never blocks. */
     write_all(h->in_fd, line, (size_t)n);
+    session_send(h, "\n"); /* the first heartbeat: the agent watches for them from now */
     uint64_t answer_by = ddp_now_ms() + LAUNCH_SSH_READY_EXTRA_S * 1000ull;
     if (h->deadline < answer_by)
         h->deadline = answer_by;
@@ -461,7 +508,7 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     if (rc == 0 &&
         (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0))
         rc = -errno;
-    char *av[SSH_MAX_WORDS + 16];
+    char *av[SSH_MAX_WORDS + 24];
     int n = 0;
     for (int i = 0; i < r->n_words; i++)
         av[n++] = r->words[i];
@@ -471,6 +518,24 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     av[n++] = "BatchMode=yes";
     av[n++] = "-o";
     av[n++] = ct;
+    /* Never a terminal, whatever the user's config (RequestTTY force) or --ssh (-t) says: a
+     * remote pty would echo the token and the store's address back onto our stdout, and a pty
+     * master sees no end of stdin, so the launcher's death would not end the session. -T comes
+     * after --ssh's words: ssh takes its flags in order and -T overrides an earlier -t or
+     * -o RequestTTY=..., and the config files, read after the command line, set nothing it has
+     * set. */
+    av[n++] = "-T";
+    av[n++] = "-o";
+    av[n++] = "RequestTTY=no";
+    /* A host that stopped answering (the network between is gone) ends its ssh client within
+     * about interval x count seconds, as a connection reset would. */
+    char sai[48], sac[48];
+    snprintf(sai, sizeof sai, "ServerAliveInterval=%d", LAUNCH_SSH_ALIVE_INTERVAL_S);
+    snprintf(sac, sizeof sac, "ServerAliveCountMax=%d", LAUNCH_SSH_ALIVE_COUNT);
+    av[n++] = "-o";
+    av[n++] = sai;
+    av[n++] = "-o";
+    av[n++] = sac;
     av[n++] = h->h->name;
     av[n++] = (char *)cmd.data;
     av[n] = NULL;
@@ -514,30 +579,38 @@ static int host_start(run_t *r, host_t *h, char *const *argv) {
     h->state = HOST_STARTING;
     h->deadline =
         ddp_now_ms() + (LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S) * 1000ull;
-    /* 66 bytes into an empty pipe: never blocks. */
+    /* 66 bytes into an empty pipe: never blocks. Later lines must not block the launcher on a
+     * host that stalls. */
     write_all(h->in_fd, r->token_hex, strlen(r->token_hex));
+    if (fcntl(h->in_fd, F_SETFL, O_NONBLOCK) < 0)
+        DDP_DEBUG("host %s: unable to make its stdin non-blocking: %s", h->h->name,
+                  strerror(errno));
     h->endpoint_sent = r->endpoint_given || h->rank == 0;
+    session_send(h, "\n"); /* the first heartbeat, when it needs no address */
     endpoint_send(r, h);
     DDP_INFO("host %s (node_rank %d): started ssh (pid %d)", h->h->name, h->rank, (int)pid);
     return 0;
 }
 
-/* Tells every host to stop: their sessions' stdin is closed, hosts not started never will be. */
-static void stop_all(run_t *r) {
-    if (!r->stopping) {
-        r->stopping = 1;
-        r->stop_deadline = ddp_now_ms() + (uint64_t)(r->spec->shutdown_timeout * 1000.0) +
-                           SSH_STOP_EXTRA_S * 1000ull;
-    }
+/* Tells every host to stop, once: "signal sig" down each session (the agents stop their workers
+ * with sig); an agent still waiting for the store's address sees its stdin end instead, and
+ * hosts not started never will be. */
+static void stop_all(run_t *r, int sig) {
+    if (r->stopping)
+        return;
+    r->stopping = 1;
+    r->stop_deadline =
+        ddp_now_ms() + (uint64_t)(r->spec->shutdown_timeout * 1000.0) + SSH_STOP_EXTRA_S * 1000ull;
     for (size_t i = 0; i < r->hosts.n; i++) {
         host_t *h = &r->v[i];
         if (h->state == HOST_PENDING)
             h->state = HOST_DONE;
-        if (h->in_fd >= 0) {
+        if (h->in_fd >= 0 && !h->endpoint_sent) {
             close(h->in_fd);
             h->in_fd = -1;
         }
     }
+    signal_all(r, sig);
 }
 
 /* SIGKILLs every ssh client still running. */
@@ -570,7 +643,7 @@ static void host_lost(run_t *r, host_t *h) {
         r->start_failed = 1;
     }
     if (r->start_failed)
-        stop_all(r);
+        stop_all(r, SIGTERM);
 }
 
 /* Once no host is left to start, names those the job goes on without (--nnodes=MIN:MAX). */
@@ -698,14 +771,33 @@ static void on_signal(run_t *r) {
             reap(r);
             continue;
         }
-        if (r->stop_signal != 0) {
-            /* A second one: no more grace for the ssh clients; the agents stop by themselves. */
-            kill_all(r);
+        if (sig == SIGTSTP) {
+            suspend(r);
             continue;
         }
-        r->stop_signal = sig;
-        fprintf(stderr, "ddprun: %s: stopping the job on every host\n", strsignal(sig));
-        stop_all(r);
+        if (!agent_signal_stops_job(sig)) {
+            /* SIGUSR1 and the like (Slurm's --signal warning): for the workers, as on one node;
+             * the job goes on. */
+            DDP_INFO("forwarding %s to every host", ddp_signal_name(sig));
+            signal_all(r, sig);
+            continue;
+        }
+        if (r->stop_signal == 0)
+            r->stop_signal = sig;
+        if (!r->stopping) {
+            fprintf(stderr, "ddprun: %s: stopping the job on every host\n", strsignal(sig));
+            stop_all(r, sig);
+            continue;
+        }
+        /* Another one while the hosts stop (a second Ctrl-C, or one after a failed host): the
+         * agents kill their workers now, as on one node, and the ssh clients still running
+         * SSH_KILL_WAIT_MS later are killed. */
+        fprintf(stderr, "ddprun: %s while the hosts stop: killing the job on every host\n",
+                strsignal(sig));
+        signal_all(r, sig);
+        uint64_t by = ddp_now_ms() + SSH_KILL_WAIT_MS;
+        if (by < r->stop_deadline)
+            r->stop_deadline = by;
     }
 }
 
@@ -716,7 +808,7 @@ static void run_loop(run_t *r, char *const *argv) {
     host_t **who = calloc(cap, sizeof *who);
     if (pfd == NULL || who == NULL) {
         fprintf(stderr, "ddprun: out of memory\n");
-        stop_all(r);
+        stop_all(r, SIGTERM);
         kill_all(r);
     }
     schedule(r, argv);
@@ -751,11 +843,17 @@ static void run_loop(run_t *r, char *const *argv) {
             if (now >= r->fail_deadline) {
                 DDP_INFO("hosts still running %d s after a failed one: stopping them",
                          SSH_FAIL_GRACE_MS / 1000);
-                stop_all(r);
+                stop_all(r, SIGTERM);
             } else if (r->fail_deadline < next) {
                 next = r->fail_deadline;
             }
         }
+        /* The heartbeats go on while the hosts stop: an agent that hears none takes the
+         * launcher for gone. */
+        if (now >= r->beat_at)
+            heartbeat_all(r);
+        if (r->beat_at < next)
+            next = r->beat_at;
         if (r->stopping) {
             if (now >= r->stop_deadline) {
                 kill_all(r);
@@ -849,12 +947,13 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
         run_free(&r);
         return rc;
     }
-    /* Signals become loop events (signalfd); the ssh children get the mask cleared. */
+    /* Signals become loop events (signalfd); the ssh children get the mask cleared. Every
+     * signal of --signals_to_handle goes to the hosts but SIGPIPE, which the launcher's own
+     * writes to an ssh that ended raise (ignored), and SIGCHLD, its own children's. */
     sigset_t set, old;
     sigemptyset(&set);
     for (int i = 0; i < spec->n_signals; i++)
-        if (spec->signals[i] == SIGINT || spec->signals[i] == SIGTERM ||
-            spec->signals[i] == SIGHUP || spec->signals[i] == SIGQUIT) {
+        if (spec->signals[i] != SIGPIPE && spec->signals[i] != SIGCHLD) {
             /* An ignored signal is discarded, never queued for signalfd: a shell starts
              * background jobs with SIGINT ignored, and the agent (libuv handlers) stops on it
              * there too. */
@@ -862,6 +961,7 @@ int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err)
             sigaddset(&set, spec->signals[i]);
         }
     sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTSTP);
     sigprocmask(SIG_BLOCK, &set, &old);
     signal(SIGPIPE, SIG_IGN);
     r.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -6,6 +6,7 @@
 #define AGENT_H
 
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -127,9 +128,11 @@ typedef struct agent_job {
     int64_t health_check_timeout_ms;
     int gpu_health_check;
     /* Started over ssh by a launching ddprun (launcher/ssh.c): session_fd (CLOEXEC) is the ssh
-     * session's standard input, whose end (EOF, hang-up) means the launcher or the connection
-     * is gone and stops the job as SIGHUP does; the agent reports on its stdout, once its store
-     * connection is set up, the line "AGENT_SSH_READY ADDR PORT" (the store it meets at). */
+     * session's standard input, which brings the launcher's lines (AGENT_SSH_* below, read by
+     * agent/session.c) and whose end (EOF, hang-up), or AGENT_SSH_SILENCE_MS without a line,
+     * means the launcher or the connection is gone and stops the job as SIGHUP does; the agent
+     * reports on its stdout, once its store connection is set up, the line
+     * "AGENT_SSH_READY ADDR PORT" (the store it meets at). */
     int ssh_session;
     int session_fd;
     /* Every worker's console line passes through the agent, tagged with the prefix, whatever
@@ -150,6 +153,30 @@ typedef struct agent_job {
  * others name that node after it ("... on another node"). A launching ddprun names that host in
  * its last line. */
 #define AGENT_ROOT_CAUSE_TITLE "Root Cause (first observed failure):"
+
+/* What a launching ddprun writes down an agent's ssh session after the token (and the store's
+ * address): one line per message, each shorter than AGENT_SSH_LINE_MAX.
+ *   ""               a heartbeat, every AGENT_SSH_HEARTBEAT_MS. Once it has had one, the agent
+ *                    stops its job, as at the session's end, when AGENT_SSH_SILENCE_MS pass
+ *                    without a line: the launcher's machine or the network to it is gone, which
+ *                    the session itself may not show for many minutes.
+ *   "signal N"       the launcher got signal N: the agent acts as on that signal of its own (a
+ *                    termination signal stops the job with it and a second one kills the
+ *                    workers; another is forwarded to the workers).
+ *   "pause"          the launcher is about to be suspended (Ctrl-Z): its silence means nothing
+ *                    until its next line.
+ * Other lines are ignored. */
+#define AGENT_SSH_HEARTBEAT_MS 2000
+#define AGENT_SSH_SILENCE_MS 10000
+#define AGENT_SSH_SIGNAL "signal"
+#define AGENT_SSH_PAUSE "pause"
+#define AGENT_SSH_LINE_MAX 64
+
+/* The signals that stop a job: the others of --signals_to_handle are forwarded to the workers
+ * and the job goes on (by the agent, and over ssh by the launcher too). */
+static inline int agent_signal_stops_job(int sig) {
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
 
 /* How a job that ran ended (agent_run fills it; ddprun's exit code follows from it). */
 typedef struct agent_result {

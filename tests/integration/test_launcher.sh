@@ -4,7 +4,7 @@
 # 2, one line naming the flag, no worker), `ddprun status` against servers that misbehave, and
 # output that must not carry control bytes from the network to the operator's terminal; and the
 # agent's end of a job started over ssh (--ssh_session), on loopback: the store's address arrives
-# on stdin after the token.
+# on stdin after the token, then the launcher's lines (signals, heartbeats and their silence).
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FW=$BIN/tests/fake_worker
@@ -408,5 +408,38 @@ exec 7>&- 8>&-
 verdict "--ssh_session: host 1, started with host 0, meets at the address host 0 reported, given on its stdin (rc $rc0 $rc1, store at '$ep')" ||
     for f in "$TMP"/sess[01].out "$TMP"/sess[01].err; do echo "# $f:"; sed 's/^/#   /' "$f"; done
 check "nothing left after the --ssh_session checks" no_leftovers
+
+# The launcher's lines after the token (AGENT_SSH_*, agent.h): "signal N" acts as signal N would
+# (SIGUSR1 forwarded, SIGTERM stops the job with SIGTERM, which the worker traps to save), and
+# once a heartbeat (an empty line) came, AGENT_SSH_SILENCE_MS (10 s) without a line stops the job
+# as the session's end does. The agent's stdin stays open throughout.
+SAVER='trap "echo usr1" USR1; trap "echo saved; exit 0" TERM; echo started; while :; do sleep 0.1; done'
+mkfifo "$TMP/sess2.in" "$TMP/sess3.in"
+timeout -k 5 30 "$DDPRUN" --ssh_session=h0 --nnodes=1 --node_rank=0 sh -c "$SAVER" \
+    <"$TMP/sess2.in" >"$TMP/sess2.out" 2>&1 &
+pid2=$!
+exec 7>"$TMP/sess2.in"
+printf '%s\n\n' "$tok" >&7
+wait_for "$TMP/sess2.out" '^\[h0:0\]:started$' 10 && printf 'signal 10\n' >&7 &&
+    wait_for "$TMP/sess2.out" '^\[h0:0\]:usr1$' 10 && printf 'signal 15\n' >&7
+wait $pid2; rc=$?
+exec 7>&-
+[ $rc -eq 143 ] && grep -qx '\[h0:0\]:saved' "$TMP/sess2.out" && ! grep -q 'is gone' "$TMP/sess2.out"
+verdict "--ssh_session: 'signal 10' reaches the worker, 'signal 15' stops it with SIGTERM, exit 143 (rc $rc)" ||
+    sed 's/^/#   /' "$TMP/sess2.out"
+timeout -k 5 30 "$DDPRUN" --ssh_session=h0 --nnodes=1 --node_rank=0 sh -c "$SAVER" \
+    <"$TMP/sess3.in" >"$TMP/sess3.out" 2>&1 &
+pid3=$!
+exec 7>"$TMP/sess3.in"
+printf '%s\n\n' "$tok" >&7
+wait_for "$TMP/sess3.out" '^\[h0:0\]:started$' 10
+t0=$(date +%s%N)
+wait $pid3; rc=$?
+took=$((($(date +%s%N) - t0) / 1000000))
+exec 7>&-
+[ $rc -eq 129 ] && grep -q 'no heartbeat on the ssh session for 10 s (the launching ddprun is gone' "$TMP/sess3.out"
+verdict "--ssh_session: no line for 10 s after a heartbeat, stdin still open: the job stops as on SIGHUP in $took ms (rc $rc)" ||
+    sed 's/^/#   /' "$TMP/sess3.out"
+check "nothing left after the session line checks" no_leftovers
 
 finish

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# ddprun --hostfile / --hosts against real OpenSSH: three hosts made of network namespaces joined
-# by a bridge in a fourth, where the launcher runs; each host has its own hostname, /etc/hosts, an
-# sshd (Debian's openssh-server) with its own host key, and a key made here in its authorized
-# keys. The launcher's ssh reads only a config made here (-F) whose Host entries are aliases with
-# numeric HostName addresses: no name is ever looked up, and no interface outside the namespaces
-# exists for a packet to leave by. Checks: a 2-host and a 3-host train job end with the same
-# parameters as a one-host run of the same world size; slots per host are honoured; output comes
-# back tagged with host and rank; Ctrl-C and SIGTERM at the launcher, and kill -9 of it, leave no
-# process of the job on any host; an unreachable host, a refused key and a missing remote ddprun
-# each give one clear line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while
-# at least MIN came up, and stops everything below MIN; a failing worker gives the job's exit
-# code, and its own summary, naming its host and rank, reaches the launcher; hostile hostfiles are
-# refused by line before any host is contacted.
+# ddprun --hostfile / --hosts against real OpenSSH: three hosts made of network namespaces joined by
+# a bridge in a fourth, where the launcher runs; each host has its own hostname, /etc/hosts, an sshd
+# (Debian's openssh-server) with its own host key, and a key made here in its authorized keys. The
+# launcher's ssh reads only a config made here (-F) whose Host entries are aliases with numeric
+# HostName addresses: no name is ever looked up, and no interface outside the namespaces exists for
+# a packet to leave by. Checks: a 2-host and a 3-host train job end with the same parameters as a
+# one-host run of the same world size; slots per host are honoured; output comes back tagged with
+# host and rank; Ctrl-C and SIGTERM at the launcher reach every worker as that signal (a worker that
+# traps it saves), SIGUSR1/SIGUSR2 of --signals_to_handle reach every worker while the job goes on,
+# and a second Ctrl-C kills at once workers that ignore the first; Ctrl-C, SIGTERM and kill -9 of
+# the launcher, also after its network went away, leave no process of the job on any host, while a
+# launcher suspended by Ctrl-Z is waited for; no session gets a terminal, whatever the ssh config or
+# --ssh ask; an unreachable host, a refused key and a missing remote ddprun each give one clear
+# line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while at least MIN came up,
+# and stops everything below MIN; a failing worker gives the job's exit code, and its own summary,
+# naming its host and rank, reaches the launcher; hostile hostfiles are refused by line before any
+# host is contacted.
 #
 # The hosts are made by ssh_hosts.sh. Needs root, `ip netns`, sshd and ssh; otherwise every check
 # is reported as skipped.
@@ -23,7 +27,11 @@ unset DDPRUN_TOKEN DDPRUN_TOKEN_FILE DDPRUN_SSH
 
 SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one-host world of 3"
     "slots per host honoured" "output tagged with host and rank" "a failing worker fails the job"
-    "Ctrl-C stops every host" "kill -9 of the launcher leaves nothing" "unreachable host"
+    "Ctrl-C stops every host" "workers get the launcher's signal"
+    "SIGUSR1 and SIGUSR2 forwarded to every host" "a second Ctrl-C kills the workers at once"
+    "kill -9 of the launcher leaves nothing" "no terminal whatever the ssh config says"
+    "the launcher's network gone, then kill -9" "Ctrl-Z at the launcher is not its end"
+    "unreachable host"
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
     "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
     "--nnodes=2:3 without the first host fails" "--nnodes=2:3 goes on without an unfit host"
@@ -221,10 +229,14 @@ verdict "three hosts fail together: one root cause, named the same by every summ
 check "nothing of the job that failed together left on any host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 5. Ctrl-C
+# Each worker traps the signal to save a checkpoint, as one node lets it: over ssh it must get
+# the signal the launcher got (not the SIGHUP of a session's end), and no agent may say the
+# launcher is gone while it stops the job on purpose.
+SAVER='trap "echo saved \$RANK; exit 0" TERM INT; echo "started $RANK"; while :; do sleep 0.1; done'
 for sig in INT TERM; do
     want=$((128 + $(kill -l $sig)))
     ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
-        sh -c 'echo "started $RANK"; exec sleep 60' >"$D/sig.out" 2>"$D/sig.err" &
+        sh -c "$SAVER" >"$D/sig.out" 2>"$D/sig.err" &
     lp=$!
     n=0
     for i in $(seq 300); do
@@ -245,12 +257,65 @@ for sig in INT TERM; do
     wait $lp
     rc=$?
     took=$(($(now_ms) - t))
+    saved=$(grep -c '^\[node.:[0-5]\]:saved [0-5]$' "$D/sig.out")
+    gone=$(grep -c 'launching ddprun is gone' "$D/sig.err")
     # (No command substitution in verdict's arguments: it would set the $? verdict reads.)
-    [ "$n" = 6 ] && [ $rc = $want ]
-    verdict "SIG$sig at the launcher once all 6 workers run: it exits $want (rc $rc) in $took ms" ||
+    [ "$n" = 6 ] && [ $rc = $want ] && [ "$saved" = 6 ] && [ "$gone" = 0 ]
+    verdict "SIG$sig at the launcher once all 6 workers run: each worker gets SIG$sig ($saved of 6 saved), no agent says the launcher is gone ($gone), it exits $want (rc $rc) in $took ms" ||
         show_tail "$D/sig.out" "$D/sig.err"
     check "after SIG$sig no process of the job on any host" nothing_left 10
 done
+
+# ------------------------------------------------------------------------------------ 5b. SIGUSR1
+# --signals_to_handle with SIGUSR1 and SIGUSR2 (Slurm's --signal warning): each reaches every
+# remote worker, as on one node, and the job goes on until SIGTERM.
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    --signals_to_handle SIGTERM,SIGUSR1,SIGUSR2 sh -c \
+    'trap "echo usr1 \$RANK" USR1; trap "echo usr2 \$RANK" USR2; trap "exit 0" TERM
+     echo "started $RANK"; while :; do sleep 0.1; done' >"$D/usr.out" 2>"$D/usr.err" &
+lp=$!
+wait_for "$D/usr.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/usr.out" '^\[nodea:0\]:started' 5
+kill -USR1 $lp
+wait_for "$D/usr.out" '^\[nodea:0\]:usr1 0$' 10 && wait_for "$D/usr.out" '^\[nodeb:1\]:usr1 1$' 10
+u1=$?
+kill -USR2 $lp 2>/dev/null
+wait_for "$D/usr.out" '^\[nodea:0\]:usr2 0$' 10 && wait_for "$D/usr.out" '^\[nodeb:1\]:usr2 1$' 10
+u2=$?
+running $lp
+alive=$?
+kill -TERM $lp 2>/dev/null
+for i in $(seq 400); do running $lp || break; sleep 0.05; done
+running $lp && kill -KILL $lp
+wait $lp
+rc=$?
+[ $u1 = 0 ] && [ $u2 = 0 ] && [ $alive = 0 ] && [ $rc = 143 ]
+verdict "SIGUSR1 and SIGUSR2 at the launcher reach both hosts' workers, the job runs on, SIGTERM ends it (rc $rc)" ||
+    show_tail "$D/usr.out" "$D/usr.err"
+check "after the forwarded signals and SIGTERM no process of the job on any host" nothing_left 10
+
+# ------------------------------------------------------------------------------------ 5c. 2nd Ctrl-C
+# Workers that ignore SIGTERM, SIGINT and SIGHUP, a long --shutdown_timeout: the first Ctrl-C waits for
+# them, the second kills them on every host at once, and the launcher returns once they are gone.
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    --shutdown_timeout 60 sh -c 'trap "" TERM INT HUP; echo "started $RANK"; exec sleep 120' \
+    >"$D/k2.out" 2>"$D/k2.err" &
+lp=$!
+wait_for "$D/k2.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/k2.out" '^\[nodea:0\]:started' 5
+kill -INT $lp
+wait_for "$D/k2.err" 'forwarding it to 1 worker' 10
+kill -INT $lp
+t=$(now_ms)
+for i in $(seq 400); do running $lp || break; sleep 0.05; done
+running $lp && kill -KILL $lp
+wait $lp
+rc=$?
+took=$(($(now_ms) - t))
+# The moment the launcher has returned: no agent and no worker on any host.
+left=$(job_procs | grep -E 'ssh_session|sleep 120')
+[ $rc = 130 ] && [ -z "$left" ]
+verdict "a second SIGINT kills the workers that ignore it on every host; the launcher returns once they are gone, in $took ms (rc $rc)" ||
+    { echo "$left" | sed 's/^/# left: /'; show_tail "$D/k2.out" "$D/k2.err"; }
+check "after the second SIGINT no process of the job on any host" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 6. kill -9
 ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:2,nodeb:2,nodec:2 \
@@ -270,6 +335,99 @@ took=$(($(now_ms) - t))
 [ "$n" = 6 ] && [ $gone = 0 ]
 verdict "kill -9 of the launcher with 6 workers running ($n started): every host's agent and workers gone in $took ms" ||
     show_tail "$D/k9.err"
+
+# ------------------------------------------------------------------------------------ 6b. no tty
+# RequestTTY force in the user's ssh config, -tt or -o RequestTTY=force in --ssh: the sessions
+# still get no terminal, so no pty echoes the token back, and the session's end still stops the job.
+{ printf 'Host *\n  RequestTTY force\n'; cat "$TMP/ssh_config"; } >"$TMP/ssh_config_tty"
+for how in "RequestTTY force in the ssh config" "--ssh 'ssh -tt'" "--ssh 'ssh -o RequestTTY=force'"; do
+    case $how in
+    RequestTTY*) sshcmd="ssh -F $TMP/ssh_config_tty" ;;
+    *-tt*) sshcmd="ssh -tt -F $TMP/ssh_config" ;;
+    *) sshcmd="ssh -o RequestTTY=force -F $TMP/ssh_config" ;;
+    esac
+    # Each worker says what its agent's stdout is: a pipe to sshd, never a terminal.
+    ip netns exec "${P}br" "$DDPRUN" --ssh "$sshcmd" --hosts nodea:1,nodeb:1 \
+        sh -c 'echo "started $RANK $(readlink /proc/$PPID/fd/1)"; exec sleep 60' \
+        >"$D/tty.out" 2>"$D/tty.err" &
+    lp=$!
+    for i in $(seq 300); do
+        [ "$(grep -c 'started' "$D/tty.out")" = 2 ] && break
+        running $lp || break
+        sleep 0.05
+    done
+    n=$(grep -c 'started [01] pipe:' "$D/tty.out")
+    hexes=$(cat "$D/tty.out" "$D/tty.err" | grep -cE '[0-9a-f]{64}')
+    [ "$n" = 2 ] && [ "$hexes" = 0 ]
+    verdict "$how: both agents run without a terminal ($n of 2), no token on the launcher's output ($hexes)" ||
+        show_tail "$D/tty.out" "$D/tty.err"
+    kill -KILL $lp 2>/dev/null
+    wait $lp 2>/dev/null
+    check "$how: kill -9 of the launcher leaves nothing on any host" nothing_left 15
+done
+
+# ------------------------------------------------------------------------------------ 6c. net gone
+# The launcher's address removed, then kill -9: no FIN or RST can reach the hosts, so their
+# sessions never end. The agents miss the launcher's heartbeats and stop their jobs (within
+# AGENT_SSH_SILENCE_MS, 10 s), and the launcher's ssh clients give up (ServerAliveInterval).
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    sh -c 'echo "started $RANK"; exec sleep 120' >"$D/net.out" 2>"$D/net.err" &
+lp=$!
+wait_for "$D/net.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/net.out" '^\[nodea:0\]:started' 5
+started=$?
+ip -n "${P}br" addr del "$SUB.1/24" dev br0
+kill -KILL $lp
+wait $lp 2>/dev/null
+t=$(now_ms)
+# agents_left SECS: agents or workers on a host after SECS.
+agents_left() {
+    local end=$(($(now_ms) + $1 * 1000))
+    while [ "$(now_ms)" -lt $end ]; do
+        job_procs | grep -qE '^[abc]:.*(ssh_session|sleep 120)' || return 1
+        sleep 0.1
+    done
+    job_procs | grep -E '^[abc]:.*(ssh_session|sleep 120)' | sed 's/^/# left: /'
+    return 0
+}
+agents_left 20
+stayed=$?
+took=$(($(now_ms) - t))
+[ $started = 0 ] && [ $stayed = 1 ]
+verdict "launcher's address gone, then kill -9: every host's agent and workers stop in $took ms (bound: 10 s without a heartbeat)"
+end=$(($(now_ms) + 20000))
+while job_procs | grep -q '^br:' && [ "$(now_ms)" -lt $end ]; do sleep 0.1; done
+clients=$(job_procs | grep -c '^br:')
+took=$(($(now_ms) - t))
+check "the launcher's ssh clients give up on the silent hosts ($clients left after $took ms)" [ "$clients" = 0 ]
+ip -n "${P}br" addr add "$SUB.1/24" dev br0
+# sshd's session processes wait for the dead client's TCP: they are this suite's, in its hosts.
+for p in $(job_procs | cut -d: -f2); do kill -KILL "$p" 2>/dev/null; done
+check "nothing left after the launcher's network went away" nothing_left 5
+
+# ------------------------------------------------------------------------------------ 6d. Ctrl-Z
+# A launcher suspended with Ctrl-Z (SIGTSTP) sends no heartbeat, yet is not gone: it tells the
+# agents first, and the job runs on past AGENT_SSH_SILENCE_MS (10 s) until it is continued.
+ip netns exec "${P}br" "$DDPRUN" --ssh "ssh -F $TMP/ssh_config" --hosts nodea:1,nodeb:1 \
+    sh -c 'echo "started $RANK"; exec sleep 120' >"$D/tstp.out" 2>"$D/tstp.err" &
+lp=$!
+wait_for "$D/tstp.out" '^\[nodeb:1\]:started' 15 && wait_for "$D/tstp.out" '^\[nodea:0\]:started' 5
+started=$?
+kill -TSTP $lp
+for i in $(seq 100); do [ "$(awk '{print $3}' /proc/$lp/stat 2>/dev/null)" = T ] && break; sleep 0.05; done
+state=$(awk '{print $3}' /proc/$lp/stat 2>/dev/null)
+# The absence of a stop can only be seen by waiting past its bound.
+sleep 13
+n=$(job_procs | grep -cE '^[ab]:.*sleep 120')
+kill -CONT $lp
+kill -TERM $lp
+for i in $(seq 400); do running $lp || break; sleep 0.05; done
+running $lp && kill -KILL $lp
+wait $lp
+rc=$?
+[ $started = 0 ] && [ "$state" = T ] && [ "$n" = 2 ] && [ $rc = 143 ]
+verdict "Ctrl-Z at the launcher: it stops ($state), both workers still run 13 s later ($n of 2), SIGTERM after SIGCONT ends the job (rc $rc)" ||
+    show_tail "$D/tstp.out" "$D/tstp.err"
+check "nothing left after the suspended launcher's job" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 7. errors
 one_line() { # one_line FILE REGEX: FILE's ddprun line matches, and it is a single line
