@@ -85,8 +85,8 @@ fuzz:
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_frame"
 	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    fuzz/fuzz_rdzv_frame.c rendezvous/rdzv_frame.c common/ddp_err.c common/ddp_buf.c \
-	    -o $(FUZZ_DIR)/fuzz_rdzv_frame
+	    fuzz/fuzz_rdzv_frame.c rendezvous/rdzv_frame.c rendezvous/rdzv_proto.c common/ddp_err.c \
+	    common/ddp_buf.c common/ddp_parse.c common/ddp_escape.c -o $(FUZZ_DIR)/fuzz_rdzv_frame
 	@for f in tests/data/rdzv/*/input.bin; do \
 	    cp "$$f" "$(FUZZ_DIR)/corpus/rdzv_frame/golden-$$(basename $$(dirname $$f))"; done
 	@$(call run_fuzzer,rdzv_frame,$(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame)
