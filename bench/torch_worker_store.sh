@@ -10,13 +10,15 @@
 # PyTorch: TORCH_PYTHON, else the venv scripts/ensure-torch2.sh makes; skipped without one.
 # Everything runs under scripts/private-names.sh (TCPStore's server looks up client names).
 # Without PyTorch 2.x or a private mount namespace it prints why and exits 77 (skipped). It exits
-# 1 when a ddprun run fails: torchrun's failed restarts are its figure (counted in the last row),
-# ddprun's are not.
-#   BUILD=build bench/torch_worker_store.sh
+# 1 at the first ddprun run that fails (nothing is measured then): torchrun's failed restarts are
+# its figure (counted in the last row), ddprun's are not. Each run is bounded by RUN_TIMEOUT_S
+# (default 120); a torchrun run past it counts as failed.
+#   BUILD=build bench/torch_worker_store.sh        (RUNS=5, RUN_TIMEOUT_S=120 override)
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 RUNS=${RUNS:-5}
+RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-120}
 PY=${TORCH_PYTHON:-}
 [ -z "$PY" ] && [ -x .cache/torch2/bin/python ] && PY=.cache/torch2/bin/python
 if [ -z "$PY" ] || ! "$PY" -c 'import torch.distributed.run' 2>/dev/null; then
@@ -38,10 +40,10 @@ one() {
     mkdir -p "$d"
     case $kind in
     agent | own)
-        PYTHON_EXEC=$PY timeout -k 5 120 scripts/private-names.sh "$BUILD/ddprun" --standalone \
+        PYTHON_EXEC=$PY timeout -k 5 "$RUN_TIMEOUT_S" scripts/private-names.sh "$BUILD/ddprun" --standalone \
             --nproc_per_node=2 --max_restarts=1 --worker_store=$kind "$W" "$d" ;;
     torchrun)
-        timeout -k 5 120 scripts/private-names.sh "$PY" -m torch.distributed.run --standalone \
+        timeout -k 5 "$RUN_TIMEOUT_S" scripts/private-names.sh "$PY" -m torch.distributed.run --standalone \
             --nproc_per_node=2 --max_restarts=1 --monitor_interval=0.1 "$W" "$d" ;;
     esac >"$d/log" 2>&1
 }
@@ -56,6 +58,11 @@ for kind in agent own torchrun; do
         d=$TMP/$kind.$i
         if ! one $kind "$d" || [ ! -f "$d/r0.a1" ] || [ ! -f "$d/fail" ]; then
             echo "# $kind run $i failed: $(grep -m1 -oE '(RuntimeError|Error): .{0,160}' "$d/log")"
+            if [ "$kind" != torchrun ]; then
+                echo "# not measured: a ddprun run ($kind) failed; its log ends:"
+                tail -5 "$d/log" | sed 's/^/#   /'
+                exit 1
+            fi
             continue
         fi
         DONE[$kind]=$((DONE[$kind] + 1))

@@ -23,7 +23,7 @@ declare -A SMOKE=(
     [rdzv]="RUNS=1 JOIN_COUNTS=100"
     [scale]="COUNTS=200 KEEPALIVE_S=1 KEEPALIVE_SMALL_S=1 KEEP_ALIVE_MS=300 IDLE_CONNS=1000 TORCH_COUNTS=8 LIMIT=20"
     [store]="STORE_BENCH_QUICK=1 CLIENTS=1 SIZES=1024 IDLE_CONNS=1000"
-    [torch_worker_store]="RUNS=1"
+    [torch_worker_store]="RUNS=1 RUN_TIMEOUT_S=40"
     [train]="SAMPLES=2048"
 )
 # BREAK[name]: the program (under BUILD) that the failure run of bench/name.sh replaces.
