@@ -62,14 +62,6 @@ int ddp_strv_setenv(ddp_strv_t *sv, const char *name, const char *fmt, ...) {
     return strv_push_owned(sv, entry);
 }
 
-const char *ddp_strv_getenv(const ddp_strv_t *sv, const char *name) {
-    size_t nlen = strlen(name);
-    for (size_t i = 0; i < sv->n; i++)
-        if (strncmp(sv->v[i], name, nlen) == 0 && sv->v[i][nlen] == '=')
-            return sv->v[i] + nlen + 1;
-    return NULL;
-}
-
 void ddp_strv_free(ddp_strv_t *sv) {
     for (size_t i = 0; i < sv->n; i++)
         free(sv->v[i]);

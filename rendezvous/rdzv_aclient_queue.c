@@ -520,12 +520,6 @@ long rdzv_aclient_parse_u8(void *arg, const uint8_t *buf, size_t len, size_t *ne
     return fixed(1, len, need);
 }
 
-long rdzv_aclient_parse_u64(void *arg, const uint8_t *buf, size_t len, size_t *need) {
-    (void)arg;
-    (void)buf;
-    return fixed(8, len, need);
-}
-
 long rdzv_aclient_parse_blob(void *arg, const uint8_t *buf, size_t len, size_t *need) {
     (void)arg;
     return blob_end(buf, len, 0, need);

@@ -24,9 +24,6 @@ int ddp_strv_pushf(ddp_strv_t *sv, const char *fmt, ...) __attribute__((format(p
 int ddp_strv_setenv(ddp_strv_t *sv, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The value of NAME in an environment vector; borrowed, NULL when absent. */
-const char *ddp_strv_getenv(const ddp_strv_t *sv, const char *name);
-
 /* Frees every string and the vector; sv is left empty. */
 void ddp_strv_free(ddp_strv_t *sv);
 

@@ -146,10 +146,9 @@ int rdzv_aclient_raw(rdzv_aclient_t *c, const ddp_buf_t *frame, rdzv_reply_parse
                      unsigned flags, int timeout_ms, const char *what, rdzv_acb_t cb, void *arg,
                      ddp_err_t *err);
 
-/* Ready-made reply parsers for rdzv_aclient_raw (arg unused): a u8, a u64/i64, and a
- * u64-length-prefixed blob (at most 32 MiB). */
+/* Ready-made reply parsers for rdzv_aclient_raw (arg unused): a u8, and a u64-length-prefixed
+ * blob (at most 32 MiB). */
 long rdzv_aclient_parse_u8(void *arg, const uint8_t *buf, size_t len, size_t *need);
-long rdzv_aclient_parse_u64(void *arg, const uint8_t *buf, size_t len, size_t *need);
 long rdzv_aclient_parse_blob(void *arg, const uint8_t *buf, size_t len, size_t *need);
 
 /* Reads an 8-byte integer reply (ADD, DELETE, a raw u64). Returns 0 or DDP_EPROTO (len != 8). */
