@@ -4,30 +4,36 @@
  * counter and its seal are rdzv_acall.h's (rdzv_acall_barrier_*): the last arrival before any
  * seal passes the barrier; a node that saw the round end while at the barrier seals it, and every
  * node reads the same verdict from its own ADD's reply.
- *
- * phase \ event     | ARRIVAL'S REPLY: COUNTED / LAST / LATE / FAILED | SETTLE       | WAIT, SET,
- * SEAL
- * ------------------+-------------------------------------------------+--------------+------------------
- * NONE              | -                                               | seal ->      | -
- *                   |                                                 | SETTLING     |
- * ARRIVING          | wait -> COUNTED / release -> COUNTED /          | -> ARRIVING_ | -
- *                   | broken -> COUNTED / lost                        | SETTLING     |
- * ARRIVING_SETTLING | seal -> COUNTED_SETTLING / release, broken ->   | -            | -
- *                   | COUNTED_SETTLING / lost                         |              |
- * COUNTED           | -                                               | seal ->      | SLICE_END:
- * heart- |                                                 | COUNTED_     | beat, wait again; | |
- * SETTLING     | TIMED_OUT, DONE: |                                                 | | leave
- * COUNTED_SETTLING  | -                                               | -            | SLICE_END,
- *                   |                                                 |              | TIMED_OUT:
- * -; |                                                 |              | DONE: leave; | | | PASSED:
- * leave -> |                                                 |              | COUNTED; BROKEN: | |
- * | broken -> COUNTED; |                                                 |              |
- * SEAL_FAILED: lost SETTLING          | -                                               | - |
- * PASSED: leave -> |                                                 |              | NONE; BROKEN:
- *                   |                                                 |              | broken ->
- * NONE; |                                                 |              | SEAL_FAILED: lost
- *
- * ENTER: every phase -> ARRIVING, ADD 1 (failing to send: lost). RESET: every phase -> NONE.
+ */
+/* clang-format off */
+/*
+ * phase \ event     | ARRIVAL'S REPLY: COUNTED / LAST / LATE / FAILED | SETTLE        | WAIT, SET, SEAL
+ * ------------------+-------------------------------------------------+---------------+--------------------
+ * NONE              | -                                               | seal ->       | -
+ *                   |                                                 | SETTLING      |
+ * ARRIVING          | wait -> COUNTED / release -> COUNTED /          | -> ARRIVING_  | -
+ *                   | broken -> COUNTED / lost                        | SETTLING      |
+ * ARRIVING_SETTLING | seal -> COUNTED_SETTLING / release, broken ->   | -             | -
+ *                   | COUNTED_SETTLING / lost                         |               |
+ * COUNTED           | -                                               | seal ->       | SLICE_END: heart-
+ *                   |                                                 | COUNTED_      | beat, wait again;
+ *                   |                                                 | SETTLING      | TIMED_OUT, DONE:
+ *                   |                                                 |               | leave
+ * COUNTED_SETTLING  | -                                               | -             | SLICE_END,
+ *                   |                                                 |               | TIMED_OUT: -;
+ *                   |                                                 |               | DONE: leave;
+ *                   |                                                 |               | PASSED: leave ->
+ *                   |                                                 |               | COUNTED; BROKEN:
+ *                   |                                                 |               | broken -> COUNTED;
+ *                   |                                                 |               | SEAL_FAILED: lost
+ * SETTLING          | -                                               | -             | PASSED: leave ->
+ *                   |                                                 |               | NONE; BROKEN:
+ *                   |                                                 |               | broken -> NONE;
+ *                   |                                                 |               | SEAL_FAILED: lost
+ */
+/* clang-format on */
+
+/* ENTER: every phase -> ARRIVING, ADD 1 (failing to send: lost). RESET: every phase -> NONE.
  * "wait": WAIT on the done key, close_timeout from now, in slices (barrier_wait). "release": the
  * last arrival SETs the done key. "leave": EV_BARRIER_DONE (after the hosting agent's linger).
  * "broken": EV_BARRIER_BROKEN, the supervisor re-joins. "lost": the link's loss (LINK_EV_CLOSED),

@@ -11,28 +11,32 @@
  * the count. An agent's store ends with that agent: when it closes the connection it is only
  * checked (AGENT_EMBEDDED_CHECK_MS), and losing it ends the job. A store this agent hosts cannot
  * be lost, and store_reconnect_timeout=0 reconnects to none.
- *
- * phase \ event | CONNECTED         | CONNECT_FAILED       | CLOSED, SILENT        | RETRY      |
- * TICK
- * --------------+-------------------+----------------------+-----------------------+------------+-----------
- * UP            | -                 | "unable to join";    | counted at an agent's | -          |
- * heartbeat |                   | close -> STOPPED,    | store's barrier:      |            | (see
- *               |                   | EV_RDZV_ERROR        | EV_BARRIER_DONE; may  |            |
- * below) |                   |                      | reconnect: close, open|            | | | | ->
- * RECONNECTING (the  |            | |                   |                      | daemon's, or
- * SILENT)  |            | |                   |                      | or CHECKING (an       | | |
- * |                      | agent's, CLOSED),     |            | |                   | |
- * EV_STORE_LOST; else   |            | |                   |                      | -> LOST,
- * EV_RDZV_ERROR|            | RECONNECTING  | count it; both    | retry in 100 ms; out | retry in
- * 100 ms; out  | close,open,| - | made -> UP        | of time: close ->    | of time: close -> |
- * EV_STORE_  | |                   | STOPPED,EV_RDZV_ERROR| STOPPED,EV_RDZV_ERROR | LOST       |
- * CHECKING      | as RECONNECTING   | as RECONNECTING (its | as RECONNECTING       | as RECONN. | -
- *               |                   | agent is gone)       |                       |            |
- * LOST          | -                 | as UP                | -                     | -          |
- * heartbeat STOPPED       | -                 | -                    | -                     | - |
- * -
- *
- * STOP: every phase but STOPPED closes the connections and timers -> STOPPED. A failed open
+ */
+/* clang-format off */
+/*
+ * phase \ event | CONNECTED        | CONNECT_FAILED       | CLOSED, SILENT          | RETRY          | TICK
+ * --------------+------------------+----------------------+-------------------------+----------------+-----------
+ * UP            | -                | "unable to join";    | counted at an agent's   | -              | heartbeat
+ *               |                  | close -> STOPPED,    | store's barrier:        |                | (see below)
+ *               |                  | EV_RDZV_ERROR        | EV_BARRIER_DONE; may    |                |
+ *               |                  |                      | reconnect: close, open  |                |
+ *               |                  |                      | -> RECONNECTING (the    |                |
+ *               |                  |                      | daemon's, or SILENT) or |                |
+ *               |                  |                      | CHECKING (an agent's,   |                |
+ *               |                  |                      | CLOSED), EV_STORE_LOST; |                |
+ *               |                  |                      | else -> LOST,           |                |
+ *               |                  |                      | EV_RDZV_ERROR           |                |
+ * RECONNECTING  | count it; both   | retry in 100 ms; out | retry in 100 ms; out of | close, open,   | -
+ *               | made -> UP       | of time: close ->    | time: close -> STOPPED, | EV_STORE_LOST  |
+ *               |                  | STOPPED,EV_RDZV_ERROR| EV_RDZV_ERROR           |                |
+ * CHECKING      | as RECONNECTING  | as RECONNECTING (its | as RECONNECTING         | as RECONNECTING| -
+ *               |                  | agent is gone)       |                         |                |
+ * LOST          | -                | as UP                | -                       | -              | heartbeat
+ * STOPPED       | -                | -                    | -                       | -              | -
+ */
+/* clang-format on */
+
+/* STOP: every phase but STOPPED closes the connections and timers -> STOPPED. A failed open
  * (RETRY, or the first loss) ends the job as running out of time does. "heartbeat": a parked
  * JOIN gets the waiting line instead; an unanswered heartbeat is checked against the keep-alive
  * bound (SILENT past it, a BEAT_FOR on the spare connection after 1.5 intervals); else this
