@@ -21,6 +21,7 @@ for s in "${suites[@]}"; do
         continue
     fi
     echo "# suite $(basename "$s")"
+    t0=$(date +%s)
     out=$(mktemp)
     # A suite may ask for more than the default with a "# suite-timeout: SECONDS" line.
     limit=$(sed -n '1,5s/^# suite-timeout: \([0-9][0-9]*\)$/\1/p' "$s" | head -1)
@@ -40,6 +41,8 @@ for s in "${suites[@]}"; do
     passed=$((passed + p))
     failed=$((failed + f))
     skipped=$((skipped + k))
+    # What each suite costs, for keeping make test within its time budget.
+    echo "# suite $(basename "$s"): $(($(date +%s) - t0)) s"
     rm -f "$out"
 done
 echo "integration: $passed passed, $failed failed, $skipped skipped"
