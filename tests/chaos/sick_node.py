@@ -153,7 +153,12 @@ def check_fault(job, f, ev, hosts, bound, stats):
         if start is None:
             continue  # its agent was killed before it said so
         seen = [first_event(ev, h, "worker_group_failed", start)]
-        seen += [round_end_seen(ev, o, r, start) for o in hosts if o != h]
+        # Another host may have learnt that the round ended before this one even started its
+        # group (a second sick host failed first): from its own start of the round, then.
+        for o in hosts:
+            if o != h:
+                o_start = first_event(ev, o, "worker_group_started", f["t"], r)
+                seen.append(round_end_seen(ev, o, r, min(start, o_start or start)))
         alone = job.calm.get((h, r), False) and not any(
             o["kind"] in SLOWING and start - 0.5 < o["t"] <= start + bound for o in job.injected)
         if None in seen:
@@ -163,7 +168,7 @@ def check_fault(job, f, ev, hosts, bound, stats):
             else:
                 stats["unseen"] = stats.get("unseen", 0) + 1
             continue
-        det = max(seen) - start
+        det = max(0.0, max(seen) - start)
         f["detect_s"].append(det)
         stats["detected"] += 1
         stats["detect"].append(det)
