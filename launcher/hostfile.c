@@ -117,6 +117,15 @@ static long index_find(const host_index_t *ix, const char *name, size_t n) {
     return -1;
 }
 
+/* Puts v (1 + a host's index in h) in the first free slot of slot[0..cap) from its name's hash. */
+static void slot_put(const launch_hosts_t *h, uint32_t *slot, size_t cap, uint32_t v) {
+    const char *name = h->v[v - 1].name;
+    size_t j = name_hash(name, strlen(name)) & (cap - 1);
+    while (slot[j] != 0)
+        j = (j + 1) & (cap - 1);
+    slot[j] = v;
+}
+
 /* Records host number i of ix->h (not there yet), growing the table when it would pass half
  * full. Returns 0 or -ENOMEM. */
 static int index_add(host_index_t *ix, size_t i) {
@@ -125,24 +134,14 @@ static int index_add(host_index_t *ix, size_t i) {
         uint32_t *slot = calloc(cap, sizeof *slot);
         if (slot == NULL)
             return -ENOMEM;
-        for (size_t k = 0; k < ix->cap; k++) {
-            if (ix->slot[k] == 0)
-                continue;
-            const char *name = ix->h->v[ix->slot[k] - 1].name;
-            size_t j = name_hash(name, strlen(name)) & (cap - 1);
-            while (slot[j] != 0)
-                j = (j + 1) & (cap - 1);
-            slot[j] = ix->slot[k];
-        }
+        for (size_t k = 0; k < ix->cap; k++)
+            if (ix->slot[k] != 0)
+                slot_put(ix->h, slot, cap, ix->slot[k]);
         free(ix->slot);
         ix->slot = slot;
         ix->cap = cap;
     }
-    const char *name = ix->h->v[i].name;
-    size_t j = name_hash(name, strlen(name)) & (ix->cap - 1);
-    while (ix->slot[j] != 0)
-        j = (j + 1) & (ix->cap - 1);
-    ix->slot[j] = (uint32_t)i + 1;
+    slot_put(ix->h, ix->slot, ix->cap, (uint32_t)i + 1);
     return 0;
 }
 

@@ -902,19 +902,18 @@ static int run_result(const run_t *r) {
     if (r->start_failed)
         return 1;
     if (r->failed_rank >= 0) {
+        const host_t *h = &r->v[r->failed_rank];
+        int code = r->failed_code;
+        const char *note = "";
         for (size_t i = 0; i < r->hosts.n; i++)
             if (r->v[i].root_cause) {
-                const host_t *h = &r->v[i];
-                int code =
-                    WIFEXITED(h->status) ? WEXITSTATUS(h->status) : 128 + WTERMSIG(h->status);
-                fprintf(stderr,
-                        "ddprun: the job failed on host %s (node_rank %d): exit %d; the root cause "
-                        "was there\n",
-                        h->h->name, h->rank, code);
-                return r->failed_code == 255 ? 1 : r->failed_code;
+                h = &r->v[i];
+                code = WIFEXITED(h->status) ? WEXITSTATUS(h->status) : 128 + WTERMSIG(h->status);
+                note = "; the root cause was there";
+                break;
             }
-        fprintf(stderr, "ddprun: the job failed on host %s (node_rank %d): exit %d\n",
-                r->hosts.v[r->failed_rank].name, r->failed_rank, r->failed_code);
+        fprintf(stderr, "ddprun: the job failed on host %s (node_rank %d): exit %d%s\n", h->h->name,
+                h->rank, code, note);
         return r->failed_code == 255 ? 1 : r->failed_code;
     }
     return 0;

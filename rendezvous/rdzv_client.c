@@ -332,11 +332,12 @@ static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *e
                            .run_id = o->run_id,
                            .ping_nonce = c->ping_seq};
     int rc = rdzv__handshake_hello_encode(&hs, &c->w);
+    if (rc == DDP_EUSAGE && o->token_len > RDZV_TOKEN_MAX_LEN)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: token longer than %zu bytes", c->peer,
+                           RDZV_TOKEN_MAX_LEN);
     if (rc == DDP_EUSAGE)
-        return ddp_err_set(err, DDP_EUSAGE,
-                           "%s: token longer than %zu bytes, or the run id empty or longer than "
-                           "%d",
-                           c->peer, RDZV_TOKEN_MAX_LEN, RDZV_RUN_ID_MAX);
+        return ddp_err_set(err, DDP_EUSAGE, "%s: run id of %zu bytes: expected 1..%d", c->peer,
+                           strlen(o->run_id), RDZV_RUN_ID_MAX);
     if (rc == DDP_EAUTH)
         return ddp_err_set(err, DDP_EAUTH, "%s: libcrypto has no randomness", c->peer);
     if (rc < 0)

@@ -106,6 +106,22 @@ static uint64_t restart_backoff(int64_t k) {
     return ms < RDZV_RESTART_BACKOFF_MAX_MS ? ms : RDZV_RESTART_BACKOFF_MAX_MS;
 }
 
+/* Whether run r collects joiners for a round (JOINING or LAST_CALL): else its joiners are spares
+ * (RUNNING at max_nodes) or answered spares of a run that ended (FAILED, DONE). */
+static int run_collecting(const rdzv_run_t *r) {
+    return r->state == RDZV_RUN_JOINING || r->state == RDZV_RUN_LAST_CALL;
+}
+
+/* Answers member m's parked JOIN with an error (DDP_E* code, text). The action's room was reserved
+ * by the event (event_reserve). */
+static void reply_err(const rdzv_run_t *r, const rdzv_member_t *m, int code, const char *text,
+                      rdzv_actions_t *out) {
+    rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
+    a->code = code;
+    rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+    rdzv__copy_str(a->text, sizeof a->text, text);
+}
+
 /* Removes joiner only, keeping join order. O(njoin). */
 static void joiners_remove(rdzv_run_t *r, rdzv_member_t *only) {
     size_t k = 0;
@@ -139,7 +155,7 @@ static void round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_ac
  * still to come back (connected, not re-joined): the spares and new nodes waiting must not take
  * their places (group_pick puts them first); last call bounds the wait for them. */
 static void run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out) {
-    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
+    if (!run_collecting(r))
         return;
     size_t n = joiners_parked(r);
     int full = (int64_t)n >= r->cfg.max_nodes && r->nidle == 0;
@@ -281,10 +297,7 @@ static void joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char 
             r->joiners[kept++] = r->joiners[i];
             continue;
         }
-        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, r->joiners[i]->id);
-        a->code = code;
-        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
-        rdzv__copy_str(a->text, sizeof a->text, text);
+        reply_err(r, r->joiners[i], code, text, out);
         rdzv__member_free(rs, r->joiners[i], now_ms);
     }
     r->njoin = kept;
@@ -779,7 +792,7 @@ static void lost_names(const rdzv_runs_t *rs, const rdzv_run_t *r, char *text, s
  * JOIN again (a spare's keep-alive: one that is gone does not come back and is dropped). A
  * FAILED or DONE run holds only answered spares, dropped after that bound. */
 static uint64_t joiner_bound(const rdzv_run_t *r) {
-    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL)
+    if (!run_collecting(r))
         return (uint64_t)(r->cfg.keep_alive_interval_ms * r->cfg.keep_alive_max_attempt);
     return (uint64_t)r->cfg.join_timeout_ms;
 }
@@ -802,10 +815,7 @@ static void spares_answer(rdzv_runs_t *rs, rdzv_run_t *r, size_t k, uint64_t now
             rdzv__member_free(rs, m, now_ms);
             continue;
         }
-        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
-        a->code = DDP_ERDZV_SPARE;
-        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
-        rdzv__copy_str(a->text, sizeof a->text, text);
+        reply_err(r, m, DDP_ERDZV_SPARE, text, out);
         m->answered = 1;
         m->join_ms = now_ms;
         r->nanswered++;
@@ -830,12 +840,11 @@ static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv
         k++;
     if (k == 0)
         return;
-    if (r->state != RDZV_RUN_JOINING && r->state != RDZV_RUN_LAST_CALL) {
+    if (!run_collecting(r)) {
         spares_answer(rs, r, k, now_ms, out);
         return;
     }
     char text[RDZV_ROUND_TEXT_MAX], dur[32];
-    int code = DDP_ETIMEOUT;
     fmt_ms(dur, sizeof dur, r->cfg.join_timeout_ms);
     snprintf(text, sizeof text,
              "rendezvous '%s' round %lld: %zu of min %lld nodes joined "
@@ -849,10 +858,7 @@ static void joiners_expire(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv
             rdzv__member_free(rs, m, now_ms);
             continue;
         }
-        rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_REPLY_ERR, m->id);
-        a->code = code;
-        rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
-        rdzv__copy_str(a->text, sizeof a->text, text);
+        reply_err(r, m, DDP_ETIMEOUT, text, out);
         rdzv__member_free(rs, m, now_ms);
     }
     memmove(r->joiners, r->joiners + k, (r->njoin - k) * sizeof *r->joiners);

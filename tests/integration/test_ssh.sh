@@ -45,6 +45,14 @@ done
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 running() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+# wait_launcher PID: waits for the launcher PID (a child of this shell) to end, SIGKILLs it past
+# 20 s, and returns its exit status.
+wait_launcher() {
+    local i
+    for i in $(seq 400); do running "$1" || break; sleep 0.05; done
+    running "$1" && kill -KILL "$1"
+    wait "$1"
+}
 
 # ------------------------------------------------------------------------------------ hosts
 HOSTS="a b c"
@@ -252,9 +260,7 @@ for sig in INT TERM; do
     fi
     kill -$sig $lp
     t=$(now_ms)
-    for i in $(seq 400); do running $lp || break; sleep 0.05; done
-    running $lp && kill -KILL $lp
-    wait $lp
+    wait_launcher $lp
     rc=$?
     took=$(($(now_ms) - t))
     saved=$(grep -c '^\[node.:[0-5]\]:saved [0-5]$' "$D/sig.out")
@@ -284,9 +290,7 @@ u2=$?
 running $lp
 alive=$?
 kill -TERM $lp 2>/dev/null
-for i in $(seq 400); do running $lp || break; sleep 0.05; done
-running $lp && kill -KILL $lp
-wait $lp
+wait_launcher $lp
 rc=$?
 [ $u1 = 0 ] && [ $u2 = 0 ] && [ $alive = 0 ] && [ $rc = 143 ]
 verdict "SIGUSR1 and SIGUSR2 at the launcher reach both hosts' workers, the job runs on, SIGTERM ends it (rc $rc)" ||
@@ -305,9 +309,7 @@ kill -INT $lp
 wait_for "$D/k2.err" 'forwarding it to 1 worker' 10
 kill -INT $lp
 t=$(now_ms)
-for i in $(seq 400); do running $lp || break; sleep 0.05; done
-running $lp && kill -KILL $lp
-wait $lp
+wait_launcher $lp
 rc=$?
 took=$(($(now_ms) - t))
 # The moment the launcher has returned: no agent and no worker on any host.
@@ -420,9 +422,7 @@ sleep 13
 n=$(job_procs | grep -cE '^[ab]:.*sleep 120')
 kill -CONT $lp
 kill -TERM $lp
-for i in $(seq 400); do running $lp || break; sleep 0.05; done
-running $lp && kill -KILL $lp
-wait $lp
+wait_launcher $lp
 rc=$?
 [ $started = 0 ] && [ "$state" = T ] && [ "$n" = 2 ] && [ $rc = 143 ]
 verdict "Ctrl-Z at the launcher: it stops ($state), both workers still run 13 s later ($n of 2), SIGTERM after SIGCONT ends the job (rc $rc)" ||
