@@ -55,20 +55,24 @@ unset FW_DIR FW_SLEEP_MS
 
 # 1b. ddprun status shows the run's round, node counts, members and states (table and --json;
 # every member with --all, the first 20 without).
+# The workers run until the status commands are done (the agents are stopped then): however
+# slow the machine, the store is there for every one of them.
 PORT=$(free_port); RUN=stat; d=$TMP/stat; mkdir -p "$d"
-export FW_DIR=$d FW_SLEEP_MS=1500
+export FW_DIR=$d FW_SLEEP_MS=30000
 agent st0 2 "$FW"; a=$LAST; agent st1 2 "$FW"; b=$LAST
-for i in $(seq 100); do [ -f "$d/env.3.0" ] && [ -f "$d/env.0.0" ] && break; sleep 0.05; done
+for i in $(seq 200); do [ -f "$d/env.3.0" ] && [ -f "$d/env.0.0" ] && break; sleep 0.05; done
 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=stat >"$TMP/stat.txt" 2>&1
 "$DDPRUN" status --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id stat --json >"$TMP/stat.json" 2>&1
 "$DDPRUN" status --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id stat --all >"$TMP/stat_all.txt" 2>&1
 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=nosuch >"$TMP/stat2.txt" 2>&1; src=$?
+kill -TERM $a $b 2>/dev/null
 wait $a; wait $b
 grep -q "run stat: round 0, RUNNING" "$TMP/stat.txt" && \
     grep -qx "nodes 2: 2 running, 0 joining, 0 spare, 0 idle" "$TMP/stat.txt" && \
     [ "$(grep -cE '^[01] +127.0.0.1 +2 +running' "$TMP/stat.txt")" = 2 ] &&
     cmp -s "$TMP/stat.txt" "$TMP/stat_all.txt"
-verdict "ddprun status: round 0 RUNNING, the node counts and 2 member rows (the same with --all)"
+verdict "ddprun status: round 0 RUNNING, the node counts and 2 member rows (the same with --all)" ||
+    show_tail "$TMP/stat.txt" "$TMP/stat_all.txt" "$TMP/st0.out"
 json_ok() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["state"]=="RUNNING" and len(d["members"])==2 and d["nodes"]["total"]==2' "$TMP/stat.json"; }
 check "ddprun status --json is valid JSON with 2 members and their count" json_ok
 [ $src = 1 ] && grep -q "nosuch" "$TMP/stat2.txt"
