@@ -478,7 +478,7 @@ done
 wait $s0; r0=$?; wait $s1; r1=$?
 g_of() { grep '^GROUP_RANK=' "$d/env.$1.0" | cut -d= -f2; }
 [ "$r0" = 0 ] && [ "$r1" = 0 ]
-verdict "static backend: both nodes exit 0"
+verdict "static backend: both nodes exit 0" || show_tail "$TMP/static0.out" "$TMP/static1.out"
 [ "$(g_of 2)" = 1 ] && [ "$(g_of 3)" = 1 ] && [ "$(g_of 0)" = 0 ]
 verdict "static backend: --node_rank decides the ranks (node 1 started first has ranks 2,3)"
 unset FW_DIR FW_SLEEP_MS
