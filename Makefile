@@ -57,7 +57,11 @@ CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 # Only the public headers (each library's include/) are on every object's path; a module's own
 # directory (its private *_int.h headers) is added for its own objects and tests in its module.mk.
-PUBLIC_INCLUDES := -Icommon/include -Irendezvous/include -Iworker_template/include -Iagent/include
+# The store's public headers: its clients, its server, the protocol they share. The round machine
+# (rendezvous/round/include) is the server's alone.
+RDZV_PUBLIC_INCLUDES := -Irendezvous/protocol/include -Irendezvous/client/include \
+    -Irendezvous/server/include
+PUBLIC_INCLUDES := -Icommon/include $(RDZV_PUBLIC_INCLUDES) -Iworker_template/include -Iagent/include
 CPPFLAGS += -D_GNU_SOURCE $(PUBLIC_INCLUDES)
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=c11 -fPIC $(WARN) -MMD -MP $(PKG_CFLAGS)
@@ -227,7 +231,7 @@ lint:
 	scripts/check-license.sh
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-	    -D_GNU_SOURCE $(PUBLIC_INCLUDES) -Irendezvous $$(git ls-files '*.c')
+	    -D_GNU_SOURCE $(PUBLIC_INCLUDES) $(RDZV_PRIVATE_INCLUDES) $$(git ls-files '*.c')
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -19,11 +19,11 @@
 #include "ddp_addr.h"
 #include "ddp_contract.h"
 #include "ddp_log.h"
-#include "rdzv_acall.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_client.h"
 #include "rdzv_layout.h"
 #include "rdzv_proto.h"
+#include "rdzv_round_calls.h"
 #include "rdzv_server.h"
 
 /* Slack on top of join_timeout for the parked JOIN: the server answers at join_timeout itself. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The exit barrier of a round as a phase x event -> action table: the nodes whose workers
  * succeeded leave together, within close_timeout, and only if every node of the round did. The
- * counter and its seal are rdzv_acall.h's (rdzv_acall_barrier_*): the last arrival before any
+ * counter and its seal are rdzv_round_calls.h's (rdzv_acall_barrier_*): the last arrival before any
  * seal passes the barrier; a node that saw the round end while at the barrier seals it, and every
  * node reads the same verdict from its own ADD's reply.
  */
@@ -46,7 +46,7 @@
 #include <limits.h>
 
 #include "ddp_log.h"
-#include "rdzv_acall.h"
+#include "rdzv_round_calls.h"
 
 typedef void (*barrier_action_t)(struct agent_rdzv *r, int status, const char *errtext);
 

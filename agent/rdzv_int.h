@@ -18,7 +18,7 @@
 
 #include "agent_int.h"
 #include "ddp_escape.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_proto.h"
 
 /* Room for one text from the store escaped for the log (a reply's error text is at most 1024

@@ -52,8 +52,8 @@
 
 #include "ddp_contract.h"
 #include "ddp_log.h"
-#include "rdzv_acall.h"
 #include "rdzv_client.h"
+#include "rdzv_round_calls.h"
 
 /* Between two tries to reach a lost store when one failed past its connect (a dying daemon's
  * listener can still accept, then close). */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ddp_err.h"
-#include "rdzv_round_int.h"
+#include "rdzv_round.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

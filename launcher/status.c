@@ -18,7 +18,7 @@
 #include "ddp_escape.h"
 #include "launch_int.h"
 #include "launch_spec.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_client.h"
 #include "rdzv_proto.h"
 

@@ -1,22 +1,47 @@
 # SPDX-License-Identifier: Apache-2.0
-# rendezvous/: the store. librdzv.a (codec, auth, server, client), the ddp-rendezvous daemon,
-# its unit tests, integration helpers, benchmark and libFuzzer target.
-RDZV_LIB_SRCS := rendezvous/rdzv_frame.c rendezvous/rdzv_auth.c rendezvous/rdzv_server.c \
-                 rendezvous/rdzv_client.c rendezvous/rdzv_round.c rendezvous/rdzv_runs.c \
-                 rendezvous/rdzv_round_status.c rendezvous/rdzv_round_hosts.c \
-                 rendezvous/rdzv_aclient.c rendezvous/rdzv_aclient_queue.c \
-                 rendezvous/rdzv_aclient_calls.c \
-                 rendezvous/rdzv_acall.c \
-                 rendezvous/rdzv_keys.c rendezvous/rdzv_conn.c rendezvous/rdzv_cmds.c \
-                 rendezvous/rdzv_server_round.c rendezvous/rdzv_metrics.c \
-                 rendezvous/rdzv_server_thread.c rendezvous/rdzv_proto.c rendezvous/rdzv_layout.c
+# rendezvous/: the store, in four parts, each with its public headers in include/ and its private
+# ones beside its sources (docs/ARCHITECTURE.md, "The rendezvous store"):
+#   protocol/  what the server and the clients agree on: the frame codec, the limits, the
+# \
+    handshake and tokens, the rendezvous commands' codec, the key layout
+#   round/ \
+    the round machine: rendezvous runs as pure logic (no I/O), fed decoded requests
+#   server/    the store served on a libuv loop (connections, keys, commands, metrics) and the
+# \
+    ddp-rendezvous daemon
+#   client/    the blocking client, the libuv client and the typed round calls over it
+# Arrows run one way: protocol <- round <- server, protocol <- client. One archive, librdzv.a,
+# holds them all.
+RDZV_PROTOCOL_SRCS := $(addprefix rendezvous/protocol/,rdzv_frame.c rdzv_auth.c rdzv_proto.c \
+    rdzv_layout.c)
+RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_runs.c rdzv_round_status.c \
+    rdzv_round_hosts.c)
+RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_conn.c rdzv_cmds.c \
+    rdzv_keys.c rdzv_server_round.c rdzv_metrics.c rdzv_server_thread.c)
+RDZV_CLIENT_SRCS := $(addprefix rendezvous/client/,rdzv_blocking_client.c rdzv_async_client.c \
+    rdzv_async_queue.c rdzv_async_store_calls.c rdzv_round_calls.c)
+RDZV_LIB_SRCS := $(RDZV_PROTOCOL_SRCS) $(RDZV_ROUND_SRCS) $(RDZV_SERVER_SRCS) $(RDZV_CLIENT_SRCS)
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
-INSTALL_HEADERS += rendezvous/include/rdzv_client.h rendezvous/include/rdzv_server.h \
-    rendezvous/include/rdzv_proto.h rendezvous/include/rdzv_layout.h
+INSTALL_HEADERS += rendezvous/client/include/rdzv_client.h rendezvous/server/include/rdzv_server.h \
+    rendezvous/protocol/include/rdzv_proto.h rendezvous/protocol/include/rdzv_layout.h \
+    rendezvous/protocol/include/rdzv_token.h
+
+# Each part's objects see its own private headers; round/, server/ and client/ also see
+# protocol/'s (the frame codec, limits and handshake are the store's wire, private to
+# rendezvous/), and the server sees the round machine's interface.
+$(call objs,$(RDZV_PROTOCOL_SRCS)): CPPFLAGS += -Irendezvous/protocol
+$(call objs,$(RDZV_ROUND_SRCS)): CPPFLAGS += -Irendezvous/round -Irendezvous/round/include \
+    -Irendezvous/protocol
+$(call objs,$(RDZV_SERVER_SRCS) rendezvous/server/main.c): CPPFLAGS += -Irendezvous/server \
+    -Irendezvous/round/include -Irendezvous/protocol
+$(call objs,$(RDZV_CLIENT_SRCS)): CPPFLAGS += -Irendezvous/client -Irendezvous/protocol
+# The store's own tests, benchmarks and fuzzers speak raw frames and drive the round machine.
+RDZV_PRIVATE_INCLUDES := -Irendezvous/protocol -Irendezvous/round -Irendezvous/round/include \
+    -Irendezvous/server -Irendezvous/client
 
 BINS += $(BUILD)/ddp-rendezvous
-$(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/server/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)
 
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_frame $(BUILD)/tests/unit/test_rdzv_client
@@ -30,26 +55,24 @@ $(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
     -Wl,--wrap=setsockopt
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
-    $(BUILD)/obj/rendezvous/rdzv_round.o $(BUILD)/obj/rendezvous/rdzv_runs.o \
-    $(BUILD)/obj/rendezvous/rdzv_round_status.o $(BUILD)/obj/rendezvous/rdzv_round_hosts.o \
-    $(BUILD)/obj/rendezvous/rdzv_proto.o \
-    $(BUILD)/obj/rendezvous/rdzv_layout.o $(BUILD)/obj/rendezvous/rdzv_frame.o \
+    $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \
+    $(BUILD)/obj/rendezvous/protocol/rdzv_layout.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
     $(BUILD)/libddpcommon.a
-UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_aclient $(BUILD)/tests/unit/test_rdzv_acall
-$(BUILD)/tests/unit/test_rdzv_aclient: $(BUILD)/obj/tests/unit/test_rdzv_aclient.o \
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_async_client $(BUILD)/tests/unit/test_rdzv_round_calls
+$(BUILD)/tests/unit/test_rdzv_async_client: $(BUILD)/obj/tests/unit/test_rdzv_async_client.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
-$(BUILD)/tests/unit/test_rdzv_acall: $(BUILD)/obj/tests/unit/test_rdzv_acall.o \
+$(BUILD)/tests/unit/test_rdzv_round_calls: $(BUILD)/obj/tests/unit/test_rdzv_round_calls.o \
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/obj/tests/unit/test_rdzv_%.o: CFLAGS += $(CMOCKA_CFLAGS)
-$(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += -Irendezvous
+$(BUILD)/obj/tests/unit/test_rdzv_%.o: CPPFLAGS += $(RDZV_PRIVATE_INCLUDES)
 
 # The store's frame codec (rdzv_frame_int.h), limits and handshake stay private: programs outside
-# rendezvous/ use the clients (rdzv_client.h, rdzv_aclient.h) and the rendezvous codec
+# rendezvous/ use the clients (rdzv_client.h, rdzv_async_client.h) and the rendezvous codec
 # (rdzv_proto.h). The store's own benchmarks, test helpers and fuzzers below speak raw frames, so
-# they alone get -Irendezvous.
+# they alone get its private headers.
 $(BUILD)/obj/bench/bench_floor.o $(BUILD)/obj/bench/rdzv_sim.o $(BUILD)/obj/bench/bench_store.o \
     $(BUILD)/obj/bench/bench_rdzv_scale.o $(BUILD)/obj/tests/helpers/store_hostile.o: \
-    CPPFLAGS += -Irendezvous
+    CPPFLAGS += $(RDZV_PRIVATE_INCLUDES)
 
 # Integration helpers (tests/integration/test_store.sh drives them).
 STORE_HELPERS := store_client store_hostile store_swarm
@@ -83,18 +106,19 @@ run_fuzzer = echo "  FUZZ    $(1) for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz_$
 fuzz:
 	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_frame $(FUZZ_DIR)/artifacts/
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_frame"
-	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
+	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include $(RDZV_PUBLIC_INCLUDES) $(RDZV_PRIVATE_INCLUDES) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    fuzz/fuzz_rdzv_frame.c rendezvous/rdzv_frame.c rendezvous/rdzv_proto.c common/ddp_err.c \
+	    fuzz/fuzz_rdzv_frame.c rendezvous/protocol/rdzv_frame.c rendezvous/protocol/rdzv_proto.c common/ddp_err.c \
 	    common/ddp_buf.c common/ddp_parse.c common/ddp_escape.c -o $(FUZZ_DIR)/fuzz_rdzv_frame
 	@for f in tests/data/rdzv/*/input.bin; do \
 	    cp "$$f" "$(FUZZ_DIR)/corpus/rdzv_frame/golden-$$(basename $$(dirname $$f))"; done
 	@$(call run_fuzzer,rdzv_frame,$(FUZZ_DIR)/corpus/rdzv_frame fuzz/corpus/rdzv_frame)
 	@mkdir -p $(FUZZ_DIR)/corpus/rdzv_round
 	@echo "  FUZZCC  $(FUZZ_DIR)/fuzz_rdzv_round"
-	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include -Irendezvous/include -Irendezvous \
+	@$(FUZZ_CC) -g -O1 -std=c11 -D_GNU_SOURCE -Icommon/include $(RDZV_PUBLIC_INCLUDES) $(RDZV_PRIVATE_INCLUDES) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    fuzz/fuzz_rdzv_round.c rendezvous/rdzv_round.c rendezvous/rdzv_runs.c rendezvous/rdzv_round_status.c rendezvous/rdzv_round_hosts.c rendezvous/rdzv_proto.c rendezvous/rdzv_frame.c common/ddp_err.c \
+	    fuzz/fuzz_rdzv_round.c $(RDZV_ROUND_SRCS) rendezvous/protocol/rdzv_proto.c \
+	    rendezvous/protocol/rdzv_frame.c common/ddp_err.c \
 	    common/ddp_buf.c common/ddp_parse.c common/ddp_escape.c $(shell $(PKG_CONFIG) --cflags --libs jansson) \
 	    -o $(FUZZ_DIR)/fuzz_rdzv_round
 	@$(call run_fuzzer,rdzv_round,$(FUZZ_DIR)/corpus/rdzv_round)

@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checks the include graph between ddprun's libraries (docs/ARCHITECTURE.md, "Layers").
 
-Each library directory (common, rendezvous, worker_template, agent, launcher) has public headers
-under <dir>/include/ and private ones beside its sources. This prints one TAP line per rule:
+Each library directory (common, the four parts of rendezvous, worker_template, agent, launcher)
+has public headers under <dir>/include/ and private ones beside its sources. This prints one TAP
+line per rule:
   - a library includes only its own headers and other libraries' public headers (no *_int.h or
-    other private header of another library);
+    other private header of another library), with one exception: the store's wire (the private
+    headers of rendezvous/protocol: frame codec, limits, handshake) is shared by the store's
+    other parts and no one else;
   - the dependencies between libraries form no cycle, and each is one the layering allows.
 tests/, bench/ and fuzz/ are clients, not libraries: they may use any public header, and the
 store's own tests may use its private ones (rendezvous/module.mk says which).
@@ -14,15 +17,23 @@ import os
 import re
 import sys
 
-LIBS = ["common", "rendezvous", "worker_template", "agent", "launcher"]
-# The allowed edges: a library may depend on those listed (and, through them, on theirs).
+PROTOCOL, ROUND, SERVER, CLIENT = (
+    "rendezvous/protocol", "rendezvous/round", "rendezvous/server", "rendezvous/client")
+LIBS = ["common", PROTOCOL, ROUND, SERVER, CLIENT, "worker_template", "agent", "launcher"]
+# The allowed edges: a library may depend on those listed (and, through them, on theirs). The
+# round machine is the server's alone: programs outside the store speak to it through a client.
 ALLOWED = {
     "common": set(),
-    "rendezvous": {"common"},
-    "worker_template": {"rendezvous", "common"},
-    "agent": {"rendezvous", "common"},
-    "launcher": {"agent", "rendezvous", "common"},
+    PROTOCOL: {"common"},
+    ROUND: {PROTOCOL, "common"},
+    SERVER: {ROUND, PROTOCOL, "common"},
+    CLIENT: {PROTOCOL, "common"},
+    "worker_template": {CLIENT, PROTOCOL, "common"},
+    "agent": {SERVER, CLIENT, PROTOCOL, "common"},
+    "launcher": {"agent", SERVER, CLIENT, PROTOCOL, "common"},
 }
+# Private headers a library shares with the libraries listed, and with no one else.
+SHARED_PRIVATE = {PROTOCOL: {ROUND, SERVER, CLIENT}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -60,7 +71,7 @@ def main():
                     if owner == lib:
                         continue
                     edges[lib].add(owner)
-                    if not public:
+                    if not public and lib not in SHARED_PRIVATE.get(owner, ()):
                         problems.append(f"{rel} includes {owner}'s private header {inc}")
                     if owner not in ALLOWED[lib]:
                         problems.append(f"{rel} includes {inc}: {lib} may not depend on {owner}")

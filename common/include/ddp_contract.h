@@ -30,7 +30,7 @@
 #define DDP_USE_AGENT_STORE_NO "False"
 
 /* ---- ddprun's own, for the worker library ---- */
-/* The agent's store, in ddprun's protocol (rendezvous/rdzv_client.h). */
+/* The agent's store, in ddprun's protocol (rendezvous/client/include/rdzv_client.h). */
 #define DDP_ENV_STORE_ADDR "DDPRUN_STORE_ADDR"
 #define DDP_ENV_STORE_PORT "DDPRUN_STORE_PORT"
 #define DDP_ENV_RUN_ID "DDPRUN_RUN_ID"

@@ -21,8 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rdzv_acall.h"
 #include "rdzv_int.h"
+#include "rdzv_round_calls.h"
 
 /* ---- what rdzv_link.c did, recorded by the stand-ins below ---- */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * Unit tests of the rendezvous state machines (rendezvous/rdzv_round.c): rounds closing on last
- * call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound, a
- * 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x56. Time is
+ * Unit tests of the rendezvous state machines (rendezvous/round/rdzv_round.c): rounds closing on
+ * last call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound,
+ * a 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x56. Time is
  * simulated: every event gets its own now_ms. */
 #include <errno.h>
 #include <jansson.h>
@@ -20,7 +20,7 @@
 #include "ddp_buf.h"
 #include "ddp_err.h"
 #include "rdzv_layout.h"
-#include "rdzv_round_int.h"
+#include "rdzv_round.h"
 
 /* ---- helpers ---- */
 

@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_acall: the rendezvous requests (rdzv_proto.h) and the exit barrier as typed asynchronous
- * calls on an rdzv_aclient connection. Each call encodes its request, sends it, decodes the reply
- * and checks that the reply answers this command, so that a program taking part in rounds (the
- * agent) never builds or parses a frame, nor names a key of the store's layout (rdzv_layout.h).
+ * rdzv_round_calls: the rendezvous requests (rdzv_proto.h) and the exit barrier as typed
+ * asynchronous calls on an rdzv_aclient connection. Each call encodes its request, sends it,
+ * decodes the reply and checks that the reply answers this command, so that a program taking part
+ * in rounds (the agent) never builds or parses a frame, nor names a key of the store's layout
+ * (rdzv_layout.h).
  *
  * The connection rules are rdzv_aclient's: calls on one connection are answered in order, a
  * JOIN parks (nothing after it is sent until it is answered), and the callback runs from the
  * loop exactly once for each call that returned 0. */
-#ifndef RDZV_ACALL_H
-#define RDZV_ACALL_H
+#ifndef RDZV_ROUND_CALLS_H
+#define RDZV_ROUND_CALLS_H
 
 #include <stdint.h>
 
 #include "ddp_err.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_proto.h"
 
 /* Completion of one call. status 0: rep is the decoded reply to the call's own command (its

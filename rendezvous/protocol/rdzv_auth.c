@@ -19,9 +19,9 @@
 #include "ddp_contract.h"
 #include "ddp_err.h"
 #include "ddp_escape.h"
-#include "rdzv_client.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_proto.h"
+#include "rdzv_token.h"
 
 static const char *const role_labels[] = {"ddprun-store-auth-v1 client",
                                           "ddprun-store-auth-v1 server"};

@@ -4,8 +4,8 @@
  * wire codec of the rendezvous commands 0x50-0x58 is rdzv_proto.h.
  * No sockets, no clock reads: the server passes events and the time in and carries out the
  * actions that come back (reply to a member, SET the round's end key, close a connection). */
-#ifndef RDZV_ROUND_INT_H
-#define RDZV_ROUND_INT_H
+#ifndef RDZV_ROUND_H
+#define RDZV_ROUND_H
 
 #include <stddef.h>
 #include <stdint.h>

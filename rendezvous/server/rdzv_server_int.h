@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_server_int: what the files of the store share (internal to rendezvous/): the server, its
- * connections, the key table's entries and parked waiters, the memory account, and the functions
- * that cross files.
+ * rdzv_server_int: what the files of the store share (private to rendezvous/server/): the server,
+ * its connections, the key table's entries and parked waiters, the memory account, and the
+ * functions that cross files.
  *
  *   rdzv_server.c        lifecycle: options, listening socket, accept, handshake deadline, close
  *   rdzv_conn.c          one connection's I/O: accept, read, write, close, replies, limits
@@ -24,7 +24,7 @@
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"
 #include "rdzv_proto.h"
-#include "rdzv_round_int.h"
+#include "rdzv_round.h"
 #include "rdzv_server.h"
 
 enum { ST_NEW = 0, ST_AUTH = 1, ST_READY = 2 };

@@ -24,12 +24,12 @@
 #include "ddp_err.h"
 #include "ddp_net.h"
 #include "ddp_time.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_server.h"
 #include "syn_blackhole.h"
 
-#include "aclient_fixture.h"
+#include "async_client_fixture.h"
 
 /* ---- tests ---- */
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_aclient: the asynchronous store client's connection, from rdzv_aclient_connect to the
- * free after rdzv_aclient_close (rdzv_aclient.h; the states and timers are described in
- * rdzv_aclient_int.h). It resolves and connects with retries under one budget, runs the
+ * rdzv_async_client: the asynchronous store client's connection, from rdzv_aclient_connect to the
+ * free after rdzv_aclient_close (rdzv_async_client.h; the states and timers are described in
+ * rdzv_async_int.h). It resolves and connects with retries under one budget, runs the
  * VALIDATE/HMAC handshake through the request queue's own lists, reports the end of the connect
  * phase and the loss of an established connection, and releases the handles. Apart from the
- * queue (rdzv_aclient_queue.c) because a connection's life is a state machine of its own (states
- * in rdzv_aclient_int.h), while the queue only asks whether the connection is up. */
+ * queue (rdzv_async_queue.c) because a connection's life is a state machine of its own (states
+ * in rdzv_async_int.h), while the queue only asks whether the connection is up. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 
 #include "ddp_contract.h"
 #include "ddp_net.h"
-#include "rdzv_aclient_int.h"
+#include "rdzv_async_int.h"
 #include "rdzv_auth_int.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"

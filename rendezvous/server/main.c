@@ -21,9 +21,9 @@
 #include "ddp_err.h"
 #include "ddp_log.h"
 #include "ddp_parse.h"
-#include "rdzv_client.h"
 #include "rdzv_limits.h"
 #include "rdzv_server.h"
+#include "rdzv_token.h"
 
 static const char usage_text[] =
     "usage: ddp-rendezvous [--host ADDR] [--port PORT] (--token-file FILE | --no-auth)\n"

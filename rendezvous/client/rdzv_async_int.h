@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_aclient_int: what the files of the asynchronous store client (rdzv_aclient.h) share,
- * internal to rendezvous/: the client, its requests, and the functions that cross files.
+ * rdzv_async_int: what the files of the asynchronous store client (rdzv_async_client.h) share,
+ * private to rendezvous/client/: the client, its requests, and the functions that cross files.
  *
- *   rdzv_aclient.c        the connection's life: connect (resolve, retry with backoff), the
- *                         VALIDATE/HMAC handshake, loss of the connection, close and free
- *   rdzv_aclient_queue.c  requests on their way: queue, pipelined writes, replies matched to
- *                         requests in order, parked waits, the I/O and wait timeouts
- *   rdzv_aclient_calls.c  the store's key-value calls and raw requests: each encodes its frame
- *                         and hands it to the queue
+ *   rdzv_async_client.c       the connection's life: connect (resolve, retry with backoff),
+ *                             the VALIDATE/HMAC handshake, loss of the connection, close, free
+ *   rdzv_async_queue.c        requests on their way: queue, pipelined writes, replies matched
+ *                             to requests in order, parked waits, the I/O and wait timeouts
+ *   rdzv_async_store_calls.c  the store's key-value calls and raw requests: each encodes its
+ *                             frame and hands it to the queue
  *
  * The client owns one uv_tcp_t and four timers embedded in it (STYLE 17); requests sit in two
  * FIFO lists: queued (not sent yet) and inflight (sent, reply awaited, matched in order).
@@ -20,8 +20,8 @@
  * Timers: t_conn bounds the whole connect phase, t_retry is the backoff (and, while CONNECTING,
  * the bound on one unanswered connect), t_io fires when a reply or a write makes no progress for
  * io_timeout_ms, t_wait ends the one parked request's wait. */
-#ifndef RDZV_ACLIENT_INT_H
-#define RDZV_ACLIENT_INT_H
+#ifndef RDZV_ASYNC_INT_H
+#define RDZV_ASYNC_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,7 +30,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_auth_int.h"
 
 #define MAX_ADDRS 8
@@ -73,7 +73,7 @@ struct req {
     char subject[120]; /* "key 'x'", "3 keys (first 'x')" or the raw request's name */
 };
 
-/* The client (opaque in rdzv_aclient.h). */
+/* The client (opaque in rdzv_async_client.h). */
 struct rdzv_aclient {
     uv_loop_t *loop;
     uv_tcp_t tcp;
@@ -115,7 +115,7 @@ static inline void timer_stop(uv_timer_t *t) {
     (void)rc;
 }
 
-/* ---- rdzv_aclient.c ---- */
+/* ---- rdzv_async_client.c ---- */
 
 /* An established (or handshaking) connection broke: the client goes FAILED and every pending
  * request completes. culprit, when set, is the request whose reply caused it and gets code;
@@ -129,7 +129,7 @@ void rdzv__aclient_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char 
  * connect phase (ready, or failed with DDP_EAUTH / DDP_EPROTO). */
 void rdzv__aclient_handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, size_t n);
 
-/* ---- rdzv_aclient_queue.c ---- */
+/* ---- rdzv_async_queue.c ---- */
 
 /* snprintf for messages: a long host name or key may cut the text, which is fine. */
 void rdzv__aclient_msgf(char *dst, size_t cap, const char *f, ...)

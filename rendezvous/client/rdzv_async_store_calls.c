@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_aclient_calls: the asynchronous client's calls (rdzv_aclient.h): SET, GET, ADD, WAIT,
- * COMPARE_SET, DELETE_KEY, PING and raw requests. Each checks its arguments against the store's
- * limits, encodes its frame and names its subject for messages, then hands the request to the
- * queue (rdzv_aclient_queue.c); what happens on the wire is not their concern, so a new store
+ * rdzv_async_store_calls: the asynchronous client's store calls (rdzv_async_client.h): SET, GET,
+ * ADD, WAIT, COMPARE_SET, DELETE_KEY, PING and raw requests. Each checks its arguments against the
+ * store's limits, encodes its frame and names its subject for messages, then hands the request to
+ * the queue (rdzv_async_queue.c); what happens on the wire is not their concern, so a new store
  * command is added here alone. */
 #include <errno.h>
 #include <string.h>
 
-#include "rdzv_aclient_int.h"
+#include "rdzv_async_int.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_server: the ddprun store served on a libuv loop, embedded in an agent or run by the
- * ddp-rendezvous daemon (rendezvous/main.c). */
+ * ddp-rendezvous daemon (rendezvous/server/main.c). */
 #ifndef RDZV_SERVER_H
 #define RDZV_SERVER_H
 

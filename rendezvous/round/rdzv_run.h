@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The records of the rendezvous runs, shared by the files of the state machine: rdzv_round.c (the
  * transitions), rdzv_runs.c (the registry and the action list), rdzv_round_status.c (STATUS and
- * the metrics' walk). Nothing outside them includes it: the server sees rdzv_round_int.h. */
+ * the metrics' walk). Nothing outside them includes it: the server sees rdzv_round.h. */
 #ifndef RDZV_RUN_H
 #define RDZV_RUN_H
 
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "rdzv_round_int.h"
+#include "rdzv_round.h"
 
 #include <time.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * The fixture of the async-client tests (test_rdzv_aclient.c, test_rdzv_acall.c): one libuv
- * loop under a guard timer, the embedded store server, clients of it, and a scripted server for
- * replies the real one never gives. Each test gets a fresh env_t in *state: its loop with the
+ * The fixture of the async-client tests (test_rdzv_async_client.c, test_rdzv_round_calls.c): one
+ * libuv loop under a guard timer, the embedded store server, clients of it, and a scripted server
+ * for replies the real one never gives. Each test gets a fresh env_t in *state: its loop with the
  * guard timer (setup_loop); also the store server, with good_token (setup_server) or without a
  * token (setup_open_server); also a client of that server, connected and authenticated, in e->c
  * (setup_client). A test body closes what it made itself (timers and listeners in its frame,
@@ -11,8 +11,8 @@
  *
  * Functions are static inline so that a test file that uses only some of them builds without
  * warnings. */
-#ifndef ACLIENT_FIXTURE_H
-#define ACLIENT_FIXTURE_H
+#ifndef ASYNC_CLIENT_FIXTURE_H
+#define ASYNC_CLIENT_FIXTURE_H
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,7 +31,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
-#include "rdzv_aclient.h"
+#include "rdzv_async_client.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_proto.h"
 #include "rdzv_server.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_aclient: the asynchronous client of the ddprun store, driven by the caller's libuv loop
+ * rdzv_async_client: the asynchronous client of the ddprun store, driven by the caller's libuv loop
  * (the agent's), so that a rendezvous never blocks signal handling or supervision.
  *
  * One client is one TCP connection. Requests are queued and pipelined; the server answers in
@@ -13,8 +13,8 @@
  * Every callback runs from the loop, never from inside an rdzv_aclient_* call, and runs exactly
  * once for each request the client accepted (submit call returned 0). No callback runs after
  * the close callback. Everything runs on the loop's thread. */
-#ifndef RDZV_ACLIENT_H
-#define RDZV_ACLIENT_H
+#ifndef RDZV_ASYNC_CLIENT_H
+#define RDZV_ASYNC_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>

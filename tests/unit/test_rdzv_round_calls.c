@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0
- * Typed rendezvous calls (rdzv_acall.h) against the embedded store server on one libuv loop, as
- * the agent makes them: a JOIN that closes a one-node round, then HEARTBEAT, BEAT_FOR (right and
+ * Typed rendezvous calls (rdzv_round_calls.h) against the embedded store server on one libuv loop,
+ * as the agent makes them: a JOIN that closes a one-node round, then HEARTBEAT, BEAT_FOR (right and
  * wrong key), STATUS, FAIL, ABORT and UNFIT, each answered with its decoded reply; a request that
  * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by
  * closing the connection; the exit barrier's calls between two nodes (arrive, release, wait; a
  * seal before and after the last arrival; a wait that runs out; a round no key can name). */
 #include <errno.h>
 
-#include "aclient_fixture.h"
-#include "rdzv_acall.h"
+#include "async_client_fixture.h"
+#include "rdzv_round_calls.h"
 
 /* What an rdzv_acall_cb saw (its reply is borrowed, so it is copied here). */
 typedef struct call_res {

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_aclient_queue: the asynchronous client's requests on their way (rdzv_aclient_int.h):
+ * rdzv_async_queue: the asynchronous client's requests on their way (rdzv_async_int.h):
  * the queue of requests not sent yet, the pipelined writes, the framing that delimits each reply
  * and matches it to the oldest request in flight, the one parked request that holds later ones
  * back, and the timeouts of replies, writes and parked waits. Kept apart from the connection's
- * life (rdzv_aclient.c) because this is the part every request goes through once the
- * connection is up, and apart from the calls (rdzv_aclient_calls.c), which only encode frames. */
+ * life (rdzv_async_client.c) because this is the part every request goes through once the
+ * connection is up, and apart from the calls (rdzv_async_store_calls.c), which only encode frames.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv_aclient_int.h"
+#include "rdzv_async_int.h"
 #include "rdzv_frame_int.h"
 #include "rdzv_limits.h"
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * Typed rendezvous calls on the asynchronous client (rdzv_acall.h): encode with rdzv_proto,
+ * Typed rendezvous calls on the asynchronous client (rdzv_round_calls.h): encode with rdzv_proto,
  * send with rdzv_aclient_raw, decode the reply before the caller sees it. The exit barrier's
  * calls are store commands (ADD, SET, WAIT) on the keys rdzv_layout names. */
-#include "rdzv_acall.h"
+#include "rdzv_round_calls.h"
 
 #include <errno.h>
 #include <stdio.h>

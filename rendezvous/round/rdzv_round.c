@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_round: the rendezvous state machines (one per run id) and their registry, as pure logic:
- * events and the time come in, actions go out (rdzv_round_int.h). The wire codec of the
+ * events and the time come in, actions go out (rdzv_round.h). The wire codec of the
  * rendezvous commands is rdzv_proto.c.
  *
  * A run collects joiners for round r, closes the round (assigns group ranks and answers every

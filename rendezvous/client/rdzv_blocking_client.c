@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_client: the blocking client of the store. One TCP connection, non-blocking socket driven
- * by poll(2) so that every exchange has a deadline; replies are read through a small buffer.
- * After an I/O error in the middle of an exchange the stream is out of step, so the client is
- * marked broken and later calls fail fast with DDP_ECLOSED. */
+ * rdzv_blocking_client: the blocking client (rdzv_client.h) of the store. One TCP connection,
+ * non-blocking socket driven by poll(2) so that every exchange has a deadline; replies are read
+ * through a small buffer. After an I/O error in the middle of an exchange the stream is out of
+ * step, so the client is marked broken and later calls fail fast with DDP_ECLOSED. */
 #include "rdzv_client.h"
 
 #include <errno.h>
