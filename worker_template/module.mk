@@ -3,7 +3,8 @@
 # train, the data-parallel MLP trainer (C on the CPU, .cu on the GPU when HAVE_CUDA=1).
 DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \
              worker_template/ddpw_nccl.c worker_template/ddpw_store.c worker_template/ddpw_backend.c \
-             worker_template/ddpw_errfile.c worker_template/ddpw_heartbeat.c
+             worker_template/ddpw_errfile.c worker_template/ddpw_heartbeat.c \
+             worker_template/ddpw_keys.c
 $(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
 LIBS += $(BUILD)/libddpw.a
 INSTALL_HEADERS += worker_template/include/ddpw.h
@@ -19,6 +20,9 @@ ifeq ($(HAVE_CUDA),1)
 TRAIN_SRCS += worker_template/train/mlp_cuda.cu
 endif
 $(BUILD)/libtraincore.a: $(call objs,$(TRAIN_SRCS))
+# train keeps its store keys under the library's round prefix, named in ddpw_keys.h with the
+# library's own.
+$(BUILD)/obj/worker_template/train/loop.o: CPPFLAGS += -Iworker_template
 $(BUILD)/obj/worker_template/train/mlp.o: CFLAGS += -O3
 TRAIN_LIBS := $(BUILD)/libtraincore.a $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 BINS += $(BUILD)/train
