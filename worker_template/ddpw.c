@@ -192,11 +192,11 @@ static int decide_for_all(ddpw_t *w, const ddpw_vote_t *mine, ddp_err_t *err) {
     uint64_t deadline = ddp_now_ms() + (uint64_t)c->timeout_ms;
     for (int r = 1; r < n && rc == 0; r++) {
         char text[DDPW_VOTE_MAX + 1];
-        ddpw_name_t key;
+        ddpw_name_t key = ddpw__key_vote(r);
         size_t len = 0;
         uint64_t now = ddp_now_ms();
         int left = now < deadline ? (int)(deadline - now) : 1;
-        rc = ddpw__store_get(c, ddpw__key_vote(&key, r), text, sizeof text - 1, &len, left, err);
+        rc = ddpw__store_get(c, key.s, text, sizeof text - 1, &len, left, err);
         if (rc == 0) {
             text[len] = '\0';
             rc = ddpw__vote_decode(text, r, &votes[r], err);
@@ -229,11 +229,11 @@ static int agree_backend(ddpw_t *w, ddpw_backend_t asked, ddp_err_t *err) {
     if (c->env.world_size == 1)
         return ddpw__backend_decide(&mine, 1, &w->backend, w->note, sizeof w->note, err);
     char text[DDPW_VOTE_MAX + 1];
-    ddpw_name_t key;
+    ddpw_name_t key = ddpw__key_vote(c->env.rank);
     int len = ddpw__vote_encode(&mine, text, sizeof text);
     if (len < 0)
         return ddp_err_set(err, DDP_EUSAGE, "backend vote longer than %d bytes", DDPW_VOTE_MAX);
-    int rc = ddpw__store_set(c, ddpw__key_vote(&key, c->env.rank), text, (size_t)len, err);
+    int rc = ddpw__store_set(c, key.s, text, (size_t)len, err);
     if (rc != 0)
         return rc;
     if (c->env.rank == 0)
@@ -439,9 +439,8 @@ int ddpw_barrier(ddpw_t *w, ddp_err_t *err) {
     }
     if (w->ops != NULL && w->ops->barrier != NULL)
         return w->ops->barrier(w->state, err);
-    ddpw_name_t name;
-    return ddpw__store_barrier(&w->ctx, ddpw__key_barrier(&name, w->seq++), w->ctx.env.world_size,
-                               err);
+    ddpw_name_t name = ddpw__key_barrier(w->seq++);
+    return ddpw__store_barrier(&w->ctx, name.s, w->ctx.env.world_size, err);
 }
 
 int ddpw_store_set(ddpw_t *w, const char *key, const void *val, size_t len, ddp_err_t *err) {

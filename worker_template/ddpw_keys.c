@@ -20,34 +20,40 @@ int ddpw__key_round(char *key, size_t cap, const char *run_id, int64_t round, co
     return rdzv_layout_round_key(key, cap, DDP_WORKER_KEY_PREFIX, run_id, round, name);
 }
 
-/* Every name is a few words and one number of at most 20 digits (a sign included): it fits
+/* Every name is a few words and one number of at most 20 characters (a sign included): it fits
  * DDPW_NAME_MAX, which the unit tests check at the numbers' extremes. */
-const char *ddpw__key_vote(ddpw_name_t *n, int rank) {
-    snprintf(n->s, sizeof n->s, "backend/vote/%d", rank);
-    return n->s;
+ddpw_name_t ddpw__key_vote(int rank) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "backend/vote/%d", rank);
+    return n;
 }
 
-const char *ddpw__key_shm(ddpw_name_t *n, int node) {
-    snprintf(n->s, sizeof n->s, "cpu/shm/%d", node);
-    return n->s;
+ddpw_name_t ddpw__key_shm(int node) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "cpu/shm/%d", node);
+    return n;
 }
 
-const char *ddpw__key_shm_ready(ddpw_name_t *n, int node) {
-    snprintf(n->s, sizeof n->s, "cpu/ready/%d", node);
-    return n->s;
+ddpw_name_t ddpw__key_shm_ready(int node) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "cpu/ready/%d", node);
+    return n;
 }
 
-const char *ddpw__key_ring(ddpw_name_t *n, int node) {
-    snprintf(n->s, sizeof n->s, "cpu/tcp/%d", node);
-    return n->s;
+ddpw_name_t ddpw__key_ring(int node) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "cpu/tcp/%d", node);
+    return n;
 }
 
-const char *ddpw__key_barrier(ddpw_name_t *n, uint64_t seq) {
-    snprintf(n->s, sizeof n->s, "barrier/%" PRIu64, seq);
-    return n->s;
+ddpw_name_t ddpw__key_barrier(uint64_t seq) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "barrier/%" PRIu64, seq);
+    return n;
 }
 
-const char *ddpw__key_train_sync(ddpw_name_t *n, uint64_t epoch) {
-    snprintf(n->s, sizeof n->s, "train/sync/%" PRIu64, epoch);
-    return n->s;
+ddpw_name_t ddpw__key_train_sync(uint64_t epoch) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "train/sync/%" PRIu64, epoch);
+    return n;
 }

@@ -25,9 +25,8 @@
  *
  * train's names are here too: it keeps them under the same prefix through ddpw_store_set/get, and
  * one list shows that no two names collide. The names are a contract with whatever else reads the
- * store (tests, a user's own program): they never change. A name is built into a ddpw_name_t,
- * whose size bounds every name: its builder cannot fail and returns the name (Borrowed; valid as
- * long as *n). */
+ * store (tests, a user's own program): they never change. A name's builder returns it in a
+ * ddpw_name_t, whose size bounds every name, so that no builder can fail. */
 #ifndef DDPW_KEYS_H
 #define DDPW_KEYS_H
 
@@ -53,7 +52,7 @@ int ddpw__key_round(char *key, size_t cap, const char *run_id, int64_t round, co
 
 /* Backend choice (ddpw.c): each rank's vote, and rank 0's decision from them
  * ("<code>\t<backend>\t<note or error>"). */
-const char *ddpw__key_vote(ddpw_name_t *n, int rank);
+ddpw_name_t ddpw__key_vote(int rank);
 #define DDPW_KEY_DECISION "backend/decision"
 
 /* NCCL (ddpw_nccl.c): rank 0's ncclUniqueId. */
@@ -61,18 +60,18 @@ const char *ddpw__key_vote(ddpw_name_t *n, int rank);
 
 /* CPU within node node (ddpw_shm.c): the shared-memory segment's name (NUL included), and the
  * store barrier after which that name can go. */
-const char *ddpw__key_shm(ddpw_name_t *n, int node);
-const char *ddpw__key_shm_ready(ddpw_name_t *n, int node);
+ddpw_name_t ddpw__key_shm(int node);
+ddpw_name_t ddpw__key_shm_ready(int node);
 
 /* CPU across nodes (ddpw_tcp.c): where node node's leader listens for the previous node's. */
-const char *ddpw__key_ring(ddpw_name_t *n, int node);
+ddpw_name_t ddpw__key_ring(int node);
 
 /* The seq-th store barrier of all ranks (ddpw.c, ddpw_barrier). */
-const char *ddpw__key_barrier(ddpw_name_t *n, uint64_t seq);
+ddpw_name_t ddpw__key_barrier(uint64_t seq);
 
 /* train (train/loop.c): rank 0's resume point, and its parameters' checksum after epoch epoch
  * (--check-sync). */
 #define DDPW_KEY_TRAIN_RESUME "train/resume"
-const char *ddpw__key_train_sync(ddpw_name_t *n, uint64_t epoch);
+ddpw_name_t ddpw__key_train_sync(uint64_t epoch);
 
 #endif

@@ -305,8 +305,8 @@ static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
     s->map_len = SHM_HDR_BYTES + (s->slot_bytes + 2 * (size_t)SHM_SMALL_BYTES) * (size_t)n;
 
     char name[PATH_MAX] = "";
-    ddpw_name_t kn;
-    const char *key = ddpw__key_shm(&kn, ctx->env.group_rank);
+    ddpw_name_t seg_key = ddpw__key_shm(ctx->env.group_rank);
+    const char *key = seg_key.s;
     int fd = -1;
     int rc = me == 0 ? create_segment(s, key, &fd, name, sizeof name, err)
                      : open_segment(s, key, &fd, name, sizeof name, err);
@@ -315,8 +315,8 @@ static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
         close(fd);
     /* Every rank has mapped the segment after this barrier: its name can go. */
     if (rc == 0) {
-        ddpw_name_t ready;
-        rc = ddpw__store_barrier(ctx, ddpw__key_shm_ready(&ready, ctx->env.group_rank), n, err);
+        ddpw_name_t ready = ddpw__key_shm_ready(ctx->env.group_rank);
+        rc = ddpw__store_barrier(ctx, ready.s, n, err);
     }
     if (created)
         segment_unlink(name);

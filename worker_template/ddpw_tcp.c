@@ -225,10 +225,10 @@ static int accept_prev(ddpw_tcp_t *t, int lfd, uint64_t deadline, ddp_err_t *err
 static int ring_connect(ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     const ddpw_ctx_t *c = t->ctx;
     char val[128];
-    ddpw_name_t name;
     size_t len = 0;
     int next = (t->node + 1) % t->nodes, rc;
-    const char *key = ddpw__key_ring(&name, next);
+    ddpw_name_t name = ddpw__key_ring(next);
+    const char *key = name.s;
     if ((rc = ddpw__store_get(c, key, val, sizeof val - 1, &len, -1, err)) != 0)
         return rc;
     val[len] = '\0';
@@ -278,7 +278,7 @@ static int listen_publish(ddpw_tcp_t *t, ddp_err_t *err) {
         return rc;
     }
     char host[INET6_ADDRSTRLEN], val[128];
-    ddpw_name_t key;
+    ddpw_name_t key = ddpw__key_ring(t->node);
     uint16_t port;
     if (ss.ss_family == AF_INET) {
         inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
@@ -288,7 +288,7 @@ static int listen_publish(ddpw_tcp_t *t, ddp_err_t *err) {
         port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
     snprintf(val, sizeof val, "%s %u", host, port);
-    if ((rc = ddpw__store_set(t->ctx, ddpw__key_ring(&key, t->node), val, strlen(val), err)) != 0) {
+    if ((rc = ddpw__store_set(t->ctx, key.s, val, strlen(val), err)) != 0) {
         close(lfd);
         return rc;
     }

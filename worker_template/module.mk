@@ -30,11 +30,15 @@ $(BUILD)/train: EXTRA_LIBS += -lopenblas $(CUDA_LIBS)
 $(BUILD)/train: $(BUILD)/obj/worker_template/train/main.o $(TRAIN_LIBS)
 	$(LINK)
 
-UNIT_TESTS += $(BUILD)/tests/unit/test_ddpw $(BUILD)/tests/unit/test_train
-$(BUILD)/tests/unit/test_ddpw: $(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/libddpw.a \
-    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+# libddpw's unit tests, one binary per area: env (environment, error file), coll (CPU
+# collectives, bounded waits), backend (NCCL id, backend choice), keys (the store key layout),
+# heartbeat. Those that need a store or forked ranks share tests/unit/ddpw_fixture.h.
+DDPW_UNIT_TESTS := $(addprefix $(BUILD)/tests/unit/test_ddpw_,env coll backend keys heartbeat)
+UNIT_TESTS += $(DDPW_UNIT_TESTS) $(BUILD)/tests/unit/test_train
+$(DDPW_UNIT_TESTS): $(BUILD)/tests/unit/test_ddpw_%: $(BUILD)/obj/tests/unit/test_ddpw_%.o \
+    $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 # The heartbeat tests count (and fail) the library's writes.
-$(BUILD)/tests/unit/test_ddpw: LDFLAGS += -Wl,--wrap=pwrite
+$(BUILD)/tests/unit/test_ddpw_heartbeat: LDFLAGS += -Wl,--wrap=pwrite
 $(BUILD)/tests/unit/test_train: EXTRA_LIBS += -lopenblas
 $(BUILD)/tests/unit/test_train: $(BUILD)/obj/tests/unit/test_train.o $(TRAIN_LIBS)
 
@@ -47,6 +51,6 @@ $(BUILD)/bench/bench_allreduce: $(BUILD)/obj/bench/bench_allreduce.o $(BUILD)/li
 gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/bench/bench_gpu \
     $(BUILD)/ddprun $(BUILD)/tests/unit/test_train
 	@BUILD=$(BUILD) worker_template/gpu_check.sh
-$(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
+$(BUILD)/obj/tests/unit/test_ddpw_%.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train
-$(BUILD)/obj/tests/unit/test_ddpw.o: CPPFLAGS += -Iworker_template
+$(BUILD)/obj/tests/unit/test_ddpw_%.o: CPPFLAGS += -Iworker_template

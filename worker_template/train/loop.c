@@ -147,8 +147,8 @@ static int check_sync(trainer_t *t, uint64_t epoch, ddp_err_t *err) {
         return failed(t, "check-sync", rc);
     uint64_t mine = ckpt_fnv1a(CKPT_FNV_INIT, t->params, t->shape.nparams * sizeof(float));
     uint64_t root = mine;
-    ddpw_name_t key;
-    if ((rc = bcast_host(t, &root, sizeof root, ddpw__key_train_sync(&key, epoch), err)) != 0)
+    ddpw_name_t key = ddpw__key_train_sync(epoch);
+    if ((rc = bcast_host(t, &root, sizeof root, key.s, err)) != 0)
         return failed(t, "check-sync", rc);
     if (root != mine)
         return failed(t, NULL,
