@@ -63,7 +63,8 @@ ddpw_name_t ddpw__key_vote(int rank);
 ddpw_name_t ddpw__key_shm(int node);
 ddpw_name_t ddpw__key_shm_ready(int node);
 
-/* CPU across nodes (ddpw_tcp.c): where node node's leader listens for the previous node's. */
+/* CPU across nodes (ddpw_tcp.c): where node node's leader listens, for the previous node's leader
+ * to connect to. */
 ddpw_name_t ddpw__key_ring(int node);
 
 /* The seq-th store barrier of all ranks (ddpw.c, ddpw_barrier). */
