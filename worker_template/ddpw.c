@@ -191,12 +191,12 @@ static int decide_for_all(ddpw_t *w, const ddpw_vote_t *mine, ddp_err_t *err) {
     votes[0] = *mine;
     uint64_t deadline = ddp_now_ms() + (uint64_t)c->timeout_ms;
     for (int r = 1; r < n && rc == 0; r++) {
-        char key[48], text[DDPW_VOTE_MAX + 1];
+        char text[DDPW_VOTE_MAX + 1];
+        ddpw_name_t key = ddpw__key_vote(r);
         size_t len = 0;
         uint64_t now = ddp_now_ms();
         int left = now < deadline ? (int)(deadline - now) : 1;
-        snprintf(key, sizeof key, "backend/vote/%d", r);
-        rc = ddpw__store_get(c, key, text, sizeof text - 1, &len, left, err);
+        rc = ddpw__store_get(c, key.s, text, sizeof text - 1, &len, left, err);
         if (rc == 0) {
             text[len] = '\0';
             rc = ddpw__vote_decode(text, r, &votes[r], err);
@@ -212,7 +212,7 @@ static int decide_for_all(ddpw_t *w, const ddpw_vote_t *mine, ddp_err_t *err) {
     char text[sizeof w->note + 32];
     int len =
         snprintf(text, sizeof text, "%d\t%d\t%s", code, (int)b, code == 0 ? w->note : verdict.text);
-    rc = ddpw__store_set(c, "backend/decision", text, (size_t)len, err);
+    rc = ddpw__store_set(c, DDPW_KEY_DECISION, text, (size_t)len, err);
     if (rc == 0 && code != 0)
         rc = ddp_err_set(err, code, "%s", verdict.text);
     w->backend = b;
@@ -228,19 +228,19 @@ static int agree_backend(ddpw_t *w, ddpw_backend_t asked, ddp_err_t *err) {
     ddpw__vote_make(&c->env, asked, &mine);
     if (c->env.world_size == 1)
         return ddpw__backend_decide(&mine, 1, &w->backend, w->note, sizeof w->note, err);
-    char text[DDPW_VOTE_MAX + 1], key[48];
+    char text[DDPW_VOTE_MAX + 1];
+    ddpw_name_t key = ddpw__key_vote(c->env.rank);
     int len = ddpw__vote_encode(&mine, text, sizeof text);
     if (len < 0)
         return ddp_err_set(err, DDP_EUSAGE, "backend vote longer than %d bytes", DDPW_VOTE_MAX);
-    snprintf(key, sizeof key, "backend/vote/%d", c->env.rank);
-    int rc = ddpw__store_set(c, key, text, (size_t)len, err);
+    int rc = ddpw__store_set(c, key.s, text, (size_t)len, err);
     if (rc != 0)
         return rc;
     if (c->env.rank == 0)
         return decide_for_all(w, &mine, err);
     size_t got = 0;
     char dec[sizeof w->note + 32];
-    rc = ddpw__store_get(c, "backend/decision", dec, sizeof dec - 1, &got, -1, err);
+    rc = ddpw__store_get(c, DDPW_KEY_DECISION, dec, sizeof dec - 1, &got, -1, err);
     if (rc != 0)
         return rc;
     dec[got] = '\0';
@@ -439,9 +439,8 @@ int ddpw_barrier(ddpw_t *w, ddp_err_t *err) {
     }
     if (w->ops != NULL && w->ops->barrier != NULL)
         return w->ops->barrier(w->state, err);
-    char name[32];
-    snprintf(name, sizeof name, "barrier/%llu", (unsigned long long)w->seq++);
-    return ddpw__store_barrier(&w->ctx, name, w->ctx.env.world_size, err);
+    ddpw_name_t name = ddpw__key_barrier(w->seq++);
+    return ddpw__store_barrier(&w->ctx, name.s, w->ctx.env.world_size, err);
 }
 
 int ddpw_store_set(ddpw_t *w, const char *key, const void *val, size_t len, ddp_err_t *err) {

@@ -8,13 +8,13 @@
 #define DDPW_INT_H
 
 #include "ddpw.h"
+#include "ddpw_keys.h"
 #include "rdzv_client.h"
 
 #define DDPW_DEFAULT_TIMEOUT_MS 300000
 #define DDPW_DEFAULT_CONNECT_MS 30000
 #define DDPW_DEFAULT_CHUNK (256u << 10) /* per rank: cache-resident chunks measured fastest */
-#define DDPW_KEY_MAX 512
-#define DDPW_VOTE_MAX 512 /* a vote's text in the store */
+#define DDPW_VOTE_MAX 512               /* a vote's text in the store */
 
 /* What a backend may read of its handle: the ranks, the bounds and the store connection. It
  * lives in the ddpw_t and outlives every backend state. */
@@ -104,19 +104,15 @@ int ddpw__vote_encode(const ddpw_vote_t *v, char *out, size_t cap);
 int ddpw__vote_decode(const char *s, int rank, ddpw_vote_t *v, ddp_err_t *err);
 
 /* Exchanges a 128-byte NCCL unique id through the store: rank 0 creates it (ncclGetUniqueId,
- * works without a GPU) and SETs "<prefix>/nccl/id"; the others GET it within the timeout.
+ * works without a GPU) and SETs DDPW_KEY_NCCL_ID; the others GET it within the timeout.
  * id must hold 128 bytes. Exposed for the unit tests. */
 int ddpw__nccl_id_exchange(const ddpw_ctx_t *ctx, unsigned char *id, ddp_err_t *err);
 
 /* ---- store services (ddpw_store.c), shared by ddpw.c and the backends ---- */
 
-/* Formats the round key DDP_WORKER_KEY_PREFIX "<run_id>/<round>/<key>" into out (DDPW_KEY_MAX
- * bytes; rdzv_layout_round_key). */
-void ddpw__key(const ddpw_ctx_t *c, const char *key, char *out);
-
-/* SET / GET of key under the round prefix. get waits up to timeout_ms (< 0: the context's);
- * out holds cap bytes and *len gets the value's length (DDP_ETOOBIG beyond cap). DDP_EUSAGE
- * without a store. */
+/* SET / GET of key under the round prefix (ddpw__key_round). get waits up to timeout_ms (< 0: the
+ * context's); out holds cap bytes and *len gets the value's length (DDP_ETOOBIG beyond cap).
+ * DDP_EUSAGE without a store; -EINVAL naming the key when the whole key exceeds DDPW_KEY_MAX. */
 int ddpw__store_set(const ddpw_ctx_t *c, const char *key, const void *val, size_t len,
                     ddp_err_t *err);
 int ddpw__store_get(const ddpw_ctx_t *c, const char *key, void *out, size_t cap, size_t *len,

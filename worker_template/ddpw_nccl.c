@@ -61,14 +61,14 @@ int ddpw__nccl_id_exchange(const ddpw_ctx_t *w, unsigned char *id, ddp_err_t *er
         memcpy(id, &uid, sizeof uid);
         if (w->env.world_size == 1)
             return 0;
-        return ddpw__store_set(w, "nccl/id", id, sizeof uid, err);
+        return ddpw__store_set(w, DDPW_KEY_NCCL_ID, id, sizeof uid, err);
     }
     size_t len = 0;
-    int rc = ddpw__store_get(w, "nccl/id", id, sizeof uid, &len, -1, err);
+    int rc = ddpw__store_get(w, DDPW_KEY_NCCL_ID, id, sizeof uid, &len, -1, err);
     if (rc == 0 && len != sizeof uid)
-        rc =
-            ddp_err_set(err, DDP_EPROTO, "store key nccl/id of round %lld holds %zu bytes, not 128",
-                        (long long)w->env.round, len);
+        rc = ddp_err_set(err, DDP_EPROTO,
+                         "store key " DDPW_KEY_NCCL_ID " of round %lld holds %zu bytes, not 128",
+                         (long long)w->env.round, len);
     return rc;
 }
 

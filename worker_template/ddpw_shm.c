@@ -304,8 +304,9 @@ static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
     s->sub_floats = s->slot_bytes / (size_t)n / sizeof(float);
     s->map_len = SHM_HDR_BYTES + (s->slot_bytes + 2 * (size_t)SHM_SMALL_BYTES) * (size_t)n;
 
-    char key[64], name[PATH_MAX] = "";
-    snprintf(key, sizeof key, "cpu/shm/%d", ctx->env.group_rank);
+    char name[PATH_MAX] = "";
+    ddpw_name_t seg_key = ddpw__key_shm(ctx->env.group_rank);
+    const char *key = seg_key.s;
     int fd = -1;
     int rc = me == 0 ? create_segment(s, key, &fd, name, sizeof name, err)
                      : open_segment(s, key, &fd, name, sizeof name, err);
@@ -314,9 +315,8 @@ static int shm_init(const ddpw_ctx_t *ctx, void **state, ddp_err_t *err) {
         close(fd);
     /* Every rank has mapped the segment after this barrier: its name can go. */
     if (rc == 0) {
-        char bname[64];
-        snprintf(bname, sizeof bname, "cpu/ready/%d", ctx->env.group_rank);
-        rc = ddpw__store_barrier(ctx, bname, n, err);
+        ddpw_name_t ready = ddpw__key_shm_ready(ctx->env.group_rank);
+        rc = ddpw__store_barrier(ctx, ready.s, n, err);
     }
     if (created)
         segment_unlink(name);

@@ -5,8 +5,7 @@
  * ddpw.c composes it with the shared memory of each node (node allreduce, ring, node broadcast
  * from each node's leader), so every rank ends with its node leader's bits and the summation order
  * depends only on the world's shape. Addresses are exchanged through the store under the round
- * prefix
- * ("cpu/tcp/<node>" = "ADDR PORT"). */
+ * prefix (ddpw__key_ring: "ADDR PORT"). */
 #include "ddpw_int.h"
 
 #include <arpa/inet.h>
@@ -225,10 +224,11 @@ static int accept_prev(ddpw_tcp_t *t, int lfd, uint64_t deadline, ddp_err_t *err
  * previous one, all within one timeout. */
 static int ring_connect(ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
     const ddpw_ctx_t *c = t->ctx;
-    char key[64], val[128];
+    char val[128];
     size_t len = 0;
     int next = (t->node + 1) % t->nodes, rc;
-    snprintf(key, sizeof key, "cpu/tcp/%d", next);
+    ddpw_name_t name = ddpw__key_ring(next);
+    const char *key = name.s;
     if ((rc = ddpw__store_get(c, key, val, sizeof val - 1, &len, -1, err)) != 0)
         return rc;
     val[len] = '\0';
@@ -254,7 +254,8 @@ static int ring_connect(ddpw_tcp_t *t, int lfd, ddp_err_t *err) {
 }
 
 /* Listens on the address that routes to the store (port 0) and publishes "ADDR PORT" under
- * cpu/tcp/<node>. Returns the listening fd (caller closes it) or a negative code. */
+ * this node's ring key (ddpw__key_ring). Returns the listening fd (caller closes it) or a negative
+ * code. */
 static int listen_publish(ddpw_tcp_t *t, ddp_err_t *err) {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -276,7 +277,8 @@ static int listen_publish(ddpw_tcp_t *t, ddp_err_t *err) {
             close(lfd);
         return rc;
     }
-    char host[INET6_ADDRSTRLEN], val[128], key[64];
+    char host[INET6_ADDRSTRLEN], val[128];
+    ddpw_name_t key = ddpw__key_ring(t->node);
     uint16_t port;
     if (ss.ss_family == AF_INET) {
         inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
@@ -286,8 +288,7 @@ static int listen_publish(ddpw_tcp_t *t, ddp_err_t *err) {
         port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
     snprintf(val, sizeof val, "%s %u", host, port);
-    snprintf(key, sizeof key, "cpu/tcp/%d", t->node);
-    if ((rc = ddpw__store_set(t->ctx, key, val, strlen(val), err)) != 0) {
+    if ((rc = ddpw__store_set(t->ctx, key.s, val, strlen(val), err)) != 0) {
         close(lfd);
         return rc;
     }

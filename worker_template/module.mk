@@ -3,7 +3,8 @@
 # train, the data-parallel MLP trainer (C on the CPU, .cu on the GPU when HAVE_CUDA=1).
 DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \
              worker_template/ddpw_nccl.c worker_template/ddpw_store.c worker_template/ddpw_backend.c \
-             worker_template/ddpw_errfile.c worker_template/ddpw_heartbeat.c
+             worker_template/ddpw_errfile.c worker_template/ddpw_heartbeat.c \
+             worker_template/ddpw_keys.c
 $(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
 LIBS += $(BUILD)/libddpw.a
 INSTALL_HEADERS += worker_template/include/ddpw.h
@@ -19,6 +20,9 @@ ifeq ($(HAVE_CUDA),1)
 TRAIN_SRCS += worker_template/train/mlp_cuda.cu
 endif
 $(BUILD)/libtraincore.a: $(call objs,$(TRAIN_SRCS))
+# train keeps its store keys under the library's round prefix, named in ddpw_keys.h with the
+# library's own.
+$(BUILD)/obj/worker_template/train/loop.o: CPPFLAGS += -Iworker_template
 $(BUILD)/obj/worker_template/train/mlp.o: CFLAGS += -O3
 TRAIN_LIBS := $(BUILD)/libtraincore.a $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 BINS += $(BUILD)/train
@@ -26,11 +30,15 @@ $(BUILD)/train: EXTRA_LIBS += -lopenblas $(CUDA_LIBS)
 $(BUILD)/train: $(BUILD)/obj/worker_template/train/main.o $(TRAIN_LIBS)
 	$(LINK)
 
-UNIT_TESTS += $(BUILD)/tests/unit/test_ddpw $(BUILD)/tests/unit/test_train
-$(BUILD)/tests/unit/test_ddpw: $(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/libddpw.a \
-    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+# libddpw's unit tests, one binary per area: env (environment, error file), coll (CPU
+# collectives, bounded waits), backend (NCCL id, backend choice), keys (the store key layout),
+# heartbeat. Those that need a store or forked ranks share tests/unit/ddpw_fixture.h.
+DDPW_UNIT_TESTS := $(addprefix $(BUILD)/tests/unit/test_ddpw_,env coll backend keys heartbeat)
+UNIT_TESTS += $(DDPW_UNIT_TESTS) $(BUILD)/tests/unit/test_train
+$(DDPW_UNIT_TESTS): $(BUILD)/tests/unit/test_ddpw_%: $(BUILD)/obj/tests/unit/test_ddpw_%.o \
+    $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 # The heartbeat tests count (and fail) the library's writes.
-$(BUILD)/tests/unit/test_ddpw: LDFLAGS += -Wl,--wrap=pwrite
+$(BUILD)/tests/unit/test_ddpw_heartbeat: LDFLAGS += -Wl,--wrap=pwrite
 $(BUILD)/tests/unit/test_train: EXTRA_LIBS += -lopenblas
 $(BUILD)/tests/unit/test_train: $(BUILD)/obj/tests/unit/test_train.o $(TRAIN_LIBS)
 
@@ -43,6 +51,6 @@ $(BUILD)/bench/bench_allreduce: $(BUILD)/obj/bench/bench_allreduce.o $(BUILD)/li
 gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/bench/bench_gpu \
     $(BUILD)/ddprun $(BUILD)/tests/unit/test_train
 	@BUILD=$(BUILD) worker_template/gpu_check.sh
-$(BUILD)/obj/tests/unit/test_ddpw.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
+$(BUILD)/obj/tests/unit/test_ddpw_%.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train
-$(BUILD)/obj/tests/unit/test_ddpw.o: CPPFLAGS += -Iworker_template
+$(BUILD)/obj/tests/unit/test_ddpw_%.o: CPPFLAGS += -Iworker_template

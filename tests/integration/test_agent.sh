@@ -166,7 +166,7 @@ done
 check "nothing left after the run directory checks" no_leftovers 3
 
 # 3c. Workers share memory on the node through files in DDPRUN_SHM_DIR, the agent's directory on
-# /dev/shm (the CPU backend's segment: tests/unit/test_ddpw.c). A worker killed before it unlinks
+# /dev/shm (the CPU backend's segment: tests/unit/test_ddpw_coll.c). A worker killed before it unlinks
 # its file leaks nothing: the next attempt starts with the directory empty, it is gone when
 # ddprun exits, and the orphan guard removes it when ddprun is SIGKILLed.
 cat >"$TMP/seg.sh" <<'EOS'

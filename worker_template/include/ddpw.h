@@ -126,7 +126,9 @@ int ddpw_barrier(ddpw_t *w, ddp_err_t *err);
 /* Store helpers under the round prefix ("<run_id>/<round>/<key>"), so a restarted job never reads
  * a previous round's value. get waits up to timeout_ms (< 0: the handle's timeout). out is
  * caller memory of cap bytes; *len gets the value's length (DDP_ETOOBIG if it exceeds cap).
- * Both return DDP_EUSAGE when the world has no store (single process). */
+ * Both return DDP_EUSAGE when the world has no store (single process), and -EINVAL when the key
+ * with its prefix is over 511 bytes. The library's own names (under backend/, nccl/, cpu/ and
+ * barrier/; docs/worker.md, "Store keys") are taken. */
 int ddpw_store_set(ddpw_t *w, const char *key, const void *val, size_t len, ddp_err_t *err);
 int ddpw_store_get(ddpw_t *w, const char *key, void *out, size_t cap, size_t *len, int timeout_ms,
                    ddp_err_t *err);

@@ -11,6 +11,7 @@
 
 #include "ddp_log.h"
 #include "ddp_time.h"
+#include "ddpw_keys.h"
 #include "trainer.h"
 
 /* Records the failed stage for main's message and passes rc through. */
@@ -94,7 +95,7 @@ int trainer_resume(trainer_t *t, ckpt_meta_t *meta, ddp_err_t *err) {
     int rc;
     if (t->rank == 0 && (rc = load_or_init(t, meta, hdr, err)) != 0)
         return rc;
-    if ((rc = bcast_host(t, hdr, sizeof hdr, "train/resume", err)) != 0)
+    if ((rc = bcast_host(t, hdr, sizeof hdr, DDPW_KEY_TRAIN_RESUME, err)) != 0)
         return failed(t, "broadcast resume point", rc);
     meta->step = hdr[1];
     meta->epoch = hdr[2];
@@ -146,9 +147,8 @@ static int check_sync(trainer_t *t, uint64_t epoch, ddp_err_t *err) {
         return failed(t, "check-sync", rc);
     uint64_t mine = ckpt_fnv1a(CKPT_FNV_INIT, t->params, t->shape.nparams * sizeof(float));
     uint64_t root = mine;
-    char key[64];
-    snprintf(key, sizeof key, "train/sync/%llu", (unsigned long long)epoch);
-    if ((rc = bcast_host(t, &root, sizeof root, key, err)) != 0)
+    ddpw_name_t key = ddpw__key_train_sync(epoch);
+    if ((rc = bcast_host(t, &root, sizeof root, key.s, err)) != 0)
         return failed(t, "check-sync", rc);
     if (root != mine)
         return failed(t, NULL,
