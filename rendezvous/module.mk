@@ -44,15 +44,19 @@ BINS += $(BUILD)/ddp-rendezvous
 $(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/server/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)
 
-UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_frame $(BUILD)/tests/unit/test_rdzv_client
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_frame
 $(BUILD)/tests/unit/test_rdzv_frame: $(BUILD)/obj/tests/unit/test_rdzv_frame.o $(BUILD)/librdzv.a \
     $(BUILD)/libddpcommon.a
-$(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o \
-    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
-# The peer-owner lookup is wrapped so that a test can make it fail (owner_only fails closed), and
-# setsockopt so that a test can count the store's pushed ACKs.
-$(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
-    -Wl,--wrap=setsockopt
+# The blocking client against the store, by area (store_client_fixture.h is their fixture).
+RDZV_CLIENT_TESTS := test_rdzv_client test_rdzv_client_auth test_rdzv_client_queues \
+    test_rdzv_client_limits test_rdzv_client_wstore
+UNIT_TESTS += $(addprefix $(BUILD)/tests/unit/,$(RDZV_CLIENT_TESTS))
+$(addprefix $(BUILD)/tests/unit/,$(RDZV_CLIENT_TESTS)): $(BUILD)/tests/unit/%: \
+    $(BUILD)/obj/tests/unit/%.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+# setsockopt is wrapped so that a test can count the store's pushed ACKs, and the peer-owner
+# lookup so that a test can make it fail (owner_only fails closed).
+$(BUILD)/tests/unit/test_rdzv_client_limits: LDFLAGS += -Wl,--wrap=setsockopt
+$(BUILD)/tests/unit/test_rdzv_client_wstore: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \

@@ -5,7 +5,9 @@
  * VALIDATE/HMAC handshake through the request queue's own lists, reports the end of the connect
  * phase and the loss of an established connection, and releases the handles. Apart from the
  * queue (rdzv_async_queue.c) because a connection's life is a state machine of its own (states
- * in rdzv_async_int.h), while the queue only asks whether the connection is up. */
+ * in rdzv_async_int.h), while the queue only asks whether the connection is up; the queue reports
+ * handshake replies and failures through the events installed here (rdzv_aconn_events_t), so
+ * calls run one way, from this file to the queue. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -92,7 +94,8 @@ static void handshake_done(rdzv_aclient_t *c) {
     rdzv__aclient_pump(c);
 }
 
-void rdzv__aclient_handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, size_t n) {
+/* rdzv_aconn_events_t.handshake_reply */
+static void handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, size_t n) {
     int kind = r->kind;
     rdzv__aclient_req_free(r);
     (void)n;
@@ -179,12 +182,8 @@ static void connect_fail(rdzv_aclient_t *c, int code, const char *fmt, ...) {
     rdzv__aclient_fail_all(c, DDP_ECLOSED, NULL, DDP_ECLOSED, why);
 }
 
-void rdzv__aclient_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *fmt, ...) {
-    char reason[TEXT_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, sizeof reason, fmt, ap);
-    va_end(ap);
+/* rdzv_aconn_events_t.lost */
+static void lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *reason) {
     if (c->state == S_HANDSHAKE) {
         req_t *h = c->inflight;
         int hk = h ? h->kind : -1;
@@ -210,6 +209,8 @@ void rdzv__aclient_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char 
         c->lost_cb(c->lost_arg, code, line);
     }
 }
+
+static const rdzv_aconn_events_t conn_events = {.lost = lost, .handshake_reply = handshake_reply};
 
 static int retryable(int uvcode) {
     return uvcode == UV_ECONNREFUSED || uvcode == UV_ETIMEDOUT || uvcode == UV_ENETUNREACH ||
@@ -464,6 +465,7 @@ int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_a
     if (opts->run_id != NULL && (c->run_id = strdup(opts->run_id)) == NULL)
         goto nomem;
     c->loop = loop;
+    c->events = &conn_events;
     c->port = opts->port;
     rdzv__aclient_msgf(c->peer, sizeof c->peer, strchr(opts->host, ':') ? "[%s]:%u" : "%s:%u",
                        opts->host, opts->port);

@@ -73,6 +73,22 @@ struct req {
     char subject[120]; /* "key 'x'", "3 keys (first 'x')" or the raw request's name */
 };
 
+/* What the queue reports to the connection (rdzv_async_client.c installs these at connect):
+ * the queue sees replies and failures first, while the connection's state machine decides what
+ * they mean; so the calls run one way, from the connection to the queue. */
+typedef struct rdzv_aconn_events {
+    /* An established (or handshaking) connection broke: the client goes FAILED and every pending
+     * request completes. culprit, when set, is the request whose reply caused it and gets code;
+     * every other pending request gets DDP_ECLOSED; then the close notification runs. During
+     * the handshake it ends the connect phase instead (rdzv_aconnect_cb). Ignored in any other
+     * state. reason is the text without the peer. */
+    void (*lost)(rdzv_aclient_t *c, int code, req_t *culprit, const char *reason);
+    /* Handles the reply buf[0..n) to one of the handshake's own requests (HELLO, PROOF, PING; r
+     * already left the in-flight list and is freed here): sends the next step, or ends the
+     * connect phase (ready, or failed with DDP_EAUTH / DDP_EPROTO). */
+    void (*handshake_reply)(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, size_t n);
+} rdzv_aconn_events_t;
+
 /* The client (opaque in rdzv_async_client.h). */
 struct rdzv_aclient {
     uv_loop_t *loop;
@@ -81,6 +97,7 @@ struct rdzv_aclient {
     uv_connect_t creq;
     uv_write_t wreq;
     uv_getaddrinfo_t gai;
+    const rdzv_aconn_events_t *events; /* the connection's answers to the queue's reports */
     enum state state;
     int open_handles; /* initialised and not yet closed; the client is freed at 0 */
     int tcp_live;     /* tcp initialised and uv_close not yet called */
@@ -114,20 +131,6 @@ static inline void timer_stop(uv_timer_t *t) {
     int rc = uv_timer_stop(t);
     (void)rc;
 }
-
-/* ---- rdzv_async_client.c ---- */
-
-/* An established (or handshaking) connection broke: the client goes FAILED and every pending
- * request completes. culprit, when set, is the request whose reply caused it and gets code;
- * every other pending request gets DDP_ECLOSED; then the close notification runs. During the
- * handshake it ends the connect phase instead (rdzv_aconnect_cb). Ignored in any other state. */
-void rdzv__aclient_lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Handles the reply buf[0..n) to one of the handshake's own requests (HELLO, PROOF, PING; r
- * already left the in-flight list and is freed here): sends the next step, or ends the
- * connect phase (ready, or failed with DDP_EAUTH / DDP_EPROTO). */
-void rdzv__aclient_handshake_reply(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, size_t n);
 
 /* ---- rdzv_async_queue.c ---- */
 

@@ -103,6 +103,19 @@ void rdzv__aclient_fail_all(rdzv_aclient_t *c, int code, req_t *culprit, int oth
     }
 }
 
+/* Reports the connection lost (rdzv_aconn_events_t.lost) with the reason formatted. */
+static void lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void lost(rdzv_aclient_t *c, int code, req_t *culprit, const char *fmt, ...) {
+    char reason[TEXT_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    c->events->lost(c, code, culprit, reason);
+}
+
 /* ---- timers and output ---- */
 
 static void on_io_timer(uv_timer_t *t);
@@ -169,8 +182,8 @@ static void on_written(uv_write_t *w, int status) {
     if (status == UV_ECANCELED || (c->state != S_HANDSHAKE && c->state != S_READY))
         return;
     if (status < 0) {
-        rdzv__aclient_lost(c, io_code(status), NULL, "unable to write to the server: %s",
-                           code_text(io_code(status)));
+        lost(c, io_code(status), NULL, "unable to write to the server: %s",
+             code_text(io_code(status)));
         return;
     }
     rdzv__aclient_flush(c);
@@ -276,7 +289,7 @@ static void deliver(rdzv_aclient_t *c, req_t *r, const uint8_t *buf, size_t n) {
             return;
         }
         break;
-    default: rdzv__aclient_handshake_reply(c, r, buf, n); return;
+    default: c->events->handshake_reply(c, r, buf, n); return;
     }
     char text[TEXT_LEN];
     if (r->kind == K_GETNOW)
@@ -293,8 +306,7 @@ static void process_input(rdzv_aclient_t *c) {
     while ((c->state == S_HANDSHAKE || c->state == S_READY) && off < c->in.len) {
         req_t *r = c->inflight;
         if (r == NULL) {
-            rdzv__aclient_lost(c, DDP_EPROTO, NULL, "%zu unexpected bytes from the server",
-                               c->in.len - off);
+            lost(c, DDP_EPROTO, NULL, "%zu unexpected bytes from the server", c->in.len - off);
             break;
         }
         size_t need = 0;
@@ -304,8 +316,8 @@ static void process_input(rdzv_aclient_t *c) {
         if (n == 0)
             break;
         if (n < 0 || (size_t)n > c->in.len - off) {
-            rdzv__aclient_lost(c, n < 0 ? (int)n : DDP_EPROTO, r, "malformed reply to %s %s: %s",
-                               r->cmd, r->subject, ddp_strerror(n < 0 ? (int)n : DDP_EPROTO));
+            lost(c, n < 0 ? (int)n : DDP_EPROTO, r, "malformed reply to %s %s: %s", r->cmd,
+                 r->subject, ddp_strerror(n < 0 ? (int)n : DDP_EPROTO));
             break;
         }
         list_pop(&c->inflight, &c->inflight_tail);
@@ -350,9 +362,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
         return;
     if (nread < 0) {
         int code = nread == UV_ENOBUFS ? -ENOMEM : io_code((int)nread);
-        rdzv__aclient_lost(c, code, NULL, "%s",
-                           code == DDP_ECLOSED ? "connection closed by the server"
-                                               : code_text(code));
+        lost(c, code, NULL, "%s",
+             code == DDP_ECLOSED ? "connection closed by the server" : code_text(code));
         return;
     }
     c->in.len += (size_t)nread;
@@ -473,15 +484,14 @@ static void on_io_timer(uv_timer_t *t) {
     if (c->deferred_code != 0) {
         int code = c->deferred_code;
         c->deferred_code = 0;
-        rdzv__aclient_lost(c, code, NULL, "%s", c->deferred_text);
+        lost(c, code, NULL, "%s", c->deferred_text);
         return;
     }
     req_t *h = c->inflight;
     if (h == NULL)
-        rdzv__aclient_lost(c, DDP_ETIMEOUT, NULL, "unable to send within %d ms", c->io_ms);
+        lost(c, DDP_ETIMEOUT, NULL, "unable to send within %d ms", c->io_ms);
     else
-        rdzv__aclient_lost(c, DDP_ETIMEOUT, h, "no reply within %d ms to %s %s", c->io_ms, h->cmd,
-                           h->subject);
+        lost(c, DDP_ETIMEOUT, h, "no reply within %d ms to %s %s", c->io_ms, h->cmd, h->subject);
 }
 
 /* The parked request's wait ran out: WAIT and GET send CANCEL_WAIT and complete when its reply
@@ -492,13 +502,13 @@ static void on_wait_timer(uv_timer_t *t) {
     if (r == NULL || r->canceling || c->state != S_READY)
         return;
     if (r->kind == K_RAW) {
-        rdzv__aclient_lost(c, DDP_ETIMEOUT, r, "timed out after %d ms waiting for the reply to %s",
-                           r->timeout_ms, r->subject);
+        lost(c, DDP_ETIMEOUT, r, "timed out after %d ms waiting for the reply to %s", r->timeout_ms,
+             r->subject);
         return;
     }
     r->canceling = 1;
     if (rdzv__put_u8(&c->wq, RDZV_CMD_CANCEL_WAIT) < 0) {
-        rdzv__aclient_lost(c, -ENOMEM, NULL, "out of memory for CANCEL_WAIT");
+        lost(c, -ENOMEM, NULL, "out of memory for CANCEL_WAIT");
         return;
     }
     rdzv__aclient_flush(c);
