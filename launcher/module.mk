@@ -7,7 +7,7 @@
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_rules.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
                launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c \
-               launcher/status.c launcher/hostfile.c launcher/ssh.c launcher/ssh_session.c \
+               launcher/status.c launcher/hostfile.c launcher/ssh.c launcher/ssh_host.c launcher/ssh_session.c \
                launcher/env.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
