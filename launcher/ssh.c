@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  * --hostfile and --hosts: one ddprun starts the job on every host over the system's ssh client,
  * relays their output and stops them all (the other end, the agent it starts on each host, is
- * ssh_session.c).
+ * ssh_session.c). This file prepares the run (every usage error before any host is contacted,
+ * the remote command) and drives it on a libuv loop: uv_spawn for the ssh clients, uv_pipe for
+ * their output, uv_signal for the launcher's signals, uv_timer for the heartbeats and deadlines.
+ * What each event means for its host is ssh_host.c's phase x event table.
  *
  * The launcher runs one ordinary agent per host: `cd CWD && exec DDPRUN --ssh_session=NAME
  * --nnodes=N --node_rank=I --rdzv_backend=c10d ... -- PROGRAM ARGS` in the host's login shell.
