@@ -19,7 +19,11 @@ $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
 UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_nproc \
               $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm \
               $(BUILD)/tests/unit/test_launch_numa $(BUILD)/tests/unit/test_launch_k8s \
-              $(BUILD)/tests/unit/test_launch_hosts
+              $(BUILD)/tests/unit/test_launch_hosts $(BUILD)/tests/unit/test_launch_ssh_host
+# test_launch_ssh_host links ssh_host.c alone: the test defines the loop's primitives it calls
+# (ssh.c's), so no ssh runs and no loop turns.
+$(BUILD)/tests/unit/test_launch_ssh_host: $(BUILD)/obj/tests/unit/test_launch_ssh_host.o \
+    $(BUILD)/obj/launcher/ssh_host.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_hosts: $(BUILD)/obj/tests/unit/test_launch_hosts.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_k8s: $(BUILD)/obj/tests/unit/test_launch_k8s.o \
