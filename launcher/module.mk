@@ -16,7 +16,9 @@ $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
     $(BUILD)/obj/tests/unit/test_hostlist.o: CPPFLAGS += -Ilauncher
 
 # Unit tests (cmocka).
-UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_nproc \
+UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_cli_values \
+              $(BUILD)/tests/unit/test_launch_cli_job $(BUILD)/tests/unit/test_launch_cli_program \
+              $(BUILD)/tests/unit/test_launch_nproc \
               $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm \
               $(BUILD)/tests/unit/test_launch_numa $(BUILD)/tests/unit/test_launch_k8s \
               $(BUILD)/tests/unit/test_launch_hosts $(BUILD)/tests/unit/test_launch_ssh_host
@@ -31,6 +33,12 @@ $(BUILD)/tests/unit/test_launch_k8s: $(BUILD)/obj/tests/unit/test_launch_k8s.o \
 $(BUILD)/tests/unit/test_launch_numa: $(BUILD)/obj/tests/unit/test_launch_numa.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli: $(BUILD)/obj/tests/unit/test_launch_cli.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_launch_cli_values: $(BUILD)/obj/tests/unit/test_launch_cli_values.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_launch_cli_job: $(BUILD)/obj/tests/unit/test_launch_cli_job.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_launch_cli_program: $(BUILD)/obj/tests/unit/test_launch_cli_program.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_hostlist: $(BUILD)/obj/tests/unit/test_hostlist.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
