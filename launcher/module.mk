@@ -2,7 +2,9 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the
-# job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers).
+# job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers),
+# many hosts over ssh (hostfile.c; ssh.c: the run's libuv loop, ssh_host.c: each host's phase x
+# event table; ssh_session.c: the agent's side).
 # launcher/main.c links it into build/ddprun.
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_rules.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
