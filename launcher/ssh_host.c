@@ -13,32 +13,32 @@
  */
 /* clang-format off */
 /*
- * phase \ event | START         | ADDRESS      | SEND | READY_LINE    | OUT_LINE | ERR_LINE | NO_ANSWER | STOP           | ENDED
- * --------------+---------------+--------------+------+---------------+----------+----------+-----------+----------------+--------------------
- * PENDING       | spawn ->      | -            | -    | -             | -        | -        | -         | -> DONE        | -
- *               | STARTING (or  |              |      |               |          |          |           |                |
- *               | WAITING; LOST)|              |      |               |          |          |           |                |
- * WAITING       | -             | address ->   | -    | out           | out      | hold     | kill      | close stdin -> | ended_starting ->
- *               |               | STARTING     |      |               |          |          |           | CLOSING        | DONE (or LOST)
- * STARTING      | -             | -            | send | ready -> READY| out      | hold     | kill      | send ->        | ended_starting ->
- *               |               |              |      |               |          |          |           | CLOSING        | DONE (or LOST)
- * READY         | -             | -            | send | out           | out      | err_out  | -         | send ->        | ended_ready ->
- *               |               |              |      |               |          |          |           | STOPPING       | DONE (or LOST)
- * CLOSING       | -             | -            | send | ready ->      | out      | hold     | -         | -              | ended -> DONE
- *               |               |              |      | STOPPING      |          |          |           |                |
- * STOPPING      | -             | -            | send | out           | out      | err_out  | -         | -              | ended -> DONE
- * DONE, LOST    | -             | -            | -    | -             | -        | -        | -         | -              | -
+ * phase \ event | START          | ADDRESS    | SEND      | READY_LINE | OUT_LINE | ERR_LINE | NO_ANSWER | STOP           | ENDED
+ * --------------+----------------+------------+-----------+------------+----------+----------+-----------+----------------+------------------
+ * PENDING       | spawn ->       | -          | -         | -          | -        | -        | -         | forget -> DONE | -
+ *               | STARTING (or   |            |           |            |          |          |           |                |
+ *               | WAITING; LOST) |            |           |            |          |          |           |                |
+ * WAITING       | -              | address -> | -         | out        | out      | hold     | kill_late | close_stdin -> | ended_starting ->
+ *               |                | STARTING   |           |            |          |          |           | CLOSING        | DONE (or LOST)
+ * STARTING      | -              | -          | send_line | ready ->   | out      | hold     | kill_late | send_line ->   | ended_starting ->
+ *               |                |            |           | READY      |          |          |           | CLOSING        | DONE (or LOST)
+ * READY         | -              | -          | send_line | out        | out      | err_out  | -         | send_line ->   | ended_ready ->
+ *               |                |            |           |            |          |          |           | STOPPING       | DONE (or LOST)
+ * CLOSING       | -              | -          | send_line | ready ->   | out      | hold     | -         | -              | ended -> DONE
+ *               |                |            |           | STOPPING   |          |          |           |                |
+ * STOPPING      | -              | -          | send_line | out        | out      | err_out  | -         | -              | ended -> DONE
+ * DONE, LOST    | -              | -          | -         | -          | -        | -        | -         | -              | -
  */
 /* clang-format on */
 
-/* "spawn": ssh__host_spawn, the first heartbeat (or the address, if known, for a waiting host)
- * and the answer deadline; LOST when ssh could not start (lost). "address": the store's
- * address, then the first heartbeat, down stdin; the deadline is then at least
- * LAUNCH_SSH_READY_EXTRA_S away. "ready": the held stderr shown; the first host's address goes
- * to every host (ADDRESS). "hold": kept for the one-line error if the agent never comes up.
- * "kill": SIGKILL to ssh, ENDED follows. "ended_starting": the line naming the host and what ssh
- * said, then lost, unless another host's agent failed first (the job is over). "ended_ready": an
- * unfit node under --nnodes=MIN:MAX is lost, a failure starts the run's grace. "lost": the job
+/* "-": nothing, the phase stays. "spawn": ssh__host_spawn, the first heartbeat (or the address, if
+ * known, for a waiting host) and the answer deadline; LOST when ssh could not start (lost).
+ * "address": the store's address, then the first heartbeat, down stdin; the deadline is then at
+ * least LAUNCH_SSH_READY_EXTRA_S away. "ready": the held stderr shown; the first host's address
+ * goes to every host (ADDRESS). "hold": kept for the one-line error if the agent never comes up.
+ * "kill_late": SIGKILL to ssh, ENDED follows. "ended_starting": the line naming the host and what
+ * ssh said, then lost, unless another host's agent failed first (the job is over). "ended_ready":
+ * an unfit node under --nnodes=MIN:MAX is lost, a failure starts the run's grace. "lost": the job
  * goes on without the host while at least MIN can come up and it is not the first host that is
  * to host the store, else everything stops. A cell's next phase is set before its action runs,
  * so a stop the action causes finds the host where it is going; actions that divert say so. */
