@@ -407,13 +407,13 @@ static int apply_numa_binding(launch_spec_t *spec, const char *flag, const char 
     return launch__bad_value(err, flag, val, "is not node, socket, exclusive or core-complex");
 }
 
-/* --print_completion bash: the completion script (completion.c), then nothing to run. */
+/* --print_completion bash: nothing to run; the caller prints the completion script
+ * (launch_completion_bash), which is made from this file's flag table. */
 static int apply_print_completion(launch_spec_t *spec, const char *flag, const char *val,
                                   ddp_err_t *err) {
     if (strcmp(val, "bash") != 0)
         return launch__bad_value(err, flag, val, "is not a shell ddprun completes (bash)");
-    launch_completion_bash(stdout);
-    fflush(stdout);
+    spec->print_completion = 1;
     spec->info_printed = 1;
     return 0;
 }

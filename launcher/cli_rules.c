@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "launch_int.h"
-#include "launch_k8s.h"
 #include "launch_slurm.h"
 #include "rdzv_proto.h"
 
@@ -161,7 +160,7 @@ int launch__check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, 
                            "rank is its place in the list");
     if (spec->node_rank >= spec->max_nodes &&
         (LAUNCH_GIVEN(spec, LAUNCH_OPT_NNODES) ||
-         (!launch_slurm_detect(getenv_fn, ctx) && !launch_k8s_sets_nnodes(getenv_fn, ctx))))
+         (!launch_slurm_detect(getenv_fn, ctx) && !launch__k8s_sets_nnodes(getenv_fn, ctx))))
         return ddp_err_set(err, DDP_EUSAGE, "--node_rank: %d is not below the node count %d",
                            spec->node_rank, spec->max_nodes);
     return 0;

@@ -2,7 +2,7 @@
  * launch_completion_bash: `ddprun --print_completion bash` (torchrun 2.x's --print-completion),
  * a bash completion script generated from the flag table itself (cli.c), so that it offers every
  * flag in both spellings and never drifts from the parser: every value it offers for a flag is
- * one the parser accepts (test_launch_cli checks each). */
+ * one the parser accepts (test_launch_cli.c checks each). */
 #include "launch_spec.h"
 
 #include <stdio.h>

@@ -46,15 +46,6 @@ static int derive(launch_spec_t *spec, launch_k8s_t *k, launch_opt_t id, const c
     return 0;
 }
 
-int launch_k8s_sets_nnodes(launch_getenv_fn getenv_fn, void *ctx) {
-    if (getenv_fn == NULL)
-        getenv_fn = launch_getenv_process;
-    return launch__env(getenv_fn, ctx, "KUBERNETES_SERVICE_HOST") != NULL &&
-           launch__env(getenv_fn, ctx, DDP_ENV_MASTER_ADDR) != NULL &&
-           launch__env(getenv_fn, ctx, DDP_ENV_WORLD_SIZE) != NULL &&
-           launch__env(getenv_fn, ctx, DDP_ENV_RANK) != NULL;
-}
-
 int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx, launch_k8s_t *out,
                       ddp_err_t *err) {
     launch_k8s_t local = {0};

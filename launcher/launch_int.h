@@ -24,6 +24,11 @@ int launch__opt_from_env(launch_spec_t *spec, launch_opt_t id, const char *var, 
  * Kubernetes derivations read their variables (an empty one is no value). */
 const char *launch__env(launch_getenv_fn fn, void *ctx, const char *name);
 
+/* env.c: nonzero when launch_k8s_derive will set nnodes (a non-elastic PyTorchJob's pod:
+ * KUBERNETES_SERVICE_HOST, MASTER_ADDR, WORLD_SIZE and RANK set): the parser then leaves the node
+ * rank's range to it. getenv_fn NULL: the process's environment. */
+int launch__k8s_sets_nnodes(launch_getenv_fn getenv_fn, void *ctx);
+
 /* The flag table (cli.c), for the completion script: how many flags, and flag k's dashed name
  * (without "--") and short letter (0: none). Returns 1 when it takes a value. */
 size_t launch_cli_flag_count(void);
@@ -33,7 +38,8 @@ int launch_cli_flag(size_t k, const char **name, char *shortc);
  * a directory, NULL for none (completion.c). */
 const char *launch_completion_values(const char *flag);
 
-/* Writes the bash completion script of `ddprun --print_completion bash` to out. */
+/* Writes the bash completion script of `ddprun --print_completion bash` to out (main.c, once the
+ * parser has set spec->print_completion: completion.c reads the flag table, never the reverse). */
 void launch_completion_bash(FILE *out);
 
 /* cli_values.c: the value parsers of the option table. Each returns 0, DDP_EUSAGE with a one-line

@@ -30,10 +30,6 @@ typedef struct launch_k8s {
 int launch_k8s_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx, launch_k8s_t *out,
                       ddp_err_t *err);
 
-/* Nonzero when launch_k8s_derive will set nnodes (a non-elastic PyTorchJob's pod): the parser
- * then leaves the node rank's range to it. */
-int launch_k8s_sets_nnodes(launch_getenv_fn getenv_fn, void *ctx);
-
 /* Appends out's lines to buf, each "kubernetes <kind>: ..." and '\n'. 0 or -ENOMEM. */
 int launch_k8s_describe(const launch_k8s_t *k, ddp_buf_t *buf);
 

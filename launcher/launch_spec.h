@@ -195,7 +195,8 @@ typedef struct launch_spec {
     char *event_log_handler;        /* "null" (default) or "console": accepted, unused */
     char **dup_stdout_filters;      /* NULL-terminated strings; NULL = no duplication */
     char **dup_stderr_filters;      /* same for stderr */
-    int info_printed;               /* --help or --version was printed: there is nothing to run */
+    int info_printed;     /* --help, --version (printed) or --print_completion: nothing to run */
+    int print_completion; /* --print_completion bash: the caller prints launch_completion_bash */
     /* Hangs (seconds, as given): */
     double heartbeat_timeout;         /* 0 = off (default) */
     double initial_heartbeat_timeout; /* -1 = LAUNCH_INITIAL_HEARTBEAT_FACTOR x heartbeat_timeout */
@@ -241,7 +242,8 @@ typedef struct launch_spec {
 /* Fills spec from argv and PET_* variables (command line wins). Returns 0, or DDP_EUSAGE with
  * err->text a one-line message naming the flag ("--nproc_per_node: 'x' is not a number, gpu, cpu
  * or auto"), or -ENOMEM. After --help or --version (printed to stdout) it returns 0 with
- * spec->info_printed set: the caller exits 0. Strings in spec are owned by spec: free with
+ * spec->info_printed set: the caller exits 0 (after --print_completion bash spec->print_completion
+ * is set too: the caller prints the script first). Strings in spec are owned by spec: free with
  * launch_spec_free (also safe after an error). */
 int launch_cli_parse(int argc, char *const *argv, launch_spec_t *spec, ddp_err_t *err);
 

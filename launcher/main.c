@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "ddp_buf.h"
 #include "ddp_log.h"
+#include "launch_int.h"
 #include "launch_k8s.h"
 #include "launch_slurm.h"
 #include "launch_spec.h"
@@ -162,7 +163,9 @@ int main(int argc, char **argv) {
     ddp_err_clear(&err);
     int rc = launch_cli_parse(argc, argv, &spec, &err);
     if (rc == 0 && spec.info_printed) {
-        launch_spec_free(&spec); /* --help or --version */
+        if (spec.print_completion)
+            launch_completion_bash(stdout);
+        launch_spec_free(&spec); /* --help, --version, --print_completion */
         return EXIT_OK;
     }
     if (rc == 0)

@@ -2,12 +2,14 @@
 # launcher/: liblaunch.a, the parsing side of ddprun: torchrun flags (cli.c), the worker argv
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the
-# job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers).
+# job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers),
+# many hosts over ssh (hostfile.c; ssh.c: the run's libuv loop, ssh_host.c: each host's phase x
+# event table; ssh_session.c: the agent's side).
 # launcher/main.c links it into build/ddprun.
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_rules.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
                launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c \
-               launcher/status.c launcher/hostfile.c launcher/ssh.c launcher/ssh_session.c \
+               launcher/status.c launcher/hostfile.c launcher/ssh.c launcher/ssh_host.c launcher/ssh_session.c \
                launcher/env.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a
@@ -16,10 +18,16 @@ $(BUILD)/obj/tests/unit/test_launch_%.o $(BUILD)/obj/tests/unit/test_slurm.o \
     $(BUILD)/obj/tests/unit/test_hostlist.o: CPPFLAGS += -Ilauncher
 
 # Unit tests (cmocka).
-UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_nproc \
+UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launch_cli_values \
+              $(BUILD)/tests/unit/test_launch_cli_job $(BUILD)/tests/unit/test_launch_cli_program \
+              $(BUILD)/tests/unit/test_launch_nproc \
               $(BUILD)/tests/unit/test_hostlist $(BUILD)/tests/unit/test_slurm \
               $(BUILD)/tests/unit/test_launch_numa $(BUILD)/tests/unit/test_launch_k8s \
-              $(BUILD)/tests/unit/test_launch_hosts
+              $(BUILD)/tests/unit/test_launch_hosts $(BUILD)/tests/unit/test_launch_ssh_host
+# test_launch_ssh_host links ssh_host.c alone: the test defines the loop's primitives it calls
+# (ssh.c's), so no ssh runs and no loop turns.
+$(BUILD)/tests/unit/test_launch_ssh_host: $(BUILD)/obj/tests/unit/test_launch_ssh_host.o \
+    $(BUILD)/obj/launcher/ssh_host.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_hosts: $(BUILD)/obj/tests/unit/test_launch_hosts.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_k8s: $(BUILD)/obj/tests/unit/test_launch_k8s.o \
@@ -27,6 +35,12 @@ $(BUILD)/tests/unit/test_launch_k8s: $(BUILD)/obj/tests/unit/test_launch_k8s.o \
 $(BUILD)/tests/unit/test_launch_numa: $(BUILD)/obj/tests/unit/test_launch_numa.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli: $(BUILD)/obj/tests/unit/test_launch_cli.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_launch_cli_values: $(BUILD)/obj/tests/unit/test_launch_cli_values.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_launch_cli_job: $(BUILD)/obj/tests/unit/test_launch_cli_job.o \
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_launch_cli_program: $(BUILD)/obj/tests/unit/test_launch_cli_program.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_hostlist: $(BUILD)/obj/tests/unit/test_hostlist.o \
     $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a

@@ -8,14 +8,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "ddp_contract.h"
-#include "ddp_time.h"
 #include "rdzv_client.h"
 
 /* How long the agent waits for the token on stdin; then, on a host other than the first, for the
@@ -24,36 +24,110 @@
 #define SSH_TOKEN_WAIT_MS 30000
 #define SSH_ENDPOINT_WAIT_MS ((LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S + 10) * 1000)
 
-/* Reads one line from fd 0 into buf (without its '\n'), byte by byte (nothing after it may be
- * consumed: the rest is the session), within wait_ms. what names the line in errors. Returns
- * its length, or DDP_EUSAGE: no line in time, stdin ended, a byte ok() refuses, or a line that
- * does not fit. */
-static int line_read(char *buf, size_t cap, int wait_ms, const char *what, int (*ok)(char),
-                     ddp_err_t *err) {
-    size_t n = 0;
-    uint64_t end = ddp_now_ms() + (uint64_t)wait_ms;
-    for (;;) {
-        uint64_t now = ddp_now_ms();
-        struct pollfd p = {.fd = 0, .events = POLLIN};
-        if (now >= end || poll(&p, 1, (int)(end - now)) == 0)
-            return ddp_err_set(err, DDP_EUSAGE,
-                               "--ssh_session: no %s on stdin within %d s (this flag is for "
-                               "agents a launching ddprun starts over ssh)",
-                               what, wait_ms / 1000);
+/* One line being read from fd 0. */
+typedef struct line {
+    char *buf;
+    size_t cap, n;
+    int (*ok)(char);
+    enum { LINE_READING = 0, LINE_DONE, LINE_TIMEOUT, LINE_ENDED, LINE_BAD } end;
+    uv_poll_t poll;
+    uv_timer_t timer;
+} line_t;
+
+/* Takes the bytes stdin has, one at a time (nothing after the line may be consumed: the rest is
+ * the session), until the line ends, stdin has nothing more for now, or it is over. */
+static void line_take(line_t *l) {
+    while (l->end == LINE_READING) {
         char c;
         ssize_t r = read(0, &c, 1);
         if (r < 0 && errno == EINTR)
             continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
         if (r <= 0)
-            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin ended before the %s", what);
-        if (c == '\n')
-            break;
-        if (n + 1 >= cap || !ok(c))
-            return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin does not bring the %s", what);
-        buf[n++] = c;
+            l->end = LINE_ENDED;
+        else if (c == '\n')
+            l->end = LINE_DONE;
+        else if (l->n + 1 >= l->cap || !l->ok(c))
+            l->end = LINE_BAD;
+        else
+            l->buf[l->n++] = c;
     }
-    buf[n] = '\0';
-    return (int)n;
+}
+
+static void on_stdin(uv_poll_t *p, int status, int events) {
+    (void)events;
+    line_t *l = p->data;
+    if (status < 0)
+        l->end = LINE_ENDED;
+    line_take(l);
+    if (l->end != LINE_READING)
+        uv_stop(p->loop);
+}
+
+static void on_line_timeout(uv_timer_t *t) {
+    line_t *l = t->data;
+    l->end = LINE_TIMEOUT;
+    uv_stop(t->loop);
+}
+
+static void line_close_one(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* Waits on a loop of its own, within wait_ms, for l's line. stdin is made non-blocking for the
+ * while (its flags come back after). A stdin that cannot be watched (a regular file) never
+ * blocks: read at once. */
+static void line_wait(line_t *l, int wait_ms) {
+    uv_loop_t loop;
+    int flags = fcntl(0, F_GETFL);
+    if (uv_loop_init(&loop) < 0) {
+        l->end = LINE_ENDED;
+        return;
+    }
+    l->poll.data = l->timer.data = l;
+    int rc = uv_poll_init(&loop, &l->poll, 0);
+    if (rc == UV_EPERM) {
+        line_take(l);
+    } else if (rc < 0 || uv_timer_init(&loop, &l->timer) < 0 ||
+               uv_timer_start(&l->timer, on_line_timeout, (uint64_t)wait_ms, 0) < 0 ||
+               uv_poll_start(&l->poll, UV_READABLE | UV_DISCONNECT, on_stdin) < 0) {
+        l->end = LINE_ENDED;
+    } else {
+        while (l->end == LINE_READING && uv_run(&loop, UV_RUN_ONCE))
+            ;
+    }
+    uv_walk(&loop, line_close_one, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&loop);
+    if (flags >= 0)
+        (void)fcntl(0, F_SETFL, flags);
+}
+
+/* Reads one line from fd 0 into buf (without its '\n') within wait_ms. what names the line in
+ * errors. Returns its length, or DDP_EUSAGE: no line in time, stdin ended, a byte ok() refuses,
+ * or a line that does not fit. */
+static int line_read(char *buf, size_t cap, int wait_ms, const char *what, int (*ok)(char),
+                     ddp_err_t *err) {
+    line_t l = {.buf = buf, .cap = cap, .ok = ok};
+    line_wait(&l, wait_ms);
+    switch (l.end) {
+    case LINE_DONE: break;
+    case LINE_READING:
+    case LINE_TIMEOUT:
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--ssh_session: no %s on stdin within %d s (this flag is for "
+                           "agents a launching ddprun starts over ssh)",
+                           what, wait_ms / 1000);
+    case LINE_ENDED:
+        return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin ended before the %s", what);
+    case LINE_BAD:
+        return ddp_err_set(err, DDP_EUSAGE, "--ssh_session: stdin does not bring the %s", what);
+    }
+    buf[l.n] = '\0';
+    return (int)l.n;
 }
 
 static int hex_char(char c) {
