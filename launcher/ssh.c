@@ -299,29 +299,29 @@ static int run_prepare(ssh_run_t *r, ddp_err_t *err) {
 
 static void settle(ssh_run_t *r);
 
-uint64_t ssh__now(ssh_run_t *r) {
+static uint64_t loop_now(ssh_run_t *r) {
     return uv_now(&r->loop);
 }
 
 /* A console that is gone (EPIPE) loses the rest silently. */
-void ssh__output(int std, const char *p, size_t n) {
+static void loop_output(int std, const char *p, size_t n) {
     (void)ddp_write_all(std, p, n);
 }
 
-void ssh__host_write(ssh_host_t *h, const char *line) {
+static void loop_host_write(ssh_host_t *h, const char *line) {
     if (h->in_fd < 0)
         return;
     if (write(h->in_fd, line, strlen(line)) < 0 && errno != EPIPE)
         DDP_DEBUG("host %s: unable to write to its session: %s", h->h->name, strerror(errno));
 }
 
-void ssh__host_stdin_close(ssh_host_t *h) {
+static void loop_host_stdin_close(ssh_host_t *h) {
     if (h->in_fd >= 0)
         close(h->in_fd);
     h->in_fd = -1;
 }
 
-void ssh__host_kill(ssh_host_t *h) {
+static void loop_host_kill(ssh_host_t *h) {
     int rc = h->running ? uv_process_kill(&h->proc, SIGKILL) : 0;
     if (rc < 0)
         DDP_DEBUG("host %s: unable to kill its ssh: %s", h->h->name, uv_strerror(rc));
@@ -334,7 +334,7 @@ static void on_answer_timer(uv_timer_t *t) {
     settle(h->run);
 }
 
-void ssh__host_answer_by(ssh_host_t *h, uint64_t at_ms) {
+static void loop_host_answer_by(ssh_host_t *h, uint64_t at_ms) {
     uint64_t now = uv_now(&h->run->loop);
     int rc = uv_timer_start(&h->answer_timer, on_answer_timer, at_ms > now ? at_ms - now : 0, 0);
     if (rc < 0)
@@ -346,10 +346,10 @@ void ssh__host_answer_by(ssh_host_t *h, uint64_t at_ms) {
 static void on_stop_timer(uv_timer_t *t) {
     ssh_run_t *r = t->data;
     for (size_t i = 0; i < r->hosts.n; i++)
-        ssh__host_kill(&r->v[i]);
+        loop_host_kill(&r->v[i]);
 }
 
-void ssh__stop_at(ssh_run_t *r, uint64_t at_ms) {
+static void loop_stop_at(ssh_run_t *r, uint64_t at_ms) {
     uint64_t now = uv_now(&r->loop);
     int rc = uv_timer_start(&r->stop_timer, on_stop_timer, at_ms > now ? at_ms - now : 0, 1000);
     if (rc < 0)
@@ -361,7 +361,7 @@ static void on_grace_timer(uv_timer_t *t) {
     settle(t->data);
 }
 
-void ssh__grace_start(ssh_run_t *r) {
+static void loop_grace_start(ssh_run_t *r) {
     int rc = uv_timer_start(&r->grace_timer, on_grace_timer, SSH_FAIL_GRACE_MS, 0);
     if (rc < 0)
         DDP_WARN("unable to time the failed job's end: %s", uv_strerror(rc));
@@ -480,7 +480,7 @@ static void ssh_argv(const ssh_run_t *r, const ssh_host_t *h, char *cmd, char **
  * child is the leader of a session of its own (the terminal's Ctrl-C is the launcher's to
  * handle, and BatchMode leaves ssh nothing to ask on a terminal), with default signal
  * dispositions and an empty mask (uv_spawn), the pipes on 0-2. */
-int ssh__host_spawn(ssh_run_t *r, ssh_host_t *h) {
+static int loop_host_spawn(ssh_run_t *r, ssh_host_t *h) {
     ddp_buf_t cmd = DDP_BUF_INIT;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
     int rc = remote_command(r, h, r->argv, &cmd);
@@ -605,7 +605,7 @@ static void on_signal(uv_signal_t *s, int sig) {
         uint64_t by = uv_now(&r->loop) + SSH_KILL_WAIT_MS;
         if (by < r->stop_deadline) {
             r->stop_deadline = by;
-            ssh__stop_at(r, by);
+            loop_stop_at(r, by);
         }
     }
     settle(r);
@@ -715,7 +715,7 @@ static void run_free(ssh_run_t *r) {
         free(h->out.buf);
         free(h->err.buf);
         ddp_buf_free(&h->held);
-        ssh__host_stdin_close(h);
+        loop_host_stdin_close(h);
     }
     free(r->v);
     free(r->ssh_copy);
@@ -723,10 +723,24 @@ static void run_free(ssh_run_t *r) {
     launch_hosts_free(&r->hosts);
 }
 
+/* What the hosts' table (ssh_host.c) may do to the loop. */
+static const ssh_loop_ops_t loop_ops = {
+    .host_spawn = loop_host_spawn,
+    .host_write = loop_host_write,
+    .host_stdin_close = loop_host_stdin_close,
+    .host_kill = loop_host_kill,
+    .host_answer_by = loop_host_answer_by,
+    .output = loop_output,
+    .now = loop_now,
+    .stop_at = loop_stop_at,
+    .grace_start = loop_grace_start,
+};
+
 int launch_ssh_run(const launch_spec_t *spec, char *const *argv, ddp_err_t *err) {
     ssh_run_t r;
     memset(&r, 0, sizeof r);
     r.spec = spec;
+    r.io = &loop_ops;
     r.argv = argv;
     r.env = (ddp_buf_t)DDP_BUF_INIT;
     int rc = run_prepare(&r, err);

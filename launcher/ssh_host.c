@@ -31,7 +31,7 @@
  */
 /* clang-format on */
 
-/* "-": nothing, the phase stays. "spawn": ssh__host_spawn, the first heartbeat (or the address, if
+/* "-": nothing, the phase stays. "spawn": io->host_spawn, the first heartbeat (or the address, if
  * known, for a waiting host) and the answer deadline; LOST when ssh could not start (lost).
  * "address": the store's address, then the first heartbeat, down stdin; the deadline is then at
  * least LAUNCH_SSH_READY_EXTRA_S away. "ready": the held stderr shown; the first host's address
@@ -95,12 +95,12 @@ static void address(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     (void)p, (void)n;
     char line[sizeof r->endpoint + 1];
     snprintf(line, sizeof line, "%s\n", r->endpoint);
-    ssh__host_write(h, line);
-    ssh__host_write(h, "\n"); /* the first heartbeat: the agent watches for them from now */
-    uint64_t answer_by = ssh__now(r) + LAUNCH_SSH_READY_EXTRA_S * 1000ull;
+    h->run->io->host_write(h, line);
+    h->run->io->host_write(h, "\n"); /* the first heartbeat: the agent watches for them from now */
+    uint64_t answer_by = r->io->now(r) + LAUNCH_SSH_READY_EXTRA_S * 1000ull;
     if (h->deadline < answer_by) {
         h->deadline = answer_by;
-        ssh__host_answer_by(h, h->deadline);
+        h->run->io->host_answer_by(h, h->deadline);
     }
 }
 
@@ -108,15 +108,16 @@ static void address(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
  * (it goes at once when it is); LOST when ssh could not start. */
 static void spawn(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     (void)p, (void)n;
-    if (ssh__host_spawn(r, h) < 0) {
+    if (r->io->host_spawn(r, h) < 0) {
         fprintf(stderr, "ddprun: host %s: %s\n", h->h->name, h->last_err);
         lost(r, h);
         return;
     }
-    h->deadline = ssh__now(r) + (LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S) * 1000ull;
-    ssh__host_answer_by(h, h->deadline);
+    h->deadline =
+        r->io->now(r) + (LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S) * 1000ull;
+    h->run->io->host_answer_by(h, h->deadline);
     if (r->endpoint_given || h->rank == 0) {
-        ssh__host_write(h, "\n"); /* the first heartbeat, when it needs no address */
+        h->run->io->host_write(h, "\n"); /* the first heartbeat, when it needs no address */
         return;
     }
     h->phase = SSH_WAITING;
@@ -127,7 +128,7 @@ static void spawn(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
 /* SEND in a phase whose agent reads the launcher's lines. */
 static void send_line(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     (void)r, (void)n;
-    ssh__host_write(h, p);
+    h->run->io->host_write(h, p);
 }
 
 /* STARTING + READY_LINE, CLOSING + READY_LINE: "AGENT_SSH_READY ADDR:PORT\n". */
@@ -139,7 +140,7 @@ static void ready(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
              n > skip ? p + skip : "");
     DDP_INFO("host %s (node_rank %d): agent ready, store at %s", h->h->name, h->rank, where);
     if (h->held.len > 0)
-        ssh__output(2, (const char *)h->held.data, h->held.len);
+        h->run->io->output(2, (const char *)h->held.data, h->held.len);
     ddp_buf_free(&h->held);
     if (h->rank == 0 && !r->endpoint_given && r->endpoint[0] == '\0') {
         snprintf(r->endpoint, sizeof r->endpoint, "%s", where);
@@ -152,7 +153,7 @@ static void ready(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
  * address cannot be ready; a worker may print the word too): written out. */
 static void out(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     (void)r, (void)h;
-    ssh__output(1, p, n);
+    h->run->io->output(1, p, n);
 }
 
 /* READY, STOPPING + ERR_LINE: written out. The store decided which node's failure was the first
@@ -163,7 +164,7 @@ static void err_out(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     size_t title_len = sizeof AGENT_ROOT_CAUSE_TITLE - 1;
     if (n == title_len + 1 && memcmp(p, AGENT_ROOT_CAUSE_TITLE "\n", n) == 0)
         h->root_cause = 1;
-    ssh__output(2, p, n);
+    h->run->io->output(2, p, n);
 }
 
 /* ERR_LINE before the agent is ready: ssh's own complaint or the remote ddprun's usage error
@@ -185,7 +186,7 @@ static void kill_late(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     snprintf(h->last_err, sizeof h->last_err,
              "no answer within %d s (ssh connected but the agent did not start)",
              LAUNCH_SSH_CONNECT_TIMEOUT_S + LAUNCH_SSH_READY_EXTRA_S);
-    ssh__host_kill(h);
+    h->run->io->host_kill(h);
 }
 
 /* PENDING + STOP: never started. */
@@ -196,13 +197,13 @@ static void forget(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
 /* WAITING + STOP: the agent waiting for the store's address sees its stdin end instead. */
 static void close_stdin(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     (void)r, (void)p, (void)n;
-    ssh__host_stdin_close(h);
+    h->run->io->host_stdin_close(h);
 }
 
 /* CLOSING, STOPPING + ENDED (and the start of the two below): ssh's end noted. */
 static void ended(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
     (void)r, (void)p, (void)n;
-    ssh__host_stdin_close(h);
+    h->run->io->host_stdin_close(h);
     DDP_INFO("host %s (node_rank %d): ssh exited %d", h->h->name, h->rank, h->code);
 }
 
@@ -243,7 +244,7 @@ static void ended_ready(ssh_run_t *r, ssh_host_t *h, const char *p, size_t n) {
         r->failed_rank = h->rank;
         r->failed_code = h->code;
         r->phase = SSH_RUN_FAILED;
-        ssh__grace_start(r);
+        r->io->grace_start(r);
     }
 }
 
@@ -335,8 +336,8 @@ void ssh__stop(ssh_run_t *r, int sig) {
         return;
     r->phase = SSH_RUN_STOPPING;
     r->stop_deadline =
-        ssh__now(r) + (uint64_t)(r->spec->shutdown_timeout * 1000.0) + SSH_STOP_EXTRA_S * 1000ull;
-    ssh__stop_at(r, r->stop_deadline);
+        r->io->now(r) + (uint64_t)(r->spec->shutdown_timeout * 1000.0) + SSH_STOP_EXTRA_S * 1000ull;
+    r->io->stop_at(r, r->stop_deadline);
     char line[32];
     int n = snprintf(line, sizeof line, "%s %d\n", AGENT_SSH_SIGNAL, sig);
     for (size_t i = 0; i < r->hosts.n; i++)

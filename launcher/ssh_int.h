@@ -3,7 +3,7 @@
  * hosts, each host's phases and events, and a section per file. ssh.c prepares the run and drives
  * it on a libuv loop (the ssh processes, their pipes, the signals and timers); ssh_host.c holds
  * each host's phase x event table and the run's decisions, and reaches the loop only through
- * ssh.c's primitives below (test_launch_ssh_host records them instead). */
+ * the primitives of ssh_loop_ops_t below (ssh.c's; test_launch_ssh_host's record them). */
 #ifndef LAUNCH_SSH_INT_H
 #define LAUNCH_SSH_INT_H
 
@@ -94,9 +94,12 @@ typedef struct ssh_host {
     int root_cause; /* its agent's summary holds the job's root cause (AGENT_ROOT_CAUSE_TITLE) */
 } ssh_host_t;
 
+typedef struct ssh_loop_ops ssh_loop_ops_t;
+
 typedef struct ssh_run {
     const launch_spec_t *spec;
-    char *const *argv; /* ddprun's own, whose flags are passed on to the hosts */
+    const ssh_loop_ops_t *io; /* the loop's primitives (below) */
+    char *const *argv;        /* ddprun's own, whose flags are passed on to the hosts */
     launch_hosts_t hosts;
     ssh_host_t *v;
     char *words[SSH_MAX_WORDS + 1]; /* --ssh split on spaces (pointers into ssh_copy) */
@@ -156,34 +159,38 @@ int ssh__host_open(const ssh_host_t *h);
 
 /* ---- ssh.c: the loop's primitives the table calls ---------------------------------------- */
 
-/* Starts ssh for host h with its stdin, stdout and stderr piped to the launcher and the token
- * written first. Returns 0, or a negative code with the reason in h->last_err. */
-int ssh__host_spawn(ssh_run_t *r, ssh_host_t *h);
+/* The loop's primitives, through a table the run holds (ssh.c's, or the unit test's recorders),
+ * so that the table reaches the loop without ssh_host.c and ssh.c calling each other. */
+struct ssh_loop_ops {
+    /* Starts ssh for host h with its stdin, stdout and stderr piped to the launcher and the token
+     * written first. Returns 0, or a negative code with the reason in h->last_err. */
+    int (*host_spawn)(ssh_run_t *r, ssh_host_t *h);
 
-/* Writes line (with its '\n'; under PIPE_BUF bytes, so written whole or not at all) down host h's
- * stdin while it is open. A pipe that is full (an agent or a connection that stalled for minutes)
- * loses it: the deadlines still stop that host. */
-void ssh__host_write(ssh_host_t *h, const char *line);
+    /* Writes line (with its '\n'; under PIPE_BUF bytes, so written whole or not at all) down host
+     * h's stdin while it is open. A pipe that is full (an agent or a connection that stalled for
+     * minutes) loses it: the deadlines still stop that host. */
+    void (*host_write)(ssh_host_t *h, const char *line);
 
-/* Closes host h's stdin (the agent sees its end). */
-void ssh__host_stdin_close(ssh_host_t *h);
+    /* Closes host h's stdin (the agent sees its end). */
+    void (*host_stdin_close)(ssh_host_t *h);
 
-/* SIGKILLs host h's ssh while it runs. */
-void ssh__host_kill(ssh_host_t *h);
+    /* SIGKILLs host h's ssh while it runs. */
+    void (*host_kill)(ssh_host_t *h);
 
-/* Host h's agent must be ready by at_ms (the loop's clock): SSH_EV_NO_ANSWER then. */
-void ssh__host_answer_by(ssh_host_t *h, uint64_t at_ms);
+    /* Host h's agent must be ready by at_ms (the loop's clock): SSH_EV_NO_ANSWER then. */
+    void (*host_answer_by)(ssh_host_t *h, uint64_t at_ms);
 
-/* Writes p[0..n) to the launcher's stdout (std 1) or stderr (std 2) in one write. */
-void ssh__output(int std, const char *p, size_t n);
+    /* Writes p[0..n) to the launcher's stdout (std 1) or stderr (std 2) in one write. */
+    void (*output)(int std, const char *p, size_t n);
 
-/* The loop's clock, in ms. */
-uint64_t ssh__now(ssh_run_t *r);
+    /* The loop's clock, in ms. */
+    uint64_t (*now)(ssh_run_t *r);
 
-/* The ssh clients still running at at_ms are killed (and every second after). */
-void ssh__stop_at(ssh_run_t *r, uint64_t at_ms);
+    /* The ssh clients still running at at_ms are killed (and every second after). */
+    void (*stop_at)(ssh_run_t *r, uint64_t at_ms);
 
-/* SSH_FAIL_GRACE_MS from now, ssh__grace_over. */
-void ssh__grace_start(ssh_run_t *r);
+    /* SSH_FAIL_GRACE_MS from now, ssh__grace_over. */
+    void (*grace_start)(ssh_run_t *r);
+};
 
 #endif

@@ -44,8 +44,6 @@ ALLOWED = [
       "agent/rdzv_link", "agent/rdzv_ops", "agent/scratch", "agent/session", "agent/store",
       "agent/summary", "agent/supervise", "agent/worker"],
      "the agent's parts share its state and call each other through it"),
-    (["launcher/cli", "launcher/cli_rules", "launcher/completion", "launcher/k8s"],
-     "the flag table serves the rules, completion and k8s, which call back into it"),
 ]
 
 DEFINED = set("BCDGRSTVW")  # nm's letters for a symbol this object defines (data, code, weak)

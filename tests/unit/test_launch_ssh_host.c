@@ -7,8 +7,8 @@
  * MIN, the hosts named once), an unfit host, a failed agent and its grace, the stop, the root
  * cause's title and the cap on held stderr.
  *
- * ssh_host.c is linked alone: the loop's primitives it calls (ssh__host_spawn, ssh__host_write,
- * ssh__output, the timers...; ssh.c's) are defined here as recorders. */
+ * ssh_host.c is linked alone: the loop's primitives it calls (ssh_loop_ops_t: spawn, write,
+ * output, the timers...; ssh.c's in a real run) are this file's recorders (rec_ops). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,7 +43,7 @@ typedef struct effects {
 
 static effects_t fx[NHOSTS]; /* per host */
 static int stop_ats, grace_starts;
-static int spawn_rc; /* what the next ssh__host_spawn returns */
+static int spawn_rc; /* what the next host_spawn returns */
 static uint64_t now_ms;
 
 static ssh_run_t run;
@@ -56,7 +56,7 @@ static effects_t *fx_of(const ssh_host_t *h) {
     return &fx[h - hosts];
 }
 
-int ssh__host_spawn(ssh_run_t *r, ssh_host_t *h) {
+static int rec_host_spawn(ssh_run_t *r, ssh_host_t *h) {
     assert_ptr_equal(r, &run);
     fx_of(h)->spawns++;
     if (spawn_rc < 0) {
@@ -68,7 +68,7 @@ int ssh__host_spawn(ssh_run_t *r, ssh_host_t *h) {
     return 0;
 }
 
-void ssh__host_write(ssh_host_t *h, const char *line) {
+static void rec_host_write(ssh_host_t *h, const char *line) {
     effects_t *e = fx_of(h);
     if (h->in_fd < 0)
         return;
@@ -76,45 +76,57 @@ void ssh__host_write(ssh_host_t *h, const char *line) {
     snprintf(e->last_write, sizeof e->last_write, "%s", line);
 }
 
-void ssh__host_stdin_close(ssh_host_t *h) {
+static void rec_host_stdin_close(ssh_host_t *h) {
     fx_of(h)->stdin_closes++;
     h->in_fd = -1;
 }
 
-void ssh__host_kill(ssh_host_t *h) {
+static void rec_host_kill(ssh_host_t *h) {
     fx_of(h)->kills++;
 }
 
-void ssh__host_answer_by(ssh_host_t *h, uint64_t at_ms) {
+static void rec_host_answer_by(ssh_host_t *h, uint64_t at_ms) {
     effects_t *e = fx_of(h);
     e->answer_bys++;
     e->answer_at = at_ms;
 }
 
-static ssh_host_t *output_host; /* whose line ssh__output writes (set by feed) */
+static ssh_host_t *output_host; /* whose line rec_output writes (set by feed) */
 
-void ssh__output(int std, const char *p, size_t n) {
+static void rec_output(int std, const char *p, size_t n) {
     effects_t *e = fx_of(output_host);
     e->outputs++;
     e->output_std = std;
     snprintf(e->last_output, sizeof e->last_output, "%.*s", (int)n, p);
 }
 
-uint64_t ssh__now(ssh_run_t *r) {
+static uint64_t rec_now(ssh_run_t *r) {
     (void)r;
     return now_ms;
 }
 
-void ssh__stop_at(ssh_run_t *r, uint64_t at_ms) {
+static void rec_stop_at(ssh_run_t *r, uint64_t at_ms) {
     (void)r;
     assert_int_equal(at_ms, now_ms + 5000 + SSH_STOP_EXTRA_S * 1000);
     stop_ats++;
 }
 
-void ssh__grace_start(ssh_run_t *r) {
+static void rec_grace_start(ssh_run_t *r) {
     (void)r;
     grace_starts++;
 }
+
+static const ssh_loop_ops_t rec_ops = {
+    .host_spawn = rec_host_spawn,
+    .host_write = rec_host_write,
+    .host_stdin_close = rec_host_stdin_close,
+    .host_kill = rec_host_kill,
+    .host_answer_by = rec_host_answer_by,
+    .output = rec_output,
+    .now = rec_now,
+    .stop_at = rec_stop_at,
+    .grace_start = rec_grace_start,
+};
 
 /* A run of n hosts "h0".."hN" (--nnodes=min:n, --ssh_fanout 8, --shutdown_timeout 5) whose
  * hosts are all PENDING, at t=10 s. */
@@ -136,6 +148,7 @@ static void setup_run(int n, int min) {
     spec.shutdown_timeout = 5.0;
     spec.max_nodes = n;
     run.spec = &spec;
+    run.io = &rec_ops;
     run.hosts = (launch_hosts_t){.v = names, .n = (size_t)n};
     run.v = hosts;
     run.nnodes_min = min;
