@@ -88,8 +88,10 @@ for n in "${names[@]}"; do
     [ -n "${SMOKE[$n]:-}" ] || continue
     name="bench/$n.sh at its smallest size measures every figure, exits 0, leaves nothing running"
     out=$TMP/$n.out
+    t0=$(date +%s%N)
     bench "$n" "$BIN" "$out"
     rc=$?
+    took=$(( ($(date +%s%N) - t0) / 1000000 ))
     if [ $rc -eq 77 ]; then
         SKIPPED[$n]=1
         skip "$name" "$(grep -m1 -oE 'skipped: .*' "$out" | sed -e 's/^skipped: //' -e 's/ | .*//')"
@@ -98,7 +100,7 @@ for n in "${names[@]}"; do
     # A figure is a table row with a number in it; "not measured" lines name a missing one.
     [ $rc -eq 0 ] && grep -qE '^\|.*[0-9]' "$out" && ! grep -q 'not measured' "$out" &&
         no_leftovers 5
-    verdict "$name (rc $rc)" || show_tail "$out"
+    verdict "$name (rc $rc, $took ms)" || show_tail "$out"
 done
 
 for n in "${names[@]}"; do
@@ -109,9 +111,11 @@ for n in "${names[@]}"; do
         continue
     fi
     out=$TMP/$n.broken.out
+    t0=$(date +%s%N)
     bench "$n" "$(broken_build "$n" "${BREAK[$n]}")" "$out"
     rc=$?
+    took=$(( ($(date +%s%N) - t0) / 1000000 ))
     [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $rc -ne 124 ] && no_leftovers 5
-    verdict "$name (rc $rc)" || show_tail "$out"
+    verdict "$name (rc $rc, $took ms)" || show_tail "$out"
 done
 finish
