@@ -24,8 +24,8 @@ RDZV_LIB_SRCS := $(RDZV_PROTOCOL_SRCS) $(RDZV_ROUND_SRCS) $(RDZV_SERVER_SRCS) $(
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
 INSTALL_HEADERS += rendezvous/client/include/rdzv_client.h rendezvous/server/include/rdzv_server.h \
-    rendezvous/protocol/include/rdzv_proto.h rendezvous/protocol/include/rdzv_layout.h \
-    rendezvous/protocol/include/rdzv_token.h
+    rendezvous/protocol/include/rdzv_proto.h rendezvous/protocol/include/rdzv_commands.h \
+    rendezvous/protocol/include/rdzv_layout.h rendezvous/protocol/include/rdzv_token.h
 
 # Each part's objects see its own private headers; round/, server/ and client/ also see
 # protocol/'s (the frame codec, limits and handshake are the store's wire, private to
@@ -57,6 +57,11 @@ UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \
     $(BUILD)/obj/rendezvous/protocol/rdzv_layout.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
+    $(BUILD)/libddpcommon.a
+# The registry of rendezvous commands against its codec and docs/protocol-rdzv.md.
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_commands
+$(BUILD)/tests/unit/test_rdzv_commands: $(BUILD)/obj/tests/unit/test_rdzv_commands.o \
+    $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
     $(BUILD)/libddpcommon.a
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_async_client $(BUILD)/tests/unit/test_rdzv_round_calls
 $(BUILD)/tests/unit/test_rdzv_async_client: $(BUILD)/obj/tests/unit/test_rdzv_async_client.o \
