@@ -82,9 +82,32 @@ static void set_internal(rdzv_server_t *s, const char *key, const char *val) {
 
 static void on_rtimer(uv_timer_t *t);
 
+/* rdzv_server_forget_rounds' test: keys of run `run` from a round below `before`. */
+typedef struct forget {
+    const char *run, *round_keys;
+    int64_t before;
+} forget_t;
+
+/* 1 to keep key: anything but run's round keys and end keys of a round below f->before. */
+static int keep_key(void *ctx, const uint8_t *k, size_t n) {
+    const forget_t *f = ctx;
+    int64_t round = rdzv_layout_end_round_of(k, n, f->run);
+    if (round < 0)
+        round = rdzv_layout_round_of(k, n, f->round_keys, f->run);
+    return round < 0 || round >= f->before;
+}
+
+void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, const char *round_keys,
+                               int64_t before) {
+    if (s == NULL || s->closing || run_id == NULL || before <= 0)
+        return;
+    forget_t f = {run_id, round_keys, before};
+    rdzv__keys_drop_if(s, keep_key, &f);
+}
+
 /* Carries out the actions the rendezvous produced, then re-arms its timer. The list is taken
  * first: closing a connection below appends to s->acts again. */
-void rdzv__rounds_after(rdzv_server_t *s) {
+static void rounds_after(rdzv_server_t *s) {
     while (s->acts.n > 0) {
         rdzv_actions_t todo = s->acts;
         s->acts = (rdzv_actions_t)RDZV_ACTIONS_INIT;
@@ -152,7 +175,15 @@ void rdzv__rounds_after(rdzv_server_t *s) {
 static void on_rtimer(uv_timer_t *t) {
     rdzv_server_t *s = t->data;
     rdzv_runs_tick(s->runs, uv_now(s->loop), &s->acts);
-    rdzv__rounds_after(s);
+    rounds_after(s);
+}
+
+void rdzv__round_leave(conn_t *c) {
+    rdzv_server_t *s = c->s;
+    if (s->runs == NULL || s->closing)
+        return;
+    rdzv_runs_leave(s->runs, c->id, uv_now(s->loop), &s->acts);
+    rounds_after(s);
 }
 
 /* The registry and its timer, made on the first rendezvous command (a plain store never pays). */
@@ -336,7 +367,7 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     ddp_err_clear(&err);
     round_handlers[r->cmd - RDZV_CMD_RDZV_FIRST](c, r, uv_now(s->loop), &b, &err);
     ddp_buf_free(&b);
-    rdzv__rounds_after(s);
+    rounds_after(s);
 }
 
 /* Answers a refused rendezvous request with text (JOIN and STATUS replies carry it, so the client
