@@ -18,6 +18,8 @@
 #include "ddp_log.h"
 #include "ddp_sockdiag.h"
 
+/* ---- peer addresses ---- */
+
 void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port) {
     char ip[INET6_ADDRSTRLEN] = "?";
     if (sa->ss_family == AF_INET6) {

@@ -80,8 +80,6 @@ static void set_internal(rdzv_server_t *s, const char *key, const char *val) {
     rdzv__keys_wake(s, e);
 }
 
-static void on_rtimer(uv_timer_t *t);
-
 /* rdzv_server_forget_rounds' test: keys of run `run` from a round below `before`. */
 typedef struct forget {
     const char *run, *round_keys;
@@ -104,6 +102,8 @@ void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, const char 
     forget_t f = {run_id, round_keys, before};
     rdzv__keys_drop_if(s, keep_key, &f);
 }
+
+static void on_rtimer(uv_timer_t *t);
 
 /* Carries out the actions the rendezvous produced, then re-arms its timer. The list is taken
  * first: closing a connection below appends to s->acts again. */

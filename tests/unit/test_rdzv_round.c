@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * Unit tests of the rendezvous state machines (rendezvous/round/rdzv_round.c): rounds closing on
  * last call and at max, rank assignment, restarts, deaths, scale-up, timeouts, the registry bound,
- * a 1,000-member round, the status JSON, and the wire codec of commands 0x50-0x56. Time is
- * simulated: every event gets its own now_ms. */
+ * a 1,000-member round, the status JSON, and the wire codec of the rendezvous commands
+ * (rdzv_commands.h). Time is simulated: every event gets its own now_ms. */
 #include <errno.h>
 #include <jansson.h>
 #include <malloc.h>
