@@ -16,16 +16,16 @@ RDZV_PROTOCOL_SRCS := $(addprefix rendezvous/protocol/,rdzv_frame.c rdzv_auth.c 
     rdzv_layout.c)
 RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_runs.c rdzv_round_status.c \
     rdzv_round_hosts.c)
-RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_conn.c rdzv_cmds.c \
-    rdzv_keys.c rdzv_server_round.c rdzv_metrics.c rdzv_server_thread.c)
+RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_accept.c rdzv_conn.c rdzv_cmds.c \
+    rdzv_keys.c rdzv_server_round.c rdzv_server_log.c rdzv_metrics.c rdzv_server_thread.c)
 RDZV_CLIENT_SRCS := $(addprefix rendezvous/client/,rdzv_blocking_client.c rdzv_async_client.c \
     rdzv_async_queue.c rdzv_async_store_calls.c rdzv_round_calls.c)
 RDZV_LIB_SRCS := $(RDZV_PROTOCOL_SRCS) $(RDZV_ROUND_SRCS) $(RDZV_SERVER_SRCS) $(RDZV_CLIENT_SRCS)
 $(BUILD)/librdzv.a: $(call objs,$(RDZV_LIB_SRCS))
 LIBS += $(BUILD)/librdzv.a
 INSTALL_HEADERS += rendezvous/client/include/rdzv_client.h rendezvous/server/include/rdzv_server.h \
-    rendezvous/protocol/include/rdzv_proto.h rendezvous/protocol/include/rdzv_layout.h \
-    rendezvous/protocol/include/rdzv_token.h
+    rendezvous/protocol/include/rdzv_proto.h rendezvous/protocol/include/rdzv_commands.h \
+    rendezvous/protocol/include/rdzv_layout.h rendezvous/protocol/include/rdzv_token.h
 
 # Each part's objects see its own private headers; round/, server/ and client/ also see
 # protocol/'s (the frame codec, limits and handshake are the store's wire, private to
@@ -61,6 +61,11 @@ UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
 $(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \
     $(BUILD)/obj/rendezvous/protocol/rdzv_layout.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
+    $(BUILD)/libddpcommon.a
+# The registry of rendezvous commands against its codec and docs/protocol-rdzv.md.
+UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_commands
+$(BUILD)/tests/unit/test_rdzv_commands: $(BUILD)/obj/tests/unit/test_rdzv_commands.o \
+    $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
     $(BUILD)/libddpcommon.a
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_async_client $(BUILD)/tests/unit/test_rdzv_round_calls
 $(BUILD)/tests/unit/test_rdzv_async_client: $(BUILD)/obj/tests/unit/test_rdzv_async_client.o \

@@ -82,63 +82,24 @@ int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_m
                   RDZV_ACLIENT_PARKS, timeout_ms, what, cb, arg, err);
 }
 
-int rdzv_acall_heartbeat(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
-                         ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_HEARTBEAT, rdzv_heartbeat_req_encode(&frame, run_id), &frame, 0,
-                  -1, NULL, cb, arg, err);
-}
-
-int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member, int64_t member_key,
-                        rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_BEAT_FOR,
-                  rdzv_beat_for_req_encode(&frame, run_id, member, member_key), &frame, 0, -1, NULL,
-                  cb, arg, err);
-}
-
-int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const char *what,
-                    rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_FAIL, rdzv_fail_req_encode(&frame, run_id, round, what), &frame,
-                  0, -1, NULL, cb, arg, err);
-}
-
-int rdzv_acall_status(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
-                      ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_STATUS, rdzv_status_req_encode(&frame, run_id), &frame, 0, -1,
-                  NULL, cb, arg, err);
-}
-
-int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first, int64_t limit,
-                           rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_STATUS_PAGE,
-                  rdzv_status_page_req_encode(&frame, run_id, first, limit), &frame, 0, -1, NULL,
-                  cb, arg, err);
-}
-
-int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
-                     void *arg, ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_ABORT, rdzv_abort_req_encode(&frame, run_id, why), &frame, 0, -1,
-                  NULL, cb, arg, err);
-}
-
-int rdzv_acall_finish(rdzv_aclient_t *c, const char *run_id, int64_t round, rdzv_acall_cb cb,
-                      void *arg, ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_FINISH, rdzv_finish_req_encode(&frame, run_id, round), &frame, 0,
-                  -1, NULL, cb, arg, err);
-}
-
-int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
-                     rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
-    ddp_buf_t frame = DDP_BUF_INIT;
-    return submit(c, RDZV_CMD_RDZV_UNFIT, rdzv_unfit_req_encode(&frame, run_id, host, reason),
-                  &frame, 0, -1, NULL, cb, arg, err);
-}
+/* The typed calls of the commands whose reply comes at once (rdzv_round_calls.h), one per
+ * row of rdzv_commands.h: encode, send, hand the decoded reply over. A command whose reply has
+ * the join layout parks and has its own call (rdzv_acall_join, above). */
+#define ACALL_AT_ONCE(code, name, req)                                                             \
+    int rdzv_acall_##name(rdzv_aclient_t *c, RDZV_REQ_PARAMS_##req, rdzv_acall_cb cb, void *arg,   \
+                          ddp_err_t *err) {                                                        \
+        ddp_buf_t frame = DDP_BUF_INIT;                                                            \
+        return submit(c, code, rdzv_##name##_req_encode(&frame, RDZV_REQ_ARGS_##req), &frame, 0,   \
+                      -1, NULL, cb, arg, err);                                                     \
+    }
+#define ACALL_join(code, name, req)
+#define ACALL_beat(code, name, req) ACALL_AT_ONCE(code, name, req)
+#define ACALL_fail(code, name, req) ACALL_AT_ONCE(code, name, req)
+#define ACALL_json(code, name, req) ACALL_AT_ONCE(code, name, req)
+#define ACALL_ack(code, name, req) ACALL_AT_ONCE(code, name, req)
+#define X(code, NAME, name, req, rep) ACALL_##rep(code, name, req)
+RDZV_COMMANDS(X)
+#undef X
 
 /* ---- the exit barrier ---- */
 

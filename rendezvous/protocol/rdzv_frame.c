@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rdzv_proto.h"
+#include "rdzv_proto.h" /* RDZV_RUN_ID_MAX, the rendezvous commands (rdzv_commands.h) */
 
 /* A read position over the buffered bytes. */
 typedef struct cursor {
@@ -32,6 +32,14 @@ uint32_t rdzv__get_u32(const uint8_t *p) {
     return v;
 }
 
+size_t rdzv__name_bad_at(const void *p, size_t n) {
+    const uint8_t *b = p;
+    size_t i = 0;
+    while (i < n && b[i] >= 0x20 && b[i] <= 0x7e)
+        i++;
+    return i;
+}
+
 const char *rdzv__cmd_name(int cmd) {
     static const char *const names[] = {
         "VALIDATE",   "SET",        "COMPARE_SET", "GET",       "ADD",       "CHECK",       "WAIT",
@@ -39,24 +47,18 @@ const char *rdzv__cmd_name(int cmd) {
         "QUEUE_PUSH", "QUEUE_POP",  "QUEUE_LEN",   "LIST_KEYS", "BARRIER"};
     if (cmd >= 0 && cmd < (int)(sizeof names / sizeof names[0]))
         return names[cmd];
-    /* The rendezvous commands (rdzv_proto.h) are named here too, the one table of names
-     * (rdzv_round_cmd_name reads it): a log line about one, sent before authentication, say,
-     * names it, never "UNKNOWN". */
+    /* The rendezvous commands (rdzv_commands.h) are named here too (rdzv_round_cmd_name reads
+     * this): a log line about one, sent before authentication, say, names it, never "UNKNOWN". */
     switch (cmd) {
     case RDZV_CMD_AUTH_HELLO: return "AUTH_HELLO";
     case RDZV_CMD_AUTH_PROOF: return "AUTH_PROOF";
     case RDZV_CMD_GET_WAIT: return "GET_WAIT";
     case RDZV_CMD_STATS: return "STATS";
     case RDZV_CMD_AUTH_HELLO_RUN: return "AUTH_HELLO_RUN";
-    case RDZV_CMD_RDZV_JOIN: return "RDZV_JOIN";
-    case RDZV_CMD_RDZV_HEARTBEAT: return "RDZV_HEARTBEAT";
-    case RDZV_CMD_RDZV_FAIL: return "RDZV_FAIL";
-    case RDZV_CMD_RDZV_STATUS: return "RDZV_STATUS";
-    case RDZV_CMD_RDZV_ABORT: return "RDZV_ABORT";
-    case RDZV_CMD_RDZV_BEAT_FOR: return "RDZV_BEAT_FOR";
-    case RDZV_CMD_RDZV_STATUS_PAGE: return "RDZV_STATUS_PAGE";
-    case RDZV_CMD_RDZV_UNFIT: return "RDZV_UNFIT";
-    case RDZV_CMD_RDZV_FINISH: return "RDZV_FINISH";
+#define X(code, NAME, name, req, rep)                                                              \
+    case code: return "RDZV_" #NAME;
+        RDZV_COMMANDS(X)
+#undef X
     default: return "UNKNOWN";
     }
 }
@@ -240,7 +242,7 @@ long rdzv__frame_parse_as(uint8_t cmd, const uint8_t *buf, size_t len,
             req->val.n = RDZV_AUTH_NONCE_LEN;
             rc = read_blob(&c, RDZV_RUN_ID_MAX, "run id", &req->key);
         }
-        if (rc > 0 && (req->key.n == 0 || rdzv_name_bad_at(req->key.p, req->key.n) < req->key.n)) {
+        if (rc > 0 && (req->key.n == 0 || rdzv__name_bad_at(req->key.p, req->key.n) < req->key.n)) {
             if (err != NULL && err->code == 0)
                 err->offset = (long)(c.off - req->key.n - 8);
             rc = ddp_err_set(err, DDP_EFRAME, "the run id is empty or not printable ASCII");

@@ -13,7 +13,7 @@
 #include "rdzv_limits.h"
 
 /* Command codes: 0..18 are TCPStore's QueryType (TCPStoreBackend.hpp, PyTorch 2.x); ddprun's own
- * start at 0x40 (the rendezvous commands, rdzv_proto.h, at 0x50). */
+ * start at 0x40 (the rendezvous commands, rdzv_commands.h, at RDZV_CMD_RDZV_FIRST). */
 enum rdzv_cmd {
     RDZV_CMD_VALIDATE = 0,
     RDZV_CMD_SET = 1,
@@ -130,6 +130,10 @@ int rdzv__put_u32(ddp_buf_t *b, uint32_t v);
 int rdzv__put_u64(ddp_buf_t *b, uint64_t v);
 int rdzv__put_i64(ddp_buf_t *b, int64_t v);
 int rdzv__put_blob(ddp_buf_t *b, const void *p, size_t n);
+
+/* The offset of the first byte of p[0..n) that is not printable ASCII (0x20-0x7e), or n: the
+ * store's rule for run ids and hosts (rdzv_name_bad_at, rdzv_proto.h, is its public name). */
+size_t rdzv__name_bad_at(const void *p, size_t n);
 
 /* Reads native-order integers from possibly unaligned bytes. */
 uint64_t rdzv__get_u64(const uint8_t *p);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_proto: the codec of the rendezvous commands 0x50-0x58 (rdzv_proto.h,
+ * rdzv_proto: the codec of the rendezvous commands (rdzv_commands.h, rdzv_proto.h,
  * docs/protocol-rdzv.md): request parser and reply encoders for the store, request encoders and
- * reply parser for its clients. */
+ * reply parser for its clients. One reader and one writer per layout of rdzv_commands.h; the
+ * commands' rows pick theirs. */
 #include "rdzv_proto.h"
 
 #include <errno.h>
@@ -57,11 +58,7 @@ static void cur_mark(cur_t *c, size_t at) {
 enum { STR_ANY = 0, STR_TEXT = 1, STR_NAME = 2, STR_NAME_OR_EMPTY = 3 };
 
 size_t rdzv_name_bad_at(const void *p, size_t n) {
-    const uint8_t *b = p;
-    size_t i = 0;
-    while (i < n && b[i] >= 0x20 && b[i] <= 0x7e)
-        i++;
-    return i;
+    return rdzv__name_bad_at(p, n);
 }
 
 int rdzv_text_root_cause(const char *text, char *out, size_t cap) {
@@ -150,54 +147,92 @@ static int cur_str(cur_t *c, char *dst, ddp_buf_t *buf, size_t max, int text, co
             return step_rc_;                                                                       \
     } while (0)
 
-static long req_fields(cur_t *c, rdzv_round_req_t *q) {
+/* The request readers, one per request layout (rdzv_commands.h): the fields after the run id.
+ * Each returns 1, 0 (incomplete) or an error. */
+static int req_read_run_only(cur_t *c, rdzv_round_req_t *q) {
+    (void)c, (void)q;
+    return 1;
+}
+
+static int req_read_join(cur_t *c, rdzv_round_req_t *q) {
     rdzv_join_req_t *j = &q->join;
-    STEP(cur_str(c, j->run_id, NULL, RDZV_RUN_ID_MAX, STR_NAME, "run id"));
-    switch (q->cmd) {
-    case RDZV_CMD_RDZV_JOIN:
-        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
-        STEP(cur_i64(c, &j->want_node_rank));
-        STEP(cur_i64(c, &j->nproc));
-        STEP(cur_i64(c, &j->master_port));
-        STEP(cur_i64(c, &j->cfg.min_nodes));
-        STEP(cur_i64(c, &j->cfg.max_nodes));
-        STEP(cur_i64(c, &j->cfg.last_call_timeout_ms));
-        STEP(cur_i64(c, &j->cfg.join_timeout_ms));
-        STEP(cur_i64(c, &j->cfg.keep_alive_interval_ms));
-        STEP(cur_i64(c, &j->cfg.keep_alive_max_attempt));
-        STEP(cur_i64(c, &j->cfg.max_restarts));
-        STEP(cur_i64(c, &j->min_round));
-        STEP(cur_i64(c, &j->restarts_used));
-        STEP(cur_str(c, j->cfg.round_keys, NULL, RDZV_ROUND_KEYS_MAX, STR_NAME_OR_EMPTY,
-                     "round_keys"));
-        STEP(cur_i64(c, &j->cfg.max_node_failures));
-        break;
-    case RDZV_CMD_RDZV_FINISH: STEP(cur_i64(c, &q->round)); break;
-    case RDZV_CMD_RDZV_UNFIT:
-        STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
-        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "unfit reason"));
-        break;
-    case RDZV_CMD_RDZV_FAIL:
-        STEP(cur_i64(c, &q->round));
-        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "failure text"));
-        break;
-    case RDZV_CMD_RDZV_ABORT:
-        STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "abort reason"));
-        break;
-    case RDZV_CMD_RDZV_BEAT_FOR:
-        STEP(cur_i64(c, &q->member));
-        STEP(cur_i64(c, &q->member_key));
-        break;
-    case RDZV_CMD_RDZV_STATUS_PAGE:
-        STEP(cur_i64(c, &q->first));
-        STEP(cur_i64(c, &q->limit));
-        if (q->first < 0 || q->first > RDZV_ROUND_MAX_NODES || q->limit < 0 ||
-            q->limit > RDZV_ROUND_MAX_NODES)
-            return ddp_err_set(c->err, DDP_EFRAME, "status page %lld+%lld out of range 0..%d",
-                               (long long)q->first, (long long)q->limit, RDZV_ROUND_MAX_NODES);
-        break;
-    default: break; /* HEARTBEAT, STATUS: the run id only */
-    }
+    STEP(cur_str(c, j->host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
+    STEP(cur_i64(c, &j->want_node_rank));
+    STEP(cur_i64(c, &j->nproc));
+    STEP(cur_i64(c, &j->master_port));
+    STEP(cur_i64(c, &j->cfg.min_nodes));
+    STEP(cur_i64(c, &j->cfg.max_nodes));
+    STEP(cur_i64(c, &j->cfg.last_call_timeout_ms));
+    STEP(cur_i64(c, &j->cfg.join_timeout_ms));
+    STEP(cur_i64(c, &j->cfg.keep_alive_interval_ms));
+    STEP(cur_i64(c, &j->cfg.keep_alive_max_attempt));
+    STEP(cur_i64(c, &j->cfg.max_restarts));
+    STEP(cur_i64(c, &j->min_round));
+    STEP(cur_i64(c, &j->restarts_used));
+    STEP(cur_str(c, j->cfg.round_keys, NULL, RDZV_ROUND_KEYS_MAX, STR_NAME_OR_EMPTY, "round_keys"));
+    STEP(cur_i64(c, &j->cfg.max_node_failures));
+    return 1;
+}
+
+static int req_read_round_what(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_i64(c, &q->round));
+    STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "failure text"));
+    return 1;
+}
+
+static int req_read_what(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "abort reason"));
+    return 1;
+}
+
+static int req_read_member(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_i64(c, &q->member));
+    STEP(cur_i64(c, &q->member_key));
+    return 1;
+}
+
+static int req_read_page(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_i64(c, &q->first));
+    STEP(cur_i64(c, &q->limit));
+    if (q->first < 0 || q->first > RDZV_ROUND_MAX_NODES || q->limit < 0 ||
+        q->limit > RDZV_ROUND_MAX_NODES)
+        return ddp_err_set(c->err, DDP_EFRAME, "status page %lld+%lld out of range 0..%d",
+                           (long long)q->first, (long long)q->limit, RDZV_ROUND_MAX_NODES);
+    return 1;
+}
+
+static int req_read_host_what(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_str(c, q->join.host, NULL, RDZV_HOST_MAX, STR_NAME, "host"));
+    STEP(cur_str(c, q->what, NULL, RDZV_WHAT_MAX, STR_ANY, "unfit reason"));
+    return 1;
+}
+
+static int req_read_round_only(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_i64(c, &q->round));
+    return 1;
+}
+
+/* The codes run consecutively from RDZV_CMD_RDZV_FIRST, so that tables index by code. */
+enum {
+#define X(code, NAME, name, req, rep) CMD_INDEX_##NAME,
+    RDZV_COMMANDS(X)
+#undef X
+};
+#define X(code, NAME, name, req, rep)                                                              \
+    _Static_assert(code == RDZV_CMD_RDZV_FIRST + CMD_INDEX_##NAME,                                 \
+                   "rendezvous command codes are consecutive: " #NAME);
+RDZV_COMMANDS(X)
+#undef X
+
+static int (*const req_readers[RDZV_CMD_RDZV_COUNT])(cur_t *, rdzv_round_req_t *) = {
+#define X(code, NAME, name, req, rep) [code - RDZV_CMD_RDZV_FIRST] = req_read_##req,
+    RDZV_COMMANDS(X)
+#undef X
+};
+
+static long req_fields(cur_t *c, rdzv_round_req_t *q) {
+    STEP(cur_str(c, q->join.run_id, NULL, RDZV_RUN_ID_MAX, STR_NAME, "run id"));
+    STEP(req_readers[q->cmd - RDZV_CMD_RDZV_FIRST](c, q));
     return (long)c->off;
 }
 
@@ -210,7 +245,7 @@ long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req,
         *need = 1;
         return 0;
     }
-    if (cmd < RDZV_CMD_RDZV_JOIN || cmd > RDZV_CMD_RDZV_LAST) {
+    if (cmd < RDZV_CMD_RDZV_FIRST || cmd > RDZV_CMD_RDZV_LAST) {
         if (err != NULL && err->code == 0)
             err->offset = 0;
         return ddp_err_set(err, DDP_EFRAME, "unknown rendezvous command 0x%02x", cmd);
@@ -240,9 +275,11 @@ static int put_str(ddp_buf_t *b, const char *s, size_t max) {
         }                                                                                          \
     } while (0)
 
-int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
+/* The request writers, one per request layout (rdzv_commands.h): the whole frame of command
+ * cmd. */
+static int req_write_join(ddp_buf_t *b, uint8_t cmd, const rdzv_join_req_t *q) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, cmd));
     PUT(put_str(b, q->run_id, RDZV_RUN_ID_MAX));
     PUT(put_str(b, q->host, RDZV_HOST_MAX));
     const int64_t v[] = {q->want_node_rank,
@@ -267,81 +304,84 @@ int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *q) {
     return 0;
 }
 
-static int run_only_encode(ddp_buf_t *b, uint8_t cmd, const char *run_id) {
+static int req_write_run_only(ddp_buf_t *b, uint8_t cmd, const char *run_id) {
     size_t start = b->len;
     PUT(rdzv__put_u8(b, cmd));
     PUT(put_str(b, run_id, RDZV_RUN_ID_MAX));
     return 0;
 }
 
-int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id) {
-    return run_only_encode(b, RDZV_CMD_RDZV_HEARTBEAT, run_id);
+/* A free text of 0..RDZV_WHAT_MAX bytes (longer: cut; NULL: empty). */
+static int put_what(ddp_buf_t *b, const char *what) {
+    size_t n = what != NULL ? strlen(what) : 0;
+    if (n > RDZV_WHAT_MAX)
+        n = RDZV_WHAT_MAX;
+    return rdzv__put_blob(b, what != NULL ? what : "", n);
 }
 
-int rdzv_beat_for_req_encode(ddp_buf_t *b, const char *run_id, int64_t member, int64_t member_key) {
+static int req_write_member(ddp_buf_t *b, uint8_t cmd, const char *run_id, int64_t member,
+                            int64_t member_key) {
     size_t start = b->len;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_BEAT_FOR, run_id));
+    PUT(req_write_run_only(b, cmd, run_id));
     PUT(rdzv__put_i64(b, member));
     PUT(rdzv__put_i64(b, member_key));
     return 0;
 }
 
-int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id) {
-    return run_only_encode(b, RDZV_CMD_RDZV_STATUS, run_id);
-}
-
-int rdzv_status_page_req_encode(ddp_buf_t *b, const char *run_id, int64_t first, int64_t limit) {
+static int req_write_page(ddp_buf_t *b, uint8_t cmd, const char *run_id, int64_t first,
+                          int64_t limit) {
     size_t start = b->len;
     if (first < 0 || first > RDZV_ROUND_MAX_NODES || limit < 0 || limit > RDZV_ROUND_MAX_NODES)
         return -EINVAL;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_STATUS_PAGE, run_id));
+    PUT(req_write_run_only(b, cmd, run_id));
     PUT(rdzv__put_i64(b, first));
     PUT(rdzv__put_i64(b, limit));
     return 0;
 }
 
-int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what) {
+static int req_write_round_what(ddp_buf_t *b, uint8_t cmd, const char *run_id, int64_t round,
+                                const char *what) {
     size_t start = b->len;
-    size_t n = what != NULL ? strlen(what) : 0;
-    if (n > RDZV_WHAT_MAX)
-        n = RDZV_WHAT_MAX;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_FAIL, run_id));
+    PUT(req_write_run_only(b, cmd, run_id));
     PUT(rdzv__put_i64(b, round));
-    PUT(rdzv__put_blob(b, what != NULL ? what : "", n));
+    PUT(put_what(b, what));
     return 0;
 }
 
-int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why) {
+static int req_write_what(ddp_buf_t *b, uint8_t cmd, const char *run_id, const char *what) {
     size_t start = b->len;
-    size_t n = why != NULL ? strlen(why) : 0;
-    if (n > RDZV_WHAT_MAX)
-        n = RDZV_WHAT_MAX;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_ABORT, run_id));
-    PUT(rdzv__put_blob(b, why != NULL ? why : "", n));
+    PUT(req_write_run_only(b, cmd, run_id));
+    PUT(put_what(b, what));
     return 0;
 }
 
-int rdzv_unfit_req_encode(ddp_buf_t *b, const char *run_id, const char *host, const char *reason) {
+static int req_write_host_what(ddp_buf_t *b, uint8_t cmd, const char *run_id, const char *host,
+                               const char *what) {
     size_t start = b->len;
-    size_t n = reason != NULL ? strlen(reason) : 0;
-    if (n > RDZV_WHAT_MAX)
-        n = RDZV_WHAT_MAX;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_UNFIT, run_id));
+    PUT(req_write_run_only(b, cmd, run_id));
     PUT(put_str(b, host, RDZV_HOST_MAX));
-    PUT(rdzv__put_blob(b, reason != NULL ? reason : "", n));
+    PUT(put_what(b, what));
     return 0;
 }
 
-int rdzv_finish_req_encode(ddp_buf_t *b, const char *run_id, int64_t round) {
+static int req_write_round_only(ddp_buf_t *b, uint8_t cmd, const char *run_id, int64_t round) {
     size_t start = b->len;
-    PUT(run_only_encode(b, RDZV_CMD_RDZV_FINISH, run_id));
+    PUT(req_write_run_only(b, cmd, run_id));
     PUT(rdzv__put_i64(b, round));
     return 0;
 }
 
-int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
+#define X(code, NAME, name, req, rep)                                                              \
+    int rdzv_##name##_req_encode(ddp_buf_t *b, RDZV_REQ_PARAMS_##req) {                            \
+        return req_write_##req(b, code, RDZV_REQ_ARGS_##req);                                      \
+    }
+RDZV_COMMANDS(X)
+#undef X
+
+/* The reply writers, one per reply layout (rdzv_commands.h): the whole reply to command cmd. */
+static int rep_write_join(ddp_buf_t *b, uint8_t cmd, const rdzv_join_result_t *res) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, 0));
     PUT(rdzv__put_i64(b, res->round));
     PUT(rdzv__put_i64(b, res->group_rank));
@@ -357,9 +397,10 @@ int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res) {
     return 0;
 }
 
-int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
+/* The join layout's refusal: status 1, code, text. */
+static int rep_write_join_err(ddp_buf_t *b, uint8_t cmd, int code, const char *text) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_JOIN));
+    PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, 1));
     PUT(rdzv__put_i64(b, code));
     PUT(rdzv__put_blob(b, text != NULL ? text : "",
@@ -367,7 +408,11 @@ int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
     return 0;
 }
 
-static int beat_reply_encode(ddp_buf_t *b, uint8_t cmd, int ok, int64_t round, int state) {
+int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text) {
+    return rep_write_join_err(b, RDZV_CMD_RDZV_JOIN, code, text);
+}
+
+static int rep_write_beat(ddp_buf_t *b, uint8_t cmd, int ok, int64_t round, int state) {
     size_t start = b->len;
     PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, ok ? 0 : 1));
@@ -376,17 +421,9 @@ static int beat_reply_encode(ddp_buf_t *b, uint8_t cmd, int ok, int64_t round, i
     return 0;
 }
 
-int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
-    return beat_reply_encode(b, RDZV_CMD_RDZV_HEARTBEAT, ok, round, state);
-}
-
-int rdzv_beat_for_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state) {
-    return beat_reply_encode(b, RDZV_CMD_RDZV_BEAT_FOR, ok, round, state);
-}
-
-int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
+static int rep_write_fail(ddp_buf_t *b, uint8_t cmd, const rdzv_fail_reply_t *rep) {
     size_t start = b->len;
-    PUT(rdzv__put_u8(b, RDZV_CMD_RDZV_FAIL));
+    PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, rep->status));
     PUT(rdzv__put_i64(b, rep->round));
     PUT(rdzv__put_i64(b, rep->restarts_used));
@@ -394,7 +431,7 @@ int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep) {
     return 0;
 }
 
-static int status_reply_encode(ddp_buf_t *b, uint8_t cmd, int ok, const void *text, size_t n) {
+static int rep_write_json(ddp_buf_t *b, uint8_t cmd, int ok, const void *text, size_t n) {
     size_t start = b->len;
     PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, ok ? 0 : 1));
@@ -402,80 +439,109 @@ static int status_reply_encode(ddp_buf_t *b, uint8_t cmd, int ok, const void *te
     return 0;
 }
 
-int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
-    return status_reply_encode(b, RDZV_CMD_RDZV_STATUS, ok, text, n);
-}
-
-int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n) {
-    return status_reply_encode(b, RDZV_CMD_RDZV_STATUS_PAGE, ok, text, n);
-}
-
-/* ABORT's and UNFIT's replies: the command and one status byte. */
-static int status_only_encode(ddp_buf_t *b, uint8_t cmd, int ok) {
+static int rep_write_ack(ddp_buf_t *b, uint8_t cmd, int ok) {
     size_t start = b->len;
     PUT(rdzv__put_u8(b, cmd));
     PUT(rdzv__put_u8(b, ok ? 0 : 1));
     return 0;
 }
 
-int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped) {
-    return status_only_encode(b, RDZV_CMD_RDZV_ABORT, stopped);
+#define X(code, NAME, name, req, rep)                                                              \
+    int rdzv_##name##_reply_encode(ddp_buf_t *b, RDZV_REP_PARAMS_##rep) {                          \
+        return rep_write_##rep(b, code, RDZV_REP_ARGS_##rep);                                      \
+    }
+RDZV_COMMANDS(X)
+#undef X
+
+/* The refusal writers by reply layout: the layouts whose reply carries a text have one. */
+static int rep_refuse_join(ddp_buf_t *b, uint8_t cmd, int code, const char *text) {
+    return rep_write_join_err(b, cmd, code, text);
 }
 
-int rdzv_unfit_reply_encode(ddp_buf_t *b, int recorded) {
-    return status_only_encode(b, RDZV_CMD_RDZV_UNFIT, recorded);
+static int rep_refuse_json(ddp_buf_t *b, uint8_t cmd, int code, const char *text) {
+    (void)code;
+    return rep_write_json(b, cmd, 0, text, strlen(text));
 }
 
-int rdzv_finish_reply_encode(ddp_buf_t *b, int finished) {
-    return status_only_encode(b, RDZV_CMD_RDZV_FINISH, finished);
+#define rep_refuse_beat NULL
+#define rep_refuse_fail NULL
+#define rep_refuse_ack NULL
+
+static int (*const rep_refusers[RDZV_CMD_RDZV_COUNT])(ddp_buf_t *, uint8_t, int, const char *) = {
+#define X(code, NAME, name, req, rep) [code - RDZV_CMD_RDZV_FIRST] = rep_refuse_##rep,
+    RDZV_COMMANDS(X)
+#undef X
+};
+
+int rdzv_round_refusal_encode(ddp_buf_t *b, int cmd, int code, const char *text) {
+    if (cmd < RDZV_CMD_RDZV_FIRST || cmd > RDZV_CMD_RDZV_LAST ||
+        rep_refusers[cmd - RDZV_CMD_RDZV_FIRST] == NULL)
+        return -ENOTSUP;
+    return rep_refusers[cmd - RDZV_CMD_RDZV_FIRST](b, (uint8_t)cmd, code, text);
 }
+
+/* The reply readers, one per reply layout (rdzv_commands.h): the fields after the status byte.
+ * Each returns 1, 0 (incomplete) or an error. */
+static int rep_read_join(cur_t *c, rdzv_round_reply_t *p) {
+    if (p->status == 0) {
+        rdzv_join_result_t *j = &p->join;
+        STEP(cur_i64(c, &j->round));
+        STEP(cur_i64(c, &j->group_rank));
+        STEP(cur_i64(c, &j->group_world_size));
+        STEP(cur_i64(c, &j->rank_base));
+        STEP(cur_i64(c, &j->world_size));
+        STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, STR_TEXT, "master_addr"));
+        STEP(cur_i64(c, &j->master_port));
+        STEP(cur_i64(c, &j->restarts_used));
+        STEP(cur_i64(c, &j->store_flags));
+        STEP(cur_i64(c, &j->member));
+        STEP(cur_i64(c, &j->member_key));
+    } else if (p->status == 1) {
+        STEP(cur_i64(c, &p->code));
+        STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));
+    } else {
+        return ddp_err_set(c->err, DDP_EPROTO, "JOIN reply status %u unknown", p->status);
+    }
+    return 1;
+}
+
+static int rep_read_beat(cur_t *c, rdzv_round_reply_t *p) {
+    STEP(cur_i64(c, &p->round));
+    STEP(cur_i64(c, &p->state));
+    return 1;
+}
+
+static int rep_read_fail(cur_t *c, rdzv_round_reply_t *p) {
+    if (p->status > RDZV_FAIL_RUN_FAILED)
+        return ddp_err_set(c->err, DDP_EPROTO, "FAIL reply status %u unknown", p->status);
+    p->fail.status = p->status;
+    STEP(cur_i64(c, &p->fail.round));
+    STEP(cur_i64(c, &p->fail.restarts_used));
+    STEP(cur_i64(c, &p->fail.max_restarts));
+    return 1;
+}
+
+static int rep_read_json(cur_t *c, rdzv_round_reply_t *p) {
+    STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, STR_ANY, "status"));
+    return 1;
+}
+
+static int rep_read_ack(cur_t *c, rdzv_round_reply_t *p) {
+    if (p->status > 1)
+        return ddp_err_set(c->err, DDP_EPROTO, "%s reply status %u unknown",
+                           rdzv_round_cmd_name(p->cmd), p->status);
+    return 1;
+}
+
+static int (*const rep_readers[RDZV_CMD_RDZV_COUNT])(cur_t *, rdzv_round_reply_t *) = {
+#define X(code, NAME, name, req, rep) [code - RDZV_CMD_RDZV_FIRST] = rep_read_##rep,
+    RDZV_COMMANDS(X)
+#undef X
+};
 
 static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
     STEP(cur_u8(c, &p->status));
-    switch (p->cmd) {
-    case RDZV_CMD_RDZV_JOIN:
-        if (p->status == 0) {
-            rdzv_join_result_t *j = &p->join;
-            STEP(cur_i64(c, &j->round));
-            STEP(cur_i64(c, &j->group_rank));
-            STEP(cur_i64(c, &j->group_world_size));
-            STEP(cur_i64(c, &j->rank_base));
-            STEP(cur_i64(c, &j->world_size));
-            STEP(cur_str(c, j->master_addr, NULL, RDZV_HOST_MAX, STR_TEXT, "master_addr"));
-            STEP(cur_i64(c, &j->master_port));
-            STEP(cur_i64(c, &j->restarts_used));
-            STEP(cur_i64(c, &j->store_flags));
-            STEP(cur_i64(c, &j->member));
-            STEP(cur_i64(c, &j->member_key));
-        } else if (p->status == 1) {
-            STEP(cur_i64(c, &p->code));
-            STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));
-        } else {
-            return ddp_err_set(c->err, DDP_EPROTO, "JOIN reply status %u unknown", p->status);
-        }
-        break;
-    case RDZV_CMD_RDZV_HEARTBEAT:
-    case RDZV_CMD_RDZV_BEAT_FOR:
-        STEP(cur_i64(c, &p->round));
-        STEP(cur_i64(c, &p->state));
-        break;
-    case RDZV_CMD_RDZV_FAIL:
-        if (p->status > RDZV_FAIL_RUN_FAILED)
-            return ddp_err_set(c->err, DDP_EPROTO, "FAIL reply status %u unknown", p->status);
-        p->fail.status = p->status;
-        STEP(cur_i64(c, &p->fail.round));
-        STEP(cur_i64(c, &p->fail.restarts_used));
-        STEP(cur_i64(c, &p->fail.max_restarts));
-        break;
-    case RDZV_CMD_RDZV_ABORT:
-    case RDZV_CMD_RDZV_UNFIT:
-    case RDZV_CMD_RDZV_FINISH:
-        if (p->status > 1)
-            return ddp_err_set(c->err, DDP_EPROTO, "%s reply status %u unknown",
-                               rdzv_round_cmd_name(p->cmd), p->status);
-        break;
-    default: STEP(cur_str(c, NULL, &p->text, RDZV_STATUS_JSON_MAX, STR_ANY, "status")); break;
-    }
+    STEP(rep_readers[p->cmd - RDZV_CMD_RDZV_FIRST](c, p));
     return (long)c->off;
 }
 
@@ -490,7 +556,7 @@ long rdzv_round_reply_parse(const uint8_t *buf, size_t len, rdzv_round_reply_t *
         *need = 1;
         return 0;
     }
-    if (rep->cmd < RDZV_CMD_RDZV_JOIN || rep->cmd > RDZV_CMD_RDZV_LAST)
+    if (rep->cmd < RDZV_CMD_RDZV_FIRST || rep->cmd > RDZV_CMD_RDZV_LAST)
         return ddp_err_set(err, DDP_EPROTO, "unexpected reply 0x%02x to a rendezvous command",
                            rep->cmd);
     long rc = reply_fields(&c, rep);
@@ -542,5 +608,5 @@ int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out) {
 }
 
 const char *rdzv_round_cmd_name(int cmd) {
-    return cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_LAST ? rdzv__cmd_name(cmd) : NULL;
+    return cmd >= RDZV_CMD_RDZV_FIRST && cmd <= RDZV_CMD_RDZV_LAST ? rdzv__cmd_name(cmd) : NULL;
 }

@@ -590,7 +590,7 @@ static int frame_cmd(conn_t *c, uint8_t code) {
                             code == 7 ? "WATCH_KEY" : "unknown");
         return cmd;
     }
-    if (c->s->worker_store && code >= RDZV_CMD_RDZV_JOIN && code <= RDZV_CMD_RDZV_LAST) {
+    if (c->s->worker_store && code >= RDZV_CMD_RDZV_FIRST && code <= RDZV_CMD_RDZV_LAST) {
         rdzv__conn_fail(c, &c->s->st.bad_frames,
                         "rendezvous command 0x%02x on the workers' store (it serves TCPStore's "
                         "commands only)",
@@ -614,7 +614,7 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
         size_t need = 0;
         ddp_err_t err;
         ddp_err_clear(&err);
-        if (cmd >= RDZV_CMD_RDZV_JOIN && cmd <= RDZV_CMD_RDZV_LAST) {
+        if (cmd >= RDZV_CMD_RDZV_FIRST && cmd <= RDZV_CMD_RDZV_LAST) {
             rdzv_round_req_t rreq;
             long rn = rdzv_round_req_parse(buf + off, len - off, &rreq, &need, &err);
             if (rn < 0) {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_server: the ddprun store on one libuv loop: options and limits (fitted to the open-file
  * limit), the listening socket, the handshake deadline, the rate-limited admission log, and
- * closing. The key table is rdzv_keys.c, connections rdzv_conn.c, commands rdzv_cmds.c, the
- * rendezvous glue rdzv_server_round.c (rdzv_server_int.h).
+ * closing. Connections come in through rdzv_accept.c and go out through rdzv_conn.c, commands are
+ * rdzv_cmds.c, the rendezvous glue rdzv_server_round.c, the key table rdzv_keys.c, the log lines
+ * rdzv_server_log.c (rdzv_server_int.h).
  *
  * A connection that is not READY (VALIDATE, and authentication when the server has a token)
  * within auth_idle_ms is closed. Admission (rdzv_conn.c) evicts the oldest such connection
@@ -13,7 +14,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,56 +27,6 @@
 #include "ddp_sockdiag.h"
 #include "rdzv_auth_int.h"
 #include "rdzv_layout.h"
-
-/* ---- logging ---- */
-
-void rdzv__slog(rdzv_server_t *s, int level, const char *fmt, ...) {
-    if (s->log_fn == NULL || level > s->log_level)
-        return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->log_fn(s->log_arg, level, msg);
-}
-
-/* ---- the admission log ---- */
-
-void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...) {
-    uint64_t now = uv_now(s->loop);
-    if (s->alog_any && now - s->alog_last_ms < RDZV_ADMIT_LOG_MS) {
-        s->alog_skipped++;
-        return;
-    }
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (s->alog_skipped > 0)
-        rdzv__slog(s, DDP_LOG_WARN,
-                   "%s (%llu more connections refused, evicted or idle not logged)", msg,
-                   (unsigned long long)s->alog_skipped);
-    else
-        rdzv__slog(s, DDP_LOG_WARN, "%s", msg);
-    s->alog_any = 1;
-    s->alog_last_ms = now;
-    s->alog_skipped = 0;
-}
-
-/* Says how many admission lines were left out once a quiet second has passed, so that the count
- * of a burst shows up even when no event follows it. */
-static void admit_log_flush(rdzv_server_t *s, uint64_t now) {
-    if (s->alog_skipped == 0 || now - s->alog_last_ms < RDZV_ADMIT_LOG_MS)
-        return;
-    rdzv__slog(
-        s, DDP_LOG_WARN,
-        "%llu more connections refused, evicted or idle on %s not logged in the last %llu ms",
-        (unsigned long long)s->alog_skipped, s->addr, (unsigned long long)(now - s->alog_last_ms));
-    s->alog_last_ms = now;
-    s->alog_skipped = 0;
-}
 
 /* ---- accept and the handshake deadline ---- */
 
@@ -105,12 +55,13 @@ static void on_timer(uv_timer_t *t) {
                         (unsigned long long)s->auth_idle_ms);
         rdzv__conn_close(c);
     }
-    admit_log_flush(s, now);
+    rdzv__admit_log_flush(s, now);
 }
 
 /* ---- lifecycle ---- */
 
-void rdzv__server_maybe_free(rdzv_server_t *s) {
+/* Frees the server once it is closing and its last handle is closed (conn_ops.handle_closed). */
+static void server_maybe_free(rdzv_server_t *s) {
     if (!s->closing || s->live_handles > 0)
         return;
     rdzv__keys_free(s);
@@ -122,10 +73,17 @@ void rdzv__server_maybe_free(rdzv_server_t *s) {
         cb(arg);
 }
 
+/* A connection closed (conn_ops.conn_gone): its parked waits go, and the rendezvous hears that
+ * its member left. */
+static void conn_gone(conn_t *c) {
+    rdzv__wait_clear(c);
+    rdzv__round_leave(c);
+}
+
 static void on_server_handle_closed(uv_handle_t *h) {
     rdzv_server_t *s = h->data;
     s->live_handles--;
-    rdzv__server_maybe_free(s);
+    server_maybe_free(s);
 }
 
 static size_t or_default(size_t v, size_t def) {
@@ -164,23 +122,6 @@ int rdzv__listen_socket(const char *host, uint16_t port, ddp_err_t *err) {
         return ddp_err_set(err, last, "unable to listen on %s:%u: %s", host, port,
                            ddp_strerror(last));
     return fd;
-}
-
-void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port) {
-    char ip[INET6_ADDRSTRLEN] = "?";
-    if (sa->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
-        if (uv_ip6_name(a6, ip, sizeof ip) != 0)
-            snprintf(ip, sizeof ip, "?");
-        *port = ntohs(a6->sin6_port);
-        snprintf(out, cap, "[%s]:%u", ip, *port);
-    } else {
-        const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
-        if (uv_ip4_name(a4, ip, sizeof ip) != 0)
-            snprintf(ip, sizeof ip, "?");
-        *port = ntohs(a4->sin_port);
-        snprintf(out, cap, "%s:%u", ip, *port);
-    }
 }
 
 /* Refuses options that cannot make a store. Returns 0 or DDP_EUSAGE (err filled). */
@@ -369,6 +310,7 @@ int rdzv_server_start(uv_loop_t *loop, const rdzv_server_opts_t *opts, rdzv_serv
     if (s == NULL)
         return ddp_err_set(err, -ENOMEM, "out of memory for the store");
     s->loop = loop;
+    s->conn_ops = (conn_ops_t){.conn_gone = conn_gone, .handle_closed = server_maybe_free};
     opts_apply(s, opts);
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
@@ -454,29 +396,6 @@ void rdzv_server_reset(rdzv_server_t *s) {
     while (s->conns != NULL)
         rdzv__conn_close(s->conns);
     rdzv__keys_clear(s);
-}
-
-/* rdzv_server_forget_rounds' test: keys of run `run` from a round below `before`. */
-typedef struct forget {
-    const char *run, *round_keys;
-    int64_t before;
-} forget_t;
-
-/* 1 to keep key: anything but run's round keys and end keys of a round below f->before. */
-static int keep_key(void *ctx, const uint8_t *k, size_t n) {
-    const forget_t *f = ctx;
-    int64_t round = rdzv_layout_end_round_of(k, n, f->run);
-    if (round < 0)
-        round = rdzv_layout_round_of(k, n, f->round_keys, f->run);
-    return round < 0 || round >= f->before;
-}
-
-void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, const char *round_keys,
-                               int64_t before) {
-    if (s == NULL || s->closing || run_id == NULL || before <= 0)
-        return;
-    forget_t f = {run_id, round_keys, before};
-    rdzv__keys_drop_if(s, keep_key, &f);
 }
 
 void rdzv_server_stats(const rdzv_server_t *s, rdzv_server_stats_t *out) {

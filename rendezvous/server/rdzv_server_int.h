@@ -3,11 +3,17 @@
  * its connections, the key table's entries and parked waiters, the memory account, and the
  * functions that cross files.
  *
- *   rdzv_server.c        lifecycle: options, listening socket, accept, handshake deadline, close
- *   rdzv_conn.c          one connection's I/O: accept, read, write, close, replies, limits
+ *   rdzv_server.c        lifecycle: options, listening socket, handshake deadline, close
+ *   rdzv_accept.c        a connection on its way in: accept, admission, read
  *   rdzv_cmds.c          the store commands: frame parsing per connection state, dispatch
- *   rdzv_keys.c          the key table, the queues kept beside it, and the waits parked on keys
  *   rdzv_server_round.c  the glue to the rendezvous state machines (rdzv_round.c)
+ *   rdzv_keys.c          the key table, the queues kept beside it, and the waits parked on keys
+ *   rdzv_conn.c          a connection on its way out: replies, writing, limits, close
+ *   rdzv_server_log.c    the log lines and the rate-limited admission log
+ *
+ * Calls go down this list, never up: a file uses only those below it. The one way up is the
+ * server's conn_ops, through which rdzv_conn.c tells the files above it that a connection
+ * closed.
  *
  * Connection states: NEW (must send VALIDATE) -> AUTH (server has a token: only AUTH_HELLO and
  * AUTH_PROOF) -> READY. */
@@ -105,8 +111,18 @@ struct conn {
     char peer[64];
 };
 
+/* What a connection's end sets off above rdzv_conn.c; rdzv_server.c fills it. */
+typedef struct conn_ops {
+    /* c is closing and out of every list (called once, before its close callback): its parked
+     * waits go and the rendezvous hears that its member left. */
+    void (*conn_gone)(conn_t *c);
+    /* A connection's handle has closed (live_handles counted down): a closing server may go. */
+    void (*handle_closed)(rdzv_server_t *s);
+} conn_ops_t;
+
 struct rdzv_server {
     uv_loop_t *loop;
+    conn_ops_t conn_ops;
     uv_tcp_t listener;
     uv_timer_t timer;
     int live_handles;
@@ -183,32 +199,17 @@ static inline void buf_release(rdzv_server_t *s, ddp_buf_t *b) {
 
 /* ---- rdzv_server.c ---- */
 
-/* Sends one event line to the server's log sink (when set and level is enabled). */
-__attribute__((format(printf, 3, 4))) void rdzv__slog(rdzv_server_t *s, int level, const char *fmt,
-                                                      ...);
-
 /* A listening socket (non-blocking, close-on-exec, SO_REUSEADDR, TCP_NODELAY) on host:port, the
  * first of host's addresses that binds: the store's and the metrics listener's. Returns the fd,
  * DDP_EUSAGE when host does not resolve, or -errno; err names host (and port). */
 int rdzv__listen_socket(const char *host, uint16_t port, ddp_err_t *err);
-
-/* Writes sa as "IP:PORT" or "[IP]:PORT" into out (cap bytes) and its port into *port. */
-void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port);
-
-/* Frees the server once it is closing and its last handle is closed (conn close callbacks). */
-void rdzv__server_maybe_free(rdzv_server_t *s);
-
-/* Logs one admission event (a connection refused, evicted or past the handshake deadline, a failed
- * accept) as a warning, at most one line per RDZV_ADMIT_LOG_MS; a line left out is counted, and
- * the next line logged (or the deadline timer, when none comes) says how many. */
-__attribute__((format(printf, 2, 3))) void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...);
 
 /* Plans max_conns against the open-file limits soft and hard (RLIM_INFINITY counts as
  * unlimited): *want_soft is the soft limit to ask for (soft itself when no raise is needed or
  * possible). Returns the connections that fit under *want_soft, at most max_conns, at least 1. */
 size_t rdzv__nofile_plan(size_t max_conns, uint64_t soft, uint64_t hard, uint64_t *want_soft);
 
-/* ---- rdzv_conn.c ---- */
+/* ---- rdzv_accept.c ---- */
 
 /* Accepts one pending connection on the listener ls: a new conn in NEW state, reading, on the
  * handshake list. With a token, past max_unauth or max_conns it evicts the oldest connection
@@ -216,34 +217,33 @@ size_t rdzv__nofile_plan(size_t max_conns, uint64_t soft, uint64_t hard, uint64_
  * connections have all authenticated, or with no token past max_conns. */
 void rdzv__conn_accept(rdzv_server_t *s, uv_stream_t *ls);
 
-/* Closes c (idempotent): drops its wait, unlinks it, tells the rendezvous it left. The memory
- * goes in the close callback, so c stays readable until the next loop turn. */
-void rdzv__conn_close(conn_t *c);
-
-/* Closes c with one warning line naming the peer; counter is the stat to bump (may be NULL). */
-__attribute__((format(printf, 3, 4))) void rdzv__conn_fail(conn_t *c, uint64_t *counter,
-                                                           const char *fmt, ...);
-
-/* Hands queued replies to the kernel. */
-void rdzv__conn_flush(conn_t *c);
-
-/* c finished its handshake (VALIDATE, and authentication when the server has a token): it leaves
- * the handshake list and its deadline. */
-void rdzv__conn_ready(conn_t *c);
-
-/* Reply helpers: append to c->out and keep the memory account; on allocation failure or past the
- * output cap the connection is cut off. They return 0 or -1 (connection closing). */
-int rdzv__reply_u8(conn_t *c, uint8_t v);
-int rdzv__reply_u32(conn_t *c, uint32_t v);
-int rdzv__reply_i64(conn_t *c, int64_t v);
-int rdzv__reply_blob(conn_t *c, const void *p, size_t n);
-int rdzv__reply_bytes(conn_t *c, const uint8_t *p, size_t n);
+/* Writes sa as "IP:PORT" or "[IP]:PORT" into out (cap bytes) and its port into *port. */
+void rdzv__addr_format(const struct sockaddr_storage *sa, char *out, size_t cap, uint16_t *port);
 
 /* ---- rdzv_cmds.c ---- */
 
 /* Parses and runs every whole frame in buf[0..len) for c. Returns the bytes consumed; c->need is
  * set when an incomplete frame remains. c may be closing afterwards. */
 size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len);
+
+/* ---- rdzv_server_round.c ---- */
+
+/* Runs one rendezvous command (one of rdzv_commands.h) from c. */
+void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r);
+
+/* Refuses c's malformed rendezvous frame cmd (parse error code, err naming the field): answers
+ * JOIN and STATUS with an error reply that names it, logs one warning naming the peer, and
+ * closes c once the reply is written. */
+void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err);
+
+/* 1 when c may send rendezvous request r: c holds the store's token (or none is needed), or the
+ * run token of r's run. Else r is answered as refused (DDP_EAUTH, the text naming both runs),
+ * logged and counted (auth_refused), c is closed, and 0 is returned. */
+int rdzv__round_in_scope(conn_t *c, const rdzv_round_req_t *r);
+
+/* c is gone (conn_ops.conn_gone): a member's connection closing is its death, and the
+ * rendezvous ends its round at once. Nothing when the server has no runs or is closing. */
+void rdzv__round_leave(conn_t *c);
 
 /* ---- rdzv_keys.c ---- */
 
@@ -303,22 +303,47 @@ int rdzv__wait_add(conn_t *c, entry_t *e);
 /* Drops c's parked wait: unlinks every unfired waiter and frees them all. */
 void rdzv__wait_clear(conn_t *c);
 
-/* ---- rdzv_server_round.c ---- */
+/* ---- rdzv_conn.c ---- */
 
-/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS) from c. */
-void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r);
+/* Closes c (idempotent): unlinks it, then conn_ops.conn_gone (its waits, the rendezvous). The
+ * memory goes in the close callback, so c stays readable until the next loop turn. */
+void rdzv__conn_close(conn_t *c);
 
-/* Refuses c's malformed rendezvous frame cmd (parse error code, err naming the field): answers
- * JOIN and STATUS with an error reply that names it, logs one warning naming the peer, and
- * closes c once the reply is written. */
-void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err);
+/* Closes c with one warning line naming the peer; counter is the stat to bump (may be NULL). */
+__attribute__((format(printf, 3, 4))) void rdzv__conn_fail(conn_t *c, uint64_t *counter,
+                                                           const char *fmt, ...);
 
-/* 1 when c may send rendezvous request r: c holds the store's token (or none is needed), or the
- * run token of r's run. Else r is answered as refused (DDP_EAUTH, the text naming both runs),
- * logged and counted (auth_refused), c is closed, and 0 is returned. */
-int rdzv__round_in_scope(conn_t *c, const rdzv_round_req_t *r);
+/* Hands queued replies to the kernel. */
+void rdzv__conn_flush(conn_t *c);
 
-/* Carries out the actions the rendezvous produced, then re-arms its timer. */
-void rdzv__rounds_after(rdzv_server_t *s);
+/* c finished its handshake (VALIDATE, and authentication when the server has a token): it leaves
+ * the handshake list and its deadline. */
+void rdzv__conn_ready(conn_t *c);
+
+/* Reply helpers: append to c->out and keep the memory account; on allocation failure or past the
+ * output cap the connection is cut off. They return 0 or -1 (connection closing). */
+int rdzv__reply_u8(conn_t *c, uint8_t v);
+int rdzv__reply_u32(conn_t *c, uint32_t v);
+int rdzv__reply_i64(conn_t *c, int64_t v);
+int rdzv__reply_blob(conn_t *c, const void *p, size_t n);
+int rdzv__reply_bytes(conn_t *c, const uint8_t *p, size_t n);
+
+/* Closes c, accepted but never linked into the server's lists (refused at admission). */
+void rdzv__conn_discard(conn_t *c);
+
+/* ---- rdzv_server_log.c ---- */
+
+/* Sends one event line to the server's log sink (when set and level is enabled). */
+__attribute__((format(printf, 3, 4))) void rdzv__slog(rdzv_server_t *s, int level, const char *fmt,
+                                                      ...);
+
+/* Logs one admission event (a connection refused, evicted or past the handshake deadline, a failed
+ * accept) as a warning, at most one line per RDZV_ADMIT_LOG_MS; a line left out is counted, and
+ * the next line logged (or the deadline timer, when none comes) says how many. */
+__attribute__((format(printf, 2, 3))) void rdzv__admit_log(rdzv_server_t *s, const char *fmt, ...);
+
+/* Says how many admission lines were left out once a quiet second has passed, so that the count
+ * of a burst shows up even when no event follows it (the handshake deadline's timer). */
+void rdzv__admit_log_flush(rdzv_server_t *s, uint64_t now);
 
 #endif

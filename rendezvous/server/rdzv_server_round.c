@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * rdzv_server_round: the store's side of multi-node rendezvous (docs/protocol-rdzv.md): runs the
- * commands 0x50-0x58 through the state machines of rdzv_round.c and carries out the actions they
- * return (replies to parked JOINs, end-of-round keys, closing silent members) on one timer. */
+ * commands of rdzv_commands.h (one handler each) through the state machines of rdzv_round.c and
+ * carries out the actions they return (replies to parked JOINs, end-of-round keys, closing silent
+ * members) on one timer. */
 #include "rdzv_server_int.h"
 
 #include <errno.h>
@@ -79,11 +80,34 @@ static void set_internal(rdzv_server_t *s, const char *key, const char *val) {
     rdzv__keys_wake(s, e);
 }
 
+/* rdzv_server_forget_rounds' test: keys of run `run` from a round below `before`. */
+typedef struct forget {
+    const char *run, *round_keys;
+    int64_t before;
+} forget_t;
+
+/* 1 to keep key: anything but run's round keys and end keys of a round below f->before. */
+static int keep_key(void *ctx, const uint8_t *k, size_t n) {
+    const forget_t *f = ctx;
+    int64_t round = rdzv_layout_end_round_of(k, n, f->run);
+    if (round < 0)
+        round = rdzv_layout_round_of(k, n, f->round_keys, f->run);
+    return round < 0 || round >= f->before;
+}
+
+void rdzv_server_forget_rounds(rdzv_server_t *s, const char *run_id, const char *round_keys,
+                               int64_t before) {
+    if (s == NULL || s->closing || run_id == NULL || before <= 0)
+        return;
+    forget_t f = {run_id, round_keys, before};
+    rdzv__keys_drop_if(s, keep_key, &f);
+}
+
 static void on_rtimer(uv_timer_t *t);
 
 /* Carries out the actions the rendezvous produced, then re-arms its timer. The list is taken
  * first: closing a connection below appends to s->acts again. */
-void rdzv__rounds_after(rdzv_server_t *s) {
+static void rounds_after(rdzv_server_t *s) {
     while (s->acts.n > 0) {
         rdzv_actions_t todo = s->acts;
         s->acts = (rdzv_actions_t)RDZV_ACTIONS_INIT;
@@ -105,7 +129,7 @@ void rdzv__rounds_after(rdzv_server_t *s) {
                 }
                 rdzv_join_result_t res = a->res;
                 res.store_flags = s->embedded ? RDZV_STORE_EMBEDDED : 0;
-                if (rdzv_join_reply_encode_ok(&b, &res) == 0)
+                if (rdzv_join_reply_encode(&b, &res) == 0)
                     reply_buf(conn_index_find(s, &ix, a->member), &b);
                 break;
             case RDZV_ACT_REPLY_ERR:
@@ -151,7 +175,15 @@ void rdzv__rounds_after(rdzv_server_t *s) {
 static void on_rtimer(uv_timer_t *t) {
     rdzv_server_t *s = t->data;
     rdzv_runs_tick(s->runs, uv_now(s->loop), &s->acts);
-    rdzv__rounds_after(s);
+    rounds_after(s);
+}
+
+void rdzv__round_leave(conn_t *c) {
+    rdzv_server_t *s = c->s;
+    if (s->runs == NULL || s->closing)
+        return;
+    rdzv_runs_leave(s->runs, c->id, uv_now(s->loop), &s->acts);
+    rounds_after(s);
 }
 
 /* The registry and its timer, made on the first rendezvous command (a plain store never pays). */
@@ -183,8 +215,145 @@ static int progress_lookup(void *ctx, const char *run_id, int64_t group_rank, rd
     return 0;
 }
 
-/* Runs one rendezvous command (JOIN, HEARTBEAT, FAIL, STATUS, STATUS_PAGE, ABORT, BEAT_FOR,
- * UNFIT, FINISH). */
+/* The handlers, one per command of rdzv_commands.h (on_<name>): each feeds its event to the
+ * round machine at now and answers c, encoding into b (empty; the caller frees it); err is
+ * cleared. */
+typedef void (*round_handler_fn)(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                                 ddp_err_t *err);
+
+static void on_join(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                    ddp_err_t *err) {
+    rdzv_server_t *s = c->s;
+    int rc = rdzv_runs_join(s->runs, c->id, &r->join, now, &s->acts, err);
+    if (rc < 0) {
+        /* A failed run's refusal whole: it names the root cause and the count by host. */
+        char text[RDZV_ROUND_TEXT_MAX];
+        if (rc != DDP_ERDZV_CLOSED ||
+            rdzv_runs_failed_text(s->runs, r->join.run_id, text, sizeof text) < 0)
+            snprintf(text, sizeof text, "%s", err->text);
+        rdzv__slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", c->peer,
+                   r->join.run_id, text);
+        if (rdzv_join_reply_encode_err(b, rc, text) == 0)
+            reply_buf(c, b);
+    } else {
+        rdzv__slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", c->peer, r->join.host,
+                   r->join.run_id);
+    }
+}
+
+static void on_heartbeat(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                         ddp_err_t *err) {
+    (void)err;
+    int64_t round = 0; /* docs/protocol-rdzv.md: both 0 for a non-member */
+    int state = 0;
+    int rc = rdzv_runs_heartbeat(c->s->runs, r->join.run_id, c->id, now, &round, &state);
+    if (rdzv_heartbeat_reply_encode(b, rc == 0, round, state) == 0)
+        reply_buf(c, b);
+}
+
+static void on_beat_for(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                        ddp_err_t *err) {
+    (void)err;
+    /* The member's spare path: its control connection may be stuck in TCP's backoff. */
+    int64_t round = 0;
+    int state = 0;
+    int rc = rdzv_runs_beat_for(c->s->runs, r->join.run_id, (uint64_t)r->member, r->member_key, now,
+                                &round, &state);
+    if (rdzv_beat_for_reply_encode(b, rc == 0, round, state) == 0)
+        reply_buf(c, b);
+}
+
+static void on_fail(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                    ddp_err_t *err) {
+    (void)err;
+    rdzv_server_t *s = c->s;
+    rdzv_fail_reply_t rep;
+    rdzv_runs_fail(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, &rep);
+    if (rdzv_fail_reply_encode(b, &rep) == 0)
+        reply_buf(c, b);
+}
+
+static void on_abort(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                     ddp_err_t *err) {
+    (void)err;
+    rdzv_server_t *s = c->s;
+    int rc = rdzv_runs_abort(s->runs, r->join.run_id, c->id, r->what, now, &s->acts);
+    if (rc == 0)
+        rdzv__slog(s, DDP_LOG_WARN, "%s stops rendezvous '%s' for good: %s", c->peer,
+                   r->join.run_id, r->what);
+    else if (rc == -EPERM)
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "%s: ABORT of rendezvous '%s' ignored: the sender has never run in one of "
+                   "its groups",
+                   c->peer, r->join.run_id);
+    if (rdzv_abort_reply_encode(b, rc == 0) == 0)
+        reply_buf(c, b);
+}
+
+static void on_finish(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                      ddp_err_t *err) {
+    (void)err;
+    rdzv_server_t *s = c->s;
+    int rc = rdzv_runs_finish(s->runs, r->join.run_id, c->id, r->round, now, &s->acts);
+    if (rc == 0)
+        rdzv__slog(s, DDP_LOG_INFO,
+                   "rendezvous '%s' finished: round %lld passed its exit "
+                   "barrier",
+                   r->join.run_id, (long long)r->round);
+    if (rdzv_finish_reply_encode(b, rc == 0) == 0)
+        reply_buf(c, b);
+}
+
+static void on_unfit(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                     ddp_err_t *err) {
+    (void)err;
+    rdzv_server_t *s = c->s;
+    int rc = rdzv_runs_unfit(s->runs, r->join.run_id, c->id, r->join.host, r->what, now);
+    if (rc == 0)
+        rdzv__slog(s, DDP_LOG_WARN, "%s: host %s of rendezvous '%s' is unfit: %s", c->peer,
+                   r->join.host, r->join.run_id, r->what);
+    else if (rc == -EPERM)
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "%s: UNFIT for host %s of rendezvous '%s' ignored: the sender does not "
+                   "run on that host",
+                   c->peer, r->join.host, r->join.run_id);
+    if (rdzv_unfit_reply_encode(b, rc == 0) == 0)
+        reply_buf(c, b);
+}
+
+/* STATUS and STATUS_PAGE: the run's JSON, whole or a page of its members. */
+static void status_answer(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                          ddp_err_t *err, int page) {
+    rdzv_server_t *s = c->s;
+    ddp_buf_t json = DDP_BUF_INIT;
+    int rc =
+        page ? rdzv_runs_status_page_json(s->runs, r->join.run_id, now, progress_lookup, s,
+                                          (size_t)r->first, (size_t)r->limit, &json, err)
+             : rdzv_runs_status_json(s->runs, r->join.run_id, now, progress_lookup, s, &json, err);
+    const char *text = rc == 0 ? (const char *)json.data : err->text;
+    size_t n = rc == 0 ? json.len : strlen(err->text);
+    if ((page ? rdzv_status_page_reply_encode : rdzv_status_reply_encode)(b, rc == 0, text, n) == 0)
+        reply_buf(c, b);
+    ddp_buf_free(&json);
+}
+
+static void on_status(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                      ddp_err_t *err) {
+    status_answer(c, r, now, b, err, 0);
+}
+
+static void on_status_page(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                           ddp_err_t *err) {
+    status_answer(c, r, now, b, err, 1);
+}
+
+static const round_handler_fn round_handlers[RDZV_CMD_RDZV_COUNT] = {
+#define X(code, NAME, name, req, rep) [code - RDZV_CMD_RDZV_FIRST] = on_##name,
+    RDZV_COMMANDS(X)
+#undef X
+};
+
+/* Runs one rendezvous command (r->cmd is one of rdzv_commands.h: rdzv_round_req_parse checks). */
 void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     s->st.requests++;
@@ -193,113 +362,12 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
         rdzv__conn_fail(c, &s->st.mem_refused, "out of memory for the rendezvous");
         return;
     }
-    uint64_t now = uv_now(s->loop);
     ddp_buf_t b = DDP_BUF_INIT;
     ddp_err_t err;
     ddp_err_clear(&err);
-    switch (r->cmd) {
-    case RDZV_CMD_RDZV_JOIN: {
-        int rc = rdzv_runs_join(s->runs, c->id, &r->join, now, &s->acts, &err);
-        if (rc < 0) {
-            /* A failed run's refusal whole: it names the root cause and the count by host. */
-            char text[RDZV_ROUND_TEXT_MAX];
-            if (rc != DDP_ERDZV_CLOSED ||
-                rdzv_runs_failed_text(s->runs, r->join.run_id, text, sizeof text) < 0)
-                snprintf(text, sizeof text, "%s", err.text);
-            rdzv__slog(s, DDP_LOG_WARN, "%s: join of rendezvous '%s' refused: %s", c->peer,
-                       r->join.run_id, text);
-            if (rdzv_join_reply_encode_err(&b, rc, text) == 0)
-                reply_buf(c, &b);
-        } else {
-            rdzv__slog(s, DDP_LOG_DEBUG, "%s (%s) joins rendezvous '%s'", c->peer, r->join.host,
-                       r->join.run_id);
-        }
-        break;
-    }
-    case RDZV_CMD_RDZV_HEARTBEAT: {
-        int64_t round = 0; /* docs/protocol-rdzv.md: both 0 for a non-member */
-        int state = 0;
-        int rc = rdzv_runs_heartbeat(s->runs, r->join.run_id, c->id, now, &round, &state);
-        if (rdzv_heartbeat_reply_encode(&b, rc == 0, round, state) == 0)
-            reply_buf(c, &b);
-        break;
-    }
-    case RDZV_CMD_RDZV_BEAT_FOR: {
-        /* The member's spare path: its control connection may be stuck in TCP's backoff. */
-        int64_t round = 0;
-        int state = 0;
-        int rc = rdzv_runs_beat_for(s->runs, r->join.run_id, (uint64_t)r->member, r->member_key,
-                                    now, &round, &state);
-        if (rdzv_beat_for_reply_encode(&b, rc == 0, round, state) == 0)
-            reply_buf(c, &b);
-        break;
-    }
-    case RDZV_CMD_RDZV_FAIL: {
-        rdzv_fail_reply_t rep;
-        rdzv_runs_fail(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, &rep);
-        if (rdzv_fail_reply_encode(&b, &rep) == 0)
-            reply_buf(c, &b);
-        break;
-    }
-    case RDZV_CMD_RDZV_ABORT: {
-        int rc = rdzv_runs_abort(s->runs, r->join.run_id, c->id, r->what, now, &s->acts);
-        if (rc == 0)
-            rdzv__slog(s, DDP_LOG_WARN, "%s stops rendezvous '%s' for good: %s", c->peer,
-                       r->join.run_id, r->what);
-        else if (rc == -EPERM)
-            rdzv__slog(s, DDP_LOG_WARN,
-                       "%s: ABORT of rendezvous '%s' ignored: the sender has never run in one of "
-                       "its groups",
-                       c->peer, r->join.run_id);
-        if (rdzv_abort_reply_encode(&b, rc == 0) == 0)
-            reply_buf(c, &b);
-        break;
-    }
-    case RDZV_CMD_RDZV_FINISH: {
-        int rc = rdzv_runs_finish(s->runs, r->join.run_id, c->id, r->round, now, &s->acts);
-        if (rc == 0)
-            rdzv__slog(s, DDP_LOG_INFO,
-                       "rendezvous '%s' finished: round %lld passed its exit "
-                       "barrier",
-                       r->join.run_id, (long long)r->round);
-        if (rdzv_finish_reply_encode(&b, rc == 0) == 0)
-            reply_buf(c, &b);
-        break;
-    }
-    case RDZV_CMD_RDZV_UNFIT: {
-        int rc = rdzv_runs_unfit(s->runs, r->join.run_id, c->id, r->join.host, r->what, now);
-        if (rc == 0)
-            rdzv__slog(s, DDP_LOG_WARN, "%s: host %s of rendezvous '%s' is unfit: %s", c->peer,
-                       r->join.host, r->join.run_id, r->what);
-        else if (rc == -EPERM)
-            rdzv__slog(s, DDP_LOG_WARN,
-                       "%s: UNFIT for host %s of rendezvous '%s' ignored: the sender does not "
-                       "run on that host",
-                       c->peer, r->join.host, r->join.run_id);
-        if (rdzv_unfit_reply_encode(&b, rc == 0) == 0)
-            reply_buf(c, &b);
-        break;
-    }
-    case RDZV_CMD_RDZV_STATUS:
-    case RDZV_CMD_RDZV_STATUS_PAGE: {
-        ddp_buf_t json = DDP_BUF_INIT;
-        int page = r->cmd == RDZV_CMD_RDZV_STATUS_PAGE;
-        int rc = page ? rdzv_runs_status_page_json(s->runs, r->join.run_id, now, progress_lookup, s,
-                                                   (size_t)r->first, (size_t)r->limit, &json, &err)
-                      : rdzv_runs_status_json(s->runs, r->join.run_id, now, progress_lookup, s,
-                                              &json, &err);
-        const char *text = rc == 0 ? (const char *)json.data : err.text;
-        size_t n = rc == 0 ? json.len : strlen(err.text);
-        if ((page ? rdzv_status_page_reply_encode : rdzv_status_reply_encode)(&b, rc == 0, text,
-                                                                              n) == 0)
-            reply_buf(c, &b);
-        ddp_buf_free(&json);
-        break;
-    }
-    default: break;
-    }
+    round_handlers[r->cmd - RDZV_CMD_RDZV_FIRST](c, r, uv_now(s->loop), &b, &err);
     ddp_buf_free(&b);
-    rdzv__rounds_after(s);
+    rounds_after(s);
 }
 
 /* Answers a refused rendezvous request with text (JOIN and STATUS replies carry it, so the client
@@ -307,13 +375,7 @@ void rdzv__round_dispatch(conn_t *c, const rdzv_round_req_t *r) {
 static void refuse_and_close(conn_t *c, uint8_t cmd, int code, const char *text,
                              uint64_t *counter) {
     ddp_buf_t b = DDP_BUF_INIT;
-    int rc = -1;
-    if (cmd == RDZV_CMD_RDZV_JOIN)
-        rc = rdzv_join_reply_encode_err(&b, code, text);
-    else if (cmd == RDZV_CMD_RDZV_STATUS)
-        rc = rdzv_status_reply_encode(&b, 0, text, strlen(text));
-    else if (cmd == RDZV_CMD_RDZV_STATUS_PAGE)
-        rc = rdzv_status_page_reply_encode(&b, 0, text, strlen(text));
+    int rc = rdzv_round_refusal_encode(&b, cmd, code, text);
     if (rc == 0)
         rc = rdzv__reply_bytes(c, b.data, b.len);
     ddp_buf_free(&b);

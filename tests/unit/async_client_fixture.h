@@ -321,7 +321,7 @@ static inline void fake_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
     for (;;) {
         rdzv_req_t q;
         size_t need;
-        if (f->in.len > 0 && f->in.data[0] >= RDZV_CMD_RDZV_JOIN &&
+        if (f->in.len > 0 && f->in.data[0] >= RDZV_CMD_RDZV_FIRST &&
             f->in.data[0] <= RDZV_CMD_RDZV_LAST) {
             rdzv_round_req_t rq;
             long n = rdzv_round_req_parse(f->in.data, f->in.len, &rq, &need, NULL);

@@ -36,38 +36,35 @@ typedef void (*rdzv_acall_cb)(void *arg, int status, const rdzv_round_reply_t *r
 int rdzv_acall_join(rdzv_aclient_t *c, const rdzv_join_req_t *req, int timeout_ms, rdzv_acall_cb cb,
                     void *arg, ddp_err_t *err);
 
-/* HEARTBEAT for this connection's member of run_id. */
-int rdzv_acall_heartbeat(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
-                         ddp_err_t *err);
-
-/* BEAT_FOR: a heartbeat for member (with its key, from the JOIN reply) from any connection. */
-int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member, int64_t member_key,
-                        rdzv_acall_cb cb, void *arg, ddp_err_t *err);
-
-/* FAIL: this member's group of round failed; what says how (for the summary). */
-int rdzv_acall_fail(rdzv_aclient_t *c, const char *run_id, int64_t round, const char *what,
-                    rdzv_acall_cb cb, void *arg, ddp_err_t *err);
-
-/* STATUS: the run's state as JSON in rep->text. */
-int rdzv_acall_status(rdzv_aclient_t *c, const char *run_id, rdzv_acall_cb cb, void *arg,
-                      ddp_err_t *err);
-
-/* STATUS_PAGE: the run's counts by member state and its members [first, first + limit), as
- * JSON in rep->text (limit 0: the counts alone). */
-int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first, int64_t limit,
-                           rdzv_acall_cb cb, void *arg, ddp_err_t *err);
-
-/* ABORT: stop the run for good on every node, saying why. */
-int rdzv_acall_abort(rdzv_aclient_t *c, const char *run_id, const char *why, rdzv_acall_cb cb,
-                     void *arg, ddp_err_t *err);
-
-/* FINISH: round passed its exit barrier on every node (rep->status 0: the run is done). */
-int rdzv_acall_finish(rdzv_aclient_t *c, const char *run_id, int64_t round, rdzv_acall_cb cb,
-                      void *arg, ddp_err_t *err);
-
-/* UNFIT: host failed its health check for reason and does not join (rep->status 0: recorded). */
-int rdzv_acall_unfit(rdzv_aclient_t *c, const char *run_id, const char *host, const char *reason,
-                     rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+/* The calls of the commands whose reply comes at once, one per row of rdzv_commands.h:
+ *   int rdzv_acall_<name>(rdzv_aclient_t *c, RDZV_REQ_PARAMS_<its request layout>,
+ *                         rdzv_acall_cb cb, void *arg, ddp_err_t *err);
+ *   heartbeat(c, run_id, ...)            HEARTBEAT for this connection's member of run_id
+ *   beat_for(c, run_id, member, member_key, ...)
+ *                                        a heartbeat for member (with its key, from the JOIN
+ *                                        reply) from any connection
+ *   fail(c, run_id, round, what, ...)    this member's group of round failed; what says how
+ *   status(c, run_id, ...)               the run's state as JSON in rep->text
+ *   status_page(c, run_id, first, limit, ...)
+ *                                        the run's counts by member state and its members
+ *                                        [first, first + limit) as JSON in rep->text (limit 0:
+ *                                        the counts alone)
+ *   abort(c, run_id, why, ...)           stop the run for good on every node, saying why
+ *   unfit(c, run_id, host, reason, ...)  host failed its health check for reason and does not
+ *                                        join (rep->status 0: recorded)
+ *   finish(c, run_id, round, ...)        round passed its exit barrier on every node
+ *                                        (rep->status 0: the run is done) */
+#define RDZV_ACALL_AT_ONCE_DECL_(name, req)                                                        \
+    int rdzv_acall_##name(rdzv_aclient_t *c, RDZV_REQ_PARAMS_##req, rdzv_acall_cb cb, void *arg,   \
+                          ddp_err_t *err);
+#define RDZV_ACALL_DECL_join_(name, req) /* rdzv_acall_join, above */
+#define RDZV_ACALL_DECL_beat_(name, req) RDZV_ACALL_AT_ONCE_DECL_(name, req)
+#define RDZV_ACALL_DECL_fail_(name, req) RDZV_ACALL_AT_ONCE_DECL_(name, req)
+#define RDZV_ACALL_DECL_json_(name, req) RDZV_ACALL_AT_ONCE_DECL_(name, req)
+#define RDZV_ACALL_DECL_ack_(name, req) RDZV_ACALL_AT_ONCE_DECL_(name, req)
+#define RDZV_ACALL_DECL_(code, NAME, name, req, rep) RDZV_ACALL_DECL_##rep##_(name, req)
+RDZV_COMMANDS(RDZV_ACALL_DECL_)
+#undef RDZV_ACALL_DECL_
 
 /* The exit barrier of round `round` of run_id (docs/protocol-rdzv.md, "Keys"). Its counter holds
  * arrivals (+1 each) and, once a node has seen the round end before the barrier completed, one

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (commands 0x50-0x58 of the
- * store, docs/protocol-rdzv.md): command codes, string and number bounds, torchrun's default
+ * rdzv_proto: the wire protocol of ddprun's multi-node rendezvous (the commands of
+ * rdzv_commands.h, docs/protocol-rdzv.md): string and number bounds, torchrun's default
  * timeouts, the request and reply structures, and their codec (both directions), for the agent,
  * `ddprun status` and the store. Frames are the store's: a 1-byte command, u64 length-prefixed
  * strings, native little-endian 64-bit integers. */
@@ -12,20 +12,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
-
-/* Command codes of the rendezvous (after the store's 0x40-0x4f). */
-enum {
-    RDZV_CMD_RDZV_JOIN = 0x50,        /* park until the round closes -> assignment or error */
-    RDZV_CMD_RDZV_HEARTBEAT = 0x51,   /* refresh liveness -> current round and state */
-    RDZV_CMD_RDZV_FAIL = 0x52,        /* the worker group of a round failed -> counted or not */
-    RDZV_CMD_RDZV_STATUS = 0x53,      /* -> JSON of the run */
-    RDZV_CMD_RDZV_ABORT = 0x54,       /* a member stops the run for good -> done or ignored */
-    RDZV_CMD_RDZV_BEAT_FOR = 0x55,    /* a HEARTBEAT for a member, from another connection */
-    RDZV_CMD_RDZV_STATUS_PAGE = 0x56, /* -> JSON of the run: counts and a page of members */
-    RDZV_CMD_RDZV_UNFIT = 0x57,       /* a host failed its health check -> recorded or not */
-    RDZV_CMD_RDZV_FINISH = 0x58,      /* the round passed its exit barrier: the run is done */
-    RDZV_CMD_RDZV_LAST = RDZV_CMD_RDZV_FINISH,
-};
+#include "rdzv_commands.h"
 
 /* Bounds, in bytes, of the strings the rendezvous commands carry. Run ids and hosts are
  * printable ASCII (0x20-0x7e): the store refuses any other byte. */
@@ -158,7 +145,8 @@ enum {
 
 /* ---- requests ---- */
 
-/* One parsed rendezvous request (any of 0x50-0x58). Strings are NUL-terminated copies. */
+/* One parsed rendezvous request (any command of rdzv_commands.h). Strings are NUL-terminated
+ * copies. */
 typedef struct rdzv_round_req {
     uint8_t cmd;
     rdzv_join_req_t join;         /* JOIN; the other commands fill only join.run_id */
@@ -168,9 +156,9 @@ typedef struct rdzv_round_req {
     int64_t first, limit;         /* STATUS_PAGE: members [first, first + limit) */
 } rdzv_round_req_t;
 
-/* Parses one rendezvous request (buf[0] is its command, 0x50-0x58) from buf[0..len) (server
- * side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to the
- * length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
+/* Parses one rendezvous request (buf[0] is its command, one of rdzv_commands.h) from buf[0..len)
+ * (server side). Returns the frame length (> 0) and fills req; 0 when incomplete, with *need set to
+ * the length the buffer must reach (> len); DDP_EFRAME (unknown command, empty string, NUL inside a
  * string, a run id or host holding a byte that is not printable ASCII) or DDP_ETOOBIG (string over
  * its bound) with err naming the field and err->offset its byte. Nothing is allocated or borrowed.
  */
@@ -180,41 +168,38 @@ long rdzv_round_req_parse(const uint8_t *buf, size_t len, rdzv_round_req_t *req,
 /* "RDZV_JOIN" ... "RDZV_FINISH" for a rendezvous command code, NULL for any other code. */
 const char *rdzv_round_cmd_name(int cmd);
 
-/* Request encoders (client side): append one frame to b. Return 0, -ENOMEM, or -EINVAL when a
- * string is empty or over its bound; b is unchanged on error. */
-int rdzv_join_req_encode(ddp_buf_t *b, const rdzv_join_req_t *req);
-int rdzv_heartbeat_req_encode(ddp_buf_t *b, const char *run_id);
-int rdzv_beat_for_req_encode(ddp_buf_t *b, const char *run_id, int64_t member, int64_t member_key);
-int rdzv_fail_req_encode(ddp_buf_t *b, const char *run_id, int64_t round, const char *what);
-int rdzv_status_req_encode(ddp_buf_t *b, const char *run_id);
-/* STATUS_PAGE: the run's counts by member state and its members [first, first + limit) in
- * STATUS's order (limit 0: the counts alone). first and limit are 0..RDZV_ROUND_MAX_NODES. */
-int rdzv_status_page_req_encode(ddp_buf_t *b, const char *run_id, int64_t first, int64_t limit);
-int rdzv_abort_req_encode(ddp_buf_t *b, const char *run_id, const char *why);
-/* UNFIT: host (the address it joins with) failed its health check, for reason (cut to
- * RDZV_WHAT_MAX); the store shows it in the run's status until the host joins again. */
-int rdzv_unfit_req_encode(ddp_buf_t *b, const char *run_id, const char *host, const char *reason);
-/* FINISH: round passed its exit barrier on every node; the run is done (its spares leave). */
-int rdzv_finish_req_encode(ddp_buf_t *b, const char *run_id, int64_t round);
+/* Request encoders (client side), one per command of rdzv_commands.h:
+ *   int rdzv_<name>_req_encode(ddp_buf_t *b, RDZV_REQ_PARAMS_<its request layout>);
+ * e.g. rdzv_heartbeat_req_encode(b, run_id), rdzv_fail_req_encode(b, run_id, round, what),
+ * rdzv_join_req_encode(b, req). Each appends one frame to b. Returns 0, -ENOMEM, or -EINVAL when
+ * a string is empty or over its bound, or a number out of its range (STATUS_PAGE's first and
+ * limit: 0..RDZV_ROUND_MAX_NODES); b is unchanged on error. Free texts (FAIL's failure, ABORT's
+ * and UNFIT's reason) longer than RDZV_WHAT_MAX are cut. */
+#define RDZV_REQ_ENCODE_DECL_(code, NAME, name, req, rep)                                          \
+    int rdzv_##name##_req_encode(ddp_buf_t *b, RDZV_REQ_PARAMS_##req);
+RDZV_COMMANDS(RDZV_REQ_ENCODE_DECL_)
+#undef RDZV_REQ_ENCODE_DECL_
 
 /* ---- replies ---- */
 
-/* Reply encoders (server side): append one reply to b. Return 0 or -ENOMEM (b unchanged).
- * Texts longer than RDZV_REPLY_TEXT_MAX are cut. */
-int rdzv_join_reply_encode_ok(ddp_buf_t *b, const rdzv_join_result_t *res);
+/* Reply encoders (server side), one per command of rdzv_commands.h:
+ *   int rdzv_<name>_reply_encode(ddp_buf_t *b, RDZV_REP_PARAMS_<its reply layout>);
+ * e.g. rdzv_heartbeat_reply_encode(b, ok, round, state), rdzv_join_reply_encode(b, res) (a
+ * round's assignment), rdzv_unfit_reply_encode(b, ok) (status 0 recorded, 1 ignored). Each appends
+ * one reply to b. Returns 0 or -ENOMEM (b unchanged). Texts longer than RDZV_REPLY_TEXT_MAX are
+ * cut. */
+#define RDZV_REP_ENCODE_DECL_(code, NAME, name, req, rep)                                          \
+    int rdzv_##name##_reply_encode(ddp_buf_t *b, RDZV_REP_PARAMS_##rep);
+RDZV_COMMANDS(RDZV_REP_ENCODE_DECL_)
+#undef RDZV_REP_ENCODE_DECL_
+
+/* JOIN's refusal: status 1, code and text. */
 int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text);
-/* HEARTBEAT's reply; BEAT_FOR's with cmd RDZV_CMD_RDZV_BEAT_FOR (the same fields). */
-int rdzv_heartbeat_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
-int rdzv_beat_for_reply_encode(ddp_buf_t *b, int ok, int64_t round, int state);
-int rdzv_fail_reply_encode(ddp_buf_t *b, const rdzv_fail_reply_t *rep);
-int rdzv_status_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
-/* STATUS_PAGE's reply: STATUS's layout under its own command code. */
-int rdzv_status_page_reply_encode(ddp_buf_t *b, int ok, const void *text, size_t n);
-int rdzv_abort_reply_encode(ddp_buf_t *b, int stopped);
-/* UNFIT's reply: status 0 recorded, 1 ignored (no such run, or its host table is full). */
-int rdzv_unfit_reply_encode(ddp_buf_t *b, int recorded);
-/* FINISH's reply: status 0 the run is done, 1 ignored (not its running round, not a member). */
-int rdzv_finish_reply_encode(ddp_buf_t *b, int finished);
+
+/* The refusal of a rendezvous request cmd with code and text, for the commands whose reply can
+ * carry a text (the join and json layouts: JOIN, STATUS, STATUS_PAGE), so that the client learns
+ * why. Returns 0, -ENOMEM, or -ENOTSUP for any other command (b unchanged). */
+int rdzv_round_refusal_encode(ddp_buf_t *b, int cmd, int code, const char *text);
 
 /* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can
  * tell a parked JOIN's answer from a HEARTBEAT's on the same connection. */
