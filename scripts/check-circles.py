@@ -30,13 +30,8 @@ DOC = 'docs/ARCHITECTURE.md, "Circles"'
 # The circles that may stay, each with why in one line (docs/ARCHITECTURE.md, "Circles"). A file
 # is named by its source path without the extension. Remove an entry once its circle is broken.
 ALLOWED = [
-    (["rendezvous/protocol/rdzv_frame", "rendezvous/protocol/rdzv_proto"],
-     "the frame codec checks names by the rendezvous codec's rule, which writes with the frame's"),
     (["rendezvous/round/rdzv_round_hosts", "rendezvous/round/rdzv_runs"],
      "the host index looks up runs and members, and a run frees its index"),
-    (["rendezvous/server/rdzv_cmds", "rendezvous/server/rdzv_conn", "rendezvous/server/rdzv_keys",
-      "rendezvous/server/rdzv_server", "rendezvous/server/rdzv_server_round"],
-     "connections run commands, which reply on connections and wake the keys' waiters"),
     (["agent/console", "agent/events", "agent/output"],
      "events and output lines go through the console, which resumes the output"),
     (["agent/agent", "agent/assignment", "agent/gpu_wait", "agent/group", "agent/hang",
