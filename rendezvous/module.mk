@@ -14,8 +14,8 @@
 # holds them all.
 RDZV_PROTOCOL_SRCS := $(addprefix rendezvous/protocol/,rdzv_frame.c rdzv_auth.c rdzv_proto.c \
     rdzv_layout.c)
-RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_runs.c rdzv_round_status.c \
-    rdzv_round_hosts.c)
+RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_round_table.c rdzv_round_steps.c \
+    rdzv_runs.c rdzv_round_status.c rdzv_round_hosts.c)
 RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_conn.c rdzv_cmds.c \
     rdzv_keys.c rdzv_server_round.c rdzv_metrics.c rdzv_server_thread.c)
 RDZV_CLIENT_SRCS := $(addprefix rendezvous/client/,rdzv_blocking_client.c rdzv_async_client.c \
