@@ -53,8 +53,12 @@ $(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o
 # setsockopt so that a test can count the store's pushed ACKs.
 $(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
     -Wl,--wrap=setsockopt
-UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
-$(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
+# The round machine's tests link its objects alone (and the protocol's codec): rounds and restarts,
+# membership and spares, hosts and status, the wire.
+RDZV_ROUND_TESTS := $(addprefix $(BUILD)/tests/unit/,test_rdzv_round test_rdzv_round_members \
+    test_rdzv_round_hosts test_rdzv_round_wire)
+UNIT_TESTS += $(RDZV_ROUND_TESTS)
+$(RDZV_ROUND_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \
     $(BUILD)/obj/rendezvous/protocol/rdzv_layout.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
     $(BUILD)/libddpcommon.a
