@@ -54,9 +54,9 @@ $(BUILD)/tests/unit/test_rdzv_client: $(BUILD)/obj/tests/unit/test_rdzv_client.o
 $(BUILD)/tests/unit/test_rdzv_client: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner \
     -Wl,--wrap=setsockopt
 # The round machine's tests link its objects alone (and the protocol's codec): rounds and restarts,
-# membership and spares, hosts and status, the wire.
+# membership and spares, hosts and status, the wire, and the phase x event table cell by cell.
 RDZV_ROUND_TESTS := $(addprefix $(BUILD)/tests/unit/,test_rdzv_round test_rdzv_round_members \
-    test_rdzv_round_hosts test_rdzv_round_wire)
+    test_rdzv_round_hosts test_rdzv_round_wire test_rdzv_round_table)
 UNIT_TESTS += $(RDZV_ROUND_TESTS)
 $(RDZV_ROUND_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \
