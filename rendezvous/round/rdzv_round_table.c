@@ -34,12 +34,12 @@
  * FINISH(r)     | not_now (-ENOENT)   | not_now (-ENOENT)   | finish: r current,    | not_now
  *               |                     |                     | from a member: ->     | (-ENOENT)
  *               |                     |                     | DONE, spares refused  |
- * LEAVE         | leave_drop (an idle | leave_drop; n<min:  | leave_running: a      | leave_drop
- *               | one: at max: close) | -> JOINING          | member: end r naming  |
- *               |                     |                     | it; else leave_drop   |
- * JOIN_BOUND    | time_out_joiners:   | ignore (the last    | answer_spares: ERDZV_ | answer_spares
- *               | ETIMEOUT "n of min  | call comes first)   | SPARE, answered (it   | (all answered:
- *               | joined; lost: .."   |                     | JOINs again); an      | dropped)
+ * LEAVE         | leave_drop; an idle | leave_drop; n<min:  | leave_running: a      | leave_drop
+ *               | one's: the round    | -> JOINING          | member: end r naming  |
+ *               | re-evaluated        |                     | it; else leave_drop   |
+ * JOIN_BOUND    | time_out_joiners:   | ignore (n>=min: the | answer_spares: ERDZV_ | answer_spares
+ *               | ETIMEOUT "n of min  | last call closes    | SPARE, answered (it   | (all answered:
+ *               | joined; lost: .."   | the round)          | JOINs again); an      | dropped)
  *               |                     |                     | answered one: dropped |
  * LAST_CALL     | ignore              | close_round ->      | ignore                | ignore
  *               |                     | RUNNING             |                       |
@@ -70,10 +70,11 @@
  * refuses every JOIN with DDP_ERDZV_CLOSED; a DONE run (its round passed its exit barrier) one of
  * its own nodes' with DDP_ERDZV_DONE and a new node's with DDP_ERDZV_REUSED. The spares' bound is
  * keep_alive_interval x keep_alive_max_attempt. HEARTBEAT comes on the member's own connection,
- * or as a BEAT_FOR from any connection that carries the key m's JOIN reply carried; it never
- * changes a phase. ABORT's why becomes the run's last failure, which every later JOIN's refusal
- * names. UNFIT records the host's failed health check (shown by STATUS), from its own member, or
- * from a connection that is no member of the run.
+ * or as a BEAT_FOR from any connection that carries the key the member's JOIN reply carried; it
+ * never changes a phase. ABORT's why becomes the run's last failure, which every later JOIN's
+ * refusal names. UNFIT records the host's failed health check (shown by STATUS), from its own
+ * member, or from a connection that is no member of the run (while RUNNING, not for a host of the
+ * group).
  *
  * Costs: a heartbeat is O(1) (member hash), a cell's lookup O(1); the steps say theirs. */
 #include "rdzv_run.h"
