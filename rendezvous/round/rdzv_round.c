@@ -166,7 +166,6 @@ int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
     rdzv_member_t *m = rdzv__member_find(rs, member);
     rdzv_event_t ev = {.kind = RDZV_EV_UNFIT,
                        .now_ms = now_ms,
-                       .conn = member,
                        .m = m != NULL && m->run == r ? m : NULL,
                        .host = host,
                        .text = reason};

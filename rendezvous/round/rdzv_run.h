@@ -188,8 +188,7 @@ typedef enum rdzv_run_event {
                          * JOINed: it will not come back) */
     RDZV_EV_JOIN_BOUND, /* the first joiner's bound passed (rdzv__joiner_bound) */
     RDZV_EV_LAST_CALL,  /* run->last_call_ms passed */
-    RDZV_EV_LIVE_CHECK, /* run->live_check_ms passed: a group member may have been silent too long
-                         */
+    RDZV_EV_LIVE_CHECK, /* run->live_check_ms passed: a group member may be silent too long */
     RDZV_NEVENTS
 } rdzv_run_event_t;
 
@@ -197,7 +196,7 @@ typedef enum rdzv_run_event {
 typedef struct rdzv_event {
     rdzv_run_event_t kind;
     uint64_t now_ms;
-    uint64_t conn;               /* the connection the command came on (JOIN, UNFIT) */
+    uint64_t conn;               /* JOIN: the connection it came on (a new member's id) */
     rdzv_member_t *m;            /* the run's member it is from or about; NULL: JOIN from a new
                                   * connection, FAIL or UNFIT from a connection that is none */
     const rdzv_join_req_t *req;  /* JOIN */

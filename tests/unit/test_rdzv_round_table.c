@@ -184,8 +184,7 @@ static int feed(fx_t *f, rdzv_run_t *r, rdzv_run_event_t ev, rdzv_fail_reply_t *
         e.cfg = &q.cfg;
         e.err = err;
         break;
-    case RDZV_EV_UNFIT:
-        e.conn = 77;
+    case RDZV_EV_UNFIT: /* from connection 77, no member */
         e.host = "h2";
         e.text = "gpu 3 unhealthy";
         break;
