@@ -14,10 +14,11 @@
 # holds them all.
 RDZV_PROTOCOL_SRCS := $(addprefix rendezvous/protocol/,rdzv_frame.c rdzv_auth.c rdzv_proto.c \
     rdzv_layout.c)
-RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_runs.c rdzv_round_status.c \
-    rdzv_round_hosts.c)
-RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_accept.c rdzv_conn.c rdzv_cmds.c \
-    rdzv_keys.c rdzv_server_round.c rdzv_server_log.c rdzv_metrics.c rdzv_server_thread.c)
+RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_round_table.c \
+    rdzv_round_steps.c rdzv_runs.c rdzv_round_status.c rdzv_round_hosts.c)
+RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_accept.c rdzv_conn.c \
+    rdzv_cmds.c rdzv_keys.c rdzv_server_round.c rdzv_server_log.c rdzv_metrics.c \
+    rdzv_server_thread.c)
 RDZV_CLIENT_SRCS := $(addprefix rendezvous/client/,rdzv_blocking_client.c rdzv_async_client.c \
     rdzv_async_queue.c rdzv_async_store_calls.c rdzv_round_calls.c)
 RDZV_LIB_SRCS := $(RDZV_PROTOCOL_SRCS) $(RDZV_ROUND_SRCS) $(RDZV_SERVER_SRCS) $(RDZV_CLIENT_SRCS)
@@ -57,8 +58,12 @@ $(addprefix $(BUILD)/tests/unit/,$(RDZV_CLIENT_TESTS)): $(BUILD)/tests/unit/%: \
 # lookup so that a test can make it fail (owner_only fails closed).
 $(BUILD)/tests/unit/test_rdzv_client_limits: LDFLAGS += -Wl,--wrap=setsockopt
 $(BUILD)/tests/unit/test_rdzv_client_wstore: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_owner
-UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_round
-$(BUILD)/tests/unit/test_rdzv_round: $(BUILD)/obj/tests/unit/test_rdzv_round.o \
+# The round machine's tests link its objects alone (and the protocol's codec): rounds and restarts,
+# membership and spares, hosts and status, the wire, and the phase x event table cell by cell.
+RDZV_ROUND_TESTS := $(addprefix $(BUILD)/tests/unit/,test_rdzv_round test_rdzv_round_members \
+    test_rdzv_round_hosts test_rdzv_round_wire test_rdzv_round_table)
+UNIT_TESTS += $(RDZV_ROUND_TESTS)
+$(RDZV_ROUND_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \
     $(BUILD)/obj/rendezvous/protocol/rdzv_layout.o $(BUILD)/obj/rendezvous/protocol/rdzv_frame.o \
     $(BUILD)/libddpcommon.a

@@ -30,8 +30,6 @@ DOC = 'docs/ARCHITECTURE.md, "Circles"'
 # The circles that may stay, each with why in one line (docs/ARCHITECTURE.md, "Circles"). A file
 # is named by its source path without the extension. Remove an entry once its circle is broken.
 ALLOWED = [
-    (["rendezvous/round/rdzv_round_hosts", "rendezvous/round/rdzv_runs"],
-     "the host index looks up runs and members, and a run frees its index"),
     (["agent/console", "agent/events", "agent/output"],
      "events and output lines go through the console, which resumes the output"),
     (["agent/agent", "agent/assignment", "agent/gpu_wait", "agent/group", "agent/hang",

@@ -6,7 +6,9 @@
  * the others still meet min_nodes; `ddprun status` and the metrics show every record.
  *
  * Records are few (hosts that failed or reported themselves unfit) and looked up by a scan: a
- * FAIL, an UNFIT or a JOIN costs O(records), at most RDZV_RUN_HOSTS_MAX. */
+ * FAIL, an UNFIT or a JOIN costs O(records), at most RDZV_RUN_HOSTS_MAX. The round table's
+ * actions (rdzv_round_table.c) keep them; the registry (rdzv_runs.c) frees them with their run,
+ * and calls nothing here. */
 #include "rdzv_run.h"
 
 #include <errno.h>
@@ -90,13 +92,6 @@ void rdzv__hosts_tally(const rdzv_run_t *r, char *out, size_t cap) {
         rdzv__textf(out + len, cap - len, ", %zu more", counted - SHOWN);
 }
 
-void rdzv__hosts_free(rdzv_runs_t *rs, rdzv_run_t *r) {
-    rs->nhosts -= r->nhosts;
-    free(r->hosts);
-    r->hosts = NULL;
-    r->nhosts = r->cap_hosts = 0;
-}
-
 int rdzv__host_join(rdzv_run_t *r, const char *host, uint64_t now_ms, char *text, size_t cap) {
     rdzv_host_rec_t *h = rdzv__host_find(r, host);
     if (h == NULL)
@@ -156,26 +151,8 @@ void rdzv__host_failed(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_member_t *m, i
     }
 }
 
-/* 1 when connection member may report host unfit in run r (rdzv_runs_unfit). O(group). */
-static int may_speak_for(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t member, const char *host) {
-    rdzv_member_t *m = rdzv__member_find(rs, member);
-    if (m != NULL && m->run == r)
-        return strcmp(m->host, host) == 0;
-    if (r->state != RDZV_RUN_RUNNING)
-        return 1;
-    for (size_t i = 0; i < r->ngroup; i++)
-        if (strcmp(r->group[i]->host, host) == 0)
-            return 0;
-    return 1;
-}
-
-int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const char *host,
-                    const char *reason, uint64_t now_ms) {
-    rdzv_run_t *r = rdzv__run_find(rs, run_id);
-    if (r == NULL || host == NULL || host[0] == '\0')
-        return -ENOENT;
-    if (!may_speak_for(rs, r, member, host))
-        return -EPERM;
+int rdzv__host_unfit(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, const char *reason,
+                     uint64_t now_ms) {
     rdzv_host_rec_t *h = rdzv__host_get(rs, r, host, now_ms);
     if (h == NULL)
         return -ENOSPC;

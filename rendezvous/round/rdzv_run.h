@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
- * The records of the rendezvous runs, shared by the files of the state machine: rdzv_round.c (the
- * transitions), rdzv_runs.c (the registry and the action list), rdzv_round_status.c (STATUS and
- * the metrics' walk). Nothing outside them includes it: the server sees rdzv_round.h. */
+ * The records of the rendezvous runs, shared by the files of the round machine: rdzv_round.c (the
+ * commands' entry points), rdzv_round_table.c (the phase x event table and its actions),
+ * rdzv_round_steps.c (the steps the actions are made of), rdzv_runs.c (the registry and the action
+ * list), rdzv_round_hosts.c (what a run keeps per host), rdzv_round_status.c (STATUS and the
+ * metrics' walk). Nothing outside them includes it: the server sees rdzv_round.h. */
 #ifndef RDZV_RUN_H
 #define RDZV_RUN_H
 
@@ -154,8 +156,6 @@ rdzv_host_rec_t *rdzv__host_get(rdzv_runs_t *rs, rdzv_run_t *r, const char *host
 /* Writes "; root causes by host: H1 x3, H2 x1" (the hosts with most failures first, the first
  * four) to out, or "" when no failure was counted. */
 void rdzv__hosts_tally(const rdzv_run_t *r, char *out, size_t cap);
-/* Frees r's host records. */
-void rdzv__hosts_free(rdzv_runs_t *rs, rdzv_run_t *r);
 /* A JOIN from host: 1 with text filled (the refusal) when the host is excluded; else 0, and a
  * failed health check it reported is over (it checked healthy before this JOIN). */
 int rdzv__host_join(rdzv_run_t *r, const char *host, uint64_t now_ms, char *text, size_t cap);
@@ -164,5 +164,110 @@ int rdzv__host_join(rdzv_run_t *r, const char *host, uint64_t now_ms, char *text
  * what it decided to note (cap bytes; "" when nothing to say). */
 void rdzv__host_failed(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_member_t *m, int64_t round,
                        const char *what, uint64_t now_ms, char *note, size_t cap);
+/* Records host's failed health check (reason) in r, shown by STATUS until the host JOINs again.
+ * Returns 0, or -ENOSPC when r's records are full of records that decide something. */
+int rdzv__host_unfit(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, const char *reason,
+                     uint64_t now_ms);
+
+/* ---- the round table (rdzv_round_table.c) ---- */
+
+/* The phases of a run are its states (rdzv_run_state_t, which HEARTBEAT's reply and STATUS
+ * carry): JOINING, LAST_CALL, RUNNING, FAILED, DONE. */
+#define RDZV_RUN_NPHASES (RDZV_RUN_DONE + 1)
+
+/* What happens to a run: a command of one of its nodes, a connection closing, or one of its
+ * deadlines passing (rdzv_runs_tick feeds those in this order). */
+typedef enum rdzv_run_event {
+    RDZV_EV_JOIN,       /* a JOIN for the run (its fields checked, no JOIN of its own parked) */
+    RDZV_EV_HEARTBEAT,  /* a member's HEARTBEAT, or a BEAT_FOR that carried the member's key */
+    RDZV_EV_FAIL,       /* FAIL(round, what): a worker group failed */
+    RDZV_EV_ABORT,      /* ABORT(why): a node stops the run for good */
+    RDZV_EV_UNFIT,      /* UNFIT(host, reason): a host failed its health check */
+    RDZV_EV_FINISH,     /* FINISH(round): the round passed its exit barrier */
+    RDZV_EV_LEAVE,      /* a member's connection closed (or an excluded member of the ended round
+                         * JOINed: it will not come back) */
+    RDZV_EV_JOIN_BOUND, /* the first joiner's bound passed (rdzv__joiner_bound) */
+    RDZV_EV_LAST_CALL,  /* run->last_call_ms passed */
+    RDZV_EV_LIVE_CHECK, /* run->live_check_ms passed: a group member may be silent too long */
+    RDZV_NEVENTS
+} rdzv_run_event_t;
+
+/* One event with what it carries (the fields its kind names; the others are unused). */
+typedef struct rdzv_event {
+    rdzv_run_event_t kind;
+    uint64_t now_ms;
+    uint64_t conn;               /* JOIN: the connection it came on (a new member's id) */
+    rdzv_member_t *m;            /* the run's member it is from or about; NULL: JOIN from a new
+                                  * connection, FAIL or UNFIT from a connection that is none */
+    const rdzv_join_req_t *req;  /* JOIN */
+    const rdzv_round_cfg_t *cfg; /* JOIN: its configuration with the defaults filled in */
+    int created;                 /* JOIN: the run was made for it (freed again if it fails) */
+    int64_t round;               /* FAIL, FINISH */
+    const char *text;            /* FAIL: what; ABORT: why; UNFIT: reason (each may be NULL) */
+    const char *host;            /* UNFIT */
+    rdzv_actions_t *out;         /* what the server must do, appended */
+    ddp_err_t *err;              /* JOIN: why it was refused */
+    rdzv_fail_reply_t *rep;      /* FAIL: its status (filled by the entry point beforehand) */
+} rdzv_event_t;
+
+/* The phases a cell's action may leave the run in (a mask of RDZV_PHASE(state)). */
+#define RDZV_PHASE(s) (1u << (s))
+
+/* A cell of the table: the action for an event in a phase, and the phases it may lead to. */
+typedef struct rdzv_cell {
+    int (*action)(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev);
+    unsigned next;
+} rdzv_cell_t;
+
+/* The cell of event ev in phase p. */
+const rdzv_cell_t *rdzv__run_cell(rdzv_run_state_t p, rdzv_run_event_t ev);
+/* Feeds ev to run r: runs the action of the cell of r's phase and ev. Returns what the action
+ * returns: 0, or the refusal its entry point passes on (the events' codes in rdzv_round.h). */
+int rdzv__run_event(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev);
+
+/* ---- the steps of the actions (rdzv_round_steps.c) ---- */
+
+/* Formats "node 1 (10.0.0.2)" for a member with a rank, else "node 10.0.0.2". */
+void rdzv__node_name(char *out, size_t cap, int64_t rank, const char *host);
+/* Makes sure the run's arrays can hold every member it may close a round with (extra_members
+ * more than it has) and out every action one event may produce. Returns 0 or -ENOMEM. */
+int rdzv__event_reserve(rdzv_run_t *r, size_t extra_members, rdzv_actions_t *out);
+/* Frees the arrays of a run with no members (it is kept for empty_keep_ms). */
+void rdzv__run_trim(rdzv_run_t *r);
+/* Removes joiner only from r->joiners, keeping their order. */
+void rdzv__joiners_remove(rdzv_run_t *r, rdzv_member_t *only);
+/* Takes member m out of the running group (it died or re-joined). */
+void rdzv__group_remove(rdzv_run_t *r, rdzv_member_t *m);
+/* Re-evaluates a collecting round after its joiners changed: close, LAST_CALL, or JOINING. */
+void rdzv__run_check(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out);
+/* Closes the collecting round: the group is formed and answered; the run is RUNNING. */
+void rdzv__round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out);
+/* Ends the running round saying why: round r+1 collects the waiters, or with failed set the run
+ * is FAILED and they are refused. */
+void rdzv__round_end(rdzv_runs_t *rs, rdzv_run_t *r, const char *why, int failed, uint64_t now_ms,
+                     rdzv_actions_t *out);
+/* Refuses every joiner whose JOIN is parked with code and text, and drops it. */
+void rdzv__joiners_refuse(rdzv_runs_t *rs, rdzv_run_t *r, int code, const char *text,
+                          uint64_t now_ms, rdzv_actions_t *out);
+/* How long the joiners' JOINs stay parked in r's phase (join_timeout, or the spares' bound). */
+uint64_t rdzv__joiner_bound(const rdzv_run_t *r);
+/* How many joiners' bounds have passed (a prefix of r->joiners). */
+size_t rdzv__joiners_due(const rdzv_run_t *r, uint64_t now_ms);
+/* The first k joiners of a collecting round timed out: DDP_ETIMEOUT, dropped. */
+void rdzv__joiners_time_out(rdzv_runs_t *rs, rdzv_run_t *r, size_t k, uint64_t now_ms,
+                            rdzv_actions_t *out);
+/* The first k spares' bounds passed: the parked ones are answered DDP_ERDZV_SPARE and stay, the
+ * answered ones are dropped. */
+void rdzv__spares_answer(rdzv_runs_t *rs, rdzv_run_t *r, size_t k, uint64_t now_ms,
+                         rdzv_actions_t *out);
+/* Declares the running group's silent members dead and ends the round, or schedules the next
+ * check. */
+void rdzv__group_check_live(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_actions_t *out);
+/* The texts of refused JOINs: a FAILED run's, a DONE run's to its own nodes, and a DONE run's to
+ * a new node (the run id is taken). */
+void rdzv__failed_text(const rdzv_run_t *r, char *out, size_t cap);
+void rdzv__done_text(const rdzv_run_t *r, char *out, size_t cap);
+void rdzv__reused_text(const rdzv_runs_t *rs, const rdzv_run_t *r, uint64_t now_ms, char *out,
+                       size_t cap);
 
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_runs: the registry of the rendezvous runs (rdzv_round.c's state machines): runs by id and
- * members by connection id in two hash tables, their creation and freeing, and the action list the
- * events append to. The records themselves are in rdzv_run.h. */
+ * rdzv_runs: the registry of the rendezvous runs (the round machines of rdzv_round_table.c): runs
+ * by id and members by connection id in two hash tables, their creation and freeing (a run with
+ * everything it holds, its host records included), and the action list the events append to. The
+ * records themselves are in rdzv_run.h. Nothing here calls the other files of the round machine:
+ * they all call it. */
 #include "rdzv_run.h"
 
 #include <errno.h>
@@ -202,7 +204,8 @@ void rdzv__run_free(rdzv_runs_t *rs, rdzv_run_t *r) {
     free(r->group);
     free(r->pick);
     free(r->prev);
-    rdzv__hosts_free(rs, r);
+    rs->nhosts -= r->nhosts; /* the registry's count of host records (RDZV_HOSTS_TOTAL_MAX) */
+    free(r->hosts);
     free(r);
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * rdzv_round: the server side of multi-node rendezvous as pure logic: one state machine per run
- * id (JOINING -> LAST_CALL -> RUNNING -> round r+1, or FAILED), kept in a bounded registry. The
- * wire codec of the rendezvous commands (rdzv_commands.h) is rdzv_proto.h.
+ * rdzv_round: the server side of multi-node rendezvous as pure logic: one round machine per run
+ * id (JOINING -> LAST_CALL -> RUNNING -> round r+1, or FAILED, or DONE; a phase x event table,
+ * rendezvous/round/rdzv_round_table.c), kept in a bounded registry. The wire codec of the
+ * rendezvous commands (rdzv_commands.h) is rdzv_proto.h.
  * No sockets, no clock reads: the server passes events and the time in and carries out the
  * actions that come back (reply to a member, SET the round's end key, close a connection). */
 #ifndef RDZV_ROUND_H
