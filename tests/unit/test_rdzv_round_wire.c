@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * Unit tests of what the round machine's server and clients agree on (rendezvous/protocol/):
  * the key layout of a run, the progress record's codec, and the wire codec of the rendezvous
- * commands (rdzv_commands.h; every prefix of a frame is incomplete, bad requests are refused with their
- * reason). */
+ * commands (rdzv_commands.h; every prefix of a frame is incomplete, bad requests are refused with
+ * their reason). */
 #include <errno.h>
 #include <jansson.h>
 #include <setjmp.h>
