@@ -120,8 +120,7 @@ typedef enum {
 } agent_sup_state_t;
 
 typedef enum {
-    EV_WORKER_OK = 0,  /* a worker exited 0 */
-    EV_WORKER_FAIL,    /* a worker exited non-zero or by a signal */
+    EV_WORKER_FAIL = 0, /* a worker exited non-zero or by a signal */
     EV_GROUP_DOWN,     /* no worker of the attempt is running any more */
     EV_SIGNAL,         /* a termination signal (TERM, INT, HUP, QUIT, ...) */
     EV_KILL_TIMER,     /* shutdown_timeout ran out */
@@ -139,6 +138,8 @@ typedef enum {
     EV_HEALTH_FAILED,  /* it failed; a->check_reason says why */
     EV_RUN_DONE,       /* multi-node: the run finished (passed its exit barrier) without this
                         * node: a spare, or a node that came after the end */
+    EV_GPU_RELEASED,   /* the stopped group's GPU memory is free, or the wait for it ran out
+                        * (gpu_wait.c): the restart goes on */
     EV_NEVENTS
 } agent_event_t;
 
@@ -283,6 +284,13 @@ typedef struct agent_node_ops {
     /* The node's health check failed (reason: one line): say so where the job's state is kept;
      * the node retries until join_timeout. */
     void (*report_unfit)(agent_t *a, const char *reason);
+    /* The store was lost while this node's JOIN was parked: the same JOIN again, on the new
+     * connection (several nodes; one node has no store to lose). */
+    void (*rejoin)(agent_t *a);
+    /* At the exit barrier the round ended or the store was lost: whether every node passed the
+     * barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN) (several nodes; one node
+     * has no barrier). */
+    void (*barrier_settle)(agent_t *a);
 } agent_node_ops_t;
 extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
 /* group.c: agent__local_ops' group_prepare. */
@@ -486,8 +494,8 @@ int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
 /* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
  * libuv code. */
 int agent__gpu_wait_init(agent_t *a);
-/* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
- * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
+/* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then feeds
+ * EV_GPU_RELEASED. Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);
 /* gpu_wait.c: nonzero while a restart waits for the GPU memory of the stopped group. */
 int agent__gpu_wait_active(agent_t *a);
@@ -495,9 +503,6 @@ int agent__gpu_wait_active(agent_t *a);
 void agent__gpu_wait_cancel(agent_t *a);
 /* gpu_wait.c: frees what the GPU memory wait holds (NVML). */
 void agent__gpu_wait_free(agent_t *a);
-/* supervise.c: starts the next attempt now (after the restart delay and the GPU wait): the
- * node's health check first. */
-void agent__restart_now(agent_t *a);
 /* gpu_wait.c: opens NVML once (DDPRUN_NVML_LIB names a stand-in for tests); a machine without
  * it or without a GPU is never asked again. Returns 0 when a->gpu is usable, else -1. */
 int agent__gpu_open(agent_t *a);

@@ -67,7 +67,7 @@ static void on_gpu_timer(uv_timer_t *t) {
     } else {
         DDP_INFO("GPU memory of the stopped workers released after %d ms", waited);
     }
-    agent__restart_now(a);
+    agent__event(a, EV_GPU_RELEASED, NULL);
 }
 
 int agent__gpu_wait_start(agent_t *a) {

@@ -49,6 +49,11 @@ static void rdzv_succeeded(agent_t *a) {
     agent__rdzv_exit_barrier(a);
 }
 
+/* The parked JOIN went with the lost connection: rdzv.c sends it on the current one. */
+static void rdzv_rejoin(agent_t *a) {
+    agent__rdzv_join(a);
+}
+
 const agent_node_ops_t agent__rdzv_ops = {
     .begin = rdzv_begin,
     .group_prepare = rdzv_group_prepare,
@@ -58,4 +63,6 @@ const agent_node_ops_t agent__rdzv_ops = {
     .succeeded = rdzv_succeeded,
     .start = rdzv_start,
     .report_unfit = rdzv_report_unfit,
+    .rejoin = rdzv_rejoin,
+    .barrier_settle = agent__rdzv_barrier_settle,
 };

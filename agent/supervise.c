@@ -19,11 +19,12 @@
  *   CHECKING  before each start of the group (one node) and each JOIN (several): the node's
  *             health check runs (node_check.c), or its next try waits out a back-off; a pass
  *             starts or joins, a node still failing at join_timeout exits unfit
- * Events: a worker exited 0 / failed, the group is down, a termination signal, the kill timer, and
+ * Events: a worker failed, the group is down, a termination signal, the kill timer, and
  * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed, the
  * daemon's store lost (reconnecting), the exit barrier broken; for hang detection: a worker
- * hung, the stack capture finished, the store took the stop; and the health check passed or
- * failed. A cell the table leaves out is ignored. */
+ * hung, the stack capture finished, the store took the stop; the health check passed or
+ * failed; and the GPU memory wait before a restart ended. A cell the table leaves out is ignored.
+ */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -126,16 +127,24 @@ static void finish(agent_t *a, int error) {
     agent__shutdown_loop(a);
 }
 
-static void on_restart_timer(uv_timer_t *t) {
-    agent_t *a = t->data;
-    /* The old group's GPU memory first, or the new workers fail to allocate theirs. */
-    if (agent__gpu_wait_start(a))
-        return;
-    agent__restart_now(a);
+/* The next attempt (after the restart delay and the GPU wait): the node's health check first. */
+static void restart_now(agent_t *a) {
+    agent__node_check_begin(a);
 }
 
-void agent__restart_now(agent_t *a) {
-    agent__node_check_begin(a);
+static void on_restart_timer(uv_timer_t *t) {
+    agent_t *a = t->data;
+    /* The old group's GPU memory first, or the new workers fail to allocate theirs: the wait
+     * ends in EV_GPU_RELEASED. */
+    if (agent__gpu_wait_start(a))
+        return;
+    restart_now(a);
+}
+
+/* STOPPING + the GPU memory wait ended: the restart it held goes on. */
+static void gpu_released(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    restart_now(a);
 }
 
 /* One node, the node passed its check: the first group, or the next attempt. A group that
@@ -364,13 +373,13 @@ static void store_lost_stop(agent_t *a, agent_worker_t *w) {
 static void rejoin(agent_t *a, agent_worker_t *w) {
     (void)w;
     a->state = SUP_JOINING;
-    agent__rdzv_join(a);
+    a->ops->rejoin(a);
 }
 
 /* BARRIER + the round ended, or the store was lost: done only if every node arrived. */
 static void barrier_settle(agent_t *a, agent_worker_t *w) {
     (void)w;
-    agent__rdzv_barrier_settle(a);
+    a->ops->barrier_settle(a);
 }
 
 /* BARRIER + not every node passed it: another node's group failed (or a node was lost) after
@@ -517,6 +526,7 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
         [EV_SIGNAL] = begin_shutdown,
         [EV_KILL_TIMER] = kill_all,
         [EV_RDZV_ERROR] = rdzv_failed,
+        [EV_GPU_RELEASED] = gpu_released,
     },
     [SUP_SHUTDOWN] = {
         [EV_WORKER_FAIL] = note_failure,
@@ -593,6 +603,11 @@ static void local_give_up(agent_t *a, const char *why) {
     no_progress_fail(a, NULL);
 }
 
+/* One node has no store to lose and no exit barrier: the events that call these never come. */
+static void local_no_store(agent_t *a) {
+    (void)a;
+}
+
 const agent_node_ops_t agent__local_ops = {
     .begin = local_begin,
     .group_prepare = agent__local_group_prepare,
@@ -602,4 +617,6 @@ const agent_node_ops_t agent__local_ops = {
     .succeeded = local_succeeded,
     .start = local_start,
     .report_unfit = agent__node_check_say,
+    .rejoin = local_no_store,
+    .barrier_settle = local_no_store,
 };

@@ -13,7 +13,8 @@
  *            until it is stopped and reaped like any other.
  *   EXITED   agent__worker_exited, from agent.c's SIGCHLD handler (the only waitpid): its wait
  *            status and time, its process group killed and forgotten by the guard, its streams
- *            drained, its error file bounded; EV_WORKER_OK or EV_WORKER_FAIL follows.
+ *            drained, its error file bounded; a failed exit feeds EV_WORKER_FAIL (an exit 0 feeds
+ * no event: the group's end, EV_GROUP_DOWN, says that every worker succeeded).
  *
  * The next attempt starts every worker again from EXITED. A failure (an exit the agent did not
  * cause, or a hang) is copied into the attempt's failure list by agent__worker_failure_record,
@@ -495,7 +496,8 @@ void agent__worker_exited(agent_t *a, agent_worker_t *w, int status) {
     else
         agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:i, s:n}", "rank", w->rank, "local_rank",
                      w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
-    agent__event(a, ok ? EV_WORKER_OK : EV_WORKER_FAIL, w);
+    if (!ok)
+        agent__event(a, EV_WORKER_FAIL, w);
 }
 
 void agent__worker_failure_record(agent_t *a, const agent_worker_t *w) {

@@ -413,54 +413,56 @@ typedef enum {
     A_CHECK_ABORT,
     A_CHECK_RDZV_FAILED,
     A_SPARE_RELEASED,
+    A_RESTART_NOW,
 } action_t;
 
 static const char *const state_names[SUP_NSTATES] = {"RUNNING",   "STOPPING", "SHUTDOWN",
                                                      "JOINING",   "BARRIER",  "DONE",
                                                      "CAPTURING", "ABORTING", "CHECKING"};
 static const char *const event_names[EV_NEVENTS] = {
-    "WORKER_OK",  "WORKER_FAIL",    "GROUP_DOWN",   "SIGNAL",        "KILL_TIMER",  "JOINED",
-    "ROUND_END",  "RDZV_ERROR",     "BARRIER_DONE", "WORKER_HUNG",   "STACKS_DONE", "ABORT_DONE",
-    "STORE_LOST", "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED", "RUN_DONE",
+    "WORKER_FAIL",    "GROUP_DOWN",   "SIGNAL",        "KILL_TIMER",  "JOINED",       "ROUND_END",
+    "RDZV_ERROR",     "BARRIER_DONE", "WORKER_HUNG",   "STACKS_DONE", "ABORT_DONE",   "STORE_LOST",
+    "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED", "RUN_DONE",    "GPU_RELEASED",
 };
 
 /* A cell not written is A_IGNORE: HEALTH_OK and HEALTH_FAILED outside CHECKING, for one. */
 /* clang-format off */
 static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
-    /*                WORKER_OK  WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
+    /*                WORKER_FAIL      GROUP_DOWN          SIGNAL            KILL_TIMER
      *                JOINED     ROUND_END        RDZV_ERROR          BARRIER_DONE
      *                WORKER_HUNG      STACKS_DONE      ABORT_DONE
      *                STORE_LOST          BARRIER_BROKEN */
-    [SUP_RUNNING] =   {A_IGNORE, A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
+    [SUP_RUNNING] =   {A_FAIL_AND_STOP, A_GROUP_SUCCEEDED,  A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_ROUND_ENDED,   A_RDZV_FAILED,      A_IGNORE,
                        A_CAPTURE_BEGIN, A_IGNORE,        A_IGNORE,
                        A_STORE_LOST_STOP,  A_IGNORE},
-    [SUP_STOPPING] =  {A_IGNORE, A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
+    [SUP_STOPPING] =  {A_NOTE_FAILURE,  A_RESTART_OR_FAIL,  A_BEGIN_SHUTDOWN, A_KILL_ALL,
                        A_IGNORE, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
-                       A_IGNORE,           A_IGNORE},
-    [SUP_SHUTDOWN] =  {A_IGNORE, A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
+                       A_IGNORE,           A_IGNORE,
+                       [EV_GPU_RELEASED] = A_RESTART_NOW},
+    [SUP_SHUTDOWN] =  {A_NOTE_FAILURE,  A_FINISH_SHUTDOWN,  A_ESCALATE,       A_KILL_ALL,
                        A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
                        A_IGNORE,           A_IGNORE},
-    [SUP_JOINING] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+    [SUP_JOINING] =   {A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
                        A_REJOIN,           A_IGNORE,
                        [EV_RUN_DONE] = A_SPARE_RELEASED},
-    [SUP_BARRIER] =   {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+    [SUP_BARRIER] =   {A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_BARRIER_SETTLE, A_RDZV_FAILED,     A_BARRIER_DONE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
                        A_BARRIER_SETTLE,   A_BARRIER_BROKEN},
-    [SUP_DONE] =      {A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
+    [SUP_DONE] =      {A_IGNORE,        A_IGNORE,           A_IGNORE,         A_IGNORE,
                        A_IGNORE, A_IGNORE,        A_IGNORE,           A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
                        A_IGNORE,           A_IGNORE},
-    [SUP_CAPTURING] = {A_IGNORE, A_NOTE_FAILURE,  A_IGNORE,           A_CAPTURE_ABORT,  A_IGNORE,
+    [SUP_CAPTURING] = {A_NOTE_FAILURE,  A_IGNORE,           A_CAPTURE_ABORT,  A_IGNORE,
                        A_IGNORE, A_CAPTURE_ROUND_ENDED, A_CAPTURE_RDZV_FAILED, A_IGNORE,
                        A_IGNORE,        A_CAPTURE_DONE,  A_IGNORE,
                        A_CAPTURE_ROUND_ENDED, A_IGNORE},
-    [SUP_ABORTING] =  {A_IGNORE, A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
+    [SUP_ABORTING] =  {A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_IGNORE,        A_NO_PROGRESS_FAIL, A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_NO_PROGRESS_FAIL,
                        A_NO_PROGRESS_FAIL, A_IGNORE},
@@ -570,15 +572,16 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
     case A_CAPTURE_ROUND_ENDED: break;
+    case A_RESTART_NOW:    /* the restart the GPU memory wait held: as after the delay */
     case A_BARRIER_BROKEN: /* a JOIN like any other: the node's check, then the node's start */
         o.checks = 1;
         o.state = multi ? SUP_JOINING : SUP_RUNNING;
         o.rdzv_joins = multi;
         o.group_starts = !multi; /* (the barrier is multi-node's: no cell one node reaches) */
         break;
-    case A_REJOIN: /* the same JOIN again, on the new connection */
+    case A_REJOIN: /* the same JOIN again, on the new connection (one node has no store) */
         o.state = SUP_JOINING;
-        o.rdzv_joins = 1;
+        o.rdzv_joins = multi;
         break;
     case A_CHECKED: /* the first start: the group, or the JOIN */
         o.state = multi ? SUP_JOINING : SUP_RUNNING;
@@ -586,7 +589,7 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.rdzv_joins = multi;
         break;
     case A_CHECK_FAILED: /* said; the next try waits out its back-off */ o.unfit_reports = 1; break;
-    case A_BARRIER_SETTLE: o.settles = 1; break;
+    case A_BARRIER_SETTLE: o.settles = multi; break; /* one node has no barrier */
     case A_NO_PROGRESS_FAIL: /* the store took the stop (or is gone): the summary, then exit */
         o.state = SUP_DONE;
         o.summaries = 1;
@@ -606,7 +609,7 @@ static void sweep(int multi) {
             if (e == EV_SIGNAL || s == SUP_SHUTDOWN)
                 ag.stop_signal = SIGTERM;
             agent__event(&ag, (agent_event_t)e,
-                         e <= EV_WORKER_FAIL || e == EV_WORKER_HUNG ? w : NULL);
+                         e == EV_WORKER_FAIL || e == EV_WORKER_HUNG ? w : NULL);
             outcome_t want = outcome_of(expected[s][e], (agent_sup_state_t)s, multi);
             outcome_t got = {
                 .state = ag.state,
@@ -1041,7 +1044,7 @@ static void test_gpu_wait_defers_restart(void **state) {
     gpu_wait = 1;
     fire_restart_timer();
     assert_int_equal(fx.group_starts, 0);
-    agent__restart_now(&ag);
+    agent__event(&ag, EV_GPU_RELEASED, NULL); /* gpu_wait.c: the memory is free */
     assert_int_equal(fx.group_starts, 1);
     assert_int_equal(ag.state, SUP_RUNNING);
 }
