@@ -121,25 +121,25 @@ typedef enum {
 
 typedef enum {
     EV_WORKER_FAIL = 0, /* a worker exited non-zero or by a signal */
-    EV_GROUP_DOWN,     /* no worker of the attempt is running any more */
-    EV_SIGNAL,         /* a termination signal (TERM, INT, HUP, QUIT, ...) */
-    EV_KILL_TIMER,     /* shutdown_timeout ran out */
-    EV_JOINED,         /* multi-node: the rendezvous closed a round with us in it */
-    EV_ROUND_END,      /* multi-node: the running round ended (failure, death or scale-up) */
-    EV_RDZV_ERROR,     /* multi-node: the rendezvous refused us or the store was lost */
-    EV_BARRIER_DONE,   /* multi-node: every node passed the exit barrier (or its bound ran out) */
-    EV_WORKER_HUNG,    /* a worker did not beat within its heartbeat timeout */
-    EV_STACKS_DONE,    /* every stack capture helper was reaped, or their budget ran out */
-    EV_ABORT_DONE,     /* multi-node: the store answered this node's ABORT (or could not) */
-    EV_STORE_LOST,     /* multi-node: the daemon's store was lost; the agent is reconnecting */
-    EV_BARRIER_BROKEN, /* multi-node: the round ended (or the store forgot it) before every node
-                        * passed the exit barrier: the job is not done, re-join */
-    EV_HEALTH_OK,      /* the node's health check passed (node_check.c) */
-    EV_HEALTH_FAILED,  /* it failed; a->check_reason says why */
-    EV_RUN_DONE,       /* multi-node: the run finished (passed its exit barrier) without this
-                        * node: a spare, or a node that came after the end */
-    EV_GPU_RELEASED,   /* the stopped group's GPU memory is free, or the wait for it ran out
-                        * (gpu_wait.c): the restart goes on */
+    EV_GROUP_DOWN,      /* no worker of the attempt is running any more */
+    EV_SIGNAL,          /* a termination signal (TERM, INT, HUP, QUIT, ...) */
+    EV_KILL_TIMER,      /* shutdown_timeout ran out */
+    EV_JOINED,          /* multi-node: the rendezvous closed a round with us in it */
+    EV_ROUND_END,       /* multi-node: the running round ended (failure, death or scale-up) */
+    EV_RDZV_ERROR,      /* multi-node: the rendezvous refused us or the store was lost */
+    EV_BARRIER_DONE,    /* multi-node: every node passed the exit barrier (or its bound ran out) */
+    EV_WORKER_HUNG,     /* a worker did not beat within its heartbeat timeout */
+    EV_STACKS_DONE,     /* every stack capture helper was reaped, or their budget ran out */
+    EV_ABORT_DONE,      /* multi-node: the store answered this node's ABORT (or could not) */
+    EV_STORE_LOST,      /* multi-node: the daemon's store was lost; the agent is reconnecting */
+    EV_BARRIER_BROKEN,  /* multi-node: the round ended (or the store forgot it) before every node
+                         * passed the exit barrier: the job is not done, re-join */
+    EV_HEALTH_OK,       /* the node's health check passed (node_check.c) */
+    EV_HEALTH_FAILED,   /* it failed; a->check_reason says why */
+    EV_RUN_DONE,        /* multi-node: the run finished (passed its exit barrier) without this
+                         * node: a spare, or a node that came after the end */
+    EV_GPU_RELEASED,    /* the stopped group's GPU memory is free, or the wait for it ran out
+                         * (gpu_wait.c): the restart goes on */
     EV_NEVENTS
 } agent_event_t;
 
