@@ -139,6 +139,28 @@ static void watch_round(struct agent_rdzv *r, int64_t round) {
         r->watch_waits++;
 }
 
+/* Whether the text of a JOIN refused with code names the run, so that the log line need not name
+ * it again. The reply carries a code and a text, nothing that says what the text names: the
+ * decision is the code's. The store's texts for the JOIN refusals (the table in
+ * docs/protocol-rdzv.md, "0x50 JOIN") all name the run: the failed run's root cause
+ * (DDP_ERDZV_CLOSED), the excluded host, the JOIN's timeout, a field out of range (DDP_EUSAGE;
+ * the run id this agent sends is checked before it is sent), the connection's other run or parked
+ * JOIN (-EBUSY, -EALREADY), no room for another run (DDP_ETOOBIG, -ENOMEM). Any other code (the
+ * connection refused, a store answering what ours never would) gets the run id in front. */
+static int refusal_names_run(int code) {
+    switch (code) {
+    case DDP_ERDZV_CLOSED:
+    case DDP_ERDZV_EXCLUDED:
+    case DDP_ETIMEOUT:
+    case DDP_EUSAGE:
+    case DDP_ETOOBIG:
+    case -EBUSY:
+    case -EALREADY:
+    case -ENOMEM: return 1;
+    default: return 0;
+    }
+}
+
 static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
@@ -189,7 +211,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         /* A failed run's refusal names its root cause: every node names that one. */
         if (rep->code == DDP_ERDZV_CLOSED)
             rdzv_text_root_cause(why, r->root_cause, sizeof r->root_cause);
-        if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
+        if (rep->text.len > 0 && refusal_names_run(rep->code))
             DDP_ERROR("%s", why);
         else
             DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
