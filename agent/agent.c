@@ -327,7 +327,7 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
     a->loop = &loop;
     ddp_err_t err;
     ddp_err_clear(&err);
-    agent__console_start(a);
+    agent__console_start(a, agent__streams_resume);
     ddp_log_set_writer(log_to_console, a);
     if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0) {
         a->error = rc;

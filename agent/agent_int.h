@@ -340,16 +340,23 @@ void agent__worker_failure_record(agent_t *a, const agent_worker_t *w);
 int agent__worker_device(const agent_job_t *job, int local_rank, char *out, size_t cap);
 
 /* console.c: the agent's stdout and stderr, written without blocking the loop (see console.c).
- * start: after the loop exists; stop: at the end of teardown (a bounded last flush). write:
+ * The console knows nothing of who writes to it: worker output's reader (output.c) asks it
+ * whether to hold back and is told through drained when to read again.
+ * start: after the loop exists; drained(a, std) is called when console std, backed up, has
+ * drained below its low mark. stop: at the end of teardown (a bounded last flush). write:
  * std 1 or 2; can_wait: worker output, which is held back rather than dropped (its readers
  * stop at agent__console_busy), else the agent's own line, dropped and counted when the queue
  * is full. Returns 0, or -EPIPE once the reader has gone. busy: the queue is past its high
- * mark; the caller stops reading and agent__streams_resume(a, std) restarts it. */
-void agent__console_start(agent_t *a);
+ * mark; the caller stops reading until drained says so. shared: std1 and std2 are one console
+ * (they name the same file), nonzero then. */
+typedef void (*agent_console_drained_cb)(agent_t *a, int std);
+void agent__console_start(agent_t *a, agent_console_drained_cb drained);
 int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_wait);
 int agent__console_busy(agent_t *a, int std);
+int agent__console_shared(const agent_t *a, int std1, int std2);
 void agent__console_stop(agent_t *a);
-/* output.c: reads again the worker streams held back for console std. */
+/* output.c: reads again the worker streams held back for console std (the console's drained
+ * callback). */
 void agent__streams_resume(agent_t *a, int std);
 
 /* output.c: opens the read side for stream std (1 or 2) of worker w; see agent_stream_t. */

@@ -315,7 +315,7 @@ void agent__streams_resume(agent_t *a, int std) {
             agent_stream_t *s = streams[j];
             /* stdout and stderr may share the console that drained: both resume. */
             if (s == NULL || !s->held || s->closing ||
-                (s->console_fd != std && a->console[s->console_fd] != a->console[std]))
+                (s->console_fd != std && !agent__console_shared(a, s->console_fd, std)))
                 continue;
             s->held = 0;
             if (uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0)
