@@ -34,6 +34,18 @@ typedef struct agent agent_t;
 /* The cause of a failed group's first failure, as events and metrics name it (events.c). */
 enum { AGENT_CAUSE_EXIT, AGENT_CAUSE_SIGNAL, AGENT_CAUSE_HUNG, AGENT_CAUSE_EXEC, AGENT_NCAUSES };
 extern const char *const agent__cause_names[AGENT_NCAUSES];
+/* The agent's counters since ddprun started, for the metrics (metrics.c): workers and groups
+ * started, worker output the log files (stdout.log, stderr.log, filtered_*.log) could not take (a
+ * full disk or an I/O error; the job goes on), failed health checks, and failed groups by their
+ * first failure's cause (AGENT_COUNT_GROUP_FAILED + cause). */
+enum {
+    AGENT_COUNT_WORKER_STARTS,
+    AGENT_COUNT_GROUP_STARTS,
+    AGENT_COUNT_LOG_BYTES_LOST,
+    AGENT_COUNT_CHECK_FAILURES,
+    AGENT_COUNT_GROUP_FAILED,
+    AGENT_NCOUNTS = AGENT_COUNT_GROUP_FAILED + AGENT_NCAUSES
+};
 typedef struct agent_worker agent_worker_t;
 typedef struct agent_console agent_console_t;
 
@@ -135,7 +147,7 @@ typedef enum {
     EV_BARRIER_BROKEN,  /* multi-node: the round ended (or the store forgot it) before every node
                          * passed the exit barrier: the job is not done, re-join */
     EV_HEALTH_OK,       /* the node's health check passed (node_check.c) */
-    EV_HEALTH_FAILED,   /* it failed; a->check_reason says why */
+    EV_HEALTH_FAILED,   /* it failed; a->check.reason says why */
     EV_RUN_DONE,        /* multi-node: the run finished (passed its exit barrier) without this
                          * node: a spare, or a node that came after the end */
     EV_GPU_RELEASED,    /* the stopped group's GPU memory is free, or the wait for it ran out
@@ -163,103 +175,143 @@ typedef struct agent_failure {
     char stacks_file[PATH_MAX]; /* its stacks; "" = none captured */
 } agent_failure_t;
 
-struct agent {
-    const agent_job_t *job; /* borrowed from agent_run's caller */
-    struct rlimit nofile;   /* RLIMIT_NOFILE as ddprun started, restored in every worker */
-    int nofile_saved;
-    uv_loop_t *loop;
-    uv_signal_t sigchld;
-    /* job->ssh_session (session.c): the ssh session's stdin, the watch on the launcher's
-     * heartbeats (started by the first), and the line being read (session_len past its size:
-     * a line too long, skipped to its end). */
-    uv_poll_t session_poll;
-    uv_timer_t session_timer;
-    char session_line[AGENT_SSH_LINE_MAX];
-    size_t session_len;
-    int session_heard; /* a heartbeat came: silence now means the launcher is gone */
-    uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
-    int nsigs;
-    uv_timer_t kill_timer;
-    uv_timer_t restart_timer;
-    struct rdzv_server *store;
-    /* The workers' store (job->worker_store_own == 0): PyTorch's TCPStore commands at
-     * MASTER_ADDR:MASTER_PORT when this node is group rank 0; NULL with --worker_store=own. */
-    struct rdzv_server *wstore;
-    struct rdzv_metrics *metrics; /* --metrics, or NULL */
-    /* Counters for the metrics (agent/metrics.c): since ddprun started. */
-    uint64_t m_worker_starts, m_group_starts;
-    uint64_t m_failures[AGENT_NCAUSES]; /* failed groups, by their first failure's cause */
-    /* Worker output the log files (stdout.log, stderr.log, filtered_*.log) could not take: a full
-     * disk or an I/O error; the job goes on (agent/output.c). */
-    uint64_t m_log_bytes_lost;
-
-    agent_sup_state_t state;
-    int nproc, world_size, node_rank;
-    int group_world_size;    /* nodes in the current round */
-    int rank_base;           /* RANK of local rank 0 */
-    int attempt;             /* TORCHELASTIC_RESTART_COUNT of the running group */
-    int64_t round;           /* DDPRUN_ROUND: the attempt, or the rendezvous round */
-    int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
-    struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
-    const struct agent_node_ops *ops; /* agent__local_ops or agent__rdzv_ops */
-    int running;                      /* workers not yet reaped */
-    agent_result_t result;            /* how the job ended (agent_run's *res) */
-    int error;                        /* < 0: the agent itself failed (agent_run returns it) */
-    int stop_signal;                  /* signal that started a shutdown, else 0 */
-
-    agent_worker_t *workers;
-    agent_failure_t *failures; /* failures of the current attempt, in order of exit */
-    int nfailures;
-
-    ddp_strv_t base_env;             /* environment shared by every worker */
-    char run_dir[AGENT_RUN_DIR_MAX]; /* log_dir, or a private temp dir for error files */
-    int run_dir_is_temp;
-    char scratch_dir[PATH_MAX]; /* DDPRUN_SHM_DIR: the workers' directory on /dev/shm, or "" */
-    int log_layout;             /* attempt_N/<local_rank>/ directories (log_dir or log files) */
-    char hostname[256];
-    char token_hex[2049]; /* the job token, hex, for DDPRUN_STORE_TOKEN ("" = none) */
-    uint16_t store_port;
-    char store_addr[256];  /* DDPRUN_STORE_ADDR for the workers */
-    char master_addr[256]; /* MASTER_ADDR for the workers */
+/* What a round gives this node: its place in the job and where its workers meet (MASTER_*).
+ * One node: from the command line, the attempt counting its restarts; several: from each JOIN
+ * reply. agent_t's part `as`, written by assignment.c alone (agent__assignment_init,
+ * agent__assignment_apply). */
+typedef struct agent_assignment {
+    int64_t round;        /* DDPRUN_ROUND */
+    int attempt;          /* TORCHELASTIC_RESTART_COUNT */
+    int node_rank;        /* GROUP_RANK */
+    int group_world_size; /* nodes */
+    int rank_base;        /* RANK of local rank 0 */
+    int world_size;
+    char master_addr[256];
     int master_port;
-    int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
-    pid_t guard_pid;
-    /* The job's cgroup v2 (agent/cgroup.c); "" when there is none. Each worker group runs in
-     * a fresh cgroup below it, g<N>. */
-    char cgroup_dir[PATH_MAX];
-    int cgroup_seq;      /* N of the next group's cgroup */
-    int cgroup_procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
-    int cgroup_dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
+} agent_assignment_t;
 
-    /* Hangs (agent/hang.c). */
-    uv_timer_t hb_timer;     /* at the earliest heartbeat deadline of the running workers */
-    uv_timer_t stacks_timer; /* the capture's budget plus a second */
-    uint64_t group_start_ms; /* monotonic start of the running attempt */
-    int round_ended;         /* multi-node: the round ended while capturing (nothing to report) */
-    int stacks_kept;         /* a capture wrote into the private run directory: keep it */
-    long events_lost;        /* --event_log_handler json events that could not be written */
-    long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
-    int no_progress;         /* attempts in a row that ended without passing best_step */
-    int no_progress_stop;    /* restarts stopped by --max_no_progress_restarts */
-    /* GPU memory wait before a restart (agent/gpu_wait.c, on gpu_mem.h). */
-    uv_timer_t gpu_timer;
-    struct agent_gpu_mem *gpu;
-    int gpu_skip;               /* NVML is not usable here: never wait */
-    uint64_t gpu_wait_start_ms; /* when this restart's wait began */
-    int gpu_delay_ms;           /* the last poll delay */
-    pid_t *gpu_pids;            /* the stopped workers' pids */
+/* The agent: one part per owner. A part is written by the file (or the files) its comment names
+ * and read by any; the others change it through its owner's functions. agent_run zeroes the
+ * whole (descriptors -1) before anything runs. */
+struct agent {
+    /* The job as this agent runs it, and the loop's own handles (agent.c): set while agent_run
+     * sets the job up, read-only while the loop runs. */
+    struct {
+        const agent_job_t *job; /* borrowed from agent_run's caller */
+        uv_loop_t *loop;
+        const struct agent_node_ops *ops; /* agent__local_ops or agent__rdzv_ops */
+        int nproc;
+        char hostname[256];
+        char run_dir[AGENT_RUN_DIR_MAX]; /* log_dir, or a private temp dir for error files */
+        int run_dir_is_temp;
+        int log_layout;       /* attempt_N/<local_rank>/ directories (log_dir or log files) */
+        struct rlimit nofile; /* RLIMIT_NOFILE as ddprun started, restored in every worker */
+        int nofile_saved;
+        uv_signal_t sigchld;
+        uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
+        int nsigs;
+    } cfg;
+    /* Supervision (supervise.c, with the node operations of rdzv_ops.c that the table calls):
+     * the state, how the job ends, and the timers of a stop and a restart. */
+    struct {
+        agent_sup_state_t state;
+        int fatal;             /* a shutdown that must end in exit 1 (rendezvous lost) */
+        agent_result_t result; /* how the job ended (agent_run's *res) */
+        int error;             /* < 0: the agent itself failed (agent_run returns it) */
+        int stop_signal;       /* signal that started a shutdown, else 0 */
+        uv_timer_t kill_timer;
+        uv_timer_t restart_timer;
+        int round_ended;      /* multi-node: the round ended while capturing (nothing to report) */
+        int no_progress_stop; /* restarts stopped by --max_no_progress_restarts */
+    } sup;
+    agent_assignment_t as; /* this node's place in the round (assignment.c) */
+    /* The group of workers (group.c and worker.c). */
+    struct {
+        agent_worker_t *workers;
+        int running;               /* workers not yet reaped */
+        agent_failure_t *failures; /* failures of the current attempt, in order of exit */
+        int nfailures;
+        ddp_strv_t base_env; /* environment shared by every worker */
+    } grp;
+    /* The stores this agent serves and where its workers find the job's (store.c). */
+    struct {
+        struct rdzv_server *store;
+        /* The workers' store (job->worker_store_own == 0): PyTorch's TCPStore commands at
+         * MASTER_ADDR:MASTER_PORT when this node is group rank 0; NULL with --worker_store=own. */
+        struct rdzv_server *wstore;
+        char token_hex[2049]; /* the job token, hex, for DDPRUN_STORE_TOKEN ("" = none) */
+        uint16_t port;
+        char addr[256]; /* DDPRUN_STORE_ADDR for the workers */
+    } stores;
+    /* What the agent tells machines (metrics.c and events.c): the --metrics listener, its
+     * counters since ddprun started (agent__count) and the events that could not be written. */
+    struct {
+        struct rdzv_metrics *metrics; /* --metrics, or NULL */
+        uint64_t counts[AGENT_NCOUNTS];
+        long events_lost; /* --event_log_handler json events that could not be written */
+    } obs;
+    struct agent_rdzv *rdzv; /* multi-node rendezvous state (rdzv.c); NULL on one node */
+    /* job->ssh_session (session.c): the ssh session's stdin, the watch on the launcher's
+     * heartbeats (started by the first), and the line being read (len past its size: a line too
+     * long, skipped to its end). */
+    struct {
+        uv_poll_t poll;
+        uv_timer_t timer;
+        char line[AGENT_SSH_LINE_MAX];
+        size_t len;
+        int heard; /* a heartbeat came: silence now means the launcher is gone */
+    } session;
+    /* The orphan guard (guard.c): the write end of the pipe to it, or -1, and its pid. */
+    struct {
+        int fd;
+        pid_t pid;
+    } guard;
+    /* The job's cgroup v2 (cgroup.c); dir "" when there is none. Each worker group runs in a
+     * fresh cgroup below it, g<N>. */
+    struct {
+        char dir[PATH_MAX];
+        int seq;      /* N of the next group's cgroup */
+        int procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
+        int dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
+    } cgroup;
+    /* DDPRUN_SHM_DIR (scratch.c): the workers' directory on /dev/shm, or "". */
+    struct {
+        char dir[PATH_MAX];
+    } scratch;
+    /* Hangs and progress (hang.c). */
+    struct {
+        uv_timer_t hb_timer;     /* at the earliest heartbeat deadline of the running workers */
+        uv_timer_t stacks_timer; /* the capture's budget plus a second */
+        uint64_t group_start_ms; /* monotonic start of the running attempt */
+        int stacks_kept;         /* a capture wrote into the private run directory: keep it */
+        long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
+        int no_progress;         /* attempts in a row that ended without passing best_step */
+    } hang;
+    /* The GPU memory wait before a restart (gpu_wait.c, on gpu_mem.h). */
+    struct {
+        uv_timer_t timer;
+        struct agent_gpu_mem *nvml;
+        int skip;               /* NVML is not usable here: never wait */
+        uint64_t wait_start_ms; /* when this restart's wait began */
+        int delay_ms;           /* the last poll delay */
+        pid_t *pids;            /* the stopped workers' pids */
+    } gpu;
     /* The node's health check before each start or JOIN (node_check.c). */
-    struct agent_health *check; /* the --health_check command running, or NULL */
-    uv_timer_t check_timer;     /* the back-off before the next try */
-    uint64_t check_since_ms;    /* monotonic start of this start's checks; 0 = none yet */
-    int check_delay_ms;         /* the last back-off */
-    int check_failures;         /* failed checks in a row before this start */
-    uint64_t m_check_failures;  /* failed checks since ddprun started (metrics) */
-    /* The last failure, one line: "--health_check: exit status 3; output: ...", or the GPU's. */
-    char check_reason[2560];
+    struct {
+        struct agent_health *cmd; /* the --health_check command running, or NULL */
+        uv_timer_t timer;         /* the back-off before the next try */
+        uint64_t since_ms;        /* monotonic start of this start's checks; 0 = none yet */
+        int delay_ms;             /* the last back-off */
+        int failures;             /* failed checks in a row before this start */
+        /* The last failure, one line: "--health_check: exit status 3; output: ...", or the
+         * GPU's. */
+        char reason[2560];
+    } check;
     /* ddprun's stdout ([1]) and stderr ([2]) as the agent writes them (console.c); one object
      * for both when they name the same file. */
-    agent_console_t *console[3];
+    struct {
+        agent_console_t *console[3];
+    } out;
 };
 
 /* What differs between one node and several, as one table of operations: supervise.c, worker.c
@@ -296,25 +348,12 @@ extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
 /* group.c: agent__local_ops' group_prepare. */
 void agent__local_group_prepare(agent_t *a);
 
-/* What a round gives this node: its place in the job and where its workers meet (MASTER_*).
- * One node: from the command line, the attempt counting its restarts; several: from each JOIN
- * reply. assignment.c applies it, and nothing else sets these fields of agent_t. */
-typedef struct agent_assignment {
-    int64_t round;        /* DDPRUN_ROUND */
-    int attempt;          /* TORCHELASTIC_RESTART_COUNT */
-    int node_rank;        /* GROUP_RANK */
-    int group_world_size; /* nodes */
-    int rank_base;        /* RANK of local rank 0 */
-    int world_size;
-    char master_addr[256];
-    int master_port;
-} agent_assignment_t;
 /* assignment.c: the agent's current assignment; apply: takes as (its fields and the workers'
  * shared environment). Returns 0 or -ENOMEM (logged). */
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as);
 int agent__assignment_apply(agent_t *a, const agent_assignment_t *as);
 
-/* group.c: starts every worker of attempt a->attempt. Returns 0 or -errno (logged). */
+/* group.c: starts every worker of attempt a->as.attempt. Returns 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
 /* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a);
@@ -391,14 +430,16 @@ void agent__evlog_lost_say(const agent_t *a);
 /* --metrics: starts the agent's Prometheus listener (agent/metrics.c). 0 or a negative code
  * (logged, naming the flag). */
 int agent__metrics_start(agent_t *a);
+/* metrics.c: adds n to counter (AGENT_COUNT_*), whichever part counts it. */
+void agent__count(agent_t *a, int counter, uint64_t n);
 
-/* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->token_hex), and the
+/* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->stores.token_hex), and the
  * workers' store on MASTER_ADDR (--master_port, or a port the kernel picks: no race with another
  * job); with --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Then the
  * workers' shared environment. Returns 0 or a negative code (logged). */
 int agent__local_store_start(agent_t *a, ddp_err_t *err);
-/* store.c: serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for
- * the agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
+/* store.c: serves the workers' store on host:port (port 0: the kernel picks) into a->stores.wstore,
+ * for the agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
  * processes (several nodes: refitted to the world size at each JOIN). flag names where the
  * address came from, for the error line. Returns 0 or a negative code (logged). */
 int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
@@ -445,7 +486,7 @@ void agent__rdzv_exit_barrier(agent_t *a);
 /* rdzv.c: at the exit barrier, the round ended or the store was lost: asks the store whether
  * every node passed the barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN). */
 void agent__rdzv_barrier_settle(agent_t *a);
-/* rdzv.c: closes the connections and timers (the hosted store is a->store). */
+/* rdzv.c: closes the connections and timers (the hosted store is a->stores.store). */
 void agent__rdzv_stop(agent_t *a);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
 void agent__rdzv_free(agent_t *a);
@@ -511,7 +552,7 @@ void agent__gpu_wait_cancel(agent_t *a);
 /* gpu_wait.c: frees what the GPU memory wait holds (NVML). */
 void agent__gpu_wait_free(agent_t *a);
 /* gpu_wait.c: opens NVML once (DDPRUN_NVML_LIB names a stand-in for tests); a machine without
- * it or without a GPU is never asked again. Returns 0 when a->gpu is usable, else -1. */
+ * it or without a GPU is never asked again. Returns 0 when a->gpu.nvml is usable, else -1. */
 int agent__gpu_open(agent_t *a);
 
 /* node_check.c: the node's health check before each start of the group and each JOIN:
@@ -548,7 +589,7 @@ void agent__guard_update(agent_t *a, pid_t pgid, int add);
 /* guard.c: closes the pipe; the guard exits (and is reaped by the SIGCHLD handler). */
 void agent__guard_stop(agent_t *a);
 
-/* cgroup.c: creates the job's cgroup (a->cgroup_dir) for the workers to move into, unless
+/* cgroup.c: creates the job's cgroup (a->cgroup.dir) for the workers to move into, unless
  * DDPRUN_CGROUP=0 or none can be made here; then says why once at -v (info). Returns 0, or a
  * negative code when the job runs without one (not an error: the job goes on). */
 int agent__cgroup_start(agent_t *a);

@@ -157,10 +157,10 @@ static agent_console_t *console_new(agent_t *a, int std, const struct stat *st,
     }
     /* A descriptor of its own is already O_NONBLOCK, and its description is not shared: polling
      * it changes nothing for anyone else. */
-    if (c->own_fd && uv_poll_init(a->loop, &c->writable, c->fd) == 0) {
+    if (c->own_fd && uv_poll_init(a->cfg.loop, &c->writable, c->fd) == 0) {
         c->writable.data = c;
         c->poll_init = 1;
-    } else if ((c->own_fd || c->is_socket) && uv_timer_init(a->loop, &c->retry) == 0) {
+    } else if ((c->own_fd || c->is_socket) && uv_timer_init(a->cfg.loop, &c->retry) == 0) {
         c->retry.data = c;
         c->retry_init = 1;
     }
@@ -172,18 +172,18 @@ void agent__console_start(agent_t *a, agent_console_drained_cb drained) {
     for (int std = 1; std <= 2; std++) {
         if (fstat(std, &st[std]) < 0)
             continue; /* closed: writes to it fail as they would without this */
-        if (std == 2 && a->console[1] != NULL && st[2].st_dev == st[1].st_dev &&
+        if (std == 2 && a->out.console[1] != NULL && st[2].st_dev == st[1].st_dev &&
             st[2].st_ino == st[1].st_ino) {
-            a->console[2] = a->console[1];
+            a->out.console[2] = a->out.console[1];
             continue;
         }
         /* Out of memory: this one is written as it is (a NULL console). */
-        a->console[std] = console_new(a, std, &st[std], drained);
+        a->out.console[std] = console_new(a, std, &st[std], drained);
     }
 }
 
 int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_wait) {
-    agent_console_t *c = std >= 1 && std <= 2 ? a->console[std] : NULL;
+    agent_console_t *c = std >= 1 && std <= 2 ? a->out.console[std] : NULL;
     if (c == NULL) {
         ssize_t w = write(std, p, n);
         return w < 0 && errno == EPIPE ? -EPIPE : 0;
@@ -218,11 +218,12 @@ int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_w
 }
 
 int agent__console_shared(const agent_t *a, int std1, int std2) {
-    return std1 >= 1 && std1 <= 2 && std2 >= 1 && std2 <= 2 && a->console[std1] == a->console[std2];
+    return std1 >= 1 && std1 <= 2 && std2 >= 1 && std2 <= 2 &&
+           a->out.console[std1] == a->out.console[std2];
 }
 
 int agent__console_busy(agent_t *a, int std) {
-    agent_console_t *c = std >= 1 && std <= 2 ? a->console[std] : NULL;
+    agent_console_t *c = std >= 1 && std <= 2 ? a->out.console[std] : NULL;
     if (c == NULL || c->queue.len < AGENT_CONSOLE_HIGH)
         return 0;
     c->held = 1;
@@ -244,8 +245,8 @@ static void final_flush(agent_console_t *c, uint64_t deadline) {
 void agent__console_stop(agent_t *a) {
     uint64_t deadline = ddp_now_ms() + AGENT_CONSOLE_EXIT_FLUSH_MS;
     for (int std = 1; std <= 2; std++) {
-        agent_console_t *c = a->console[std];
-        if (c == NULL || (std == 2 && c == a->console[1]))
+        agent_console_t *c = a->out.console[std];
+        if (c == NULL || (std == 2 && c == a->out.console[1]))
             continue;
         final_flush(c, deadline);
         c->dropped += c->queue.len;
@@ -264,5 +265,5 @@ void agent__console_stop(agent_t *a) {
             close(c->fd);
         free(c);
     }
-    a->console[1] = a->console[2] = NULL;
+    a->out.console[1] = a->out.console[2] = NULL;
 }

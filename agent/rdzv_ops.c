@@ -11,7 +11,7 @@ static int rdzv_begin(agent_t *a) {
 }
 
 static void rdzv_start(agent_t *a) {
-    a->state = SUP_JOINING;
+    a->sup.state = SUP_JOINING;
     agent__rdzv_join(a);
 }
 
@@ -39,13 +39,13 @@ static void rdzv_report_unfit(agent_t *a, const char *reason) {
 
 /* The other nodes would wait for this one until join_timeout: stop them too. */
 static void rdzv_give_up(agent_t *a, const char *why) {
-    a->state = SUP_ABORTING;
+    a->sup.state = SUP_ABORTING;
     agent__rdzv_abort(a, why);
 }
 
 /* Other nodes may still be running: leave together, within a bound. */
 static void rdzv_succeeded(agent_t *a) {
-    a->state = SUP_BARRIER;
+    a->sup.state = SUP_BARRIER;
     agent__rdzv_exit_barrier(a);
 }
 

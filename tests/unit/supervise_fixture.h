@@ -85,7 +85,7 @@ static int group_start_partial;
 
 void agent__node_check_begin(agent_t *a) {
     fx.checks++;
-    a->state = SUP_CHECKING;
+    a->sup.state = SUP_CHECKING;
     if (!check_held)
         agent__event(a, EV_HEALTH_OK, NULL);
 }
@@ -154,10 +154,10 @@ void agent__group_signal(agent_t *a, int sig) {
 int agent__group_start(agent_t *a) {
     fx.group_starts++;
     if (group_start_rc < 0) {
-        a->running = group_start_partial;
+        a->grp.running = group_start_partial;
         return group_start_rc;
     }
-    a->running = group_start_running;
+    a->grp.running = group_start_running;
     return 0;
 }
 
@@ -184,6 +184,11 @@ void agent__shutdown_loop(agent_t *a) {
 void agent__summary_print(agent_t *a) {
     (void)a;
     fx.summaries++;
+}
+
+/* metrics.c's counters: kept where metrics.c keeps them. */
+void agent__count(agent_t *a, int counter, uint64_t n) {
+    a->obs.counts[counter] += n;
 }
 
 /* group.c's part of one node's operations: emptying the stores before a group. */
@@ -305,10 +310,10 @@ int __wrap_uv_timer_start(uv_timer_t *t, uv_timer_cb cb, uint64_t timeout, uint6
     (void)repeat;
     if (timer_start_rc < 0)
         return timer_start_rc;
-    if (t == &ag.kill_timer) {
+    if (t == &ag.sup.kill_timer) {
         fx.kill_timer_started++;
         fx.kill_timer_ms = timeout;
-    } else if (t == &ag.restart_timer) {
+    } else if (t == &ag.sup.restart_timer) {
         fx.restart_timer_started++;
         fx.restart_delay_ms = timeout;
         fx.restart_cb = cb;
@@ -319,9 +324,9 @@ int __wrap_uv_timer_start(uv_timer_t *t, uv_timer_cb cb, uint64_t timeout, uint6
 }
 
 int __wrap_uv_timer_stop(uv_timer_t *t) {
-    if (t == &ag.kill_timer)
+    if (t == &ag.sup.kill_timer)
         fx.kill_timer_stopped++;
-    else if (t == &ag.restart_timer)
+    else if (t == &ag.sup.restart_timer)
         fx.restart_timer_stopped++;
     else
         fail_msg("uv_timer_stop on an unknown timer");
@@ -355,17 +360,17 @@ static inline agent_worker_t *setup(agent_sup_state_t st, int multi, int running
     job.nproc = 2;
     job.max_restarts = 1;
     job.shutdown_timeout_ms = 30000;
-    ag.job = &job;
-    ag.nproc = 2;
-    ag.state = st;
-    ag.running = running;
-    ag.workers = workers;
-    ag.failures = failures;
-    ag.kill_timer.data = &ag;
-    ag.restart_timer.data = &ag;
+    ag.cfg.job = &job;
+    ag.cfg.nproc = 2;
+    ag.sup.state = st;
+    ag.grp.running = running;
+    ag.grp.workers = workers;
+    ag.grp.failures = failures;
+    ag.sup.kill_timer.data = &ag;
+    ag.sup.restart_timer.data = &ag;
     ag.rdzv = multi ? (struct agent_rdzv *)(void *)&rdzv_dummy : NULL;
-    ag.ops = multi ? &agent__rdzv_ops : &agent__local_ops;
-    snprintf(ag.hostname, sizeof ag.hostname, "node7");
+    ag.cfg.ops = multi ? &agent__rdzv_ops : &agent__local_ops;
+    snprintf(ag.cfg.hostname, sizeof ag.cfg.hostname, "node7");
     for (int i = 0; i < 2; i++) {
         workers[i].local_rank = workers[i].rank = i;
         workers[i].pid = 100000 + i;
@@ -393,22 +398,22 @@ __attribute__((unused)) static const char *const state_names[SUP_NSTATES] = {
 static inline void fail_group(int status) {
     workers[0].state = WORKER_EXITED;
     workers[0].status = status;
-    ag.running--;
+    ag.grp.running--;
     agent__event(&ag, EV_WORKER_FAIL, &workers[0]);
     workers[1].state = WORKER_EXITED;
     workers[1].status = SIGNALED(SIGTERM);
-    ag.running--;
+    ag.grp.running--;
     agent__event(&ag, EV_WORKER_FAIL, &workers[1]);
-    assert_int_equal(ag.running, 0);
+    assert_int_equal(ag.grp.running, 0);
     agent__event(&ag, EV_GROUP_DOWN, NULL);
 }
 
 /* The job ended failed, with one summary and no restart scheduled. */
 static inline void assert_failed_without_restart(void) {
-    assert_int_equal(ag.state, SUP_DONE);
+    assert_int_equal(ag.sup.state, SUP_DONE);
     assert_int_equal(fx.restart_timer_started, 0);
     assert_int_equal(fx.summaries, 1);
-    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(ag.sup.result.failed, 1);
 }
 
 /* The restart timer fires (its callback is supervise.c's own). */
@@ -418,7 +423,7 @@ static inline void fire_restart_timer(void) {
     fx.restart_cb = NULL;
     for (int i = 0; i < 2; i++)
         workers[i].state = WORKER_RUNNING;
-    cb(&ag.restart_timer);
+    cb(&ag.sup.restart_timer);
 }
 
 #endif

@@ -229,12 +229,12 @@ static void sweep(int multi) {
             /* agent.c records the first termination signal before feeding EV_SIGNAL; in
              * SHUTDOWN one has arrived already. */
             if (e == EV_SIGNAL || s == SUP_SHUTDOWN)
-                ag.stop_signal = SIGTERM;
+                ag.sup.stop_signal = SIGTERM;
             agent__event(&ag, (agent_event_t)e,
                          e == EV_WORKER_FAIL || e == EV_WORKER_HUNG ? w : NULL);
             outcome_t want = outcome_of(expected[s][e], (agent_sup_state_t)s, multi);
             outcome_t got = {
-                .state = ag.state,
+                .state = ag.sup.state,
                 .sig0 = fx.nsigs > 0 ? fx.sigs[0] : 0,
                 .nsigs = fx.nsigs,
                 .kill_timer_started = fx.kill_timer_started,
@@ -249,9 +249,9 @@ static void sweep(int multi) {
                 .rdzv_reports = fx.rdzv_reports,
                 .barriers = fx.barriers,
                 .settles = fx.settles,
-                .nfailures = ag.nfailures,
-                .fatal = ag.fatal,
-                .result_signal = ag.result.signal,
+                .nfailures = ag.grp.nfailures,
+                .fatal = ag.sup.fatal,
+                .result_signal = ag.sup.result.signal,
                 .captures = fx.captures,
                 .capture_kills = fx.capture_kills,
                 .hang_reports = fx.hang_reports,
@@ -259,7 +259,7 @@ static void sweep(int multi) {
                 .checks = fx.checks,
                 .check_cancels = fx.check_cancels,
                 .unfit_reports = fx.unfit_reports,
-                .unfit = ag.result.unfit,
+                .unfit = ag.sup.result.unfit,
             };
             if (memcmp(&want, &got, sizeof want) != 0) {
                 print_error(

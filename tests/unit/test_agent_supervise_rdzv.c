@@ -16,25 +16,25 @@ static void test_hang_capture_then_restart(void **state) {
     workers[1].step = 1234;
     snprintf(workers[1].stacks_file, sizeof workers[1].stacks_file, "/x/stacks.txt");
     agent__event(&ag, EV_WORKER_HUNG, &workers[1]);
-    assert_int_equal(ag.state, SUP_CAPTURING);
+    assert_int_equal(ag.sup.state, SUP_CAPTURING);
     assert_int_equal(fx.captures, 1);
     assert_int_equal(fx.nsigs, 0); /* nothing is signalled while the stacks are taken */
-    assert_int_equal(ag.nfailures, 1);
+    assert_int_equal(ag.grp.nfailures, 1);
     assert_int_equal(failures[0].hung, 1);
     assert_int_equal(failures[0].rank, 1);
     assert_int_equal(failures[0].step, 1234);
     agent__event(&ag, EV_STACKS_DONE, NULL);
     assert_int_equal(fx.hang_reports, 1);
     assert_string_equal(failures[0].stacks_file, "/x/stacks.txt");
-    assert_int_equal(ag.state, SUP_STOPPING);
+    assert_int_equal(ag.sup.state, SUP_STOPPING);
     assert_int_equal(fx.sigs[0], SIGTERM);
     /* Both die by the agent's SIGTERM: the hung worker's death is not a failure of its own. */
     fail_group(SIGNALED(SIGTERM));
-    assert_int_equal(ag.nfailures, 1);
+    assert_int_equal(ag.grp.nfailures, 1);
     assert_int_equal(fx.restart_timer_started, 1);
     fire_restart_timer();
     assert_int_equal(fx.group_starts, 1);
-    assert_int_equal(ag.state, SUP_RUNNING);
+    assert_int_equal(ag.sup.state, SUP_RUNNING);
 }
 
 /* No helper could start: the capture is over at once. Multi-node: the hang ends the round. */
@@ -46,7 +46,7 @@ static void test_hang_without_capture_multi_node(void **state) {
     workers[0].step = -1;
     capture_helpers = 0;
     agent__event(&ag, EV_WORKER_HUNG, &workers[0]);
-    assert_int_equal(ag.state, SUP_STOPPING);
+    assert_int_equal(ag.sup.state, SUP_STOPPING);
     assert_int_equal(fx.rdzv_reports, 1);
     assert_string_equal(fx.rdzv_what, "rank 0 (node7) hung: no heartbeat for 1.5 s");
     /* A round that ended during the capture is not reported again. */
@@ -54,10 +54,10 @@ static void test_hang_without_capture_multi_node(void **state) {
     workers[0].state = WORKER_RUNNING;
     agent__event(&ag, EV_WORKER_HUNG, &workers[0]);
     agent__event(&ag, EV_ROUND_END, NULL);
-    assert_int_equal(ag.state, SUP_CAPTURING);
+    assert_int_equal(ag.sup.state, SUP_CAPTURING);
     agent__event(&ag, EV_STACKS_DONE, NULL);
     assert_int_equal(fx.rdzv_reports, 0);
-    assert_int_equal(ag.state, SUP_STOPPING);
+    assert_int_equal(ag.sup.state, SUP_STOPPING);
 }
 
 /* --max_no_progress_restarts: the verdict stops restarts with restarts left, after the summary. */
@@ -69,7 +69,7 @@ static void test_no_progress_stops(void **state) {
     progress_stop = 1;
     fail_group(EXITED(1));
     assert_failed_without_restart();
-    assert_int_equal(ag.no_progress_stop, 1);
+    assert_int_equal(ag.sup.no_progress_stop, 1);
 }
 
 /* --max_no_progress_restarts on several nodes: instead of re-joining, the node stops the run
@@ -81,16 +81,16 @@ static void test_no_progress_stops_every_node(void **state) {
     job.max_restarts = 5;
     progress_stop = 1;
     fail_group(EXITED(1));
-    assert_int_equal(ag.state, SUP_ABORTING);
+    assert_int_equal(ag.sup.state, SUP_ABORTING);
     assert_int_equal(fx.rdzv_aborts, 1);
     assert_string_equal(fx.abort_why, "2 attempt(s) in a row ended without passing step 5");
     assert_int_equal(fx.rdzv_joins, 0);
     assert_int_equal(fx.summaries, 0);
     agent__event(&ag, EV_ROUND_END, NULL); /* the round this node ended: nothing more */
-    assert_int_equal(ag.state, SUP_ABORTING);
+    assert_int_equal(ag.sup.state, SUP_ABORTING);
     agent__event(&ag, EV_ABORT_DONE, NULL);
     assert_failed_without_restart();
-    assert_int_equal(ag.no_progress_stop, 1);
+    assert_int_equal(ag.sup.no_progress_stop, 1);
 }
 
 /* Multi-node: a failure is reported to the rendezvous, which decides about restarts. */
@@ -103,16 +103,16 @@ static void test_multi_node_failure_reported(void **state) {
     assert_string_equal(fx.rdzv_what, "rank 5 (node7) killed by SIGSEGV");
     workers[1].state = WORKER_EXITED;
     workers[1].status = SIGNALED(SIGTERM);
-    ag.running = 0;
+    ag.grp.running = 0;
     agent__event(&ag, EV_WORKER_FAIL, &workers[1]);
     agent__event(&ag, EV_GROUP_DOWN, NULL);
-    assert_int_equal(ag.state, SUP_JOINING);
+    assert_int_equal(ag.sup.state, SUP_JOINING);
     assert_int_equal(fx.rdzv_joins, 1);
     assert_int_equal(fx.restart_timer_started, 0);
     /* The next round: the failure list starts empty. */
     agent__event(&ag, EV_JOINED, NULL);
-    assert_int_equal(ag.state, SUP_RUNNING);
-    assert_int_equal(ag.nfailures, 0);
+    assert_int_equal(ag.sup.state, SUP_RUNNING);
+    assert_int_equal(ag.grp.nfailures, 0);
     assert_int_equal(fx.group_starts, 1);
 
     w = setup(SUP_RUNNING, 1, 1, EXITED(7));
@@ -125,7 +125,7 @@ static void test_round_end_group_down(void **state) {
     (void)state;
     setup(SUP_RUNNING, 1, 0, 0);
     agent__event(&ag, EV_ROUND_END, NULL);
-    assert_int_equal(ag.state, SUP_JOINING);
+    assert_int_equal(ag.sup.state, SUP_JOINING);
     assert_int_equal(fx.rdzv_joins, 1);
     assert_int_equal(fx.nsigs, 0);
 }
@@ -134,31 +134,31 @@ static void test_round_end_group_down(void **state) {
 static void test_rdzv_failure_paths(void **state) {
     (void)state;
     setup(SUP_JOINING, 1, 0, 0);
-    ag.failures[ag.nfailures++].rank = 3;
+    ag.grp.failures[ag.grp.nfailures++].rank = 3;
     agent__event(&ag, EV_RDZV_ERROR, NULL);
-    assert_int_equal(ag.state, SUP_DONE);
-    assert_int_equal(ag.result.failed, 1);
-    assert_int_equal(ag.result.signal, 0);
+    assert_int_equal(ag.sup.state, SUP_DONE);
+    assert_int_equal(ag.sup.result.failed, 1);
+    assert_int_equal(ag.sup.result.signal, 0);
     assert_int_equal(fx.summaries, 1);
 
     /* With workers running: stopped first, then the same end once they are down. */
     setup(SUP_RUNNING, 1, 2, 0);
     agent__event(&ag, EV_RDZV_ERROR, NULL);
-    assert_int_equal(ag.state, SUP_SHUTDOWN);
-    assert_int_equal(ag.stop_signal, SIGTERM);
-    ag.running = 0;
+    assert_int_equal(ag.sup.state, SUP_SHUTDOWN);
+    assert_int_equal(ag.sup.stop_signal, SIGTERM);
+    ag.grp.running = 0;
     agent__event(&ag, EV_GROUP_DOWN, NULL);
-    assert_int_equal(ag.state, SUP_DONE);
-    assert_int_equal(ag.result.failed, 1);
+    assert_int_equal(ag.sup.state, SUP_DONE);
+    assert_int_equal(ag.sup.result.failed, 1);
     assert_int_equal(fx.summaries, 0);
 
     /* A first group that cannot start leaves nothing to wait for. */
     setup(SUP_JOINING, 1, 0, 0);
     group_start_rc = -EMFILE;
     agent__event(&ag, EV_JOINED, NULL);
-    assert_int_equal(ag.state, SUP_DONE);
-    assert_int_equal(ag.result.failed, 1);
-    assert_int_equal(ag.fatal, 1);
+    assert_int_equal(ag.sup.state, SUP_DONE);
+    assert_int_equal(ag.sup.result.failed, 1);
+    assert_int_equal(ag.sup.fatal, 1);
 }
 
 /* One node: the node's check comes before the first group and before every restart; a failed
@@ -168,29 +168,29 @@ static void test_check_before_every_start(void **state) {
     setup(SUP_RUNNING, 0, 0, 0);
     job.max_restarts = 1;
     check_held = 1;
-    snprintf(ag.check_reason, sizeof ag.check_reason, "--health_check: exit status 3");
-    assert_int_equal(ag.ops->begin(&ag), 0);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    snprintf(ag.check.reason, sizeof ag.check.reason, "--health_check: exit status 3");
+    assert_int_equal(ag.cfg.ops->begin(&ag), 0);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     assert_int_equal(fx.checks, 1);
     agent__event(&ag, EV_HEALTH_FAILED, NULL);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     assert_int_equal(fx.unfit_reports, 1);
     assert_string_equal(fx.unfit_reason, "--health_check: exit status 3");
     assert_int_equal(fx.group_starts, 0);
     assert_int_equal(fx.loop_shutdowns, 0);
     agent__event(&ag, EV_HEALTH_OK, NULL);
-    assert_int_equal(ag.state, SUP_RUNNING);
+    assert_int_equal(ag.sup.state, SUP_RUNNING);
     assert_int_equal(fx.group_starts, 1);
     /* A failure: after the restart delay, the check again, and the group only once it passes. */
     fail_group(EXITED(1));
     fire_restart_timer();
     assert_int_equal(fx.checks, 2);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     assert_int_equal(fx.group_starts, 1);
     agent__event(&ag, EV_HEALTH_OK, NULL);
     assert_int_equal(fx.group_starts, 2);
-    assert_int_equal(ag.state, SUP_RUNNING);
-    assert_int_equal(ag.attempt, 1);
+    assert_int_equal(ag.sup.state, SUP_RUNNING);
+    assert_int_equal(ag.as.attempt, 1);
 }
 
 /* join_timeout spent with the check still failing: the node is unfit, nothing started or
@@ -200,13 +200,13 @@ static void test_check_spent_exits_unfit(void **state) {
     for (int multi = 0; multi <= 1; multi++) {
         setup(SUP_RUNNING, multi, 0, 0);
         check_held = 1;
-        assert_int_equal(ag.ops->begin(&ag), 0);
+        assert_int_equal(ag.cfg.ops->begin(&ag), 0);
         check_spent = 1;
         agent__event(&ag, EV_HEALTH_FAILED, NULL);
-        assert_int_equal(ag.state, SUP_DONE);
-        assert_int_equal(ag.result.unfit, 1);
-        assert_int_equal(ag.result.failed, 0);
-        assert_int_equal(ag.error, 0);
+        assert_int_equal(ag.sup.state, SUP_DONE);
+        assert_int_equal(ag.sup.result.unfit, 1);
+        assert_int_equal(ag.sup.result.failed, 0);
+        assert_int_equal(ag.sup.error, 0);
         assert_int_equal(fx.unfit_reports, 1);
         assert_int_equal(fx.store_unfit, multi); /* the store records it on several nodes */
         assert_int_equal(fx.loop_shutdowns, 1);
@@ -220,30 +220,30 @@ static void test_check_before_every_join(void **state) {
     (void)state;
     setup(SUP_RUNNING, 1, 0, 0);
     check_held = 1;
-    assert_int_equal(ag.ops->begin(&ag), 0);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(ag.cfg.ops->begin(&ag), 0);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     agent__event(&ag, EV_STORE_LOST, NULL);
     agent__event(&ag, EV_ROUND_END, NULL);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     assert_int_equal(fx.rdzv_joins, 0);
     agent__event(&ag, EV_HEALTH_OK, NULL);
-    assert_int_equal(ag.state, SUP_JOINING);
+    assert_int_equal(ag.sup.state, SUP_JOINING);
     assert_int_equal(fx.rdzv_joins, 1);
     agent__event(&ag, EV_JOINED, NULL);
-    assert_int_equal(ag.state, SUP_RUNNING);
-    ag.running = 0;
+    assert_int_equal(ag.sup.state, SUP_RUNNING);
+    ag.grp.running = 0;
     agent__event(&ag, EV_ROUND_END, NULL);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     assert_int_equal(fx.checks, 2);
     assert_int_equal(fx.rdzv_joins, 1);
     agent__event(&ag, EV_HEALTH_OK, NULL);
     assert_int_equal(fx.rdzv_joins, 2);
     agent__event(&ag, EV_JOINED, NULL);
-    ag.running = 0;
+    ag.grp.running = 0;
     agent__event(&ag, EV_GROUP_DOWN, NULL);
-    assert_int_equal(ag.state, SUP_BARRIER);
+    assert_int_equal(ag.sup.state, SUP_BARRIER);
     agent__event(&ag, EV_BARRIER_BROKEN, NULL);
-    assert_int_equal(ag.state, SUP_CHECKING);
+    assert_int_equal(ag.sup.state, SUP_CHECKING);
     assert_int_equal(fx.checks, 3);
     assert_int_equal(fx.rdzv_joins, 2);
     agent__event(&ag, EV_HEALTH_OK, NULL);
