@@ -36,8 +36,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         if (w != NULL) {
             agent__worker_exited(a, w, status);
             any_worker = 1;
-        } else if (pid == a->guard.pid) {
-            a->guard.pid = 0;
+        } else if (agent__guard_reaped(a, pid)) {
+            continue; /* it exits once its pipe closes (agent__guard_stop) */
         } else if (agent__hang_helper_reaped(a, pid)) {
             DDP_DEBUG("stack capture helper pid %d done", (int)pid);
         } else if (agent__node_check_reaped(a, pid, status)) {
@@ -58,9 +58,7 @@ void agent__signal_take(agent_t *a, int sig) {
         agent__group_signal(a, sig);
         return;
     }
-    if (a->sup.stop_signal == 0)
-        a->sup.stop_signal = sig;
-    agent__event(a, EV_SIGNAL, NULL);
+    agent__stop_take(a, sig);
 }
 
 static void on_signal(uv_signal_t *h, int sig) {
@@ -114,8 +112,7 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
 void agent__shutdown_loop(agent_t *a) {
     agent__rdzv_stop(a);
     agent__stores_close(a);
-    rdzv_metrics_close(a->obs.metrics);
-    a->obs.metrics = NULL;
+    agent__metrics_stop(a);
     uv_walk(a->cfg.loop, close_walk_cb, NULL);
 }
 
@@ -208,20 +205,15 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     /* The one place that asks which kind of job this is (agent_node_ops_t). */
     a->cfg.ops = agent__rdzv_wanted(job) ? &agent__rdzv_ops : &agent__local_ops;
     a->cfg.nproc = job->nproc;
-    a->as.node_rank = job->node_rank > 0 ? job->node_rank : 0;
-    a->as.world_size = job->max_nodes * a->cfg.nproc;
-    a->as.group_world_size = job->max_nodes;
-    a->as.rank_base = a->as.node_rank * a->cfg.nproc;
+    agent__assignment_init(a);
     gethostname(a->cfg.hostname, sizeof a->cfg.hostname - 1);
     /* Orphans of our workers are re-parented to us, so we can reap and kill them. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         DDP_WARN("unable to become a subreaper: %s", strerror(errno));
     signal(SIGPIPE, SIG_IGN);
 
-    a->grp.workers = calloc((size_t)a->cfg.nproc, sizeof *a->grp.workers);
-    a->grp.failures = calloc((size_t)a->cfg.nproc, sizeof *a->grp.failures);
-    if (a->grp.workers == NULL || a->grp.failures == NULL)
-        return -ENOMEM;
+    if ((rc = agent__group_init(a)) < 0)
+        return rc;
     if ((rc = run_dir_setup(a)) < 0)
         return rc;
     agent__scratch_start(a);
@@ -244,10 +236,8 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
                     v6 ? "]" : "", (int)a->stores.port) < 0)
             DDP_WARN("unable to report to the launching ddprun: %s", strerror(errno));
     }
-    if ((rc = uv_timer_init(a->cfg.loop, &a->sup.kill_timer)) < 0 ||
-        (rc = uv_timer_init(a->cfg.loop, &a->sup.restart_timer)) < 0)
+    if ((rc = agent__sup_init(a)) < 0)
         return rc;
-    a->sup.kill_timer.data = a->sup.restart_timer.data = a;
     if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
         return rc;
     if ((rc = agent__hang_init(a)) < 0 || (rc = agent__node_check_init(a)) < 0)
@@ -255,23 +245,19 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     return agent__gpu_wait_init(a);
 }
 
-/* Setup failed, or the first group could not start: reap what started, then close the loop
- * (uv_run returns once the handles are closed). */
-static void abandon(agent_t *a) {
+/* Setup failed, or the first group could not start (error): reap what started, then close the
+ * loop (uv_run returns once the handles are closed). */
+static void abandon(agent_t *a, int error) {
     while (a->grp.running > 0) {
         int status;
         pid_t pid = waitpid(-1, &status, 0);
         if (pid < 0)
             break;
         agent_worker_t *w = agent__worker_by_pid(a, pid);
-        if (w != NULL) {
-            w->state = WORKER_EXITED;
-            agent__stream_finish(w->out);
-            agent__stream_finish(w->err);
-            a->grp.running--;
-        }
+        if (w != NULL)
+            agent__worker_abandoned(a, w);
     }
-    a->sup.state = SUP_DONE;
+    agent__sup_abandon(a, error);
     agent__shutdown_loop(a);
 }
 
@@ -301,21 +287,16 @@ static void agent_teardown(agent_t *a) {
     agent__gpu_wait_free(a);
     agent__guard_stop(a);
     agent__rdzv_free(a);
-    ddp_strv_free(&a->grp.base_env);
-    free(a->grp.workers);
-    free(a->grp.failures);
+    agent__group_free(a);
     ddp_log_set_writer(NULL, NULL);
     agent__console_stop(a); /* last: what was said above still goes out */
 }
 
 int agent_run(const agent_job_t *job, agent_result_t *res) {
-    agent_t agent;
-    memset(&agent, 0, sizeof agent);
+    /* Every part starts empty, its descriptors -1 ("none"). */
+    agent_t agent = {.cfg.job = job, .guard.fd = -1, .cgroup = {.procs_fd = -1, .dir_fd = -1}};
     memset(res, 0, sizeof *res);
     agent_t *a = &agent;
-    a->cfg.job = job;
-    a->guard.fd = -1;
-    a->cgroup.procs_fd = a->cgroup.dir_fd = -1;
     /* The store may raise the soft open-file limit for its connections (rdzv_server_start);
      * workers get the limit ddprun was started with, as they would without it. */
     a->cfg.nofile_saved = getrlimit(RLIMIT_NOFILE, &a->cfg.nofile) == 0;
@@ -330,10 +311,8 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
     ddp_err_clear(&err);
     agent__console_start(a, agent__streams_resume);
     ddp_log_set_writer(log_to_console, a);
-    if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0) {
-        a->sup.error = rc;
-        abandon(a);
-    }
+    if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0)
+        abandon(a, rc);
     if ((rc = uv_run(a->cfg.loop, UV_RUN_DEFAULT)) != 0)
         DDP_DEBUG("event loop stopped with %d handle(s) active", rc);
     if (uv_loop_close(a->cfg.loop) != 0)

@@ -93,7 +93,8 @@ typedef struct agent_stream {
 /* A worker's states; agent/worker.c says what moves it from one to the next. */
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
 
-/* One worker of the group (agent/worker.c), reused by every attempt. */
+/* One worker of the group (agent/worker.c), reused by every attempt: written by worker.c (and
+ * group.c, which numbers it), except its hang detection's fields, which are hang.c's. */
 struct agent_worker {
     int local_rank;
     int rank;
@@ -104,7 +105,7 @@ struct agent_worker {
     time_t exit_wall; /* wall-clock time of exit (summary) */
     char error_file[PATH_MAX];
     agent_stream_t *out, *err;
-    /* Hang detection (agent/hang.c), reset when the worker starts. */
+    /* Hang detection (agent/hang.c, which writes them), reset when the worker starts. */
     char hb_file[PATH_MAX];     /* DDPRUN_HEARTBEAT_FILE; "" when detection is off */
     struct timespec hb_mtime;   /* its mtime as last seen */
     uint64_t hb_checked_ms;     /* monotonic time of that look */
@@ -152,6 +153,8 @@ typedef enum {
                          * node: a spare, or a node that came after the end */
     EV_GPU_RELEASED,    /* the stopped group's GPU memory is free, or the wait for it ran out
                          * (gpu_wait.c): the restart goes on */
+    EV_SPARE,           /* multi-node: the run is at max_nodes; this node waits as a spare and
+                         * JOINs again (its keep-alive) after its health check */
     EV_NEVENTS
 } agent_event_t;
 
@@ -348,12 +351,20 @@ extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
 /* group.c: agent__local_ops' group_prepare. */
 void agent__local_group_prepare(agent_t *a);
 
-/* assignment.c: the agent's current assignment; apply: takes as (its fields and the workers'
- * shared environment). Returns 0 or -ENOMEM (logged). */
+/* assignment.c: init: the assignment before any round, from the command line (--node_rank,
+ * --nnodes' maximum), once before the stores start. get: the agent's current assignment; apply:
+ * takes as (its fields and the workers' shared environment). Returns 0 or -ENOMEM (logged). */
+void agent__assignment_init(agent_t *a);
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as);
 int agent__assignment_apply(agent_t *a, const agent_assignment_t *as);
 
-/* group.c: starts every worker of attempt a->as.attempt. Returns 0 or -errno (logged). */
+/* group.c: the worker table and the failure list, nproc slots each, once before the first
+ * group; -ENOMEM when they cannot be had. free: them and the workers' shared environment, after
+ * the loop. */
+int agent__group_init(agent_t *a);
+void agent__group_free(agent_t *a);
+/* group.c: starts every worker of attempt a->as.attempt, the failure list emptied first. Returns
+ * 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
 /* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a);
@@ -373,6 +384,13 @@ void agent__worker_exited(agent_t *a, agent_worker_t *w, int status);
 /* worker.c: copies w's end (or, for the caller to complete, its hang) into the attempt's failure
  * list, for the summary: one slot per worker, the first being the root cause. */
 void agent__worker_failure_record(agent_t *a, const agent_worker_t *w);
+/* worker.c: records w's hang as a failure (agent__worker_failure_record, then how long it was
+ * silent and its last step, found now: it has not exited). */
+void agent__worker_hang_record(agent_t *a, const agent_worker_t *w);
+/* worker.c: the root cause's stacks file, from its worker, once the capture is over. */
+void agent__worker_failure_stacks(agent_t *a);
+/* worker.c: worker w, reaped while a start is abandoned: EXITED, its streams drained, no event. */
+void agent__worker_abandoned(agent_t *a, agent_worker_t *w);
 /* job.c: the device (its text in the visible list, or the local rank when there is no list) a
  * worker sees under --virtual_local_rank, into out (cut to cap - 1 bytes). Returns 0, or -ENOENT
  * when the list has no device for local_rank (agent_job_prepare has refused such a job). */
@@ -408,6 +426,18 @@ void agent__stream_finish(agent_stream_t *s);
 
 /* supervise.c: feeds one event to the state table. */
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
+/* supervise.c, what the other parts ask of supervision (its part of agent_t is its own):
+ * init: the kill and restart timers, once before the first group; 0 or a negative libuv code.
+ * stop_take: a termination signal sig (the first one is the job's stop signal), fed as
+ * EV_SIGNAL. abandon: the job could not be set going (error < 0): DONE at once, no event; the
+ * caller closes the loop. result_unfit: the store excluded this node: however the job ends, it
+ * ends unfit (exit 4). check_enter: CHECKING, and the node's health check starts
+ * (agent__node_check_begin); EV_HEALTH_OK or EV_HEALTH_FAILED follows. */
+int agent__sup_init(agent_t *a);
+void agent__stop_take(agent_t *a, int sig);
+void agent__sup_abandon(agent_t *a, int error);
+void agent__result_unfit(agent_t *a);
+void agent__check_enter(agent_t *a);
 
 /* agent.c: signal sig, caught by the agent or brought by its ssh session: a termination signal
  * stops the job (a second one kills the workers), another is forwarded to the workers. */
@@ -432,6 +462,8 @@ void agent__evlog_lost_say(const agent_t *a);
 int agent__metrics_start(agent_t *a);
 /* metrics.c: adds n to counter (AGENT_COUNT_*), whichever part counts it. */
 void agent__count(agent_t *a, int counter, uint64_t n);
+/* metrics.c: closes the --metrics listener, if any (agent__shutdown_loop). */
+void agent__metrics_stop(agent_t *a);
 
 /* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->stores.token_hex), and the
  * workers' store on MASTER_ADDR (--master_port, or a port the kernel picks: no race with another
@@ -449,6 +481,13 @@ int agent__worker_store_start(agent_t *a, const char *host, int port, size_t wor
 void agent__store_nofile_log(const struct rdzv_server *store);
 /* store.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
 int agent__pick_free_port(const char *addr);
+/* store.c, several nodes (rdzv.c): host: serves the job's store here, embedded in this agent
+ * (the rendezvous endpoint is ours), with so; 0 or a negative code (err says why). at: where the
+ * workers find the job's store (DDPRUN_STORE_ADDR, DDPRUN_STORE_PORT) and its token (hex, for
+ * DDPRUN_STORE_TOKEN; none when token is empty): the rendezvous endpoint. */
+struct rdzv_server_opts;
+int agent__job_store_host(agent_t *a, const struct rdzv_server_opts *so, ddp_err_t *err);
+void agent__job_store_at(agent_t *a, const char *addr, int port, const ddp_buf_t *token);
 /* store.c: closes the job store and the workers' store (agent__shutdown_loop). */
 void agent__stores_close(agent_t *a);
 
@@ -558,7 +597,8 @@ int agent__gpu_open(agent_t *a);
 /* node_check.c: the node's health check before each start of the group and each JOIN:
  * --health_check CMD (its process group, bounded by --health_check_timeout), then the GPUs'
  * fault counters (agent__gpu_health). init: the back-off timer, once before the first group.
- * begin: enters SUP_CHECKING and runs the check; EV_HEALTH_OK or EV_HEALTH_FAILED follows
+ * begin: runs the check (supervise.c has entered SUP_CHECKING: agent__check_enter);
+ * EV_HEALTH_OK or EV_HEALTH_FAILED follows
  * (at once when only the GPU check runs). failed: after EV_HEALTH_FAILED, the event and the
  * next try after a back-off (1 s doubling to 30 s); returns 0 when one is scheduled, or 1 when
  * join_timeout is spent (the node is unfit; nothing scheduled). cancel: kills the check and its
@@ -588,6 +628,8 @@ int agent__guard_start(agent_t *a);
 void agent__guard_update(agent_t *a, pid_t pgid, int add);
 /* guard.c: closes the pipe; the guard exits (and is reaped by the SIGCHLD handler). */
 void agent__guard_stop(agent_t *a);
+/* guard.c: SIGCHLD reaped pid: 1 when it was the guard (then forgotten), else 0. */
+int agent__guard_reaped(agent_t *a, pid_t pid);
 
 /* cgroup.c: creates the job's cgroup (a->cgroup.dir) for the workers to move into, unless
  * DDPRUN_CGROUP=0 or none can be made here; then says why once at -v (info). Returns 0, or a
@@ -596,6 +638,9 @@ int agent__cgroup_start(agent_t *a);
 /* cgroup.c: makes a fresh cgroup below the job's for the worker group about to start (the
  * workers start in it); on failure says so and the group runs outside it. */
 void agent__cgroup_group_begin(agent_t *a);
+/* cgroup.c: a worker could not move into the group's cgroup: the others would fail the same
+ * way, so the rest of the group starts outside it (cgroup.procs closed). */
+void agent__cgroup_procs_drop(agent_t *a);
 /* cgroup.c: SIGKILLs every process in the job's cgroup (cgroup.kill), if there is one. */
 void agent__cgroup_kill(agent_t *a);
 /* cgroup.c: kills what is left in the job's cgroup, waits (bounded) for it to empty and removes

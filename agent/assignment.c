@@ -10,6 +10,14 @@
 #include "ddp_err.h"
 #include "ddp_log.h"
 
+void agent__assignment_init(agent_t *a) {
+    const agent_job_t *job = a->cfg.job;
+    a->as.node_rank = job->node_rank > 0 ? job->node_rank : 0;
+    a->as.world_size = job->max_nodes * a->cfg.nproc;
+    a->as.group_world_size = job->max_nodes;
+    a->as.rank_base = a->as.node_rank * a->cfg.nproc;
+}
+
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as) {
     as->round = a->as.round;
     as->attempt = a->as.attempt;

@@ -179,6 +179,12 @@ fail:
     leaf_close(a);
 }
 
+void agent__cgroup_procs_drop(agent_t *a) {
+    if (a->cgroup.procs_fd >= 0)
+        close(a->cgroup.procs_fd);
+    a->cgroup.procs_fd = -1;
+}
+
 void agent__cgroup_kill(agent_t *a) {
     if (a->cgroup.dir[0] == '\0')
         return;

@@ -160,6 +160,20 @@ void agent__local_group_prepare(agent_t *a) {
                               a->as.round);
 }
 
+int agent__group_init(agent_t *a) {
+    a->grp.workers = calloc((size_t)a->cfg.nproc, sizeof *a->grp.workers);
+    a->grp.failures = calloc((size_t)a->cfg.nproc, sizeof *a->grp.failures);
+    return a->grp.workers == NULL || a->grp.failures == NULL ? -ENOMEM : 0;
+}
+
+void agent__group_free(agent_t *a) {
+    ddp_strv_free(&a->grp.base_env);
+    free(a->grp.workers);
+    free(a->grp.failures);
+    a->grp.workers = NULL;
+    a->grp.failures = NULL;
+}
+
 int agent__group_start(agent_t *a) {
     a->grp.running = 0;
     a->cfg.ops->group_prepare(a);

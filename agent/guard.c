@@ -131,6 +131,13 @@ void agent__guard_update(agent_t *a, pid_t pgid, int add) {
         DDP_WARN("unable to update the orphan guard: %s", strerror(errno));
 }
 
+int agent__guard_reaped(agent_t *a, pid_t pid) {
+    if (pid != a->guard.pid || pid == 0)
+        return 0;
+    a->guard.pid = 0;
+    return 1;
+}
+
 void agent__guard_stop(agent_t *a) {
     if (a->guard.fd >= 0) {
         /* Everything is cleaned up: the guard need not do it again. */

@@ -83,6 +83,11 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
     return rc < 0 ? -ENOMEM : 0;
 }
 
+void agent__metrics_stop(agent_t *a) {
+    rdzv_metrics_close(a->obs.metrics);
+    a->obs.metrics = NULL;
+}
+
 int agent__metrics_start(agent_t *a) {
     const agent_job_t *job = a->cfg.job;
     ddp_err_t err;

@@ -125,7 +125,6 @@ int agent__node_check_init(agent_t *a) {
 }
 
 void agent__node_check_begin(agent_t *a) {
-    a->sup.state = SUP_CHECKING;
     if (a->check.since_ms == 0) {
         a->check.since_ms = ddp_now_ms();
         a->check.delay_ms = 0;

@@ -192,7 +192,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
                          (json_int_t)a->cfg.job->max_nodes);
             r->spare_said = 1;
         }
-        agent__node_check_begin(a);
+        emit(a, EV_SPARE);
         return;
     }
     if (rep->status != 0) {
@@ -219,7 +219,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             /* A sick node kept out of the run: exit 4 (unfit), so that a scheduler replaces it
              * and an ssh launch goes on without it. */
             agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
-            a->sup.result.unfit = 1;
+            agent__result_unfit(a);
             if (a->stores.store != NULL) {
                 /* The run goes on without this node, but on its store: serve it, with no
                  * worker, until every other node has hung up (the job is over), then leave.
@@ -558,7 +558,7 @@ static int maybe_host(struct agent_rdzv *r) {
     }
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_server_start(a->cfg.loop, &so, &a->stores.store, &err);
+    int rc = agent__job_store_host(a, &so, &err);
     if (rc == 0) {
         /* Port 0 (the first host of a job started over ssh): the kernel's pick, reported. */
         r->port = rdzv_server_port(a->stores.store);
@@ -592,12 +592,6 @@ int agent__rdzv_start(agent_t *a) {
     r->addr = job->rdzv_addr; /* agent_job_prepare resolved it */
     r->port = job->rdzv_port;
     r->token = &job->token;
-    if (r->token->len > 0) {
-        ddp_buf_t hex = DDP_BUF_INIT;
-        if (rdzv_token_to_hex(r->token->data, r->token->len, &hex) == 0)
-            snprintf(a->stores.token_hex, sizeof a->stores.token_hex, "%s", (char *)hex.data);
-        ddp_buf_free(&hex);
-    }
     if (job->local_addr != NULL)
         snprintf(r->host, sizeof r->host, "%s", job->local_addr);
     else
@@ -611,8 +605,7 @@ int agent__rdzv_start(agent_t *a) {
         (rc = agent__worker_store_start(a, r->host, 0, (size_t)job->nproc * (size_t)job->max_nodes,
                                         "this node's address, --local_addr")) < 0)
         return rc;
-    snprintf(a->stores.addr, sizeof a->stores.addr, "%s", r->addr);
-    a->stores.port = (uint16_t)r->port;
+    agent__job_store_at(a, r->addr, r->port, r->token);
     /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
      * would feed the state table before the agent is in SUP_JOINING. */
     return agent__link_start(r, (int)job->rdzv.join_timeout_ms);

@@ -6,7 +6,7 @@
 
 /* The first JOIN, once the node's health check passes (rdzv_start). */
 static int rdzv_begin(agent_t *a) {
-    agent__node_check_begin(a);
+    agent__check_enter(a);
     return 0;
 }
 
@@ -27,7 +27,7 @@ static void rdzv_report_failure(agent_t *a, const char *what) {
 /* The server decides whether restarts remain: a spent run refuses the next JOIN, which follows
  * the node's health check as the first does. */
 static void rdzv_restart(agent_t *a) {
-    agent__node_check_begin(a);
+    agent__check_enter(a);
 }
 
 /* The other nodes form their round without this one (or wait for it until join_timeout): the

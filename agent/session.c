@@ -26,8 +26,7 @@ static void session_lost(agent_t *a, const char *why) {
         return;
     }
     DDP_WARN("%s (the launching ddprun is gone, or the network to it): stopping the job", why);
-    a->sup.stop_signal = SIGHUP;
-    agent__event(a, EV_SIGNAL, NULL);
+    agent__signal_take(a, SIGHUP);
 }
 
 static void on_silence(uv_timer_t *t) {

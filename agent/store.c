@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The node's stores: the job store (ddprun's protocol, for the worker library and, in a
- * multi-node job hosted here, for the rendezvous: agent/rdzv.c starts that one) and the workers'
+ * multi-node job hosted here, for the rendezvous: agent/rdzv.c decides to host it, and where
+ * its workers find it, through agent__job_store_host and agent__job_store_at) and the workers'
  * store (PyTorch's TCPStore on MASTER_ADDR, TORCHELASTIC_USE_AGENT_STORE). A one-node job gets
  * both here, on the agent's loop, with a fresh token only its workers receive. */
 #include "agent_int.h"
@@ -127,6 +128,22 @@ int agent__local_store_start(agent_t *a, ddp_err_t *err) {
         }
     }
     return agent__assignment_apply(a, &as);
+}
+
+int agent__job_store_host(agent_t *a, const rdzv_server_opts_t *so, ddp_err_t *err) {
+    return rdzv_server_start(a->cfg.loop, so, &a->stores.store, err);
+}
+
+void agent__job_store_at(agent_t *a, const char *addr, int port, const ddp_buf_t *token) {
+    a->stores.token_hex[0] = '\0';
+    if (token->len > 0) {
+        ddp_buf_t hex = DDP_BUF_INIT;
+        if (rdzv_token_to_hex(token->data, token->len, &hex) == 0)
+            snprintf(a->stores.token_hex, sizeof a->stores.token_hex, "%s", (char *)hex.data);
+        ddp_buf_free(&hex);
+    }
+    snprintf(a->stores.addr, sizeof a->stores.addr, "%s", addr);
+    a->stores.port = (uint16_t)port;
 }
 
 void agent__stores_close(agent_t *a) {

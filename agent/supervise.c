@@ -23,7 +23,8 @@
  * for multi-node jobs: joined a round, the round ended, rendezvous error, exit barrier passed, the
  * daemon's store lost (reconnecting), the exit barrier broken; for hang detection: a worker
  * hung, the stack capture finished, the store took the stop; the health check passed or
- * failed; and the GPU memory wait before a restart ended. A cell the table leaves out is ignored.
+ * failed; the GPU memory wait before a restart ended; and, for a spare, the run is full. A cell the
+ * table leaves out is ignored.
  */
 #include "agent_int.h"
 
@@ -127,9 +128,14 @@ static void finish(agent_t *a, int error) {
     agent__shutdown_loop(a);
 }
 
+void agent__check_enter(agent_t *a) {
+    a->sup.state = SUP_CHECKING;
+    agent__node_check_begin(a);
+}
+
 /* The next attempt (after the restart delay and the GPU wait): the node's health check first. */
 static void restart_now(agent_t *a) {
-    agent__node_check_begin(a);
+    agent__check_enter(a);
 }
 
 static void on_restart_timer(uv_timer_t *t) {
@@ -324,8 +330,7 @@ static void finish_shutdown(agent_t *a, agent_worker_t *w) {
 static void joined(agent_t *a, agent_worker_t *w) {
     (void)w;
     a->sup.state = SUP_RUNNING;
-    a->grp.nfailures = 0;
-    if (agent__group_start(a) < 0) {
+    if (agent__group_start(a) < 0) { /* it empties the failure list first */
         DDP_ERROR("unable to start the worker group");
         agent__group_signal(a, SIGKILL);
         a->sup.fatal = 1;
@@ -388,7 +393,7 @@ static void barrier_settle(agent_t *a, agent_worker_t *w) {
 static void rejoin_after_barrier(agent_t *a, agent_worker_t *w) {
     (void)w;
     agent__evlog(a, "rendezvous_round_ended", "{s:I}", "round", (json_int_t)a->as.round);
-    agent__node_check_begin(a);
+    agent__check_enter(a);
 }
 
 /* The rendezvous refused us (max_restarts spent, join timeout, ...) or the store is gone: the
@@ -405,6 +410,13 @@ static void rdzv_failed(agent_t *a, agent_worker_t *w) {
     a->sup.state = SUP_SHUTDOWN;
     agent__group_signal(a, SIGTERM);
     start_kill_timer(a);
+}
+
+/* JOINING + the run is at max_nodes: this node waits as a spare; its next JOIN (its keep-alive)
+ * follows the node's health check, as every JOIN does. */
+static void spare_check(agent_t *a, agent_worker_t *w) {
+    (void)w;
+    agent__check_enter(a);
 }
 
 /* JOINING + the run finished without this node (a spare): nothing ran here, nothing failed. */
@@ -424,9 +436,8 @@ static void barrier_done(agent_t *a, agent_worker_t *w) {
  * stop the group as after a failure; its own death by SIGTERM is not a second failure. */
 static void capture_done(agent_t *a, agent_worker_t *w) {
     (void)w;
-    agent_failure_t *f = &a->grp.failures[0];
-    snprintf(f->stacks_file, sizeof f->stacks_file, "%s",
-             a->grp.workers[f->local_rank].stacks_file);
+    agent__worker_failure_stacks(a);
+    const agent_failure_t *f = &a->grp.failures[0];
     agent__hang_report(a, f);
     a->sup.state = SUP_STOPPING;
     if (!a->sup.round_ended) {
@@ -448,12 +459,7 @@ static void capture_done(agent_t *a, agent_worker_t *w) {
 /* RUNNING + a worker hung: it is the root cause; capture every worker's stacks before any of
  * them is signalled (a SIGTERM handler would change what they are doing). */
 static void capture_begin(agent_t *a, agent_worker_t *w) {
-    agent__worker_failure_record(a, w);
-    agent_failure_t *f = &a->grp.failures[a->grp.nfailures - 1];
-    f->hung = 1;
-    f->when = time(NULL); /* found now; the worker has not exited (exit_wall is 0) */
-    f->hung_for_ms = w->hung_for_ms;
-    f->step = w->step;
+    agent__worker_hang_record(a, w);
     a->sup.state = SUP_CAPTURING;
     a->sup.round_ended = 0;
     if (agent__hang_capture_start(a) == 0)
@@ -539,6 +545,7 @@ static const sup_action_t sup_table[SUP_NSTATES][EV_NEVENTS] = {
         [EV_SIGNAL] = begin_shutdown,
         [EV_JOINED] = joined,
         [EV_RUN_DONE] = spare_released,
+        [EV_SPARE] = spare_check,
         [EV_RDZV_ERROR] = rdzv_failed,
         [EV_STORE_LOST] = rejoin,
     },
@@ -588,10 +595,36 @@ void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
         act(a, w);
 }
 
+/* ---- what the other parts ask of supervision ---- */
+
+int agent__sup_init(agent_t *a) {
+    int rc;
+    if ((rc = uv_timer_init(a->cfg.loop, &a->sup.kill_timer)) < 0 ||
+        (rc = uv_timer_init(a->cfg.loop, &a->sup.restart_timer)) < 0)
+        return rc;
+    a->sup.kill_timer.data = a->sup.restart_timer.data = a;
+    return 0;
+}
+
+void agent__stop_take(agent_t *a, int sig) {
+    if (a->sup.stop_signal == 0)
+        a->sup.stop_signal = sig;
+    agent__event(a, EV_SIGNAL, NULL);
+}
+
+void agent__sup_abandon(agent_t *a, int error) {
+    a->sup.error = error;
+    a->sup.state = SUP_DONE;
+}
+
+void agent__result_unfit(agent_t *a) {
+    a->sup.result.unfit = 1;
+}
+
 /* ---- one node: the operations of agent_node_ops_t ---- */
 
 static int local_begin(agent_t *a) {
-    agent__node_check_begin(a);
+    agent__check_enter(a);
     return 0;
 }
 

@@ -420,8 +420,7 @@ int agent__worker_start(agent_t *a, agent_worker_t *w) {
         /* The others would fail the same way: they run without it, as where there is none. */
         DDP_WARN("unable to move rank %d into cgroup %s: %s; running the job without it", w->rank,
                  a->cgroup.dir, strerror(args.cgroup_errno));
-        close(a->cgroup.procs_fd);
-        a->cgroup.procs_fd = -1;
+        agent__cgroup_procs_drop(a);
     }
     if (args.bind_errno != 0)
         DDP_WARN("--numa_binding: unable to bind rank %d to CPUs %s: %s", w->rank,
@@ -499,6 +498,28 @@ void agent__worker_exited(agent_t *a, agent_worker_t *w, int status) {
                      w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
     if (!ok)
         agent__event(a, EV_WORKER_FAIL, w);
+}
+
+void agent__worker_abandoned(agent_t *a, agent_worker_t *w) {
+    w->state = WORKER_EXITED;
+    agent__stream_finish(w->out);
+    agent__stream_finish(w->err);
+    a->grp.running--;
+}
+
+void agent__worker_hang_record(agent_t *a, const agent_worker_t *w) {
+    agent__worker_failure_record(a, w);
+    agent_failure_t *f = &a->grp.failures[a->grp.nfailures - 1];
+    f->hung = 1;
+    f->when = time(NULL); /* found now; the worker has not exited (exit_wall is 0) */
+    f->hung_for_ms = w->hung_for_ms;
+    f->step = w->step;
+}
+
+void agent__worker_failure_stacks(agent_t *a) {
+    agent_failure_t *f = &a->grp.failures[0];
+    snprintf(f->stacks_file, sizeof f->stacks_file, "%s",
+             a->grp.workers[f->local_rank].stacks_file);
 }
 
 void agent__worker_failure_record(agent_t *a, const agent_worker_t *w) {

@@ -85,7 +85,7 @@ static int group_start_partial;
 
 void agent__node_check_begin(agent_t *a) {
     fx.checks++;
-    a->sup.state = SUP_CHECKING;
+    assert_int_equal(a->sup.state, SUP_CHECKING); /* supervise.c entered it (agent__check_enter) */
     if (!check_held)
         agent__event(a, EV_HEALTH_OK, NULL);
 }
@@ -153,6 +153,7 @@ void agent__group_signal(agent_t *a, int sig) {
 
 int agent__group_start(agent_t *a) {
     fx.group_starts++;
+    a->grp.nfailures = 0; /* group.c empties the failure list first */
     if (group_start_rc < 0) {
         a->grp.running = group_start_partial;
         return group_start_rc;
@@ -286,6 +287,11 @@ int agent_std_for(const agent_std_map_t *m, int local_rank) {
     (void)m, (void)local_rank;
     fail_msg("a stream was routed");
     return 0;
+}
+
+void agent__cgroup_procs_drop(agent_t *a) {
+    (void)a;
+    fail_msg("a cgroup was given up");
 }
 
 int agent__attempt_dirs_make(agent_t *a, const char *path) {

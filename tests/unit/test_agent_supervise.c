@@ -39,12 +39,13 @@ typedef enum {
     A_CHECK_RDZV_FAILED,
     A_SPARE_RELEASED,
     A_RESTART_NOW,
+    A_SPARE_CHECK,
 } action_t;
 
 static const char *const event_names[EV_NEVENTS] = {
     "WORKER_FAIL",    "GROUP_DOWN",   "SIGNAL",        "KILL_TIMER",  "JOINED",       "ROUND_END",
     "RDZV_ERROR",     "BARRIER_DONE", "WORKER_HUNG",   "STACKS_DONE", "ABORT_DONE",   "STORE_LOST",
-    "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED", "RUN_DONE",    "GPU_RELEASED",
+    "BARRIER_BROKEN", "HEALTH_OK",    "HEALTH_FAILED", "RUN_DONE",    "GPU_RELEASED", "SPARE",
 };
 
 /* A cell not written is A_IGNORE: HEALTH_OK and HEALTH_FAILED outside CHECKING, for one. */
@@ -71,7 +72,7 @@ static const action_t expected[SUP_NSTATES][EV_NEVENTS] = {
                        A_JOINED, A_IGNORE,        A_RDZV_FAILED,      A_IGNORE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
                        A_REJOIN,           A_IGNORE,
-                       [EV_RUN_DONE] = A_SPARE_RELEASED},
+                       [EV_RUN_DONE] = A_SPARE_RELEASED, [EV_SPARE] = A_SPARE_CHECK},
     [SUP_BARRIER] =   {A_IGNORE,        A_IGNORE,           A_BEGIN_SHUTDOWN, A_IGNORE,
                        A_IGNORE, A_BARRIER_SETTLE, A_RDZV_FAILED,     A_BARRIER_DONE,
                        A_IGNORE,        A_IGNORE,        A_IGNORE,
@@ -194,6 +195,7 @@ static outcome_t outcome_of(action_t act, agent_sup_state_t st, int multi) {
         o.sig0 = SIGTERM, o.nsigs = 1, o.kill_timer_started = 1;
         break;
     case A_CAPTURE_ROUND_ENDED: break;
+    case A_SPARE_CHECK:    /* a spare's next JOIN, its keep-alive, follows the check too */
     case A_RESTART_NOW:    /* the restart the GPU memory wait held: as after the delay */
     case A_BARRIER_BROKEN: /* a JOIN like any other: the node's check, then the node's start */
         o.checks = 1;
