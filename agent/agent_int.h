@@ -346,6 +346,10 @@ typedef struct agent_node_ops {
      * barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN) (several nodes; one node
      * has no barrier). */
     void (*barrier_settle)(agent_t *a);
+    /* Whether this node's failures are the job's root cause, and what the store named as the
+     * root cause (*store_says, "" when none): agent__rdzv_root_cause on several nodes, always 1
+     * and "" on one. */
+    int (*root_cause)(const agent_t *a, const char **store_says);
 } agent_node_ops_t;
 extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
 /* group.c: agent__local_ops' group_prepare. */

@@ -65,4 +65,5 @@ const agent_node_ops_t agent__rdzv_ops = {
     .report_unfit = rdzv_report_unfit,
     .rejoin = rdzv_rejoin,
     .barrier_settle = agent__rdzv_barrier_settle,
+    .root_cause = agent__rdzv_root_cause,
 };

@@ -187,7 +187,7 @@ void agent__summary_print(agent_t *a) {
     /* Several nodes: the root cause is the store's to decide (the first FAIL of the round), so
      * that a job names one, the same on every node, however many failed together. */
     const char *store_says = "";
-    int here = agent__rdzv_root_cause(a, &store_says);
+    int here = a->cfg.ops->root_cause(a, &store_says);
     int first = here ? 1 : 0;
     fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, prog, thin);
     if (a->grp.nfailures <= first)

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -115,7 +114,7 @@ static void finish(agent_t *a, int error) {
     /* Several nodes: the root cause the store named when it refused the failed run, the same on
      * every node (null when none). */
     const char *store_says = "";
-    agent__rdzv_root_cause(a, &store_says);
+    a->cfg.ops->root_cause(a, &store_says);
     const char *cause = store_says[0] != '\0' ? store_says : NULL;
     if (a->sup.result.signal)
         agent__evlog(a, "shutdown", "{s:s, s:s, s:s?}", "result", how, "signal",
@@ -637,6 +636,13 @@ static void local_give_up(agent_t *a, const char *why) {
     no_progress_fail(a, NULL);
 }
 
+/* One node: its failures are the root cause, and no store names another. */
+static int local_root_cause(const agent_t *a, const char **store_says) {
+    (void)a;
+    *store_says = "";
+    return 1;
+}
+
 /* One node has no store to lose and no exit barrier: the events that call these never come. */
 static void local_no_store(agent_t *a) {
     (void)a;
@@ -653,4 +659,5 @@ const agent_node_ops_t agent__local_ops = {
     .report_unfit = agent__node_check_say,
     .rejoin = local_no_store,
     .barrier_settle = local_no_store,
+    .root_cause = local_root_cause,
 };
