@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * Agent internals shared by the agent/ sources: the worker table, output streams, supervision
- * states. */
+ * Agent internals shared by the agent/ sources: the agent's state in parts, each written by the
+ * file that owns it (agent_t), the worker table, output streams, supervision states and events,
+ * and what differs between one node and several (agent_node_ops_t). */
 #ifndef AGENT_INT_H
 #define AGENT_INT_H
 
