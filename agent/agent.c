@@ -36,8 +36,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         if (w != NULL) {
             agent__worker_exited(a, w, status);
             any_worker = 1;
-        } else if (pid == a->guard_pid) {
-            a->guard_pid = 0;
+        } else if (agent__guard_reaped(a, pid)) {
+            continue; /* it exits once its pipe closes (agent__guard_stop) */
         } else if (agent__hang_helper_reaped(a, pid)) {
             DDP_DEBUG("stack capture helper pid %d done", (int)pid);
         } else if (agent__node_check_reaped(a, pid, status)) {
@@ -46,7 +46,7 @@ static void on_sigchld(uv_signal_t *h, int sig) {
             DDP_DEBUG("reaped adopted orphan pid %d", (int)pid);
         }
     }
-    if (any_worker && a->running == 0 && a->state != SUP_DONE)
+    if (any_worker && a->grp.running == 0 && a->sup.state != SUP_DONE)
         agent__event(a, EV_GROUP_DOWN, NULL);
 }
 
@@ -58,9 +58,7 @@ void agent__signal_take(agent_t *a, int sig) {
         agent__group_signal(a, sig);
         return;
     }
-    if (a->stop_signal == 0)
-        a->stop_signal = sig;
-    agent__event(a, EV_SIGNAL, NULL);
+    agent__stop_take(a, sig);
 }
 
 static void on_signal(uv_signal_t *h, int sig) {
@@ -93,7 +91,7 @@ void agent__kill_adopted(agent_t *a) {
             continue;
         int pid;
         while (fscanf(f, "%d", &pid) == 1) {
-            if (pid == a->guard_pid || agent__worker_by_pid(a, pid) != NULL ||
+            if (pid == a->guard.pid || agent__worker_by_pid(a, pid) != NULL ||
                 agent__hang_is_helper(a, pid) || pid == agent__node_check_pid(a))
                 continue;
             DDP_DEBUG("killing orphan pid %d left by a worker", pid);
@@ -114,9 +112,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
 void agent__shutdown_loop(agent_t *a) {
     agent__rdzv_stop(a);
     agent__stores_close(a);
-    rdzv_metrics_close(a->metrics);
-    a->metrics = NULL;
-    uv_walk(a->loop, close_walk_cb, NULL);
+    agent__metrics_stop(a);
+    uv_walk(a->cfg.loop, close_walk_cb, NULL);
 }
 
 void agent__file_safe(const char *text, char *out, size_t cap) {
@@ -133,17 +130,17 @@ static int uses_log_files(const agent_job_t *job) {
 /* --log_dir: the directory must exist or be creatable, and writable. Returns 0 or DDP_EUSAGE
  * (logged): the flag's value is what is wrong. */
 static int log_dir_setup(agent_t *a, const char *dir) {
-    if (strlen(dir) >= sizeof a->run_dir - 64) {
+    if (strlen(dir) >= sizeof a->cfg.run_dir - 64) {
         DDP_ERROR("--log_dir: path too long: %.64s...", dir);
         return DDP_EUSAGE;
     }
-    snprintf(a->run_dir, sizeof a->run_dir, "%s", dir);
-    if (mkdir(a->run_dir, 0755) < 0 && errno != EEXIST) {
-        DDP_ERROR("--log_dir: unable to create %s: %s", a->run_dir, strerror(errno));
+    snprintf(a->cfg.run_dir, sizeof a->cfg.run_dir, "%s", dir);
+    if (mkdir(a->cfg.run_dir, 0755) < 0 && errno != EEXIST) {
+        DDP_ERROR("--log_dir: unable to create %s: %s", a->cfg.run_dir, strerror(errno));
         return DDP_EUSAGE;
     }
-    if (access(a->run_dir, W_OK | X_OK) < 0) {
-        DDP_ERROR("--log_dir: %s is not writable: %s", a->run_dir, strerror(errno));
+    if (access(a->cfg.run_dir, W_OK | X_OK) < 0) {
+        DDP_ERROR("--log_dir: %s is not writable: %s", a->cfg.run_dir, strerror(errno));
         return DDP_EUSAGE;
     }
     return 0;
@@ -152,8 +149,8 @@ static int log_dir_setup(agent_t *a, const char *dir) {
 /* The run directory holds attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}: log_dir, or
  * a private one. Returns 0 or DDP_EUSAGE (logged; TMPDIR or --log_dir is unusable). */
 static int run_dir_setup(agent_t *a) {
-    const agent_job_t *job = a->job;
-    a->log_layout = job->log_dir != NULL || uses_log_files(job);
+    const agent_job_t *job = a->cfg.job;
+    a->cfg.log_layout = job->log_dir != NULL || uses_log_files(job);
     if (job->log_dir != NULL)
         return log_dir_setup(a, job->log_dir);
     /* Without log files the directory holds only error files: tmpfs (/dev/shm) makes its
@@ -164,35 +161,36 @@ static int run_dir_setup(agent_t *a) {
         tmp = "/dev/shm";
     char id[64];
     agent__file_safe(job->run_id, id, sizeof id);
-    snprintf(a->run_dir, sizeof a->run_dir, "%s/ddprun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", id);
-    if (mkdtemp(a->run_dir) == NULL) {
-        DDP_ERROR("unable to create a run directory %s: %s", a->run_dir, strerror(errno));
+    snprintf(a->cfg.run_dir, sizeof a->cfg.run_dir, "%s/ddprun-%s-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp", id);
+    if (mkdtemp(a->cfg.run_dir) == NULL) {
+        DDP_ERROR("unable to create a run directory %s: %s", a->cfg.run_dir, strerror(errno));
         return DDP_EUSAGE;
     }
-    a->run_dir_is_temp = 1;
+    a->cfg.run_dir_is_temp = 1;
     if (uses_log_files(job))
-        DDP_WARN("no --log_dir given: worker logs go to %s", a->run_dir);
+        DDP_WARN("no --log_dir given: worker logs go to %s", a->cfg.run_dir);
     return 0;
 }
 
 /* Signal handling on the loop: SIGCHLD (reaping) and the job's --signals_to_handle. Returns 0 or
  * a negative libuv code (logged). A signal that cannot be handled is only warned about. */
 static int signals_start(agent_t *a) {
-    const agent_job_t *job = a->job;
-    a->sigchld.data = a;
-    int rc = uv_signal_init(a->loop, &a->sigchld);
+    const agent_job_t *job = a->cfg.job;
+    a->cfg.sigchld.data = a;
+    int rc = uv_signal_init(a->cfg.loop, &a->cfg.sigchld);
     if (rc == 0)
-        rc = uv_signal_start(&a->sigchld, on_sigchld, SIGCHLD);
+        rc = uv_signal_start(&a->cfg.sigchld, on_sigchld, SIGCHLD);
     if (rc < 0) {
         DDP_ERROR("unable to watch SIGCHLD: %s", uv_strerror(rc));
         return rc;
     }
     for (int i = 0; i < job->n_signals && i < AGENT_MAX_SIGNALS; i++) {
-        uv_signal_t *h = &a->sigs[a->nsigs];
+        uv_signal_t *h = &a->cfg.sigs[a->cfg.nsigs];
         h->data = a;
-        if ((rc = uv_signal_init(a->loop, h)) < 0)
+        if ((rc = uv_signal_init(a->cfg.loop, h)) < 0)
             return rc;
-        a->nsigs++; /* initialised: closed with the loop even when it does not start */
+        a->cfg.nsigs++; /* initialised: closed with the loop even when it does not start */
         if ((rc = uv_signal_start(h, on_signal, job->signals[i])) < 0)
             DDP_WARN("--signals_to_handle: unable to handle %s: %s",
                      ddp_signal_name(job->signals[i]), uv_strerror(rc));
@@ -202,25 +200,20 @@ static int signals_start(agent_t *a) {
 
 /* Everything before the first worker starts. Returns 0 or a negative code (logged). */
 static int agent_setup(agent_t *a, ddp_err_t *err) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     int rc;
     /* The one place that asks which kind of job this is (agent_node_ops_t). */
-    a->ops = agent__rdzv_wanted(job) ? &agent__rdzv_ops : &agent__local_ops;
-    a->nproc = job->nproc;
-    a->node_rank = job->node_rank > 0 ? job->node_rank : 0;
-    a->world_size = job->max_nodes * a->nproc;
-    a->group_world_size = job->max_nodes;
-    a->rank_base = a->node_rank * a->nproc;
-    gethostname(a->hostname, sizeof a->hostname - 1);
+    a->cfg.ops = agent__rdzv_wanted(job) ? &agent__rdzv_ops : &agent__local_ops;
+    a->cfg.nproc = job->nproc;
+    agent__assignment_init(a);
+    gethostname(a->cfg.hostname, sizeof a->cfg.hostname - 1);
     /* Orphans of our workers are re-parented to us, so we can reap and kill them. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         DDP_WARN("unable to become a subreaper: %s", strerror(errno));
     signal(SIGPIPE, SIG_IGN);
 
-    a->workers = calloc((size_t)a->nproc, sizeof *a->workers);
-    a->failures = calloc((size_t)a->nproc, sizeof *a->failures);
-    if (a->workers == NULL || a->failures == NULL)
-        return -ENOMEM;
+    if ((rc = agent__group_init(a)) < 0)
+        return rc;
     if ((rc = run_dir_setup(a)) < 0)
         return rc;
     agent__scratch_start(a);
@@ -238,15 +231,13 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
             return rc;
         /* The launching ddprun waits for this line (the first host's tells it where the store
          * is). stdout is the ssh session's; no worker has written to it yet. */
-        int v6 = strchr(a->store_addr, ':') != NULL;
-        if (dprintf(1, "%s %s%s%s:%d\n", AGENT_SSH_READY, v6 ? "[" : "", a->store_addr,
-                    v6 ? "]" : "", (int)a->store_port) < 0)
+        int v6 = strchr(a->stores.addr, ':') != NULL;
+        if (dprintf(1, "%s %s%s%s:%d\n", AGENT_SSH_READY, v6 ? "[" : "", a->stores.addr,
+                    v6 ? "]" : "", (int)a->stores.port) < 0)
             DDP_WARN("unable to report to the launching ddprun: %s", strerror(errno));
     }
-    if ((rc = uv_timer_init(a->loop, &a->kill_timer)) < 0 ||
-        (rc = uv_timer_init(a->loop, &a->restart_timer)) < 0)
+    if ((rc = agent__sup_init(a)) < 0)
         return rc;
-    a->kill_timer.data = a->restart_timer.data = a;
     if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
         return rc;
     if ((rc = agent__hang_init(a)) < 0 || (rc = agent__node_check_init(a)) < 0)
@@ -254,29 +245,25 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     return agent__gpu_wait_init(a);
 }
 
-/* Setup failed, or the first group could not start: reap what started, then close the loop
- * (uv_run returns once the handles are closed). */
-static void abandon(agent_t *a) {
-    while (a->running > 0) {
+/* Setup failed, or the first group could not start (error): reap what started, then close the
+ * loop (uv_run returns once the handles are closed). */
+static void abandon(agent_t *a, int error) {
+    while (a->grp.running > 0) {
         int status;
         pid_t pid = waitpid(-1, &status, 0);
         if (pid < 0)
             break;
         agent_worker_t *w = agent__worker_by_pid(a, pid);
-        if (w != NULL) {
-            w->state = WORKER_EXITED;
-            agent__stream_finish(w->out);
-            agent__stream_finish(w->err);
-            a->running--;
-        }
+        if (w != NULL)
+            agent__worker_abandoned(a, w);
     }
-    a->state = SUP_DONE;
+    agent__sup_abandon(a, error);
     agent__shutdown_loop(a);
 }
 
 /* Sets the job going: the first JOIN, or the first group. Returns 0 or a negative code. */
 static int agent_begin(agent_t *a) {
-    return a->ops->begin(a);
+    return a->cfg.ops->begin(a);
 }
 
 /* The agent's log lines go through the console (console.c), which never blocks the loop. */
@@ -291,53 +278,46 @@ static void agent_teardown(agent_t *a) {
     agent__scratch_stop(a);
     /* A private run directory holds only error files, whose messages the summary has printed:
      * it goes away however the job ended, since it may be on RAM-backed /dev/shm. */
-    if (a->run_dir_is_temp && !a->log_layout && !a->stacks_kept)
-        ddp_dir_remove(a->run_dir);
-    else if (a->stacks_kept)
-        DDP_WARN("keeping %s: it holds the stacks of hung workers", a->run_dir);
+    if (a->cfg.run_dir_is_temp && !a->cfg.log_layout && !a->hang.stacks_kept)
+        ddp_dir_remove(a->cfg.run_dir);
+    else if (a->hang.stacks_kept)
+        DDP_WARN("keeping %s: it holds the stacks of hung workers", a->cfg.run_dir);
     agent__evlog_lost_say(a);
     agent__log_lost_say(a);
     agent__gpu_wait_free(a);
     agent__guard_stop(a);
     agent__rdzv_free(a);
-    ddp_strv_free(&a->base_env);
-    free(a->workers);
-    free(a->failures);
+    agent__group_free(a);
     ddp_log_set_writer(NULL, NULL);
     agent__console_stop(a); /* last: what was said above still goes out */
 }
 
 int agent_run(const agent_job_t *job, agent_result_t *res) {
-    agent_t agent;
-    memset(&agent, 0, sizeof agent);
+    /* Every part starts empty, its descriptors -1 ("none"). */
+    agent_t agent = {.cfg.job = job, .guard.fd = -1, .cgroup = {.procs_fd = -1, .dir_fd = -1}};
     memset(res, 0, sizeof *res);
     agent_t *a = &agent;
-    a->job = job;
-    a->guard_fd = -1;
-    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
     /* The store may raise the soft open-file limit for its connections (rdzv_server_start);
      * workers get the limit ddprun was started with, as they would without it. */
-    a->nofile_saved = getrlimit(RLIMIT_NOFILE, &a->nofile) == 0;
+    a->cfg.nofile_saved = getrlimit(RLIMIT_NOFILE, &a->cfg.nofile) == 0;
     uv_loop_t loop;
     int rc = uv_loop_init(&loop);
     if (rc < 0) {
         DDP_ERROR("unable to create the event loop: %s", uv_strerror(rc));
         return rc;
     }
-    a->loop = &loop;
+    a->cfg.loop = &loop;
     ddp_err_t err;
     ddp_err_clear(&err);
-    agent__console_start(a);
+    agent__console_start(a, agent__streams_resume);
     ddp_log_set_writer(log_to_console, a);
-    if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0) {
-        a->error = rc;
-        abandon(a);
-    }
-    if ((rc = uv_run(a->loop, UV_RUN_DEFAULT)) != 0)
+    if ((rc = agent_setup(a, &err)) < 0 || (rc = agent_begin(a)) < 0)
+        abandon(a, rc);
+    if ((rc = uv_run(a->cfg.loop, UV_RUN_DEFAULT)) != 0)
         DDP_DEBUG("event loop stopped with %d handle(s) active", rc);
-    if (uv_loop_close(a->loop) != 0)
+    if (uv_loop_close(a->cfg.loop) != 0)
         DDP_DEBUG("event loop closed with handles still open");
     agent_teardown(a);
-    *res = a->result;
-    return a->error;
+    *res = a->sup.result;
+    return a->sup.error;
 }

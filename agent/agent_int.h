@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * Agent internals shared by the agent/ sources: the worker table, output streams, supervision
- * states. */
+ * Agent internals shared by the agent/ sources: the agent's state in parts, each written by the
+ * file that owns it (agent_t), the worker table, output streams, supervision states and events,
+ * and what differs between one node and several (agent_node_ops_t). */
 #ifndef AGENT_INT_H
 #define AGENT_INT_H
 
@@ -34,6 +35,18 @@ typedef struct agent agent_t;
 /* The cause of a failed group's first failure, as events and metrics name it (events.c). */
 enum { AGENT_CAUSE_EXIT, AGENT_CAUSE_SIGNAL, AGENT_CAUSE_HUNG, AGENT_CAUSE_EXEC, AGENT_NCAUSES };
 extern const char *const agent__cause_names[AGENT_NCAUSES];
+/* The agent's counters since ddprun started, for the metrics (metrics.c): workers and groups
+ * started, worker output the log files (stdout.log, stderr.log, filtered_*.log) could not take (a
+ * full disk or an I/O error; the job goes on), failed health checks, and failed groups by their
+ * first failure's cause (AGENT_COUNT_GROUP_FAILED + cause). */
+enum {
+    AGENT_COUNT_WORKER_STARTS,
+    AGENT_COUNT_GROUP_STARTS,
+    AGENT_COUNT_LOG_BYTES_LOST,
+    AGENT_COUNT_CHECK_FAILURES,
+    AGENT_COUNT_GROUP_FAILED,
+    AGENT_NCOUNTS = AGENT_COUNT_GROUP_FAILED + AGENT_NCAUSES
+};
 typedef struct agent_worker agent_worker_t;
 typedef struct agent_console agent_console_t;
 
@@ -81,7 +94,8 @@ typedef struct agent_stream {
 /* A worker's states; agent/worker.c says what moves it from one to the next. */
 typedef enum { WORKER_NONE = 0, WORKER_RUNNING, WORKER_EXITED } agent_worker_state_t;
 
-/* One worker of the group (agent/worker.c), reused by every attempt. */
+/* One worker of the group (agent/worker.c), reused by every attempt: written by worker.c (and
+ * group.c, which numbers it), except its hang detection's fields, which are hang.c's. */
 struct agent_worker {
     int local_rank;
     int rank;
@@ -92,7 +106,7 @@ struct agent_worker {
     time_t exit_wall; /* wall-clock time of exit (summary) */
     char error_file[PATH_MAX];
     agent_stream_t *out, *err;
-    /* Hang detection (agent/hang.c), reset when the worker starts. */
+    /* Hang detection (agent/hang.c, which writes them), reset when the worker starts. */
     char hb_file[PATH_MAX];     /* DDPRUN_HEARTBEAT_FILE; "" when detection is off */
     struct timespec hb_mtime;   /* its mtime as last seen */
     uint64_t hb_checked_ms;     /* monotonic time of that look */
@@ -120,25 +134,28 @@ typedef enum {
 } agent_sup_state_t;
 
 typedef enum {
-    EV_WORKER_OK = 0,  /* a worker exited 0 */
-    EV_WORKER_FAIL,    /* a worker exited non-zero or by a signal */
-    EV_GROUP_DOWN,     /* no worker of the attempt is running any more */
-    EV_SIGNAL,         /* a termination signal (TERM, INT, HUP, QUIT, ...) */
-    EV_KILL_TIMER,     /* shutdown_timeout ran out */
-    EV_JOINED,         /* multi-node: the rendezvous closed a round with us in it */
-    EV_ROUND_END,      /* multi-node: the running round ended (failure, death or scale-up) */
-    EV_RDZV_ERROR,     /* multi-node: the rendezvous refused us or the store was lost */
-    EV_BARRIER_DONE,   /* multi-node: every node passed the exit barrier (or its bound ran out) */
-    EV_WORKER_HUNG,    /* a worker did not beat within its heartbeat timeout */
-    EV_STACKS_DONE,    /* every stack capture helper was reaped, or their budget ran out */
-    EV_ABORT_DONE,     /* multi-node: the store answered this node's ABORT (or could not) */
-    EV_STORE_LOST,     /* multi-node: the daemon's store was lost; the agent is reconnecting */
-    EV_BARRIER_BROKEN, /* multi-node: the round ended (or the store forgot it) before every node
-                        * passed the exit barrier: the job is not done, re-join */
-    EV_HEALTH_OK,      /* the node's health check passed (node_check.c) */
-    EV_HEALTH_FAILED,  /* it failed; a->check_reason says why */
-    EV_RUN_DONE,       /* multi-node: the run finished (passed its exit barrier) without this
-                        * node: a spare, or a node that came after the end */
+    EV_WORKER_FAIL = 0, /* a worker exited non-zero or by a signal */
+    EV_GROUP_DOWN,      /* no worker of the attempt is running any more */
+    EV_SIGNAL,          /* a termination signal (TERM, INT, HUP, QUIT, ...) */
+    EV_KILL_TIMER,      /* shutdown_timeout ran out */
+    EV_JOINED,          /* multi-node: the rendezvous closed a round with us in it */
+    EV_ROUND_END,       /* multi-node: the running round ended (failure, death or scale-up) */
+    EV_RDZV_ERROR,      /* multi-node: the rendezvous refused us or the store was lost */
+    EV_BARRIER_DONE,    /* multi-node: every node passed the exit barrier (or its bound ran out) */
+    EV_WORKER_HUNG,     /* a worker did not beat within its heartbeat timeout */
+    EV_STACKS_DONE,     /* every stack capture helper was reaped, or their budget ran out */
+    EV_ABORT_DONE,      /* multi-node: the store answered this node's ABORT (or could not) */
+    EV_STORE_LOST,      /* multi-node: the daemon's store was lost; the agent is reconnecting */
+    EV_BARRIER_BROKEN,  /* multi-node: the round ended (or the store forgot it) before every node
+                         * passed the exit barrier: the job is not done, re-join */
+    EV_HEALTH_OK,       /* the node's health check passed (node_check.c) */
+    EV_HEALTH_FAILED,   /* it failed; a->check.reason says why */
+    EV_RUN_DONE,        /* multi-node: the run finished (passed its exit barrier) without this
+                         * node: a spare, or a node that came after the end */
+    EV_GPU_RELEASED,    /* the stopped group's GPU memory is free, or the wait for it ran out
+                         * (gpu_wait.c): the restart goes on */
+    EV_SPARE,           /* multi-node: the run is at max_nodes; this node waits as a spare and
+                         * JOINs again (its keep-alive) after its health check */
     EV_NEVENTS
 } agent_event_t;
 
@@ -162,103 +179,143 @@ typedef struct agent_failure {
     char stacks_file[PATH_MAX]; /* its stacks; "" = none captured */
 } agent_failure_t;
 
-struct agent {
-    const agent_job_t *job; /* borrowed from agent_run's caller */
-    struct rlimit nofile;   /* RLIMIT_NOFILE as ddprun started, restored in every worker */
-    int nofile_saved;
-    uv_loop_t *loop;
-    uv_signal_t sigchld;
-    /* job->ssh_session (session.c): the ssh session's stdin, the watch on the launcher's
-     * heartbeats (started by the first), and the line being read (session_len past its size:
-     * a line too long, skipped to its end). */
-    uv_poll_t session_poll;
-    uv_timer_t session_timer;
-    char session_line[AGENT_SSH_LINE_MAX];
-    size_t session_len;
-    int session_heard; /* a heartbeat came: silence now means the launcher is gone */
-    uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
-    int nsigs;
-    uv_timer_t kill_timer;
-    uv_timer_t restart_timer;
-    struct rdzv_server *store;
-    /* The workers' store (job->worker_store_own == 0): PyTorch's TCPStore commands at
-     * MASTER_ADDR:MASTER_PORT when this node is group rank 0; NULL with --worker_store=own. */
-    struct rdzv_server *wstore;
-    struct rdzv_metrics *metrics; /* --metrics, or NULL */
-    /* Counters for the metrics (agent/metrics.c): since ddprun started. */
-    uint64_t m_worker_starts, m_group_starts;
-    uint64_t m_failures[AGENT_NCAUSES]; /* failed groups, by their first failure's cause */
-    /* Worker output the log files (stdout.log, stderr.log, filtered_*.log) could not take: a full
-     * disk or an I/O error; the job goes on (agent/output.c). */
-    uint64_t m_log_bytes_lost;
-
-    agent_sup_state_t state;
-    int nproc, world_size, node_rank;
-    int group_world_size;    /* nodes in the current round */
-    int rank_base;           /* RANK of local rank 0 */
-    int attempt;             /* TORCHELASTIC_RESTART_COUNT of the running group */
-    int64_t round;           /* DDPRUN_ROUND: the attempt, or the rendezvous round */
-    int fatal;               /* a shutdown that must end in exit 1 (rendezvous lost) */
-    struct agent_rdzv *rdzv; /* multi-node rendezvous state (agent/rdzv.c); NULL on one node */
-    const struct agent_node_ops *ops; /* agent__local_ops or agent__rdzv_ops */
-    int running;                      /* workers not yet reaped */
-    agent_result_t result;            /* how the job ended (agent_run's *res) */
-    int error;                        /* < 0: the agent itself failed (agent_run returns it) */
-    int stop_signal;                  /* signal that started a shutdown, else 0 */
-
-    agent_worker_t *workers;
-    agent_failure_t *failures; /* failures of the current attempt, in order of exit */
-    int nfailures;
-
-    ddp_strv_t base_env;             /* environment shared by every worker */
-    char run_dir[AGENT_RUN_DIR_MAX]; /* log_dir, or a private temp dir for error files */
-    int run_dir_is_temp;
-    char scratch_dir[PATH_MAX]; /* DDPRUN_SHM_DIR: the workers' directory on /dev/shm, or "" */
-    int log_layout;             /* attempt_N/<local_rank>/ directories (log_dir or log files) */
-    char hostname[256];
-    char token_hex[2049]; /* the job token, hex, for DDPRUN_STORE_TOKEN ("" = none) */
-    uint16_t store_port;
-    char store_addr[256];  /* DDPRUN_STORE_ADDR for the workers */
-    char master_addr[256]; /* MASTER_ADDR for the workers */
+/* What a round gives this node: its place in the job and where its workers meet (MASTER_*).
+ * One node: from the command line, the attempt counting its restarts; several: from each JOIN
+ * reply. agent_t's part `as`, written by assignment.c alone (agent__assignment_init,
+ * agent__assignment_apply). */
+typedef struct agent_assignment {
+    int64_t round;        /* DDPRUN_ROUND */
+    int attempt;          /* TORCHELASTIC_RESTART_COUNT */
+    int node_rank;        /* GROUP_RANK */
+    int group_world_size; /* nodes */
+    int rank_base;        /* RANK of local rank 0 */
+    int world_size;
+    char master_addr[256];
     int master_port;
-    int guard_fd; /* write end of the pipe to the orphan guard, or -1 */
-    pid_t guard_pid;
-    /* The job's cgroup v2 (agent/cgroup.c); "" when there is none. Each worker group runs in
-     * a fresh cgroup below it, g<N>. */
-    char cgroup_dir[PATH_MAX];
-    int cgroup_seq;      /* N of the next group's cgroup */
-    int cgroup_procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
-    int cgroup_dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
+} agent_assignment_t;
 
-    /* Hangs (agent/hang.c). */
-    uv_timer_t hb_timer;     /* at the earliest heartbeat deadline of the running workers */
-    uv_timer_t stacks_timer; /* the capture's budget plus a second */
-    uint64_t group_start_ms; /* monotonic start of the running attempt */
-    int round_ended;         /* multi-node: the round ended while capturing (nothing to report) */
-    int stacks_kept;         /* a capture wrote into the private run directory: keep it */
-    long events_lost;        /* --event_log_handler json events that could not be written */
-    long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
-    int no_progress;         /* attempts in a row that ended without passing best_step */
-    int no_progress_stop;    /* restarts stopped by --max_no_progress_restarts */
-    /* GPU memory wait before a restart (agent/gpu_wait.c, on gpu_mem.h). */
-    uv_timer_t gpu_timer;
-    struct agent_gpu_mem *gpu;
-    int gpu_skip;               /* NVML is not usable here: never wait */
-    uint64_t gpu_wait_start_ms; /* when this restart's wait began */
-    int gpu_delay_ms;           /* the last poll delay */
-    pid_t *gpu_pids;            /* the stopped workers' pids */
+/* The agent: one part per owner. A part is written by the file (or the files) its comment names
+ * and read by any; the others change it through its owner's functions. agent_run zeroes the
+ * whole (descriptors -1) before anything runs. */
+struct agent {
+    /* The job as this agent runs it, and the loop's own handles (agent.c): set while agent_run
+     * sets the job up, read-only while the loop runs. */
+    struct {
+        const agent_job_t *job; /* borrowed from agent_run's caller */
+        uv_loop_t *loop;
+        const struct agent_node_ops *ops; /* agent__local_ops or agent__rdzv_ops */
+        int nproc;
+        char hostname[256];
+        char run_dir[AGENT_RUN_DIR_MAX]; /* log_dir, or a private temp dir for error files */
+        int run_dir_is_temp;
+        int log_layout;       /* attempt_N/<local_rank>/ directories (log_dir or log files) */
+        struct rlimit nofile; /* RLIMIT_NOFILE as ddprun started, restored in every worker */
+        int nofile_saved;
+        uv_signal_t sigchld;
+        uv_signal_t sigs[AGENT_MAX_SIGNALS + 2];
+        int nsigs;
+    } cfg;
+    /* Supervision (supervise.c, with the node operations of rdzv_ops.c that the table calls):
+     * the state, how the job ends, and the timers of a stop and a restart. */
+    struct {
+        agent_sup_state_t state;
+        int fatal;             /* a shutdown that must end in exit 1 (rendezvous lost) */
+        agent_result_t result; /* how the job ended (agent_run's *res) */
+        int error;             /* < 0: the agent itself failed (agent_run returns it) */
+        int stop_signal;       /* signal that started a shutdown, else 0 */
+        uv_timer_t kill_timer;
+        uv_timer_t restart_timer;
+        int round_ended;      /* multi-node: the round ended while capturing (nothing to report) */
+        int no_progress_stop; /* restarts stopped by --max_no_progress_restarts */
+    } sup;
+    agent_assignment_t as; /* this node's place in the round (assignment.c) */
+    /* The group of workers (group.c and worker.c). */
+    struct {
+        agent_worker_t *workers;
+        int running;               /* workers not yet reaped */
+        agent_failure_t *failures; /* failures of the current attempt, in order of exit */
+        int nfailures;
+        ddp_strv_t base_env; /* environment shared by every worker */
+    } grp;
+    /* The stores this agent serves and where its workers find the job's (store.c). */
+    struct {
+        struct rdzv_server *store;
+        /* The workers' store (job->worker_store_own == 0): PyTorch's TCPStore commands at
+         * MASTER_ADDR:MASTER_PORT when this node is group rank 0; NULL with --worker_store=own. */
+        struct rdzv_server *wstore;
+        char token_hex[2049]; /* the job token, hex, for DDPRUN_STORE_TOKEN ("" = none) */
+        uint16_t port;
+        char addr[256]; /* DDPRUN_STORE_ADDR for the workers */
+    } stores;
+    /* What the agent tells machines (metrics.c and events.c): the --metrics listener, its
+     * counters since ddprun started (agent__count) and the events that could not be written. */
+    struct {
+        struct rdzv_metrics *metrics; /* --metrics, or NULL */
+        uint64_t counts[AGENT_NCOUNTS];
+        long events_lost; /* --event_log_handler json events that could not be written */
+    } obs;
+    struct agent_rdzv *rdzv; /* multi-node rendezvous state (rdzv.c); NULL on one node */
+    /* job->ssh_session (session.c): the ssh session's stdin, the watch on the launcher's
+     * heartbeats (started by the first), and the line being read (len past its size: a line too
+     * long, skipped to its end). */
+    struct {
+        uv_poll_t poll;
+        uv_timer_t timer;
+        char line[AGENT_SSH_LINE_MAX];
+        size_t len;
+        int heard; /* a heartbeat came: silence now means the launcher is gone */
+    } session;
+    /* The orphan guard (guard.c): the write end of the pipe to it, or -1, and its pid. */
+    struct {
+        int fd;
+        pid_t pid;
+    } guard;
+    /* The job's cgroup v2 (cgroup.c); dir "" when there is none. Each worker group runs in a
+     * fresh cgroup below it, g<N>. */
+    struct {
+        char dir[PATH_MAX];
+        int seq;      /* N of the next group's cgroup */
+        int procs_fd; /* the group cgroup's cgroup.procs, written by each worker before exec */
+        int dir_fd;   /* the group's cgroup, for clone3's CLONE_INTO_CGROUP; or -1 */
+    } cgroup;
+    /* DDPRUN_SHM_DIR (scratch.c): the workers' directory on /dev/shm, or "". */
+    struct {
+        char dir[PATH_MAX];
+    } scratch;
+    /* Hangs and progress (hang.c). */
+    struct {
+        uv_timer_t hb_timer;     /* at the earliest heartbeat deadline of the running workers */
+        uv_timer_t stacks_timer; /* the capture's budget plus a second */
+        uint64_t group_start_ms; /* monotonic start of the running attempt */
+        int stacks_kept;         /* a capture wrote into the private run directory: keep it */
+        long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
+        int no_progress;         /* attempts in a row that ended without passing best_step */
+    } hang;
+    /* The GPU memory wait before a restart (gpu_wait.c, on gpu_mem.h). */
+    struct {
+        uv_timer_t timer;
+        struct agent_gpu_mem *nvml;
+        int skip;               /* NVML is not usable here: never wait */
+        uint64_t wait_start_ms; /* when this restart's wait began */
+        int delay_ms;           /* the last poll delay */
+        pid_t *pids;            /* the stopped workers' pids */
+    } gpu;
     /* The node's health check before each start or JOIN (node_check.c). */
-    struct agent_health *check; /* the --health_check command running, or NULL */
-    uv_timer_t check_timer;     /* the back-off before the next try */
-    uint64_t check_since_ms;    /* monotonic start of this start's checks; 0 = none yet */
-    int check_delay_ms;         /* the last back-off */
-    int check_failures;         /* failed checks in a row before this start */
-    uint64_t m_check_failures;  /* failed checks since ddprun started (metrics) */
-    /* The last failure, one line: "--health_check: exit status 3; output: ...", or the GPU's. */
-    char check_reason[2560];
+    struct {
+        struct agent_health *cmd; /* the --health_check command running, or NULL */
+        uv_timer_t timer;         /* the back-off before the next try */
+        uint64_t since_ms;        /* monotonic start of this start's checks; 0 = none yet */
+        int delay_ms;             /* the last back-off */
+        int failures;             /* failed checks in a row before this start */
+        /* The last failure, one line: "--health_check: exit status 3; output: ...", or the
+         * GPU's. */
+        char reason[2560];
+    } check;
     /* ddprun's stdout ([1]) and stderr ([2]) as the agent writes them (console.c); one object
      * for both when they name the same file. */
-    agent_console_t *console[3];
+    struct {
+        agent_console_t *console[3];
+    } out;
 };
 
 /* What differs between one node and several, as one table of operations: supervise.c, worker.c
@@ -283,30 +340,36 @@ typedef struct agent_node_ops {
     /* The node's health check failed (reason: one line): say so where the job's state is kept;
      * the node retries until join_timeout. */
     void (*report_unfit)(agent_t *a, const char *reason);
+    /* The store was lost while this node's JOIN was parked: the same JOIN again, on the new
+     * connection (several nodes; one node has no store to lose). */
+    void (*rejoin)(agent_t *a);
+    /* At the exit barrier the round ended or the store was lost: whether every node passed the
+     * barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN) (several nodes; one node
+     * has no barrier). */
+    void (*barrier_settle)(agent_t *a);
+    /* Whether this node's failures are the job's root cause, and what the store named as the
+     * root cause (*store_says, "" when none): agent__rdzv_root_cause on several nodes, always 1
+     * and "" on one. */
+    int (*root_cause)(const agent_t *a, const char **store_says);
 } agent_node_ops_t;
 extern const agent_node_ops_t agent__local_ops, agent__rdzv_ops;
 /* group.c: agent__local_ops' group_prepare. */
 void agent__local_group_prepare(agent_t *a);
 
-/* What a round gives this node: its place in the job and where its workers meet (MASTER_*).
- * One node: from the command line, the attempt counting its restarts; several: from each JOIN
- * reply. assignment.c applies it, and nothing else sets these fields of agent_t. */
-typedef struct agent_assignment {
-    int64_t round;        /* DDPRUN_ROUND */
-    int attempt;          /* TORCHELASTIC_RESTART_COUNT */
-    int node_rank;        /* GROUP_RANK */
-    int group_world_size; /* nodes */
-    int rank_base;        /* RANK of local rank 0 */
-    int world_size;
-    char master_addr[256];
-    int master_port;
-} agent_assignment_t;
-/* assignment.c: the agent's current assignment; apply: takes as (its fields and the workers'
- * shared environment). Returns 0 or -ENOMEM (logged). */
+/* assignment.c: init: the assignment before any round, from the command line (--node_rank,
+ * --nnodes' maximum), once before the stores start. get: the agent's current assignment; apply:
+ * takes as (its fields and the workers' shared environment). Returns 0 or -ENOMEM (logged). */
+void agent__assignment_init(agent_t *a);
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as);
 int agent__assignment_apply(agent_t *a, const agent_assignment_t *as);
 
-/* group.c: starts every worker of attempt a->attempt. Returns 0 or -errno (logged). */
+/* group.c: the worker table and the failure list, nproc slots each, once before the first
+ * group; -ENOMEM when they cannot be had. free: them and the workers' shared environment, after
+ * the loop. */
+int agent__group_init(agent_t *a);
+void agent__group_free(agent_t *a);
+/* group.c: starts every worker of attempt a->as.attempt, the failure list emptied first. Returns
+ * 0 or -errno (logged). */
 int agent__group_start(agent_t *a);
 /* group.c: builds the environment every worker shares. Returns 0 or -ENOMEM. */
 int agent__base_env_build(agent_t *a);
@@ -326,22 +389,36 @@ void agent__worker_exited(agent_t *a, agent_worker_t *w, int status);
 /* worker.c: copies w's end (or, for the caller to complete, its hang) into the attempt's failure
  * list, for the summary: one slot per worker, the first being the root cause. */
 void agent__worker_failure_record(agent_t *a, const agent_worker_t *w);
+/* worker.c: records w's hang as a failure (agent__worker_failure_record, then how long it was
+ * silent and its last step, found now: it has not exited). */
+void agent__worker_hang_record(agent_t *a, const agent_worker_t *w);
+/* worker.c: the root cause's stacks file, from its worker, once the capture is over. */
+void agent__worker_failure_stacks(agent_t *a);
+/* worker.c: worker w, reaped while a start is abandoned: EXITED, its streams drained, no event. */
+void agent__worker_abandoned(agent_t *a, agent_worker_t *w);
 /* job.c: the device (its text in the visible list, or the local rank when there is no list) a
  * worker sees under --virtual_local_rank, into out (cut to cap - 1 bytes). Returns 0, or -ENOENT
  * when the list has no device for local_rank (agent_job_prepare has refused such a job). */
 int agent__worker_device(const agent_job_t *job, int local_rank, char *out, size_t cap);
 
 /* console.c: the agent's stdout and stderr, written without blocking the loop (see console.c).
- * start: after the loop exists; stop: at the end of teardown (a bounded last flush). write:
+ * The console knows nothing of who writes to it: worker output's reader (output.c) asks it
+ * whether to hold back and is told through drained when to read again.
+ * start: after the loop exists; drained(a, std) is called when console std, backed up, has
+ * drained below its low mark. stop: at the end of teardown (a bounded last flush). write:
  * std 1 or 2; can_wait: worker output, which is held back rather than dropped (its readers
  * stop at agent__console_busy), else the agent's own line, dropped and counted when the queue
  * is full. Returns 0, or -EPIPE once the reader has gone. busy: the queue is past its high
- * mark; the caller stops reading and agent__streams_resume(a, std) restarts it. */
-void agent__console_start(agent_t *a);
+ * mark; the caller stops reading until drained says so. shared: std1 and std2 are one console
+ * (they name the same file), nonzero then. */
+typedef void (*agent_console_drained_cb)(agent_t *a, int std);
+void agent__console_start(agent_t *a, agent_console_drained_cb drained);
 int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_wait);
 int agent__console_busy(agent_t *a, int std);
+int agent__console_shared(const agent_t *a, int std1, int std2);
 void agent__console_stop(agent_t *a);
-/* output.c: reads again the worker streams held back for console std. */
+/* output.c: reads again the worker streams held back for console std (the console's drained
+ * callback). */
 void agent__streams_resume(agent_t *a, int std);
 
 /* output.c: opens the read side for stream std (1 or 2) of worker w; see agent_stream_t. */
@@ -354,6 +431,18 @@ void agent__stream_finish(agent_stream_t *s);
 
 /* supervise.c: feeds one event to the state table. */
 void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w);
+/* supervise.c, what the other parts ask of supervision (its part of agent_t is its own):
+ * init: the kill and restart timers, once before the first group; 0 or a negative libuv code.
+ * stop_take: a termination signal sig (the first one is the job's stop signal), fed as
+ * EV_SIGNAL. abandon: the job could not be set going (error < 0): DONE at once, no event; the
+ * caller closes the loop. result_unfit: the store excluded this node: however the job ends, it
+ * ends unfit (exit 4). check_enter: CHECKING, and the node's health check starts
+ * (agent__node_check_begin); EV_HEALTH_OK or EV_HEALTH_FAILED follows. */
+int agent__sup_init(agent_t *a);
+void agent__stop_take(agent_t *a, int sig);
+void agent__sup_abandon(agent_t *a, int error);
+void agent__result_unfit(agent_t *a);
+void agent__check_enter(agent_t *a);
 
 /* agent.c: signal sig, caught by the agent or brought by its ssh session: a termination signal
  * stops the job (a second one kills the workers), another is forwarded to the workers. */
@@ -376,14 +465,18 @@ void agent__evlog_lost_say(const agent_t *a);
 /* --metrics: starts the agent's Prometheus listener (agent/metrics.c). 0 or a negative code
  * (logged, naming the flag). */
 int agent__metrics_start(agent_t *a);
+/* metrics.c: adds n to counter (AGENT_COUNT_*), whichever part counts it. */
+void agent__count(agent_t *a, int counter, uint64_t n);
+/* metrics.c: closes the --metrics listener, if any (agent__shutdown_loop). */
+void agent__metrics_stop(agent_t *a);
 
-/* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->token_hex), and the
+/* store.c: one node: the job store on 127.0.0.1 with a fresh token (a->stores.token_hex), and the
  * workers' store on MASTER_ADDR (--master_port, or a port the kernel picks: no race with another
  * job); with --worker_store=own a free MASTER_PORT for the workers' rank 0 instead. Then the
  * workers' shared environment. Returns 0 or a negative code (logged). */
 int agent__local_store_start(agent_t *a, ddp_err_t *err);
-/* store.c: serves the workers' store on host:port (port 0: the kernel picks) into a->wstore, for
- * the agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
+/* store.c: serves the workers' store on host:port (port 0: the kernel picks) into a->stores.wstore,
+ * for the agent's user alone (rdzv_server_opts_t.owner_only) and with limits fitted to workers
  * processes (several nodes: refitted to the world size at each JOIN). flag names where the
  * address came from, for the error line. Returns 0 or a negative code (logged). */
 int agent__worker_store_start(agent_t *a, const char *host, int port, size_t workers,
@@ -393,6 +486,13 @@ int agent__worker_store_start(agent_t *a, const char *host, int port, size_t wor
 void agent__store_nofile_log(const struct rdzv_server *store);
 /* store.c: a free TCP port on addr (for MASTER_PORT), or -errno. */
 int agent__pick_free_port(const char *addr);
+/* store.c, several nodes (rdzv.c): host: serves the job's store here, embedded in this agent
+ * (the rendezvous endpoint is ours), with so; 0 or a negative code (err says why). at: where the
+ * workers find the job's store (DDPRUN_STORE_ADDR, DDPRUN_STORE_PORT) and its token (hex, for
+ * DDPRUN_STORE_TOKEN; none when token is empty): the rendezvous endpoint. */
+struct rdzv_server_opts;
+int agent__job_store_host(agent_t *a, const struct rdzv_server_opts *so, ddp_err_t *err);
+void agent__job_store_at(agent_t *a, const char *addr, int port, const ddp_buf_t *token);
 /* store.c: closes the job store and the workers' store (agent__shutdown_loop). */
 void agent__stores_close(agent_t *a);
 
@@ -430,7 +530,7 @@ void agent__rdzv_exit_barrier(agent_t *a);
 /* rdzv.c: at the exit barrier, the round ended or the store was lost: asks the store whether
  * every node passed the barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN). */
 void agent__rdzv_barrier_settle(agent_t *a);
-/* rdzv.c: closes the connections and timers (the hosted store is a->store). */
+/* rdzv.c: closes the connections and timers (the hosted store is a->stores.store). */
 void agent__rdzv_stop(agent_t *a);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
 void agent__rdzv_free(agent_t *a);
@@ -486,8 +586,8 @@ int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
 /* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
  * libuv code. */
 int agent__gpu_wait_init(agent_t *a);
-/* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then restarts it
- * (agent__restart_now). Returns 1 when a wait started, 0 when there is nothing to wait for. */
+/* gpu_wait.c: waits (on the loop) for the GPU memory of the stopped group, then feeds
+ * EV_GPU_RELEASED. Returns 1 when a wait started, 0 when there is nothing to wait for. */
 int agent__gpu_wait_start(agent_t *a);
 /* gpu_wait.c: nonzero while a restart waits for the GPU memory of the stopped group. */
 int agent__gpu_wait_active(agent_t *a);
@@ -495,17 +595,15 @@ int agent__gpu_wait_active(agent_t *a);
 void agent__gpu_wait_cancel(agent_t *a);
 /* gpu_wait.c: frees what the GPU memory wait holds (NVML). */
 void agent__gpu_wait_free(agent_t *a);
-/* supervise.c: starts the next attempt now (after the restart delay and the GPU wait): the
- * node's health check first. */
-void agent__restart_now(agent_t *a);
 /* gpu_wait.c: opens NVML once (DDPRUN_NVML_LIB names a stand-in for tests); a machine without
- * it or without a GPU is never asked again. Returns 0 when a->gpu is usable, else -1. */
+ * it or without a GPU is never asked again. Returns 0 when a->gpu.nvml is usable, else -1. */
 int agent__gpu_open(agent_t *a);
 
 /* node_check.c: the node's health check before each start of the group and each JOIN:
  * --health_check CMD (its process group, bounded by --health_check_timeout), then the GPUs'
  * fault counters (agent__gpu_health). init: the back-off timer, once before the first group.
- * begin: enters SUP_CHECKING and runs the check; EV_HEALTH_OK or EV_HEALTH_FAILED follows
+ * begin: runs the check (supervise.c has entered SUP_CHECKING: agent__check_enter);
+ * EV_HEALTH_OK or EV_HEALTH_FAILED follows
  * (at once when only the GPU check runs). failed: after EV_HEALTH_FAILED, the event and the
  * next try after a back-off (1 s doubling to 30 s); returns 0 when one is scheduled, or 1 when
  * join_timeout is spent (the node is unfit; nothing scheduled). cancel: kills the check and its
@@ -535,14 +633,19 @@ int agent__guard_start(agent_t *a);
 void agent__guard_update(agent_t *a, pid_t pgid, int add);
 /* guard.c: closes the pipe; the guard exits (and is reaped by the SIGCHLD handler). */
 void agent__guard_stop(agent_t *a);
+/* guard.c: SIGCHLD reaped pid: 1 when it was the guard (then forgotten), else 0. */
+int agent__guard_reaped(agent_t *a, pid_t pid);
 
-/* cgroup.c: creates the job's cgroup (a->cgroup_dir) for the workers to move into, unless
+/* cgroup.c: creates the job's cgroup (a->cgroup.dir) for the workers to move into, unless
  * DDPRUN_CGROUP=0 or none can be made here; then says why once at -v (info). Returns 0, or a
  * negative code when the job runs without one (not an error: the job goes on). */
 int agent__cgroup_start(agent_t *a);
 /* cgroup.c: makes a fresh cgroup below the job's for the worker group about to start (the
  * workers start in it); on failure says so and the group runs outside it. */
 void agent__cgroup_group_begin(agent_t *a);
+/* cgroup.c: a worker could not move into the group's cgroup: the others would fail the same
+ * way, so the rest of the group starts outside it (cgroup.procs closed). */
+void agent__cgroup_procs_drop(agent_t *a);
 /* cgroup.c: SIGKILLs every process in the job's cgroup (cgroup.kill), if there is one. */
 void agent__cgroup_kill(agent_t *a);
 /* cgroup.c: kills what is left in the job's cgroup, waits (bounded) for it to empty and removes

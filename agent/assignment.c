@@ -10,26 +10,34 @@
 #include "ddp_err.h"
 #include "ddp_log.h"
 
+void agent__assignment_init(agent_t *a) {
+    const agent_job_t *job = a->cfg.job;
+    a->as.node_rank = job->node_rank > 0 ? job->node_rank : 0;
+    a->as.world_size = job->max_nodes * a->cfg.nproc;
+    a->as.group_world_size = job->max_nodes;
+    a->as.rank_base = a->as.node_rank * a->cfg.nproc;
+}
+
 void agent__assignment_get(const agent_t *a, agent_assignment_t *as) {
-    as->round = a->round;
-    as->attempt = a->attempt;
-    as->node_rank = a->node_rank;
-    as->group_world_size = a->group_world_size;
-    as->rank_base = a->rank_base;
-    as->world_size = a->world_size;
-    snprintf(as->master_addr, sizeof as->master_addr, "%s", a->master_addr);
-    as->master_port = a->master_port;
+    as->round = a->as.round;
+    as->attempt = a->as.attempt;
+    as->node_rank = a->as.node_rank;
+    as->group_world_size = a->as.group_world_size;
+    as->rank_base = a->as.rank_base;
+    as->world_size = a->as.world_size;
+    snprintf(as->master_addr, sizeof as->master_addr, "%s", a->as.master_addr);
+    as->master_port = a->as.master_port;
 }
 
 int agent__assignment_apply(agent_t *a, const agent_assignment_t *as) {
-    a->round = as->round;
-    a->attempt = as->attempt;
-    a->node_rank = as->node_rank;
-    a->group_world_size = as->group_world_size;
-    a->rank_base = as->rank_base;
-    a->world_size = as->world_size;
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", as->master_addr);
-    a->master_port = as->master_port;
+    a->as.round = as->round;
+    a->as.attempt = as->attempt;
+    a->as.node_rank = as->node_rank;
+    a->as.group_world_size = as->group_world_size;
+    a->as.rank_base = as->rank_base;
+    a->as.world_size = as->world_size;
+    snprintf(a->as.master_addr, sizeof a->as.master_addr, "%s", as->master_addr);
+    a->as.master_port = as->master_port;
     /* Sizes, ranks and the master are in every worker's environment. */
     int rc = agent__base_env_build(a);
     if (rc < 0)

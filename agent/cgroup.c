@@ -85,8 +85,8 @@ static int cgroup_make(const char *dir) {
 
 /* Long: each way of not getting a cgroup has its own reason, said once at -v. */
 int agent__cgroup_start(agent_t *a) {
-    a->cgroup_dir[0] = '\0';
-    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
+    a->cgroup.dir[0] = '\0';
+    a->cgroup.procs_fd = a->cgroup.dir_fd = -1;
     char mnt[2048], own[2048], why[512];
     const char *env = getenv("DDPRUN_CGROUP");
     int rc = 0;
@@ -98,29 +98,29 @@ int agent__cgroup_start(agent_t *a) {
         snprintf(why, sizeof why, "no cgroup v2 hierarchy");
         goto none;
     }
-    int len = snprintf(a->cgroup_dir, sizeof a->cgroup_dir, "%s%s/ddprun-%d", mnt,
+    int len = snprintf(a->cgroup.dir, sizeof a->cgroup.dir, "%s%s/ddprun-%d", mnt,
                        strcmp(own, "/") == 0 ? "" : own, (int)getpid());
-    if (len < 0 || (size_t)len >= sizeof a->cgroup_dir - 32) {
+    if (len < 0 || (size_t)len >= sizeof a->cgroup.dir - 32) {
         snprintf(why, sizeof why, "cgroup path too long");
         goto none;
     }
-    if ((rc = cgroup_make(a->cgroup_dir)) < 0) {
-        snprintf(why, sizeof why, "unable to create %.256s: %s", a->cgroup_dir, strerror(-rc));
+    if ((rc = cgroup_make(a->cgroup.dir)) < 0) {
+        snprintf(why, sizeof why, "unable to create %.256s: %s", a->cgroup.dir, strerror(-rc));
         goto none;
     }
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/cgroup.kill", a->cgroup_dir);
+    snprintf(path, sizeof path, "%s/cgroup.kill", a->cgroup.dir);
     if (access(path, W_OK) < 0) {
         snprintf(why, sizeof why, "no cgroup.kill (Linux < 5.14): %s", strerror(errno));
         goto remove;
     }
-    DDP_DEBUG("workers run in cgroup %s", a->cgroup_dir);
+    DDP_DEBUG("workers run in cgroup %s", a->cgroup.dir);
     return 0;
 
 remove:
-    rmdir(a->cgroup_dir);
+    rmdir(a->cgroup.dir);
 none:
-    a->cgroup_dir[0] = '\0';
+    a->cgroup.dir[0] = '\0';
     DDP_INFO("no job cgroup (%s): a worker's descendants that leave its process group are "
              "killed when ddprun stops the group or exits, but not if ddprun is SIGKILLed",
              why);
@@ -140,37 +140,37 @@ int agent__cgroup_kill_dir(const char *dir) {
 
 /* Closes the descriptors of the current group's cgroup. */
 static void leaf_close(agent_t *a) {
-    if (a->cgroup_procs_fd >= 0)
-        close(a->cgroup_procs_fd);
-    if (a->cgroup_dir_fd >= 0)
-        close(a->cgroup_dir_fd);
-    a->cgroup_procs_fd = a->cgroup_dir_fd = -1;
+    if (a->cgroup.procs_fd >= 0)
+        close(a->cgroup.procs_fd);
+    if (a->cgroup.dir_fd >= 0)
+        close(a->cgroup.dir_fd);
+    a->cgroup.procs_fd = a->cgroup.dir_fd = -1;
 }
 
 /* Long: each step that can fail says which. */
 void agent__cgroup_group_begin(agent_t *a) {
-    if (a->cgroup_dir[0] == '\0')
+    if (a->cgroup.dir[0] == '\0')
         return;
     char leaf[PATH_MAX + 32], path[PATH_MAX + 64];
     leaf_close(a);
-    if (a->cgroup_seq > 0) {
+    if (a->cgroup.seq > 0) {
         /* The previous group's cgroup was killed when that group stopped; one that is not empty
          * yet goes with the job's cgroup at exit. */
-        snprintf(leaf, sizeof leaf, "%s/g%d", a->cgroup_dir, a->cgroup_seq - 1);
+        snprintf(leaf, sizeof leaf, "%s/g%d", a->cgroup.dir, a->cgroup.seq - 1);
         rmdir(leaf);
     }
     /* A fresh cgroup for every group: after cgroup.kill some kernels also kill what is later
      * cloned into the same cgroup (CLONE_INTO_CGROUP). */
-    snprintf(leaf, sizeof leaf, "%s/g%d", a->cgroup_dir, a->cgroup_seq++);
+    snprintf(leaf, sizeof leaf, "%s/g%d", a->cgroup.dir, a->cgroup.seq++);
     const char *what = leaf;
     if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
         goto fail;
     snprintf(path, sizeof path, "%s/cgroup.procs", leaf);
     what = path;
-    if ((a->cgroup_procs_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+    if ((a->cgroup.procs_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
         goto fail;
     what = leaf;
-    if ((a->cgroup_dir_fd = open(leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    if ((a->cgroup.dir_fd = open(leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         goto fail;
     return;
 fail:
@@ -179,12 +179,18 @@ fail:
     leaf_close(a);
 }
 
+void agent__cgroup_procs_drop(agent_t *a) {
+    if (a->cgroup.procs_fd >= 0)
+        close(a->cgroup.procs_fd);
+    a->cgroup.procs_fd = -1;
+}
+
 void agent__cgroup_kill(agent_t *a) {
-    if (a->cgroup_dir[0] == '\0')
+    if (a->cgroup.dir[0] == '\0')
         return;
-    int rc = agent__cgroup_kill_dir(a->cgroup_dir);
+    int rc = agent__cgroup_kill_dir(a->cgroup.dir);
     if (rc < 0)
-        DDP_WARN("unable to kill cgroup %s: %s", a->cgroup_dir, strerror(-rc));
+        DDP_WARN("unable to kill cgroup %s: %s", a->cgroup.dir, strerror(-rc));
 }
 
 /* Waits (bounded) until cgroup dir holds no live process. Returns 0, or -ETIMEDOUT / -errno. */
@@ -253,10 +259,10 @@ int agent__cgroup_remove_dir(const char *dir) {
 
 void agent__cgroup_stop(agent_t *a) {
     leaf_close(a);
-    if (a->cgroup_dir[0] == '\0')
+    if (a->cgroup.dir[0] == '\0')
         return;
-    int rc = agent__cgroup_remove_dir(a->cgroup_dir);
+    int rc = agent__cgroup_remove_dir(a->cgroup.dir);
     if (rc < 0)
-        DDP_WARN("unable to remove cgroup %s: %s", a->cgroup_dir, strerror(-rc));
-    a->cgroup_dir[0] = '\0';
+        DDP_WARN("unable to remove cgroup %s: %s", a->cgroup.dir, strerror(-rc));
+    a->cgroup.dir[0] = '\0';
 }

@@ -14,7 +14,8 @@
  * then get EAGAIN. A socket's queue is retried every AGENT_CONSOLE_RETRY_MS instead.
  *
  * Worker output is held back, not lost: past AGENT_CONSOLE_HIGH queued bytes the streams shown
- * on that console stop being read (output.c), so the workers block on their own pipes, as they
+ * on that console stop being read (by their reader, output.c, which agent__console_busy tells
+ * and the drained callback releases), so the workers block on their own pipes, as they
  * would writing to the stalled reader without ddprun; reading resumes below AGENT_CONSOLE_LOW.
  * The agent's own lines (logs, events, the summary) cannot wait: past AGENT_CONSOLE_MAX they are
  * dropped, counted, and the count is said at exit. At exit the queue gets a bounded last flush.
@@ -39,6 +40,7 @@
 
 struct agent_console {
     agent_t *a;
+    agent_console_drained_cb drained; /* the streams held back may be read again */
     int std;          /* 1 or 2: the descriptor it stands for (the first, when shared) */
     int fd;           /* what is written to: a private O_NONBLOCK descriptor, or std itself */
     int own_fd;       /* fd was opened here */
@@ -108,7 +110,8 @@ static int queue_retry(agent_console_t *c) {
     int done = c->queue.len == 0 || c->gone;
     if (c->held && (c->queue.len <= AGENT_CONSOLE_LOW || c->gone)) {
         c->held = 0;
-        agent__streams_resume(c->a, c->std);
+        if (c->drained != NULL)
+            c->drained(c->a, c->std);
     }
     return done;
 }
@@ -129,11 +132,13 @@ static void on_writable(uv_poll_t *p, int status, int events) {
 
 /* The console for standard descriptor std: a private non-blocking descriptor where one can be
  * had, else std as it is. */
-static agent_console_t *console_new(agent_t *a, int std, const struct stat *st) {
+static agent_console_t *console_new(agent_t *a, int std, const struct stat *st,
+                                    agent_console_drained_cb drained) {
     agent_console_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     c->a = a;
+    c->drained = drained;
     c->std = std;
     c->fd = std;
     if (S_ISSOCK(st->st_mode)) {
@@ -152,33 +157,33 @@ static agent_console_t *console_new(agent_t *a, int std, const struct stat *st) 
     }
     /* A descriptor of its own is already O_NONBLOCK, and its description is not shared: polling
      * it changes nothing for anyone else. */
-    if (c->own_fd && uv_poll_init(a->loop, &c->writable, c->fd) == 0) {
+    if (c->own_fd && uv_poll_init(a->cfg.loop, &c->writable, c->fd) == 0) {
         c->writable.data = c;
         c->poll_init = 1;
-    } else if ((c->own_fd || c->is_socket) && uv_timer_init(a->loop, &c->retry) == 0) {
+    } else if ((c->own_fd || c->is_socket) && uv_timer_init(a->cfg.loop, &c->retry) == 0) {
         c->retry.data = c;
         c->retry_init = 1;
     }
     return c;
 }
 
-void agent__console_start(agent_t *a) {
+void agent__console_start(agent_t *a, agent_console_drained_cb drained) {
     struct stat st[3];
     for (int std = 1; std <= 2; std++) {
         if (fstat(std, &st[std]) < 0)
             continue; /* closed: writes to it fail as they would without this */
-        if (std == 2 && a->console[1] != NULL && st[2].st_dev == st[1].st_dev &&
+        if (std == 2 && a->out.console[1] != NULL && st[2].st_dev == st[1].st_dev &&
             st[2].st_ino == st[1].st_ino) {
-            a->console[2] = a->console[1];
+            a->out.console[2] = a->out.console[1];
             continue;
         }
         /* Out of memory: this one is written as it is (a NULL console). */
-        a->console[std] = console_new(a, std, &st[std]);
+        a->out.console[std] = console_new(a, std, &st[std], drained);
     }
 }
 
 int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_wait) {
-    agent_console_t *c = std >= 1 && std <= 2 ? a->console[std] : NULL;
+    agent_console_t *c = std >= 1 && std <= 2 ? a->out.console[std] : NULL;
     if (c == NULL) {
         ssize_t w = write(std, p, n);
         return w < 0 && errno == EPIPE ? -EPIPE : 0;
@@ -212,8 +217,13 @@ int agent__console_write(agent_t *a, int std, const void *p, size_t n, int can_w
     return 0;
 }
 
+int agent__console_shared(const agent_t *a, int std1, int std2) {
+    return std1 >= 1 && std1 <= 2 && std2 >= 1 && std2 <= 2 &&
+           a->out.console[std1] == a->out.console[std2];
+}
+
 int agent__console_busy(agent_t *a, int std) {
-    agent_console_t *c = std >= 1 && std <= 2 ? a->console[std] : NULL;
+    agent_console_t *c = std >= 1 && std <= 2 ? a->out.console[std] : NULL;
     if (c == NULL || c->queue.len < AGENT_CONSOLE_HIGH)
         return 0;
     c->held = 1;
@@ -235,8 +245,8 @@ static void final_flush(agent_console_t *c, uint64_t deadline) {
 void agent__console_stop(agent_t *a) {
     uint64_t deadline = ddp_now_ms() + AGENT_CONSOLE_EXIT_FLUSH_MS;
     for (int std = 1; std <= 2; std++) {
-        agent_console_t *c = a->console[std];
-        if (c == NULL || (std == 2 && c == a->console[1]))
+        agent_console_t *c = a->out.console[std];
+        if (c == NULL || (std == 2 && c == a->out.console[1]))
             continue;
         final_flush(c, deadline);
         c->dropped += c->queue.len;
@@ -255,5 +265,5 @@ void agent__console_stop(agent_t *a) {
             close(c->fd);
         free(c);
     }
-    a->console[1] = a->console[2] = NULL;
+    a->out.console[1] = a->out.console[2] = NULL;
 }

@@ -55,14 +55,14 @@ int agent_event_log_open(const char *path, ddp_err_t *err) {
 }
 
 void agent__evlog_lost_say(const agent_t *a) {
-    if (a->events_lost > 0)
-        DDP_WARN("--event_log_handler json: %ld event%s could not be written", a->events_lost,
-                 a->events_lost == 1 ? "" : "s");
+    if (a->obs.events_lost > 0)
+        DDP_WARN("--event_log_handler json: %ld event%s could not be written", a->obs.events_lost,
+                 a->obs.events_lost == 1 ? "" : "s");
 }
 
 void agent__evlog(agent_t *a, const char *event, const char *fmt, ...) {
-    int fd = a->job->event_log_fd;
-    if (!a->job->event_log_on || fd < 0)
+    int fd = a->cfg.job->event_log_fd;
+    if (!a->cfg.job->event_log_on || fd < 0)
         return;
     json_t *o = NULL;
     if (fmt != NULL) {
@@ -80,10 +80,10 @@ void agent__evlog(agent_t *a, const char *event, const char *fmt, ...) {
     char when[32], stamp[64];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(stamp, sizeof stamp, "%s.%03dZ", when, (int)(ts.tv_nsec / 1000000));
-    json_t *head =
-        json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "ts", stamp, "event", event, "run_id",
-                  a->job->run_id ? a->job->run_id : "", "host", a->hostname, "agent_pid",
-                  (int)getpid(), "node_rank", a->node_rank, "attempt", a->attempt);
+    json_t *head = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "ts", stamp, "event", event,
+                             "run_id", a->cfg.job->run_id ? a->cfg.job->run_id : "", "host",
+                             a->cfg.hostname, "agent_pid", (int)getpid(), "node_rank",
+                             a->as.node_rank, "attempt", a->as.attempt);
     if (head != NULL && json_object_update(head, o) == 0) {
         char *line = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (line != NULL) {
@@ -101,7 +101,7 @@ void agent__evlog(agent_t *a, const char *event, const char *fmt, ...) {
                     line_untear(fd, (size_t)w);
                 /* A full disk or a closed pipe must not stop the job: said once, counted at
                  * the end (agent_teardown). */
-                if (a->events_lost++ == 0)
+                if (a->obs.events_lost++ == 0)
                     DDP_WARN("--event_log_handler json: unable to write an event (%s); the "
                              "events lost are counted at exit",
                              strerror(e));

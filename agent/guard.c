@@ -88,10 +88,10 @@ int agent__guard_start(agent_t *a) {
     /* What the guard may have to remove: its own copy (on this stack, which fork copies), and
      * all it sees of the agent. */
     guard_paths_t paths;
-    snprintf(paths.cgroup_dir, sizeof paths.cgroup_dir, "%s", a->cgroup_dir);
-    snprintf(paths.scratch_dir, sizeof paths.scratch_dir, "%s", a->scratch_dir);
+    snprintf(paths.cgroup_dir, sizeof paths.cgroup_dir, "%s", a->cgroup.dir);
+    snprintf(paths.scratch_dir, sizeof paths.scratch_dir, "%s", a->scratch.dir);
     snprintf(paths.run_dir, sizeof paths.run_dir, "%s",
-             a->run_dir_is_temp && !a->log_layout ? a->run_dir : "");
+             a->cfg.run_dir_is_temp && !a->cfg.log_layout ? a->cfg.run_dir : "");
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return -errno;
@@ -114,30 +114,37 @@ int agent__guard_start(agent_t *a) {
         guard_main(keep, &paths);
     }
     close(fds[0]);
-    a->guard_fd = fds[1];
-    a->guard_pid = pid;
+    a->guard.fd = fds[1];
+    a->guard.pid = pid;
     return 0;
 }
 
 void agent__guard_update(agent_t *a, pid_t pgid, int add) {
-    if (a->guard_fd < 0)
+    if (a->guard.fd < 0)
         return;
     uint8_t msg[5];
     int32_t v = (int32_t)pgid;
     msg[0] = add ? '+' : '-';
     memcpy(msg + 1, &v, sizeof v);
     /* 5 bytes are below PIPE_BUF: the write is atomic, and the guard reads quickly. */
-    if (write(a->guard_fd, msg, sizeof msg) != (ssize_t)sizeof msg)
+    if (write(a->guard.fd, msg, sizeof msg) != (ssize_t)sizeof msg)
         DDP_WARN("unable to update the orphan guard: %s", strerror(errno));
 }
 
+int agent__guard_reaped(agent_t *a, pid_t pid) {
+    if (pid != a->guard.pid || pid == 0)
+        return 0;
+    a->guard.pid = 0;
+    return 1;
+}
+
 void agent__guard_stop(agent_t *a) {
-    if (a->guard_fd >= 0) {
+    if (a->guard.fd >= 0) {
         /* Everything is cleaned up: the guard need not do it again. */
         static const uint8_t bye[5] = {'q', 0, 0, 0, 0};
-        if (write(a->guard_fd, bye, sizeof bye) != (ssize_t)sizeof bye)
+        if (write(a->guard.fd, bye, sizeof bye) != (ssize_t)sizeof bye)
             DDP_DEBUG("unable to say goodbye to the orphan guard: %s", strerror(errno));
-        close(a->guard_fd);
+        close(a->guard.fd);
     }
-    a->guard_fd = -1;
+    a->guard.fd = -1;
 }

@@ -31,11 +31,11 @@
 
 int agent__hang_init(agent_t *a) {
     int rc;
-    if ((rc = uv_timer_init(a->loop, &a->hb_timer)) < 0 ||
-        (rc = uv_timer_init(a->loop, &a->stacks_timer)) < 0)
+    if ((rc = uv_timer_init(a->cfg.loop, &a->hang.hb_timer)) < 0 ||
+        (rc = uv_timer_init(a->cfg.loop, &a->hang.stacks_timer)) < 0)
         return rc;
-    a->hb_timer.data = a->stacks_timer.data = a;
-    a->best_step = -1;
+    a->hang.hb_timer.data = a->hang.stacks_timer.data = a;
+    a->hang.best_step = -1;
     return 0;
 }
 
@@ -46,18 +46,18 @@ int agent__hang_worker_file(agent_t *a, agent_worker_t *w, const char *dir) {
     w->step = -1;
     w->stacks_pid = 0;
     w->stacks_file[0] = '\0';
-    if (a->job->heartbeat_timeout_ms <= 0)
+    if (a->cfg.job->heartbeat_timeout_ms <= 0)
         return 0;
-    if (a->log_layout)
+    if (a->cfg.log_layout)
         snprintf(w->hb_file, sizeof w->hb_file, "%s/heartbeat", dir);
     else
-        snprintf(w->hb_file, sizeof w->hb_file, "%s/heartbeat.%d.%d", a->run_dir, a->attempt,
+        snprintf(w->hb_file, sizeof w->hb_file, "%s/heartbeat.%d.%d", a->cfg.run_dir, a->as.attempt,
                  w->local_rank);
     /* A file left by an earlier run in the same --log_dir is replaced: a fresh file proves it
      * is ours, and no link (planted for it or for a directory above it) sends the worker's
      * beats elsewhere. */
     ddp_err_t err = {0};
-    int fd = ddp_file_open(w->hb_file, strlen(a->run_dir), DDP_FILE_REPLACE, 0600, &err);
+    int fd = ddp_file_open(w->hb_file, strlen(a->cfg.run_dir), DDP_FILE_REPLACE, 0600, &err);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
         int e = fd < 0 ? fd : -errno;
@@ -130,7 +130,7 @@ static uint64_t last_beat(const agent_worker_t *w) {
 /* Since when w has been silent: its last beat, or the group's start when it has not beaten. */
 static uint64_t silent_since(const agent_t *a, const agent_worker_t *w) {
     uint64_t last = last_beat(w);
-    return last != 0 ? last : a->group_start_ms;
+    return last != 0 ? last : a->hang.group_start_ms;
 }
 
 /* When w counts as hung: a timeout after its last beat, or the initial timeout after the start.
@@ -138,13 +138,13 @@ static uint64_t silent_since(const agent_t *a, const agent_worker_t *w) {
  * timeout at the latest (a worker that beats once and stops must not get the initial timeout). */
 static uint64_t deadline_of(const agent_t *a, const agent_worker_t *w, uint64_t now,
                             uint64_t *check) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     uint64_t last = last_beat(w);
     if (last != 0) {
         *check = last + (uint64_t)job->heartbeat_timeout_ms;
         return *check;
     }
-    uint64_t d = a->group_start_ms + (uint64_t)job->initial_heartbeat_timeout_ms;
+    uint64_t d = a->hang.group_start_ms + (uint64_t)job->initial_heartbeat_timeout_ms;
     uint64_t soon = now + (uint64_t)job->heartbeat_timeout_ms;
     *check = soon < d ? soon : d;
     return d;
@@ -153,7 +153,7 @@ static uint64_t deadline_of(const agent_t *a, const agent_worker_t *w, uint64_t 
 static void on_hb_timer(uv_timer_t *t);
 
 static void hb_arm(agent_t *a, uint64_t delay_ms) {
-    int rc = uv_timer_start(&a->hb_timer, on_hb_timer, delay_ms, 0);
+    int rc = uv_timer_start(&a->hang.hb_timer, on_hb_timer, delay_ms, 0);
     if (rc < 0)
         DDP_WARN("unable to arm the heartbeat timer (%s): hangs go undetected in this attempt",
                  uv_strerror(rc));
@@ -170,9 +170,9 @@ static int stuck_state(char st) {
 static agent_worker_t *likelier_culprit(agent_t *a, agent_worker_t *hung, uint64_t now) {
     if (stuck_state(agent__stacks_proc_state(hung->pid)))
         return hung;
-    uint64_t half = (uint64_t)a->job->heartbeat_timeout_ms / 2;
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
+    uint64_t half = (uint64_t)a->cfg.job->heartbeat_timeout_ms / 2;
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        agent_worker_t *w = &a->grp.workers[i];
         if (w == hung || w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
         if (now - silent_since(a, w) >= half && stuck_state(agent__stacks_proc_state(w->pid)))
@@ -185,12 +185,12 @@ static agent_worker_t *likelier_culprit(agent_t *a, agent_worker_t *hung, uint64
  * moves to the next deadline. A group that is stopping is not watched any more. */
 static void on_hb_timer(uv_timer_t *t) {
     agent_t *a = t->data;
-    if (a->state != SUP_RUNNING)
+    if (a->sup.state != SUP_RUNNING)
         return;
     uint64_t now = ddp_now_ms(), next = UINT64_MAX, worst = UINT64_MAX;
     agent_worker_t *hung = NULL;
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        agent_worker_t *w = &a->grp.workers[i];
         if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
         beat_read(w, now);
@@ -226,12 +226,12 @@ static void on_hb_timer(uv_timer_t *t) {
 }
 
 int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms) {
-    if (a->job->heartbeat_timeout_ms <= 0)
+    if (a->cfg.job->heartbeat_timeout_ms <= 0)
         return -ENOENT;
     uint64_t now = ddp_now_ms(), oldest = UINT64_MAX;
     long long best = -1;
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        agent_worker_t *w = &a->grp.workers[i];
         if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
         beat_read(w, now);
@@ -249,7 +249,8 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms) {
 }
 
 int agent__hang_beat_age(agent_t *a, agent_worker_t *w, uint64_t now_ms, uint64_t *age_ms) {
-    if (a->job->heartbeat_timeout_ms <= 0 || w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
+    if (a->cfg.job->heartbeat_timeout_ms <= 0 || w->state != WORKER_RUNNING ||
+        w->hb_file[0] == '\0')
         return -ENOENT;
     beat_read(w, now_ms);
     uint64_t since = silent_since(a, w);
@@ -258,45 +259,45 @@ int agent__hang_beat_age(agent_t *a, agent_worker_t *w, uint64_t now_ms, uint64_
 }
 
 void agent__hang_arm(agent_t *a) {
-    if (a->job->heartbeat_timeout_ms <= 0)
+    if (a->cfg.job->heartbeat_timeout_ms <= 0)
         return;
-    a->group_start_ms = ddp_now_ms();
-    uint64_t first = (uint64_t)a->job->heartbeat_timeout_ms;
-    if ((uint64_t)a->job->initial_heartbeat_timeout_ms < first)
-        first = (uint64_t)a->job->initial_heartbeat_timeout_ms;
+    a->hang.group_start_ms = ddp_now_ms();
+    uint64_t first = (uint64_t)a->cfg.job->heartbeat_timeout_ms;
+    if ((uint64_t)a->cfg.job->initial_heartbeat_timeout_ms < first)
+        first = (uint64_t)a->cfg.job->initial_heartbeat_timeout_ms;
     hb_arm(a, first);
 }
 
 /* Where the stacks of w's group go: next to its logs, or in the run directory. */
 static void stacks_path(agent_t *a, agent_worker_t *w) {
-    if (a->log_layout)
-        snprintf(w->stacks_file, sizeof w->stacks_file, "%s/attempt_%d/%d/stacks.txt", a->run_dir,
-                 a->attempt, w->local_rank);
+    if (a->cfg.log_layout)
+        snprintf(w->stacks_file, sizeof w->stacks_file, "%s/attempt_%d/%d/stacks.txt",
+                 a->cfg.run_dir, a->as.attempt, w->local_rank);
     else
-        snprintf(w->stacks_file, sizeof w->stacks_file, "%s/stacks.%d.%d.txt", a->run_dir,
-                 a->attempt, w->local_rank);
+        snprintf(w->stacks_file, sizeof w->stacks_file, "%s/stacks.%d.%d.txt", a->cfg.run_dir,
+                 a->as.attempt, w->local_rank);
 }
 
 static void on_stacks_timer(uv_timer_t *t) {
     agent_t *a = t->data;
-    if (a->state != SUP_CAPTURING)
+    if (a->sup.state != SUP_CAPTURING)
         return;
     DDP_WARN("stack capture still running after --stacks_timeout=%gs: stopping it",
-             a->job->stacks_timeout_ms / 1000.0);
+             a->cfg.job->stacks_timeout_ms / 1000.0);
     agent__hang_capture_kill(a);
     agent__event(a, EV_STACKS_DONE, NULL);
 }
 
 int agent__hang_capture_start(agent_t *a) {
     int n = 0;
-    int budget =
-        (int)(a->job->stacks_timeout_ms > INT32_MAX ? INT32_MAX : a->job->stacks_timeout_ms);
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
+    int budget = (int)(a->cfg.job->stacks_timeout_ms > INT32_MAX ? INT32_MAX
+                                                                 : a->cfg.job->stacks_timeout_ms);
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        agent_worker_t *w = &a->grp.workers[i];
         if (w->state != WORKER_RUNNING)
             continue;
         stacks_path(a, w);
-        pid_t pid = agent__stacks_start(w->pid, w->stacks_file, strlen(a->run_dir), budget, 0);
+        pid_t pid = agent__stacks_start(w->pid, w->stacks_file, strlen(a->cfg.run_dir), budget, 0);
         if (pid < 0) {
             DDP_WARN("unable to capture the stacks of rank %d: %s", w->rank, strerror(-pid));
             w->stacks_file[0] = '\0';
@@ -308,9 +309,9 @@ int agent__hang_capture_start(agent_t *a) {
     if (n == 0)
         return 0;
     /* Without --log_dir the run directory is removed at the end: not with stacks in it. */
-    if (a->run_dir_is_temp && !a->log_layout)
-        a->stacks_kept = 1;
-    int rc = uv_timer_start(&a->stacks_timer, on_stacks_timer,
+    if (a->cfg.run_dir_is_temp && !a->cfg.log_layout)
+        a->hang.stacks_kept = 1;
+    int rc = uv_timer_start(&a->hang.stacks_timer, on_stacks_timer,
                             (uint64_t)budget + HANG_STACKS_GRACE_MS, 0);
     if (rc < 0)
         DDP_WARN("unable to bound the stack capture: %s", uv_strerror(rc));
@@ -318,16 +319,16 @@ int agent__hang_capture_start(agent_t *a) {
 }
 
 void agent__hang_capture_kill(agent_t *a) {
-    uv_timer_stop(&a->stacks_timer);
+    uv_timer_stop(&a->hang.stacks_timer);
     /* Only helpers not yet reaped: their pids cannot have been reused. */
-    for (int i = 0; i < a->nproc; i++)
-        if (a->workers[i].stacks_pid > 0)
-            kill(a->workers[i].stacks_pid, SIGKILL);
+    for (int i = 0; i < a->cfg.nproc; i++)
+        if (a->grp.workers[i].stacks_pid > 0)
+            kill(a->grp.workers[i].stacks_pid, SIGKILL);
 }
 
 int agent__hang_is_helper(agent_t *a, pid_t pid) {
-    for (int i = 0; i < a->nproc; i++)
-        if (a->workers[i].stacks_pid == pid)
+    for (int i = 0; i < a->cfg.nproc; i++)
+        if (a->grp.workers[i].stacks_pid == pid)
             return 1;
     return 0;
 }
@@ -336,13 +337,13 @@ int agent__hang_helper_reaped(agent_t *a, pid_t pid) {
     if (pid <= 0 || !agent__hang_is_helper(a, pid))
         return 0;
     int left = 0;
-    for (int i = 0; i < a->nproc; i++) {
-        if (a->workers[i].stacks_pid == pid)
-            a->workers[i].stacks_pid = 0;
-        left += a->workers[i].stacks_pid > 0;
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        if (a->grp.workers[i].stacks_pid == pid)
+            a->grp.workers[i].stacks_pid = 0;
+        left += a->grp.workers[i].stacks_pid > 0;
     }
-    if (left == 0 && a->state == SUP_CAPTURING) {
-        uv_timer_stop(&a->stacks_timer);
+    if (left == 0 && a->sup.state == SUP_CAPTURING) {
+        uv_timer_stop(&a->hang.stacks_timer);
         agent__event(a, EV_STACKS_DONE, NULL);
     }
     return 1;
@@ -367,27 +368,27 @@ void agent__hang_report(agent_t *a, const agent_failure_t *f) {
 }
 
 int agent__hang_progress_stop(agent_t *a, char *why, size_t cap) {
-    int limit = a->job->max_no_progress_restarts;
-    if (limit <= 0 || a->job->heartbeat_timeout_ms <= 0)
+    int limit = a->cfg.job->max_no_progress_restarts;
+    if (limit <= 0 || a->cfg.job->heartbeat_timeout_ms <= 0)
         return 0;
     long long best = -1;
     uint64_t now = ddp_now_ms();
-    for (int i = 0; i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        agent_worker_t *w = &a->grp.workers[i];
         beat_read(w, now); /* the last counter a worker wrote before it stopped */
         if (w->step > best)
             best = w->step;
     }
-    if (best > a->best_step) {
-        a->best_step = best;
-        a->no_progress = 0;
+    if (best > a->hang.best_step) {
+        a->hang.best_step = best;
+        a->hang.no_progress = 0;
         return 0;
     }
-    if (++a->no_progress < limit)
+    if (++a->hang.no_progress < limit)
         return 0;
     snprintf(why, cap,
              "%d attempt(s) in a row ended without passing step %lld "
              "(--max_no_progress_restarts=%d)",
-             a->no_progress, a->best_step, limit);
+             a->hang.no_progress, a->hang.best_step, limit);
     return 1;
 }

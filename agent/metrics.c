@@ -21,27 +21,31 @@ static int sample(ddp_buf_t *out, const char *name, const char *type, const char
                           name, help, name, type, name, run, node_rank, value);
 }
 
+void agent__count(agent_t *a, int counter, uint64_t n) {
+    a->obs.counts[counter] += n;
+}
+
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
     char run[RDZV_LABEL_MAX], v[32];
-    rdzv_metrics_label(a->job->run_id ? a->job->run_id : "", run, sizeof run);
-    int n = a->node_rank, rc;
-    snprintf(v, sizeof v, "%d", a->running);
+    rdzv_metrics_label(a->cfg.job->run_id ? a->cfg.job->run_id : "", run, sizeof run);
+    int n = a->as.node_rank, rc;
+    snprintf(v, sizeof v, "%d", a->grp.running);
     rc = sample(out, "ddprun_agent_workers_running", "gauge", "Workers of this node running now.",
                 run, n, v);
-    snprintf(v, sizeof v, "%d", a->attempt);
+    snprintf(v, sizeof v, "%d", a->as.attempt);
     rc = rc ? rc
             : sample(out, "ddprun_agent_attempt", "gauge",
                      "The worker group's attempt (" DDP_ENV_RESTART_COUNT ").", run, n, v);
-    snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_group_starts);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)a->obs.counts[AGENT_COUNT_GROUP_STARTS]);
     rc = rc ? rc
             : sample(out, "ddprun_agent_worker_groups_started_total", "counter",
                      "Worker groups started (the first and every restart).", run, n, v);
-    snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_worker_starts);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)a->obs.counts[AGENT_COUNT_WORKER_STARTS]);
     rc = rc ? rc
             : sample(out, "ddprun_agent_workers_started_total", "counter", "Workers started.", run,
                      n, v);
-    snprintf(v, sizeof v, "%llu", (unsigned long long)a->m_log_bytes_lost);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)a->obs.counts[AGENT_COUNT_LOG_BYTES_LOST]);
     rc = rc ? rc
             : sample(out, "ddprun_agent_log_bytes_lost_total", "counter",
                      "Worker output bytes the log files could not take (a full disk, an I/O "
@@ -55,15 +59,16 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
                              fail, fail);
     for (int c = 0; rc == 0 && c < AGENT_NCAUSES; c++)
         rc = ddp_buf_printf(out, "%s{run=\"%s\",node_rank=\"%d\",cause=\"%s\"} %llu\n", fail, run,
-                            n, agent__cause_names[c], (unsigned long long)a->m_failures[c]);
+                            n, agent__cause_names[c],
+                            (unsigned long long)a->obs.counts[AGENT_COUNT_GROUP_FAILED + c]);
     /* Heartbeat ages (--heartbeat_timeout): each worker's file is read now, as `ddprun status`
      * does. The hang check looks only at deadlines, so the age it last saw grows up to the
      * timeout for a worker that beats all along, and there is none before its first look. */
     const char *age = "ddprun_agent_worker_heartbeat_age_seconds";
     uint64_t now = ddp_now_ms(), age_ms;
     int header = 0;
-    for (int i = 0; rc == 0 && i < a->nproc; i++) {
-        agent_worker_t *w = &a->workers[i];
+    for (int i = 0; rc == 0 && i < a->cfg.nproc; i++) {
+        agent_worker_t *w = &a->grp.workers[i];
         if (agent__hang_beat_age(a, w, now, &age_ms) < 0)
             continue;
         if (!header++)
@@ -78,12 +83,17 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
     return rc < 0 ? -ENOMEM : 0;
 }
 
+void agent__metrics_stop(agent_t *a) {
+    rdzv_metrics_close(a->obs.metrics);
+    a->obs.metrics = NULL;
+}
+
 int agent__metrics_start(agent_t *a) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_metrics_start(a->loop, a->store, agent_metrics, a, job->metrics_host,
-                                (uint16_t)job->metrics_port, &a->metrics, &err);
+    int rc = rdzv_metrics_start(a->cfg.loop, a->stores.store, agent_metrics, a, job->metrics_host,
+                                (uint16_t)job->metrics_port, &a->obs.metrics, &err);
     if (rc < 0) {
         DDP_ERROR("--metrics %s:%d: %s", job->metrics_host, job->metrics_port, err.text);
         /* An address this machine cannot listen on is the flag's value at fault, as a host
@@ -92,8 +102,8 @@ int agent__metrics_start(agent_t *a) {
     }
     /* With port 0 the kernel chose it: said at the default level, or nobody could scrape. */
     if (job->metrics_port == 0)
-        DDP_WARN("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
+        DDP_WARN("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->obs.metrics));
     else
-        DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->metrics));
+        DDP_INFO("serving metrics on http://%s/metrics", rdzv_metrics_addr(a->obs.metrics));
     return 0;
 }

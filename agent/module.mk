@@ -18,15 +18,18 @@ LIBS += $(BUILD)/libagent.a
 $(BUILD)/obj/tests/unit/test_agent_%.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_agent_%.o: CPPFLAGS += -Iagent
 
-# test_agent_supervise links supervise.c with worker.c (the failure records the table keeps) and
-# events.c (silent unless a job asks): the test defines the other agent functions the table calls
-# and replaces the loop's timers and kill() through the linker.
-UNIT_TESTS += $(BUILD)/tests/unit/test_agent_supervise
-$(BUILD)/tests/unit/test_agent_supervise: $(BUILD)/obj/tests/unit/test_agent_supervise.o \
+# test_agent_supervise (every cell of the table), test_agent_supervise_restart and
+# test_agent_supervise_rdzv (paths through it) link supervise.c with worker.c (the failure records
+# the table keeps) and events.c (silent unless a job asks): their fixture
+# (tests/unit/supervise_fixture.h) defines the other agent functions the table calls and replaces
+# the loop's timers and kill() through the linker.
+SUPERVISE_TESTS := $(BUILD)/tests/unit/test_agent_supervise \
+    $(BUILD)/tests/unit/test_agent_supervise_restart $(BUILD)/tests/unit/test_agent_supervise_rdzv
+UNIT_TESTS += $(SUPERVISE_TESTS)
+$(SUPERVISE_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o \
     $(BUILD)/obj/agent/supervise.o $(BUILD)/obj/agent/worker.o $(BUILD)/obj/agent/events.o \
     $(BUILD)/obj/agent/assignment.o $(BUILD)/obj/agent/rdzv_ops.o $(BUILD)/libddpcommon.a
-$(BUILD)/tests/unit/test_agent_supervise: LDFLAGS += \
-    -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
+$(SUPERVISE_TESTS): LDFLAGS += -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
 
 # test_agent_rdzv_link and test_agent_rdzv_barrier link rdzv_link.c and rdzv_barrier.c alone: each
 # test defines the rendezvous calls and the agent functions its file makes, and replaces the

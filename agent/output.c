@@ -53,26 +53,28 @@ static void log_write(agent_stream_t *s, int dup, const uint8_t *p, size_t n) {
     const char *std = s->std == 1 ? "stdout" : "stderr";
     char path[PATH_MAX];
     if (dup)
-        snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->run_dir, s->attempt, std);
+        snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->cfg.run_dir, s->attempt,
+                 std);
     else
-        snprintf(path, sizeof path, "%s/attempt_%d/%d/%s.log", a->run_dir, s->attempt,
-                 s->rank - a->rank_base, std);
-    if (a->m_log_bytes_lost == 0)
+        snprintf(path, sizeof path, "%s/attempt_%d/%d/%s.log", a->cfg.run_dir, s->attempt,
+                 s->rank - a->as.rank_base, std);
+    if (a->obs.counts[AGENT_COUNT_LOG_BYTES_LOST] == 0)
         DDP_WARN("unable to write %s (rank %d): %s; the job goes on, and the output the logs "
                  "lose is counted at exit",
                  path, s->rank, strerror(-e));
-    a->m_log_bytes_lost += n - done;
+    agent__count(a, AGENT_COUNT_LOG_BYTES_LOST, n - done);
     if (!*lost) {
         *lost = 1;
         agent__evlog(a, "log_write_failed", "{s:i, s:i, s:s, s:s}", "rank", s->rank, "local_rank",
-                     s->rank - a->rank_base, "file", path, "error", strerror(-e));
+                     s->rank - a->as.rank_base, "file", path, "error", strerror(-e));
     }
 }
 
 void agent__log_lost_say(const agent_t *a) {
-    if (a->m_log_bytes_lost > 0)
+    uint64_t lost = a->obs.counts[AGENT_COUNT_LOG_BYTES_LOST];
+    if (lost > 0)
         DDP_WARN("%llu bytes of worker output could not be written to the log files",
-                 (unsigned long long)a->m_log_bytes_lost);
+                 (unsigned long long)lost);
 }
 
 static void on_stream_closed(uv_handle_t *h);
@@ -246,23 +248,23 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 /* A tee'd stream shown on the console: its prefix, and its filtered file when filters are set
  * (torchrun duplicates only the lines it tails to the console). */
 static void stream_tag_init(agent_t *a, agent_stream_t *s) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     s->dup_fd = -1;
     if (!s->tag)
         return;
-    s->prefix_len = agent_prefix_render(job->prefix_template, job->role, s->rank - a->rank_base,
-                                        s->rank, a->hostname, s->prefix, sizeof s->prefix);
+    s->prefix_len = agent_prefix_render(job->prefix_template, job->role, s->rank - a->as.rank_base,
+                                        s->rank, a->cfg.hostname, s->prefix, sizeof s->prefix);
     char *const *filters = s->console_fd == 1   ? job->dup_stdout_filters
                            : s->console_fd == 2 ? job->dup_stderr_filters
                                                 : NULL;
-    if (filters == NULL || !a->log_layout)
+    if (filters == NULL || !a->cfg.log_layout)
         return;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->run_dir, a->attempt,
+    snprintf(path, sizeof path, "%s/attempt_%d/filtered_%s.log", a->cfg.run_dir, a->as.attempt,
              s->console_fd == 1 ? "stdout" : "stderr");
     /* O_APPEND: every rank's stream appends whole lines to the one file of the attempt. */
     ddp_err_t err = {0};
-    s->dup_fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_APPEND, 0644, &err);
+    s->dup_fd = ddp_file_open(path, strlen(a->cfg.run_dir), DDP_FILE_APPEND, 0644, &err);
     if (s->dup_fd < 0)
         DDP_WARN("unable to open %s for rank %d", err.text, s->rank);
     else
@@ -277,12 +279,12 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int std, int co
     s->a = a;
     s->rank = rank;
     s->std = std;
-    s->attempt = a->attempt;
+    s->attempt = a->as.attempt;
     s->console_fd = console_fd;
     s->tag = tag;
     s->file_fd = file_fd;
     stream_tag_init(a, s);
-    if (uv_pipe_init(a->loop, &s->pipe, 0) < 0) {
+    if (uv_pipe_init(a->cfg.loop, &s->pipe, 0) < 0) {
         if (s->dup_fd >= 0)
             close(s->dup_fd);
         free(s);
@@ -309,13 +311,13 @@ fail:
 }
 
 void agent__streams_resume(agent_t *a, int std) {
-    for (int i = 0; a->workers != NULL && i < a->nproc; i++) {
-        agent_stream_t *streams[2] = {a->workers[i].out, a->workers[i].err};
+    for (int i = 0; a->grp.workers != NULL && i < a->cfg.nproc; i++) {
+        agent_stream_t *streams[2] = {a->grp.workers[i].out, a->grp.workers[i].err};
         for (int j = 0; j < 2; j++) {
             agent_stream_t *s = streams[j];
             /* stdout and stderr may share the console that drained: both resume. */
             if (s == NULL || !s->held || s->closing ||
-                (s->console_fd != std && a->console[s->console_fd] != a->console[std]))
+                (s->console_fd != std && !agent__console_shared(a, s->console_fd, std)))
                 continue;
             s->held = 0;
             if (uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0)

@@ -84,7 +84,7 @@ static const char *join_result_check(const rdzv_join_result_t *j, int nproc, int
 /* The key the server SETs when round `round` ends (its value says why). The run id was checked
  * (agent_job_prepare) and rounds are never negative: it fits RDZV_LAYOUT_KEY_MAX. */
 static void end_key(const struct agent_rdzv *r, int64_t round, char *key, size_t cap) {
-    rdzv_layout_end_key(key, cap, r->a->job->run_id, round);
+    rdzv_layout_end_key(key, cap, r->a->cfg.job->run_id, round);
 }
 
 static void on_round_reason(void *arg, int status, const uint8_t *reply, size_t len,
@@ -113,13 +113,13 @@ static void on_round_end(void *arg, int status, const uint8_t *reply, size_t len
      * next one before the key's reply came back; the next round's WAIT is queued behind this
      * one on the same connection, so the reply is for the newest round only when no other is
      * pending. Taking it for the newest round's end would stop a group that just started. */
-    if (r->watch_waits > 0 || r->watch_round != r->a->round)
+    if (r->watch_waits > 0 || r->watch_round != r->a->as.round)
         return;
     /* The server stored why the round ended (a failure, a lost node, a scale-up) as the key's
      * value: say it, for the user watching this node. */
     char key[RDZV_LAYOUT_KEY_MAX];
     end_key(r, r->watch_round, key, sizeof key);
-    if (r->a->state == SUP_RUNNING)
+    if (r->a->sup.state == SUP_RUNNING)
         rdzv_aclient_get(r->watch, key, 0, on_round_reason, r, NULL);
     r->watch_round = -1;
     emit(r->a, EV_ROUND_END);
@@ -139,6 +139,28 @@ static void watch_round(struct agent_rdzv *r, int64_t round) {
         r->watch_waits++;
 }
 
+/* Whether the text of a JOIN refused with code names the run, so that the log line need not name
+ * it again. The reply carries a code and a text, nothing that says what the text names: the
+ * decision is the code's. The store's texts for the JOIN refusals (the table in
+ * docs/protocol-rdzv.md, "0x50 JOIN") all name the run: the failed run's root cause
+ * (DDP_ERDZV_CLOSED), the excluded host, the JOIN's timeout, a field out of range (DDP_EUSAGE;
+ * the run id this agent sends is checked before it is sent), the connection's other run or parked
+ * JOIN (-EBUSY, -EALREADY), no room for another run (DDP_ETOOBIG, -ENOMEM). Any other code (the
+ * connection refused, a store answering what ours never would) gets the run id in front. */
+static int refusal_names_run(int code) {
+    switch (code) {
+    case DDP_ERDZV_CLOSED:
+    case DDP_ERDZV_EXCLUDED:
+    case DDP_ETIMEOUT:
+    case DDP_EUSAGE:
+    case DDP_ETOOBIG:
+    case -EBUSY:
+    case -EALREADY:
+    case -ENOMEM: return 1;
+    default: return 0;
+    }
+}
+
 static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
@@ -152,7 +174,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         return;
     }
     if (status != 0) {
-        DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->job->run_id, r->addr, r->port,
+        DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->cfg.job->run_id, r->addr, r->port,
                   agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
         emit(a, EV_RDZV_ERROR);
         return;
@@ -167,10 +189,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             DDP_INFO("%s",
                      agent__store_text(rep->text.data, rep->text.len, "waiting as a spare", esc));
             agent__evlog(a, "rendezvous_spare", "{s:I}", "max_nodes",
-                         (json_int_t)a->job->max_nodes);
+                         (json_int_t)a->cfg.job->max_nodes);
             r->spare_said = 1;
         }
-        agent__node_check_begin(a);
+        emit(a, EV_SPARE);
         return;
     }
     if (rep->status != 0) {
@@ -189,16 +211,16 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         /* A failed run's refusal names its root cause: every node names that one. */
         if (rep->code == DDP_ERDZV_CLOSED)
             rdzv_text_root_cause(why, r->root_cause, sizeof r->root_cause);
-        if (strncmp(why, "rendezvous '", 12) == 0) /* the server's text names the run */
+        if (rep->text.len > 0 && refusal_names_run(rep->code))
             DDP_ERROR("%s", why);
         else
-            DDP_ERROR("rendezvous '%s': %s", a->job->run_id, why);
+            DDP_ERROR("rendezvous '%s': %s", a->cfg.job->run_id, why);
         if (rep->code == DDP_ERDZV_EXCLUDED) {
             /* A sick node kept out of the run: exit 4 (unfit), so that a scheduler replaces it
              * and an ssh launch goes on without it. */
             agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
-            a->result.unfit = 1;
-            if (a->store != NULL) {
+            agent__result_unfit(a);
+            if (a->stores.store != NULL) {
                 /* The run goes on without this node, but on its store: serve it, with no
                  * worker, until every other node has hung up (the job is over), then leave.
                  * The job bounds the wait (its nodes leave through their exit barrier or die,
@@ -216,10 +238,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         return;
     }
     const rdzv_join_result_t *j = &rep->join;
-    const char *bad = join_result_check(j, a->nproc, a->job->max_nodes);
+    const char *bad = join_result_check(j, a->cfg.nproc, a->cfg.job->max_nodes);
     if (bad != NULL) {
-        DDP_ERROR("rendezvous '%s' at %s:%d: the JOIN reply is out of range (%s)", a->job->run_id,
-                  r->addr, r->port, bad);
+        DDP_ERROR("rendezvous '%s' at %s:%d: the JOIN reply is out of range (%s)",
+                  a->cfg.job->run_id, r->addr, r->port, bad);
         emit(a, EV_RDZV_ERROR);
         return;
     }
@@ -233,7 +255,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         r->restarts_seen = j->restarts_used;
     /* Every node's workers use group rank 0's store: its limits follow the world size, which
      * the start could only guess (this node's nproc times --nnodes' maximum). */
-    rdzv_server_set_workers(a->wstore, (size_t)j->world_size);
+    rdzv_server_set_workers(a->stores.wstore, (size_t)j->world_size);
     agent_assignment_t as = {.round = j->round,
                              .attempt = (int)j->restarts_used,
                              .node_rank = (int)j->group_rank,
@@ -247,31 +269,31 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         return;
     }
     DDP_INFO("rendezvous '%s' round %lld: node %d of %d, ranks %d..%d of %d, master %s:%d",
-             a->job->run_id, (long long)a->round, a->node_rank, a->group_world_size, a->rank_base,
-             a->rank_base + a->nproc - 1, a->world_size,
-             agent__store_text(a->master_addr, (size_t)-1, "", esc), a->master_port);
+             a->cfg.job->run_id, (long long)a->as.round, a->as.node_rank, a->as.group_world_size,
+             a->as.rank_base, a->as.rank_base + a->cfg.nproc - 1, a->as.world_size,
+             agent__store_text(a->as.master_addr, (size_t)-1, "", esc), a->as.master_port);
     agent__evlog(a, "rendezvous_joined", "{s:I, s:i, s:i, s:i, s:s, s:i}", "round",
-                 (json_int_t)a->round, "nnodes", a->group_world_size, "world_size", a->world_size,
-                 "rank_base", a->rank_base, "master_addr", a->master_addr, "master_port",
-                 a->master_port);
-    watch_round(r, a->round);
+                 (json_int_t)a->as.round, "nnodes", a->as.group_world_size, "world_size",
+                 a->as.world_size, "rank_base", a->as.rank_base, "master_addr", a->as.master_addr,
+                 "master_port", a->as.master_port);
+    watch_round(r, a->as.round);
     emit(a, EV_JOINED);
 }
 
 void agent__rdzv_join(agent_t *a) {
     struct agent_rdzv *r = a->rdzv;
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     rdzv_join_req_t req;
     memset(&req, 0, sizeof req);
     snprintf(req.run_id, sizeof req.run_id, "%s", job->run_id);
     snprintf(req.host, sizeof req.host, "%s", r->host);
     req.want_node_rank = job->node_rank;
-    req.nproc = a->nproc;
-    if (a->wstore != NULL) {
+    req.nproc = a->cfg.nproc;
+    if (a->stores.wstore != NULL) {
         /* None of this node's workers runs, and the next group cannot start anywhere before
          * this JOIN is in the round: the previous group's keys go now. */
-        rdzv_server_reset(a->wstore);
-        req.master_port = rdzv_server_port(a->wstore);
+        rdzv_server_reset(a->stores.wstore);
+        req.master_port = rdzv_server_port(a->stores.wstore);
     } else {
         int port = agent__pick_free_port(r->host);
         req.master_port = port > 0 ? port : AGENT_DEFAULT_MASTER_PORT;
@@ -289,14 +311,14 @@ void agent__rdzv_join(agent_t *a) {
     snprintf(req.cfg.round_keys, sizeof req.cfg.round_keys, "%s", DDP_WORKER_KEY_PREFIX);
     /* For a store that forgot the run (restarted): the rounds go on after ours, and the
      * restarts counted so far stay counted. A store that remembers ignores both. */
-    req.min_round = r->round_told >= 0 ? a->round + 1 : 0;
-    req.restarts_used = r->restarts_seen > a->attempt ? r->restarts_seen : a->attempt;
+    req.min_round = r->round_told >= 0 ? a->as.round + 1 : 0;
+    req.restarts_used = r->restarts_seen > a->as.attempt ? r->restarts_seen : a->as.attempt;
     ddp_err_t err;
     ddp_err_clear(&err);
     int rc = rdzv_acall_join(r->ctl, &req, (int)req.cfg.join_timeout_ms + AGENT_JOIN_SLACK_MS,
                              on_join, r, &err);
     uint64_t first = (uint64_t)req.cfg.join_timeout_ms / 4;
-    r->join_sent_ms = uv_now(a->loop);
+    r->join_sent_ms = uv_now(a->cfg.loop);
     r->join_report_gap = first < AGENT_JOIN_REPORT_FIRST_MS ? first : AGENT_JOIN_REPORT_FIRST_MS;
     r->join_report_at = r->join_sent_ms + r->join_report_gap;
     if (rc == DDP_ECLOSED ||
@@ -321,8 +343,9 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     /* Only the first FAIL of a round counts: this node's failure is the round's root cause. */
     r->fail = rep->fail.status == RDZV_FAIL_IGNORED ? FAIL_IGNORED : FAIL_COUNTED;
     if (rep->fail.status == RDZV_FAIL_RUN_FAILED)
-        DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails", r->a->job->run_id,
-                 (long long)rep->fail.restarts_used, (long long)rep->fail.max_restarts);
+        DDP_WARN("rendezvous '%s': restarts spent (%lld of %lld): the job fails",
+                 r->a->cfg.job->run_id, (long long)rep->fail.restarts_used,
+                 (long long)rep->fail.max_restarts);
 }
 
 static void on_unfit_reply(void *arg, int status, const rdzv_round_reply_t *rep,
@@ -344,7 +367,7 @@ void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
     /* Only on a link that is up: a reconnection's new connections carry the next JOIN. */
     if (r == NULL || r->ctl == NULL || r->link != LINK_UP)
         return;
-    rdzv_acall_unfit(r->ctl, a->job->run_id, r->host, reason, on_unfit_reply, r, NULL);
+    rdzv_acall_unfit(r->ctl, a->cfg.job->run_id, r->host, reason, on_unfit_reply, r, NULL);
 }
 
 int agent__rdzv_root_cause(const agent_t *a, const char **store_says) {
@@ -362,7 +385,7 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     ddp_err_t err;
     ddp_err_clear(&err);
     r->fail = FAIL_SENT;
-    int rc = rdzv_acall_fail(r->ctl, a->job->run_id, a->round, what, on_fail_reply, r, &err);
+    int rc = rdzv_acall_fail(r->ctl, a->cfg.job->run_id, a->as.round, what, on_fail_reply, r, &err);
     if (rc < 0)
         DDP_WARN("unable to report the failure to the rendezvous: %s",
                  err.text[0] ? err.text : ddp_strerror(rc));
@@ -377,10 +400,10 @@ static void on_abort_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     if (status != 0)
         DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
                  "until join_timeout): %s",
-                 r->a->job->run_id,
+                 r->a->cfg.job->run_id,
                  agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
     else if (rep->status == 0)
-        DDP_INFO("rendezvous '%s' stopped on every node", r->a->job->run_id);
+        DDP_INFO("rendezvous '%s' stopped on every node", r->a->cfg.job->run_id);
     /* status 1: another node stopped the run first, or it had failed already */
     /* A node whose JOIN is on its way is refused with the reason only while the store is up. */
     agent__rdzv_leave(r, EV_ABORT_DONE, AGENT_HOST_LINGER_MS);
@@ -390,11 +413,11 @@ void agent__rdzv_abort(agent_t *a, const char *why) {
     struct agent_rdzv *r = a->rdzv;
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_acall_abort(r->ctl, a->job->run_id, why, on_abort_reply, r, &err);
+    int rc = rdzv_acall_abort(r->ctl, a->cfg.job->run_id, why, on_abort_reply, r, &err);
     if (rc < 0) {
         DDP_WARN("unable to stop rendezvous '%s' on the other nodes (they wait for this one "
                  "until join_timeout): %s",
-                 a->job->run_id, err.text[0] ? err.text : ddp_strerror(rc));
+                 a->cfg.job->run_id, err.text[0] ? err.text : ddp_strerror(rc));
         emit(a, EV_ABORT_DONE);
     }
 }
@@ -412,11 +435,11 @@ static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t 
  * keep-alive, for `ddprun status` (rdzv_proto.h). Only while a group of this round runs. */
 void agent__rdzv_progress_send(struct agent_rdzv *r) {
     agent_t *a = r->a;
-    rdzv_progress_t p = {.round = a->round};
+    rdzv_progress_t p = {.round = a->as.round};
     char key[RDZV_LAYOUT_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
-    if ((a->state != SUP_RUNNING && a->state != SUP_CAPTURING) ||
+    if ((a->sup.state != SUP_RUNNING && a->sup.state != SUP_CAPTURING) ||
         agent__hang_progress(a, &p.step, &p.beat_age_ms) < 0 ||
-        rdzv_layout_progress_key(key, sizeof key, a->job->run_id, a->node_rank) < 0)
+        rdzv_layout_progress_key(key, sizeof key, a->cfg.job->run_id, a->as.node_rank) < 0)
         return;
     int n = rdzv_progress_format(val, sizeof val, &p);
     if (n > 0)
@@ -432,7 +455,7 @@ static void on_join_status(void *arg, int status, const rdzv_round_reply_t *rep,
     if (status == DDP_ECANCELED)
         return; /* a closed connection's: join_status_pending was reset */
     r->join_status_pending = 0;
-    if (status != 0 || r->link == LINK_STOPPED || a->state != SUP_JOINING)
+    if (status != 0 || r->link == LINK_STOPPED || a->sup.state != SUP_JOINING)
         return; /* a lost store shows up through the connections' own callbacks */
     json_t *root = rep->status == 0 && rep->text.len > 0
                        ? json_loadb((const char *)rep->text.data, rep->text.len, 0, NULL)
@@ -445,7 +468,7 @@ static void on_join_status(void *arg, int status, const rdzv_round_reply_t *rep,
     json_int_t total = json_integer_value(json_object_get(nodes, "total"));
     json_int_t joined = json_integer_value(json_object_get(nodes, "joining"));
     size_t joining = joined > 0 ? (size_t)joined : 0;
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     size_t running = total > joined ? (size_t)(total - joined) : 0;
     char others[48] = "";
     if (running > 0)
@@ -453,7 +476,7 @@ static void on_join_status(void *arg, int status, const rdzv_round_reply_t *rep,
     DDP_WARN("rendezvous '%s' at %s:%d: waiting %llu s for nodes: %zu of min %d joined round %lld "
              "(max %d)%s; join_timeout %g s",
              job->run_id, r->addr, r->port,
-             (unsigned long long)((uv_now(a->loop) - r->join_sent_ms) / 1000), joining,
+             (unsigned long long)((uv_now(a->cfg.loop) - r->join_sent_ms) / 1000), joining,
              job->min_nodes, (long long)json_integer_value(json_object_get(root, "round")),
              job->max_nodes, others, job->rdzv.join_timeout_ms / 1000.0);
     json_decref(root);
@@ -462,7 +485,7 @@ static void on_join_status(void *arg, int status, const rdzv_round_reply_t *rep,
 /* Called on every heartbeat tick while joining: asks for the run's status when a line is due.
  * The watch connection carries it: during a JOIN it holds no WAIT. */
 void agent__rdzv_join_progress(struct agent_rdzv *r) {
-    uint64_t now = uv_now(r->a->loop);
+    uint64_t now = uv_now(r->a->cfg.loop);
     if (r->join_status_pending || r->watch == NULL || now < r->join_report_at)
         return;
     r->join_report_gap = r->join_report_gap * 2 < AGENT_JOIN_REPORT_MAX_MS
@@ -470,16 +493,16 @@ void agent__rdzv_join_progress(struct agent_rdzv *r) {
                              : AGENT_JOIN_REPORT_MAX_MS;
     r->join_report_at = now + r->join_report_gap;
     /* The counts alone (no member listed): see on_join_status. */
-    if (rdzv_acall_status_page(r->watch, r->a->job->run_id, 0, 0, on_join_status, r, NULL) == 0)
+    if (rdzv_acall_status_page(r->watch, r->a->cfg.job->run_id, 0, 0, on_join_status, r, NULL) == 0)
         r->join_status_pending = 1;
 }
 
 static void on_linger(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     rdzv_server_stats_t st;
-    rdzv_server_stats(r->a->store, &st);
+    rdzv_server_stats(r->a->stores.store, &st);
     /* Our own two connections stay until we close them. */
-    if (st.conns > 2 && uv_now(r->a->loop) < r->linger_until)
+    if (st.conns > 2 && uv_now(r->a->cfg.loop) < r->linger_until)
         return;
     uv_timer_stop(t);
     agent__event(r->a, r->linger_done, NULL);
@@ -498,8 +521,8 @@ static void on_finish_reply(void *arg, int status, const rdzv_round_reply_t *rep
 void agent__rdzv_finish(struct agent_rdzv *r) {
     /* Its reply comes before this node closes ctl, so the store hears FINISH before the leave of
      * any member of the round: the round cannot end under the spares first. */
-    if (r->link != LINK_UP ||
-        rdzv_acall_finish(r->ctl, r->a->job->run_id, r->a->round, on_finish_reply, r, NULL) < 0)
+    if (r->link != LINK_UP || rdzv_acall_finish(r->ctl, r->a->cfg.job->run_id, r->a->as.round,
+                                                on_finish_reply, r, NULL) < 0)
         agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
 }
 
@@ -507,9 +530,9 @@ void agent__rdzv_finish(struct agent_rdzv *r) {
  * a stopped or failed run. */
 void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger_ms) {
     agent_t *a = r->a;
-    if (a->store != NULL) {
+    if (a->stores.store != NULL) {
         r->linger_done = done;
-        uint64_t now = uv_now(a->loop);
+        uint64_t now = uv_now(a->cfg.loop);
         r->linger_until = linger_ms > UINT64_MAX - now ? UINT64_MAX : now + linger_ms;
         if (uv_timer_start(&r->linger_timer, on_linger, 0, 10) == 0)
             return;
@@ -523,7 +546,7 @@ void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger
  * DDP_EUSAGE (logged) when is_host=1 and the endpoint cannot be served. */
 static int maybe_host(struct agent_rdzv *r) {
     agent_t *a = r->a;
-    int is_host = a->job->rdzv.is_host;
+    int is_host = a->cfg.job->rdzv.is_host;
     if (is_host == 0 || (is_host < 0 && !ddp_addr_is_local(r->addr)))
         return 0;
     rdzv_server_opts_t so = {.host = r->addr, .port = (uint16_t)r->port, .embedded = 1};
@@ -535,12 +558,12 @@ static int maybe_host(struct agent_rdzv *r) {
     }
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_server_start(a->loop, &so, &a->store, &err);
+    int rc = agent__job_store_host(a, &so, &err);
     if (rc == 0) {
         /* Port 0 (the first host of a job started over ssh): the kernel's pick, reported. */
-        r->port = rdzv_server_port(a->store);
+        r->port = rdzv_server_port(a->stores.store);
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
-        agent__store_nofile_log(a->store);
+        agent__store_nofile_log(a->stores.store);
         if (so.no_auth)
             DDP_WARN("no job token (" DDP_ENV_TOKEN_NAMES "): the rendezvous store on "
                      "%s:%d accepts any client",
@@ -558,7 +581,7 @@ static int maybe_host(struct agent_rdzv *r) {
 }
 
 int agent__rdzv_start(agent_t *a) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     struct agent_rdzv *r = calloc(1, sizeof *r);
     if (r == NULL)
         return -ENOMEM;
@@ -569,12 +592,6 @@ int agent__rdzv_start(agent_t *a) {
     r->addr = job->rdzv_addr; /* agent_job_prepare resolved it */
     r->port = job->rdzv_port;
     r->token = &job->token;
-    if (r->token->len > 0) {
-        ddp_buf_t hex = DDP_BUF_INIT;
-        if (rdzv_token_to_hex(r->token->data, r->token->len, &hex) == 0)
-            snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
-        ddp_buf_free(&hex);
-    }
     if (job->local_addr != NULL)
         snprintf(r->host, sizeof r->host, "%s", job->local_addr);
     else
@@ -588,8 +605,7 @@ int agent__rdzv_start(agent_t *a) {
         (rc = agent__worker_store_start(a, r->host, 0, (size_t)job->nproc * (size_t)job->max_nodes,
                                         "this node's address, --local_addr")) < 0)
         return rc;
-    snprintf(a->store_addr, sizeof a->store_addr, "%s", r->addr);
-    a->store_port = (uint16_t)r->port;
+    agent__job_store_at(a, r->addr, r->port, r->token);
     /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
      * would feed the state table before the agent is in SUP_JOINING. */
     return agent__link_start(r, (int)job->rdzv.join_timeout_ms);

@@ -61,21 +61,21 @@ static void on_arrived(void *arg, int status, const rdzv_barrier_count_t *count,
     struct agent_rdzv *r = arg;
     if (reply_stale(r, status))
         return;
-    agent_barrier_event_t ev = status != 0                                ? BARRIER_EV_ARRIVE_FAILED
-                               : count->sealed                            ? BARRIER_EV_LATE
-                               : count->arrived >= r->a->group_world_size ? BARRIER_EV_LAST
-                                                                          : BARRIER_EV_COUNTED;
+    agent_barrier_event_t ev = status != 0     ? BARRIER_EV_ARRIVE_FAILED
+                               : count->sealed ? BARRIER_EV_LATE
+                               : count->arrived >= r->a->as.group_world_size ? BARRIER_EV_LAST
+                                                                             : BARRIER_EV_COUNTED;
     agent__barrier_event(r, ev, status, errtext);
 }
 
 static void on_sealed(void *arg, int status, const rdzv_barrier_count_t *count,
                       const char *errtext) {
     struct agent_rdzv *r = arg;
-    if (reply_stale(r, status) || r->a->state != SUP_BARRIER)
+    if (reply_stale(r, status) || r->a->sup.state != SUP_BARRIER)
         return;
-    agent_barrier_event_t ev = status != 0                                ? BARRIER_EV_SEAL_FAILED
-                               : count->arrived >= r->a->group_world_size ? BARRIER_EV_PASSED
-                                                                          : BARRIER_EV_BROKEN;
+    agent_barrier_event_t ev = status != 0 ? BARRIER_EV_SEAL_FAILED
+                               : count->arrived >= r->a->as.group_world_size ? BARRIER_EV_PASSED
+                                                                             : BARRIER_EV_BROKEN;
     agent__barrier_event(r, ev, status, errtext);
 }
 
@@ -86,7 +86,8 @@ static void on_wait_done(void *arg, int status, const char *errtext) {
         return;
     agent_barrier_event_t ev = BARRIER_EV_DONE;
     if (status == DDP_ETIMEOUT)
-        ev = uv_now(r->a->loop) < r->barrier_deadline ? BARRIER_EV_SLICE_END : BARRIER_EV_TIMED_OUT;
+        ev = uv_now(r->a->cfg.loop) < r->barrier_deadline ? BARRIER_EV_SLICE_END
+                                                          : BARRIER_EV_TIMED_OUT;
     agent__barrier_event(r, ev, status, errtext);
 }
 
@@ -103,7 +104,7 @@ static void leave(struct agent_rdzv *r, int status, const char *errtext) {
     agent_t *a = r->a;
     if (status == DDP_ETIMEOUT)
         DDP_WARN("exit barrier: not every node arrived within close_timeout=%gs; leaving anyway",
-                 a->job->rdzv.close_timeout_ms / 1000.0);
+                 a->cfg.job->rdzv.close_timeout_ms / 1000.0);
     else if (status != 0) {
         char esc[AGENT_STORE_TEXT_MAX];
         DDP_DEBUG("exit barrier: %s",
@@ -136,16 +137,16 @@ static void done(struct agent_rdzv *r, int status, const char *errtext) {
  * heartbeat out. When the WAIT cannot be sent, the node leaves. */
 static void barrier_wait(struct agent_rdzv *r) {
     agent_t *a = r->a;
-    uint64_t now = uv_now(a->loop);
+    uint64_t now = uv_now(a->cfg.loop);
     uint64_t left = r->barrier_deadline > now ? r->barrier_deadline - now : 1;
     /* Half an interval: a heartbeat queued behind the WAIT goes out at most that late. */
-    uint64_t slice = (uint64_t)a->job->rdzv.keep_alive_interval_ms / 2;
+    uint64_t slice = (uint64_t)a->cfg.job->rdzv.keep_alive_interval_ms / 2;
     if (slice == 0 || slice > left)
         slice = left;
     if (slice > INT_MAX)
         slice = INT_MAX;
-    int rc = rdzv_acall_barrier_wait(r->ctl, a->job->run_id, a->round, (int)slice, on_wait_done, r,
-                                     NULL);
+    int rc = rdzv_acall_barrier_wait(r->ctl, a->cfg.job->run_id, a->as.round, (int)slice,
+                                     on_wait_done, r, NULL);
     if (rc < 0)
         leave(r, rc, "unable to send the exit barrier request");
 }
@@ -154,7 +155,8 @@ static void barrier_wait(struct agent_rdzv *r) {
 static void arrive(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     r->barrier = BARRIER_ARRIVING;
-    if (rdzv_acall_barrier_arrive(r->ctl, r->a->job->run_id, r->a->round, on_arrived, r, NULL) < 0)
+    if (rdzv_acall_barrier_arrive(r->ctl, r->a->cfg.job->run_id, r->a->as.round, on_arrived, r,
+                                  NULL) < 0)
         agent__link_lost(r, "unable to reach the store at the exit barrier");
 }
 
@@ -165,7 +167,8 @@ static void reset(struct agent_rdzv *r, int status, const char *errtext) {
 
 /* Seals the barrier; the seal's reply has the verdict. */
 static void seal(struct agent_rdzv *r) {
-    if (rdzv_acall_barrier_seal(r->ctl, r->a->job->run_id, r->a->round, on_sealed, r, NULL) < 0)
+    if (rdzv_acall_barrier_seal(r->ctl, r->a->cfg.job->run_id, r->a->as.round, on_sealed, r, NULL) <
+        0)
         agent__link_lost(r, "unable to reach the store at the exit barrier");
 }
 
@@ -194,7 +197,7 @@ static void seal_counted(struct agent_rdzv *r, int status, const char *errtext) 
 static void wait_for_last(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     r->barrier = BARRIER_COUNTED;
-    r->barrier_deadline = uv_now(r->a->loop) + (uint64_t)r->a->job->rdzv.close_timeout_ms;
+    r->barrier_deadline = uv_now(r->a->cfg.loop) + (uint64_t)r->a->cfg.job->rdzv.close_timeout_ms;
     barrier_wait(r);
 }
 
@@ -205,8 +208,8 @@ static void release(struct agent_rdzv *r, int status, const char *errtext) {
         r->barrier = BARRIER_COUNTED_SETTLING;
     else
         r->barrier = BARRIER_COUNTED;
-    int rc =
-        rdzv_acall_barrier_release(r->ctl, r->a->job->run_id, r->a->round, on_released, r, NULL);
+    int rc = rdzv_acall_barrier_release(r->ctl, r->a->cfg.job->run_id, r->a->as.round, on_released,
+                                        r, NULL);
     if (rc < 0)
         leave(r, rc, "unable to send the exit barrier request");
 }
@@ -216,7 +219,7 @@ static void broken(struct agent_rdzv *r) {
     DDP_WARN("rendezvous '%s' round %lld ended before every node passed the exit barrier: "
              "re-joining (this node's workers run again, from the job's checkpoint if it keeps "
              "one)",
-             a->job->run_id, (long long)a->round);
+             a->cfg.job->run_id, (long long)a->as.round);
     agent__event(a, EV_BARRIER_BROKEN, NULL);
 }
 
@@ -254,7 +257,7 @@ static void next_slice(struct agent_rdzv *r, int status, const char *errtext) {
 static void passed(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     r->barrier = r->barrier == BARRIER_SETTLING ? BARRIER_NONE : BARRIER_COUNTED;
-    DDP_DEBUG("exit barrier of round %lld passed by every node", (long long)r->a->round);
+    DDP_DEBUG("exit barrier of round %lld passed by every node", (long long)r->a->as.round);
     agent__rdzv_finish(r);
 }
 

@@ -76,9 +76,9 @@ static rdzv_client_opts_t store_opts(const struct agent_rdzv *r, int connect_tim
         .port = (uint16_t)r->port,
         .token = r->token->len ? r->token->data : NULL,
         .token_len = r->token->len,
-        .run_id = r->a->job->run_id, /* the token may be the run's (rdzv_run_token) */
+        .run_id = r->a->cfg.job->run_id, /* the token may be the run's (rdzv_run_token) */
         .connect_timeout_ms = connect_timeout_ms,
-        .io_timeout_ms = (int)r->a->job->rdzv.read_timeout_ms,
+        .io_timeout_ms = (int)r->a->cfg.job->rdzv.read_timeout_ms,
     };
     return co;
 }
@@ -101,9 +101,9 @@ static int link_open(struct agent_rdzv *r, int connect_timeout_ms) {
     rdzv_client_opts_t co = store_opts(r, connect_timeout_ms);
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->ctl, &err);
+    int rc = rdzv_aclient_connect(a->cfg.loop, &co, on_connected, r, &r->ctl, &err);
     if (rc == 0)
-        rc = rdzv_aclient_connect(a->loop, &co, on_connected, r, &r->watch, &err);
+        rc = rdzv_aclient_connect(a->cfg.loop, &co, on_connected, r, &r->watch, &err);
     if (rc < 0) {
         DDP_ERROR("unable to connect to the rendezvous at %s:%d: %s", r->addr, r->port,
                   err.text[0] ? err.text : ddp_strerror(rc));
@@ -146,7 +146,7 @@ static void give_up(struct agent_rdzv *r) {
 static int reconnect_try(struct agent_rdzv *r) {
     agent_t *a = r->a;
     uint64_t end = r->reconnect_since_ms + r->reconnect_window_ms;
-    uint64_t now = uv_now(a->loop);
+    uint64_t now = uv_now(a->cfg.loop);
     uint64_t left = end > now ? end - now : 1;
     /* Whatever was pending on the old connections completes with DDP_ECANCELED, later: the
      * callbacks drop that status before touching any of the state reset here. */
@@ -184,7 +184,7 @@ static void link_retry(struct agent_rdzv *r, int status, const char *errtext) {
 static int reconnect_again(struct agent_rdzv *r) {
     if (uv_is_active((uv_handle_t *)&r->reconnect_timer))
         return 0;
-    if (uv_now(r->a->loop) + AGENT_RECONNECT_RETRY_MS >=
+    if (uv_now(r->a->cfg.loop) + AGENT_RECONNECT_RETRY_MS >=
         r->reconnect_since_ms + r->reconnect_window_ms)
         return -ETIMEDOUT;
     return uv_timer_start(&r->reconnect_timer, on_reconnect_timer, AGENT_RECONNECT_RETRY_MS, 0);
@@ -197,7 +197,7 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
     agent_t *a = r->a;
     r->link = check ? LINK_CHECKING : LINK_RECONNECTING;
     r->reconnect_window_ms =
-        check ? AGENT_EMBEDDED_CHECK_MS : (uint64_t)a->job->rdzv.store_reconnect_timeout_ms;
+        check ? AGENT_EMBEDDED_CHECK_MS : (uint64_t)a->cfg.job->rdzv.store_reconnect_timeout_ms;
     if (check)
         DDP_WARN("the rendezvous store at %s:%d (served by the agent of another node) closed the "
                  "connection: %s; reconnecting if it still serves",
@@ -206,8 +206,8 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
         DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting for up to %gs "
                  "(--rdzv_conf store_reconnect_timeout)",
                  r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
-    agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->round);
-    r->reconnect_since_ms = uv_now(a->loop);
+    agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->as.round);
+    r->reconnect_since_ms = uv_now(a->cfg.loop);
     return reconnect_try(r);
 }
 
@@ -220,7 +220,7 @@ static void store_lost_how(struct agent_rdzv *r, const char *errtext, int silent
     agent_t *a = r->a;
     char esc[AGENT_STORE_TEXT_MAX];
     const char *why = agent__store_text(errtext, (size_t)-1, "connection closed", esc);
-    if (a->state == SUP_BARRIER && agent__barrier_counted(r) && r->embedded) {
+    if (a->sup.state == SUP_BARRIER && agent__barrier_counted(r) && r->embedded) {
         /* Our arrival was counted; the hosting agent left once everyone had arrived. */
         DDP_DEBUG("store gone after the exit barrier: %s", why);
         emit(a, EV_BARRIER_DONE);
@@ -228,7 +228,7 @@ static void store_lost_how(struct agent_rdzv *r, const char *errtext, int silent
     }
     /* One this agent serves cannot be lost at all. Before the first JOIN reply nobody knows
      * whose it is: the daemon's, as far as this node can tell. */
-    if (a->store == NULL && a->job->rdzv.store_reconnect_timeout_ms > 0 &&
+    if (a->stores.store == NULL && a->cfg.job->rdzv.store_reconnect_timeout_ms > 0 &&
         reconnect_begin(r, why, r->embedded && !silent) == 0)
         return;
     r->link = LINK_LOST;
@@ -269,7 +269,7 @@ static void reconnect_made(struct agent_rdzv *r, int status, const char *errtext
     if (uv_is_active((uv_handle_t *)&r->reconnect_timer) || --r->reconnect_pending > 0)
         return;
     r->link = LINK_UP;
-    uint64_t down = uv_now(r->a->loop) - r->reconnect_since_ms;
+    uint64_t down = uv_now(r->a->cfg.loop) - r->reconnect_since_ms;
     DDP_WARN("reconnected to the rendezvous store at %s:%d after %.1f s", r->addr, r->port,
              down / 1000.0);
     agent__evlog(r->a, "rendezvous_store_reconnected", "{s:I}", "down_ms", (json_int_t)down);
@@ -319,15 +319,15 @@ static void on_heartbeat(void *arg, int status, const rdzv_round_reply_t *rep,
     if (r->spare != NULL) {
         DDP_INFO("the rendezvous store answers on the control connection again after %.1f s; "
                  "heartbeats went on a spare connection meanwhile",
-                 (uv_now(r->a->loop) - r->spare_since_ms) / 1000.0);
+                 (uv_now(r->a->cfg.loop) - r->spare_since_ms) / 1000.0);
         spare_close(r);
     }
 }
 
 void agent__link_heartbeat(struct agent_rdzv *r) {
-    if (rdzv_acall_heartbeat(r->ctl, r->a->job->run_id, on_heartbeat, r, NULL) == 0) {
+    if (rdzv_acall_heartbeat(r->ctl, r->a->cfg.job->run_id, on_heartbeat, r, NULL) == 0) {
         r->hb_pending = 1;
-        r->hb_sent_ms = uv_now(r->a->loop);
+        r->hb_sent_ms = uv_now(r->a->cfg.loop);
     }
 }
 
@@ -340,7 +340,7 @@ static void on_spare_beat(void *arg, int status, const rdzv_round_reply_t *rep,
     r->spare_pending = 0;
     /* Status 1: not a member (its round is over, or another store): nothing was counted. */
     if (status == 0 && rep->status == 0)
-        r->spare_answered_ms = uv_now(r->a->loop);
+        r->spare_answered_ms = uv_now(r->a->cfg.loop);
 }
 
 static void on_spare_connected(void *arg, int status, const char *errtext) {
@@ -364,13 +364,13 @@ static void on_spare_lost(void *arg, int status, const char *errtext) {
  * and the keep-alive bound decide that. */
 static void spare_beat(struct agent_rdzv *r) {
     agent_t *a = r->a;
-    uint64_t now = uv_now(a->loop);
-    uint64_t stuck = (uint64_t)a->job->rdzv.keep_alive_interval_ms * 3 / 2;
+    uint64_t now = uv_now(a->cfg.loop);
+    uint64_t stuck = (uint64_t)a->cfg.job->rdzv.keep_alive_interval_ms * 3 / 2;
     if (r->spare != NULL && r->spare_pending && now - r->spare_sent_ms >= stuck)
         spare_close(r);
     if (r->spare == NULL) {
         rdzv_client_opts_t co = store_opts(r, (int)stuck);
-        if (rdzv_aclient_connect(a->loop, &co, on_spare_connected, r, &r->spare, NULL) < 0) {
+        if (rdzv_aclient_connect(a->cfg.loop, &co, on_spare_connected, r, &r->spare, NULL) < 0) {
             r->spare = NULL;
             return;
         }
@@ -380,8 +380,8 @@ static void spare_beat(struct agent_rdzv *r) {
     }
     if (r->spare_pending)
         return;
-    if (rdzv_acall_beat_for(r->spare, a->job->run_id, r->member, r->member_key, on_spare_beat, r,
-                            NULL) == 0) {
+    if (rdzv_acall_beat_for(r->spare, a->cfg.job->run_id, r->member, r->member_key, on_spare_beat,
+                            r, NULL) == 0) {
         r->spare_pending = 1;
         r->spare_sent_ms = now;
     }
@@ -396,9 +396,9 @@ static void on_hb_timer(uv_timer_t *t) {
 static void link_tick(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     agent_t *a = r->a;
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
-    if (a->state == SUP_JOINING) {
+    if (a->sup.state == SUP_JOINING) {
         agent__rdzv_join_progress(r);
         return;
     }
@@ -411,7 +411,7 @@ static void link_tick(struct agent_rdzv *r, int status, const char *errtext) {
      * for as long is cut off (network, a stopped store) and must not go on alone. */
     uint64_t bound =
         (uint64_t)job->rdzv.keep_alive_interval_ms * (uint64_t)job->rdzv.keep_alive_max_attempt;
-    uint64_t now = uv_now(a->loop);
+    uint64_t now = uv_now(a->cfg.loop);
     /* A BEAT_FOR the store counted since then: it hears this node. */
     uint64_t heard = r->spare_answered_ms > r->hb_sent_ms ? r->spare_answered_ms : r->hb_sent_ms;
     uint64_t waited = now - heard;
@@ -470,10 +470,10 @@ int agent__link_start(struct agent_rdzv *r, int connect_timeout_ms) {
     if (rc < 0)
         return rc;
     r->hb_timer.data = r->linger_timer.data = r->reconnect_timer.data = r;
-    uint64_t hb = (uint64_t)a->job->rdzv.keep_alive_interval_ms;
-    if ((rc = uv_timer_init(a->loop, &r->hb_timer)) < 0 ||
-        (rc = uv_timer_init(a->loop, &r->linger_timer)) < 0 ||
-        (rc = uv_timer_init(a->loop, &r->reconnect_timer)) < 0 ||
+    uint64_t hb = (uint64_t)a->cfg.job->rdzv.keep_alive_interval_ms;
+    if ((rc = uv_timer_init(a->cfg.loop, &r->hb_timer)) < 0 ||
+        (rc = uv_timer_init(a->cfg.loop, &r->linger_timer)) < 0 ||
+        (rc = uv_timer_init(a->cfg.loop, &r->reconnect_timer)) < 0 ||
         (rc = uv_timer_start(&r->hb_timer, on_hb_timer, hb, hb)) < 0)
         DDP_ERROR("unable to start the heartbeat timer: %s", uv_strerror(rc));
     return rc;

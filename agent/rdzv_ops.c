@@ -6,12 +6,12 @@
 
 /* The first JOIN, once the node's health check passes (rdzv_start). */
 static int rdzv_begin(agent_t *a) {
-    agent__node_check_begin(a);
+    agent__check_enter(a);
     return 0;
 }
 
 static void rdzv_start(agent_t *a) {
-    a->state = SUP_JOINING;
+    a->sup.state = SUP_JOINING;
     agent__rdzv_join(a);
 }
 
@@ -27,7 +27,7 @@ static void rdzv_report_failure(agent_t *a, const char *what) {
 /* The server decides whether restarts remain: a spent run refuses the next JOIN, which follows
  * the node's health check as the first does. */
 static void rdzv_restart(agent_t *a) {
-    agent__node_check_begin(a);
+    agent__check_enter(a);
 }
 
 /* The other nodes form their round without this one (or wait for it until join_timeout): the
@@ -39,14 +39,19 @@ static void rdzv_report_unfit(agent_t *a, const char *reason) {
 
 /* The other nodes would wait for this one until join_timeout: stop them too. */
 static void rdzv_give_up(agent_t *a, const char *why) {
-    a->state = SUP_ABORTING;
+    a->sup.state = SUP_ABORTING;
     agent__rdzv_abort(a, why);
 }
 
 /* Other nodes may still be running: leave together, within a bound. */
 static void rdzv_succeeded(agent_t *a) {
-    a->state = SUP_BARRIER;
+    a->sup.state = SUP_BARRIER;
     agent__rdzv_exit_barrier(a);
+}
+
+/* The parked JOIN went with the lost connection: rdzv.c sends it on the current one. */
+static void rdzv_rejoin(agent_t *a) {
+    agent__rdzv_join(a);
 }
 
 const agent_node_ops_t agent__rdzv_ops = {
@@ -58,4 +63,7 @@ const agent_node_ops_t agent__rdzv_ops = {
     .succeeded = rdzv_succeeded,
     .start = rdzv_start,
     .report_unfit = rdzv_report_unfit,
+    .rejoin = rdzv_rejoin,
+    .barrier_settle = agent__rdzv_barrier_settle,
+    .root_cause = agent__rdzv_root_cause,
 };

@@ -19,31 +19,31 @@
 #define SCRATCH_PARENT "/dev/shm"
 
 void agent__scratch_start(agent_t *a) {
-    a->scratch_dir[0] = '\0';
+    a->scratch.dir[0] = '\0';
     if (access(SCRATCH_PARENT, W_OK | X_OK) != 0) {
         DDP_DEBUG("no scratch directory for the workers: %s: %s", SCRATCH_PARENT, strerror(errno));
         return;
     }
     char id[64];
-    agent__file_safe(a->job->run_id, id, sizeof id);
-    snprintf(a->scratch_dir, sizeof a->scratch_dir, SCRATCH_PARENT "/ddprun-shm-%s-XXXXXX", id);
-    if (mkdtemp(a->scratch_dir) == NULL) {
-        DDP_DEBUG("no scratch directory for the workers: %s: %s", a->scratch_dir, strerror(errno));
-        a->scratch_dir[0] = '\0';
+    agent__file_safe(a->cfg.job->run_id, id, sizeof id);
+    snprintf(a->scratch.dir, sizeof a->scratch.dir, SCRATCH_PARENT "/ddprun-shm-%s-XXXXXX", id);
+    if (mkdtemp(a->scratch.dir) == NULL) {
+        DDP_DEBUG("no scratch directory for the workers: %s: %s", a->scratch.dir, strerror(errno));
+        a->scratch.dir[0] = '\0';
     }
 }
 
 void agent__scratch_clear(agent_t *a) {
-    if (a->scratch_dir[0] == '\0')
+    if (a->scratch.dir[0] == '\0')
         return;
-    int n = ddp_dir_empty(a->scratch_dir);
+    int n = ddp_dir_empty(a->scratch.dir);
     if (n > 0)
         DDP_DEBUG("removed %d entries of %s left by workers of the stopped group", n,
-                  a->scratch_dir);
+                  a->scratch.dir);
 }
 
 void agent__scratch_stop(agent_t *a) {
-    if (a->scratch_dir[0] != '\0')
-        ddp_dir_remove(a->scratch_dir);
-    a->scratch_dir[0] = '\0';
+    if (a->scratch.dir[0] != '\0')
+        ddp_dir_remove(a->scratch.dir);
+    a->scratch.dir[0] = '\0';
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The node's stores: the job store (ddprun's protocol, for the worker library and, in a
- * multi-node job hosted here, for the rendezvous: agent/rdzv.c starts that one) and the workers'
+ * multi-node job hosted here, for the rendezvous: agent/rdzv.c decides to host it, and where
+ * its workers find it, through agent__job_store_host and agent__job_store_at) and the workers'
  * store (PyTorch's TCPStore on MASTER_ADDR, TORCHELASTIC_USE_AGENT_STORE). A one-node job gets
  * both here, on the agent's loop, with a fresh token only its workers receive. */
 #include "agent_int.h"
@@ -37,8 +38,8 @@ int agent__pick_free_port(const char *addr) {
     return rc < 0 ? rc : ntohs(sin.sin_port);
 }
 
-/* The job token, fresh for a one-node job: only our workers receive it (hex in a->token_hex).
- * Returns 0 or a negative code (logged). */
+/* The job token, fresh for a one-node job: only our workers receive it (hex in
+ * a->stores.token_hex). Returns 0 or a negative code (logged). */
 static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
     ddp_buf_t hex = DDP_BUF_INIT;
     int rc = rdzv_token_generate(token, 32, err);
@@ -48,7 +49,7 @@ static int local_token_make(agent_t *a, ddp_buf_t *token, ddp_err_t *err) {
         DDP_ERROR("unable to generate the job token: %s",
                   err->text[0] ? err->text : ddp_strerror(rc));
     else
-        snprintf(a->token_hex, sizeof a->token_hex, "%s", (char *)hex.data);
+        snprintf(a->stores.token_hex, sizeof a->stores.token_hex, "%s", (char *)hex.data);
     ddp_buf_free(&hex);
     return rc;
 }
@@ -74,22 +75,22 @@ int agent__worker_store_start(agent_t *a, const char *host, int port, size_t wor
                              .owner_only = 1};
     ddp_err_t err;
     ddp_err_clear(&err);
-    int rc = rdzv_server_start(a->loop, &so, &a->wstore, &err);
+    int rc = rdzv_server_start(a->cfg.loop, &so, &a->stores.wstore, &err);
     if (rc < 0) {
         DDP_ERROR("unable to serve the workers' store (%s): %s; choose another address or port, "
                   "or --worker_store=own",
                   flag, err.text[0] ? err.text : ddp_strerror(rc));
         return rc;
     }
-    rdzv_server_set_log(a->wstore, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
+    rdzv_server_set_log(a->stores.wstore, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
     DDP_INFO("serving the workers' store (" DDP_ENV_USE_AGENT_STORE "=" DDP_USE_AGENT_STORE_YES
              ") on %s",
-             rdzv_server_addr(a->wstore));
+             rdzv_server_addr(a->stores.wstore));
     return 0;
 }
 
 int agent__local_store_start(agent_t *a, ddp_err_t *err) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     ddp_buf_t token = DDP_BUF_INIT;
     int rc = local_token_make(a, &token, err);
     if (rc < 0) {
@@ -98,15 +99,15 @@ int agent__local_store_start(agent_t *a, ddp_err_t *err) {
     }
     rdzv_server_opts_t so = {
         .host = "127.0.0.1", .port = 0, .token = token.data, .token_len = token.len};
-    rc = rdzv_server_start(a->loop, &so, &a->store, err);
+    rc = rdzv_server_start(a->cfg.loop, &so, &a->stores.store, err);
     ddp_buf_free(&token); /* the server keeps its own copy */
     if (rc < 0) {
         DDP_ERROR("unable to start the job store: %s", err->text[0] ? err->text : ddp_strerror(rc));
         return rc;
     }
-    agent__store_nofile_log(a->store);
-    a->store_port = rdzv_server_port(a->store);
-    snprintf(a->store_addr, sizeof a->store_addr, "127.0.0.1");
+    agent__store_nofile_log(a->stores.store);
+    a->stores.port = rdzv_server_port(a->stores.store);
+    snprintf(a->stores.addr, sizeof a->stores.addr, "127.0.0.1");
     /* One node's place in the job: its command line's, and the workers meet at its own store. */
     agent_assignment_t as;
     agent__assignment_get(a, &as);
@@ -117,7 +118,7 @@ int agent__local_store_start(agent_t *a, ddp_err_t *err) {
                                        (size_t)job->nproc, "--master_addr/--master_port");
         if (rc < 0)
             return rc;
-        as.master_port = rdzv_server_port(a->wstore);
+        as.master_port = rdzv_server_port(a->stores.wstore);
     } else if (as.master_port < 0) {
         as.master_port = agent__pick_free_port(as.master_addr);
         if (as.master_port < 0) {
@@ -129,13 +130,29 @@ int agent__local_store_start(agent_t *a, ddp_err_t *err) {
     return agent__assignment_apply(a, &as);
 }
 
-void agent__stores_close(agent_t *a) {
-    if (a->store != NULL) {
-        rdzv_server_close(a->store, NULL, NULL);
-        a->store = NULL;
+int agent__job_store_host(agent_t *a, const rdzv_server_opts_t *so, ddp_err_t *err) {
+    return rdzv_server_start(a->cfg.loop, so, &a->stores.store, err);
+}
+
+void agent__job_store_at(agent_t *a, const char *addr, int port, const ddp_buf_t *token) {
+    a->stores.token_hex[0] = '\0';
+    if (token->len > 0) {
+        ddp_buf_t hex = DDP_BUF_INIT;
+        if (rdzv_token_to_hex(token->data, token->len, &hex) == 0)
+            snprintf(a->stores.token_hex, sizeof a->stores.token_hex, "%s", (char *)hex.data);
+        ddp_buf_free(&hex);
     }
-    if (a->wstore != NULL) {
-        rdzv_server_close(a->wstore, NULL, NULL);
-        a->wstore = NULL;
+    snprintf(a->stores.addr, sizeof a->stores.addr, "%s", addr);
+    a->stores.port = (uint16_t)port;
+}
+
+void agent__stores_close(agent_t *a) {
+    if (a->stores.store != NULL) {
+        rdzv_server_close(a->stores.store, NULL, NULL);
+        a->stores.store = NULL;
+    }
+    if (a->stores.wstore != NULL) {
+        rdzv_server_close(a->stores.wstore, NULL, NULL);
+        a->stores.wstore = NULL;
     }
 }

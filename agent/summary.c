@@ -104,9 +104,9 @@ static void print_indented(FILE *f, const char *text) {
 /* The error_file line. Without --log_dir the file is in the private run directory, which goes
  * away when ddprun exits: the summary quotes it, and says so rather than show a path to nothing. */
 static void print_error_file(const agent_t *a, FILE *f, const char *path) {
-    size_t n = strlen(a->run_dir);
-    int removed = a->run_dir_is_temp && !a->log_layout && !a->stacks_kept &&
-                  strncmp(path, a->run_dir, n) == 0 && path[n] == '/';
+    size_t n = strlen(a->cfg.run_dir);
+    int removed = a->cfg.run_dir_is_temp && !a->cfg.log_layout && !a->hang.stacks_kept &&
+                  strncmp(path, a->cfg.run_dir, n) == 0 && path[n] == '/';
     fprintf(f, "  error_file: %s%s\n", path,
             removed ? " (removed at exit: --log_dir keeps it)" : "");
 }
@@ -137,7 +137,7 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
     strftime(when, sizeof when, "%Y-%m-%d_%H:%M:%S", &tm);
     fprintf(f, "[%d]:\n", idx);
     fprintf(f, "  time      : %s\n", when);
-    fprintf(f, "  host      : %s\n", a->hostname);
+    fprintf(f, "  host      : %s\n", a->cfg.hostname);
     fprintf(f, "  rank      : %d (local_rank: %d)\n", x->rank, x->local_rank);
     if (x->hung) {
         print_hang(f, x);
@@ -158,7 +158,7 @@ static void print_failure(agent_t *a, FILE *f, int idx, const agent_failure_t *x
         fprintf(f, "  exitcode  : %d (pid: %d)\n", code, (int)x->pid);
         print_error_file(a, f, shown);
         if (x->exec_errno != 0)
-            fprintf(f, "  traceback : unable to exec %s: %s\n", a->job->path,
+            fprintf(f, "  traceback : unable to exec %s: %s\n", a->cfg.job->path,
                     strerror(x->exec_errno));
         else if (msg) {
             fputs("  traceback : ", f);
@@ -183,34 +183,34 @@ void agent__summary_print(agent_t *a) {
         f = stderr;
     const char *sep = "============================================================";
     const char *thin = "------------------------------------------------------------";
-    const char *prog = a->job->prog_name;
+    const char *prog = a->cfg.job->prog_name;
     /* Several nodes: the root cause is the store's to decide (the first FAIL of the round), so
      * that a job names one, the same on every node, however many failed together. */
     const char *store_says = "";
-    int here = agent__rdzv_root_cause(a, &store_says);
+    int here = a->cfg.ops->root_cause(a, &store_says);
     int first = here ? 1 : 0;
     fprintf(f, "%s\n%s FAILED\n%s\nFailures:\n", sep, prog, thin);
-    if (a->nfailures <= first)
+    if (a->grp.nfailures <= first)
         fputs("  <NO_OTHER_FAILURES>\n", f);
-    for (int i = first; i < a->nfailures; i++)
-        print_failure(a, f, i, &a->failures[i]);
+    for (int i = first; i < a->grp.nfailures; i++)
+        print_failure(a, f, i, &a->grp.failures[i]);
     if (here) {
         fprintf(f, "%s\n" AGENT_ROOT_CAUSE_TITLE "\n", thin);
-        if (a->nfailures > 0)
-            print_failure(a, f, 0, &a->failures[0]);
+        if (a->grp.nfailures > 0)
+            print_failure(a, f, 0, &a->grp.failures[0]);
     } else {
         fprintf(f, "%s\n" AGENT_ROOT_CAUSE_TITLE " on another node\n  %s\n", thin,
                 store_says[0] != '\0' ? store_says
                                       : "(the rendezvous store counted another node's failure "
                                         "of this round first)");
     }
-    if (a->no_progress_stop)
+    if (a->sup.no_progress_stop)
         fprintf(f,
                 "%s\nNot restarted: %d attempt(s) in a row made no progress past step %lld\n"
                 "(--max_no_progress_restarts=%d)\n",
-                thin, a->no_progress, a->best_step, a->job->max_no_progress_restarts);
-    else if (a->stacks_kept)
-        fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->run_dir);
+                thin, a->hang.no_progress, a->hang.best_step, a->cfg.job->max_no_progress_restarts);
+    else if (a->hang.stacks_kept)
+        fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->cfg.run_dir);
     fprintf(f, "%s\n", sep);
     if (f == stderr) {
         fflush(f);

@@ -13,7 +13,8 @@
  *            until it is stopped and reaped like any other.
  *   EXITED   agent__worker_exited, from agent.c's SIGCHLD handler (the only waitpid): its wait
  *            status and time, its process group killed and forgotten by the guard, its streams
- *            drained, its error file bounded; EV_WORKER_OK or EV_WORKER_FAIL follows.
+ *            drained, its error file bounded; a failed exit feeds EV_WORKER_FAIL (an exit 0 feeds
+ * no event: the group's end, EV_GROUP_DOWN, says that every worker succeeded).
  *
  * The next attempt starts every worker again from EXITED. A failure (an exit the agent did not
  * cause, or a hang) is copied into the attempt's failure list by agent__worker_failure_record,
@@ -62,17 +63,17 @@ static void exhaustion_log(agent_t *a, agent_worker_t *w, int rc) {
     }
     int n = w->local_rank + 1;
     if (rc == -EMFILE)
-        DDP_ERROR("too many open files starting worker %d of %d%s: raise `ulimit -n`", n, a->nproc,
-                  limit);
+        DDP_ERROR("too many open files starting worker %d of %d%s: raise `ulimit -n`", n,
+                  a->cfg.nproc, limit);
     else if (rc == -ENFILE)
         DDP_ERROR("too many open files on this machine starting worker %d of %d "
                   "(fs.file-max): close files or raise it",
-                  n, a->nproc);
+                  n, a->cfg.nproc);
     else if (rc == -EAGAIN)
-        DDP_ERROR("too many processes starting worker %d of %d%s: raise `ulimit -u`", n, a->nproc,
-                  limit);
+        DDP_ERROR("too many processes starting worker %d of %d%s: raise `ulimit -u`", n,
+                  a->cfg.nproc, limit);
     else
-        DDP_ERROR("out of memory starting worker %d of %d", n, a->nproc);
+        DDP_ERROR("out of memory starting worker %d of %d", n, a->cfg.nproc);
 }
 
 /* Opens dir/name (below the run directory) for appending worker output, refusing what another
@@ -81,7 +82,7 @@ static int open_log(agent_t *a, const char *dir, const char *name) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ddp_err_t err = {0};
-    int fd = ddp_file_open(path, strlen(a->run_dir), DDP_FILE_APPEND, 0644, &err);
+    int fd = ddp_file_open(path, strlen(a->cfg.run_dir), DDP_FILE_APPEND, 0644, &err);
     if (fd < 0) {
         /* Running out of a resource is said once by agent__worker_start, naming the limit. */
         if (!is_exhaustion(fd))
@@ -122,7 +123,7 @@ static void plan_close(stream_plan_t *p) {
 
 /* Decides the routing of stream std (1 = stdout, 2 = stderr) of worker w. Returns 0 or -errno. */
 static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, stream_plan_t *p) {
-    const agent_job_t *job = a->job;
+    const agent_job_t *job = a->cfg.job;
     int bit = std == 1 ? AGENT_STD_OUT : AGENT_STD_ERR;
     int redirect = agent_std_for(&job->redirects, w->local_rank) & bit;
     int tee = agent_std_for(&job->tee, w->local_rank) & bit;
@@ -181,7 +182,7 @@ typedef struct child_args {
 /* --numa_binding in the child, by system calls only: the CPUs (inherited by every thread the
  * program starts) and a preference for the NUMA nodes' memory. */
 static void child_bind(child_args_t *c) {
-    const agent_job_t *job = c->a->job;
+    const agent_job_t *job = c->a->cfg.job;
     if (sched_setaffinity(0, sizeof(cpu_set_t), &job->bind_cpus[c->local_rank]) != 0)
         c->bind_errno = errno;
     unsigned long mask = (unsigned long)job->bind_mems[c->local_rank];
@@ -205,9 +206,9 @@ static int child_main(void *arg) {
      * Without CLONE_SIGHAND these changes stay in the child. */
     ddp_signals_default(0);
     setpgid(0, 0);
-    if (c->a->nofile_saved)
-        setrlimit(RLIMIT_NOFILE, &c->a->nofile);
-    if (c->a->job->bind_cpus != NULL)
+    if (c->a->cfg.nofile_saved)
+        setrlimit(RLIMIT_NOFILE, &c->a->cfg.nofile);
+    if (c->a->cfg.job->bind_cpus != NULL)
         child_bind(c);
     /* Into the job's cgroup before anything of the program runs: whatever it starts, wherever
      * that goes (setsid, double fork), is born there and is killed with the cgroup. "0" moves
@@ -224,7 +225,7 @@ static int child_main(void *arg) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(c->a->job->path, c->a->job->argv, c->envp);
+    execve(c->a->cfg.job->path, c->a->cfg.job->argv, c->envp);
 fail:
     c->exec_errno = errno;
     _exit(errno == ENOENT ? 127 : 126);
@@ -280,13 +281,13 @@ __asm__(".text\n"
 static pid_t spawn_clone(agent_t *a, child_args_t *args) {
 #if defined(__x86_64__)
     static int no_clone3;
-    if (a->cgroup_dir_fd >= 0 && !no_clone3) {
+    if (a->cgroup.dir_fd >= 0 && !no_clone3) {
         struct spawn_clone_args ca = {
             .flags = CLONE_VM | CLONE_VFORK | SPAWN_CLONE_INTO_CGROUP,
             .exit_signal = SIGCHLD,
             .stack = (uint64_t)(uintptr_t)child_stack,
             .stack_size = sizeof child_stack,
-            .cgroup = (uint64_t)a->cgroup_dir_fd,
+            .cgroup = (uint64_t)a->cgroup.dir_fd,
         };
         int fd = args->cgroup_fd;
         args->cgroup_fd = -1; /* born there: nothing to move */
@@ -297,7 +298,7 @@ static pid_t spawn_clone(agent_t *a, child_args_t *args) {
             errno = (int)-rc;
             return -1;
         }
-        DDP_DEBUG("clone3 into cgroup %s: %s; workers move themselves", a->cgroup_dir,
+        DDP_DEBUG("clone3 into cgroup %s: %s; workers move themselves", a->cgroup.dir,
                   strerror((int)-rc));
         no_clone3 = 1;
         args->cgroup_fd = fd;
@@ -313,8 +314,8 @@ static pid_t spawn_clone(agent_t *a, child_args_t *args) {
  * Returns 0 or -errno (logged). */
 static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
     int rc;
-    snprintf(dir, cap, "%s/attempt_%d/%d", a->run_dir, a->attempt, w->local_rank);
-    if (a->log_layout) {
+    snprintf(dir, cap, "%s/attempt_%d/%d", a->cfg.run_dir, a->as.attempt, w->local_rank);
+    if (a->cfg.log_layout) {
         /* torchrun's layout: <log_dir>/attempt_N/<local_rank>/{stdout,stderr}.log, error.json */
         rc = agent__attempt_dirs_make(a, dir);
         if (rc < 0)
@@ -322,8 +323,8 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
         snprintf(w->error_file, sizeof w->error_file, "%s/error.json", dir);
     } else {
         /* Only error files, in the private run directory: no directory per worker to create. */
-        snprintf(w->error_file, sizeof w->error_file, "%s/error.%d.%d.json", a->run_dir, a->attempt,
-                 w->local_rank);
+        snprintf(w->error_file, sizeof w->error_file, "%s/error.%d.%d.json", a->cfg.run_dir,
+                 a->as.attempt, w->local_rank);
     }
     unlink(w->error_file);
     return agent__hang_worker_file(a, w, dir);
@@ -335,36 +336,37 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
 static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *rcp) {
     int rc = ddp_strv_pushf(own, DDP_ENV_RANK "=%d", w->rank);
     rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROLE_RANK "=%d", w->rank);
-    int local_rank_env = a->job->virtual_local_rank ? 0 : w->local_rank;
+    int local_rank_env = a->cfg.job->virtual_local_rank ? 0 : w->local_rank;
     rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_LOCAL_RANK "=%d", local_rank_env);
     /* The worker's place on the node, also when LOCAL_RANK is virtual (worker_template/ddpw.h). */
     rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_REAL_LOCAL_RANK "=%d", w->local_rank);
-    if (rc == 0 && a->job->bind_cpus_text != NULL) {
-        rc = ddp_strv_pushf(own, DDP_ENV_CPU_BINDING "=%s", a->job->bind_cpus_text[w->local_rank]);
+    if (rc == 0 && a->cfg.job->bind_cpus_text != NULL) {
+        rc = ddp_strv_pushf(own, DDP_ENV_CPU_BINDING "=%s",
+                            a->cfg.job->bind_cpus_text[w->local_rank]);
         rc = rc ? rc
                 : ddp_strv_pushf(own, DDP_ENV_NUMA_NODE "=%s",
-                                 a->job->bind_nodes_text[w->local_rank]);
+                                 a->cfg.job->bind_nodes_text[w->local_rank]);
     }
-    if (rc == 0 && a->job->virtual_local_rank) {
+    if (rc == 0 && a->cfg.job->virtual_local_rank) {
         /* Each worker sees only its own device, as device 0 (torchrun's virtual local rank). */
         char dev[256]; /* an entry may be a GPU or MIG UUID */
-        rc = agent__worker_device(a->job, w->local_rank, dev, sizeof dev);
+        rc = agent__worker_device(a->cfg.job, w->local_rank, dev, sizeof dev);
         rc = rc ? rc : ddp_strv_pushf(own, "CUDA_VISIBLE_DEVICES=%s", dev);
-        if (rc == 0 && strcmp(a->job->devices_var, "HIP_VISIBLE_DEVICES") == 0)
+        if (rc == 0 && strcmp(a->cfg.job->devices_var, "HIP_VISIBLE_DEVICES") == 0)
             rc = ddp_strv_pushf(own, "HIP_VISIBLE_DEVICES=%s", dev);
     }
-    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_RESTART_COUNT "=%d", a->attempt);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_RESTART_COUNT "=%d", a->as.attempt);
     rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ERROR_FILE "=%s", w->error_file);
-    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROUND "=%lld", (long long)a->round);
+    rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROUND "=%lld", (long long)a->as.round);
     if (rc == 0 && w->hb_file[0] != '\0')
         rc = ddp_strv_pushf(own, DDP_ENV_HEARTBEAT_FILE "=%s", w->hb_file);
-    char **envp = rc ? NULL : malloc((a->base_env.n + own->n + 1) * sizeof *envp);
+    char **envp = rc ? NULL : malloc((a->grp.base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
         *rcp = rc ? rc : -ENOMEM;
         return NULL;
     }
-    memcpy(envp, a->base_env.v, a->base_env.n * sizeof *envp);
-    memcpy(envp + a->base_env.n, own->v, (own->n + 1) * sizeof *envp); /* with the NULL */
+    memcpy(envp, a->grp.base_env.v, a->grp.base_env.n * sizeof *envp);
+    memcpy(envp + a->grp.base_env.n, own->v, (own->n + 1) * sizeof *envp); /* with the NULL */
     return envp;
 }
 
@@ -389,7 +391,7 @@ int agent__worker_start(agent_t *a, agent_worker_t *w) {
      * the agent once the child has exec'd. Signals stay blocked across it so that no libuv
      * handler runs in the child before it resets them; the child clears its mask before exec. */
     child_args_t args = {
-        a, out.child_fd, err.child_fd, a->cgroup_procs_fd, getpid(), envp, 0, 0, w->local_rank, 0};
+        a, out.child_fd, err.child_fd, a->cgroup.procs_fd, getpid(), envp, 0, 0, w->local_rank, 0};
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
@@ -409,23 +411,22 @@ int agent__worker_start(agent_t *a, agent_worker_t *w) {
     w->state = WORKER_RUNNING;
     w->status = 0;
     w->exec_errno = args.exec_errno;
-    a->running++;
+    a->grp.running++;
     agent__guard_update(a, pid, 1);
-    a->m_worker_starts++;
+    agent__count(a, AGENT_COUNT_WORKER_STARTS, 1);
     agent__evlog(a, "worker_started", "{s:i, s:i, s:i}", "rank", w->rank, "local_rank",
                  w->local_rank, "pid", (int)pid);
     if (args.cgroup_errno != 0) {
         /* The others would fail the same way: they run without it, as where there is none. */
         DDP_WARN("unable to move rank %d into cgroup %s: %s; running the job without it", w->rank,
-                 a->cgroup_dir, strerror(args.cgroup_errno));
-        close(a->cgroup_procs_fd);
-        a->cgroup_procs_fd = -1;
+                 a->cgroup.dir, strerror(args.cgroup_errno));
+        agent__cgroup_procs_drop(a);
     }
     if (args.bind_errno != 0)
         DDP_WARN("--numa_binding: unable to bind rank %d to CPUs %s: %s", w->rank,
-                 a->job->bind_cpus_text[w->local_rank], strerror(args.bind_errno));
+                 a->cfg.job->bind_cpus_text[w->local_rank], strerror(args.bind_errno));
     if (w->exec_errno != 0)
-        DDP_ERROR("unable to exec %s for rank %d: %s", a->job->path, w->rank,
+        DDP_ERROR("unable to exec %s for rank %d: %s", a->cfg.job->path, w->rank,
                   strerror(w->exec_errno));
 
     if (out.child_fd >= 0)
@@ -438,7 +439,7 @@ int agent__worker_start(agent_t *a, agent_worker_t *w) {
     w->err = err.pipe_rd >= 0
                  ? agent__stream_open(a, err.pipe_rd, w->rank, 2, err.console, err.tag, err.file_fd)
                  : NULL;
-    if (a->job->heartbeat_on_output && a->job->heartbeat_timeout_ms > 0) {
+    if (a->cfg.job->heartbeat_on_output && a->cfg.job->heartbeat_timeout_ms > 0) {
         if (w->out != NULL)
             w->out->beat_ms = &w->out_beat_ms;
         if (w->err != NULL)
@@ -460,9 +461,9 @@ fail:
 }
 
 agent_worker_t *agent__worker_by_pid(agent_t *a, pid_t pid) {
-    for (int i = 0; i < a->nproc; i++)
-        if (a->workers[i].state == WORKER_RUNNING && a->workers[i].pid == pid)
-            return &a->workers[i];
+    for (int i = 0; i < a->cfg.nproc; i++)
+        if (a->grp.workers[i].state == WORKER_RUNNING && a->grp.workers[i].pid == pid)
+            return &a->grp.workers[i];
     return NULL;
 }
 
@@ -477,7 +478,7 @@ void agent__worker_exited(agent_t *a, agent_worker_t *w, int status) {
     agent__stream_finish(w->out);
     agent__stream_finish(w->err);
     w->out = w->err = NULL;
-    a->running--;
+    a->grp.running--;
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     agent__error_file_bound(w->error_file);
     if (ok) {
@@ -495,14 +496,37 @@ void agent__worker_exited(agent_t *a, agent_worker_t *w, int status) {
     else
         agent__evlog(a, "worker_exited", "{s:i, s:i, s:i, s:i, s:n}", "rank", w->rank, "local_rank",
                      w->local_rank, "pid", (int)w->pid, "exit_code", WEXITSTATUS(status), "signal");
-    agent__event(a, ok ? EV_WORKER_OK : EV_WORKER_FAIL, w);
+    if (!ok)
+        agent__event(a, EV_WORKER_FAIL, w);
+}
+
+void agent__worker_abandoned(agent_t *a, agent_worker_t *w) {
+    w->state = WORKER_EXITED;
+    agent__stream_finish(w->out);
+    agent__stream_finish(w->err);
+    a->grp.running--;
+}
+
+void agent__worker_hang_record(agent_t *a, const agent_worker_t *w) {
+    agent__worker_failure_record(a, w);
+    agent_failure_t *f = &a->grp.failures[a->grp.nfailures - 1];
+    f->hung = 1;
+    f->when = time(NULL); /* found now; the worker has not exited (exit_wall is 0) */
+    f->hung_for_ms = w->hung_for_ms;
+    f->step = w->step;
+}
+
+void agent__worker_failure_stacks(agent_t *a) {
+    agent_failure_t *f = &a->grp.failures[0];
+    snprintf(f->stacks_file, sizeof f->stacks_file, "%s",
+             a->grp.workers[f->local_rank].stacks_file);
 }
 
 void agent__worker_failure_record(agent_t *a, const agent_worker_t *w) {
     /* A hung worker may also fail on its own while its stacks are taken: one slot per worker. */
-    if (a->nfailures >= a->nproc)
+    if (a->grp.nfailures >= a->cfg.nproc)
         return;
-    agent_failure_t *f = &a->failures[a->nfailures++];
+    agent_failure_t *f = &a->grp.failures[a->grp.nfailures++];
     memset(f, 0, sizeof *f);
     f->step = -1;
     f->rank = w->rank;

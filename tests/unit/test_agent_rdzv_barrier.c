@@ -141,10 +141,10 @@ static void setup(agent_barrier_phase_t p) {
     job.run_id = "job7";
     job.rdzv.close_timeout_ms = 10000;
     job.rdzv.keep_alive_interval_ms = 2000;
-    ag.job = &job;
-    ag.state = SUP_BARRIER;
-    ag.round = 5;
-    ag.group_world_size = 3;
+    ag.cfg.job = &job;
+    ag.sup.state = SUP_BARRIER;
+    ag.as.round = 5;
+    ag.as.group_world_size = 3;
     ag.rdzv = &rz;
     rz.a = &ag;
     rz.barrier = p;
@@ -396,10 +396,10 @@ static void test_settled_barriers(void **state) {
     setup(BARRIER_NONE);
     agent__rdzv_barrier_settle(&ag);
     assert_int_equal(rz.barrier, BARRIER_SETTLING);
-    ag.state = SUP_DONE;
+    ag.sup.state = SUP_DONE;
     seal_cb(cb_arg, 0, &passed_count, NULL);
     assert_int_equal(fx.leaves + fx.finishes, 0);
-    ag.state = SUP_BARRIER;
+    ag.sup.state = SUP_BARRIER;
     seal_cb(cb_arg, DDP_ECLOSED, NULL, "connection closed");
     assert_int_equal(fx.losses, 1);
     assert_int_equal(rz.barrier, BARRIER_SETTLING);

@@ -196,9 +196,9 @@ static void setup(agent_link_phase_t p) {
     job.rdzv.keep_alive_max_attempt = 3;
     job.rdzv.read_timeout_ms = 5000;
     job.rdzv.store_reconnect_timeout_ms = 30000;
-    ag.job = &job;
-    ag.state = SUP_RUNNING;
-    ag.round = 3;
+    ag.cfg.job = &job;
+    ag.sup.state = SUP_RUNNING;
+    ag.as.round = 3;
     ag.rdzv = &rz;
     static const ddp_buf_t no_token = DDP_BUF_INIT;
     rz.a = &ag;
@@ -360,7 +360,7 @@ static void test_loss_without_reconnecting(void **state) {
     for (int how = 0; how < 3; how++) {
         setup(LINK_UP);
         if (how == 0)
-            ag.store = (struct rdzv_server *)(void *)&hosted;
+            ag.stores.store = (struct rdzv_server *)(void *)&hosted;
         else if (how == 1)
             job.rdzv.store_reconnect_timeout_ms = 0;
         else
@@ -380,7 +380,7 @@ static void test_loss_without_reconnecting(void **state) {
 static void test_loss_after_barrier(void **state) {
     (void)state;
     setup(LINK_UP);
-    ag.state = SUP_BARRIER;
+    ag.sup.state = SUP_BARRIER;
     rz.embedded = 1;
     barrier_counted = 1;
     agent__link_event(&rz, LINK_EV_CLOSED, 0, NULL);
@@ -390,7 +390,7 @@ static void test_loss_after_barrier(void **state) {
     assert_int_equal(fx.connects, 0);
     /* Not counted yet: the store is lost as anywhere else. */
     setup(LINK_UP);
-    ag.state = SUP_BARRIER;
+    ag.sup.state = SUP_BARRIER;
     rz.embedded = 1;
     agent__link_event(&rz, LINK_EV_CLOSED, 0, NULL);
     assert_int_equal(rz.link, LINK_CHECKING);
@@ -453,7 +453,7 @@ static void test_reconnect_window_over(void **state) {
 static void test_heartbeat_paths(void **state) {
     (void)state;
     setup(LINK_UP);
-    ag.state = SUP_JOINING;
+    ag.sup.state = SUP_JOINING;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.join_progress, 1);
     assert_int_equal(fx.heartbeats, 0);
