@@ -465,8 +465,11 @@ void agent__evlog_lost_say(const agent_t *a);
 /* --metrics: starts the agent's Prometheus listener (agent/metrics.c). 0 or a negative code
  * (logged, naming the flag). */
 int agent__metrics_start(agent_t *a);
-/* metrics.c: adds n to counter (AGENT_COUNT_*), whichever part counts it. */
-void agent__count(agent_t *a, int counter, uint64_t n);
+/* Adds n to counter (AGENT_COUNT_*), whichever part counts it; metrics.c serves the counts. Inline,
+ * so that counting ties no part to the metrics page (which reads the hang watch's ages). */
+static inline void agent__count(agent_t *a, int counter, uint64_t n) {
+    a->obs.counts[counter] += n;
+}
 /* metrics.c: closes the --metrics listener, if any (agent__shutdown_loop). */
 void agent__metrics_stop(agent_t *a);
 

@@ -21,10 +21,6 @@ static int sample(ddp_buf_t *out, const char *name, const char *type, const char
                           name, help, name, type, name, run, node_rank, value);
 }
 
-void agent__count(agent_t *a, int counter, uint64_t n) {
-    a->obs.counts[counter] += n;
-}
-
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
     char run[RDZV_LABEL_MAX], v[32];

@@ -30,13 +30,12 @@ DOC = 'docs/ARCHITECTURE.md, "Circles"'
 # The circles that may stay, each with why in one line (docs/ARCHITECTURE.md, "Circles"). A file
 # is named by its source path without the extension. Remove an entry once its circle is broken.
 ALLOWED = [
-    (["agent/console", "agent/events", "agent/output"],
-     "events and output lines go through the console, which resumes the output"),
     (["agent/agent", "agent/assignment", "agent/gpu_wait", "agent/group", "agent/hang",
       "agent/job", "agent/metrics", "agent/node_check", "agent/rdzv", "agent/rdzv_barrier",
       "agent/rdzv_link", "agent/rdzv_ops", "agent/scratch", "agent/session", "agent/store",
-      "agent/summary", "agent/supervise", "agent/worker"],
-     "the agent's parts share its state and call each other through it"),
+      "agent/supervise", "agent/worker"],
+     "supervision's table and its callbacks: every part sends its events to agent__event, whose "
+     "cells call the parts"),
 ]
 
 DEFINED = set("BCDGRSTVW")  # nm's letters for a symbol this object defines (data, code, weak)

@@ -187,11 +187,6 @@ void agent__summary_print(agent_t *a) {
     fx.summaries++;
 }
 
-/* metrics.c's counters: kept where metrics.c keeps them. */
-void agent__count(agent_t *a, int counter, uint64_t n) {
-    a->obs.counts[counter] += n;
-}
-
 /* group.c's part of one node's operations: emptying the stores before a group. */
 void agent__local_group_prepare(agent_t *a) {
     (void)a;
