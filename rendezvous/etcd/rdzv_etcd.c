@@ -28,7 +28,13 @@
 /* The shortest connect attempt per endpoint: a list of dead members still gets its turns. */
 #define MIN_CONNECT_MS 100
 /* grpc status codes etcd's gateway puts in its error replies. */
-enum { GRPC_INVALID_ARGUMENT = 3, GRPC_DEADLINE = 4, GRPC_NOT_FOUND = 5, GRPC_UNAUTH = 16 };
+enum {
+    GRPC_INVALID_ARGUMENT = 3,
+    GRPC_DEADLINE = 4,
+    GRPC_NOT_FOUND = 5,
+    GRPC_PERMISSION = 7,
+    GRPC_UNAUTH = 16
+};
 
 typedef enum { WAIT_AUTH, ACTIVE, DONE } req_state_t;
 
@@ -392,11 +398,15 @@ static int is_connect_failure(CURLcode rc, long http, const req_t *r) {
     return rc == CURLE_OPERATION_TIMEDOUT && http == 0 && elapsed_ms(r) < r->c->timeout_ms;
 }
 
-static int grpc_status(int code) {
+/* The code for a grpc status and etcd's message. etcd says that a call came without a token
+ * (auth is on and no user was given) with InvalidArgument and this one message. */
+static int grpc_status(int code, const char *msg) {
     switch (code) {
-    case GRPC_INVALID_ARGUMENT: return DDP_EUSAGE;
+    case GRPC_INVALID_ARGUMENT:
+        return strstr(msg, "user name is empty") != NULL ? DDP_EAUTH : DDP_EUSAGE;
     case GRPC_DEADLINE: return DDP_ETIMEOUT;
     case GRPC_NOT_FOUND: return DDP_ENOKEY;
+    case GRPC_PERMISSION:
     case GRPC_UNAUTH: return DDP_EAUTH;
     default: return DDP_EPROTO;
     }
@@ -424,7 +434,7 @@ static void watch_deliver(req_t *r) {
             return;
         }
         if (m.stream_err) {
-            req_fail(r, grpc_status(m.grpc_code), "%s: %s", r->url, why);
+            req_fail(r, grpc_status(m.grpc_code, why), "%s: %s", r->url, why);
         } else if (m.canceled) {
             req_fail(r, m.watch.compact_revision > 0 ? DDP_ENOKEY : DDP_ECLOSED,
                      "%s: etcd ended the watch (compacted at revision %" PRId64 ")", r->url,
@@ -458,7 +468,7 @@ static void unary_done(req_t *r, long http) {
     char why[160];
     if (http != 200) {
         int code = rdzv__etcd_decode_error((char *)r->reply.data, r->reply.len, why, sizeof why);
-        int st = grpc_status(code);
+        int st = grpc_status(code, why);
         if (st == DDP_EAUTH) {
             free(c->token); /* expired or revoked: the next call authenticates again */
             c->token = NULL;
@@ -472,7 +482,7 @@ static void unary_done(req_t *r, long http) {
         return;
     }
     if (r->decoded.stream_err) {
-        req_fail(r, grpc_status(r->decoded.grpc_code), "%s: %s", r->url, why);
+        req_fail(r, grpc_status(r->decoded.grpc_code, why), "%s: %s", r->url, why);
         return;
     }
     if (r->kind == RDZV_ETCD_KEEPALIVE && r->decoded.res.lease_ttl <= 0) {
