@@ -149,6 +149,7 @@ static int finish(json_t *obj, int r, char **out) {
 
 int rdzv__etcd_enc_range(const void *key, size_t key_len, unsigned flags, int64_t limit,
                          char **out) {
+    *out = NULL;
     if (limit < 0)
         return -EINVAL;
     json_t *o = json_object();
