@@ -118,7 +118,7 @@ static void req_free(req_t *r) {
 static void req_detach(req_t *r) {
     if (r->easy == NULL)
         return;
-    if (!r->c->closing || r->c->multi != NULL)
+    if (r->c->multi != NULL)
         r->c->curl->multi_remove_handle(r->c->multi, r->easy);
     r->c->curl->easy_cleanup(r->easy);
     r->easy = NULL;
@@ -218,6 +218,9 @@ void rdzv_etcd_close(rdzv_etcd_t *c, void (*close_cb)(void *arg), void *arg) {
     c->closing = 1;
     c->close_cb = close_cb;
     c->close_arg = arg;
+    /* The polls stop before curl closes any socket, so that no poll outlives its fd. */
+    while (c->socks != NULL)
+        sock_close(c, c->socks);
     for (req_t *r = c->reqs; r != NULL; r = r->next) {
         if (r->state == DONE)
             continue;
@@ -226,8 +229,6 @@ void rdzv_etcd_close(rdzv_etcd_t *c, void (*close_cb)(void *arg), void *arg) {
         rdzv__etcd_reply_free(&r->decoded);
         req_done(r, DDP_ECANCELED);
     }
-    while (c->socks != NULL)
-        sock_close(c, c->socks);
     c->curl->multi_cleanup(c->multi);
     c->multi = NULL;
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -390,12 +391,15 @@ static int start_transfer(req_t *r) {
     return 0;
 }
 
-/* A failure to reach the endpoint at all: the next one may answer. */
-static int is_connect_failure(CURLcode rc, long http, const req_t *r) {
-    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
-        return 1;
-    /* The connect timeout fired (time is left, nothing was answered). */
-    return rc == CURLE_OPERATION_TIMEDOUT && http == 0 && elapsed_ms(r) < r->c->timeout_ms;
+/* A failure to reach the endpoint at all (refused, unresolved, the connect timed out: nothing
+ * connected, nothing answered): the next endpoint may answer, and nothing was sent. */
+static int is_connect_failure(const req_t *r, CURLcode rc, long http) {
+    curl_off_t connected_us = 0;
+    r->c->curl->easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &connected_us);
+    if (http != 0 || connected_us != 0)
+        return 0;
+    return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+           rc == CURLE_OPERATION_TIMEDOUT;
 }
 
 /* The code for a grpc status and etcd's message. etcd says that a call came without a token
@@ -451,13 +455,15 @@ static void watch_done(req_t *r, CURLcode rc, long http) {
         watch_deliver(r);
     if (r->state != ACTIVE)
         return;
-    if (r->overflow)
+    char why[160];
+    if (http != 200 && http != 0) {
+        int code = rdzv__etcd_decode_error((char *)r->reply.data, r->reply.len, why, sizeof why);
+        req_fail(r, grpc_status(code, why), "%s: HTTP %ld: %s", r->url, http, why);
+    } else if (r->overflow)
         req_fail(r, DDP_ETOOBIG, "%s: a watch message passed %zu bytes", r->url, r->c->reply_limit);
     else if (rc != CURLE_OK)
         req_fail(r, DDP_ECLOSED, "%s: watch stream lost: %s", r->url,
                  r->c->curl->easy_strerror(rc));
-    else if (http != 200)
-        req_fail(r, DDP_EPROTO, "%s: HTTP %ld", r->url, http);
     else
         req_fail(r, DDP_ECLOSED, "%s: the watch stream ended", r->url);
 }
@@ -498,29 +504,34 @@ static void transfer_done(req_t *r, CURLcode rc) {
     rdzv_etcd_t *c = r->c;
     long http = 0;
     c->curl->easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
-    if (is_connect_failure(rc, http, r) && ++r->tries < c->n_eps) {
+    int no_connect = is_connect_failure(r, rc, http);
+    if (no_connect && ++r->tries < c->n_eps) {
         req_detach(r);
         r->ep = (r->ep + 1) % c->n_eps;
         int st = start_transfer(r);
-        if (st != 0)
+        if (st == 0)
+            return;
+        if (st == DDP_ETIMEOUT)
+            req_fail(r, st, "%s: timed out after %d ms (%d endpoints tried)", r->url, c->timeout_ms,
+                     r->tries);
+        else
             req_fail(r, st, "%s: unable to start a request: %s", r->url, ddp_strerror(st));
-        return;
-    }
-    if (rc == CURLE_OK || http != 0)
-        c->cur_ep = r->ep; /* it answered: later calls start there */
-    if (r->kind == RDZV_ETCD_WATCH) {
-        watch_done(r, rc, http);
-    } else if (rc == CURLE_OK) {
-        unary_done(r, http);
-    } else if (r->overflow) {
-        req_fail(r, DDP_ETOOBIG, "%s: the reply passed %zu bytes", r->url, c->reply_limit);
-    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
-        req_fail(r, DDP_ETIMEOUT, "%s: timed out after %d ms", r->url, c->timeout_ms);
-    } else if (is_connect_failure(rc, http, r)) {
-        req_fail(r, -ECONNREFUSED, "%s: unable to connect (%d endpoint%s tried): %s", r->url,
-                 c->n_eps, c->n_eps > 1 ? "s" : "", c->curl->easy_strerror(rc));
+    } else if (no_connect) {
+        req_fail(r, rc == CURLE_OPERATION_TIMEDOUT ? DDP_ETIMEOUT : -ECONNREFUSED,
+                 "%s: unable to connect (%d endpoint%s tried): %s", r->url, c->n_eps,
+                 c->n_eps > 1 ? "s" : "", c->curl->easy_strerror(rc));
     } else {
-        req_fail(r, -ECONNRESET, "%s: %s", r->url, c->curl->easy_strerror(rc));
+        c->cur_ep = r->ep; /* it connected: later calls start there */
+        if (r->kind == RDZV_ETCD_WATCH)
+            watch_done(r, rc, http);
+        else if (rc == CURLE_OK)
+            unary_done(r, http);
+        else if (r->overflow)
+            req_fail(r, DDP_ETOOBIG, "%s: the reply passed %zu bytes", r->url, c->reply_limit);
+        else if (rc == CURLE_OPERATION_TIMEDOUT)
+            req_fail(r, DDP_ETIMEOUT, "%s: timed out after %d ms", r->url, c->timeout_ms);
+        else
+            req_fail(r, -ECONNRESET, "%s: %s", r->url, c->curl->easy_strerror(rc));
     }
     if (r->kind == RDZV_ETCD_AUTH)
         auth_done(c, r);
@@ -567,7 +578,9 @@ static void auth_done(rdzv_etcd_t *c, req_t *auth) {
     for (req_t *r = c->reqs; r != NULL; r = r->next) {
         if (r->state != WAIT_AUTH)
             continue;
-        int st = auth->status != 0 ? DDP_EAUTH : start_transfer(r);
+        /* etcd refuses a wrong password as an invalid argument: it is a refusal all the same. */
+        int refused = auth->status == DDP_EUSAGE ? DDP_EAUTH : auth->status;
+        int st = auth->status != 0 ? refused : start_transfer(r);
         if (auth->status != 0)
             req_fail(r, st, "%s", auth->errtext);
         else if (st != 0)
