@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * etcd_client: one rdzv_etcd call from the shell, for tests/integration/test_etcd_client.sh.
- *   etcd_client [--endpoints LIST] [--timeout MS] [--user U --password P] [--curl-lib SONAME] CMD
+ *   etcd_client [--endpoints LIST] [--timeout MS] [--user U --password P] [--curl-lib SONAME]
+ *               [--ca FILE] [--cert FILE --key FILE] CMD
  *   CMD: put KEY VALUE [LEASE] | get KEY [prefix] | del KEY [prefix] | txn-create KEY VALUE
  *      | txn-mod KEY MOD_REVISION VALUE | txn-value KEY EXPECTED VALUE | grant TTL
  *      | keepalive ID | keep ID SECONDS | revoke ID | watch KEY START_REVISION N [prefix]
@@ -154,7 +155,7 @@ static void on_closed(void *arg) {
 
 static int usage(void) {
     fprintf(stderr, "usage: etcd_client [--endpoints LIST] [--timeout MS] [--user U --password P]"
-                    " [--curl-lib SONAME] CMD ARGS\n");
+                    " [--curl-lib SONAME] [--ca FILE] [--cert FILE --key FILE] CMD ARGS\n");
     return 2;
 }
 
@@ -246,6 +247,12 @@ int main(int argc, char **argv) {
             opts.user = argv[i + 1];
         else if (!strcmp(argv[i], "--password"))
             opts.password = argv[i + 1];
+        else if (!strcmp(argv[i], "--ca"))
+            opts.ca_file = argv[i + 1];
+        else if (!strcmp(argv[i], "--cert"))
+            opts.cert_file = argv[i + 1];
+        else if (!strcmp(argv[i], "--key"))
+            opts.key_file = argv[i + 1];
         else if (!strcmp(argv[i], "--curl-lib"))
             rdzv__etcd_curl_set_lib(argv[i + 1]);
         else

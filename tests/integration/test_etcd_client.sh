@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The etcd v3 client (rendezvous/etcd, rdzv_etcd.h) against a real etcd (Debian's etcd-server,
-# started here on 127.0.0.1 alone and stopped by PID) through tests/helpers/etcd_client.c: put
-# and get, prefixes, both txn branches, lease expiry, keepalive and revoke, a watch that sees puts
-# and a delete, a dead first endpoint, authentication, close cancelling pending calls, a stopped
-# etcd named in a bounded error. Then a hostile gateway (tests/helpers/etcd_hostile.py): garbage,
-# HTTP errors, wrong types, huge numbers, an oversized reply, a silent member: each one error line
-# naming the endpoint, within the timeout. Without etcd the real-etcd checks are skipped.
+# The etcd v3 client (rendezvous/etcd, rdzv_etcd.h) through tests/helpers/etcd_client.c. First a
+# hostile gateway (tests/helpers/etcd_hostile.py): garbage, HTTP errors, wrong types, huge
+# numbers, an oversized reply or stream line, a silent member, and a missing libcurl: each one
+# error line naming the endpoint (or the library), within the timeout. Then a real etcd (Debian's
+# etcd-server, started here on 127.0.0.1 alone and stopped by PID): put and get, prefixes, both
+# txn branches, lease expiry, keepalive and revoke, a watch that sees puts and a delete, a dead
+# first endpoint, close cancelling pending calls, authentication, TLS with client certificates,
+# and a stopped etcd named in a bounded error. Without etcd the real-etcd checks are skipped.
 . "$(dirname "$0")/lib.sh"
 
 C=$BIN/tests/etcd_client
@@ -19,6 +20,7 @@ SECTIONS=("put then get" "get with prefix" "txn success branch" "txn failure bra
     "dead first endpoint: the second answers"
     "close cancels pending calls before its close callback"
     "authentication: a token opens the calls, none or a wrong password is refused"
+    "TLS: a client certificate and the CA open the calls, no certificate is refused"
     "stopped etcd: a bounded error naming the endpoint" "no leftover process")
 
 # run_c NAME ARGS...: runs the helper; its stdout in $TMP/NAME.out, stderr in $TMP/NAME.err,
@@ -199,6 +201,50 @@ run_c auth4 $E --user root --password wrong get /t/auth
     grep -q "/v3/auth/authenticate: HTTP 400: etcdserver: authentication failed" "$TMP/auth4.err"
 verdict "authentication: a token opens the calls, none or a wrong password is refused" ||
     { cat "$TMP/auth.enable"; echo; show_tail "$TMP/auth1.err" "$TMP/auth3.err" "$TMP/auth4.err"; }
+
+# TLS: a second etcd on https with client certificates (a CA, a server and a client certificate
+# made here; the server's names 127.0.0.1). etcd's gateway reaches its own gRPC server with the
+# server's certificate, so that one is a client certificate too.
+tls_ok=0
+mkcert() { # NAME CN EXT: a key and a certificate signed by the CA
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/$1.key" \
+        -out "$TMP/$1.csr" -subj "/CN=$2" 2>/dev/null &&
+        printf '%s\n' "$3" >"$TMP/$1.ext" &&
+        openssl x509 -req -in "$TMP/$1.csr" -CA "$TMP/ca.crt" -CAkey "$TMP/ca.key" \
+            -CAcreateserial -days 1 -extfile "$TMP/$1.ext" -out "$TMP/$1.crt" 2>/dev/null
+}
+if command -v openssl >/dev/null 2>&1 &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+        -keyout "$TMP/ca.key" -out "$TMP/ca.crt" -subj /CN=ddprun-test-ca 2>/dev/null &&
+    mkcert srv 127.0.0.1 "subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth,clientAuth" && mkcert cli client "extendedKeyUsage=clientAuth"; then
+    P3=$(free_port)
+    P4=$(free_port)
+    etcd --name s --data-dir "$TMP/etcd-tls" --listen-client-urls "https://127.0.0.1:$P3" \
+        --advertise-client-urls "https://127.0.0.1:$P3" --listen-peer-urls "http://127.0.0.1:$P4" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$P4" \
+        --initial-cluster "s=http://127.0.0.1:$P4" --cert-file "$TMP/srv.crt" \
+        --key-file "$TMP/srv.key" --client-cert-auth --trusted-ca-file "$TMP/ca.crt" \
+        >"$TMP/etcd-tls.log" 2>&1 &
+    ETCD_TLS=$!
+    if wait_for "$TMP/etcd-tls.log" 'ready to serve client requests' 20 >/dev/null; then
+        T="--endpoints 127.0.0.1:$P3 --ca $TMP/ca.crt"
+        run_c tls1 $T --cert "$TMP/cli.crt" --key "$TMP/cli.key" put /t/tls yes
+        run_c tls2 $T --cert "$TMP/cli.crt" --key "$TMP/cli.key" get /t/tls
+        run_c tls3 $T get /t/tls
+        rc3=$RC
+        grep -q '^/t/tls yes ' "$TMP/tls2.out" && [ "$rc3" -ne 0 ] &&
+            grep -q "^etcd_client: https://127.0.0.1:$P3/v3/kv/range: " "$TMP/tls3.err"
+        verdict "TLS: a client certificate and the CA open the calls, no certificate is refused" ||
+            show_tail "$TMP/tls1.err" "$TMP/tls2.out" "$TMP/tls3.err" "$TMP/etcd-tls.log"
+        tls_ok=1
+    fi
+    kill -TERM "$ETCD_TLS"
+    wait "$ETCD_TLS" 2>/dev/null
+fi
+[ "$tls_ok" = 1 ] ||
+    skip "TLS: a client certificate and the CA open the calls, no certificate is refused" \
+        "no openssl, or the TLS etcd did not start"
 
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null
