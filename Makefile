@@ -41,6 +41,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 # prefixes it knows (/usr, /usr/local); with another PREFIX, link the unit into /etc/systemd/system.
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 APT_PACKAGES := build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev \
+                libcurl4-openssl-dev \
                 libopenblas-dev python3 iproute2 procps
 
 HAVE_CUDA := $(shell test -x $(NVCC) && test -f $(CUDA_HOME)/include/nccl.h && echo 1)
@@ -105,6 +106,7 @@ INSTALL_LIBS = $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 
 include common/module.mk
 include rendezvous/module.mk
+include rendezvous/etcd/module.mk
 include worker_template/module.mk
 include agent/module.mk
 include launcher/module.mk

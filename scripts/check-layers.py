@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checks the include graph between ddprun's libraries (docs/ARCHITECTURE.md, "Layers").
 
-Each library directory (common, the four parts of rendezvous, worker_template, agent, launcher)
-has public headers under <dir>/include/ and private ones beside its sources. This prints one TAP
-line per rule:
+Each library directory (common, the four parts of the store and the etcd client under rendezvous/,
+worker_template, agent, launcher) has public headers under <dir>/include/ and private ones beside
+its sources. This prints one TAP line per rule:
   - a library includes only its own headers and other libraries' public headers (no *_int.h or
     other private header of another library), with one exception: the store's wire (the private
     headers of rendezvous/protocol: frame codec, limits, handshake) is shared by the store's
@@ -19,7 +19,8 @@ import sys
 
 PROTOCOL, ROUND, SERVER, CLIENT = (
     "rendezvous/protocol", "rendezvous/round", "rendezvous/server", "rendezvous/client")
-LIBS = ["common", PROTOCOL, ROUND, SERVER, CLIENT, "worker_template", "agent", "launcher"]
+ETCD = "rendezvous/etcd"
+LIBS = ["common", PROTOCOL, ROUND, SERVER, CLIENT, ETCD, "worker_template", "agent", "launcher"]
 # The allowed edges: a library may depend on those listed (and, through them, on theirs). The
 # round machine is the server's alone: programs outside the store speak to it through a client.
 ALLOWED = {
@@ -28,6 +29,8 @@ ALLOWED = {
     ROUND: {PROTOCOL, "common"},
     SERVER: {ROUND, PROTOCOL, "common"},
     CLIENT: {PROTOCOL, "common"},
+    # The etcd client speaks etcd's protocol, not the store's: common alone.
+    ETCD: {"common"},
     "worker_template": {CLIENT, PROTOCOL, "common"},
     "agent": {SERVER, CLIENT, PROTOCOL, "common"},
     "launcher": {"agent", SERVER, CLIENT, PROTOCOL, "common"},

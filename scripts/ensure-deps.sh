@@ -7,8 +7,9 @@
 #   scripts/ensure-deps.sh --deb     also what `make deb` needs (debhelper, lintian)
 # As root it runs apt-get (sudo when available); otherwise it prints the exact command and fails.
 set -eu
+# libcurl4-openssl-dev: <curl/curl.h> for the etcd client, which loads libcurl.so.4 at run time.
 pkgs=(build-essential pkg-config libuv1-dev libjansson-dev libssl-dev libcmocka-dev libopenblas-dev
-      python3 iproute2 procps)
+      libcurl4-openssl-dev python3 iproute2 procps)
 # The Debian packaging (debian/, make deb): dpkg-buildpackage's helpers and the package checker.
 deb_pkgs=(debhelper lintian)
 for arg in "$@"; do
@@ -22,10 +23,11 @@ for arg in "$@"; do
         # prometheus: test_metrics.sh checks the page with promtool and scrapes it for real;
         # python3-setuptools, python3-wheel: test_wheel.sh builds the wheel offline;
         # openssh-server (and its client): test_ssh.sh runs sshd in network namespaces;
-        # the packaging's and git: test_deb.sh builds the Debian packages from a clone.
+        # the packaging's and git: test_deb.sh builds the Debian packages from a clone;
+        # etcd-server (etcd 3.4): tests/integration/test_etcd_client.sh drives a real etcd.
         pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv gdb man-db
             groff-base prometheus python3-setuptools python3-wheel openssh-server
-            openssh-client "${deb_pkgs[@]}" git) ;;
+            openssh-client "${deb_pkgs[@]}" git etcd-server) ;;
     --bench)
         # pdsh: bench/fanout.sh's second reference beside mpirun --hostfile.
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools pdsh) ;;
