@@ -84,7 +84,11 @@ typedef struct agent_stream {
     int finished;         /* agent__stream_finish ran: the worker no longer points here */
     int closed;           /* the close callback ran (s stays allocated until finished) */
     int cut;              /* the console got the start of a too long line; more follows */
-    int held;             /* not read while the console is backed up (agent__streams_resume) */
+    /* --timestamp_output: the stamp of the line being read (the time its first bytes were
+     * read), written after the tag of each of its console pieces and at its start in the file */
+    int stamped;
+    char stamp[AGENT_STAMP_LEN + 1];
+    int held; /* not read while the console is backed up (agent__streams_resume) */
     agent_t *a;
     /* --heartbeat_on_output: the monotonic time of the last whole line goes here (the worker's
      * out_beat_ms: the worker table outlives every stream), or NULL. */

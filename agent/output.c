@@ -4,7 +4,9 @@
  * holds a stream back while its console is backed up), tagged
  * under --tee with the --log_line_prefix_template prefix (torchrun's "[default0]:" by default),
  * copied raw to the per-rank log file, and, for --duplicate_std{out,err}_filters, tagged lines
- * that match a filter copied to attempt_N/filtered_std{out,err}.log. */
+ * that match a filter copied to attempt_N/filtered_std{out,err}.log. Under --timestamp_output
+ * each line also carries, after the tag (at its start in the file), the time its first bytes
+ * were read: one clock read per read that starts a line, none without the flag. */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ddp_file.h"
@@ -118,35 +121,46 @@ static int is_line_end(uint8_t c) {
 
 /* Emits one line with its terminator, or the start of a line too long to hold (no terminator), to
  * the file as it is and to the console in pieces of at most AGENT_MAX_LINE bytes, each ending in
- * a line end there (tagged under --tee), so that no other rank's line can land inside one. */
+ * a line end there (tagged under --tee), so that no other rank's line can land inside one. Under
+ * --timestamp_output the file gets the line's stamp once, at its start, and every console piece
+ * gets it after the tag: each piece is a line of its own there, and the same time on all of them
+ * says they are one line of the worker's. */
 static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
-    if (s->file_fd >= 0)
+    /* The rest of a line cut for its length: its start (and stamp) is already out. */
+    int cont = s->cut;
+    s->cut = 0;
+    if (s->file_fd >= 0) {
+        if (s->stamped && !cont)
+            log_write(s, 0, (const uint8_t *)s->stamp, AGENT_STAMP_LEN);
         log_write(s, 0, p, n);
+    }
     if (s->console_fd < 0 || n == 0)
         return;
-    if (s->cut) {
-        /* The line end of a line whose last piece is already out (ended there): an empty
-         * line of its own on the console would be a line the worker never wrote. */
-        s->cut = 0;
-        if (n <= 2 && is_line_end(p[0]) && is_line_end(p[n - 1]))
-            return;
-    }
-    if (!s->tag && n <= AGENT_MAX_LINE && is_line_end(p[n - 1])) {
+    /* The line end of a line whose last piece is already out (ended there): an empty line of
+     * its own on the console would be a line the worker never wrote. */
+    if (cont && n <= 2 && is_line_end(p[0]) && is_line_end(p[n - 1]))
+        return;
+    if (!s->tag && !s->stamped && n <= AGENT_MAX_LINE && is_line_end(p[n - 1])) {
         console_write(s, p, n); /* the common case: one whole line, as it is */
         return;
     }
     int dup = s->dup_fd >= 0 && line_matches(s->filters, p, n);
-    /* One buffer, one write: tag and piece must reach the terminal together. */
-    static uint8_t out[AGENT_PREFIX_MAX + AGENT_MAX_LINE + 3];
+    /* One buffer, one write: tag, stamp and piece must reach the terminal together. */
+    static uint8_t out[AGENT_PREFIX_MAX + AGENT_STAMP_LEN + AGENT_MAX_LINE + 3];
+    size_t head = s->prefix_len;
+    memcpy(out, s->prefix, head);
+    if (s->stamped) {
+        memcpy(out + head, s->stamp, AGENT_STAMP_LEN);
+        head += AGENT_STAMP_LEN;
+    }
     do {
         size_t piece = n < AGENT_MAX_LINE ? n : AGENT_MAX_LINE;
         /* A line end left on its own would come out as an empty line: it ends this piece. */
         size_t rest = n - piece;
         if (rest > 0 && rest <= 2 && is_line_end(p[piece]) && is_line_end(p[n - 1]))
             piece = n;
-        memcpy(out, s->prefix, s->prefix_len);
-        memcpy(out + s->prefix_len, p, piece);
-        size_t len = s->prefix_len + piece;
+        memcpy(out + head, p, piece);
+        size_t len = head + piece;
         if (!is_line_end(out[len - 1]))
             out[len++] = '\n';
         console_write(s, out, len);
@@ -159,9 +173,21 @@ static void emit(agent_stream_t *s, const uint8_t *p, size_t n) {
     } while (n > 0);
 }
 
+/* --timestamp_output: a line that starts in this read gets the read's time, the clock read once
+ * per read (*read_stamped); a line already started (waiting in s->line, or cut) keeps its own. */
+static void stamp_line(agent_stream_t *s, int *read_stamped) {
+    if (!s->stamped || *read_stamped || s->line.len > 0 || s->cut)
+        return;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    agent_stamp_render(&t, s->stamp);
+    *read_stamped = 1;
+}
+
 /* Splits incoming bytes into lines; a partial line waits in s->line. */
 static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
     size_t start = 0;
+    int read_stamped = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i] != '\n' && p[i] != '\r')
             continue;
@@ -179,6 +205,7 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
             continue;
         }
         s->after_cr = p[i] == '\r';
+        stamp_line(s, &read_stamped);
         if (s->beat_ms != NULL)
             *s->beat_ms = ddp_now_ms(); /* a whole line: a beat (--heartbeat_on_output) */
         if (s->line.len > 0) {
@@ -194,6 +221,7 @@ static void feed(agent_stream_t *s, const uint8_t *p, size_t n) {
     }
     if (start == n)
         return;
+    stamp_line(s, &read_stamped);
     if (ddp_buf_append(&s->line, p + start, n - start) < 0)
         ddp_buf_reset(&s->line);
     /* Cap what one stream can make the agent hold: an endless line goes out in full pieces (the
@@ -283,6 +311,7 @@ agent_stream_t *agent__stream_open(agent_t *a, int fd, int rank, int std, int co
     s->console_fd = console_fd;
     s->tag = tag;
     s->file_fd = file_fd;
+    s->stamped = a->cfg.job->timestamp_output;
     stream_tag_init(a, s);
     if (uv_pipe_init(a->cfg.loop, &s->pipe, 0) < 0) {
         if (s->dup_fd >= 0)

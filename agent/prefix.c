@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The log line prefix of tee'd console lines (--log_line_prefix_template): Python's
  * string.Template syntax, rendered as torchrun's safe_substitute does. The check (at parse time,
- * by the launcher) and the render (once per worker stream) share the macro list below. */
+ * by the launcher) and the render (once per worker stream) share the macro list below. The stamp of
+ * --timestamp_output follows the tag; it is rendered here too, once per read that starts a line. */
 #include "agent.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* An unknown macro's name is quoted in messages up to this many characters. */
 #define NAME_QUOTE_MAX 48
@@ -105,4 +107,26 @@ size_t agent_prefix_render(const char *tmpl, const char *role, int local_rank, i
     }
     out[len] = '\0';
     return len;
+}
+
+/* Writes v as exactly width decimal digits at out (v fits: the callers' ranges). */
+static void digits(char *out, long v, int width) {
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        out[i] = (char)('0' + v % 10);
+}
+
+void agent_stamp_render(const struct timespec *t, char out[AGENT_STAMP_LEN + 1]) {
+    /* Fixed width, digits written in place: no snprintf and no locale on the output path. */
+    memcpy(out, "0000-00-00T00:00:00.000000Z ", AGENT_STAMP_LEN + 1);
+    struct tm tm;
+    if (t->tv_nsec < 0 || t->tv_nsec >= 1000000000 || gmtime_r(&t->tv_sec, &tm) == NULL ||
+        tm.tm_year < -1900 || tm.tm_year > 9999 - 1900)
+        return;
+    digits(out, tm.tm_year + 1900L, 4);
+    digits(out + 5, tm.tm_mon + 1L, 2);
+    digits(out + 8, tm.tm_mday, 2);
+    digits(out + 11, tm.tm_hour, 2);
+    digits(out + 14, tm.tm_min, 2);
+    digits(out + 17, tm.tm_sec, 2);
+    digits(out + 20, t->tv_nsec / 1000, 6);
 }

@@ -133,7 +133,8 @@ static int plan_stream(agent_t *a, agent_worker_t *w, const char *dir, int std, 
     /* A line counts as a beat only if the agent sees it: with --heartbeat_on_output every
      * stream passes through the agent, a file-only one too (the agent writes the file). */
     int watched = job->heartbeat_on_output && job->heartbeat_timeout_ms > 0;
-    if (file_only && !watched) {
+    /* --timestamp_output: only the agent can stamp the lines of a file. */
+    if (file_only && !watched && !job->timestamp_output) {
         /* The worker writes the file directly; the agent never touches the bytes. */
         p->child_fd = open_log(a, dir, name);
         return p->child_fd < 0 ? p->child_fd : 0;

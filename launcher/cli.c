@@ -450,6 +450,8 @@ static const opt_t opts[] = {
     {LAUNCH_OPT_TEE, "tee", 't', 1, "PET_TEE", FN(apply_tee)},
     {LAUNCH_OPT_LOCAL_RANKS_FILTER, "local-ranks-filter", 0, 1, "PET_LOCAL_RANKS_FILTER",
      FN(apply_ranks_filter)},
+    {LAUNCH_OPT_TIMESTAMP_OUTPUT, "timestamp-output", 0, 0, "PET_TIMESTAMP_OUTPUT",
+     FIELD(SWITCH, timestamp_output)},
     {LAUNCH_OPT_MASTER_ADDR, "master-addr", 0, 1, "PET_MASTER_ADDR", FN(apply_master_addr)},
     {LAUNCH_OPT_MASTER_PORT, "master-port", 0, 1, "PET_MASTER_PORT", FN(apply_master_port)},
     {LAUNCH_OPT_LOCAL_ADDR, "local-addr", 0, 1, "PET_LOCAL_ADDR", FN(apply_local_addr)},

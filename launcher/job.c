@@ -90,6 +90,7 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->tee = spec->tee;
     job->ranks_shown = spec->local_ranks_filter;
     job->n_ranks_shown = spec->n_local_ranks_filter;
+    job->timestamp_output = spec->timestamp_output;
     job->prefix_template = spec->log_line_prefix_template;
     job->dup_stdout_filters = spec->dup_stdout_filters;
     job->dup_stderr_filters = spec->dup_stderr_filters;

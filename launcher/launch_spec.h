@@ -39,6 +39,7 @@ typedef enum launch_opt {
     LAUNCH_OPT_REDIRECTS,
     LAUNCH_OPT_TEE,
     LAUNCH_OPT_LOCAL_RANKS_FILTER,
+    LAUNCH_OPT_TIMESTAMP_OUTPUT,
     LAUNCH_OPT_MASTER_ADDR,
     LAUNCH_OPT_MASTER_PORT,
     LAUNCH_OPT_LOCAL_ADDR,
@@ -161,6 +162,7 @@ typedef struct launch_spec {
     agent_std_map_t tee;            /* -t/--tee */
     int *local_ranks_filter;        /* NULL = every rank shown on the console */
     int n_local_ranks_filter;
+    int timestamp_output;           /* each worker output line stamped with the time it was read */
     char *master_addr;              /* default "127.0.0.1" */
     int master_port;                /* default 29500; -1 when not given explicitly */
     char *local_addr;               /* NULL when not given */

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
@@ -25,6 +26,10 @@
 #define AGENT_DEFAULT_LOG_LINE_PREFIX "[${role_name}${local_rank}]:"
 #define AGENT_MAX_PREFIX_TEMPLATE 256
 #define AGENT_PREFIX_MAX 1024
+
+/* --timestamp_output: the stamp after the tag of each line of worker output, ISO 8601 in UTC
+ * with microseconds and a space ("2026-12-07T02:41:07.123456Z "): AGENT_STAMP_LEN bytes. */
+#define AGENT_STAMP_LEN 28
 
 /* Which streams of a worker go to a file (redirects) or to file and console (tee). */
 enum { AGENT_STD_NONE = 0, AGENT_STD_OUT = 1, AGENT_STD_ERR = 2, AGENT_STD_ALL = 3 };
@@ -84,7 +89,11 @@ typedef struct agent_job {
     agent_std_map_t redirects, tee;
     const int *ranks_shown; /* local ranks shown on the console (sorted); NULL = all */
     int n_ranks_shown;
-    const char *prefix_template;     /* checked by agent_prefix_check; NULL = the default */
+    const char *prefix_template; /* checked by agent_prefix_check; NULL = the default */
+    /* Each line of worker output (console, log files) starts, after the tag, with the time the
+     * agent read its first bytes (agent_stamp_render); its streams then all pass through the
+     * agent, also those --redirects sends to a file only. */
+    int timestamp_output;
     char *const *dup_stdout_filters; /* NULL-terminated; NULL = no filtered copy */
     char *const *dup_stderr_filters;
     int signals[AGENT_MAX_SIGNALS]; /* forwarded to the workers; TERM/INT/HUP/QUIT stop the job */
@@ -221,5 +230,10 @@ int agent_prefix_check(const char *flag, const char *tmpl, ddp_err_t *err);
  * the length written. */
 size_t agent_prefix_render(const char *tmpl, const char *role, int local_rank, int rank,
                            const char *hostname, char *out, size_t cap);
+
+/* Renders the wall-clock time t as the stamp of --timestamp_output into out: AGENT_STAMP_LEN
+ * bytes ("2026-12-07T02:41:07.123456Z ", UTC), then a NUL. A year outside 0..9999 renders as
+ * "0000-00-00T00:00:00.000000Z ", keeping the width. */
+void agent_stamp_render(const struct timespec *t, char out[AGENT_STAMP_LEN + 1]);
 
 #endif

@@ -258,6 +258,29 @@ static void test_prefix_render(void **state) {
     assert_non_null(strstr(e.text, "longer than"));
 }
 
+/* --timestamp_output's stamp: ISO 8601, UTC, microseconds (truncated, not rounded), fixed width. */
+static void test_stamp_render(void **state) {
+    (void)state;
+    char out[AGENT_STAMP_LEN + 1];
+    memset(out, 'x', sizeof out);
+    struct timespec t = {1796611267, 123456789}; /* 2026-12-07 02:41:07 UTC */
+    agent_stamp_render(&t, out);
+    assert_string_equal(out, "2026-12-07T02:41:07.123456Z ");
+    assert_int_equal(strlen(out), AGENT_STAMP_LEN);
+    t = (struct timespec){0, 999};
+    agent_stamp_render(&t, out);
+    assert_string_equal(out, "1970-01-01T00:00:00.000000Z ");
+    t = (struct timespec){951868799, 999999999}; /* the last microsecond of 2000-02-29 */
+    agent_stamp_render(&t, out);
+    assert_string_equal(out, "2000-02-29T23:59:59.999999Z ");
+    t = (struct timespec){253402300800, 0}; /* year 10000: the width holds, the digits do not */
+    agent_stamp_render(&t, out);
+    assert_string_equal(out, "0000-00-00T00:00:00.000000Z ");
+    t = (struct timespec){5, 1000000000};
+    agent_stamp_render(&t, out);
+    assert_string_equal(out, "0000-00-00T00:00:00.000000Z ");
+}
+
 /* --duplicate_std*_filters: torchrun's comma_separated_list (",," is a comma); empty items and
  * an empty value mean no filter. */
 static void test_duplicate_filters(void **state) {
@@ -297,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_multinode_prepare),
         cmocka_unit_test(test_torch_env_defaults),
         cmocka_unit_test(test_prefix_render),
+        cmocka_unit_test(test_stamp_render),
         cmocka_unit_test(test_duplicate_filters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -166,6 +166,40 @@ static void test_hang_flags(void **state) {
     expect_bad("--max_no_progress_restarts", "1e17", "--max_no_progress_restarts: '1e17'");
 }
 
+/* --timestamp_output: off by default; both spellings and PET_TIMESTAMP_OUTPUT turn it on and it
+ * reaches the agent; a value on the command line, or a PET_ value not 0/1, is refused naming it. */
+static void test_timestamp_output(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    launch_argv_t prog = {.path = "/bin/true", .argv = (char *[]){"prog", NULL}, .argc = 1};
+    agent_job_t job;
+    assert_int_equal(parse(&s, &e, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.timestamp_output, 0);
+    launch_spec_free(&s);
+    const char *const spellings[] = {"--timestamp_output", "--timestamp-output"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(parse(&s, &e, spellings[i], "prog", END), 0);
+        launch_job_build(&s, &prog, fake_env, NULL, &job);
+        assert_int_equal(job.timestamp_output, 1);
+        launch_spec_free(&s);
+    }
+    const char *const on[] = {"PET_TIMESTAMP_OUTPUT=1", NULL};
+    assert_int_equal(parse_env(&s, &e, on, "prog", END), 0);
+    assert_int_equal(s.timestamp_output, 1);
+    launch_spec_free(&s);
+    const char *const off[] = {"PET_TIMESTAMP_OUTPUT=0", NULL};
+    assert_int_equal(parse_env(&s, &e, off, "prog", END), 0);
+    assert_int_equal(s.timestamp_output, 0);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--timestamp_output=maybe", "prog", END), DDP_EUSAGE);
+    assert_string_equal(e.text, "--timestamp_output takes no value");
+    const char *const bad[] = {"PET_TIMESTAMP_OUTPUT=maybe", NULL};
+    assert_int_equal(parse_env(&s, &e, bad, "prog", END), DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "PET_TIMESTAMP_OUTPUT: 'maybe' is not 0 or 1"));
+}
+
 /* The health check's flags: defaults (no command, 60 s, the GPU check on), values and PET_*
  * variables as the agent gets them, and bad values refused naming the flag. */
 /* --max_node_failures: the store's bound on each JOIN; it overrides --rdzv_conf's key of the same
@@ -334,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_log_dir_errno),
         cmocka_unit_test(test_log_dir_eacces),
         cmocka_unit_test(test_hang_flags),
+        cmocka_unit_test(test_timestamp_output),
         cmocka_unit_test(test_health_flags),
         cmocka_unit_test(test_max_node_failures),
     };
