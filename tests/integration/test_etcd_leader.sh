@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Leader election on etcd (rendezvous/etcd/rdzv_etcd_leader.c) through tests/helpers/etcd_leader.c,
-# one candidate per process, against a real etcd (Debian's etcd-server) on 127.0.0.1 alone, lease
-# TTL 2 s. Three candidates and an observer elect exactly one leader; SIGKILL of the leader: another
-# leads within TTL + 1.5 s; SIGSTOP of the leader past the TTL: on SIGCONT it reports the loss, its
+# one candidate per process, lease TTL 2 s. First a hostile gateway: one error line naming the
+# endpoint, a bounded close. Then a real etcd (Debian's etcd-server) on 127.0.0.1 alone: three
+# candidates and an observer elect exactly one leader; SIGKILL of the leader: another leads
+# within TTL + 1.5 s; SIGSTOP of the leader past the TTL: on SIGCONT it reports the loss, its
 # leadership ended before the next one began; a deposed leader's fenced write is refused; a resign
 # hands over at once; the lead intervals of every candidate never overlap (one CLOCK_MONOTONIC for
 # all); etcd stopped: the loss within the TTL and one error line per outage, then a leader again
@@ -13,6 +14,7 @@
 
 L=$BIN/tests/etcd_leader
 TTL=2
+# The real-etcd checks, as they read when they run (skipped under these names without etcd).
 SECTIONS=("three candidates and an observer: exactly one leader, all see it"
     "SIGKILL of the leader: another leads within TTL + 1.5 s"
     "SIGSTOP past the TTL: on SIGCONT the old leader reports LOST, ended before the new one began"
@@ -24,22 +26,9 @@ SECTIONS=("three candidates and an observer: exactly one leader, all see it"
     "etcd back on its data dir: one leader again within 2 TTL + 2 s"
     "3-member cluster, one member killed: one leader, and another within TTL + 2.5 s of its SIGKILL"
     "no leftover process")
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
 mono() { python3 -c 'import time; print(int(time.monotonic() * 1000))'; }
 
 declare -A PID
-ETCD_PIDS=()
-# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER [STATE]: one member on loopback; its PID in EPID.
-start_etcd() {
-    etcd --name "$1" --data-dir "$TMP/etcd-$1" --listen-client-urls "http://127.0.0.1:$2" \
-        --advertise-client-urls "http://127.0.0.1:$2" --listen-peer-urls "http://127.0.0.1:$3" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$3" --initial-cluster "$4" \
-        --initial-cluster-state "${5:-new}" >>"$TMP/etcd-$1.log" 2>&1 &
-    EPID=$!
-    ETCD_PIDS+=("$EPID")
-}
 # cand NAME ENDPOINTS ARGS...: a candidate in the background, its lines in $TMP/NAME.log.
 cand() {
     local name=$1 eps=$2; shift 2
@@ -47,6 +36,46 @@ cand() {
         2>"$TMP/$name.err" &
     PID[$name]=$!
     wait_for "$TMP/$name.log" STARTED 5 >/dev/null
+}
+
+# ---- a hostile gateway (tests/helpers/etcd_hostile.py): a grant never answered, a range
+# answered with garbage. Each failure is one line naming the endpoint, retried without a line
+# per retry; the close is bounded by the client's timeout. ----
+python3 "$(dirname "$0")/../helpers/etcd_hostile.py" "$TMP/hostile.port" &
+HOSTILE=$!
+for _ in $(seq 100); do [ -s "$TMP/hostile.port" ] && break; sleep 0.05; done
+HP=$(cat "$TMP/hostile.port" 2>/dev/null)
+KEY=/ddprun/run0/leader
+cand hc "127.0.0.1:$HP" --value hc-addr
+cand ho "127.0.0.1:$HP" --observer
+sleep 3.5
+tc=$(mono)
+kill -TERM "${PID[hc]}" "${PID[ho]}"
+wait "${PID[hc]}"
+rc1=$?
+wait "${PID[ho]}"
+rc2=$?
+tc=$(( $(mono) - tc ))
+[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$tc" -lt 2500 ] &&
+    [ "$(grep -c ' ERROR ' "$TMP/hc.log")" -eq 1 ] && [ "$(grep -c ' ERROR ' "$TMP/ho.log")" -eq 1 ] &&
+    grep -q " ERROR http://127.0.0.1:$HP/v3/lease/grant: timed out after 1000 ms" "$TMP/hc.log" &&
+    grep -q " ERROR http://127.0.0.1:$HP/v3/kv/range: reply is not JSON" "$TMP/ho.log" &&
+    ! grep -qE ' (LEADING|OBSERVED) ' "$TMP/hc.log" "$TMP/ho.log"
+verdict "hostile gateway: one error line each naming the endpoint, retried quietly, a bounded close" ||
+    { echo "# close took $tc ms"; show_tail "$TMP/hc.log" "$TMP/ho.log"; }
+kill "$HOSTILE" 2>/dev/null
+wait "$HOSTILE" 2>/dev/null
+
+command -v etcd >/dev/null 2>&1 ||
+    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
+
+# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER [STATE]: one member on loopback; its PID in EPID.
+start_etcd() {
+    etcd --name "$1" --data-dir "$TMP/etcd-$1" --listen-client-urls "http://127.0.0.1:$2" \
+        --advertise-client-urls "http://127.0.0.1:$2" --listen-peer-urls "http://127.0.0.1:$3" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$3" --initial-cluster "$4" \
+        --initial-cluster-state "${5:-new}" >>"$TMP/etcd-$1.log" 2>&1 &
+    EPID=$!
 }
 stop_cand() { # NAME: SIGTERM (a close), then reap
     kill -TERM "${PID[$1]}" 2>/dev/null
