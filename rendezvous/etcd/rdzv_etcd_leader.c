@@ -588,6 +588,13 @@ uint64_t rdzv_etcd_leader_deadline(const rdzv_etcd_leader_t *l) {
     return l->deadline;
 }
 
+int rdzv_etcd_leader_leading(rdzv_etcd_leader_t *l) {
+    if (l == NULL || !l->leading || l->closing)
+        return 0;
+    uv_update_time(l->loop);
+    return uv_now(l->loop) < l->deadline;
+}
+
 /* ---- the fenced write ---- */
 
 typedef struct fence {

@@ -6,10 +6,11 @@
  * clock for every process of the machine, so that the suite can order their lines):
  *   T LEADING rev=R value=V | T OBSERVED rev=R value=V | T NONE | T ERROR why
  *   T LOST rev=R end=E why     (E: when the leadership or lease ended, same clock)
- *   T RESIGNED rev=R | T FENCED ok rev=R | T FENCED refused rev=R: why | T CLOSED
- * Signals: SIGUSR1 resigns (goes on observing), SIGUSR2 writes KEY/fenced with the revision it
- * last led under (fenced on it), SIGTERM closes (deleting the key if ours, revoking the lease) and
- * exits 0. */
+ *   T RESIGNED rev=R | T CHECK leading=0|1 | T FENCED ok rev=R | T FENCED refused rev=R: why
+ *   T CLOSED
+ * Signals: SIGUSR1 resigns (goes on observing), SIGUSR2 asks rdzv_etcd_leader_leading, then
+ * writes KEY/fenced with the revision it last led under (fenced on it), SIGTERM closes (deleting
+ * the key if ours, revoking the lease) and exits 0. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -102,6 +103,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     if (signum == SIGUSR1) {
         rdzv_etcd_leader_resign(leader);
     } else if (signum == SIGUSR2) {
+        printf("%" PRId64 " CHECK leading=%d\n", mono_ms(), rdzv_etcd_leader_leading(leader));
         char fkey[512];
         snprintf(fkey, sizeof fkey, "%s/fenced", key);
         ddp_err_t err = {0};

@@ -179,6 +179,7 @@ WORD=FENCED wait_leader "$tf" 3 "$STOPPED" >/dev/null
 WORD=FENCED wait_leader "$tf" 3 "$OTHER" >/dev/null
 [ -n "$(first_after "$TMP/$OTHER.log" FENCED "$tf")" ] &&
     grep -q " FENCED ok rev=$(rev_of "$OTHER")\$" "$TMP/$OTHER.log" &&
+    grep -q " CHECK leading=1\$" "$TMP/$OTHER.log" && grep -q " CHECK leading=0\$" "$TMP/$STOPPED.log" &&
     grep -q " FENCED refused rev=$(rev_of "$STOPPED"): http://127.0.0.1:$P1/v3/kv/txn: fenced out" \
         "$TMP/$STOPPED.log"
 verdict "a deposed leader's fenced write is refused, the leader's passes" ||

@@ -74,6 +74,11 @@ void rdzv_etcd_leader_close(rdzv_etcd_leader_t *l, void (*close_cb)(void *arg), 
  * during a LOST report, when the lost one ended: where the leadership ended. 0 before a lease. */
 uint64_t rdzv_etcd_leader_deadline(const rdzv_etcd_leader_t *l);
 
+/* 1 when this candidate leads and its lease's deadline has not passed by the clock now (the loop's
+ * time is updated first): what a leader asks before it acts as one (accepts a JOIN), since after
+ * a stop an I/O callback may run on the loop turn before the deadline's timer reports the loss. */
+int rdzv_etcd_leader_leading(rdzv_etcd_leader_t *l);
+
 /* Put key = value (attached to lease, 0: none) only if leader_key's create revision is still
  * revision: the leader's write of what must not be lost. cb gets 0, RDZV_ETCD_EFENCED with
  * errtext "... fenced out ..." when another leads (or none), or the client's errors. Returns as
