@@ -251,7 +251,7 @@ for n in "$STOPPED" "$OTHER" obs; do
     [ -n "$e" ] && [ "$(echo "$e" | wc -l)" -le 5 ] &&
         ! echo "$e" | grep -qv "ERROR http://127.0.0.1:$P1/" || errs_ok=0
 done
-[ -n "$tl" ] && [ $((tl - t0)) -le $((TTL * 1000 + 300)) ] && [ "$errs_ok" = 1 ]
+[ -n "$tl" ] && [ $((tl - t0)) -le $((TTL * 1000 + 500)) ] && [ "$errs_ok" = 1 ]
 verdict "etcd stopped: the leader reports LOST within the TTL, one error line each, naming the endpoint" ||
     show_tail "$TMP/$STOPPED.log" "$TMP/$OTHER.log" "$TMP/obs.log"
 echo "# etcd stopped: the leader reported the loss after $((${tl:-0} - t0)) ms"
