@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-# rendezvous/etcd/: librdzv_etcd.a, the asynchronous etcd v3 client (rdzv_etcd.h) on a libuv loop:
+# rendezvous/etcd/: librdzv_etcd.a, the asynchronous etcd v3 client (rdzv_etcd.h) on a libuv loop
+# and the leader election on it (rdzv_etcd_leader.h):
 #   rdzv_etcd.c       the client: calls, endpoints, authentication, watches, curl on the loop
 #   rdzv_etcd_json.c  base64, request bodies and the checked decoding of replies (pure)
 #   rdzv_etcd_curl.c  libcurl.so.4 loaded at run time into a table of functions
+#   rdzv_etcd_leader.c leader election on a lease, the fenced write (rdzv_etcd_leader.h)
 # It depends on common/ alone. libcurl is dlopen'ed (no -lcurl): only <curl/curl.h> is needed to
 # build (libcurl4-openssl-dev), and a program that never makes a client runs without libcurl.
-ETCD_SRCS := $(addprefix rendezvous/etcd/,rdzv_etcd.c rdzv_etcd_json.c rdzv_etcd_curl.c)
+ETCD_SRCS := $(addprefix rendezvous/etcd/,rdzv_etcd.c rdzv_etcd_json.c rdzv_etcd_curl.c \
+    rdzv_etcd_leader.c)
 $(BUILD)/librdzv_etcd.a: $(call objs,$(ETCD_SRCS))
 LIBS += $(BUILD)/librdzv_etcd.a
 # Its public header is on every object's path like the other libraries'; its private ones on
@@ -26,3 +29,9 @@ $(BUILD)/tests/etcd_client: $(BUILD)/obj/tests/helpers/etcd_client.o $(BUILD)/li
     $(BUILD)/libddpcommon.a
 	$(LINK)
 $(BUILD)/obj/tests/helpers/etcd_client.o: CPPFLAGS += -Irendezvous/etcd
+
+# One election candidate per process (tests/integration/test_etcd_leader.sh).
+HELPERS += $(BUILD)/tests/etcd_leader
+$(BUILD)/tests/etcd_leader: $(BUILD)/obj/tests/helpers/etcd_leader.o $(BUILD)/librdzv_etcd.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)

@@ -841,6 +841,10 @@ const char *rdzv_etcd_endpoint(const rdzv_etcd_t *c) {
     return c->eps[c->cur_ep];
 }
 
+uv_loop_t *rdzv_etcd_loop(const rdzv_etcd_t *c) {
+    return c->loop;
+}
+
 size_t rdzv_etcd_pending(const rdzv_etcd_t *c) {
     size_t n = 0;
     for (const req_t *r = c->reqs; r != NULL; r = r->next)

@@ -96,6 +96,9 @@ void rdzv_etcd_close(rdzv_etcd_t *c, void (*close_cb)(void *arg), void *arg);
  * call's callback or the close. */
 const char *rdzv_etcd_endpoint(const rdzv_etcd_t *c);
 
+/* The loop the client runs on. */
+uv_loop_t *rdzv_etcd_loop(const rdzv_etcd_t *c);
+
 /* Number of calls accepted and not completed (watches included). */
 size_t rdzv_etcd_pending(const rdzv_etcd_t *c);
 
