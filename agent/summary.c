@@ -211,7 +211,9 @@ void agent__summary_print(agent_t *a) {
                 thin, a->hang.no_progress, a->hang.best_step, a->cfg.job->max_no_progress_restarts);
     else if (a->hang.stacks_kept)
         fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->cfg.run_dir);
-    fprintf(f, "%s\n", sep);
+    char gp[512];
+    agent__goodput_text(a, gp, sizeof gp);
+    fprintf(f, "%s\n%s\n%s\n", thin, gp, sep);
     if (f == stderr) {
         fflush(f);
         return;
