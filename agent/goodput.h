@@ -52,8 +52,8 @@ typedef struct agent_goodput {
     /* The running group (running: spawned and not yet failed or ended). */
     int running;
     uint64_t spawn_ms, first_ms, last_ms, pass_ms; /* 0: not yet */
-    int64_t best_before; /* highest step of the earlier groups, -1 none */
-    int64_t top_step;    /* highest step of this group, -1 none, and the time of its beat */
+    int64_t best_before;                           /* highest step of the earlier groups, -1 none */
+    int64_t top_step; /* highest step of this group, -1 none, and the time of its beat */
     uint64_t top_ms;
     /* The restart being measured: from a failure known to its next group's pass. */
     int open;

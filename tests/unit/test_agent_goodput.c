@@ -45,9 +45,9 @@ static void test_restart_parts(void **state) {
     agent_goodput_beat(&g, T0 + 1010, 0, &c);
     agent_goodput_beat(&g, T0 + 5010, 40, &c); /* its last beat */
     memset(&c, 0, sizeof c);
-    assert_int_equal(agent_goodput_failed(&g, T0 + 5210, &c), 0); /* detect 200 */
-    agent_goodput_down(&g, T0 + 6310);                              /* stop 1100 */
-    assert_int_equal(agent_goodput_spawn(&g, T0 + 6360, &c), 0);  /* rendezvous 50 */
+    assert_int_equal(agent_goodput_failed(&g, T0 + 5210, &c), 0);  /* detect 200 */
+    agent_goodput_down(&g, T0 + 6310);                             /* stop 1100 */
+    assert_int_equal(agent_goodput_spawn(&g, T0 + 6360, &c), 0);   /* rendezvous 50 */
     assert_int_equal(agent_goodput_beat(&g, T0 + 8360, 0, &c), 0); /* start 2000 */
     assert_int_equal(agent_goodput_beat(&g, T0 + 8460, 30, &c), 0);
     assert_int_equal(agent_goodput_beat(&g, T0 + 9460, 40, &c), 1); /* passes 40: closes */
