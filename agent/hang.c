@@ -215,7 +215,7 @@ static void on_hb_timer(uv_timer_t *t) {
     }
     if (hung != NULL)
         hung = likelier_culprit(a, hung, now);
-    if (agent__goodput_watching(a) && now + HANG_GOODPUT_LOOK_MS < next)
+    if (agent__goodput_watching(a) && next != UINT64_MAX && now + HANG_GOODPUT_LOOK_MS < next)
         next = now + HANG_GOODPUT_LOOK_MS;
     if (hung != NULL) {
         hung->hung_for_ms = now - silent_since(a, hung);
