@@ -3,7 +3,8 @@
  * cause (first failure of the last attempt) and the other failures, each with time, host, ranks,
  * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). On
  * several nodes the store decides the root cause (the first FAIL of the round): a node whose
- * failures came after another's lists them all and names that one instead. */
+ * failures came after another's lists them all and names that one instead. Its last line is
+ * goodput's (goodput.c). */
 #include "agent_int.h"
 
 #include <errno.h>
