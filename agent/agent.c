@@ -307,6 +307,7 @@ int agent_run(const agent_job_t *job, agent_result_t *res) {
         return rc;
     }
     a->cfg.loop = &loop;
+    agent__goodput_begin(a);
     ddp_err_t err;
     ddp_err_clear(&err);
     agent__console_start(a, agent__streams_resume);

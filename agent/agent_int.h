@@ -17,6 +17,7 @@
 #include "agent.h"
 #include "ddp_buf.h"
 #include "ddp_strv.h"
+#include "goodput.h"
 
 /* A line longer than this is written out in pieces rather than buffered further. */
 #define AGENT_MAX_LINE 65536
@@ -117,6 +118,7 @@ struct agent_worker {
     uint64_t hb_last_ms;        /* monotonic time of the last beat through the file */
     int hb_beaten;              /* the file has beaten in this attempt */
     uint64_t out_beat_ms;       /* last whole output line (--heartbeat_on_output); 0 = none */
+    uint64_t out_fed_ms;        /* the newest output beat given to goodput.c */
     long long step;             /* last progress counter read from the file; -1 = none */
     uint64_t hung_for_ms;       /* silence when it was found hung */
     pid_t stacks_pid;           /* stack capture helper not yet reaped; 0 = none */
@@ -231,6 +233,7 @@ struct agent {
         uv_timer_t restart_timer;
         int round_ended;      /* multi-node: the round ended while capturing (nothing to report) */
         int no_progress_stop; /* restarts stopped by --max_no_progress_restarts */
+        int summarized;       /* the failure summary was printed (with the goodput line) */
     } sup;
     agent_assignment_t as; /* this node's place in the round (assignment.c) */
     /* The group of workers (group.c and worker.c). */
@@ -295,6 +298,10 @@ struct agent {
         long long best_step;     /* highest progress counter of any earlier attempt; -1 = none */
         int no_progress;         /* attempts in a row that ended without passing best_step */
     } hang;
+    /* Where the job's time goes (goodput.c, on goodput.h's arithmetic): fed by agent.c (the
+     * start), group.c (each spawn), hang.c (the beats it reads), supervise.c (a failure known,
+     * the group down, the end); read by summary.c and metrics.c. */
+    agent_goodput_t gp;
     /* The GPU memory wait before a restart (gpu_wait.c, on gpu_mem.h). */
     struct {
         uv_timer_t timer;
@@ -590,6 +597,27 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms);
  * Returns 1 when --max_no_progress_restarts says to stop restarting, with why (cap bytes) saying
  * so for the log and the other nodes, else 0. */
 int agent__hang_progress_stop(agent_t *a, char *why, size_t cap);
+/* hang.c: reads every worker's heartbeat file now (the running ones and those of the attempt that
+ * just ended), so that the beats goodput.c is fed are the last ones before a failure or the end. */
+void agent__hang_beats_look(agent_t *a);
+
+/* goodput.c, the agent's part `gp` (docs/cli.md "Goodput"): begin: once before the first group;
+ * spawn: a group started (group.c); beat: a beat at monotonic t, step or -1 (hang.c, only when it
+ * reads a new one); failed: the running group failed, hung or must stop (supervise.c, after
+ * agent__hang_beats_look); down: that group is down; end: the job ends (supervise.c), saying the
+ * line (WARN after restarts, else INFO) unless the failure summary has it. Each closed restart
+ * is a `restart_cost` event. watching: nonzero while a group has not beaten yet or redoes steps
+ * (the hang watch then looks at the files more often, for the start's and the redo's end). */
+void agent__goodput_begin(agent_t *a);
+void agent__goodput_spawn(agent_t *a);
+void agent__goodput_beat(agent_t *a, uint64_t t, long long step);
+void agent__goodput_failed(agent_t *a);
+void agent__goodput_down(agent_t *a);
+void agent__goodput_end(agent_t *a, int summarized);
+int agent__goodput_watching(const agent_t *a);
+/* goodput.c: the summary's goodput line, now, into out (cap bytes). */
+void agent__goodput_text(agent_t *a, char *out, size_t cap);
+
 /* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
  * libuv code. */
 int agent__gpu_wait_init(agent_t *a);

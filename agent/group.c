@@ -182,6 +182,7 @@ int agent__group_start(agent_t *a) {
     if (frc < 0)
         return frc;
     agent__cgroup_group_begin(a);
+    agent__goodput_spawn(a);
     for (int i = 0; i < a->cfg.nproc; i++) {
         agent_worker_t *w = &a->grp.workers[i];
         w->local_rank = i;

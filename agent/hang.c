@@ -26,6 +26,10 @@
 #define HANG_STEP_BYTES 32
 /* A capture helper that outlives its budget by this much is killed (stacks.h asks for it). */
 #define HANG_STACKS_GRACE_MS 1000
+/* While a group has not beaten yet, or redoes the steps of the group before it, its files are
+ * looked at this often: the first beat ends a restart's start, passing the old step its redo
+ * (goodput.c). */
+#define HANG_GOODPUT_LOOK_MS 100
 /* Lines of the hung worker's stacks quoted in the log when it is found. */
 #define HANG_LOG_LINES 12
 
@@ -43,6 +47,7 @@ int agent__hang_worker_file(agent_t *a, agent_worker_t *w, const char *dir) {
     w->hb_file[0] = '\0';
     w->hb_beaten = 0;
     w->out_beat_ms = 0;
+    w->out_fed_ms = 0;
     w->step = -1;
     w->stacks_pid = 0;
     w->stacks_file[0] = '\0';
@@ -99,8 +104,13 @@ static void step_read(agent_worker_t *w) {
 /* Looks at w's heartbeat file: a new mtime is a beat. The mtime is wall-clock time; the beat is
  * placed on the monotonic clock between the previous look and now, so a clock step can neither
  * hide a hang nor invent one. */
-static void beat_read(agent_worker_t *w, uint64_t now_ms) {
+static void beat_read(agent_t *a, agent_worker_t *w, uint64_t now_ms) {
     struct stat st;
+    /* Output lines are beats without a step: goodput gets the newest one it has not had. */
+    if (w->out_beat_ms > w->out_fed_ms) {
+        w->out_fed_ms = w->out_beat_ms;
+        agent__goodput_beat(a, w->out_beat_ms, -1);
+    }
     if (w->hb_file[0] == '\0' || stat(w->hb_file, &st) < 0)
         return;
     uint64_t prev = w->hb_checked_ms;
@@ -119,6 +129,7 @@ static void beat_read(agent_worker_t *w, uint64_t now_ms) {
         w->hb_last_ms = at;
     w->hb_beaten = 1;
     step_read(w);
+    agent__goodput_beat(a, at, w->step);
 }
 
 /* The time of w's last beat, file or output line; 0 when it has not beaten yet. */
@@ -193,7 +204,7 @@ static void on_hb_timer(uv_timer_t *t) {
         agent_worker_t *w = &a->grp.workers[i];
         if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
-        beat_read(w, now);
+        beat_read(a, w, now);
         uint64_t check, d = deadline_of(a, w, now, &check);
         if (d <= now && d < worst) {
             worst = d;
@@ -204,6 +215,8 @@ static void on_hb_timer(uv_timer_t *t) {
     }
     if (hung != NULL)
         hung = likelier_culprit(a, hung, now);
+    if (agent__goodput_watching(a) && next != UINT64_MAX && now + HANG_GOODPUT_LOOK_MS < next)
+        next = now + HANG_GOODPUT_LOOK_MS;
     if (hung != NULL) {
         hung->hung_for_ms = now - silent_since(a, hung);
         /* Said at once: the capture may take --stacks_timeout before anything else is logged. */
@@ -234,7 +247,7 @@ int agent__hang_progress(agent_t *a, int64_t *step, int64_t *beat_age_ms) {
         agent_worker_t *w = &a->grp.workers[i];
         if (w->state != WORKER_RUNNING || w->hb_file[0] == '\0')
             continue;
-        beat_read(w, now);
+        beat_read(a, w, now);
         uint64_t last = silent_since(a, w);
         if (last < oldest)
             oldest = last;
@@ -252,7 +265,7 @@ int agent__hang_beat_age(agent_t *a, agent_worker_t *w, uint64_t now_ms, uint64_
     if (a->cfg.job->heartbeat_timeout_ms <= 0 || w->state != WORKER_RUNNING ||
         w->hb_file[0] == '\0')
         return -ENOENT;
-    beat_read(w, now_ms);
+    beat_read(a, w, now_ms);
     uint64_t since = silent_since(a, w);
     *age_ms = now_ms > since ? now_ms - since : 0;
     return 0;
@@ -265,6 +278,8 @@ void agent__hang_arm(agent_t *a) {
     uint64_t first = (uint64_t)a->cfg.job->heartbeat_timeout_ms;
     if ((uint64_t)a->cfg.job->initial_heartbeat_timeout_ms < first)
         first = (uint64_t)a->cfg.job->initial_heartbeat_timeout_ms;
+    if (agent__goodput_watching(a) && first > HANG_GOODPUT_LOOK_MS)
+        first = HANG_GOODPUT_LOOK_MS;
     hb_arm(a, first);
 }
 
@@ -375,7 +390,7 @@ int agent__hang_progress_stop(agent_t *a, char *why, size_t cap) {
     uint64_t now = ddp_now_ms();
     for (int i = 0; i < a->cfg.nproc; i++) {
         agent_worker_t *w = &a->grp.workers[i];
-        beat_read(w, now); /* the last counter a worker wrote before it stopped */
+        beat_read(a, w, now); /* the last counter a worker wrote before it stopped */
         if (w->step > best)
             best = w->step;
     }
@@ -391,4 +406,12 @@ int agent__hang_progress_stop(agent_t *a, char *why, size_t cap) {
              "(--max_no_progress_restarts=%d)",
              a->hang.no_progress, a->hang.best_step, limit);
     return 1;
+}
+
+void agent__hang_beats_look(agent_t *a) {
+    if (a->cfg.job->heartbeat_timeout_ms <= 0)
+        return;
+    uint64_t now = ddp_now_ms();
+    for (int i = 0; i < a->cfg.nproc; i++)
+        beat_read(a, &a->grp.workers[i], now);
 }

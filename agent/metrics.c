@@ -21,6 +21,36 @@ static int sample(ddp_buf_t *out, const char *name, const char *type, const char
                           name, help, name, type, name, run, node_rank, value);
 }
 
+/* Where the job's time went so far (goodput.c; docs/cli.md "Goodput"): the ratio and the
+ * productive time only when beats can tell them, the restarts' parts always (a part not known in
+ * a restart adds nothing). */
+static int goodput_metrics(agent_t *a, ddp_buf_t *out, const char *run, int n) {
+    agent_goodput_totals_t t;
+    agent_goodput_totals(&a->gp, ddp_now_ms(), &t);
+    char v[32];
+    int rc = 0;
+    if (a->gp.beats) {
+        snprintf(v, sizeof v, "%.4f", t.ratio);
+        rc = sample(out, "ddprun_agent_goodput_ratio", "gauge",
+                    "Productive time (beating, past every earlier step) over wall time so far.",
+                    run, n, v);
+        snprintf(v, sizeof v, "%.3f", (double)t.productive_ms / 1000.0);
+        rc = rc ? rc
+                : sample(out, "ddprun_agent_productive_seconds_total", "counter",
+                         "Time the worker groups made new steps.", run, n, v);
+    }
+    const char *parts = "ddprun_agent_restart_seconds_total";
+    rc = rc ? rc
+            : ddp_buf_printf(out,
+                             "# HELP %s Time lost to restarts, by part: detect, stop, "
+                             "rendezvous, start, redo.\n# TYPE %s counter\n",
+                             parts, parts);
+    for (int p = 0; rc == 0 && p < AGENT_GP_NPARTS; p++)
+        rc = ddp_buf_printf(out, "%s{run=\"%s\",node_rank=\"%d\",part=\"%s\"} %.3f\n", parts, run,
+                            n, agent_goodput_part_names[p], (double)a->gp.lost_ms[p] / 1000.0);
+    return rc;
+}
+
 static int agent_metrics(void *ctx, ddp_buf_t *out) {
     agent_t *a = ctx;
     char run[RDZV_LABEL_MAX], v[32];
@@ -57,6 +87,8 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
         rc = ddp_buf_printf(out, "%s{run=\"%s\",node_rank=\"%d\",cause=\"%s\"} %llu\n", fail, run,
                             n, agent__cause_names[c],
                             (unsigned long long)a->obs.counts[AGENT_COUNT_GROUP_FAILED + c]);
+    if (rc == 0)
+        rc = goodput_metrics(a, out, run, n);
     /* Heartbeat ages (--heartbeat_timeout): each worker's file is read now, as `ddprun status`
      * does. The hang check looks only at deadlines, so the age it last saw grows up to the
      * timeout for a worker that beats all along, and there is none before its first look. */

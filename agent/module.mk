@@ -10,7 +10,8 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/group.c agent/worker.c agent/outpu
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
               agent/metrics.c agent/scratch.c agent/health.c agent/console.c agent/store.c \
                agent/assignment.c agent/rdzv_ops.c agent/rdzv_link.c agent/rdzv_barrier.c \
-               agent/gpu_wait.c agent/node_check.c agent/session.c
+               agent/gpu_wait.c agent/node_check.c agent/session.c agent/goodput.c \
+               agent/goodput_calc.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 
@@ -28,7 +29,8 @@ SUPERVISE_TESTS := $(BUILD)/tests/unit/test_agent_supervise \
 UNIT_TESTS += $(SUPERVISE_TESTS)
 $(SUPERVISE_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o \
     $(BUILD)/obj/agent/supervise.o $(BUILD)/obj/agent/worker.o $(BUILD)/obj/agent/events.o \
-    $(BUILD)/obj/agent/assignment.o $(BUILD)/obj/agent/rdzv_ops.o $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/agent/assignment.o $(BUILD)/obj/agent/rdzv_ops.o $(BUILD)/obj/agent/goodput.o \
+    $(BUILD)/obj/agent/goodput_calc.o $(BUILD)/libddpcommon.a
 $(SUPERVISE_TESTS): LDFLAGS += -Wl,--wrap=uv_timer_start,--wrap=uv_timer_stop,--wrap=kill
 
 # test_agent_rdzv_link and test_agent_rdzv_barrier link rdzv_link.c and rdzv_barrier.c alone: each
@@ -65,3 +67,8 @@ $(BUILD)/tests/unit/libfakenvml.so: $(BUILD)/obj/tests/unit/test_fakenvml.o
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -shared -o $@ $^
+
+# test_agent_goodput: goodput_calc.c's arithmetic, fed recorded times.
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_goodput
+$(BUILD)/tests/unit/test_agent_goodput: $(BUILD)/obj/tests/unit/test_agent_goodput.o \
+    $(BUILD)/obj/agent/goodput_calc.o

@@ -3,7 +3,8 @@
  * cause (first failure of the last attempt) and the other failures, each with time, host, ranks,
  * pid, exit code or signal name and the worker's own error file (PyTorch's JSON, via jansson). On
  * several nodes the store decides the root cause (the first FAIL of the round): a node whose
- * failures came after another's lists them all and names that one instead. */
+ * failures came after another's lists them all and names that one instead. Its last line is
+ * goodput's (goodput.c). */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -211,7 +212,9 @@ void agent__summary_print(agent_t *a) {
                 thin, a->hang.no_progress, a->hang.best_step, a->cfg.job->max_no_progress_restarts);
     else if (a->hang.stacks_kept)
         fprintf(f, "%s\nStacks of the hung workers are kept in %s\n", thin, a->cfg.run_dir);
-    fprintf(f, "%s\n", sep);
+    char gp[512];
+    agent__goodput_text(a, gp, sizeof gp);
+    fprintf(f, "%s\n%s\n%s\n", thin, gp, sep);
     if (f == stderr) {
         fflush(f);
         return;

@@ -56,8 +56,21 @@ static void start_kill_timer(agent_t *a) {
     }
 }
 
+/* The running group failed or must stop: goodput gets its last beats, then the moment. */
+static void goodput_failed(agent_t *a) {
+    agent__hang_beats_look(a);
+    agent__goodput_failed(a);
+}
+
+/* The failure summary; the goodput line is in it, and not said again at the end. */
+static void summary_print(agent_t *a) {
+    agent__summary_print(a);
+    a->sup.summarized = 1;
+}
+
 /* RUNNING + a failure: remember it as the root cause and stop the rest of the group. */
 static void fail_and_stop(agent_t *a, agent_worker_t *w) {
+    goodput_failed(a);
     agent__worker_failure_record(a, w);
     a->sup.state = SUP_STOPPING;
     char what[RDZV_WHAT_MAX + 1];
@@ -122,6 +135,8 @@ static void finish(agent_t *a, int error) {
     else
         agent__evlog(a, "shutdown", "{s:s, s:n, s:s?}", "result", how, "signal", "root_cause",
                      cause);
+    agent__hang_beats_look(a);
+    agent__goodput_end(a, a->sup.summarized);
     a->sup.error = error;
     a->sup.state = SUP_DONE;
     agent__shutdown_loop(a);
@@ -179,7 +194,7 @@ static void local_start(agent_t *a) {
  * with the summary. */
 static void no_progress_fail(agent_t *a, agent_worker_t *w) {
     (void)w;
-    agent__summary_print(a);
+    summary_print(a);
     a->sup.result.failed = 1;
     finish(a, 0);
 }
@@ -189,6 +204,7 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     (void)w;
     uv_timer_stop(&a->sup.kill_timer);
     sweep_leftovers(a);
+    agent__goodput_down(a);
     if (a->grp.nfailures > 0) {
         const agent_failure_t *f = &a->grp.failures[0];
         int cause = f->hung                  ? AGENT_CAUSE_HUNG
@@ -201,7 +217,7 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
     }
     if (a->grp.nfailures > 0 && a->grp.failures[0].exec_errno != 0) {
         /* The program cannot be executed: restarting would fail the same way. */
-        agent__summary_print(a);
+        summary_print(a);
         a->sup.result.exec_errno = a->grp.failures[0].exec_errno;
         finish(a, 0);
         return;
@@ -221,7 +237,7 @@ static void restart_or_fail(agent_t *a, agent_worker_t *w) {
  * else the summary and exit 1. */
 static void local_restart(agent_t *a) {
     if (a->as.attempt >= a->cfg.job->max_restarts) {
-        agent__summary_print(a);
+        summary_print(a);
         a->sup.result.failed = 1;
         finish(a, 0);
         return;
@@ -317,7 +333,7 @@ static void finish_shutdown(agent_t *a, agent_worker_t *w) {
     uv_timer_stop(&a->sup.kill_timer);
     sweep_leftovers(a);
     if (a->sup.fatal && a->grp.nfailures > 0)
-        agent__summary_print(a);
+        summary_print(a);
     if (a->sup.fatal)
         a->sup.result.failed = 1;
     else
@@ -346,6 +362,7 @@ static void joined(agent_t *a, agent_worker_t *w) {
 static void round_ended(agent_t *a, agent_worker_t *w) {
     (void)w;
     agent__evlog(a, "rendezvous_round_ended", "{s:I}", "round", (json_int_t)a->as.round);
+    goodput_failed(a);
     a->sup.state = SUP_STOPPING;
     if (a->grp.running == 0) {
         restart_or_fail(a, NULL);
@@ -362,6 +379,7 @@ static void round_ended(agent_t *a, agent_worker_t *w) {
  * a lost store is no restart of the job). */
 static void store_lost_stop(agent_t *a, agent_worker_t *w) {
     (void)w;
+    goodput_failed(a);
     a->sup.state = SUP_STOPPING;
     if (a->grp.running == 0) {
         restart_or_fail(a, NULL);
@@ -458,6 +476,7 @@ static void capture_done(agent_t *a, agent_worker_t *w) {
 /* RUNNING + a worker hung: it is the root cause; capture every worker's stacks before any of
  * them is signalled (a SIGTERM handler would change what they are doing). */
 static void capture_begin(agent_t *a, agent_worker_t *w) {
+    goodput_failed(a);
     agent__worker_hang_record(a, w);
     a->sup.state = SUP_CAPTURING;
     a->sup.round_ended = 0;

@@ -123,6 +123,10 @@ void agent__hang_report(agent_t *a, const agent_failure_t *f) {
     fx.hang_reports++;
 }
 
+void agent__hang_beats_look(agent_t *a) {
+    (void)a;
+}
+
 int agent__hang_progress_stop(agent_t *a, char *why, size_t cap) {
     (void)a;
     if (progress_stop)

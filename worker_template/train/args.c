@@ -43,6 +43,8 @@ const char train_usage_text[] =
     "  --eval-samples N      samples of the dataset scored at each epoch end (default 2048)\n"
     "  --check-sync          after each epoch, fail unless every rank holds rank 0's parameters\n"
     "  --step-delay-ms N     sleep N ms after each step (demos and fault tests)\n"
+    "  --fail-at-step N      exit 1 once step N is done, in the first attempt only\n"
+    "                        (" DDP_ENV_RESTART_COUNT " unset or 0; fault tests)\n"
     "  --quiet               no progress lines\n"
     "  --help                this text\n"
     "exit status: 0 done; 1 failed (message on stderr and in " DDP_ENV_ERROR_FILE "); 2 usage\n";
@@ -132,6 +134,7 @@ enum {
     F_EVAL,
     F_SYNC,
     F_DELAY,
+    F_FAIL_AT,
     F_QUIET,
     F_HELP
 };
@@ -157,6 +160,7 @@ static const struct option long_opts[] = {{"epochs", 1, 0, F_EPOCHS},
                                           {"eval-samples", 1, 0, F_EVAL},
                                           {"check-sync", 0, 0, F_SYNC},
                                           {"step-delay-ms", 1, 0, F_DELAY},
+                                          {"fail-at-step", 1, 0, F_FAIL_AT},
                                           {"quiet", 0, 0, F_QUIET},
                                           {"help", 0, 0, F_HELP},
                                           {0, 0, 0, 0}};
@@ -173,6 +177,7 @@ static void set_defaults(train_args_t *a) {
     a->keep = 3;
     a->eval_samples = 2048;
     a->max_steps = -1;
+    a->fail_at_step = -1;
     a->backend = DDPW_BACKEND_AUTO;
     a->optim = OPT_SGD;
 }
@@ -201,6 +206,7 @@ static int apply(train_args_t *a, int c, const char *v, ddp_err_t *err) {
     case F_EVAL: return int_arg("--eval-samples", v, 0, 1 << 30, &a->eval_samples, err);
     case F_SYNC: a->check_sync = 1; return 0;
     case F_DELAY: return int_arg("--step-delay-ms", v, 0, 600000, &a->step_delay_ms, err);
+    case F_FAIL_AT: return num_arg("--fail-at-step", v, 1, INT64_MAX, &a->fail_at_step, err);
     case F_QUIET: a->quiet = 1; return 0;
     case F_HELP: a->help = 1; return 0;
     default: return ddp_err_set(err, DDP_EUSAGE, "unknown option");

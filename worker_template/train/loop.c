@@ -3,12 +3,15 @@
  * initial parameters), one step (forward, backward, gradient allreduce, update), progress and
  * metrics, checkpoint, --check-sync and the epoch-end evaluation; the agent's heartbeat with the
  * global step after every step and around the long parts (resume, checkpoint, evaluation). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_contract.h"
 #include "ddp_log.h"
 #include "ddp_time.h"
 #include "ddpw_keys.h"
@@ -306,6 +309,12 @@ static int step_once(trainer_t *t, uint64_t step, size_t b, size_t per, double *
     return 0;
 }
 
+/* Whether this is the job's first attempt (--fail-at-step fails only there). */
+static int first_attempt(void) {
+    const char *n = getenv(DDP_ENV_RESTART_COUNT);
+    return n == NULL || strcmp(n, "0") == 0;
+}
+
 /* One epoch from batch start; *step counts steps in total. *stop is set when --max-steps is
  * reached (the run then ends without the epoch-end work). */
 static int run_epoch(trainer_t *t, uint64_t epoch, size_t start, uint64_t *step, int *stop,
@@ -341,6 +350,12 @@ static int run_epoch(trainer_t *t, uint64_t epoch, size_t start, uint64_t *step,
         if (a->ckpt_dir != NULL && a->ckpt_every > 0 && *step % (uint64_t)a->ckpt_every == 0 &&
             b + 1 < nb && (rc = save(t, *step, epoch, b + 1, err)) != 0)
             return rc;
+        if ((int64_t)*step == a->fail_at_step && first_attempt()) {
+            trainer_heartbeat(t, *step, 1); /* the agent sees the step it failed at */
+            return failed(t, NULL,
+                          ddp_err_set(err, -ECANCELED, "--fail-at-step %lld reached",
+                                      (long long)a->fail_at_step));
+        }
         if (a->step_delay_ms > 0) {
             struct timespec ts = {a->step_delay_ms / 1000, (a->step_delay_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);

@@ -24,6 +24,7 @@
 typedef struct train_args {
     int epochs, batch, log_every, ckpt_every, keep, eval_samples, step_delay_ms, check_sync;
     int64_t samples, max_steps, seed, data_seed;
+    int64_t fail_at_step; /* -1: never */
     double lr, momentum;
     int lr_set;
     ddpw_backend_t backend;
