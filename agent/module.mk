@@ -10,7 +10,7 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/group.c agent/worker.c agent/outpu
               agent/errfile.c agent/stacks.c agent/gpu_mem.c agent/hang.c agent/events.c \
               agent/metrics.c agent/scratch.c agent/health.c agent/console.c agent/store.c \
                agent/assignment.c agent/rdzv_ops.c agent/rdzv_link.c agent/rdzv_barrier.c \
-               agent/gpu_wait.c agent/node_check.c agent/session.c
+               agent/gpu_wait.c agent/node_check.c agent/session.c agent/rdzv_elect.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 
