@@ -301,6 +301,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
 void agent__rdzv_join(agent_t *a) {
     struct agent_rdzv *r = a->rdzv;
     const agent_job_t *job = a->cfg.job;
+    if (r->elect_failed) {
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
     rdzv_join_req_t req;
     memset(&req, 0, sizeof req);
     snprintf(req.run_id, sizeof req.run_id, "%s", job->run_id);
@@ -685,6 +689,9 @@ int agent__rdzv_start(agent_t *a) {
         /* The election names the store (and sets addr, port and host). */
         if ((rc = elect_start(r)) < 0)
             return rc;
+        /* etcd unreachable: the job fails as one whose store cannot be reached does, at its
+         * first JOIN (exit 1). */
+        r->elect_failed = rc > 0;
     } else {
         if (job->local_addr != NULL)
             snprintf(r->host, sizeof r->host, "%s", job->local_addr);
@@ -700,6 +707,8 @@ int agent__rdzv_start(agent_t *a) {
                                         "this node's address, --local_addr")) < 0)
         return rc;
     agent__job_store_at(a, r->addr, r->port, r->token);
+    if (r->elect_failed)
+        return 0;
     /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
      * would feed the state table before the agent is in SUP_JOINING. */
     return agent__link_start(r, (int)job->rdzv.join_timeout_ms);

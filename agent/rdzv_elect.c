@@ -106,7 +106,10 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
         /* A candidate that did not lead lost only its lease: etcd is away. */
         __attribute__((fallthrough));
     case RDZV_LEADER_ERROR:
-        if (!r->etcd_down)
+        if (!r->etcd_down && !r->elected)
+            DDP_WARN("%s; retrying for up to %d s", why != NULL ? why : "etcd does not answer",
+                     AGENT_ETCD_START_MS / 1000);
+        else if (!r->etcd_down)
             DDP_WARN("etcd unreachable: %s; running workers go on, nothing new is decided until "
                      "it answers",
                      why != NULL ? why : "no answer");
@@ -190,9 +193,9 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     uv_run(a->cfg.loop, UV_RUN_NOWAIT);
     if (!r->elected) {
         DDP_ERROR("etcd at %s: no rendezvous store elected within %d s (etcd unreachable or "
-                  "refusing the lease); giving up",
+                  "refusing the lease); this node is out of the job",
                   job->etcd.endpoints, AGENT_ETCD_START_MS / 1000);
-        return DDP_ETIMEOUT;
+        return 1;
     }
     return 0;
 }

@@ -138,7 +138,8 @@ struct agent_rdzv {
     int self_port;                          /* this agent's store's port */
     int elected;                            /* the election named a store (leader_addr:port) */
     int leading;                            /* ... this agent's own */
-    int etcd_down;                          /* a call to etcd failed: said once until it answers */
+    int etcd_down;
+    int elect_failed; /* no store was elected at the start: the first JOIN fails the job */                          /* a call to etcd failed: said once until it answers */
     char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
     char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
@@ -190,8 +191,8 @@ typedef struct agent_elect_hooks {
  * of the route to the first etcd member (the cluster's network). */
 void agent__elect_host(struct agent_rdzv *r);
 /* rdzv_elect.c: stands for election with this node's store (r->host:store_port) and waits, a
- * bounded time, until the election names a store (hooks->moved). Returns 0 or a negative code
- * (logged, naming the endpoint). */
+ * bounded time, until the election names a store (hooks->moved). Returns 0, 1 when none was
+ * named in time (etcd unreachable; logged, naming the endpoint) or a negative code (logged). */
 int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks);
 /* rdzv_elect.c: leaves the election and closes the etcd client. */
 void agent__elect_stop(struct agent_rdzv *r);
