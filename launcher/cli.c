@@ -158,6 +158,9 @@ static int etcd_member_add(char **list, const char *flag, const char *member, dd
 /* "HOST:PORT[,HOST:PORT...]": every member checked; the list as the etcd backend uses it. */
 static int etcd_endpoints_parse(launch_spec_t *spec, const char *flag, const char *val,
                                 ddp_err_t *err) {
+    size_t n_val = strlen(val);
+    if (val[0] == ',' || val[n_val - 1] == ',' || strstr(val, ",,") != NULL)
+        return launch__bad_value(err, flag, val, "has an empty member");
     char *copy = strdup(val), *list = NULL, *save = NULL;
     if (copy == NULL)
         return -ENOMEM;
