@@ -50,6 +50,9 @@ static int etcd_prepare(agent_job_t *job, ddp_err_t *err) {
         return ddp_err_set(err, DDP_EUSAGE,
                            "--rdzv_backend=etcd needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...] "
                            "(the etcd members)");
+    if ((job->etcd.cert == NULL) != (job->etcd.key == NULL))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--rdzv_conf: etcd_cert and etcd_key: give both or neither");
     job->etcd.user = getenv(AGENT_ENV_ETCD_USER);
     job->etcd.password = getenv(AGENT_ENV_ETCD_PASSWORD);
     if ((job->etcd.user == NULL) != (job->etcd.password == NULL))

@@ -43,6 +43,7 @@ bad "lease_ttl=x" "lease_ttl='x'" --rdzv_conf=lease_ttl=x
 bad "etcd_prefix without /" "etcd_prefix='ddp'" --rdzv_conf=etcd_prefix=ddp
 bad "etcd_cacert empty" "etcd_cacert=''" --rdzv_conf=etcd_cacert=
 bad "a member's port" "'b:70000'" --rdzv_endpoint=127.0.0.1:1,b:70000
+bad "etcd_cert without etcd_key" "etcd_key" --rdzv_conf=etcd_cert=/c.pem
 bad "an unknown backend" "'etcd3'" --rdzv_backend=etcd3
 bad "no endpoint" "needs --rdzv_endpoint" --rdzv_endpoint=
 DDPRUN_ETCD_USER=u bad "a user without a password" "DDPRUN_ETCD_PASSWORD"
