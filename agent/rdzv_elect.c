@@ -26,6 +26,8 @@
  * election retries meanwhile), and the bound on each call to etcd. */
 #define AGENT_ETCD_START_MS 10000
 #define AGENT_ETCD_CALL_MS 2000
+/* While etcd is away: how often it is asked whether it answers again. */
+#define AGENT_ETCD_PROBE_MS 1000
 
 void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port) {
     int v6 = strchr(addr, ':') != NULL;
@@ -70,7 +72,24 @@ static void etcd_back(struct agent_rdzv *r) {
     if (!r->etcd_down)
         return;
     r->etcd_down = 0;
+    uv_timer_stop(&r->probe_timer);
     DDP_WARN("etcd at %s answers again", rdzv_etcd_endpoint(r->etcd));
+}
+
+static void on_probe(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
+    (void)res, (void)errtext;
+    struct agent_rdzv *r = arg;
+    if (status == 0 && r->etcd != NULL)
+        etcd_back(r);
+}
+
+/* While etcd is away, a read of the leader key now and then: the election reports nothing when
+ * etcd comes back unchanged, and the line that says it is back needs an answer. */
+static void on_probe_timer(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->etcd != NULL)
+        rdzv_etcd_get(r->etcd, r->leader_key, strlen(r->leader_key), RDZV_ETCD_COUNT_ONLY, 0,
+                      on_probe, r, NULL);
 }
 
 static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
@@ -113,6 +132,9 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
             DDP_WARN("etcd unreachable: %s; running workers go on, nothing new is decided until "
                      "it answers",
                      why != NULL ? why : "no answer");
+        if (r->elected && !uv_is_active((uv_handle_t *)&r->probe_timer))
+            uv_timer_start(&r->probe_timer, on_probe_timer, AGENT_ETCD_PROBE_MS,
+                           AGENT_ETCD_PROBE_MS);
         r->etcd_down = 1;
         break;
     }
@@ -154,6 +176,9 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     int rc;
     r->self_port = store_port;
     r->elect_hooks = hooks;
+    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0)
+        return rc;
+    r->probe_timer.data = r;
     rdzv_etcd_opts_t eo = {.endpoints = job->etcd.endpoints,
                            .timeout_ms = AGENT_ETCD_CALL_MS,
                            .user = job->etcd.user,
@@ -204,6 +229,8 @@ void agent__elect_stop(struct agent_rdzv *r) {
     /* The client closes at once: the loop is being shut down around it, so the election's last
      * calls (deleting the key, revoking the lease) are cancelled, and the key lapses with the
      * lease (lease_ttl). */
+    if (r->probe_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->probe_timer))
+        uv_close((uv_handle_t *)&r->probe_timer, NULL);
     rdzv_etcd_leader_close(r->leader, NULL, NULL);
     r->leader = NULL;
     rdzv_etcd_close(r->etcd, NULL, NULL);

@@ -135,11 +135,12 @@ struct agent_rdzv {
     struct rdzv_etcd *etcd;
     struct rdzv_etcd_leader *leader;
     const struct agent_elect_hooks *elect_hooks;
-    int self_port;    /* this agent's store's port */
-    int elected;      /* the election named a store (leader_addr:port) */
-    int leading;      /* ... this agent's own */
-    int etcd_down;    /* a call to etcd failed: said once until it answers */
-    int elect_failed; /* no store was elected at the start: the first JOIN fails the job */
+    int self_port;          /* this agent's store's port */
+    int elected;            /* the election named a store (leader_addr:port) */
+    int leading;            /* ... this agent's own */
+    int etcd_down;          /* a call to etcd failed: said once until it answers */
+    uv_timer_t probe_timer; /* while etcd_down: asks etcd whether it answers */
+    int elect_failed;       /* no store was elected at the start: the first JOIN fails the job */
     char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
     char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */

@@ -8,7 +8,8 @@
 # mid-job (--nnodes=2:3, 3 agents): the other two re-form under a new leader within
 # lease_ttl + last_call_timeout + 2 s of the kill and exit 0, no command typed again; SIGSTOP of
 # the serving agent past the TTL: the others re-form and finish, and on SIGCONT it stops serving
-# and leaves (exit 1). Every process is stopped by PID.
+# and leaves (exit 1); etcd down 3 s within the lease: the workers go on, one line when it goes and
+# one when it is back. Every process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
@@ -24,6 +25,7 @@ SECTIONS=("2 nodes form through etcd and exit 0, one agent serving"
     "... one line each says the store moved; the killed agent's workers are gone"
     "SIGSTOP of the serving agent past the TTL: the others re-form and exit 0"
     "... on SIGCONT it stops serving and leaves (exit 1, one line)"
+    "etcd down 3 s (lease_ttl 8): the workers go on, exit 0; one line each when it goes, one when it is back"
     "no leftover process")
 
 # ---- without etcd ----
@@ -70,11 +72,15 @@ command -v etcd >/dev/null 2>&1 ||
     skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
 
 P1=$(free_port); P2=$(free_port)
-etcd --name one --data-dir "$TMP/etcd" --listen-client-urls "http://127.0.0.1:$P1" \
-    --advertise-client-urls "http://127.0.0.1:$P1" --listen-peer-urls "http://127.0.0.1:$P2" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$P2" --initial-cluster "one=http://127.0.0.1:$P2" \
-    >"$TMP/etcd.log" 2>&1 &
-ETCD=$!
+# etcd_up: one member on loopback, on its data dir (the same on a restart); its PID in ETCD.
+etcd_up() {
+    etcd --name one --data-dir "$TMP/etcd" --listen-client-urls "http://127.0.0.1:$P1" \
+        --advertise-client-urls "http://127.0.0.1:$P1" --listen-peer-urls "http://127.0.0.1:$P2" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$P2" \
+        --initial-cluster "one=http://127.0.0.1:$P2" >>"$TMP/etcd.log" 2>&1 &
+    ETCD=$!
+}
+etcd_up
 if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
     kill "$ETCD" 2>/dev/null
     skip_all "etcd did not start on 127.0.0.1:$P1"
@@ -185,6 +191,30 @@ verdict "SIGSTOP of the serving agent past the TTL: the others re-form and exit 
 [ $rl = 1 ] && [ "$(grep -c 'lost the etcd lease of the rendezvous store' "$TMP/s$leader.out")" = 1 ]
 verdict "... on SIGCONT it stops serving and leaves (exit 1, one line)" ||
     show_tail "$TMP/s$leader.out"
+
+# ---- etcd down for 3 s, within the lease ----
+export FW_DIR=$TMP/down FW_SLEEP_MS=8000
+mkdir -p "$FW_DIR"
+for i in 1 2; do CONF="last_call_timeout=1,lease_ttl=8" agent "d$i" 2 down; done
+for _ in $(seq 200); do
+    [ "$(ls "$FW_DIR" | grep -c '^pid\..*\.0$')" = 4 ] && break
+    sleep 0.05
+done
+kill -TERM "$ETCD"
+wait "$ETCD" 2>/dev/null
+sleep 3
+etcd_up
+ra=0
+for i in 1 2; do reap "d$i" 40 || ra=1; done
+lines=0
+for i in 1 2; do
+    [ "$(grep -c 'W etcd unreachable' "$TMP/d$i.out")" = 1 ] &&
+        [ "$(grep -c 'answers again' "$TMP/d$i.out")" = 1 ] &&
+        ! grep -q 'round 1' "$TMP/d$i.out" || lines=1
+done
+[ $ra = 0 ] && [ $lines = 0 ]
+verdict "etcd down 3 s (lease_ttl 8): the workers go on, exit 0; one line each when it goes, one when it is back" ||
+    show_tail "$TMP/d1.out" "$TMP/d2.out"
 
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null
