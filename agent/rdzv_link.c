@@ -10,7 +10,9 @@
  * restarts it saw counted, so that a daemon that forgot the run numbers its rounds on and keeps
  * the count. An agent's store ends with that agent: when it closes the connection it is only
  * checked (AGENT_EMBEDDED_CHECK_MS), and losing it ends the job. A store this agent hosts cannot
- * be lost, and store_reconnect_timeout=0 reconnects to none.
+ * be lost, and store_reconnect_timeout=0 reconnects to none. With the etcd backend every lost
+ * store is reconnected to for store_reconnect_timeout, this agent's own included, each try at the
+ * address the election names then (r->addr, rdzv_elect.c): a new leader's store.
  */
 /* clang-format off */
 /*

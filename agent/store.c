@@ -154,10 +154,7 @@ void agent__job_store_drop(agent_t *a) {
 }
 
 void agent__stores_close(agent_t *a) {
-    if (a->stores.store != NULL) {
-        rdzv_server_close(a->stores.store, NULL, NULL);
-        a->stores.store = NULL;
-    }
+    agent__job_store_drop(a);
     if (a->stores.wstore != NULL) {
         rdzv_server_close(a->stores.wstore, NULL, NULL);
         a->stores.wstore = NULL;
