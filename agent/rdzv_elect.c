@@ -13,6 +13,7 @@
  * serve one run at the same time. */
 #include "rdzv_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,9 +58,8 @@ static int addr_parse(const uint8_t *v, size_t n, char *addr, size_t cap, int *p
         h++;
     }
     for (const char *c = h; *c; c++)
-        if (!(*c == '.' || *c == ':' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') ||
-              (*c >= 'A' && *c <= 'F')))
-            return -EINVAL;
+        if (!isalnum((unsigned char)*c) && strchr(".:-_%", *c) == NULL)
+            return -EINVAL; /* an address, or a --local_addr name */
     if (strlen(h) >= cap)
         return -EINVAL;
     snprintf(addr, cap, "%s", h);

@@ -25,6 +25,7 @@ SECTIONS=("2 nodes form through etcd and exit 0, one agent serving"
     "... one line each says the store moved; the killed agent's workers are gone"
     "SIGSTOP of the serving agent past the TTL: the others re-form and exit 0"
     "... on SIGCONT it stops serving and leaves (exit 1, one line)"
+    "a leader key that is not an address: one line (escaped), no worker, exit 1 at the start bound"
     "etcd down 3 s (lease_ttl 8): the workers go on, exit 0; one line each when it goes, one when it is back"
     "no leftover process")
 
@@ -191,6 +192,19 @@ verdict "SIGSTOP of the serving agent past the TTL: the others re-form and exit 
 [ $rl = 1 ] && [ "$(grep -c 'lost the etcd lease of the rendezvous store' "$TMP/s$leader.out")" = 1 ]
 verdict "... on SIGCONT it stops serving and leaves (exit 1, one line)" ||
     show_tail "$TMP/s$leader.out"
+
+# ---- a leader key that is not ours (a prefix shared with something else) ----
+"$BIN/tests/etcd_client" --endpoints "127.0.0.1:$P1" put /other/garb/leader $'\e[31mnot ours' \
+    >/dev/null 2>&1
+export FW_DIR=$TMP/garb FW_SLEEP_MS=100
+mkdir -p "$FW_DIR"
+agent g1 2 garb --rdzv_conf="$CONF,etcd_prefix=/other"
+reap g1 20
+rc=$?
+[ $rc = 1 ] && [ "$(grep -c 'not a store.s address' "$TMP/g1.out")" = 1 ] &&
+    ! grep -q $'\e' "$TMP/g1.out" && [ -z "$(ls "$FW_DIR")" ]
+verdict "a leader key that is not an address: one line (escaped), no worker, exit 1 at the start bound" ||
+    show_tail "$TMP/g1.out"
 
 # ---- etcd down for 3 s, within the lease ----
 export FW_DIR=$TMP/down FW_SLEEP_MS=8000
