@@ -507,6 +507,9 @@ int agent__pick_free_port(const char *addr);
 struct rdzv_server_opts;
 int agent__job_store_host(agent_t *a, const struct rdzv_server_opts *so, ddp_err_t *err);
 void agent__job_store_at(agent_t *a, const char *addr, int port, const ddp_buf_t *token);
+/* store.c: closes the rendezvous store this agent serves, at once (its connections go with it):
+ * an etcd leader that lost its lease. */
+void agent__job_store_drop(agent_t *a);
 /* store.c: closes the job store and the workers' store (agent__shutdown_loop). */
 void agent__stores_close(agent_t *a);
 

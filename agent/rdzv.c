@@ -43,7 +43,28 @@ static const char *endpoint_flag(const agent_job_t *job) {
     return job->backend == AGENT_RDZV_STATIC ? "--master_addr" : "--rdzv_endpoint";
 }
 
+/* The etcd backend: its members were checked by the launcher; the credentials come from the
+ * environment (never the command line, which every user of the machine can read). */
+static int etcd_prepare(agent_job_t *job, ddp_err_t *err) {
+    if (job->etcd.endpoints == NULL || *job->etcd.endpoints == '\0')
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--rdzv_backend=etcd needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...] "
+                           "(the etcd members)");
+    if ((job->etcd.cert == NULL) != (job->etcd.key == NULL))
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--rdzv_conf: etcd_cert and etcd_key: give both or neither");
+    job->etcd.user = getenv(AGENT_ENV_ETCD_USER);
+    job->etcd.password = getenv(AGENT_ENV_ETCD_PASSWORD);
+    if ((job->etcd.user == NULL) != (job->etcd.password == NULL))
+        return ddp_err_set(err, DDP_EUSAGE, "%s and %s: set both or neither", AGENT_ENV_ETCD_USER,
+                           AGENT_ENV_ETCD_PASSWORD);
+    int rc = rdzv_token_from_job_env(&job->token, err);
+    return rc == -ENOMEM ? rc : rc < 0 ? DDP_EUSAGE : 0;
+}
+
 int agent__rdzv_prepare(agent_job_t *job, ddp_err_t *err) {
+    if (job->backend == AGENT_RDZV_ETCD)
+        return etcd_prepare(job, err);
     if (job->rdzv_host == NULL || *job->rdzv_host == '\0')
         return ddp_err_set(err, DDP_EUSAGE,
                            "--nnodes=%d:%d needs --rdzv_endpoint=HOST[:PORT] (or --master_addr "
@@ -220,7 +241,7 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
              * and an ssh launch goes on without it. */
             agent__evlog(a, "node_excluded", "{s:s}", "reason", why);
             agent__result_unfit(a);
-            if (a->stores.store != NULL) {
+            if (agent__rdzv_serving(r)) {
                 /* The run goes on without this node, but on its store: serve it, with no
                  * worker, until every other node has hung up (the job is over), then leave.
                  * The job bounds the wait (its nodes leave through their exit barrier or die,
@@ -283,6 +304,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
 void agent__rdzv_join(agent_t *a) {
     struct agent_rdzv *r = a->rdzv;
     const agent_job_t *job = a->cfg.job;
+    if (r->elect_failed) {
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
     rdzv_join_req_t req;
     memset(&req, 0, sizeof req);
     snprintf(req.run_id, sizeof req.run_id, "%s", job->run_id);
@@ -499,8 +524,10 @@ void agent__rdzv_join_progress(struct agent_rdzv *r) {
 
 static void on_linger(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
-    rdzv_server_stats_t st;
-    rdzv_server_stats(r->a->stores.store, &st);
+    rdzv_server_stats_t st = {0};
+    /* A store this agent no longer serves (its etcd lease lost) has nobody to wait for. */
+    if (r->a->stores.store != NULL)
+        rdzv_server_stats(r->a->stores.store, &st);
     /* Our own two connections stay until we close them. */
     if (st.conns > 2 && uv_now(r->a->cfg.loop) < r->linger_until)
         return;
@@ -530,7 +557,7 @@ void agent__rdzv_finish(struct agent_rdzv *r) {
  * a stopped or failed run. */
 void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger_ms) {
     agent_t *a = r->a;
-    if (a->stores.store != NULL) {
+    if (agent__rdzv_serving(r)) {
         r->linger_done = done;
         uint64_t now = uv_now(a->cfg.loop);
         r->linger_until = linger_ms > UINT64_MAX - now ? UINT64_MAX : now + linger_ms;
@@ -580,6 +607,74 @@ static int maybe_host(struct agent_rdzv *r) {
     return 0;
 }
 
+/* The etcd backend (rdzv_elect.c names the store): the store the link meets at is now
+ * addr:port, said once per move; a link that is up with another store lets it go and reconnects
+ * here (a stopped leader does not close its connections). */
+static void store_moved(struct agent_rdzv *r, const char *addr, int port) {
+    agent_t *a = r->a;
+    if (r->elected && strcmp(r->leader_addr, addr) == 0 && r->port == port)
+        return;
+    int first = !r->elected;
+    snprintf(r->leader_addr, sizeof r->leader_addr, "%s", addr);
+    r->port = port;
+    r->elected = 1;
+    agent__job_store_at(a, r->leader_addr, r->port, r->token);
+    char shown[RDZV_HOST_MAX + 16];
+    agent__elect_addr_format(shown, sizeof shown, addr, port);
+    /* The first is the job's start; a move is a failover, said at the default level. */
+    ddp_log(first ? DDP_LOG_INFO : DDP_LOG_WARN,
+            "rendezvous store now at %s%s (elected through etcd at %s)", shown,
+            r->leading ? ", served by this node" : "", a->cfg.job->etcd.endpoints);
+    agent__evlog(a, "rendezvous_store_elected", "{s:s, s:b}", "store", shown, "self", r->leading);
+    if (first || r->ctl == NULL)
+        return;
+    if (r->link == LINK_UP)
+        agent__link_lost(r, "the rendezvous store moved (a new leader was elected)");
+    else if (r->link == LINK_RECONNECTING || r->link == LINK_CHECKING)
+        agent__link_event(r, LINK_EV_RETRY, 0, NULL); /* at once, to the new address */
+}
+
+/* This node led and lost its lease (cut off from etcd, or stopped past the TTL): another may lead
+ * now. The store closes at once and the node leaves the job. */
+static void leadership_lost(struct agent_rdzv *r, const char *why) {
+    agent_t *a = r->a;
+    agent__job_store_drop(a);
+    DDP_ERROR("lost the etcd lease of the rendezvous store (%s): stopped serving it; this node "
+              "is out of the job",
+              why != NULL ? why : "expired");
+    agent__evlog(a, "rendezvous_leadership_lost", "{s:s}", "reason", why != NULL ? why : "");
+    if (r->link != LINK_STOPPED) {
+        agent__link_event(r, LINK_EV_STOP, 0, NULL);
+        emit(a, EV_RDZV_ERROR);
+    }
+}
+
+static const agent_elect_hooks_t elect_hooks = {.moved = store_moved, .lost = leadership_lost};
+
+/* The etcd backend: serves this node's store on a port of its own (the kernel's pick), so that
+ * its address is known before the campaign, then stands for election. Returns 0 or a negative
+ * code (logged). */
+static int elect_start(struct agent_rdzv *r) {
+    r->addr = r->leader_addr;
+    agent__elect_host(r);
+    rdzv_server_opts_t so = {.host = r->host, .port = 0, .embedded = 1};
+    if (r->token->len > 0) {
+        so.token = r->token->data;
+        so.token_len = r->token->len;
+    } else {
+        so.no_auth = 1;
+    }
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = agent__job_store_host(r->a, &so, &err);
+    if (rc < 0) {
+        DDP_ERROR("unable to serve a rendezvous store on %s: %s", r->host,
+                  err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
+    }
+    return agent__elect_start(r, rdzv_server_port(r->a->stores.store), &elect_hooks);
+}
+
 int agent__rdzv_start(agent_t *a) {
     const agent_job_t *job = a->cfg.job;
     struct agent_rdzv *r = calloc(1, sizeof *r);
@@ -592,13 +687,22 @@ int agent__rdzv_start(agent_t *a) {
     r->addr = job->rdzv_addr; /* agent_job_prepare resolved it */
     r->port = job->rdzv_port;
     r->token = &job->token;
-    if (job->local_addr != NULL)
-        snprintf(r->host, sizeof r->host, "%s", job->local_addr);
-    else
-        ddp_addr_route_source(r->addr, r->port, r->host, sizeof r->host);
-    int rc = maybe_host(r);
-    if (rc < 0)
-        return rc;
+    int rc;
+    if (job->backend == AGENT_RDZV_ETCD) {
+        /* The election names the store (and sets addr, port and host). */
+        if ((rc = elect_start(r)) < 0)
+            return rc;
+        /* etcd unreachable: the job fails as one whose store cannot be reached does, at its
+         * first JOIN (exit 1). */
+        r->elect_failed = rc > 0;
+    } else {
+        if (job->local_addr != NULL)
+            snprintf(r->host, sizeof r->host, "%s", job->local_addr);
+        else
+            ddp_addr_route_source(r->addr, r->port, r->host, sizeof r->host);
+        if ((rc = maybe_host(r)) < 0)
+            return rc;
+    }
     /* Served by every agent, used by the one that becomes group rank 0: its port goes with the
      * JOIN, so MASTER_PORT is bound before anyone is told it (no port race). */
     if (!job->worker_store_own &&
@@ -606,14 +710,18 @@ int agent__rdzv_start(agent_t *a) {
                                         "this node's address, --local_addr")) < 0)
         return rc;
     agent__job_store_at(a, r->addr, r->port, r->token);
+    if (r->elect_failed)
+        return 0;
     /* The first JOIN is agent_run's to send, once the loop is fully set up: a JOIN refused here
      * would feed the state table before the agent is in SUP_JOINING. */
     return agent__link_start(r, (int)job->rdzv.join_timeout_ms);
 }
 
 void agent__rdzv_stop(agent_t *a) {
-    if (a->rdzv != NULL)
+    if (a->rdzv != NULL) {
         agent__link_event(a->rdzv, LINK_EV_STOP, 0, NULL);
+        agent__elect_stop(a->rdzv);
+    }
 }
 
 /* Frees the state once the loop has closed every handle (agent_run calls it after uv_run). */

@@ -5,6 +5,7 @@
  *   rdzv_link.c     the link to the store as a machine (agent_link_phase_t): its connections,
  *                   heartbeats and the spare heartbeat connection, reconnecting to a lost store
  *   rdzv_barrier.c  the exit barrier as a machine (agent_barrier_phase_t)
+ *   rdzv_elect.c    the etcd backend: the election of the agent that serves the store
  * The barrier's phases are nested in the link's: a store lost at the barrier is sealed again on
  * the new connections while they are being made, so the two run side by side; a reconnection
  * resets the barrier (BARRIER_EV_RESET), and a loss at an agent's store after this node was
@@ -130,7 +131,26 @@ struct agent_rdzv {
     uint64_t reconnect_since_ms;  /* uv_now() when the store was lost */
     uint64_t reconnect_window_ms; /* how long to try: store_reconnect_timeout, or the check */
     uv_timer_t reconnect_timer;   /* the next try after one that failed */
+    /* The etcd backend (rdzv_elect.c); addr points at leader_addr: */
+    struct rdzv_etcd *etcd;
+    struct rdzv_etcd_leader *leader;
+    const struct agent_elect_hooks *elect_hooks;
+    int self_port;          /* this agent's store's port */
+    int elected;            /* the election named a store (leader_addr:port) */
+    int leading;            /* ... this agent's own */
+    int etcd_down;          /* a call to etcd failed: said once until it answers */
+    uv_timer_t probe_timer; /* while etcd_down: asks etcd whether it answers */
+    int elect_failed;       /* no store was elected at the start: the first JOIN fails the job */
+    char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
+    char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
+    char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
 };
+
+/* Whether this agent serves the run's rendezvous store: it hosts the store at the endpoint, or
+ * (etcd) the election chose its store. */
+static inline int agent__rdzv_serving(const struct agent_rdzv *r) {
+    return r->a->stores.store != NULL && (r->a->cfg.job->backend != AGENT_RDZV_ETCD || r->leading);
+}
 
 /* Text that came from the store (a reply's error text, a key's value, a client error quoting the
  * server), escaped for the log: whoever runs or reaches the store cannot put control bytes on the
@@ -159,6 +179,26 @@ void agent__link_heartbeat(struct agent_rdzv *r);
 static inline void agent__link_lost(struct agent_rdzv *r, const char *errtext) {
     agent__link_event(r, LINK_EV_CLOSED, 0, errtext);
 }
+
+/* What the election tells the rest of the agent (rdzv.c), from the loop: the store the link meets
+ * at is now addr:port (this agent's own when r->leading), and this agent, which led, lost its
+ * lease (why). The election calls nothing else of the agent. */
+typedef struct agent_elect_hooks {
+    void (*moved)(struct agent_rdzv *r, const char *addr, int port);
+    void (*lost)(struct agent_rdzv *r, const char *why);
+} agent_elect_hooks_t;
+
+/* rdzv_elect.c: r->host, this node's address as the others reach it: --local_addr, or the source
+ * of the route to the first etcd member (the cluster's network). */
+void agent__elect_host(struct agent_rdzv *r);
+/* rdzv_elect.c: stands for election with this node's store (r->host:store_port) and waits, a
+ * bounded time, until the election names a store (hooks->moved). Returns 0, 1 when none was
+ * named in time (etcd unreachable; logged, naming the endpoint) or a negative code (logged). */
+int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks);
+/* rdzv_elect.c: leaves the election and closes the etcd client. */
+void agent__elect_stop(struct agent_rdzv *r);
+/* rdzv_elect.c: "ADDR:PORT" as the election publishes it (an IPv6 address in brackets). */
+void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port);
 
 /* rdzv_barrier.c: feeds one event to the barrier's table. */
 void agent__barrier_event(struct agent_rdzv *r, agent_barrier_event_t ev, int status,

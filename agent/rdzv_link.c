@@ -10,7 +10,9 @@
  * restarts it saw counted, so that a daemon that forgot the run numbers its rounds on and keeps
  * the count. An agent's store ends with that agent: when it closes the connection it is only
  * checked (AGENT_EMBEDDED_CHECK_MS), and losing it ends the job. A store this agent hosts cannot
- * be lost, and store_reconnect_timeout=0 reconnects to none.
+ * be lost, and store_reconnect_timeout=0 reconnects to none. With the etcd backend every lost
+ * store is reconnected to for store_reconnect_timeout, this agent's own included, each try at the
+ * address the election names then (r->addr, rdzv_elect.c): a new leader's store.
  */
 /* clang-format off */
 /*
@@ -202,6 +204,10 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
         DDP_WARN("the rendezvous store at %s:%d (served by the agent of another node) closed the "
                  "connection: %s; reconnecting if it still serves",
                  r->addr, r->port, why);
+    else if (a->cfg.job->backend == AGENT_RDZV_ETCD)
+        DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting to the one etcd elects, "
+                 "for up to %gs (--rdzv_conf store_reconnect_timeout)",
+                 r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
     else
         DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting for up to %gs "
                  "(--rdzv_conf store_reconnect_timeout)",
@@ -227,9 +233,11 @@ static void store_lost_how(struct agent_rdzv *r, const char *errtext, int silent
         return;
     }
     /* One this agent serves cannot be lost at all. Before the first JOIN reply nobody knows
-     * whose it is: the daemon's, as far as this node can tell. */
-    if (a->stores.store == NULL && a->cfg.job->rdzv.store_reconnect_timeout_ms > 0 &&
-        reconnect_begin(r, why, r->embedded && !silent) == 0)
+     * whose it is: the daemon's, as far as this node can tell. With etcd the store is wherever
+     * the election names it, this agent's included: the link follows it. */
+    int etcd = a->cfg.job->backend == AGENT_RDZV_ETCD;
+    if ((etcd || a->stores.store == NULL) && a->cfg.job->rdzv.store_reconnect_timeout_ms > 0 &&
+        reconnect_begin(r, why, !etcd && r->embedded && !silent) == 0)
         return;
     r->link = LINK_LOST;
     DDP_ERROR("lost the rendezvous store at %s:%d%s: %s; this node is out of the job", r->addr,

@@ -146,11 +146,15 @@ void agent__job_store_at(agent_t *a, const char *addr, int port, const ddp_buf_t
     a->stores.port = (uint16_t)port;
 }
 
-void agent__stores_close(agent_t *a) {
+void agent__job_store_drop(agent_t *a) {
     if (a->stores.store != NULL) {
         rdzv_server_close(a->stores.store, NULL, NULL);
         a->stores.store = NULL;
     }
+}
+
+void agent__stores_close(agent_t *a) {
+    agent__job_store_drop(a);
     if (a->stores.wstore != NULL) {
         rdzv_server_close(a->stores.wstore, NULL, NULL);
         a->stores.wstore = NULL;

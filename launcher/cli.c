@@ -126,12 +126,59 @@ static int apply_node_rank(launch_spec_t *spec, const char *flag, const char *va
 
 static int apply_rdzv_backend(launch_spec_t *spec, const char *flag, const char *val,
                               ddp_err_t *err) {
-    if (strcmp(val, "static") != 0 && strcmp(val, "c10d") != 0) {
-        if (strncmp(val, "etcd", 4) == 0)
-            return launch__bad_value(err, flag, val, "is not supported by ddprun (use c10d)");
-        return launch__bad_value(err, flag, val, "is not a rendezvous backend (static or c10d)");
-    }
+    /* etcd-v2: torchrun's name; ddprun speaks etcd's v3 API for both. */
+    if (strcmp(val, "etcd") == 0 || strcmp(val, "etcd-v2") == 0)
+        return launch__str_set(&spec->rdzv_backend, "etcd");
+    if (strcmp(val, "static") != 0 && strcmp(val, "c10d") != 0)
+        return launch__bad_value(err, flag, val,
+                                 "is not a rendezvous backend (static, c10d or etcd)");
     return launch__str_set(&spec->rdzv_backend, val);
+}
+
+/* Appends one etcd member "host[:port]" to *list as HOST:PORT (2379 when absent). Returns 0, or
+ * a negative code with err naming the member. */
+static int etcd_member_add(char **list, const char *flag, const char *member, ddp_err_t *err) {
+    char *host;
+    int port, rc = launch_endpoint_split(flag, member, &host, &port, err);
+    if (rc < 0)
+        return rc;
+    int v6 = strchr(host, ':') != NULL;
+    char *more = NULL;
+    if (asprintf(&more, "%s%s%s%s%s:%d", *list != NULL ? *list : "", *list != NULL ? "," : "",
+                 v6 ? "[" : "", host, v6 ? "]" : "", port > 0 ? port : AGENT_DEFAULT_ETCD_PORT) < 0)
+        more = NULL;
+    free(host);
+    if (more == NULL)
+        return -ENOMEM;
+    free(*list);
+    *list = more;
+    return 0;
+}
+
+/* "HOST:PORT[,HOST:PORT...]": every member checked; the list as the etcd backend uses it. */
+static int etcd_endpoints_parse(launch_spec_t *spec, const char *flag, const char *val,
+                                ddp_err_t *err) {
+    size_t n_val = strlen(val);
+    if (val[0] == ',' || val[n_val - 1] == ',' || strstr(val, ",,") != NULL)
+        return launch__bad_value(err, flag, val, "has an empty member");
+    char *copy = strdup(val), *list = NULL, *save = NULL;
+    if (copy == NULL)
+        return -ENOMEM;
+    int rc = 0, n = 0;
+    for (char *m = strtok_r(copy, ",", &save); m != NULL && rc == 0; m = strtok_r(NULL, ",", &save))
+        rc = ++n > AGENT_ETCD_MAX_MEMBERS
+                 ? launch__bad_value(err, flag, val, "names more etcd members than 16")
+                 : etcd_member_add(&list, flag, m, err);
+    free(copy);
+    if (rc == 0 && list == NULL)
+        rc = launch__bad_value(err, flag, val, "names no member");
+    if (rc < 0) {
+        free(list);
+        return rc;
+    }
+    free(spec->etcd_endpoints);
+    spec->etcd_endpoints = list;
+    return 0;
 }
 
 static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char *val,
@@ -140,7 +187,18 @@ static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char
         free(spec->rdzv_host);
         spec->rdzv_host = NULL;
         spec->rdzv_port = -1;
+        free(spec->etcd_endpoints);
+        spec->etcd_endpoints = NULL;
         return 0;
+    }
+    if (strchr(val, ',') != NULL) {
+        /* Several etcd members: the c10d and static backends refuse the list when they resolve
+         * it (one endpoint). */
+        int rc = etcd_endpoints_parse(spec, flag, val, err);
+        if (rc == 0)
+            rc = launch__str_set(&spec->rdzv_host, val);
+        spec->rdzv_port = -1;
+        return rc;
     }
     char *host;
     int port, rc = launch_endpoint_split(flag, val, &host, &port, err);
@@ -149,7 +207,7 @@ static int apply_rdzv_endpoint(launch_spec_t *spec, const char *flag, const char
     free(spec->rdzv_host);
     spec->rdzv_host = host;
     spec->rdzv_port = port;
-    return 0;
+    return etcd_endpoints_parse(spec, flag, val, err);
 }
 
 static int apply_rdzv_id(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
@@ -855,6 +913,7 @@ void launch_spec_free(launch_spec_t *spec) {
     free(spec->local_addr);
     free(spec->run_path);
     free(spec->rdzv_host);
+    free(spec->etcd_endpoints);
     free(spec->start_method);
     free(spec->log_line_prefix_template);
     free(spec->event_log_handler);

@@ -158,7 +158,8 @@ int launch_endpoint_split(const char *flag, const char *ep, char **host, int *po
 static const char *const conf_keys = "join_timeout, last_call_timeout, close_timeout, timeout, "
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
                                      "read_timeout, is_host, store_reconnect_timeout, "
-                                     "max_node_failures";
+                                     "max_node_failures, etcd_prefix, lease_ttl, etcd_cacert, "
+                                     "etcd_cert, etcd_key";
 
 /* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
@@ -171,6 +172,42 @@ void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
     c->read_timeout = RDZV_DEFAULT_READ_TIMEOUT_MS / 1000.0;
     c->is_host = -1;
     c->store_reconnect_timeout = AGENT_DEFAULT_STORE_RECONNECT_TIMEOUT_MS / 1000.0;
+    snprintf(c->etcd_prefix, sizeof c->etcd_prefix, "%s", AGENT_DEFAULT_ETCD_PREFIX);
+    c->lease_ttl = AGENT_DEFAULT_ETCD_LEASE_TTL_S;
+    c->etcd_cacert[0] = c->etcd_cert[0] = c->etcd_key[0] = '\0';
+}
+
+/* The etcd backend's text keys: a prefix ("/" then printable bytes, no space) or a file name. */
+static int etcd_text_set(launch_rdzv_conf_t *c, const char *flag, const char *key, const char *val,
+                         ddp_err_t *err) {
+    struct {
+        const char *key;
+        char *dst;
+    } texts[] = {
+        {"etcd_prefix", c->etcd_prefix},
+        {"etcd_cacert", c->etcd_cacert},
+        {"etcd_cert", c->etcd_cert},
+        {"etcd_key", c->etcd_key},
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        if (strcmp(key, texts[i].key) != 0)
+            continue;
+        size_t n = strlen(val);
+        if (n == 0 || n >= LAUNCH_ETCD_TEXT_MAX)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' is empty or longer than %d bytes",
+                               flag, key, VQ, val, LAUNCH_ETCD_TEXT_MAX - 1);
+        for (size_t j = 0; j < n; j++)
+            if (!isgraph((unsigned char)val[j]))
+                return ddp_err_set(err, DDP_EUSAGE, "%s: %s='%.*s' has a space or control byte",
+                                   flag, key, VQ, val);
+        if (i == 0 && (val[0] != '/' || val[n - 1] == '/'))
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "%s: etcd_prefix='%.*s' must start with '/' and not end with one",
+                               flag, VQ, val);
+        memcpy(texts[i].dst, val, n + 1);
+        return 0;
+    }
+    return 1;
 }
 
 int launch__bool_parse(const char *v) {
@@ -232,6 +269,20 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
         c->max_node_failures = (int)v;
         return 0;
     }
+    if (strcmp(key, "lease_ttl") == 0) {
+        int64_t v;
+        if (ddp_parse_i64(val, AGENT_ETCD_LEASE_TTL_MIN_S, AGENT_ETCD_LEASE_TTL_MAX_S, &v) < 0)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "%s: lease_ttl='%.*s' is not a number of seconds "
+                               "%d..%d",
+                               flag, VQ, val, AGENT_ETCD_LEASE_TTL_MIN_S,
+                               AGENT_ETCD_LEASE_TTL_MAX_S);
+        c->lease_ttl = (int)v;
+        return 0;
+    }
+    int rc = etcd_text_set(c, flag, key, val, err);
+    if (rc <= 0)
+        return rc;
     if (strcmp(key, "is_host") == 0) {
         int b = launch__bool_parse(val);
         if (b < 0)

@@ -17,7 +17,7 @@ static const struct {
     const char *flag, *values;
 } value_sets[] = {
     {"nproc-per-node", "gpu cpu auto"},
-    {"rdzv-backend", "static c10d"},
+    {"rdzv-backend", "static c10d etcd etcd-v2"},
     {"numa-binding", "node socket exclusive core-complex"},
     {"worker-store", "agent own"},
     {"start-method", "spawn fork forkserver"},

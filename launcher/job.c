@@ -40,6 +40,18 @@ static void endpoint_build(const launch_spec_t *spec, agent_job_t *job) {
     }
 }
 
+/* The etcd backend: --rdzv_endpoint's members and --rdzv_conf's etcd keys (the credentials come
+ * from the environment, read by the agent). */
+static void etcd_opts_build(const launch_spec_t *spec, agent_job_t *job) {
+    const launch_rdzv_conf_t *c = &spec->rdzv_opts;
+    job->etcd.endpoints = spec->etcd_endpoints;
+    job->etcd.prefix = c->etcd_prefix;
+    job->etcd.lease_ttl_s = c->lease_ttl;
+    job->etcd.cacert = c->etcd_cacert[0] ? c->etcd_cacert : NULL;
+    job->etcd.cert = c->etcd_cert[0] ? c->etcd_cert : NULL;
+    job->etcd.key = c->etcd_key[0] ? c->etcd_key : NULL;
+}
+
 /* Hang detection: the initial timeout defaults to a multiple of the heartbeat timeout, capped so
  * that it stays a valid libuv timer like every other duration. */
 static void hang_opts_build(const launch_spec_t *spec, agent_job_t *job) {
@@ -73,10 +85,12 @@ void launch_job_build(const launch_spec_t *spec, const launch_argv_t *prog,
     job->max_restarts = spec->max_restarts;
     job->role = spec->role;
     job->run_id = spec->rdzv_id;
-    job->backend = spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "static") == 0
-                       ? AGENT_RDZV_STATIC
-                       : AGENT_RDZV_C10D;
+    job->backend =
+        spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "static") == 0 ? AGENT_RDZV_STATIC
+        : spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "etcd") == 0 ? AGENT_RDZV_ETCD
+                                                                                : AGENT_RDZV_C10D;
     endpoint_build(spec, job);
+    etcd_opts_build(spec, job);
     rdzv_opts_build(&spec->rdzv_opts, &job->rdzv);
     /* The flag wins over --rdzv_conf's key of the same name. */
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_MAX_NODE_FAILURES))

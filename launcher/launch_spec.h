@@ -119,6 +119,9 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per f
 #define LAUNCH_MAX_NODES 65536
 #define LAUNCH_MAX_NPROC 65536
 
+/* Room for one of --rdzv_conf's etcd texts (a key prefix, a file name), NUL included. */
+#define LAUNCH_ETCD_TEXT_MAX 512
+
 /* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
 typedef struct launch_rdzv_conf {
     double join_timeout;            /* 600 s */
@@ -131,6 +134,11 @@ typedef struct launch_rdzv_conf {
     int is_host;                    /* -1 when not given (decide from the endpoint), else 0 or 1 */
     double store_reconnect_timeout; /* 60 s; ddprun's own key */
     int max_node_failures;          /* 0: off; ddprun's own key (--max_node_failures too) */
+    /* The etcd backend's keys ("" when not given; the prefix defaults to /ddprun): */
+    char etcd_prefix[LAUNCH_ETCD_TEXT_MAX];
+    int lease_ttl; /* seconds */
+    char etcd_cacert[LAUNCH_ETCD_TEXT_MAX], etcd_cert[LAUNCH_ETCD_TEXT_MAX];
+    char etcd_key[LAUNCH_ETCD_TEXT_MAX];
 } launch_rdzv_conf_t;
 
 /* A getenv-like lookup: returns the value of name or NULL. ctx is passed through. The launcher's
@@ -149,7 +157,7 @@ typedef struct launch_spec {
     int node_rank;                  /* --node_rank; default 0 */
     launch_nproc_kind_t nproc_kind; /* --nproc_per_node kind */
     int nproc_per_node;             /* resolved count (launch_nproc_resolve fills it) */
-    char *rdzv_backend;             /* "static" (default), "c10d" */
+    char *rdzv_backend;             /* "static" (default), "c10d", "etcd" */
     char *rdzv_id;                  /* default "none" */
     char *rdzv_conf;                /* raw "k=v,..."; NULL when not given */
     int standalone;                 /* --standalone */
@@ -176,9 +184,12 @@ typedef struct launch_spec {
     char *const *prog_argv;  /* training program and its args (borrowed from argv) */
     int prog_argc;
     /* Added by the launcher module (cli.c): */
-    unsigned long long given;     /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
-    char *rdzv_host;              /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
-    int rdzv_port;                /* --rdzv_endpoint's port; -1 when absent */
+    unsigned long long given; /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
+    char *rdzv_host;          /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
+    int rdzv_port;            /* --rdzv_endpoint's port; -1 when absent */
+    /* --rdzv_endpoint as etcd members, each with its port (2379 when absent); NULL = none. A
+     * list of several leaves rdzv_host the whole text (only the etcd backend takes one). */
+    char *etcd_endpoints;
     launch_rdzv_conf_t rdzv_opts; /* rdzv_conf parsed and validated, defaults filled */
     char *start_method;           /* --start_method spawn|fork|forkserver: accepted, unused */
     int virtual_local_rank;       /* --virtual_local_rank: LOCAL_RANK=0, one device per worker */

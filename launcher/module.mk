@@ -29,26 +29,26 @@ UNIT_TESTS += $(BUILD)/tests/unit/test_launch_cli $(BUILD)/tests/unit/test_launc
 $(BUILD)/tests/unit/test_launch_ssh_host: $(BUILD)/obj/tests/unit/test_launch_ssh_host.o \
     $(BUILD)/obj/launcher/ssh_host.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_hosts: $(BUILD)/obj/tests/unit/test_launch_hosts.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_k8s: $(BUILD)/obj/tests/unit/test_launch_k8s.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_numa: $(BUILD)/obj/tests/unit/test_launch_numa.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli: $(BUILD)/obj/tests/unit/test_launch_cli.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli_values: $(BUILD)/obj/tests/unit/test_launch_cli_values.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli_job: $(BUILD)/obj/tests/unit/test_launch_cli_job.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_launch_cli_program: $(BUILD)/obj/tests/unit/test_launch_cli_program.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_hostlist: $(BUILD)/obj/tests/unit/test_hostlist.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_slurm: $(BUILD)/obj/tests/unit/test_slurm.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 # test_launch_nproc dlopens a fake libcuda built next to it (found through /proc/self/exe).
 $(BUILD)/tests/unit/test_launch_nproc: $(BUILD)/obj/tests/unit/test_launch_nproc.o \
-    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/unit/libfakecuda.so
+    $(BUILD)/liblaunch.a $(BUILD)/libagent.a $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a | $(BUILD)/tests/unit/libfakecuda.so
 $(BUILD)/tests/unit/libfakecuda.so: $(BUILD)/obj/tests/unit/test_launch_fakecuda.o
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
@@ -57,7 +57,7 @@ $(BUILD)/tests/unit/libfakecuda.so: $(BUILD)/obj/tests/unit/test_launch_fakecuda
 # The ddprun program: this parser, the agent and the embedded store (launcher/main.c).
 BINS += $(BUILD)/ddprun
 $(BUILD)/ddprun: $(BUILD)/obj/launcher/main.o $(BUILD)/liblaunch.a $(BUILD)/libagent.a \
-                 $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+                 $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 	$(LINK)
 
 # ddprun is on the critical path of every job start: link libuv, jansson and libcrypto into it

@@ -190,9 +190,10 @@ static int derive_rdzv(launch_spec_t *spec, launch_slurm_t *s, const char *step_
         line(s, "rdzv_backend=c10d (the Slurm default)");
     }
     if (LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT)) {
-        /* As given: an IPv6 address in brackets, the port only when there was one. */
+        /* As given: an IPv6 address in brackets, the port only when there was one; a list of
+         * etcd members as it was written. */
         const char *h = spec->rdzv_host ? spec->rdzv_host : "";
-        int v6 = strchr(h, ':') != NULL;
+        int v6 = strchr(h, ':') != NULL && strchr(h, ',') == NULL;
         char port[16] = "";
         if (spec->rdzv_port >= 0)
             snprintf(port, sizeof port, ":%d", spec->rdzv_port);

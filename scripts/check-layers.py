@@ -32,7 +32,7 @@ ALLOWED = {
     # The etcd client speaks etcd's protocol, not the store's: common alone.
     ETCD: {"common"},
     "worker_template": {CLIENT, PROTOCOL, "common"},
-    "agent": {SERVER, CLIENT, PROTOCOL, "common"},
+    "agent": {SERVER, CLIENT, PROTOCOL, ETCD, "common"},
     "launcher": {"agent", SERVER, CLIENT, PROTOCOL, "common"},
 }
 # Private headers a library shares with the libraries listed, and with no one else.

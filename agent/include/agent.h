@@ -20,6 +20,8 @@
 /* The default port of each rendezvous backend's endpoint (torchrun's). */
 #define AGENT_DEFAULT_MASTER_PORT 29500
 #define AGENT_DEFAULT_C10D_PORT 29400
+/* etcd's client port, the etcd backend's members' default. */
+#define AGENT_DEFAULT_ETCD_PORT 2379
 
 /* Log line prefix of tee'd console lines: torchrun's default template, the longest template
  * accepted, and the most bytes a rendered prefix keeps (a longer one is cut). */
@@ -45,7 +47,30 @@ typedef struct agent_std_map {
 typedef enum agent_rdzv_backend {
     AGENT_RDZV_STATIC = 0, /* the endpoint is --master_addr:--master_port */
     AGENT_RDZV_C10D,       /* the endpoint is --rdzv_endpoint */
+    AGENT_RDZV_ETCD,       /* --rdzv_endpoint names etcd members; the agents elect the store */
 } agent_rdzv_backend_t;
+
+/* The etcd backend (docs/ARCHITECTURE.md "The rendezvous on etcd"): every agent stands for
+ * election on <prefix>/<run_id>/leader with its embedded store's address; the leader's agent
+ * serves the rendezvous and the others connect to the address they read there. */
+typedef struct agent_etcd_opts {
+    const char *endpoints; /* "HOST:PORT[,HOST:PORT...]", every port given */
+    const char *prefix;    /* the key prefix, "/..." */
+    int lease_ttl_s;       /* the leader's lease: how long a dead leader holds the store */
+    const char *cacert, *cert, *key; /* TLS files; NULL: none */
+    /* Filled by agent_job_prepare from DDPRUN_ETCD_USER / DDPRUN_ETCD_PASSWORD: */
+    const char *user, *password;
+} agent_etcd_opts_t;
+
+/* The etcd backend's defaults and bounds. */
+/* The most etcd members --rdzv_endpoint names (the client's bound). */
+#define AGENT_ETCD_MAX_MEMBERS 16
+#define AGENT_DEFAULT_ETCD_PREFIX "/ddprun"
+#define AGENT_DEFAULT_ETCD_LEASE_TTL_S 5
+#define AGENT_ETCD_LEASE_TTL_MIN_S 2
+#define AGENT_ETCD_LEASE_TTL_MAX_S 600
+#define AGENT_ENV_ETCD_USER "DDPRUN_ETCD_USER"
+#define AGENT_ENV_ETCD_PASSWORD "DDPRUN_ETCD_PASSWORD"
 
 /* Rendezvous timing and hosting (torchrun's --rdzv_conf), in milliseconds. */
 typedef struct agent_rdzv_opts {
@@ -82,6 +107,7 @@ typedef struct agent_job {
     const char *rdzv_host; /* the rendezvous endpoint (NULL or "" = none given) */
     int rdzv_port;         /* its port, the backend's default applied */
     agent_rdzv_opts_t rdzv;
+    agent_etcd_opts_t etcd;  /* backend AGENT_RDZV_ETCD */
     const char *master_addr; /* one node: MASTER_ADDR for the workers */
     int master_port;         /* one node: MASTER_PORT, or -1 to pick a free one */
     const char *local_addr;  /* this node's address as the others see it; NULL = the route's */

@@ -513,6 +513,27 @@ static void test_start(void **state) {
     assert_int_equal(agent__link_start(&rz, 1000), -ENOMEM);
 }
 
+/* The etcd backend: a lost store is followed for the whole store_reconnect_timeout whoever
+ * serves it, this agent's own store included (the election may name another), and each try goes
+ * to the address in r->addr at that moment. */
+static void test_etcd_follows_the_election(void **state) {
+    (void)state;
+    static char hosted;
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    ag.stores.store = (struct rdzv_server *)(void *)&hosted;
+    rz.embedded = 1;
+    agent__link_event(&rz, LINK_EV_CLOSED, 0, "connection reset");
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+    assert_int_equal(rz.reconnect_window_ms, 30000);
+    assert_int_equal(fx.nevents, 1);
+    assert_int_equal(fx.events[0], EV_STORE_LOST);
+    int before = fx.connects;
+    agent__link_event(&rz, LINK_EV_RETRY, 0, NULL);
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+    assert_true(fx.connects > before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_cell),
@@ -523,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_reconnect_window_over),
         cmocka_unit_test(test_heartbeat_paths),
         cmocka_unit_test(test_start),
+        cmocka_unit_test(test_etcd_follows_the_election),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -312,6 +312,46 @@ static void test_duplicate_filters(void **state) {
     assert_non_null(strstr(e.text, "--duplicate_stdout_filters: more than 64 filters"));
 }
 
+/* --rdzv_backend=etcd (and torchrun's etcd-v2): the members with their ports (2379 when absent),
+ * the conf keys and their defaults reach the agent's job; credentials come from the environment
+ * only, both or neither. */
+static void test_etcd_job(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    char *argv[] = {"x", NULL};
+    launch_argv_t prog = {"x", argv, 1};
+    agent_job_t job;
+    assert_int_equal(parse(&s, &e, "--nnodes=2", "--rdzv_backend=etcd-v2",
+                           "--rdzv_endpoint=e1,10.0.0.2:2380,[::1]",
+                           "--rdzv_conf=lease_ttl=7,etcd_cacert=/ca.pem", "x", END),
+                     0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_int_equal(job.backend, AGENT_RDZV_ETCD);
+    assert_string_equal(job.etcd.endpoints, "e1:2379,10.0.0.2:2380,[::1]:2379");
+    assert_string_equal(job.etcd.prefix, AGENT_DEFAULT_ETCD_PREFIX);
+    assert_int_equal(job.etcd.lease_ttl_s, 7);
+    assert_string_equal(job.etcd.cacert, "/ca.pem");
+    assert_null(job.etcd.cert);
+    launch_spec_free(&s);
+    assert_int_equal(parse(&s, &e, "--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=h",
+                           "--rdzv_conf=etcd_prefix=/a/b", "x", END),
+                     0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_string_equal(job.etcd.endpoints, "h:2379");
+    assert_string_equal(job.etcd.prefix, "/a/b");
+    assert_int_equal(job.etcd.lease_ttl_s, AGENT_DEFAULT_ETCD_LEASE_TTL_S);
+    launch_spec_free(&s);
+    /* The c10d backend meets at one endpoint: a list does not resolve. */
+    assert_int_equal(prepare_env(&e, NULL, "--nnodes=2", "--rdzv_backend=c10d",
+                                 "--rdzv_endpoint=a:1,b:2", "x", END),
+                     DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--rdzv_endpoint"));
+    assert_int_equal(prepare_env(&e, NULL, "--nnodes=2", "--rdzv_backend=etcd", "x", END),
+                     DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--rdzv_backend=etcd needs --rdzv_endpoint"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_virtual_local_rank_devices),
@@ -322,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_render),
         cmocka_unit_test(test_stamp_render),
         cmocka_unit_test(test_duplicate_filters),
+        cmocka_unit_test(test_etcd_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

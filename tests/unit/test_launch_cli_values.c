@@ -28,7 +28,14 @@ static void test_bad_values_name_the_flag(void **state) {
     expect_bad("--nproc_per_node", "x", "--nproc_per_node: 'x' is not a number, gpu, cpu or auto");
     expect_bad("--nproc-per-node", "0", "--nproc-per-node: '0' is out of range");
     expect_bad("--node_rank", "-1", "--node_rank: '-1'");
-    expect_bad("--rdzv_backend", "etcd", "--rdzv_backend: 'etcd' is not supported");
+    expect_bad("--rdzv_backend", "etcd3", "--rdzv_backend: 'etcd3' is not a rendezvous backend");
+    expect_bad("--rdzv_endpoint", "a:1,b:99999", "--rdzv_endpoint: 'b:99999' has a port");
+    expect_bad("--rdzv_endpoint", "a:1,,", "--rdzv_endpoint: 'a:1,,'");
+    expect_bad("--rdzv_conf", "lease_ttl=1", "--rdzv_conf: lease_ttl='1' is not a number");
+    expect_bad("--rdzv_conf", "lease_ttl=601", "--rdzv_conf: lease_ttl='601'");
+    expect_bad("--rdzv_conf", "etcd_prefix=x", "--rdzv_conf: etcd_prefix='x' must start with '/'");
+    expect_bad("--rdzv_conf", "etcd_prefix=/x/", "--rdzv_conf: etcd_prefix='/x/'");
+    expect_bad("--rdzv_conf", "etcd_key=", "--rdzv_conf: etcd_key='' is empty");
     expect_bad("--rdzv_backend", "zk", "--rdzv_backend: 'zk' is not a rendezvous backend");
     expect_bad("--rdzv_endpoint", "::1:29400", "--rdzv_endpoint: '::1:29400' has an IPv6");
     expect_bad("--rdzv_endpoint", "h:99999", "--rdzv_endpoint: 'h:99999' has a port");

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * The etcd backend's side of the agent (docs/ARCHITECTURE.md "The rendezvous on etcd"): every
+ * agent of the run serves an embedded store on a port of its own and stands for election
+ * (rdzv_etcd_leader) on <prefix>/<run_id>/leader with that store's address as the value. The
+ * leader's agent serves the rendezvous and joins its own store like the others; the others read
+ * the address and connect their link to it. A non-leader's store is never published, so nobody
+ * joins it.
+ *
+ * When the leadership moves (the leader's lease lapsed: its host died or was cut off) the link
+ * follows the address: its reconnection tries whatever the election names now, and the rounds
+ * go on as after a restarted daemon (JOIN carries the round and the restarts). A leader that
+ * loses its lease closes its store at once and its node leaves the job (exit 1): two stores never
+ * serve one run at the same time. */
+#include "rdzv_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp_addr.h"
+#include "ddp_log.h"
+#include "rdzv_etcd_leader.h"
+
+/* How long the start waits for etcd to name a leader (etcd unreachable, a lease refused: the
+ * election retries meanwhile), and the bound on each call to etcd. */
+#define AGENT_ETCD_START_MS 10000
+#define AGENT_ETCD_CALL_MS 2000
+/* While etcd is away: how often it is asked whether it answers again. */
+#define AGENT_ETCD_PROBE_MS 1000
+
+void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port) {
+    int v6 = strchr(addr, ':') != NULL;
+    snprintf(out, cap, "%s%s%s:%d", v6 ? "[" : "", addr, v6 ? "]" : "", port);
+}
+
+/* Parses a leader's value "ADDR:PORT" into addr (cap bytes) and *port. Returns 0, or -EINVAL
+ * for a value that is not one of ours. */
+static int addr_parse(const uint8_t *v, size_t n, char *addr, size_t cap, int *port) {
+    char buf[RDZV_HOST_MAX + 16];
+    if (n == 0 || n >= sizeof buf || memchr(v, '\0', n) != NULL)
+        return -EINVAL;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    char *colon = strrchr(buf, ':');
+    if (colon == NULL || colon == buf)
+        return -EINVAL;
+    *colon = '\0';
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 1 || p > 65535)
+        return -EINVAL;
+    char *h = buf;
+    size_t hl = strlen(h);
+    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+        h[hl - 1] = '\0';
+        h++;
+    }
+    for (const char *c = h; *c; c++)
+        if (!isalnum((unsigned char)*c) && strchr(".:-_%", *c) == NULL)
+            return -EINVAL; /* an address, or a --local_addr name */
+    if (strlen(h) >= cap)
+        return -EINVAL;
+    snprintf(addr, cap, "%s", h);
+    *port = (int)p;
+    return 0;
+}
+
+/* etcd answers again after a failure: said once. */
+static void etcd_back(struct agent_rdzv *r) {
+    if (!r->etcd_down)
+        return;
+    r->etcd_down = 0;
+    uv_timer_stop(&r->probe_timer);
+    DDP_WARN("etcd at %s answers again", rdzv_etcd_endpoint(r->etcd));
+}
+
+static void on_probe(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
+    (void)res, (void)errtext;
+    struct agent_rdzv *r = arg;
+    if (status == 0 && r->etcd != NULL)
+        etcd_back(r);
+}
+
+/* While etcd is away, a read of the leader key now and then: the election reports nothing when
+ * etcd comes back unchanged, and the line that says it is back needs an answer. */
+static void on_probe_timer(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->etcd != NULL)
+        rdzv_etcd_get(r->etcd, r->leader_key, strlen(r->leader_key), RDZV_ETCD_COUNT_ONLY, 0,
+                      on_probe, r, NULL);
+}
+
+static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
+                      int64_t revision, const char *why) {
+    (void)revision;
+    struct agent_rdzv *r = arg;
+    char addr[RDZV_HOST_MAX + 1];
+    int port;
+    switch (ev) {
+    case RDZV_LEADER_LEADING:
+        etcd_back(r);
+        r->leading = 1;
+        r->elect_hooks->moved(r, r->host, r->self_port);
+        break;
+    case RDZV_LEADER_OBSERVED:
+        etcd_back(r);
+        if (addr_parse(value, value_len, addr, sizeof addr, &port) < 0) {
+            char esc[AGENT_STORE_TEXT_MAX];
+            DDP_WARN("etcd at %s: the leader key holds '%s', not a store's address; waiting for "
+                     "another leader",
+                     rdzv_etcd_endpoint(r->etcd), agent__store_text(value, value_len, "", esc));
+            break;
+        }
+        r->elect_hooks->moved(r, addr, port);
+        break;
+    case RDZV_LEADER_NONE: break;
+    case RDZV_LEADER_LOST:
+        if (r->leading) {
+            r->leading = 0;
+            r->elect_hooks->lost(r, why);
+            break;
+        }
+        /* A candidate that did not lead lost only its lease: etcd is away. */
+        __attribute__((fallthrough));
+    case RDZV_LEADER_ERROR:
+        if (!r->etcd_down && !r->elected)
+            DDP_WARN("%s; retrying for up to %d s", why != NULL ? why : "etcd does not answer",
+                     AGENT_ETCD_START_MS / 1000);
+        else if (!r->etcd_down)
+            DDP_WARN("etcd unreachable: %s; running workers go on, nothing new is decided until "
+                     "it answers",
+                     why != NULL ? why : "no answer");
+        if (r->elected && !uv_is_active((uv_handle_t *)&r->probe_timer))
+            uv_timer_start(&r->probe_timer, on_probe_timer, AGENT_ETCD_PROBE_MS,
+                           AGENT_ETCD_PROBE_MS);
+        r->etcd_down = 1;
+        break;
+    }
+}
+
+static void on_start_timer(uv_timer_t *t) {
+    (void)t;
+}
+
+void agent__elect_host(struct agent_rdzv *r) {
+    const agent_job_t *job = r->a->cfg.job;
+    if (job->local_addr != NULL) {
+        snprintf(r->host, sizeof r->host, "%s", job->local_addr);
+        return;
+    }
+    char first[RDZV_HOST_MAX + 1], ip[DDP_ADDR_MAX];
+    snprintf(first, sizeof first, "%s", job->etcd.endpoints);
+    char *comma = strchr(first, ',');
+    if (comma != NULL)
+        *comma = '\0';
+    char *colon = strrchr(first, ':');
+    if (colon != NULL)
+        *colon = '\0';
+    char *h = first;
+    if (*h == '[') {
+        h++;
+        h[strlen(h) - 1] = '\0';
+    }
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (ddp_addr_resolve(h, ip, sizeof ip, &err) < 0)
+        snprintf(ip, sizeof ip, "127.0.0.1");
+    ddp_addr_route_source(ip, AGENT_DEFAULT_ETCD_PORT, r->host, sizeof r->host);
+}
+
+int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks) {
+    agent_t *a = r->a;
+    const agent_job_t *job = a->cfg.job;
+    int rc;
+    r->self_port = store_port;
+    r->elect_hooks = hooks;
+    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0)
+        return rc;
+    r->probe_timer.data = r;
+    rdzv_etcd_opts_t eo = {.endpoints = job->etcd.endpoints,
+                           .timeout_ms = AGENT_ETCD_CALL_MS,
+                           .user = job->etcd.user,
+                           .password = job->etcd.password,
+                           .ca_file = job->etcd.cacert,
+                           .cert_file = job->etcd.cert,
+                           .key_file = job->etcd.key};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if ((rc = rdzv_etcd_new(a->cfg.loop, &eo, &r->etcd, &err)) < 0) {
+        DDP_ERROR("etcd at %s: %s", job->etcd.endpoints, err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
+    }
+    snprintf(r->leader_key, sizeof r->leader_key, "%s/%s/leader", job->etcd.prefix, job->run_id);
+    agent__elect_addr_format(r->self_value, sizeof r->self_value, r->host, store_port);
+    rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
+                                  .key_len = strlen(r->leader_key),
+                                  .value = r->self_value,
+                                  .value_len = strlen(r->self_value),
+                                  .ttl_s = job->etcd.lease_ttl_s,
+                                  .cb = on_leader,
+                                  .arg = r};
+    if ((rc = rdzv_etcd_leader_start(r->etcd, &lo, &r->leader, &err)) < 0) {
+        DDP_ERROR("etcd at %s: %s", job->etcd.endpoints, err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
+    }
+    /* The link needs the store's address: the loop turns here (before any other part of the
+     * agent has a handle on it) until the election names one, for a bounded time. */
+    uv_timer_t t;
+    if ((rc = uv_timer_init(a->cfg.loop, &t)) < 0)
+        return rc;
+    uv_timer_start(&t, on_start_timer, AGENT_ETCD_START_MS, 0);
+    while (!r->elected && uv_is_active((uv_handle_t *)&t))
+        uv_run(a->cfg.loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    /* The closed timer's callback runs on the next turn, while t is still in scope. */
+    uv_run(a->cfg.loop, UV_RUN_NOWAIT);
+    if (!r->elected) {
+        DDP_ERROR("etcd at %s: no rendezvous store elected within %d s (etcd unreachable or "
+                  "refusing the lease); this node is out of the job",
+                  job->etcd.endpoints, AGENT_ETCD_START_MS / 1000);
+        return 1;
+    }
+    return 0;
+}
+
+void agent__elect_stop(struct agent_rdzv *r) {
+    /* The client closes at once: the loop is being shut down around it, so the election's last
+     * calls (deleting the key, revoking the lease) are cancelled, and the key lapses with the
+     * lease (lease_ttl). */
+    if (r->probe_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->probe_timer))
+        uv_close((uv_handle_t *)&r->probe_timer, NULL);
+    rdzv_etcd_leader_close(r->leader, NULL, NULL);
+    r->leader = NULL;
+    rdzv_etcd_close(r->etcd, NULL, NULL);
+    r->etcd = NULL;
+    r->leading = 0;
+}
