@@ -155,10 +155,11 @@ static int etcd_member_add(char **list, const char *flag, const char *member, dd
     return 0;
 }
 
-/* "HOST:PORT[,HOST:PORT...]": every member checked; the list as the etcd backend uses it. */
-static int etcd_endpoints_parse(launch_spec_t *spec, const char *flag, const char *val,
-                                ddp_err_t *err) {
+int launch_etcd_members_parse(const char *flag, const char *val, char **out, ddp_err_t *err) {
     size_t n_val = strlen(val);
+    *out = NULL;
+    if (n_val == 0)
+        return launch__bad_value(err, flag, val, "names no member");
     if (val[0] == ',' || val[n_val - 1] == ',' || strstr(val, ",,") != NULL)
         return launch__bad_value(err, flag, val, "has an empty member");
     char *copy = strdup(val), *list = NULL, *save = NULL;
@@ -176,6 +177,17 @@ static int etcd_endpoints_parse(launch_spec_t *spec, const char *flag, const cha
         free(list);
         return rc;
     }
+    *out = list;
+    return 0;
+}
+
+/* "HOST:PORT[,HOST:PORT...]": every member checked; the list as the etcd backend uses it. */
+static int etcd_endpoints_parse(launch_spec_t *spec, const char *flag, const char *val,
+                                ddp_err_t *err) {
+    char *list;
+    int rc = launch_etcd_members_parse(flag, val, &list, err);
+    if (rc < 0)
+        return rc;
     free(spec->etcd_endpoints);
     spec->etcd_endpoints = list;
     return 0;

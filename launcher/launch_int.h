@@ -42,6 +42,20 @@ const char *launch_completion_values(const char *flag);
  * parser has set spec->print_completion: completion.c reads the flag table, never the reverse). */
 void launch_completion_bash(FILE *out);
 
+/* cli.c: --rdzv_endpoint as etcd members "HOST[:PORT][,...]" (at most 16): *out = "HOST:PORT,..."
+ * with each port (2379 when absent), caller frees. Returns 0, or a negative code with err naming
+ * what is wrong. */
+int launch_etcd_members_parse(const char *flag, const char *val, char **out, ddp_err_t *err);
+
+/* status_etcd.c: the store etcd elected for `ddprun status --rdzv_backend=etcd`: reads
+ * <conf->etcd_prefix>/<run_id>/leader from the members (credentials from DDPRUN_ETCD_USER and
+ * DDPRUN_ETCD_PASSWORD), each call bounded by timeout_ms. Returns 0 with *host (caller frees),
+ * *port and through (the etcd endpoint that answered, cap bytes) set, or 1 after printing one
+ * line on stderr: etcd unreachable, no leader, a value that is not an address. */
+int launch_status_etcd_store(const char *members, const launch_rdzv_conf_t *conf,
+                             const char *run_id, int timeout_ms, char **host, int *port,
+                             char *through, size_t cap);
+
 /* cli_values.c: the value parsers of the option table. Each returns 0, DDP_EUSAGE with a one-line
  * message naming flag (and quoting the value), or -ENOMEM; outputs are untouched on error. */
 

@@ -37,7 +37,11 @@
 
 #define STATUS_USAGE                                                                               \
     "usage: ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--all] "              \
-    "[--timeout SECS]"
+    "[--timeout SECS]\n"                                                                           \
+    "       ddprun status --rdzv_backend etcd --rdzv_endpoint ETCD[:PORT][,...] --rdzv_id ID "     \
+    "[--rdzv_conf etcd_prefix=...,etcd_cacert=...] [--json] [--all] [--timeout SECS]"
+/* The read of the leader key in etcd is bounded by this, or by --timeout when shorter. */
+#define STATUS_ETCD_MAX_MS 5000
 
 typedef struct status_req {
     int done, rc;
@@ -206,14 +210,16 @@ static int usage(const char *msg) {
 
 typedef struct status_args {
     const char *endpoint, *id;
+    int etcd;                /* --rdzv_backend=etcd: endpoint lists etcd members */
+    launch_rdzv_conf_t conf; /* --rdzv_conf: the etcd keys (prefix, TLS files) */
     int json_out, all;
     double timeout_s;
     int help;
 } status_args_t;
 
 const launch_status_flag_t launch_status_flags[] = {
-    {"rdzv-endpoint", 1}, {"rdzv-id", 1}, {"timeout", 1}, {"json", 0},
-    {"all", 0},           {"help", 0},    {NULL, 0},
+    {"rdzv-endpoint", 1}, {"rdzv-id", 1}, {"rdzv-backend", 1}, {"rdzv-conf", 1}, {"timeout", 1},
+    {"json", 0},          {"all", 0},     {"help", 0},         {NULL, 0},
 };
 
 /* Nonzero when name ("--rdzv_id", underscores) is one of launch_status_flags. */
@@ -236,6 +242,7 @@ static int known_flag(const char *name) {
 static int args_parse(int argc, char **argv, status_args_t *o) {
     memset(o, 0, sizeof *o);
     o->timeout_s = STATUS_TIMEOUT_DEFAULT_S;
+    launch__rdzv_conf_defaults(&o->conf);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         const char *eq = strchr(a, '=');
@@ -275,6 +282,18 @@ static int args_parse(int argc, char **argv, status_args_t *o) {
             o->endpoint = v;
         } else if (strcmp(name, "--rdzv_id") == 0) {
             o->id = v;
+        } else if (strcmp(name, "--rdzv_backend") == 0) {
+            /* etcd-v2: torchrun's name, as the job takes it. */
+            if (strcmp(v, "etcd") != 0 && strcmp(v, "etcd-v2") != 0 && strcmp(v, "c10d") != 0) {
+                snprintf(msg, sizeof msg, "--rdzv_backend: '%.48s' is not c10d or etcd", v);
+                return usage(msg);
+            }
+            o->etcd = strcmp(v, "c10d") != 0;
+        } else if (strcmp(name, "--rdzv_conf") == 0) {
+            ddp_err_t cerr;
+            ddp_err_clear(&cerr);
+            if (launch_rdzv_conf_parse("--rdzv_conf", v, &o->conf, &cerr) < 0)
+                return usage(cerr.text);
         } else if (launch__seconds_parse(v, STATUS_TIMEOUT_MIN_S, STATUS_TIMEOUT_MAX_S,
                                          &o->timeout_s) < 0) {
             snprintf(msg, sizeof msg, "--timeout: '%.48s' is not a number of seconds in %g..%.0f",
@@ -507,6 +526,42 @@ static int status_print(const json_t *root, int json_out) {
     return 0;
 }
 
+/* --rdzv_backend=etcd: the store the run's agents elected, from the leader key. Returns 0 with
+ * *host, *port and through set, 1 after one line on stderr, or the usage exit code. */
+static int status_store_from_etcd(const status_args_t *o, char **host, int *port, char *through,
+                                  size_t cap) {
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    char *members = NULL;
+    if (launch_etcd_members_parse("--rdzv_endpoint", o->endpoint, &members, &err) < 0)
+        return usage(err.text);
+    int64_t ms = (int64_t)(o->timeout_s * 1000.0 + 0.5);
+    int etcd_ms = (int)(ms < STATUS_ETCD_MAX_MS ? (ms < 1 ? 1 : ms) : STATUS_ETCD_MAX_MS);
+    int code =
+        launch_status_etcd_store(members, &o->conf, o->id, etcd_ms, host, port, through, cap);
+    free(members);
+    return code;
+}
+
+/* Says which store answered and through which etcd endpoint it was found: "store" and
+ * "elected_through" in the JSON, or one line on stderr before the table. Returns 0 or 1. */
+static int status_mark_elected(json_t *root, const char *host, int port, const char *through,
+                               int json_out) {
+    char store[300];
+    snprintf(store, sizeof store, "%s%s%s:%d", strchr(host, ':') ? "[" : "", host,
+             strchr(host, ':') ? "]" : "", port);
+    if (!json_out) {
+        fprintf(stderr, "ddprun status: store %s, elected through etcd at %s\n", store, through);
+        return 0;
+    }
+    if (json_object_set_new(root, "store", json_string(store)) < 0 ||
+        json_object_set_new(root, "elected_through", json_string(through)) < 0) {
+        fprintf(stderr, "ddprun status: out of memory for the JSON\n");
+        return 1;
+    }
+    return 0;
+}
+
 int launch_status_main(int argc, char **argv) {
     status_args_t o;
     int code = args_parse(argc, argv, &o);
@@ -520,17 +575,26 @@ int launch_status_main(int argc, char **argv) {
             "--all lists every member. The job token comes from " DDP_ENV_TOKEN
             " (hex),\n" DDP_ENV_TOKEN_FILE " or " DDP_ENV_STORE_TOKEN " (hex), the first one set.\n"
             "--timeout bounds the whole command (default %g s).\n"
+            "With --rdzv_backend etcd, --rdzv_endpoint names etcd members (port 2379 by default)\n"
+            "and the store is the one the run's agents elected: the value of the key\n"
+            "<etcd_prefix>/ID/leader (--rdzv_conf etcd_prefix=, etcd_cacert=, etcd_cert=,\n"
+            "etcd_key=; DDPRUN_ETCD_USER and DDPRUN_ETCD_PASSWORD), read within %d s.\n"
             "Exit codes: 0 printed; 1 the store could not be asked (unreachable, no answer\n"
             "within --timeout, token refused) or does not know the run; 2 usage error.\n",
-            STATUS_USAGE, STATUS_SHOWN, STATUS_TIMEOUT_DEFAULT_S);
+            STATUS_USAGE, STATUS_SHOWN, STATUS_TIMEOUT_DEFAULT_S, STATUS_ETCD_MAX_MS / 1000);
         return 0;
     }
     ddp_err_t err;
     ddp_err_clear(&err);
-    char *host = NULL;
+    char *host = NULL, through[256] = "";
     int port = -1;
-    if (launch_endpoint_split("--rdzv_endpoint", o.endpoint, &host, &port, &err) < 0)
+    if (o.etcd) {
+        code = status_store_from_etcd(&o, &host, &port, through, sizeof through);
+        if (code != 0)
+            return code;
+    } else if (launch_endpoint_split("--rdzv_endpoint", o.endpoint, &host, &port, &err) < 0) {
         return usage(err.text);
+    }
     ddp_buf_t token = DDP_BUF_INIT;
     if (rdzv_token_from_job_env(&token, &err) < 0) {
         free(host);
@@ -551,6 +615,8 @@ int launch_status_main(int argc, char **argv) {
                              .io_timeout_ms = (int)timeout_ms};
     json_t *root = NULL;
     code = status_read(&co, &o, host, &root);
+    if (code == 0 && o.etcd)
+        code = status_mark_elected(root, host, (int)co.port, through, o.json_out);
     if (code == 0)
         code = status_print(root, o.json_out);
     json_decref(root);
