@@ -52,7 +52,7 @@ check "every flag of --help is offered (missing:${missing:- none})" [ -z "$missi
 # a flag that takes a value, and ddprun's own flags no more.
 check "st<TAB>: status (and files)" expect "status " st
 check "status --rd<TAB>: its rdzv flags, both spellings" \
-    expect "--rdzv-endpoint --rdzv-id --rdzv_endpoint --rdzv_id " status --rd
+    expect "--rdzv-backend --rdzv-conf --rdzv-endpoint --rdzv-id --rdzv_backend --rdzv_conf --rdzv_endpoint --rdzv_id " status --rd
 check "status --j<TAB>: --json" expect "--json " status --rdzv_id x --j
 check "status --rdzv_endpoint <TAB>: nothing to offer (an address)" expect "" status --rdzv_endpoint ""
 check "status --timeout=<TAB>: nothing to offer (seconds)" expect "" status --timeout = ""
