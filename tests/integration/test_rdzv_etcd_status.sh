@@ -6,7 +6,8 @@
 # status (table: RUNNING, 2 members, the store named on stderr; --json: "store" and
 # "elected_through"); an unknown run (exit 1, one line naming the key and the etcd endpoint); a
 # leader key set by hand to bytes that are not an address (exit 1, one line, escaped); etcd down
-# (exit 1, one line naming it, within the 5 s bound).
+# (exit 1, one line naming it, within the 5 s bound). Without etcd: a bad member, --rdzv_conf
+# key or --rdzv_backend value is a usage error (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
@@ -19,6 +20,21 @@ SECTIONS=("status of a 2-agent etcd job: RUNNING with 2 members, the store named
     "a leader key that is not an address: exit 1, one line, escaped"
     "etcd down: exit 1 within 7 s, one line naming it"
     "no leftover process")
+
+# ---- without etcd: the job's parsing of the members and of --rdzv_conf (exit 2, naming it) ----
+bad() { # WANT_IN_OUTPUT ARGS...
+    local want=$1; shift
+    "$DDPRUN" status --rdzv_backend=etcd --rdzv_id=x "$@" >"$TMP/bad.out" 2>&1
+    local rc=$?
+    if [ $rc = 2 ] && grep -q -- "$want" "$TMP/bad.out"; then
+        ok "status usage error: $want (exit 2)"
+    else
+        not_ok "status usage error: $want (exit $rc)"; show_tail "$TMP/bad.out"
+    fi
+}
+bad "'127.0.0.1:70000' has a port" --rdzv_endpoint=127.0.0.1:70000
+bad "etcd_prefix='bad'" --rdzv_endpoint=127.0.0.1 --rdzv_conf=etcd_prefix=bad
+bad "'etcd3' is not c10d or etcd" --rdzv_endpoint=127.0.0.1 --rdzv_backend=etcd3
 
 command -v etcd >/dev/null 2>&1 ||
     skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
