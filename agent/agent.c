@@ -109,11 +109,18 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
         uv_close(h, NULL);
 }
 
-void agent__shutdown_loop(agent_t *a) {
-    agent__rdzv_stop(a);
+static void shutdown_rest(void *arg) {
+    agent_t *a = arg;
     agent__stores_close(a);
     agent__metrics_stop(a);
     uv_walk(a->cfg.loop, close_walk_cb, NULL);
+}
+
+/* A leader of the etcd election resigns first (bounded): its store stays open meanwhile,
+ * refusing the rendezvous (its check says it no longer leads), and the rest closes after. */
+void agent__shutdown_loop(agent_t *a) {
+    if (agent__rdzv_stop(a, shutdown_rest, a) == 0)
+        shutdown_rest(a);
 }
 
 void agent__file_safe(const char *text, char *out, size_t cap) {

@@ -547,8 +547,10 @@ void agent__rdzv_exit_barrier(agent_t *a);
 /* rdzv.c: at the exit barrier, the round ended or the store was lost: asks the store whether
  * every node passed the barrier all the same (EV_BARRIER_DONE) or not (EV_BARRIER_BROKEN). */
 void agent__rdzv_barrier_settle(agent_t *a);
-/* rdzv.c: closes the connections and timers (the hosted store is a->stores.store). */
-void agent__rdzv_stop(agent_t *a);
+/* rdzv.c: closes the connections and timers (the hosted store is a->stores.store) and leaves
+ * the etcd election: returns 1 when the resignation goes on in the
+ * background (done(arg) runs from the loop once over), 0 when all is stopped. */
+int agent__rdzv_stop(agent_t *a, void (*done)(void *arg), void *arg);
 /* rdzv.c: frees the rendezvous state after the loop has closed every handle. */
 void agent__rdzv_free(agent_t *a);
 

@@ -200,6 +200,13 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         emit(a, EV_RDZV_ERROR);
         return;
     }
+    if (rep->status != 0 && rep->code == DDP_ECLOSED) {
+        /* A store that no longer serves the rendezvous (its node lost the etcd leadership):
+         * lost, as a closed connection is; the reconnection follows the election. */
+        char why[AGENT_STORE_TEXT_MAX];
+        agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "", why));
+        return;
+    }
     if (rep->status != 0 && rep->code == DDP_ERDZV_SPARE) {
         /* The run is at max_nodes: this node waits for a place (a node excluded or lost). The
          * store answers a spare now and then; its JOIN again is the spare's keep-alive. Each
@@ -717,11 +724,11 @@ int agent__rdzv_start(agent_t *a) {
     return agent__link_start(r, (int)job->rdzv.join_timeout_ms);
 }
 
-void agent__rdzv_stop(agent_t *a) {
-    if (a->rdzv != NULL) {
-        agent__link_event(a->rdzv, LINK_EV_STOP, 0, NULL);
-        agent__elect_stop(a->rdzv);
-    }
+int agent__rdzv_stop(agent_t *a, void (*done)(void *arg), void *arg) {
+    if (a->rdzv == NULL)
+        return 0;
+    agent__link_event(a->rdzv, LINK_EV_STOP, 0, NULL);
+    return agent__elect_stop(a->rdzv, done, arg);
 }
 
 /* Frees the state once the loop has closed every handle (agent_run calls it after uv_run). */

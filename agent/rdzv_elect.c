@@ -22,6 +22,7 @@
 #include "ddp_addr.h"
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
+#include "rdzv_server.h"
 
 /* How long the start waits for etcd to name a leader (etcd unreachable, a lease refused: the
  * election retries meanwhile), and the bound on each call to etcd. */
@@ -29,6 +30,8 @@
 #define AGENT_ETCD_CALL_MS 2000
 /* While etcd is away: how often it is asked whether it answers again. */
 #define AGENT_ETCD_PROBE_MS 1000
+/* The bound on resigning at the exit (deleting the leader key, revoking the lease). */
+#define AGENT_ETCD_RESIGN_MS 1000
 
 void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port) {
     int v6 = strchr(addr, ':') != NULL;
@@ -140,6 +143,14 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     }
 }
 
+/* The store's rdzv_server_set_may_serve check: it serves the rendezvous only while this agent
+ * leads by the clock now (a leader resumed past its lease refuses a JOIN on the turn before its
+ * lease-loss timer tells it). */
+static int may_serve(void *arg) {
+    struct agent_rdzv *r = arg;
+    return r->leader != NULL && rdzv_etcd_leader_leading(r->leader);
+}
+
 static void on_start_timer(uv_timer_t *t) {
     (void)t;
 }
@@ -205,6 +216,7 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
         DDP_ERROR("etcd at %s: %s", job->etcd.endpoints, err.text[0] ? err.text : ddp_strerror(rc));
         return rc;
     }
+    rdzv_server_set_may_serve(a->stores.store, may_serve, r);
     /* The link needs the store's address: the loop turns here (before any other part of the
      * agent has a handle on it) until the election names one, for a bounded time. */
     uv_timer_t t;
@@ -225,15 +237,51 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     return 0;
 }
 
-void agent__elect_stop(struct agent_rdzv *r) {
-    /* The client closes at once: the loop is being shut down around it, so the election's last
-     * calls (deleting the key, revoking the lease) are cancelled, and the key lapses with the
-     * lease (lease_ttl). */
+/* Closes what is left of the election: the timer, the candidate (if not closing already) and the
+ * client (which cancels whatever call is still on its way). */
+static void elect_close(struct agent_rdzv *r) {
     if (r->probe_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->probe_timer))
         uv_close((uv_handle_t *)&r->probe_timer, NULL);
     rdzv_etcd_leader_close(r->leader, NULL, NULL);
     r->leader = NULL;
     rdzv_etcd_close(r->etcd, NULL, NULL);
     r->etcd = NULL;
+}
+
+static void resign_end(struct agent_rdzv *r) {
+    void (*done)(void *) = r->resigned;
+    if (done == NULL)
+        return;
+    r->resigned = NULL;
+    elect_close(r);
+    done(r->resigned_arg);
+}
+
+static void on_resigned(void *arg) {
+    struct agent_rdzv *r = arg;
+    r->leader = NULL; /* freed after this call */
+    resign_end(r);
+}
+
+static void on_resign_timer(uv_timer_t *t) {
+    resign_end(t->data);
+}
+
+int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg) {
+    if (r->resigned != NULL)
+        return 1;
     r->leading = 0;
+    if (r->leader == NULL || r->etcd == NULL || r->probe_timer.data == NULL ||
+        uv_is_closing((uv_handle_t *)&r->probe_timer)) {
+        elect_close(r);
+        return 0;
+    }
+    /* The candidate deletes its key (if ours) and revokes its lease, then on_resigned runs;
+     * the timer bounds it (etcd away: the key lapses with the lease, lease_ttl). */
+    r->resigned = done;
+    r->resigned_arg = arg;
+    uv_timer_stop(&r->probe_timer);
+    uv_timer_start(&r->probe_timer, on_resign_timer, AGENT_ETCD_RESIGN_MS, 0);
+    rdzv_etcd_leader_close(r->leader, on_resigned, r);
+    return 1;
 }

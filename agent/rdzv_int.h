@@ -135,12 +135,15 @@ struct agent_rdzv {
     struct rdzv_etcd *etcd;
     struct rdzv_etcd_leader *leader;
     const struct agent_elect_hooks *elect_hooks;
-    int self_port;          /* this agent's store's port */
-    int elected;            /* the election named a store (leader_addr:port) */
-    int leading;            /* ... this agent's own */
-    int etcd_down;          /* a call to etcd failed: said once until it answers */
-    uv_timer_t probe_timer; /* while etcd_down: asks etcd whether it answers */
-    int elect_failed;       /* no store was elected at the start: the first JOIN fails the job */
+    int self_port;               /* this agent's store's port */
+    int elected;                 /* the election named a store (leader_addr:port) */
+    int leading;                 /* ... this agent's own */
+    int etcd_down;               /* a call to etcd failed: said once until it answers */
+    uv_timer_t probe_timer;      /* while etcd_down: asks etcd whether it answers; while resigning,
+                                    the bound on it */
+    void (*resigned)(void *arg); /* while resigning: what runs once done (agent__elect_stop) */
+    void *resigned_arg;
+    int elect_failed; /* no store was elected at the start: the first JOIN fails the job */
     char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
     char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
@@ -195,8 +198,12 @@ void agent__elect_host(struct agent_rdzv *r);
  * bounded time, until the election names a store (hooks->moved). Returns 0, 1 when none was
  * named in time (etcd unreachable; logged, naming the endpoint) or a negative code (logged). */
 int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks);
-/* rdzv_elect.c: leaves the election and closes the etcd client. */
-void agent__elect_stop(struct agent_rdzv *r);
+/* rdzv_elect.c: leaves the election (deletes the leader key if ours, revokes the lease, so that
+ * the others elect a new leader at once rather than after lease_ttl) and closes the etcd client.
+ * Returns 1 when that goes on in the background, for AGENT_ETCD_RESIGN_MS at most: done(arg) runs
+ * from the loop once it is over (the loop must turn until then); 0 when it was over at once
+ * (nothing to resign, or called again while resigning: done runs once, for the first call). */
+int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg);
 /* rdzv_elect.c: "ADDR:PORT" as the election publishes it (an IPv6 address in brackets). */
 void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port);
 

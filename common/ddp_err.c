@@ -29,6 +29,7 @@ const char *ddp_strerror(int code) {
     case DDP_ERDZV_SPARE: return "waiting as a spare";
     case DDP_ERDZV_DONE: return "rendezvous finished";
     case DDP_ERDZV_REUSED: return "rendezvous id of a finished run";
+    case DDP_EFENCED: return "fenced out: no longer the leader";
     default: break;
     }
     if (code < 0 && code > -4000)

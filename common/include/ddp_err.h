@@ -29,6 +29,7 @@ enum {
     DDP_ERDZV_REUSED =
         -4019,              /* a new node joins a run id that finished (the store still holds it) */
     DDP_EAUTH_PEER = -4020, /* the peer could not prove it holds the token (this side refused it) */
+    DDP_EFENCED = -4021,    /* a fenced write refused: the writer no longer leads (etcd election) */
 };
 
 #define DDP_ERR_TEXT_LEN 160

@@ -611,7 +611,7 @@ static void on_fenced(void *arg, int st, const rdzv_etcd_result_t *res, const ch
         snprintf(line, sizeof line,
                  "%s/v3/kv/txn: fenced out: the leader key's create revision is no longer %" PRId64,
                  rdzv_etcd_endpoint(f->c), f->revision);
-        f->cb(f->arg, RDZV_ETCD_EFENCED, NULL, line);
+        f->cb(f->arg, DDP_EFENCED, NULL, line);
     } else {
         f->cb(f->arg, st, res, why);
     }

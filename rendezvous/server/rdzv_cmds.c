@@ -625,7 +625,7 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
                 c->need = need;
                 break;
             }
-            if (!rdzv__round_in_scope(c, &rreq))
+            if (!rdzv__round_in_scope(c, &rreq) || !rdzv__round_may_serve(c, &rreq))
                 break;
             rdzv__round_dispatch(c, &rreq);
             off += (size_t)rn;

@@ -382,6 +382,13 @@ void rdzv_server_close(rdzv_server_t *s, void (*close_cb)(void *arg), void *arg)
     rdzv_actions_close(&s->acts);
 }
 
+void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, void *arg) {
+    if (s == NULL)
+        return;
+    s->may_serve = fn;
+    s->may_serve_arg = arg;
+}
+
 void rdzv_server_set_workers(rdzv_server_t *s, size_t workers) {
     if (s == NULL || s->closing || !s->worker_store || workers == 0)
         return;

@@ -387,6 +387,20 @@ static void refuse_and_close(conn_t *c, uint8_t cmd, int code, const char *text,
     rdzv__conn_flush(c);
 }
 
+int rdzv__round_may_serve(conn_t *c, const rdzv_round_req_t *r) {
+    rdzv_server_t *s = c->s;
+    if (s->may_serve == NULL || s->may_serve(s->may_serve_arg))
+        return 1;
+    const char *name = rdzv_round_cmd_name(r->cmd);
+    char text[RDZV_ROUND_TEXT_MAX];
+    snprintf(text, sizeof text,
+             "%s refused: this store no longer serves the rendezvous (its node lost the "
+             "leadership); find the store that serves it now",
+             name != NULL ? name + strlen("RDZV_") : "rendezvous command");
+    refuse_and_close(c, r->cmd, DDP_ECLOSED, text, &s->st.conns_refused);
+    return 0;
+}
+
 void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err) {
     const char *name = rdzv_round_cmd_name(cmd);
     /* "RDZV_JOIN" -> "JOIN": the log and the reply say "malformed JOIN". */

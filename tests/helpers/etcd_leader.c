@@ -78,7 +78,7 @@ static void on_fenced(void *arg, int st, const rdzv_etcd_result_t *res, const ch
         printf("%" PRId64 " FENCED ok rev=%" PRId64 "\n", mono_ms(), led_rev);
     else
         printf("%" PRId64 " FENCED %s rev=%" PRId64 ": %s\n", mono_ms(),
-               st == RDZV_ETCD_EFENCED ? "refused" : "error", led_rev, why);
+               st == DDP_EFENCED ? "refused" : "error", led_rev, why);
     fflush(stdout);
 }
 

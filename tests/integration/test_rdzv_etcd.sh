@@ -8,7 +8,8 @@
 # mid-job (--nnodes=2:3, 3 agents): the other two re-form under a new leader within
 # lease_ttl + last_call_timeout + 2 s of the kill and exit 0, no command typed again; SIGSTOP of
 # the serving agent past the TTL: the others re-form and finish, and on SIGCONT it stops serving
-# and leaves (exit 1); etcd down 3 s within the lease: the workers go on, one line when it goes and
+# and leaves (exit 1); SIGTERM of the serving agent (lease_ttl 8): it resigns on its way out, so
+# the others name a new leader within 3 s of the signal, not after the TTL, and exit 0; etcd down 3 s within the lease: the workers go on, one line when it goes and
 # one when it is back. Every process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
@@ -25,6 +26,7 @@ SECTIONS=("2 nodes form through etcd and exit 0, one agent serving"
     "... one line each says the store moved; the killed agent's workers are gone"
     "SIGSTOP of the serving agent past the TTL: the others re-form and exit 0"
     "... on SIGCONT it stops serving and leaves (exit 1, one line)"
+    "SIGTERM of the serving agent (lease_ttl 8): the others name a new leader within 3 s and exit 0"
     "a leader key that is not an address: one line (escaped), no worker, exit 1 at the start bound"
     "etcd down 3 s (lease_ttl 8): the workers go on, exit 0; one line each when it goes, one when it is back"
     "no leftover process")
@@ -192,6 +194,31 @@ verdict "SIGSTOP of the serving agent past the TTL: the others re-form and exit 
 [ $rl = 1 ] && [ "$(grep -c 'lost the etcd lease of the rendezvous store' "$TMP/s$leader.out")" = 1 ]
 verdict "... on SIGCONT it stops serving and leaves (exit 1, one line)" ||
     show_tail "$TMP/s$leader.out"
+
+# ---- SIGTERM of the serving agent: it resigns (key deleted, lease revoked) as it leaves ----
+export FW_DIR=$TMP/term FW_SLEEP_MS=6000
+mkdir -p "$FW_DIR"
+for i in 1 2 3; do CONF="last_call_timeout=1,lease_ttl=8,keep_alive_interval=1" agent "t$i" 2:3 term; done
+for _ in $(seq 200); do
+    [ "$(ls "$FW_DIR" | grep -c '^pid\..*\.0$')" = 6 ] && break
+    sleep 0.05
+done
+leader=""
+for i in 1 2 3; do grep -q 'served by this node' "$TMP/t$i.out" && leader=$i; done
+others=()
+for i in 1 2 3; do [ "$i" != "$leader" ] && others+=("$i"); done
+t0=$(date +%s%N)
+kill -TERM "${APID[t$leader]}"
+named=0
+for i in "${others[@]}"; do wait_for "$TMP/t$i.out" " W rendezvous store now at" 3 >/dev/null || named=1; done
+dt=$((($(date +%s%N) - t0) / 1000000))
+reap "t$leader" 20
+ra=0
+for i in "${others[@]}"; do reap "t$i" 40 || ra=1; done
+[ -n "$leader" ] && [ $named = 0 ] && [ $dt -lt 3000 ] && [ $ra = 0 ]
+verdict "SIGTERM of the serving agent (lease_ttl 8): the others name a new leader within 3 s and exit 0" ||
+    show_tail "$TMP/t1.out" "$TMP/t2.out" "$TMP/t3.out"
+echo "# SIGTERM of the serving agent: a new leader named on both others after $dt ms (lease_ttl 8 s)"
 
 # ---- a leader key that is not ours (a prefix shared with something else) ----
 "$BIN/tests/etcd_client" --endpoints "127.0.0.1:$P1" put /other/garb/leader $'\e[31mnot ours' \

@@ -2,7 +2,8 @@
  * Unit tests for common/: signal names both ways (ddp_signal), the visible-device list rule
  * (ddp_devices: torch.cuda's reading of CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), and the
  * self-connected TCP socket check (ddp_net), on loopback, and durations written back as seconds
- * (ddp_seconds_text); the /proc/<pid>/stat reader (ddp_proc). */
+ * (ddp_seconds_text); the /proc/<pid>/stat reader (ddp_proc); the error codes' texts
+ * (ddp_strerror). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "ddp_devices.h"
+#include "ddp_err.h"
 #include "ddp_net.h"
 #include "ddp_parse.h"
 #include "ddp_proc.h"
@@ -116,6 +118,17 @@ static void test_devices_entry(void **state) {
 /* A loopback socket bound to port P and connected to 127.0.0.1:P, where nothing listens, is
  * connected to itself (TCP simultaneous open); a real client of a listener is not. */
 /* Durations in messages read as their flags take them: no exponent, no trailing zeros. */
+/* Every DDP_E* code has a text of its own; -errno is strerror's; others are unknown. */
+static void test_strerror(void **state) {
+    (void)state;
+    assert_string_equal(ddp_strerror(DDP_EFENCED), "fenced out: no longer the leader");
+    assert_string_equal(ddp_strerror(DDP_ECLOSED), "connection closed by peer");
+    assert_string_equal(ddp_strerror(-ENOENT), strerror(ENOENT));
+    assert_string_equal(ddp_strerror(-5000), "unknown error");
+    for (int c = DDP_EFRAME; c >= DDP_EFENCED; c--)
+        assert_string_not_equal(ddp_strerror(c), "unknown error");
+}
+
 static void test_seconds_text(void **state) {
     (void)state;
     char b[32];
@@ -207,6 +220,7 @@ int main(void) {
         cmocka_unit_test(test_devices_select), cmocka_unit_test(test_devices_count),
         cmocka_unit_test(test_devices_entry),  cmocka_unit_test(test_tcp_self_connected),
         cmocka_unit_test(test_seconds_text),   cmocka_unit_test(test_proc_stat),
+        cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  * wrong key), STATUS, FAIL, ABORT and UNFIT, each answered with its decoded reply; a request that
  * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by
  * closing the connection; the exit barrier's calls between two nodes (arrive, release, wait; a
- * seal before and after the last arrival; a wait that runs out; a round no key can name). */
+ * seal before and after the last arrival; a wait that runs out; a round no key can name); a store
+ * whose may_serve check says no refuses a JOIN (DDP_ECLOSED) and serves it once it says yes. */
 #include <errno.h>
 
 #include "async_client_fixture.h"
@@ -306,6 +307,34 @@ TEST(test_barrier_store_gone) {
     assert_false(a.had_count);
 }
 
+static int may_serve_flag(void *arg) {
+    return *(const int *)arg;
+}
+
+TEST(test_may_serve) {
+    int serving = 0;
+    rdzv_server_set_may_serve(e->srv, may_serve_flag, &serving);
+    call_res_t no = {0};
+    rdzv_join_req_t q = join_req("fenced", 1);
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &no, NULL), 0);
+    run_until(e, &no.called);
+    assert_int_equal(no.status, 0);
+    assert_int_equal(no.rep.cmd, RDZV_CMD_RDZV_JOIN);
+    assert_int_not_equal(no.rep.status, 0);
+    assert_int_equal(no.rep.code, DDP_ECLOSED);
+    assert_non_null(strstr(no.text, "no longer serves the rendezvous"));
+    env_client_close(e);
+
+    serving = 1;
+    e->c = client_up(e, good_token);
+    call_res_t yes = {0};
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &yes, NULL), 0);
+    run_until(e, &yes.called);
+    assert_int_equal(yes.status, 0);
+    assert_int_equal(yes.rep.status, 0);
+    assert_int_equal(yes.rep.join.group_world_size, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_calls, setup_client, teardown),
@@ -317,6 +346,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_barrier_wait_runs_out, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_key_refused, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_store_gone, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_may_serve, setup_client, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

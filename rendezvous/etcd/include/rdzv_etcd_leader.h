@@ -27,10 +27,6 @@
 #include "ddp_err.h"
 #include "rdzv_etcd.h"
 
-/* A fenced write refused: the leader key's create revision is not the one given (the writer is
- * no longer the leader). */
-#define RDZV_ETCD_EFENCED (-4100)
-
 typedef struct rdzv_etcd_leader rdzv_etcd_leader_t;
 
 typedef enum {
@@ -80,7 +76,7 @@ uint64_t rdzv_etcd_leader_deadline(const rdzv_etcd_leader_t *l);
 int rdzv_etcd_leader_leading(rdzv_etcd_leader_t *l);
 
 /* Put key = value (attached to lease, 0: none) only if leader_key's create revision is still
- * revision: the leader's write of what must not be lost. cb gets 0, RDZV_ETCD_EFENCED with
+ * revision: the leader's write of what must not be lost. cb gets 0, DDP_EFENCED with
  * errtext "... fenced out ..." when another leads (or none), or the client's errors. Returns as
  * rdzv_etcd_txn. */
 int rdzv_etcd_fenced_put(rdzv_etcd_t *c, const void *leader_key, size_t leader_key_len,
