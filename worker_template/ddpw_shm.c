@@ -200,13 +200,13 @@ static int segment_is_file(const char *name) {
 }
 
 /* Opens (or creates, O_EXCL) the segment name. Returns the descriptor or -1 (errno). Nothing
- * planted is written through: a new segment has a fresh random name and O_EXCL, a file in the
- * agent's private scratch directory (mkdtemp, 0700) is opened O_NOFOLLOW too, and glibc's
- * shm_open adds O_NOFOLLOW itself. */
+ * planted is written through: a new segment has a fresh random name and O_EXCL, and every open
+ * refuses a link (O_NOFOLLOW), a file in the agent's private scratch directory (mkdtemp, 0700)
+ * as much as a shm_open name in /dev/shm, which others may write. */
 static int segment_open(const char *name, int create) {
-    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+    int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0);
     if (segment_is_file(name))
-        return open(name, flags | O_NOFOLLOW, 0600);
+        return open(name, flags, 0600);
     return shm_open(name, flags, 0600);
 }
 
