@@ -575,6 +575,20 @@ void agent__rdzv_leave(struct agent_rdzv *r, agent_event_t done, uint64_t linger
     agent__event(a, done, NULL);
 }
 
+/* Serves this node's store on host:port (0: the kernel's pick) with the job's token, or without
+ * authentication when the job has none. Returns agent__job_store_host's code (err says why). */
+static int serve_store(struct agent_rdzv *r, const char *host, int port, ddp_err_t *err) {
+    rdzv_server_opts_t so = {.host = host, .port = (uint16_t)port, .embedded = 1};
+    if (r->token->len > 0) {
+        so.token = r->token->data;
+        so.token_len = r->token->len;
+    } else {
+        so.no_auth = 1;
+    }
+    ddp_err_clear(err);
+    return agent__job_store_host(r->a, &so, err);
+}
+
 /* Hosts the store on the endpoint when it is this machine's (or --rdzv_conf is_host=1) and the
  * port is free; another agent on the same machine may already host it. Returns 0, or
  * DDP_EUSAGE (logged) when is_host=1 and the endpoint cannot be served. */
@@ -583,22 +597,14 @@ static int maybe_host(struct agent_rdzv *r) {
     int is_host = a->cfg.job->rdzv.is_host;
     if (is_host == 0 || (is_host < 0 && !ddp_addr_is_local(r->addr)))
         return 0;
-    rdzv_server_opts_t so = {.host = r->addr, .port = (uint16_t)r->port, .embedded = 1};
-    if (r->token->len > 0) {
-        so.token = r->token->data;
-        so.token_len = r->token->len;
-    } else {
-        so.no_auth = 1;
-    }
     ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = agent__job_store_host(a, &so, &err);
+    int rc = serve_store(r, r->addr, r->port, &err);
     if (rc == 0) {
         /* Port 0 (the first host of a job started over ssh): the kernel's pick, reported. */
         r->port = rdzv_server_port(a->stores.store);
         DDP_INFO("hosting the rendezvous store on %s:%d", r->addr, r->port);
         agent__store_nofile_log(a->stores.store);
-        if (so.no_auth)
+        if (r->token->len == 0)
             DDP_WARN("no job token (" DDP_ENV_TOKEN_NAMES "): the rendezvous store on "
                      "%s:%d accepts any client",
                      r->addr, r->port);
@@ -664,16 +670,8 @@ static const agent_elect_hooks_t elect_hooks = {.moved = store_moved, .lost = le
 static int elect_start(struct agent_rdzv *r) {
     r->addr = r->leader_addr;
     agent__elect_host(r);
-    rdzv_server_opts_t so = {.host = r->host, .port = 0, .embedded = 1};
-    if (r->token->len > 0) {
-        so.token = r->token->data;
-        so.token_len = r->token->len;
-    } else {
-        so.no_auth = 1;
-    }
     ddp_err_t err;
-    ddp_err_clear(&err);
-    int rc = agent__job_store_host(r->a, &so, &err);
+    int rc = serve_store(r, r->host, 0, &err);
     if (rc < 0) {
         DDP_ERROR("unable to serve a rendezvous store on %s: %s", r->host,
                   err.text[0] ? err.text : ddp_strerror(rc));

@@ -22,38 +22,38 @@ int ddpw__key_round(char *key, size_t cap, const char *run_id, int64_t round, co
 
 /* Every name is a few words and one number of at most 20 characters (a sign included): it fits
  * DDPW_NAME_MAX, which the unit tests check at the numbers' extremes. */
-ddpw_name_t ddpw__key_vote(int rank) {
+static ddpw_name_t name_int(const char *stem, int v) {
     ddpw_name_t n;
-    snprintf(n.s, sizeof n.s, "backend/vote/%d", rank);
+    snprintf(n.s, sizeof n.s, "%s/%d", stem, v);
     return n;
+}
+
+static ddpw_name_t name_u64(const char *stem, uint64_t v) {
+    ddpw_name_t n;
+    snprintf(n.s, sizeof n.s, "%s/%" PRIu64, stem, v);
+    return n;
+}
+
+ddpw_name_t ddpw__key_vote(int rank) {
+    return name_int("backend/vote", rank);
 }
 
 ddpw_name_t ddpw__key_shm(int node) {
-    ddpw_name_t n;
-    snprintf(n.s, sizeof n.s, "cpu/shm/%d", node);
-    return n;
+    return name_int("cpu/shm", node);
 }
 
 ddpw_name_t ddpw__key_shm_ready(int node) {
-    ddpw_name_t n;
-    snprintf(n.s, sizeof n.s, "cpu/ready/%d", node);
-    return n;
+    return name_int("cpu/ready", node);
 }
 
 ddpw_name_t ddpw__key_ring(int node) {
-    ddpw_name_t n;
-    snprintf(n.s, sizeof n.s, "cpu/tcp/%d", node);
-    return n;
+    return name_int("cpu/tcp", node);
 }
 
 ddpw_name_t ddpw__key_barrier(uint64_t seq) {
-    ddpw_name_t n;
-    snprintf(n.s, sizeof n.s, "barrier/%" PRIu64, seq);
-    return n;
+    return name_u64("barrier", seq);
 }
 
 ddpw_name_t ddpw__key_train_sync(uint64_t epoch) {
-    ddpw_name_t n;
-    snprintf(n.s, sizeof n.s, "train/sync/%" PRIu64, epoch);
-    return n;
+    return name_u64("train/sync", epoch);
 }

@@ -66,7 +66,6 @@ rc=$?
 dt=$((($(date +%s%N) - t0) / 1000000))
 [ $rc = 1 ] && [ $dt -lt 13000 ] && [ "$(grep -c ' E ' "$TMP/nope.out")" = 1 ] &&
     grep ' E ' "$TMP/nope.out" | grep -q "127.0.0.1:$NOPE"
-verdict() { if [ $? = 0 ]; then ok "$1"; else not_ok "$1"; return 1; fi; }
 verdict "etcd not reachable (etcd-v2 spelling): exit 1 within 13 s, one error line naming it" ||
     show_tail "$TMP/nope.out"
 echo "# etcd not reachable: exit $rc after $dt ms"
@@ -75,14 +74,8 @@ command -v etcd >/dev/null 2>&1 ||
     skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
 
 P1=$(free_port); P2=$(free_port)
-# etcd_up: one member on loopback, on its data dir (the same on a restart); its PID in ETCD.
-etcd_up() {
-    etcd --name one --data-dir "$TMP/etcd" --listen-client-urls "http://127.0.0.1:$P1" \
-        --advertise-client-urls "http://127.0.0.1:$P1" --listen-peer-urls "http://127.0.0.1:$P2" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$P2" \
-        --initial-cluster "one=http://127.0.0.1:$P2" >>"$TMP/etcd.log" 2>&1 &
-    ETCD=$!
-}
+# etcd_up: the suite's member, on its data dir (the same on a restart); its PID in ETCD.
+etcd_up() { etcd_member "$TMP/etcd" "$P1" "$P2"; }
 etcd_up
 if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
     kill "$ETCD" 2>/dev/null

@@ -39,16 +39,9 @@ bad "'etcd3' is not c10d or etcd" --rdzv_endpoint=127.0.0.1 --rdzv_backend=etcd3
 command -v etcd >/dev/null 2>&1 ||
     skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
 
-verdict() { if [ $? = 0 ]; then ok "$1"; else not_ok "$1"; return 1; fi; }
 P1=$(free_port); P2=$(free_port)
-# etcd_up: one member on loopback; its PID in ETCD.
-etcd_up() {
-    etcd --name one --data-dir "$TMP/etcd" --listen-client-urls "http://127.0.0.1:$P1" \
-        --advertise-client-urls "http://127.0.0.1:$P1" --listen-peer-urls "http://127.0.0.1:$P2" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$P2" \
-        --initial-cluster "one=http://127.0.0.1:$P2" >>"$TMP/etcd.log" 2>&1 &
-    ETCD=$!
-}
+# etcd_up: the suite's member, on its data dir (the same on a restart); its PID in ETCD.
+etcd_up() { etcd_member "$TMP/etcd" "$P1" "$P2"; }
 etcd_up
 if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
     kill "$ETCD" 2>/dev/null
