@@ -160,7 +160,8 @@ verdict() {
 # etcd_member DIR CLIENT_PORT PEER_PORT: one etcd member ("one") on 127.0.0.1 in the background,
 # its data in DIR (the same on a restart), its output appended to DIR.log; its PID in ETCD.
 etcd_member() {
-    etcd --name one --data-dir "$1" --listen-client-urls "http://127.0.0.1:$2" \
+    setpriv --pdeathsig KILL etcd --name one --data-dir "$1" \
+        --listen-client-urls "http://127.0.0.1:$2" \
         --advertise-client-urls "http://127.0.0.1:$2" --listen-peer-urls "http://127.0.0.1:$3" \
         --initial-advertise-peer-urls "http://127.0.0.1:$3" \
         --initial-cluster "one=http://127.0.0.1:$3" >>"$1.log" 2>&1 &

@@ -73,7 +73,8 @@ fi
 P1=$(free_port)
 P2=$(free_port)
 while [ "$P2" = "$P1" ]; do P2=$(free_port); done
-etcd --name t --data-dir "$TMP/etcd" --listen-client-urls "http://127.0.0.1:$P1" \
+setpriv --pdeathsig KILL etcd --name t --data-dir "$TMP/etcd" \
+    --listen-client-urls "http://127.0.0.1:$P1" \
     --advertise-client-urls "http://127.0.0.1:$P1" --listen-peer-urls "http://127.0.0.1:$P2" \
     --initial-advertise-peer-urls "http://127.0.0.1:$P2" \
     --initial-cluster "t=http://127.0.0.1:$P2" >"$TMP/etcd.log" 2>&1 &
@@ -220,7 +221,8 @@ if command -v openssl >/dev/null 2>&1 &&
 extendedKeyUsage=serverAuth,clientAuth" && mkcert cli client "extendedKeyUsage=clientAuth"; then
     P3=$(free_port)
     P4=$(free_port)
-    etcd --name s --data-dir "$TMP/etcd-tls" --listen-client-urls "https://127.0.0.1:$P3" \
+    setpriv --pdeathsig KILL etcd --name s --data-dir "$TMP/etcd-tls" \
+        --listen-client-urls "https://127.0.0.1:$P3" \
         --advertise-client-urls "https://127.0.0.1:$P3" --listen-peer-urls "http://127.0.0.1:$P4" \
         --initial-advertise-peer-urls "http://127.0.0.1:$P4" \
         --initial-cluster "s=http://127.0.0.1:$P4" --cert-file "$TMP/srv.crt" \

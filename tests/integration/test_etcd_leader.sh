@@ -71,7 +71,8 @@ command -v etcd >/dev/null 2>&1 ||
 
 # start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER [STATE]: one member on loopback; its PID in EPID.
 start_etcd() {
-    etcd --name "$1" --data-dir "$TMP/etcd-$1" --listen-client-urls "http://127.0.0.1:$2" \
+    setpriv --pdeathsig KILL etcd --name "$1" --data-dir "$TMP/etcd-$1" \
+        --listen-client-urls "http://127.0.0.1:$2" \
         --advertise-client-urls "http://127.0.0.1:$2" --listen-peer-urls "http://127.0.0.1:$3" \
         --initial-advertise-peer-urls "http://127.0.0.1:$3" --initial-cluster "$4" \
         --initial-cluster-state "${5:-new}" >>"$TMP/etcd-$1.log" 2>&1 &
