@@ -152,7 +152,7 @@ test: all $(UNIT_TESTS) $(BENCHES) $(MANPAGES)
 test-unit: all $(UNIT_TESTS)
 	@BUILD=$(BUILD) UNIT_TESTS="$(UNIT_TESTS)" tests/run_all.sh --unit-only
 
-test-integration: all $(BENCHES)
+test-integration: all $(BENCHES) $(MANPAGES)
 	@BUILD=$(BUILD) tests/run_all.sh --integration-only
 
 bench: all $(BENCHES)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 145
 # suite-timeout: 300
 # The benchmarks must not rot (make bench-smoke; make test runs it too): every bench/*.sh at its
 # smallest size (SMOKE below: a few seconds each) must measure every figure, exit 0 and leave

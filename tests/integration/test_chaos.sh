@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 150
 # suite-timeout: 600
 # The short fault-injection campaign (tests/chaos/chaos.py, docs/RELIABILITY.md): three hosts in
 # network namespaces run `train` under a seeded random schedule of worker SIGKILL and SIGSTOP,

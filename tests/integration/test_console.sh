@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 21
 # ddprun's own stdout and stderr held by a reader that stalls (a terminal under Ctrl-S, a pipe
 # into a stopped program, a launcher suspended while ssh carries an agent's output): supervision
 # goes on (signals are handled, the job stops within --shutdown_timeout), and worker output is

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 33
+# suite-alone
 # The Debian packages (debian/, make deb): built by `make deb` from a clean clone of the
 # repository (its committed tree), lintian-clean, installed with apt on this machine (root); the
 # quick-start job and a worker built with `pkg-config ddpw` run from the installed paths alone,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 16
 # The etcd v3 client (rendezvous/etcd, rdzv_etcd.h) through tests/helpers/etcd_client.c. First a
 # hostile gateway (tests/helpers/etcd_hostile.py): garbage, HTTP errors, wrong types, huge
 # numbers, an oversized reply or stream line, a silent member, and a missing libcurl: each one

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 20
 # Goodput and the cost of each restart, on one node with real processes: train on the CPU backend
 # starts 2 s late and fails at step 30 after a checkpoint at step 20, and the summary's start and
 # redo match what was injected; the restart_cost event and the metrics agree with the line; a

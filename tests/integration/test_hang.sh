@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 18
 # Hangs on one node, with real processes: a worker that stops beating (its heartbeat file, or its
 # output with --heartbeat_on_output), a SIGSTOPped one, no false positive for a worker that beats,
 # --max_no_progress_restarts, the GPU memory wait before a restart (fake NVML), stacks named by gdb

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 12
 # The node's health check before each start and JOIN, with real processes: a failing check holds
 # the start, says its exit status and last output lines, and exits 4 at join_timeout; a check
 # that passes on its third try lets the job run; a hanging check is killed with its process group

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 24
 # ddprun's command line against real processes: values it must refuse before anything starts (exit
 # 2, one line naming the flag, no worker), `ddprun status` against servers that misbehave, and
 # output that must not carry control bytes from the network to the operator's terminal; and the

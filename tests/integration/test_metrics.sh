@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 15
 # ddp-rendezvous --metrics: Prometheus' text format over HTTP, scraped while two real agents hold
 # a run on the daemon: the page passes `promtool check metrics`, says what is true (2 members in
 # the round, their JOINs counted, each node's silence), and a real Prometheus server (Debian's
@@ -251,10 +252,13 @@ wait "${PIDS[-1]}"
 # The heartbeat age is read when scraped: a worker beating every 0.1 s shows a small age at every
 # scrape, from its first beats on (not the age of the hang check's last look, which grows up to
 # --heartbeat_timeout, and is missing until that first look).
-cat >"$TMP/beater.sh" <<'EOF'
+# The workers beat until the scrapes are done (the stop file), however slow the machine is.
+cat >"$TMP/beater.sh" <<EOF
 #!/bin/sh
 i=0
-while [ $i -lt 40 ]; do touch "$DDPRUN_HEARTBEAT_FILE"; sleep 0.1; i=$((i + 1)); done
+while [ \$i -lt 250 ] && [ ! -e "$TMP/beat.stop" ]; do
+    touch "\$DDPRUN_HEARTBEAT_FILE"; sleep 0.1; i=\$((i + 1))
+done
 EOF
 chmod +x "$TMP/beater.sh"
 AP=$(free_port)
@@ -273,6 +277,7 @@ for _ in $(seq 8); do
     ages="$ages $(grep -c '^ddprun_agent_worker_heartbeat_age_seconds{' "$TMP/bpage"):$(sed -n 's/^ddprun_agent_worker_heartbeat_age_seconds{.*} //p' "$TMP/bpage" | sort -n | tail -1)"
     sleep 0.25
 done
+touch "$TMP/beat.stop"
 echo "# heartbeat ages (series:max) per scrape:$ages"
 good=1
 for a in $ages; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 47
 # Several agents on 127.0.0.1 forming one job through the c10d-style rendezvous: the
 # job forms and ranks are right, a worker failure restarts every node, restarts are counted
 # server-side, a killed agent is detected and the others carry on (min nodes), a late node

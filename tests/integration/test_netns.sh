@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 60
 # Multi-node ddprun across real network hosts: three hosts made of
 # network namespaces on this one machine, joined by veth pairs to a bridge that lives in a fourth
 # namespace, each host with its own hostname and /etc/hosts (unshare --uts --mount and a bind

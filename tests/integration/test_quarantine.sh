@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 26
 # Quarantine and spares across real network hosts: four hosts a b c d made of network namespaces
 # (netns_job.sh, as test_netns.sh uses them), one ddprun per host, host a's agent serving the
 # store. Checks: a host whose workers always fail is excluded after max_node_failures=2 group

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 60
 # --rdzv_backend=etcd: the agents elect through an etcd lease which of them serves the rendezvous
 # store (agent/rdzv_elect.c). Without etcd: the flag's bad values (one line naming the key, exit
 # 2) and an etcd that is not there (exit 1 with one line naming it, within 10 s + 3 s). With a

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 23
 # ddprun under a real Slurm (Debian's slurmctld/slurmd/munge, started by tests/slurm/slurm-harness.sh
 # in a temporary directory and stopped at the end, also on failure): settings derived from the
 # step, the example sbatch script with a requeue that resumes from the checkpoint, scancel under

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 43
 # ddprun --hostfile / --hosts against real OpenSSH: three hosts made of network namespaces joined by
 # a bridge in a fourth, where the launcher runs; each host has its own hostname, /etc/hosts, an sshd
 # (Debian's openssh-server) with its own host key, and a key made here in its authorized keys. The

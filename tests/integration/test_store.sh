@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 18
 # The store daemon (build/ddp-rendezvous) under real clients on 127.0.0.1, port 0: flags and
 # exit codes, 200 concurrent clients, waits released by other clients, CANCEL_WAIT, refused
 # authentication, hostile clients (malformed, oversized, truncated, slow reader, idle) cut off

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 31
 # Drop-in compatibility with real PyTorch: an unmodified script that calls init_process_group("gloo")
 # with env:// runs under ddprun, and @record's error file reaches the failure summary; a real DDP
 # step (tests/helpers/torch_ddp_step.py) survives a restart with the workers' store served by the

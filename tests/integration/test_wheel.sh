@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 14
 # `pip install .` (pyproject.toml, setup.py): the wheel is built from a copy of the repository's
 # tracked files, offline (--no-index, Debian's setuptools and wheel), installed into a fresh
 # virtualenv (with Debian's PyTorch through --system-site-packages); the venv's ddprun and
