@@ -152,7 +152,8 @@ static void goodput_line(svg_t *s) {
             }
         }
         dur(a, sizeof a, (double)lost / (double)measured);
-        put(s, "; lost %s in %zu restart%s", a, most, most == 1 ? "" : "s");
+        put(s, "</text>\n<text x=\"16\" y=\"76\" font-size=\"14\">lost %s in %zu restart%s", a,
+            most, most == 1 ? "" : "s");
         if (measured > 1)
             put(s, " (mean of %zu agents)", measured);
         put(s, ":");
@@ -160,6 +161,8 @@ static void goodput_line(svg_t *s) {
             dur(a, sizeof a, (double)parts[p] / (double)measured);
             put(s, "%s %s %s", p ? "," : "", launch_report_part_names[p], a);
         }
+    } else {
+        put(s, "</text>\n<text x=\"16\" y=\"76\" font-size=\"14\">no restarts");
     }
 }
 
@@ -181,11 +184,11 @@ static void header(svg_t *s, int *y) {
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
     dur(span, sizeof span, (double)(r->t1 - r->t0));
     put(s,
-        "</text>\n<text x=\"16\" y=\"74\" font-size=\"12\" fill=\"#444\">from %s, %s; %zu "
+        "</text>\n<text x=\"16\" y=\"96\" font-size=\"12\" fill=\"#444\">from %s, %s; %zu "
         "agent%s; %zu events",
         when, span, r->nlanes, r->nlanes == 1 ? "" : "s", r->events);
     put(s, "</text>\n");
-    *y = 74;
+    *y = 96;
     for (size_t i = 0; i < r->ncauses && i < 3; i++) {
         *y += 18;
         put(s, "<text x=\"16\" y=\"%d\" font-size=\"13\" fill=\"#b00\">root cause: ", *y);
