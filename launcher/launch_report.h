@@ -64,6 +64,8 @@ typedef struct report_span {
 
 typedef struct report_cost {
     int64_t anchor;            /* the next group's spawn: the parts before it end there */
+    long long attempt;         /* that group's */
+    int pending;               /* it has not started yet: the anchor is the event's time */
     int64_t ms[REPORT_NPARTS]; /* -1: not known */
     long long number, lost_ms;
 } report_cost_t;

@@ -210,11 +210,18 @@ static int cost_add(report_lane_t *l, const json_t *o, int64_t t) {
         snprintf(key, sizeof key, "%s_ms", launch_report_part_names[p]);
         c->ms[p] = int_of(o, key, -1);
     }
-    /* The event comes once the restart closes (the redo done, or the next failure or the end),
-     * after the spawn it is measured around: the newest group's start. */
+    /* The event comes once the restart closes: the redo done, the next group's failure or
+     * round end, or the job's end, all after the spawn it is measured around, the start of the
+     * group of its attempt; or at that spawn itself (no beats: nothing more to learn), before
+     * the group's worker_group_started. */
     c->anchor = t;
-    if (l->ngroups > 0 && l->groups[l->ngroups - 1].t0 <= t)
-        c->anchor = l->groups[l->ngroups - 1].t0;
+    c->attempt = int_of(o, "attempt", -1);
+    c->pending = 1;
+    for (size_t k = l->ngroups; k-- > 0 && c->pending;)
+        if (l->groups[k].attempt == c->attempt) {
+            c->anchor = l->groups[k].t0;
+            c->pending = 0;
+        }
     return 0;
 }
 
@@ -250,6 +257,11 @@ static int event_take(report_t *r, size_t li, const char *ev, const json_t *o, i
         l->nexits = 0;
         if (GROW(l->groups, l->ngroups, l->groups_cap) < 0)
             return -ENOMEM;
+        for (size_t k = 0; k < l->ncosts; k++)
+            if (l->costs[k].pending && l->costs[k].attempt == int_of(o, "attempt", 0)) {
+                l->costs[k].anchor = t; /* the bar starts here, the workers started */
+                l->costs[k].pending = 0;
+            }
         l->groups[l->ngroups++] = (report_group_t){.t0 = t,
                                                    .t1 = t,
                                                    .attempt = int_of(o, "attempt", 0),
@@ -387,15 +399,24 @@ static int line_take(report_t *r, const char *name, size_t no, const char *line,
         return -1;
     }
     int rc = 0;
-    long li = lane_of(r, str_of(o, "host"), int_of(o, "agent_pid", 0), str_of(o, "run_id"),
-                      int_of(o, "node_rank", 0), t);
+    long li = -1;
+    /* An event naming another host in its own "host" field (which replaces the agent's: a
+     * straggler named by the agent that compares the ranks) goes on that host's lane. */
+    if (strcmp(str_of(o, "event"), "straggler") == 0)
+        for (size_t i = 0; i < r->nlanes && li < 0; i++)
+            if (strcmp(r->lanes[i].host, str_of(o, "host")) == 0)
+                li = (long)i;
+    if (li < 0)
+        li = lane_of(r, str_of(o, "host"), int_of(o, "agent_pid", 0), str_of(o, "run_id"),
+                     int_of(o, "node_rank", 0), t);
     if (li < 0 || set_add(&r->runs, &r->nruns, str_of(o, "run_id")) < 0)
         rc = -ENOMEM;
     if (rc == 0) {
         report_lane_t *l = &r->lanes[li];
         l->t_last = t > l->t_last ? t : l->t_last;
         l->t_first = t < l->t_first ? t : l->t_first;
-        l->node_rank = int_of(o, "node_rank", l->node_rank);
+        if (l->pid == int_of(o, "agent_pid", 0))
+            l->node_rank = int_of(o, "node_rank", l->node_rank);
         r->t0 = r->events == 0 || t < r->t0 ? t : r->t0;
         r->t1 = r->events == 0 || t > r->t1 ? t : r->t1;
         r->events++;

@@ -131,6 +131,34 @@ assert urls <= {"http://www.w3.org/2000/svg"}, urls
 assert not re.search(r"\b(?:href|src)\s*=", h), "a link"
 PY
 
+# Each restart's parts meet at the next group's spawn: detect, stop and rendezvous end where
+# the bar of the group after it begins, start and redo follow from there.
+parts_meet() {
+    python3 - "$1" <<'PY'
+import re, sys
+import xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+bars = [(float(r.get("x")), float(r.get("width")), float(r.get("y")), r.find(NS + "title").text)
+        for r in root.iter(NS + "rect") if r.find(NS + "title") is not None]
+groups = [(x, y) for x, w, y, t in bars if re.match(r"attempt [1-9]", t)]
+seen = 0
+for x, w, y, t in bars:
+    m = re.match(r"restart \d+: (\w+) ", t)
+    if not m:
+        continue
+    # the group of this lane (its bar 25 px above the parts) that starts nearest
+    spawn = min((gx for gx, gy in groups if 0 < y - gy < 40), key=lambda gx: abs(gx - x - w)
+                if m.group(1) in ("detect", "stop", "rendezvous") else abs(gx - x))
+    edge = x + w if m.group(1) in ("detect", "stop", "rendezvous") else x
+    if m.group(1) in ("rendezvous", "start"):
+        assert abs(edge - spawn) <= 1.5, (t, edge, spawn)
+        seen += 1
+assert seen >= 1, bars
+PY
+}
+check "each restart's parts meet at the next group's spawn" parts_meet "$d/job.svg"
+
 # 2. Chromium draws both, with no network: a screenshot that is not blank and shows the
 # picture's own colours (a group's bar, a failure's mark, the spare's hatching).
 CHROMIUM=$(command -v chromium || command -v chromium-browser)
@@ -230,6 +258,15 @@ assert len(causes) == 1, causes
 assert "root cause: " + causes.pop() in text, text[:500]
 assert "failed" in text
 PY
+
+# A restart without beats (no --heartbeat_timeout) is measured at the next spawn: its event comes
+# before that group's start, and its parts still end there.
+d=$TMP/nobeat; mkdir -p "$d"
+timeout -k 5 30 "$DDPRUN" --max_restarts 1 --event_log_handler "json:$d/events.jsonl" --no_python \
+    sh -c 'sleep 0.3; exit 3' >"$d/out" 2>&1
+"$DDPRUN" report "$d/events.jsonl" -o "$d/nobeat.svg" >"$d/report.out" 2>&1
+check "a restart without beats: stop and rendezvous end at the second group's spawn" \
+    parts_meet "$d/nobeat.svg"
 
 # 4. Events the agents of this tree do not write yet, and text XML cannot hold: a straggler (by
 # name, whatever its fields), an exclusion, a host name with markup and a control character.
