@@ -115,6 +115,9 @@ typedef struct report_note {
 typedef struct report {
     report_lane_t *lanes;
     size_t nlanes, lanes_cap;
+    /* The lanes by (host, pid): open addressing, a lane's index + 1 (0: free); index_cap is a
+     * power of two above twice nlanes. A job of 16,000 agents has as many lanes. */
+    size_t *index, index_cap;
     report_note_t *notes;
     size_t nnotes, notes_cap, notes_dropped;
     char **causes; /* the distinct root causes, as the shutdown events name them */

@@ -87,12 +87,52 @@ static int set_add(char ***set, size_t *n, const char *s) {
     return 0;
 }
 
+/* FNV-1a of the host and the pid. */
+static size_t lane_hash(const char *host, long long pid) {
+    uint64_t h = 14695981039346656037ULL;
+    for (const unsigned char *p = (const unsigned char *)host; *p != '\0'; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ (((unsigned long long)pid >> (8 * i)) & 0xff)) * 1099511628211ULL;
+    return (size_t)h;
+}
+
+/* The index's slot of (host, pid): its lane's, or the free one where it would go. */
+static size_t *lane_slot(const report_t *r, const char *host, long long pid) {
+    size_t mask = r->index_cap - 1;
+    for (size_t i = lane_hash(host, pid) & mask;; i = (i + 1) & mask) {
+        size_t *slot = &r->index[i];
+        if (*slot == 0 ||
+            (r->lanes[*slot - 1].pid == pid && strcmp(r->lanes[*slot - 1].host, host) == 0))
+            return slot;
+    }
+}
+
+/* Makes room in the index for one more lane. Returns 0 or -ENOMEM. */
+static int index_grow(report_t *r) {
+    if (2 * (r->nlanes + 1) < r->index_cap)
+        return 0;
+    size_t cap = r->index_cap ? r->index_cap * 2 : 64;
+    size_t *old = r->index;
+    if ((r->index = calloc(cap, sizeof *r->index)) == NULL) {
+        r->index = old;
+        return -ENOMEM;
+    }
+    r->index_cap = cap;
+    for (size_t i = 0; i < r->nlanes; i++)
+        *lane_slot(r, r->lanes[i].host, r->lanes[i].pid) = i + 1;
+    free(old);
+    return 0;
+}
+
 /* The lane of agent (host, pid), made when new. Returns its index, or -ENOMEM. */
 static long lane_of(report_t *r, const char *host, long long pid, const char *run_id,
                     long long node_rank, int64_t t) {
-    for (size_t i = 0; i < r->nlanes; i++)
-        if (r->lanes[i].pid == pid && strcmp(r->lanes[i].host, host) == 0)
-            return (long)i;
+    if (index_grow(r) < 0)
+        return -ENOMEM;
+    size_t *slot = lane_slot(r, host, pid);
+    if (*slot != 0)
+        return (long)*slot - 1;
     if (GROW(r->lanes, r->nlanes, r->lanes_cap) < 0)
         return -ENOMEM;
     report_lane_t *l = &r->lanes[r->nlanes];
@@ -107,6 +147,7 @@ static long lane_of(report_t *r, const char *host, long long pid, const char *ru
     l->pid = pid;
     l->node_rank = node_rank;
     l->t_first = l->t_last = t;
+    *slot = r->nlanes + 1;
     return (long)r->nlanes++;
 }
 
@@ -487,6 +528,7 @@ static void report_free(report_t *r) {
     for (size_t i = 0; i < r->nruns; i++)
         free(r->runs[i]);
     free(r->lanes);
+    free(r->index);
     free(r->notes);
     free(r->causes);
     free(r->runs);
