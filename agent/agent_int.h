@@ -622,6 +622,8 @@ void agent__goodput_end(agent_t *a, int summarized);
 int agent__goodput_watching(const agent_t *a);
 /* goodput.c: the summary's goodput line, now, into out (cap bytes). */
 void agent__goodput_text(agent_t *a, char *out, size_t cap);
+/* goodput.c: the shutdown event's `goodput` object (docs/cli.md), a new reference. */
+struct json_t *agent__goodput_json(agent_t *a);
 
 /* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
  * libuv code. */

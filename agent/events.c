@@ -85,7 +85,7 @@ void agent__evlog(agent_t *a, const char *event, const char *fmt, ...) {
                              a->cfg.hostname, "agent_pid", (int)getpid(), "node_rank",
                              a->as.node_rank, "attempt", a->as.attempt);
     if (head != NULL && json_object_update(head, o) == 0) {
-        char *line = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        char *line = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
         if (line != NULL) {
             size_t n = strlen(line);
             line[n] = '\n'; /* the NUL goes: one write of the whole line */

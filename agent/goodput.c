@@ -6,6 +6,7 @@
 #include "agent_int.h"
 
 #include <jansson.h>
+#include <math.h>
 
 #include "ddp_log.h"
 #include "ddp_time.h"
@@ -76,4 +77,16 @@ int agent__goodput_watching(const agent_t *a) {
 
 void agent__goodput_text(agent_t *a, char *out, size_t cap) {
     agent_goodput_line(&a->gp, ddp_now_ms(), out, cap);
+}
+
+struct json_t *agent__goodput_json(agent_t *a) {
+    const agent_goodput_t *g = &a->gp;
+    agent_goodput_totals_t t;
+    agent_goodput_totals(g, ddp_now_ms(), &t);
+    int known = g->beats && g->beaten;
+    /* Four decimals of the ratio are the summary's one decimal of percent and some to spare. */
+    return json_pack("{s:I, s:o, s:o, s:I, s:i}", "wall_ms", (json_int_t)t.wall_ms, "productive_ms",
+                     known ? json_integer((json_int_t)t.productive_ms) : json_null(), "ratio",
+                     known ? json_real(round(t.ratio * 10000.0) / 10000.0) : json_null(), "lost_ms",
+                     (json_int_t)t.lost_ms, "restarts", g->restarts);
 }

@@ -129,14 +129,17 @@ static void finish(agent_t *a, int error) {
     const char *store_says = "";
     a->cfg.ops->root_cause(a, &store_says);
     const char *cause = store_says[0] != '\0' ? store_says : NULL;
-    if (a->sup.result.signal)
-        agent__evlog(a, "shutdown", "{s:s, s:s, s:s?}", "result", how, "signal",
-                     ddp_signal_name(a->sup.result.signal), "root_cause", cause);
-    else
-        agent__evlog(a, "shutdown", "{s:s, s:n, s:s?}", "result", how, "signal", "root_cause",
-                     cause);
+    /* The goodput record closes first: its last restart_cost event comes before the shutdown,
+     * which is each agent's last event and carries the totals. */
     agent__hang_beats_look(a);
     agent__goodput_end(a, a->sup.summarized);
+    if (a->sup.result.signal)
+        agent__evlog(a, "shutdown", "{s:s, s:s, s:s?, s:o}", "result", how, "signal",
+                     ddp_signal_name(a->sup.result.signal), "root_cause", cause, "goodput",
+                     agent__goodput_json(a));
+    else
+        agent__evlog(a, "shutdown", "{s:s, s:n, s:s?, s:o}", "result", how, "signal", "root_cause",
+                     cause, "goodput", agent__goodput_json(a));
     a->sup.error = error;
     a->sup.state = SUP_DONE;
     agent__shutdown_loop(a);

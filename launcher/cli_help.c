@@ -192,6 +192,10 @@ void launch_usage(void) {
         "\n"
         "ddprun status --rdzv_endpoint HOST[:PORT] --rdzv_id ID [--json] [--timeout SECS]\n"
         "  prints a multi-node run's round, members and states (ddprun status --help).\n"
+        "ddprun report EVENTS.jsonl -o OUT.svg|OUT.html\n"
+        "  draws a job's life from the events of --event_log_handler json:EVENTS.jsonl: a lane\n"
+        "  per host with its groups, failures, restarts' parts, spares, exclusions and the\n"
+        "  goodput; self-contained (ddprun report --help).\n"
         "\n"
         "Exit codes:\n"
         "  0        every worker succeeded\n"
@@ -207,6 +211,8 @@ void launch_usage(void) {
         "  128+N    signal N (TERM, INT, HUP, QUIT...) stopped the job; it was forwarded to\n"
         "           the workers. A ddprun killed by SIGKILL shows 137 to its parent\n"
         "ddprun status: 0 printed; 1 the store could not be asked within --timeout, refused\n"
-        "the token or does not know the run; 2 usage error.\n",
+        "the token or does not know the run; 2 usage error.\n"
+        "ddprun report: 0 written; 1 the events could not be read, a line is not one of\n"
+        "ddprun's events, or the picture could not be written; 2 usage error.\n",
         stdout);
 }

@@ -15,6 +15,7 @@
 #include "ddp_log.h"
 #include "launch_int.h"
 #include "launch_k8s.h"
+#include "launch_report.h"
 #include "launch_slurm.h"
 #include "launch_spec.h"
 #include "launch_ssh.h"
@@ -156,6 +157,8 @@ int main(int argc, char **argv) {
     ddp_log_init("agent", DDP_LOG_WARN);
     if (argc > 1 && strcmp(argv[1], "status") == 0)
         return launch_status_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "report") == 0)
+        return launch_report_main(argc - 1, argv + 1);
     launch_spec_t spec;
     launch_argv_t prog;
     agent_job_t job;

@@ -3,13 +3,14 @@
 # (program.c), --nproc_per_node kinds (nproc.c), Slurm hostlists and derivation (hostlist.c,
 # slurm.c), --numa_binding (numa.c: topology and plans; numa_setup.c: the job's plan), and the
 # job it hands the agent (job.c), `ddprun status` (status.c, whose flags completion.c offers;
-# status_etcd.c: the store etcd elected), many hosts over ssh (hostfile.c; ssh.c: the run's
+# status_etcd.c: the store etcd elected), `ddprun report` (report.c: the events read into a
+# timeline; report_svg.c: its picture), many hosts over ssh (hostfile.c; ssh.c: the run's
 # libuv loop, ssh_host.c: each host's phase x event table; ssh_session.c: the agent's side).
 # launcher/main.c links it into build/ddprun.
 LAUNCH_SRCS := launcher/cli.c launcher/cli_values.c launcher/cli_rules.c launcher/cli_help.c launcher/program.c \
                launcher/nproc.c launcher/hostlist.c launcher/slurm.c launcher/job.c \
                launcher/numa.c launcher/numa_setup.c launcher/completion.c launcher/k8s.c \
-               launcher/status.c launcher/status_etcd.c launcher/hostfile.c launcher/ssh.c launcher/ssh_host.c launcher/ssh_session.c \
+               launcher/status.c launcher/status_etcd.c launcher/report.c launcher/report_svg.c launcher/hostfile.c launcher/ssh.c launcher/ssh_host.c launcher/ssh_session.c \
                launcher/env.c
 $(BUILD)/liblaunch.a: $(call objs,$(LAUNCH_SRCS))
 LIBS += $(BUILD)/liblaunch.a

@@ -25,9 +25,11 @@ for arg in "$@"; do
         # openssh-server (and its client): test_ssh.sh runs sshd in network namespaces;
         # the packaging's and git: test_deb.sh builds the Debian packages from a clone;
         # etcd-server (etcd 3.4): tests/integration/test_etcd_client.sh drives a real etcd.
+        # chromium, python3-pil: test_report.sh renders `ddprun report`'s picture headless and
+        # reads the screenshot.
         pkgs+=(clang slurmctld slurmd slurm-client munge python3-torch python3-venv gdb man-db
             groff-base prometheus python3-setuptools python3-wheel openssh-server
-            openssh-client "${deb_pkgs[@]}" git etcd-server) ;;
+            openssh-client "${deb_pkgs[@]}" git etcd-server chromium python3-pil) ;;
     --bench)
         # pdsh: bench/fanout.sh's second reference beside mpirun --hostfile.
         pkgs+=(openmpi-bin libopenmpi-dev redis-server redis-tools pdsh) ;;

@@ -22,6 +22,7 @@ declare -A SMOKE=(
     [hostfile]="RUNS=1 COUNTS=1000"
     [launch]="RUNS=1 TORCH_RUNS=1"
     [rdzv]="RUNS=1 JOIN_COUNTS=100"
+    [report]="AGENTS=50 EVENTS_PER_AGENT=10"
     [scale]="COUNTS=200 KEEPALIVE_S=1 KEEPALIVE_SMALL_S=1 KEEP_ALIVE_MS=300 IDLE_CONNS=1000 TORCH_COUNTS=8 LIMIT=20"
     [store]="STORE_BENCH_QUICK=1 CLIENTS=1 SIZES=1024 IDLE_CONNS=1000"
     [store_ab]="REPS=1 SECS=1"
@@ -38,6 +39,7 @@ declare -A BREAK=(
     [hostfile]=ddprun
     [launch]=tests/fake_worker
     [rdzv]=bench/bench_rdzv_join
+    [report]=ddprun
     [scale]=bench/bench_rdzv_scale
     [store]=bench/bench_store
     [store_ab]=bench/bench_store

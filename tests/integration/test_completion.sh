@@ -3,7 +3,8 @@
 # `ddprun --print_completion bash` (torchrun 2.x's --print-completion): the script it prints is
 # sourced into a bash and driven as bash drives a completion function (COMP_WORDS, COMP_CWORD,
 # COMPREPLY), for flags in both spellings, value sets, '=' split off or not, directories, and the
-# program's own arguments; every flag `ddprun --help` lists is offered.
+# program's own arguments; every flag `ddprun --help` lists is offered; `ddprun status` and
+# `ddprun report` with their own flags.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 S=$TMP/ddprun.bash
@@ -62,6 +63,19 @@ for f in $("$DDPRUN" status --help 2>&1 | grep -oE -- '--[a-z_]+' | sort -u); do
     offers status "$f" | grep -q -- "$f " || missing="$missing $f"
 done
 check "every flag of ddprun status --help is offered (missing:${missing:- none})" [ -z "$missing" ]
+# `ddprun report EVENTS -o OUT`: offered as the first word, then its flags; files for the rest.
+touch "$TMP/events.jsonl"
+check "rep<TAB>: report" expect "report " rep
+check "report e<TAB>: the events file" expect "events.jsonl " report e
+check "report events.jsonl --o<TAB>: --output" expect "--output " report events.jsonl --o
+check "report events.jsonl -o c<TAB>: a file name (the directory)" expect "ckpts " report events.jsonl -o c
+check "report events.jsonl --output=l<TAB>: a file name" expect "logs " report events.jsonl --output = l
+check "report --nproc<TAB>: ddprun's launch flags are not report's" expect "" report --nproc
+missing=
+for f in $("$DDPRUN" report --help 2>&1 | sed -nE 's/^ +(-[a-z]), (--[a-z_]+).*/\1 \2/p'); do
+    offers report "$f" | grep -q -- "$f " || missing="$missing $f"
+done
+check "every flag of ddprun report --help is offered (missing:${missing:- none})" [ -z "$missing" ]
 "$DDPRUN" --print_completion zsh >"$TMP/zsh.out" 2>&1; rc=$?
 check "--print_completion zsh: exit 2, one line naming the value" \
     bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$TMP/zsh.out') = 1 ] &&
