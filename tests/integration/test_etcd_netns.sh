@@ -7,7 +7,8 @@
 #  1. the job forms across 3 hosts, the spare waits, every agent exits 0;
 #  2. SIGKILL of everything on the host whose agent serves the store (agent, workers, etcd
 #     member) mid-job: the other two and the spare re-form under a new leader and finish from the
-#     checkpoint, exit 0, no command typed again;
+#     checkpoint, exit 0, no command typed again (here and in 4 the serving host is a, its agent
+#     started first: its member is the first endpoint, the one every client calls and watches);
 #  6. ... its parameters are bitwise those of the uninterrupted run of 1, at the same step;
 #  4. the serving host's link cut mid-job: the cut-off agent says it lost its lease, stops its
 #     workers within the lease TTL (+ slack) and exits non-zero, before another store serves; the
@@ -276,12 +277,14 @@ done
 [ "${RC[$C]}" != 0 ] && [ "${RC[$C]}" != - ] && [ -n "$lost" ] && [ -n "$gone_ms" ] &&
     [ $((lost - tc)) -le $((TTL * 1000 + SLACK_MS)) ] && [ "$gone_ms" -le $((TTL * 1000 + SLACK_MS)) ]
 verdict "4. the serving host cut off: its agent loses its lease, stops its workers within lease_ttl + slack, exits non-zero" ||
-    { echo "# lost at +$((${lost:-0} - tc)) ms, workers gone at +${gone_ms:-never} ms, $(rcs $C)"; show_tail "$D/$C.out"; }
+    { echo "# lost at ${lost:-never}, workers gone at +${gone_ms:-never} ms, $(rcs $C)"; show_tail "$D/$C.out"; }
 # shellcheck disable=SC2086
-all_rc 0 $MAJ && [ -n "$newsrv" ] && [ "$lost" -lt "$newsrv" ] && [ "$(last_step)" = $STEPS ]
+all_rc 0 $MAJ && [ -n "$newsrv" ] && [ -n "$lost" ] && [ "$lost" -lt "$newsrv" ] && [ "$(last_step)" = $STEPS ]
 verdict "4. ... it stopped serving before another store served; the majority side finishes, exit 0" ||
     { echo "# $(rcs $MAJ); lost ${lost:-?} new store ${newsrv:-?}"; show_tail $(outs $MAJ); }
-echo "# 4. $P$C cut off: lease lost at +$((${lost:-0} - tc)) ms, its workers gone at +${gone_ms:-?} ms, a new store served at +$((${newsrv:-0} - tc)) ms (lease_ttl $TTL s)"
+# after T: "+N ms" from the cut, or "never".
+after() { if [ -n "$1" ]; then echo "+$(($1 - tc)) ms"; else echo never; fi; }
+echo "# 4. $P$C cut off: lease lost at $(after "$lost"), its workers gone at +${gone_ms:-?} ms, a new store served at $(after "$newsrv") (lease_ttl $TTL s)"
 ip -n "${P}br" link set "v$C" up
 
 # ------------------------------------------------------------------------------------ 3 and 5
