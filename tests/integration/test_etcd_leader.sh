@@ -336,7 +336,11 @@ if [ "$up" = 1 ]; then
         [ $((tn - tk)) -le $((TTL * 1000 + 5000)) ]
     verdict "3-member cluster, the member called hung: the other candidate leads within TTL + 5 s of the leader's SIGKILL" ||
         show_tail "$TMP/u.log" "$TMP/v.log"
-    echo "# 3 members, the one called hung: the next led ${tn:+after $((tn - tk)) ms}${tn:-never}"
+    if [ -n "$tn" ]; then
+        echo "# 3 members, the one called hung: the next led after $((tn - tk)) ms"
+    else
+        echo "# 3 members, the one called hung: no other led"
+    fi
     stop_cand "$L2"
 else
     not_ok "3-member cluster, one member killed: one leader, and another within TTL + 2.5 s of its SIGKILL"
