@@ -70,24 +70,39 @@ static int addr_parse(const uint8_t *v, size_t n, char *addr, size_t cap, int *p
     return 0;
 }
 
-/* etcd answers again after a failure: said once. */
+/* etcd answered: the probing stops (unless the timer bounds a resign), and when it had been said
+ * to be unreachable, that it answers again, once. */
 static void etcd_back(struct agent_rdzv *r) {
+    if (r->resigned == NULL)
+        uv_timer_stop(&r->probe_timer);
     if (!r->etcd_down)
         return;
     r->etcd_down = 0;
-    uv_timer_stop(&r->probe_timer);
     DDP_WARN("etcd at %s answers again", rdzv_etcd_endpoint(r->etcd));
 }
 
+/* A failed call is said to be etcd's outage only when the probe after it fails too: the probe
+ * tries the members in turn, so one member lost (its calls cut off mid-way) costs no line while
+ * another answers. */
 static void on_probe(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
-    (void)res, (void)errtext;
+    (void)res;
     struct agent_rdzv *r = arg;
-    if (status == 0 && r->etcd != NULL)
+    if (r->etcd == NULL || r->resigned != NULL)
+        return;
+    if (status == 0) {
         etcd_back(r);
+        return;
+    }
+    if (!r->etcd_down)
+        DDP_WARN("etcd unreachable: %s; running workers go on, nothing new is decided until it "
+                 "answers",
+                 errtext != NULL ? errtext : "no answer");
+    r->etcd_down = 1;
 }
 
-/* While etcd is away, a read of the leader key now and then: the election reports nothing when
- * etcd comes back unchanged, and the line that says it is back needs an answer. */
+/* After a failed call, and while etcd is away, a read of the leader key now and then: the
+ * election reports nothing when etcd comes back unchanged, and the line that says it is back
+ * needs an answer. */
 static void on_probe_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     if (r->etcd != NULL)
@@ -128,17 +143,16 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
         /* A candidate that did not lead lost only its lease: etcd is away. */
         __attribute__((fallthrough));
     case RDZV_LEADER_ERROR:
-        if (!r->etcd_down && !r->elected)
-            DDP_WARN("%s; retrying for up to %d s", why != NULL ? why : "etcd does not answer",
-                     AGENT_ETCD_START_MS / 1000);
-        else if (!r->etcd_down)
-            DDP_WARN("etcd unreachable: %s; running workers go on, nothing new is decided until "
-                     "it answers",
-                     why != NULL ? why : "no answer");
-        if (r->elected && !uv_is_active((uv_handle_t *)&r->probe_timer))
-            uv_timer_start(&r->probe_timer, on_probe_timer, AGENT_ETCD_PROBE_MS,
-                           AGENT_ETCD_PROBE_MS);
-        r->etcd_down = 1;
+        if (!r->elected) {
+            if (!r->etcd_down)
+                DDP_WARN("%s; retrying for up to %d s", why != NULL ? why : "etcd does not answer",
+                         AGENT_ETCD_START_MS / 1000);
+            r->etcd_down = 1;
+            break;
+        }
+        DDP_DEBUG("etcd: %s", why != NULL ? why : "no answer");
+        if (!uv_is_active((uv_handle_t *)&r->probe_timer))
+            uv_timer_start(&r->probe_timer, on_probe_timer, 0, AGENT_ETCD_PROBE_MS);
         break;
     }
 }

@@ -499,12 +499,24 @@ static void unary_done(req_t *r, long http) {
     req_done(r, 0);
 }
 
+/* Member ep took no call or never answered one (killed, hung, cut off from the others): a watch
+ * on it would wait forever on a stream that says nothing, so each ends as lost, and its owner
+ * watches again where the calls go now. */
+static void abandon_watches(rdzv_etcd_t *c, int ep) {
+    for (req_t *w = c->reqs; w != NULL; w = w->next)
+        if (w->kind == RDZV_ETCD_WATCH && w->state == ACTIVE && w->ep == ep)
+            req_fail(w, DDP_ECLOSED, "%s: watch stream lost: %s does not answer", w->url,
+                     c->eps[ep]);
+}
+
 /* A transfer ended with rc: retry on the next endpoint, or complete r. */
 static void transfer_done(req_t *r, CURLcode rc) {
     rdzv_etcd_t *c = r->c;
     long http = 0;
     c->curl->easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &http);
     int no_connect = is_connect_failure(r, rc, http);
+    if (no_connect && r->kind != RDZV_ETCD_WATCH)
+        abandon_watches(c, r->ep);
     if (no_connect && ++r->tries < c->n_eps) {
         req_detach(r);
         r->ep = (r->ep + 1) % c->n_eps;
@@ -521,7 +533,12 @@ static void transfer_done(req_t *r, CURLcode rc) {
                  "%s: unable to connect (%d endpoint%s tried): %s", r->url, c->n_eps,
                  c->n_eps > 1 ? "s" : "", c->curl->easy_strerror(rc));
     } else {
-        c->cur_ep = r->ep; /* it connected: later calls start there */
+        /* It connected: later calls start there, unless the transfer broke off (the member
+         * killed or hung after the connect, a reused connection found dead, a watch stream
+         * lost): then at the next member. */
+        c->cur_ep = rc != CURLE_OK ? (r->ep + 1) % c->n_eps : r->ep;
+        if (rc != CURLE_OK && http == 0 && r->kind != RDZV_ETCD_WATCH)
+            abandon_watches(c, r->ep);
         if (r->kind == RDZV_ETCD_WATCH)
             watch_done(r, rc, http);
         else if (rc == CURLE_OK)

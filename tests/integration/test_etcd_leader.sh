@@ -10,7 +10,8 @@
 # hands over at once; the lead intervals of every candidate never overlap (one CLOCK_MONOTONIC for
 # all); etcd stopped: the loss within the TTL and one error line per outage, then a leader again
 # once etcd is back on its data dir; a 3-member etcd cluster with one member killed still elects
-# and hands over. Every process is stopped by PID.
+# and hands over, and so it does when the member the candidates call and watch hangs. Every
+# process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
 L=$BIN/tests/etcd_leader
@@ -26,6 +27,7 @@ SECTIONS=("three candidates and an observer: exactly one leader, all see it"
     "etcd stopped: the leader reports LOST within the TTL, one error line each, naming the endpoint"
     "etcd back on its data dir: one leader again within 2 TTL + 2 s"
     "3-member cluster, one member killed: one leader, and another within TTL + 2.5 s of its SIGKILL"
+    "3-member cluster, the member called hung: the other candidate leads within TTL + 5 s of the leader's SIGKILL"
     "no leftover process")
 mono() { python3 -c 'import time; print(int(time.monotonic() * 1000))'; }
 
@@ -310,12 +312,44 @@ if [ "$up" = 1 ]; then
         show_tail "$TMP/r.log" "$TMP/s.log"
     echo "# 3 members, one down: the next led after $((${tn:-0} - tk)) ms"
     stop_cand "$L2"
+
+    # The member both candidates call and watch (the first of their list) hangs (SIGSTOP), then
+    # the leader dies: the other's keepalive finds the member silent, its calls and its watch
+    # move to the next member, and it sees the key go and leads.
+    start_etcd m1 "${ports[0]}" "${ports[1]}" "$CL"
+    M1=$EPID
+    wait_for "$TMP/etcd-m1.log" 'ready to serve client requests' 30 >/dev/null
+    KEY=/ddprun/run3/leader
+    EPS="127.0.0.1:${ports[2]},127.0.0.1:${ports[4]},127.0.0.1:${ports[0]}"
+    cand u "$EPS" --value u-addr
+    cand v "$EPS" --value v-addr
+    for n in u v; do wait_for "$TMP/$n.log" 'LEADING|OBSERVED' 10 >/dev/null; done
+    sleep 0.3
+    L1=$(leading u v)
+    L2=$(echo u v | tr ' ' '\n' | grep -vx "$L1")
+    kill -STOP "$M2"
+    tk=$(mono)
+    { kill -KILL "${PID[$L1]}"; wait "${PID[$L1]}"; } 2>/dev/null
+    N2=$(wait_leader "$tk" $((TTL + 8)) "$L2")
+    tn=$(first_after "$TMP/$L2.log" LEADING "$tk")
+    kill -CONT "$M2"
+    [ "$(echo "$L1" | wc -w)" -eq 1 ] && [ "$N2" = "$L2" ] &&
+        [ $((tn - tk)) -le $((TTL * 1000 + 5000)) ]
+    verdict "3-member cluster, the member called hung: the other candidate leads within TTL + 5 s of the leader's SIGKILL" ||
+        show_tail "$TMP/u.log" "$TMP/v.log"
+    if [ -n "$tn" ]; then
+        echo "# 3 members, the one called hung: the next led after $((tn - tk)) ms"
+    else
+        echo "# 3 members, the one called hung: no other led"
+    fi
+    stop_cand "$L2"
 else
     not_ok "3-member cluster, one member killed: one leader, and another within TTL + 2.5 s of its SIGKILL"
+    not_ok "3-member cluster, the member called hung: the other candidate leads within TTL + 5 s of the leader's SIGKILL"
     show_tail "$TMP/etcd-m1.log" "$TMP/etcd-m2.log"
 fi
-for p in "$M2" "$M3"; do kill -TERM "$p" 2>/dev/null; done
-for p in "$M2" "$M3"; do wait "$p" 2>/dev/null; done
+for p in "$M1" "$M2" "$M3"; do kill -TERM "$p" 2>/dev/null; done
+for p in "$M1" "$M2" "$M3"; do wait "$p" 2>/dev/null; done
 
 check "no leftover process" no_leftovers 3
 finish
