@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 31
+# suite-cost: 37
 # Leader election on etcd (rendezvous/etcd/rdzv_etcd_leader.c) through tests/helpers/etcd_leader.c,
 # one candidate per process, lease TTL 2 s. First a hostile gateway: one error line naming the
 # endpoint, a bounded close. Then a real etcd (Debian's etcd-server) on 127.0.0.1 alone: three

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# suite-cost: 60
 # --rdzv_backend=etcd across real network hosts: four hosts a b c d made of network namespaces
 # (netns_job.sh), a 3-member etcd cluster (Debian's etcd-server) with one member on each of a, b
 # and c, started here with `setpriv --pdeathsig KILL`, one ddprun per host (d joins last: a spare,
