@@ -33,6 +33,8 @@
  * min(10 s, join_timeout / 4), then at doubling gaps up to a minute. */
 #define AGENT_JOIN_REPORT_FIRST_MS 10000
 #define AGENT_JOIN_REPORT_MAX_MS 60000
+/* A store not serving yet (RDZV_NOT_YET: an elected one loading its records) is asked again. */
+#define AGENT_JOIN_RETRY_MS 50
 
 int agent__rdzv_wanted(const agent_job_t *job) {
     return job->max_nodes > 1;
@@ -182,6 +184,12 @@ static int refusal_names_run(int code) {
     }
 }
 
+static void on_join_retry(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->link == LINK_UP && r->a->sup.state == SUP_JOINING)
+        agent__rdzv_join(r->a);
+}
+
 static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
@@ -198,6 +206,14 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         DDP_ERROR("rendezvous '%s' at %s:%d failed: %s", a->cfg.job->run_id, r->addr, r->port,
                   agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
         emit(a, EV_RDZV_ERROR);
+        return;
+    }
+    if (rep->status != 0 && rep->code == RDZV_NOT_YET) {
+        /* A store elected a moment ago, loading the run's records from etcd: the same JOIN
+         * again shortly, on the same connection. */
+        DDP_DEBUG("rendezvous '%s' at %s:%d: the store is not serving yet; joining again in %d ms",
+                  a->cfg.job->run_id, r->addr, r->port, AGENT_JOIN_RETRY_MS);
+        uv_timer_start(&r->join_retry_timer, on_join_retry, AGENT_JOIN_RETRY_MS, 0);
         return;
     }
     if (rep->status != 0 && rep->code == DDP_ECLOSED) {
@@ -315,6 +331,9 @@ void agent__rdzv_join(agent_t *a) {
         emit(a, EV_RDZV_ERROR);
         return;
     }
+    /* This JOIN is the one the retry would send (a second one parked would be refused). */
+    if (r->join_retry_timer.data != NULL)
+        uv_timer_stop(&r->join_retry_timer);
     rdzv_join_req_t req;
     memset(&req, 0, sizeof req);
     snprintf(req.run_id, sizeof req.run_id, "%s", job->run_id);
@@ -694,6 +713,9 @@ int agent__rdzv_start(agent_t *a) {
     r->token = &job->token;
     int rc;
     if (job->backend == AGENT_RDZV_ETCD) {
+        if ((rc = uv_timer_init(a->cfg.loop, &r->join_retry_timer)) < 0)
+            return rc;
+        r->join_retry_timer.data = r;
         /* The election names the store (and sets addr, port and host). */
         if ((rc = elect_start(r)) < 0)
             return rc;

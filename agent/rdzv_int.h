@@ -85,6 +85,13 @@ typedef enum agent_fail_state {
     FAIL_IGNORED, /* the round had ended already: the root cause is elsewhere */
 } agent_fail_state_t;
 
+/* Whether the store this agent serves has loaded the run's records from etcd (rdzv_durable.c). */
+typedef enum agent_records {
+    AGENT_RECORDS_NONE,    /* not leading */
+    AGENT_RECORDS_LOADING, /* leading: reading them, or the records lease */
+    AGENT_RECORDS_READY    /* loaded: the store serves */
+} agent_records_t;
+
 struct agent_rdzv {
     agent_t *a;
     rdzv_aclient_t *ctl, *watch;
@@ -144,8 +151,16 @@ struct agent_rdzv {
     void (*resigned)(void *arg); /* while resigning: what runs once done (agent__elect_stop) */
     void *resigned_arg;
     int elect_failed; /* no store was elected at the start: the first JOIN fails the job */
-    char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
-    char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
+    /* The records that outlive the store (rdzv_durable.c), while this agent leads: */
+    int64_t lead_token;      /* the leader key's create revision: the fenced puts' token */
+    agent_records_t records; /* loaded into the store yet? */
+    int64_t records_lease;   /* the run's records lease, 0 none yet */
+    int records_pending;     /* writes on their way */
+    void (*records_flushed)(struct agent_rdzv *r); /* agent__records_flush's, while it waits */
+    uv_timer_t records_timer;            /* the next load after a failed one; the lease's renewal */
+    uv_timer_t join_retry_timer;         /* a JOIN the store answered "not yet": asked again */
+    char leader_addr[RDZV_HOST_MAX + 1]; /* the elected store's address, numeric */
+    char self_value[RDZV_HOST_MAX + 16]; /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
 };
 
@@ -206,6 +221,21 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
 int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg);
 /* rdzv_elect.c: "ADDR:PORT" as the election publishes it (an IPv6 address in brackets). */
 void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port);
+
+/* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
+ * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records
+ * into its store, then reports the store (elect_hooks->moved) and keeps the records lease alive;
+ * agent__records_stop: the leadership ended; agent__records_lease: grants or renews the records
+ * lease; agent__records_hooks: the store's rdzv_server_durable_t (arg: r), which writes them. */
+int agent__records_init(struct agent_rdzv *r);
+void agent__records_lead(struct agent_rdzv *r, int64_t token);
+void agent__records_stop(struct agent_rdzv *r);
+void agent__records_lease(struct agent_rdzv *r);
+struct rdzv_server_durable;
+extern const struct rdzv_server_durable agent__records_hooks;
+/* rdzv_durable.c: then(r) once no record's write is on its way (at once when none is), from the
+ * loop: a leader that resigns writes what its store decided first. */
+void agent__records_flush(struct agent_rdzv *r, void (*then)(struct agent_rdzv *r));
 
 /* rdzv_barrier.c: feeds one event to the barrier's table. */
 void agent__barrier_event(struct agent_rdzv *r, agent_barrier_event_t ev, int status,
