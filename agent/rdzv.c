@@ -216,11 +216,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         uv_timer_start(&r->join_retry_timer, on_join_retry, AGENT_JOIN_RETRY_MS, 0);
         return;
     }
-    if (rep->status != 0 && rep->code == DDP_ECLOSED) {
+    if (agent__reply_fenced(rep)) {
         /* A store that no longer serves the rendezvous (its node lost the etcd leadership):
          * lost, as a closed connection is; the reconnection follows the election. */
-        char why[AGENT_STORE_TEXT_MAX];
-        agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "", why));
+        agent__link_fenced(r, rep);
         return;
     }
     if (rep->status != 0 && rep->code == DDP_ERDZV_SPARE) {
@@ -389,6 +388,13 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     (void)errtext;
     if (status != 0)
         return; /* a lost store shows up on the watch connection */
+    if (agent__reply_fenced(rep)) {
+        /* Not counted: the store elected next hears of the failure through the JOIN that
+         * follows the group's stop (its restarts as this node saw them). */
+        if (r->link != LINK_STOPPED)
+            agent__link_fenced(r, rep);
+        return;
+    }
     if (rep->fail.restarts_used > r->restarts_seen)
         r->restarts_seen = rep->fail.restarts_used;
     /* Only the first FAIL of a round counts: this node's failure is the round's root cause. */
@@ -404,6 +410,10 @@ static void on_unfit_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED || r->link == LINK_STOPPED)
         return;
+    if (status == 0 && agent__reply_fenced(rep)) {
+        agent__link_fenced(r, rep);
+        return;
+    }
     /* Best effort: the store shows the node as unfit; a lost store is found by the next JOIN. */
     if (status != 0 || rep->status != 0) {
         char esc[AGENT_STORE_TEXT_MAX];
@@ -563,10 +573,18 @@ static void on_linger(uv_timer_t *t) {
 
 static void on_finish_reply(void *arg, int status, const rdzv_round_reply_t *rep,
                             const char *errtext) {
-    (void)rep, (void)errtext;
+    (void)errtext;
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED || r->link == LINK_STOPPED)
         return;
+    if (status == 0 && agent__reply_fenced(rep)) {
+        /* This node passed its exit barrier: following the election would only JOIN a store
+         * that never knew the round. It leaves, saying that the run's end is not recorded. */
+        char why[AGENT_STORE_TEXT_MAX];
+        DDP_WARN("the rendezvous store at %s:%d no longer serves (%s): the run's end is not "
+                 "recorded there; this node passed its exit barrier and leaves",
+                 r->addr, r->port, agent__store_text(rep->text.data, rep->text.len, "", why));
+    }
     /* Only the first node's FINISH counts (status 1 for the others); the node leaves either way. */
     agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
 }

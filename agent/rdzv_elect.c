@@ -220,6 +220,9 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
         return rc;
     }
     rdzv_server_set_may_serve(a->stores.store, may_serve, r);
+    /* What the store refuses (a fenced command, an excluded host, a finished run) is said on
+     * the serving node too. */
+    rdzv_server_set_log(a->stores.store, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
     rdzv_server_set_durable(a->stores.store, &agent__records_hooks, r);
     /* The link needs the store's address: the loop turns here (before any other part of the
      * agent has a handle on it) until the election names one, for a bounded time. */

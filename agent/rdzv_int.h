@@ -198,6 +198,23 @@ static inline void agent__link_lost(struct agent_rdzv *r, const char *errtext) {
     agent__link_event(r, LINK_EV_CLOSED, 0, errtext);
 }
 
+/* Whether rep is a store's refusal as one that no longer serves the rendezvous (rdzv_server.h
+ * may_serve: its node lost the etcd leadership, DDP_ECLOSED; a fenced write, DDP_EFENCED): a
+ * JOIN's, or any other command's (RDZV_REPLY_REFUSED). The connection closes after it. */
+static inline int agent__reply_fenced(const rdzv_round_reply_t *rep) {
+    int refused =
+        rep->status == RDZV_REPLY_REFUSED || (rep->cmd == RDZV_CMD_RDZV_JOIN && rep->status != 0);
+    return refused && (rep->code == DDP_ECLOSED || rep->code == DDP_EFENCED);
+}
+
+/* A request answered by agent__reply_fenced: the store is lost at once, as if it had closed
+ * the connection, and the link follows the election (its reconnection goes to the store etcd
+ * names). Its text (escaped) says why. */
+static inline void agent__link_fenced(struct agent_rdzv *r, const rdzv_round_reply_t *rep) {
+    char why[AGENT_STORE_TEXT_MAX];
+    agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "refused", why));
+}
+
 /* What the election tells the rest of the agent (rdzv.c), from the loop: the store the link meets
  * at is now addr:port (this agent's own when r->leading), and this agent, which led, lost its
  * lease (why). The election calls nothing else of the agent. */

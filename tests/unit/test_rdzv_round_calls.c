@@ -327,9 +327,41 @@ TEST(test_may_serve) {
     assert_non_null(strstr(no.text, "no longer serves the rendezvous"));
     env_client_close(e);
 
+    /* A member's HEARTBEAT, FAIL and FINISH are refused the same way, each with its code and
+     * text in a reply of its own (RDZV_REPLY_REFUSED), not only by the connection's close. */
+    serving = 1;
+    e->c = client_up(e, good_token);
+    call_res_t in = {0};
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &in, NULL), 0);
+    run_until(e, &in.called);
+    assert_int_equal(in.rep.status, 0);
+    serving = 0;
+    uint8_t cmds[3] = {RDZV_CMD_RDZV_HEARTBEAT, RDZV_CMD_RDZV_FAIL, RDZV_CMD_RDZV_FINISH};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0) {
+            env_client_close(e);
+            e->c = client_up(e, good_token);
+        }
+        call_res_t ref = {0};
+        int rc = cmds[i] == RDZV_CMD_RDZV_HEARTBEAT
+                     ? rdzv_acall_heartbeat(e->c, "fenced", call_cb, &ref, NULL)
+                 : cmds[i] == RDZV_CMD_RDZV_FAIL
+                     ? rdzv_acall_fail(e->c, "fenced", 0, "x", call_cb, &ref, NULL)
+                     : rdzv_acall_finish(e->c, "fenced", 0, call_cb, &ref, NULL);
+        assert_int_equal(rc, 0);
+        run_until(e, &ref.called);
+        assert_int_equal(ref.status, 0);
+        assert_int_equal(ref.rep.cmd, cmds[i]);
+        assert_int_equal(ref.rep.status, RDZV_REPLY_REFUSED);
+        assert_int_equal(ref.rep.code, DDP_ECLOSED);
+        assert_non_null(strstr(ref.text, "no longer serves the rendezvous"));
+    }
+    env_client_close(e);
+
     serving = 1;
     e->c = client_up(e, good_token);
     call_res_t yes = {0};
+    q = join_req("fenced2", 1);
     assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &yes, NULL), 0);
     run_until(e, &yes.called);
     assert_int_equal(yes.status, 0);
