@@ -95,9 +95,9 @@ void rdzv_server_set_workers(rdzv_server_t *s, size_t workers);
  * elected through etcd installs its lease check, so that a leader resumed past its lease (its
  * loss not yet noticed by its timer) never accepts a JOIN. A negative answer is "not yet" (the
  * store is loading what its predecessor left, rdzv_server_restore_*): the command is refused
- * with that code (RDZV_NOT_YET) and the text "... not serving yet ...", and the connection stays
- * open when the reply can carry the code (JOIN, STATUS, STATUS_PAGE; any other command closes
- * it as above): the client asks again shortly. NULL (the default): always serves. The key-value
+ * with that code (RDZV_NOT_YET) and the text "... not serving yet ...", on a connection that
+ * stays open: the client asks again shortly. Every command's reply carries the refusal's code
+ * and text (rdzv_round_refusal_encode). NULL (the default): always serves. The key-value
  * commands are not affected. */
 typedef int (*rdzv_server_may_serve_fn)(void *arg);
 void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, void *arg);
