@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
- * The agent's side of a multi-node rendezvous, private to its three files:
+ * The agent's side of a multi-node rendezvous, private to its files:
  *   rdzv.c          start and stop, hosting the store, rounds (JOIN, the watch on the round's
  *                   end, FAIL, ABORT, the waiting line), lingering while others hang up
  *   rdzv_link.c     the link to the store as a machine (agent_link_phase_t): its connections,
  *                   heartbeats and the spare heartbeat connection, reconnecting to a lost store
  *   rdzv_barrier.c  the exit barrier as a machine (agent_barrier_phase_t)
  *   rdzv_elect.c    the etcd backend: the election of the agent that serves the store
+ *   rdzv_durable.c  the etcd backend: the run's DONE mark and quarantine records in etcd
  * The barrier's phases are nested in the link's: a store lost at the barrier is sealed again on
  * the new connections while they are being made, so the two run side by side; a reconnection
  * resets the barrier (BARRIER_EV_RESET), and a loss at an agent's store after this node was
