@@ -79,6 +79,7 @@ static void records_ready(struct agent_rdzv *r) {
 }
 
 static void records_retry(struct agent_rdzv *r);
+static void records_lease(struct agent_rdzv *r);
 
 static void on_lease(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
     records_call_t *c = arg;
@@ -90,7 +91,7 @@ static void on_lease(void *arg, int status, const rdzv_etcd_result_t *res, const
     if (status == DDP_ENOKEY && r->records_lease != 0) {
         /* Expired (nobody led for an hour, its records went with it): a new one. */
         r->records_lease = 0;
-        agent__records_lease(r);
+        records_lease(r);
         return;
     }
     if (status < 0) {
@@ -105,7 +106,8 @@ static void on_lease(void *arg, int status, const rdzv_etcd_result_t *res, const
         records_ready(r);
 }
 
-void agent__records_lease(struct agent_rdzv *r) {
+/* Renews the run's records lease, or grants one when there is none (or it expired). */
+static void records_lease(struct agent_rdzv *r) {
     records_call_t *c = call_new(r, 0);
     ddp_err_t err;
     ddp_err_clear(&err);
@@ -125,7 +127,7 @@ void agent__records_lease(struct agent_rdzv *r) {
 static void on_renew_timer(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
     if (r->leading && r->etcd != NULL)
-        agent__records_lease(r);
+        records_lease(r);
 }
 
 /* ---- loading ---- */
@@ -198,7 +200,7 @@ static void on_load(void *arg, int status, const rdzv_etcd_result_t *res, const 
     if (done_round >= 0 || hosts > 0)
         DDP_INFO("rendezvous '%s': loaded from etcd %s%zu host record%s", r->a->cfg.job->run_id,
                  done_round >= 0 ? "its DONE mark, " : "", hosts, hosts == 1 ? "" : "s");
-    agent__records_lease(r);
+    records_lease(r);
 }
 
 static void records_load(struct agent_rdzv *r) {

@@ -243,12 +243,11 @@ void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port)
 /* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
  * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records
  * into its store, then reports the store (elect_hooks->moved) and keeps the records lease alive;
- * agent__records_stop: the leadership ended; agent__records_lease: grants or renews the records
- * lease; agent__records_hooks: the store's rdzv_server_durable_t (arg: r), which writes them. */
+ * agent__records_stop: the leadership ended; agent__records_hooks: the store's
+ * rdzv_server_durable_t (arg: r), which writes them. */
 int agent__records_init(struct agent_rdzv *r);
 void agent__records_lead(struct agent_rdzv *r, int64_t token);
 void agent__records_stop(struct agent_rdzv *r);
-void agent__records_lease(struct agent_rdzv *r);
 struct rdzv_server_durable;
 extern const struct rdzv_server_durable agent__records_hooks;
 /* rdzv_durable.c: then(r) once no record's write is on its way (at once when none is), from the
