@@ -33,6 +33,8 @@
  * min(10 s, join_timeout / 4), then at doubling gaps up to a minute. */
 #define AGENT_JOIN_REPORT_FIRST_MS 10000
 #define AGENT_JOIN_REPORT_MAX_MS 60000
+/* A store not serving yet (RDZV_NOT_YET: an elected one loading its records) is asked again. */
+#define AGENT_JOIN_RETRY_MS 50
 
 int agent__rdzv_wanted(const agent_job_t *job) {
     return job->max_nodes > 1;
@@ -182,6 +184,12 @@ static int refusal_names_run(int code) {
     }
 }
 
+static void on_join_retry(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->link == LINK_UP && r->a->sup.state == SUP_JOINING)
+        agent__rdzv_join(r->a);
+}
+
 static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
     struct agent_rdzv *r = arg;
     agent_t *a = r->a;
@@ -200,11 +208,18 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         emit(a, EV_RDZV_ERROR);
         return;
     }
-    if (rep->status != 0 && rep->code == DDP_ECLOSED) {
+    if (rep->status != 0 && rep->code == RDZV_NOT_YET) {
+        /* A store elected a moment ago, loading the run's records from etcd: the same JOIN
+         * again shortly, on the same connection. */
+        DDP_DEBUG("rendezvous '%s' at %s:%d: the store is not serving yet; joining again in %d ms",
+                  a->cfg.job->run_id, r->addr, r->port, AGENT_JOIN_RETRY_MS);
+        uv_timer_start(&r->join_retry_timer, on_join_retry, AGENT_JOIN_RETRY_MS, 0);
+        return;
+    }
+    if (agent__reply_fenced(rep)) {
         /* A store that no longer serves the rendezvous (its node lost the etcd leadership):
          * lost, as a closed connection is; the reconnection follows the election. */
-        char why[AGENT_STORE_TEXT_MAX];
-        agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "", why));
+        agent__link_fenced(r, rep);
         return;
     }
     if (rep->status != 0 && rep->code == DDP_ERDZV_SPARE) {
@@ -315,6 +330,9 @@ void agent__rdzv_join(agent_t *a) {
         emit(a, EV_RDZV_ERROR);
         return;
     }
+    /* This JOIN is the one the retry would send (a second one parked would be refused). */
+    if (r->join_retry_timer.data != NULL)
+        uv_timer_stop(&r->join_retry_timer);
     rdzv_join_req_t req;
     memset(&req, 0, sizeof req);
     snprintf(req.run_id, sizeof req.run_id, "%s", job->run_id);
@@ -370,6 +388,13 @@ static void on_fail_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     (void)errtext;
     if (status != 0)
         return; /* a lost store shows up on the watch connection */
+    if (agent__reply_fenced(rep)) {
+        /* Not counted: the store elected next hears of the failure through the JOIN that
+         * follows the group's stop (its restarts as this node saw them). */
+        if (r->link != LINK_STOPPED)
+            agent__link_fenced(r, rep);
+        return;
+    }
     if (rep->fail.restarts_used > r->restarts_seen)
         r->restarts_seen = rep->fail.restarts_used;
     /* Only the first FAIL of a round counts: this node's failure is the round's root cause. */
@@ -385,6 +410,10 @@ static void on_unfit_reply(void *arg, int status, const rdzv_round_reply_t *rep,
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED || r->link == LINK_STOPPED)
         return;
+    if (status == 0 && agent__reply_fenced(rep)) {
+        agent__link_fenced(r, rep);
+        return;
+    }
     /* Best effort: the store shows the node as unfit; a lost store is found by the next JOIN. */
     if (status != 0 || rep->status != 0) {
         char esc[AGENT_STORE_TEXT_MAX];
@@ -544,10 +573,18 @@ static void on_linger(uv_timer_t *t) {
 
 static void on_finish_reply(void *arg, int status, const rdzv_round_reply_t *rep,
                             const char *errtext) {
-    (void)rep, (void)errtext;
+    (void)errtext;
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED || r->link == LINK_STOPPED)
         return;
+    if (status == 0 && agent__reply_fenced(rep)) {
+        /* This node passed its exit barrier: following the election would only JOIN a store
+         * that never knew the round. It leaves, saying that the run's end is not recorded. */
+        char why[AGENT_STORE_TEXT_MAX];
+        DDP_WARN("the rendezvous store at %s:%d no longer serves (%s): the run's end is not "
+                 "recorded there; this node passed its exit barrier and leaves",
+                 r->addr, r->port, agent__store_text(rep->text.data, rep->text.len, "", why));
+    }
     /* Only the first node's FINISH counts (status 1 for the others); the node leaves either way. */
     agent__rdzv_leave(r, EV_BARRIER_DONE, AGENT_HOST_LINGER_MS);
 }
@@ -694,6 +731,9 @@ int agent__rdzv_start(agent_t *a) {
     r->token = &job->token;
     int rc;
     if (job->backend == AGENT_RDZV_ETCD) {
+        if ((rc = uv_timer_init(a->cfg.loop, &r->join_retry_timer)) < 0)
+            return rc;
+        r->join_retry_timer.data = r;
         /* The election names the store (and sets addr, port and host). */
         if ((rc = elect_start(r)) < 0)
             return rc;

@@ -112,7 +112,6 @@ static void on_probe_timer(uv_timer_t *t) {
 
 static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
                       int64_t revision, const char *why) {
-    (void)revision;
     struct agent_rdzv *r = arg;
     char addr[RDZV_HOST_MAX + 1];
     int port;
@@ -120,7 +119,8 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     case RDZV_LEADER_LEADING:
         etcd_back(r);
         r->leading = 1;
-        r->elect_hooks->moved(r, r->host, r->self_port);
+        /* The store serves, and the link meets it, once the run's records are in it. */
+        agent__records_lead(r, revision);
         break;
     case RDZV_LEADER_OBSERVED:
         etcd_back(r);
@@ -137,6 +137,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     case RDZV_LEADER_LOST:
         if (r->leading) {
             r->leading = 0;
+            agent__records_stop(r);
             r->elect_hooks->lost(r, why);
             break;
         }
@@ -159,10 +160,12 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
 
 /* The store's rdzv_server_set_may_serve check: it serves the rendezvous only while this agent
  * leads by the clock now (a leader resumed past its lease refuses a JOIN on the turn before its
- * lease-loss timer tells it). */
+ * lease-loss timer tells it), and not yet while it loads the run's records. */
 static int may_serve(void *arg) {
     struct agent_rdzv *r = arg;
-    return r->leader != NULL && rdzv_etcd_leader_leading(r->leader);
+    if (r->leader == NULL || !rdzv_etcd_leader_leading(r->leader))
+        return 0;
+    return r->records == AGENT_RECORDS_READY ? 1 : RDZV_NOT_YET;
 }
 
 static void on_start_timer(uv_timer_t *t) {
@@ -201,7 +204,7 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     int rc;
     r->self_port = store_port;
     r->elect_hooks = hooks;
-    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0)
+    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0 || (rc = agent__records_init(r)) < 0)
         return rc;
     r->probe_timer.data = r;
     rdzv_etcd_opts_t eo = {.endpoints = job->etcd.endpoints,
@@ -231,6 +234,10 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
         return rc;
     }
     rdzv_server_set_may_serve(a->stores.store, may_serve, r);
+    /* What the store refuses (a fenced command, an excluded host, a finished run) is said on
+     * the serving node too. */
+    rdzv_server_set_log(a->stores.store, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
+    rdzv_server_set_durable(a->stores.store, &agent__records_hooks, r);
     /* The link needs the store's address: the loop turns here (before any other part of the
      * agent has a handle on it) until the election names one, for a bounded time. */
     uv_timer_t t;
@@ -256,6 +263,8 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
 static void elect_close(struct agent_rdzv *r) {
     if (r->probe_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->probe_timer))
         uv_close((uv_handle_t *)&r->probe_timer, NULL);
+    agent__records_stop(r);
+    r->records_flushed = NULL;
     rdzv_etcd_leader_close(r->leader, NULL, NULL);
     r->leader = NULL;
     rdzv_etcd_close(r->etcd, NULL, NULL);
@@ -281,10 +290,18 @@ static void on_resign_timer(uv_timer_t *t) {
     resign_end(t->data);
 }
 
+/* The candidate resigns: deletes its key (if ours) and revokes its lease, then on_resigned. */
+static void resign_now(struct agent_rdzv *r) {
+    if (r->resigned != NULL && r->leader != NULL)
+        rdzv_etcd_leader_close(r->leader, on_resigned, r);
+}
+
 int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg) {
     if (r->resigned != NULL)
         return 1;
     r->leading = 0;
+    if (r->a->stores.store != NULL)
+        rdzv_server_set_durable(r->a->stores.store, NULL, NULL);
     if (r->leader == NULL || r->etcd == NULL || r->probe_timer.data == NULL ||
         uv_is_closing((uv_handle_t *)&r->probe_timer)) {
         elect_close(r);
@@ -296,6 +313,8 @@ int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg) 
     r->resigned_arg = arg;
     uv_timer_stop(&r->probe_timer);
     uv_timer_start(&r->probe_timer, on_resign_timer, AGENT_ETCD_RESIGN_MS, 0);
-    rdzv_etcd_leader_close(r->leader, on_resigned, r);
+    /* A record still on its way is written under the leadership first (the resign ends it);
+     * the timer bounds both. */
+    agent__records_flush(r, resign_now);
     return 1;
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
- * The agent's side of a multi-node rendezvous, private to its three files:
+ * The agent's side of a multi-node rendezvous, private to its files:
  *   rdzv.c          start and stop, hosting the store, rounds (JOIN, the watch on the round's
  *                   end, FAIL, ABORT, the waiting line), lingering while others hang up
  *   rdzv_link.c     the link to the store as a machine (agent_link_phase_t): its connections,
  *                   heartbeats and the spare heartbeat connection, reconnecting to a lost store
  *   rdzv_barrier.c  the exit barrier as a machine (agent_barrier_phase_t)
  *   rdzv_elect.c    the etcd backend: the election of the agent that serves the store
+ *   rdzv_durable.c  the etcd backend: the run's DONE mark and quarantine records in etcd
  * The barrier's phases are nested in the link's: a store lost at the barrier is sealed again on
  * the new connections while they are being made, so the two run side by side; a reconnection
  * resets the barrier (BARRIER_EV_RESET), and a loss at an agent's store after this node was
@@ -85,6 +86,13 @@ typedef enum agent_fail_state {
     FAIL_IGNORED, /* the round had ended already: the root cause is elsewhere */
 } agent_fail_state_t;
 
+/* Whether the store this agent serves has loaded the run's records from etcd (rdzv_durable.c). */
+typedef enum agent_records {
+    AGENT_RECORDS_NONE,    /* not leading */
+    AGENT_RECORDS_LOADING, /* leading: reading them, or the records lease */
+    AGENT_RECORDS_READY    /* loaded: the store serves */
+} agent_records_t;
+
 struct agent_rdzv {
     agent_t *a;
     rdzv_aclient_t *ctl, *watch;
@@ -144,8 +152,16 @@ struct agent_rdzv {
     void (*resigned)(void *arg); /* while resigning: what runs once done (agent__elect_stop) */
     void *resigned_arg;
     int elect_failed; /* no store was elected at the start: the first JOIN fails the job */
-    char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
-    char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
+    /* The records that outlive the store (rdzv_durable.c), while this agent leads: */
+    int64_t lead_token;      /* the leader key's create revision: the fenced puts' token */
+    agent_records_t records; /* loaded into the store yet? */
+    int64_t records_lease;   /* the run's records lease, 0 none yet */
+    int records_pending;     /* writes on their way */
+    void (*records_flushed)(struct agent_rdzv *r); /* agent__records_flush's, while it waits */
+    uv_timer_t records_timer;            /* the next load after a failed one; the lease's renewal */
+    uv_timer_t join_retry_timer;         /* a JOIN the store answered "not yet": asked again */
+    char leader_addr[RDZV_HOST_MAX + 1]; /* the elected store's address, numeric */
+    char self_value[RDZV_HOST_MAX + 16]; /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
 };
 
@@ -183,6 +199,23 @@ static inline void agent__link_lost(struct agent_rdzv *r, const char *errtext) {
     agent__link_event(r, LINK_EV_CLOSED, 0, errtext);
 }
 
+/* Whether rep is a store's refusal as one that no longer serves the rendezvous (rdzv_server.h
+ * may_serve: its node lost the etcd leadership, DDP_ECLOSED; a fenced write, DDP_EFENCED): a
+ * JOIN's, or any other command's (RDZV_REPLY_REFUSED). The connection closes after it. */
+static inline int agent__reply_fenced(const rdzv_round_reply_t *rep) {
+    int refused =
+        rep->status == RDZV_REPLY_REFUSED || (rep->cmd == RDZV_CMD_RDZV_JOIN && rep->status != 0);
+    return refused && (rep->code == DDP_ECLOSED || rep->code == DDP_EFENCED);
+}
+
+/* A request answered by agent__reply_fenced: the store is lost at once, as if it had closed
+ * the connection, and the link follows the election (its reconnection goes to the store etcd
+ * names). Its text (escaped) says why. */
+static inline void agent__link_fenced(struct agent_rdzv *r, const rdzv_round_reply_t *rep) {
+    char why[AGENT_STORE_TEXT_MAX];
+    agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "refused", why));
+}
+
 /* What the election tells the rest of the agent (rdzv.c), from the loop: the store the link meets
  * at is now addr:port (this agent's own when r->leading), and this agent, which led, lost its
  * lease (why). The election calls nothing else of the agent. */
@@ -206,6 +239,20 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
 int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg);
 /* rdzv_elect.c: "ADDR:PORT" as the election publishes it (an IPv6 address in brackets). */
 void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port);
+
+/* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
+ * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records
+ * into its store, then reports the store (elect_hooks->moved) and keeps the records lease alive;
+ * agent__records_stop: the leadership ended; agent__records_hooks: the store's
+ * rdzv_server_durable_t (arg: r), which writes them. */
+int agent__records_init(struct agent_rdzv *r);
+void agent__records_lead(struct agent_rdzv *r, int64_t token);
+void agent__records_stop(struct agent_rdzv *r);
+struct rdzv_server_durable;
+extern const struct rdzv_server_durable agent__records_hooks;
+/* rdzv_durable.c: then(r) once no record's write is on its way (at once when none is), from the
+ * loop: a leader that resigns writes what its store decided first. */
+void agent__records_flush(struct agent_rdzv *r, void (*then)(struct agent_rdzv *r));
 
 /* rdzv_barrier.c: feeds one event to the barrier's table. */
 void agent__barrier_event(struct agent_rdzv *r, agent_barrier_event_t ev, int status,

@@ -318,12 +318,17 @@ static void join_unreachable(struct agent_rdzv *r, int status, const char *errte
 
 static void on_heartbeat(void *arg, int status, const rdzv_round_reply_t *rep,
                          const char *errtext) {
-    (void)rep;
     (void)errtext;
     struct agent_rdzv *r = arg;
     if (status == DDP_ECANCELED)
         return;        /* a closed connection's: hb_pending was reset */
     r->hb_pending = 0; /* a lost store shows up on the watch connection */
+    if (status == 0 && agent__reply_fenced(rep)) {
+        /* The store no longer serves (its node lost the etcd leadership): lost now, not when
+         * the connection's close is read. */
+        agent__link_fenced(r, rep);
+        return;
+    }
     if (r->spare != NULL) {
         DDP_INFO("the rendezvous store answers on the control connection again after %.1f s; "
                  "heartbeats went on a spare connection meanwhile",

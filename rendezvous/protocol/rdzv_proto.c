@@ -463,9 +463,21 @@ static int rep_refuse_json(ddp_buf_t *b, uint8_t cmd, int code, const char *text
     return rep_write_json(b, cmd, 0, text, strlen(text));
 }
 
-#define rep_refuse_beat NULL
-#define rep_refuse_fail NULL
-#define rep_refuse_ack NULL
+/* The beat, fail and ack layouts carry no text of their own: a status of its own, then the
+ * code and the text. */
+static int rep_refuse_fields(ddp_buf_t *b, uint8_t cmd, int code, const char *text) {
+    size_t start = b->len;
+    PUT(rdzv__put_u8(b, cmd));
+    PUT(rdzv__put_u8(b, RDZV_REPLY_REFUSED));
+    PUT(rdzv__put_i64(b, code));
+    PUT(rdzv__put_blob(b, text != NULL ? text : "",
+                       text != NULL ? strnlen(text, RDZV_REPLY_TEXT_MAX) : 0));
+    return 0;
+}
+
+#define rep_refuse_beat rep_refuse_fields
+#define rep_refuse_fail rep_refuse_fields
+#define rep_refuse_ack rep_refuse_fields
 
 static int (*const rep_refusers[RDZV_CMD_RDZV_COUNT])(ddp_buf_t *, uint8_t, int, const char *) = {
 #define X(code, NAME, name, req, rep) [code - RDZV_CMD_RDZV_FIRST] = rep_refuse_##rep,
@@ -541,7 +553,14 @@ static int (*const rep_readers[RDZV_CMD_RDZV_COUNT])(cur_t *, rdzv_round_reply_t
 
 static long reply_fields(cur_t *c, rdzv_round_reply_t *p) {
     STEP(cur_u8(c, &p->status));
-    STEP(rep_readers[p->cmd - RDZV_CMD_RDZV_FIRST](c, p));
+    int (*read)(cur_t *, rdzv_round_reply_t *) = rep_readers[p->cmd - RDZV_CMD_RDZV_FIRST];
+    if (p->status == RDZV_REPLY_REFUSED &&
+        (read == rep_read_beat || read == rep_read_fail || read == rep_read_ack)) {
+        STEP(cur_i64(c, &p->code));
+        STEP(cur_str(c, NULL, &p->text, RDZV_REPLY_TEXT_MAX, STR_ANY, "error text"));
+        return (long)c->off;
+    }
+    STEP(read(c, p));
     return (long)c->off;
 }
 

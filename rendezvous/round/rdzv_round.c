@@ -92,6 +92,10 @@ int rdzv_runs_join(rdzv_runs_t *rs, uint64_t member, const rdzv_join_req_t *req,
         if (rc < 0)
             return rc;
         created = 1;
+    } else if (r->cfg_unset) {
+        /* A restored run: its first JOIN fixes its configuration, as for a new one. */
+        r->cfg = cfg;
+        r->cfg_unset = 0;
     }
     rdzv_event_t ev = {.kind = RDZV_EV_JOIN,
                        .now_ms = now_ms,
@@ -189,6 +193,67 @@ int rdzv_runs_leave(rdzv_runs_t *rs, uint64_t member, uint64_t now_ms, rdzv_acti
         return 0;
     rdzv_event_t ev = {.kind = RDZV_EV_LEAVE, .now_ms = now_ms, .m = m, .out = out};
     return rdzv__run_event(rs, m->run, &ev);
+}
+
+/* The run a restore writes into: run_id's, or a new empty one whose first JOIN gives its
+ * configuration. Returns 0 with *out, or an error with err set. */
+static int restore_run(rdzv_runs_t *rs, const char *run_id, uint64_t now_ms, rdzv_run_t **out,
+                       ddp_err_t *err) {
+    ddp_err_t why;
+    if (run_id == NULL || rdzv_run_id_check(run_id, &why) < 0)
+        return ddp_err_set(err, DDP_EUSAGE, "restore: run id not valid");
+    *out = rdzv__run_find(rs, run_id);
+    if (*out != NULL)
+        return 0;
+    rdzv_round_cfg_t none;
+    memset(&none, 0, sizeof none);
+    int rc = rdzv__run_create(rs, run_id, &none, out, err);
+    if (rc < 0)
+        return rc;
+    (*out)->cfg_unset = 1;
+    (*out)->empty_since_ms = now_ms;
+    return 0;
+}
+
+int rdzv_runs_restore_done(rdzv_runs_t *rs, const char *run_id, int64_t round, uint64_t now_ms,
+                           ddp_err_t *err) {
+    if (round < 0 || round > RDZV_ROUND_MAX_ROUND)
+        return ddp_err_set(err, DDP_EUSAGE, "restore of rendezvous '%s': round %lld out of range",
+                           run_id, (long long)round);
+    rdzv_run_t *r;
+    int rc = restore_run(rs, run_id, now_ms, &r, err);
+    if (rc < 0)
+        return rc;
+    if (r->state == RDZV_RUN_FAILED)
+        return 0; /* stopped for good already: a FAILED run stays one */
+    if (r->round < round)
+        r->round = round;
+    if (r->min_round < round)
+        r->min_round = round;
+    /* A store restores before it serves: the run has no joiner to refuse. */
+    r->state = RDZV_RUN_DONE;
+    return 0;
+}
+
+int rdzv_runs_restore_host(rdzv_runs_t *rs, const char *run_id, const char *host, int64_t failures,
+                           int excluded, const char *last_failure, uint64_t now_ms,
+                           ddp_err_t *err) {
+    if (host == NULL || host[0] == '\0' || strlen(host) > RDZV_HOST_MAX || failures < 0 ||
+        failures > RDZV_ROUND_MAX_RESTARTS)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "restore of rendezvous '%s': a host record out of range",
+                           run_id != NULL ? run_id : "");
+    rdzv_run_t *r;
+    int rc = restore_run(rs, run_id, now_ms, &r, err);
+    if (rc < 0)
+        return rc;
+    if (rdzv__host_restore(rs, r, host, failures, excluded, last_failure, now_ms) < 0) {
+        if (r->cfg_unset && r->nhosts == 0 && r->state != RDZV_RUN_DONE)
+            rdzv__run_free(rs, r); /* made for this record alone */
+        return ddp_err_set(err, DDP_ETOOBIG, "restore of rendezvous '%s': host records full",
+                           run_id);
+    }
+    return 0;
 }
 
 int rdzv_runs_failed_text(const rdzv_runs_t *rs, const char *run_id, char *out, size_t cap) {

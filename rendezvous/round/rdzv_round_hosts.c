@@ -25,6 +25,8 @@ rdzv_host_rec_t *rdzv__host_find(const rdzv_run_t *r, const char *host) {
 /* How many records r may hold: twice its nodes and some room for reports from hosts that never
  * joined, within RDZV_RUN_HOSTS_MAX. */
 static size_t hosts_cap(const rdzv_run_t *r) {
+    if (r->cfg_unset)
+        return RDZV_RUN_HOSTS_MAX; /* restored records come before the run's size */
     int64_t want = 2 * r->cfg.max_nodes + 16;
     return want < RDZV_RUN_HOSTS_MAX ? (size_t)want : RDZV_RUN_HOSTS_MAX;
 }
@@ -161,5 +163,30 @@ int rdzv__host_unfit(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, const cha
     h->touched_ms = now_ms;
     rdzv__copy_str(h->unfit_reason, sizeof h->unfit_reason,
                    reason != NULL && reason[0] != '\0' ? reason : "health check failed");
+    return 0;
+}
+
+void rdzv__host_record_action(const rdzv_run_t *r, const rdzv_host_rec_t *h, rdzv_actions_t *out) {
+    rdzv_action_t *a = rdzv__action_add(out, RDZV_ACT_HOST_RECORD, 0);
+    rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+    rdzv__copy_str(a->host, sizeof a->host, h->host);
+    rdzv__copy_str(a->text, sizeof a->text, h->last_failure);
+    a->failures = h->failures;
+    a->excluded = h->excluded;
+}
+
+int rdzv__host_restore(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, int64_t failures,
+                       int excluded, const char *last_failure, uint64_t now_ms) {
+    rdzv_host_rec_t *h = rdzv__host_get(rs, r, host, now_ms);
+    if (h == NULL)
+        return -ENOSPC;
+    /* A record the run made itself since (it counted a failure here) is newer. */
+    if (h->failures > failures)
+        return 0;
+    h->failures = failures;
+    h->excluded = excluded != 0;
+    h->touched_ms = now_ms;
+    rdzv__copy_str(h->last_failure, sizeof h->last_failure,
+                   last_failure != NULL ? last_failure : "");
     return 0;
 }

@@ -279,6 +279,9 @@ static int fail_count(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev) {
     rdzv__textf(r->last_failure, sizeof r->last_failure, "%s round %lld: %.255s", who,
                 (long long)ev->round, how);
     rdzv__host_failed(rs, r, m, ev->round, how, ev->now_ms, note, sizeof note);
+    const rdzv_host_rec_t *h = rdzv__host_find(r, m->host);
+    if (h != NULL)
+        rdzv__host_record_action(r, h, ev->out);
     int failed = r->restarts_used > r->cfg.max_restarts;
     r->not_before_ms = ev->now_ms + restart_backoff(r->restarts_used);
     rdzv__textf(why, sizeof why, "worker group failed on %s (restart %lld of max %lld)%s",
@@ -357,6 +360,9 @@ static int finish(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev) {
         return -ENOMEM;
     char text[RDZV_ROUND_TEXT_MAX];
     r->state = RDZV_RUN_DONE;
+    rdzv_action_t *a = rdzv__action_add(ev->out, RDZV_ACT_RUN_DONE, 0);
+    rdzv__copy_str(a->run_id, sizeof a->run_id, r->id);
+    a->round = r->round;
     rdzv__done_text(r, text, sizeof text);
     rdzv__joiners_refuse(rs, r, DDP_ERDZV_DONE, text, ev->now_ms, ev->out);
     return 0;

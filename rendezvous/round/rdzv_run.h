@@ -70,6 +70,7 @@ typedef struct rdzv_host_rec {
 struct rdzv_run {
     char id[RDZV_RUN_ID_MAX + 1];
     rdzv_round_cfg_t cfg;
+    int cfg_unset; /* made by a restore: the first JOIN's configuration becomes cfg */
     rdzv_run_state_t state;
     int64_t round;
     int64_t min_round; /* the largest a JOIN carried: no round is numbered below it */
@@ -168,6 +169,12 @@ void rdzv__host_failed(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_member_t *m, i
  * Returns 0, or -ENOSPC when r's records are full of records that decide something. */
 int rdzv__host_unfit(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, const char *reason,
                      uint64_t now_ms);
+/* Appends RDZV_ACT_HOST_RECORD with h's record (the room was reserved). */
+void rdzv__host_record_action(const rdzv_run_t *r, const rdzv_host_rec_t *h, rdzv_actions_t *out);
+/* Sets host's record in r from a restore (rdzv_runs_restore_host), unless r counted more failures
+ * there since. Returns 0, or -ENOSPC when r's records are full of records that decide something. */
+int rdzv__host_restore(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, int64_t failures,
+                       int excluded, const char *last_failure, uint64_t now_ms);
 
 /* ---- the round table (rdzv_round_table.c) ---- */
 

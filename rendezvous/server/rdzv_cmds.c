@@ -625,10 +625,12 @@ size_t rdzv__conn_process(conn_t *c, const uint8_t *buf, size_t len) {
                 c->need = need;
                 break;
             }
-            if (!rdzv__round_in_scope(c, &rreq) || !rdzv__round_may_serve(c, &rreq))
+            int may = rdzv__round_in_scope(c, &rreq) ? rdzv__round_may_serve(c, &rreq) : 0;
+            if (may == 0)
                 break;
-            rdzv__round_dispatch(c, &rreq);
-            off += (size_t)rn;
+            if (may > 0)
+                rdzv__round_dispatch(c, &rreq);
+            off += (size_t)rn; /* answered "not yet" (may < 0): the connection goes on */
             continue;
         }
         rdzv_req_t req;

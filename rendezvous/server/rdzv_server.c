@@ -389,6 +389,13 @@ void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, vo
     s->may_serve_arg = arg;
 }
 
+void rdzv_server_set_durable(rdzv_server_t *s, const rdzv_server_durable_t *d, void *arg) {
+    if (s == NULL)
+        return;
+    s->durable = d;
+    s->durable_arg = arg;
+}
+
 void rdzv_server_set_workers(rdzv_server_t *s, size_t workers) {
     if (s == NULL || s->closing || !s->worker_store || workers == 0)
         return;

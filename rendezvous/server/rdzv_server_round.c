@@ -146,6 +146,15 @@ static void rounds_after(rdzv_server_t *s) {
                     set_internal(s, key, a->text[0] ? a->text : "ended");
                 break;
             }
+            case RDZV_ACT_RUN_DONE:
+                if (s->durable != NULL && s->durable->run_done != NULL)
+                    s->durable->run_done(s->durable_arg, a->run_id, a->round);
+                break;
+            case RDZV_ACT_HOST_RECORD:
+                if (s->durable != NULL && s->durable->host_record != NULL)
+                    s->durable->host_record(s->durable_arg, a->run_id, a->host, a->failures,
+                                            a->excluded, a->text);
+                break;
             case RDZV_ACT_CLOSE: {
                 conn_t *c = conn_index_find(s, &ix, a->member);
                 rdzv__slog(s, DDP_LOG_WARN, "%s: %s", c ? c->peer : "member", a->text);
@@ -200,6 +209,29 @@ static int rounds_ready(rdzv_server_t *s) {
     s->rtimer_live = 1;
     s->live_handles++;
     return 0;
+}
+
+int rdzv_server_restore_done(rdzv_server_t *s, const char *run_id, int64_t round, ddp_err_t *err) {
+    if (s == NULL || s->closing)
+        return ddp_err_set(err, DDP_ECLOSED, "restore: the store is closing");
+    if (rounds_ready(s) < 0)
+        return ddp_err_set(err, -ENOMEM, "restore: out of memory");
+    int rc = rdzv_runs_restore_done(s->runs, run_id, round, uv_now(s->loop), err);
+    rounds_after(s); /* the run's deadline (freed once empty long enough) */
+    return rc;
+}
+
+int rdzv_server_restore_host(rdzv_server_t *s, const char *run_id, const char *host,
+                             int64_t failures, int excluded, const char *last_failure,
+                             ddp_err_t *err) {
+    if (s == NULL || s->closing)
+        return ddp_err_set(err, DDP_ECLOSED, "restore: the store is closing");
+    if (rounds_ready(s) < 0)
+        return ddp_err_set(err, -ENOMEM, "restore: out of memory");
+    int rc = rdzv_runs_restore_host(s->runs, run_id, host, failures, excluded, last_failure,
+                                    uv_now(s->loop), err);
+    rounds_after(s);
+    return rc;
 }
 
 /* STATUS: a member's progress, from the key its agent sets (rdzv_proto.h). */
@@ -389,10 +421,30 @@ static void refuse_and_close(conn_t *c, uint8_t cmd, int code, const char *text,
 
 int rdzv__round_may_serve(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
-    if (s->may_serve == NULL || s->may_serve(s->may_serve_arg))
+    int may = s->may_serve == NULL ? 1 : s->may_serve(s->may_serve_arg);
+    if (may > 0)
         return 1;
     const char *name = rdzv_round_cmd_name(r->cmd);
     char text[RDZV_ROUND_TEXT_MAX];
+    if (may < 0) {
+        snprintf(text, sizeof text,
+                 "%s refused: this store is not serving yet (it loads the run's records); ask "
+                 "again shortly",
+                 name != NULL ? name + strlen("RDZV_") : "rendezvous command");
+        ddp_buf_t b = DDP_BUF_INIT;
+        int rc = rdzv_round_refusal_encode(&b, r->cmd, may, text);
+        if (rc == 0) {
+            s->st.requests++;
+            rdzv__reply_bytes(c, b.data, b.len);
+            rdzv__conn_flush(c);
+            ddp_buf_free(&b);
+            rdzv__slog(s, DDP_LOG_DEBUG, "%s: %s", c->peer, text);
+            return -1;
+        }
+        ddp_buf_free(&b);
+        refuse_and_close(c, r->cmd, may, text, &s->st.conns_refused);
+        return 0;
+    }
     snprintf(text, sizeof text,
              "%s refused: this store no longer serves the rendezvous (its node lost the "
              "leadership); find the store that serves it now",

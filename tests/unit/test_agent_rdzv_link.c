@@ -4,7 +4,8 @@
  * (ignore, heartbeat, reconnect, retry, give up, close), then the paths through the table: which
  * store a loss reconnects to (the daemon's, an agent's, one this agent hosts, none), the end of a
  * reconnection and of its window, a loss after this node was counted at an agent's store's exit
- * barrier, the heartbeat's silence bound and the spare connection's BEAT_FOR.
+ * barrier, the heartbeat's silence bound and the spare connection's BEAT_FOR, and a HEARTBEAT
+ * refused by a store that no longer serves (etcd: the link follows the election at once).
  *
  * rdzv_link.c is linked alone: the rendezvous clients it calls (rdzv_aclient_*, rdzv_acall_*) and
  * the agent functions it calls (the supervisor's agent__event, the exit barrier, rdzv.c's
@@ -476,7 +477,8 @@ static void test_heartbeat_paths(void **state) {
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.connects, 1);
     assert_int_equal(fx.beat_fors, 1);
-    hb_cb(hb_arg, 0, NULL, NULL); /* the control connection answers */
+    rdzv_round_reply_t ok = {.cmd = RDZV_CMD_RDZV_HEARTBEAT};
+    hb_cb(hb_arg, 0, &ok, NULL); /* the control connection answers */
     assert_int_equal(rz.hb_pending, 0);
     assert_null(rz.spare);
     assert_int_equal(fx.closes, 1);
@@ -534,6 +536,42 @@ static void test_etcd_follows_the_election(void **state) {
     assert_true(fx.connects > before);
 }
 
+/* A HEARTBEAT the store refuses as no longer serving (its node lost the etcd leadership) loses
+ * the store at once, before the connection's close is read: the link reconnects to whatever the
+ * election names. Other answers (not a member, another refusal code) lose nothing. */
+static void test_heartbeat_refused(void **state) {
+    (void)state;
+    static char hosted;
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    ag.stores.store = (struct rdzv_server *)(void *)&hosted;
+    rz.embedded = 1;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.heartbeats, 1);
+    rdzv_round_reply_t rep = {.cmd = RDZV_CMD_RDZV_HEARTBEAT, .status = 1};
+    hb_cb(hb_arg, 0, &rep, NULL); /* not a member: nothing lost */
+    assert_int_equal(rz.link, LINK_UP);
+    rep.status = RDZV_REPLY_REFUSED;
+    rep.code = DDP_EAUTH;
+    hb_cb(hb_arg, 0, &rep, NULL);
+    assert_int_equal(rz.link, LINK_UP);
+    assert_int_equal(fx.nevents, 0);
+    rep.code = DDP_ECLOSED;
+    hb_cb(hb_arg, 0, &rep, NULL);
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+    assert_int_equal(fx.nevents, 1);
+    assert_int_equal(fx.events[0], EV_STORE_LOST);
+    assert_int_equal(rz.hb_pending, 0);
+    /* DDP_EFENCED reads the same. */
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    ag.stores.store = (struct rdzv_server *)(void *)&hosted;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    rep.code = DDP_EFENCED;
+    hb_cb(hb_arg, 0, &rep, NULL);
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_cell),
@@ -545,6 +583,7 @@ int main(void) {
         cmocka_unit_test(test_heartbeat_paths),
         cmocka_unit_test(test_start),
         cmocka_unit_test(test_etcd_follows_the_election),
+        cmocka_unit_test(test_heartbeat_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -195,7 +195,15 @@ static void test_fail_ends_round_and_counts(void **state) {
     assert_string_equal(e->run_id, "job");
     assert_non_null(strstr(e->text, "node 0 (h1)"));
     assert_non_null(strstr(e->text, "rank 1 exited with code 1"));
-    assert_int_equal(f->out.n, 1);
+    /* ... and the host's record, for a store that keeps it outside itself. */
+    const rdzv_action_t *h = find_act(&f->out, RDZV_ACT_HOST_RECORD, 0);
+    assert_non_null(h);
+    assert_string_equal(h->run_id, "job");
+    assert_string_equal(h->host, "h1");
+    assert_int_equal(h->failures, 1);
+    assert_int_equal(h->excluded, 0);
+    assert_string_equal(h->text, "round 0: rank 1 exited with code 1");
+    assert_int_equal(f->out.n, 2);
     rdzv_actions_reset(&f->out);
     /* The other node's FAIL for round 0 arrives after the end: ignored, not counted. */
     assert_int_equal(rdzv_runs_fail(f->rs, "job", 2, 0, "x", 6, &f->out, &rep), 0);

@@ -5,7 +5,9 @@
  * cannot be encoded; a reply to another command (a scripted server); a parked JOIN cancelled by
  * closing the connection; the exit barrier's calls between two nodes (arrive, release, wait; a
  * seal before and after the last arrival; a wait that runs out; a round no key can name); a store
- * whose may_serve check says no refuses a JOIN (DDP_ECLOSED) and serves it once it says yes. */
+ * whose may_serve check says no refuses a JOIN (DDP_ECLOSED) and serves it once it says yes, or
+ * says "not yet" on a connection that stays open; the durable hooks (DONE, a host's record) and
+ * restored records. */
 #include <errno.h>
 
 #include "async_client_fixture.h"
@@ -325,14 +327,144 @@ TEST(test_may_serve) {
     assert_non_null(strstr(no.text, "no longer serves the rendezvous"));
     env_client_close(e);
 
+    /* A member's HEARTBEAT, FAIL and FINISH are refused the same way, each with its code and
+     * text in a reply of its own (RDZV_REPLY_REFUSED), not only by the connection's close. */
+    serving = 1;
+    e->c = client_up(e, good_token);
+    call_res_t in = {0};
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &in, NULL), 0);
+    run_until(e, &in.called);
+    assert_int_equal(in.rep.status, 0);
+    serving = 0;
+    uint8_t cmds[3] = {RDZV_CMD_RDZV_HEARTBEAT, RDZV_CMD_RDZV_FAIL, RDZV_CMD_RDZV_FINISH};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0) {
+            env_client_close(e);
+            e->c = client_up(e, good_token);
+        }
+        call_res_t ref = {0};
+        int rc = cmds[i] == RDZV_CMD_RDZV_HEARTBEAT
+                     ? rdzv_acall_heartbeat(e->c, "fenced", call_cb, &ref, NULL)
+                 : cmds[i] == RDZV_CMD_RDZV_FAIL
+                     ? rdzv_acall_fail(e->c, "fenced", 0, "x", call_cb, &ref, NULL)
+                     : rdzv_acall_finish(e->c, "fenced", 0, call_cb, &ref, NULL);
+        assert_int_equal(rc, 0);
+        run_until(e, &ref.called);
+        assert_int_equal(ref.status, 0);
+        assert_int_equal(ref.rep.cmd, cmds[i]);
+        assert_int_equal(ref.rep.status, RDZV_REPLY_REFUSED);
+        assert_int_equal(ref.rep.code, DDP_ECLOSED);
+        assert_non_null(strstr(ref.text, "no longer serves the rendezvous"));
+    }
+    env_client_close(e);
+
     serving = 1;
     e->c = client_up(e, good_token);
     call_res_t yes = {0};
+    q = join_req("fenced2", 1);
     assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &yes, NULL), 0);
     run_until(e, &yes.called);
     assert_int_equal(yes.status, 0);
     assert_int_equal(yes.rep.status, 0);
     assert_int_equal(yes.rep.join.group_world_size, 1);
+}
+
+/* "Not yet" (a store loading its predecessor's records): the JOIN is refused with that code on
+ * a connection that stays open, and the same connection's next JOIN is served. */
+TEST(test_may_serve_not_yet) {
+    int serving = RDZV_NOT_YET;
+    rdzv_server_set_may_serve(e->srv, may_serve_flag, &serving);
+    call_res_t wait = {0}, yes = {0};
+    rdzv_join_req_t q = join_req("loading", 1);
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &wait, NULL), 0);
+    run_until(e, &wait.called);
+    assert_int_equal(wait.status, 0);
+    assert_int_not_equal(wait.rep.status, 0);
+    assert_int_equal(wait.rep.code, RDZV_NOT_YET);
+    assert_non_null(strstr(wait.text, "not serving yet"));
+    serving = 1;
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &yes, NULL), 0);
+    run_until(e, &yes.called);
+    assert_int_equal(yes.status, 0);
+    assert_int_equal(yes.rep.status, 0);
+    /* The refused frame was consumed: the next reply on the connection is the HEARTBEAT's. */
+    call_res_t hb = {0};
+    assert_int_equal(rdzv_acall_heartbeat(e->c, "loading", call_cb, &hb, NULL), 0);
+    run_until(e, &hb.called);
+    assert_int_equal(hb.status, 0);
+    assert_int_equal(hb.rep.cmd, RDZV_CMD_RDZV_HEARTBEAT);
+    assert_int_equal(hb.rep.status, 0);
+}
+
+/* What must outlive the store reaches its durable hooks: FINISH's DONE mark, a FAIL's host
+ * record; restored records refuse a node of the finished run and an excluded host. */
+typedef struct durable_seen {
+    int done, hosts;
+    int64_t round, failures;
+    char host[64];
+} durable_seen_t;
+
+static void seen_done(void *arg, const char *run_id, int64_t round) {
+    durable_seen_t *d = arg;
+    assert_string_equal(run_id, "durable");
+    d->done++;
+    d->round = round;
+}
+
+static void seen_host(void *arg, const char *run_id, const char *host, int64_t failures,
+                      int excluded, const char *last_failure) {
+    durable_seen_t *d = arg;
+    assert_string_equal(run_id, "durable");
+    assert_false(excluded);
+    assert_non_null(strstr(last_failure, "boom"));
+    d->hosts++;
+    d->failures = failures;
+    snprintf(d->host, sizeof d->host, "%s", host);
+}
+
+TEST(test_durable_hooks) {
+    static const rdzv_server_durable_t hooks = {.run_done = seen_done, .host_record = seen_host};
+    durable_seen_t d = {0};
+    rdzv_server_set_durable(e->srv, &hooks, &d);
+    rdzv_join_req_t q = join_req("durable", 1);
+    call_res_t j = {0}, f = {0}, j1 = {0}, fin = {0};
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &j, NULL), 0);
+    run_until(e, &j.called);
+    assert_int_equal(j.rep.status, 0);
+    assert_int_equal(rdzv_acall_fail(e->c, "durable", 0, "boom", call_cb, &f, NULL), 0);
+    run_until(e, &f.called);
+    assert_int_equal(d.hosts, 1);
+    assert_int_equal(d.failures, 1);
+    assert_string_equal(d.host, "127.0.0.1");
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &j1, NULL), 0);
+    run_until(e, &j1.called);
+    assert_int_equal(j1.rep.status, 0);
+    assert_int_equal(rdzv_acall_finish(e->c, "durable", j1.rep.join.round, call_cb, &fin, NULL), 0);
+    run_until(e, &fin.called);
+    assert_int_equal(fin.rep.status, 0);
+    assert_int_equal(d.done, 1);
+    assert_int_equal(d.round, 1);
+
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_server_restore_done(e->srv, "over", 4, &err), 0);
+    assert_int_equal(
+        rdzv_server_restore_host(e->srv, "sick", "127.0.0.1", 3, 1, "round 2: x", &err), 0);
+    assert_int_equal(rdzv_server_restore_host(e->srv, "sick", "", 3, 1, "", &err), DDP_EUSAGE);
+    call_res_t over = {0}, sick = {0};
+    env_client_close(e); /* a member of "durable" */
+    e->c = client_up(e, good_token);
+    rdzv_join_req_t o = join_req("over", 1);
+    o.min_round = 5;
+    assert_int_equal(rdzv_acall_join(e->c, &o, 5000, call_cb, &over, NULL), 0);
+    run_until(e, &over.called);
+    assert_int_equal(over.rep.code, DDP_ERDZV_DONE);
+    env_client_close(e);
+    e->c = client_up(e, good_token);
+    rdzv_join_req_t s = join_req("sick", 1);
+    assert_int_equal(rdzv_acall_join(e->c, &s, 5000, call_cb, &sick, NULL), 0);
+    run_until(e, &sick.called);
+    assert_int_equal(sick.rep.code, DDP_ERDZV_EXCLUDED);
+    assert_non_null(strstr(sick.text, "round 2: x"));
 }
 
 int main(void) {
@@ -347,6 +479,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_barrier_key_refused, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_store_gone, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_may_serve, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_may_serve_not_yet, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_hooks, setup_client, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

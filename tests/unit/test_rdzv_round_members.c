@@ -425,7 +425,11 @@ static void test_finished_run_id_reused(void **state) {
     assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_ERR), 2);
     rdzv_actions_reset(&f->out);
     assert_int_equal(rdzv_runs_finish(f->rs, "job", 1, 0, 330, &f->out), 0);
-    assert_int_equal(f->out.n, 0); /* no JOIN parked to answer */
+    /* No JOIN parked to answer; the DONE mark, for a store that keeps it outside itself. */
+    assert_int_equal(f->out.n, 1);
+    assert_int_equal(f->out.v[0].kind, RDZV_ACT_RUN_DONE);
+    assert_string_equal(f->out.v[0].run_id, "job");
+    assert_int_equal(f->out.v[0].round, 0);
     ddp_err_t err = {0};
     assert_int_equal(join_host(f, 3, "h3", 1, 2, 0, 340, &err), DDP_ERDZV_DONE);
     rdzv_runs_leave(f->rs, 1, 350, &f->out);
@@ -439,6 +443,63 @@ static void test_finished_run_id_reused(void **state) {
                                   "3599s left)");
     ddp_err_clear(&err);
     assert_int_equal(join_host(f, 5, "h5", 1, 2, 0, 1630, &err), DDP_ERDZV_REUSED); /* dropped */
+}
+
+/* A store that takes over a run (elected through etcd) restores what the old one kept outside
+ * itself before anyone joins: the DONE mark refuses a node of the run with DDP_ERDZV_DONE (its
+ * JOIN carries a round) and a new one with DDP_ERDZV_REUSED; an excluded host's record refuses
+ * its JOIN with DDP_ERDZV_EXCLUDED, and the run it made takes its configuration from the first
+ * JOIN. Records out of range are refused with nothing changed. */
+static void test_restore(void **state) {
+    fx_t *f = *state;
+    ddp_err_t err = {0};
+    assert_int_equal(rdzv_runs_restore_done(f->rs, "job", 3, 100, &err), 0);
+    assert_int_equal(rdzv_runs_count(f->rs), 1);
+    rdzv_join_req_t q = req("job", "h1", -1, 2, 29501, 2, 2);
+    q.min_round = 4; /* told round 3 by the old store */
+    assert_int_equal(rdzv_runs_join(f->rs, 1, &q, 110, &f->out, &err), DDP_ERDZV_DONE);
+    assert_string_equal(err.text, "rendezvous 'job' finished: round 3 passed its exit barrier");
+    q.min_round = 0;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_runs_join(f->rs, 2, &q, 120, &f->out, &err), DDP_ERDZV_REUSED);
+    assert_int_equal(f->out.n, 0);
+
+    assert_int_equal(rdzv_runs_restore_host(f->rs, "q", "h3", 2, 1,
+                                            "round 1: rank 0 exited "
+                                            "with code 1",
+                                            100, &err),
+                     0);
+    assert_int_equal(rdzv_runs_restore_host(f->rs, "q", "h4", 1, 0, NULL, 100, &err), 0);
+    rdzv_join_req_t j3 = req("q", "h3", -1, 2, 29503, 1, 3);
+    j3.cfg.max_node_failures = 2;
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_runs_join(f->rs, 3, &j3, 130, &f->out, &err), DDP_ERDZV_EXCLUDED);
+    assert_non_null(strstr(err.text, "host h3 is excluded after 2 group failures"));
+    assert_non_null(strstr(err.text, "round 1: rank 0 exited with code 1"));
+    rdzv_join_req_t j4 = req("q", "h4", -1, 2, 29504, 1, 3);
+    j4.cfg.max_node_failures = 2;
+    assert_int_equal(rdzv_runs_join(f->rs, 4, &j4, 140, &f->out, &err), 0);
+    rdzv_join_req_t j5 = req("q", "h5", -1, 2, 29505, 2, 3); /* other nnodes than the first */
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_runs_join(f->rs, 5, &j5, 150, &f->out, &err), DDP_EUSAGE);
+    /* h4's failure restored is counted on: its next one reaches the bound. */
+    assert_int_equal(rdzv_runs_tick(f->rs, 1200, &f->out), 0);
+    assert_int_equal(count_kind(&f->out, RDZV_ACT_REPLY_OK), 1);
+    rdzv_actions_reset(&f->out);
+    rdzv_fail_reply_t rep;
+    assert_int_equal(rdzv_runs_fail(f->rs, "q", 4, 0, "boom", 1300, &f->out, &rep), 0);
+    const rdzv_action_t *h = find_act(&f->out, RDZV_ACT_HOST_RECORD, 0);
+    assert_non_null(h);
+    assert_string_equal(h->host, "h4");
+    assert_int_equal(h->failures, 2);
+
+    size_t runs = rdzv_runs_count(f->rs);
+    ddp_err_clear(&err);
+    assert_int_equal(rdzv_runs_restore_host(f->rs, "r", "", 1, 1, NULL, 100, &err), DDP_EUSAGE);
+    assert_int_equal(rdzv_runs_restore_host(f->rs, "r", "h", -1, 1, NULL, 100, &err), DDP_EUSAGE);
+    assert_int_equal(rdzv_runs_restore_done(f->rs, "", 1, 100, &err), DDP_EUSAGE);
+    assert_int_equal(rdzv_runs_restore_done(f->rs, "r", -1, 100, &err), DDP_EUSAGE);
+    assert_int_equal(rdzv_runs_count(f->rs), runs);
 }
 
 int main(void) {
@@ -458,6 +519,7 @@ int main(void) {
         T(test_last_round_before_spares),
         T(test_spare_answered_counts),
         T(test_finished_run_id_reused),
+        T(test_restore),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -196,10 +196,16 @@ RDZV_COMMANDS(RDZV_REP_ENCODE_DECL_)
 /* JOIN's refusal: status 1, code and text. */
 int rdzv_join_reply_encode_err(ddp_buf_t *b, int code, const char *text);
 
-/* The refusal of a rendezvous request cmd with code and text, for the commands whose reply can
- * carry a text (the join and json layouts: JOIN, STATUS, STATUS_PAGE), so that the client learns
- * why. Returns 0, -ENOMEM, or -ENOTSUP for any other command (b unchanged). */
+/* The refusal of a rendezvous request cmd with code and text, so that the client learns why: the
+ * join layout's status 1 (JOIN), the json layout's status 1 with the text alone (STATUS,
+ * STATUS_PAGE), and for the beat, fail and ack layouts (HEARTBEAT, BEAT_FOR, FAIL, ABORT, UNFIT,
+ * FINISH) status RDZV_REPLY_REFUSED followed by i64 code and blob text. Returns 0, -ENOMEM, or
+ * -ENOTSUP for a code that is not a rendezvous command (b unchanged). */
 int rdzv_round_refusal_encode(ddp_buf_t *b, int cmd, int code, const char *text);
+
+/* The status of a refused HEARTBEAT, BEAT_FOR, FAIL, ABORT, UNFIT or FINISH (a store that no
+ * longer serves the rendezvous): code and text follow instead of the reply's fields. */
+#define RDZV_REPLY_REFUSED 0xff
 
 /* One parsed rendezvous reply. Every reply starts with its command code echoed, so a client can
  * tell a parked JOIN's answer from a HEARTBEAT's on the same connection. */
@@ -209,11 +215,12 @@ typedef struct rdzv_round_reply {
                               * ABORT: 0 the run stopped, 1 ignored; UNFIT: 0 recorded,
                               * 1 ignored; FINISH: 0 done, 1 ignored */
     rdzv_join_result_t join; /* JOIN ok */
-    int64_t code;            /* JOIN error */
+    int64_t code;            /* JOIN error; RDZV_REPLY_REFUSED's code */
     int64_t round;           /* HEARTBEAT, BEAT_FOR */
     int64_t state;           /* HEARTBEAT, BEAT_FOR */
     rdzv_fail_reply_t fail;  /* FAIL */
-    ddp_buf_t text;          /* JOIN error text, STATUS JSON or error; NUL-terminated; owned:
+    ddp_buf_t text;          /* JOIN error text, STATUS JSON or error, RDZV_REPLY_REFUSED's
+                              * text; NUL-terminated; owned:
                               * free with ddp_buf_free (parse appends to it after a reset) */
 } rdzv_round_reply_t;
 

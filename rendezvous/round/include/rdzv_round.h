@@ -34,6 +34,9 @@ typedef enum rdzv_action_kind {
     RDZV_ACT_REPLY_ERR, /* answer member's parked JOIN with code + text */
     RDZV_ACT_END_ROUND, /* SET the round's end key (rdzv_layout_end_key); text says why (log it) */
     RDZV_ACT_CLOSE,     /* close member's connection (declared dead by silence; text says why) */
+    /* What a store that another may replace keeps outside itself (rdzv_runs_restore_*): */
+    RDZV_ACT_RUN_DONE,    /* the run passed its exit barrier at round: DONE for good */
+    RDZV_ACT_HOST_RECORD, /* host's record changed: failures, excluded, text its last failure */
 } rdzv_action_kind_t;
 
 typedef struct rdzv_action {
@@ -44,7 +47,10 @@ typedef struct rdzv_action {
     char run_id[RDZV_RUN_ID_MAX + 1];
     rdzv_join_result_t res;                   /* REPLY_OK */
     char round_keys[RDZV_ROUND_KEYS_MAX + 1]; /* REPLY_OK: the run's (rdzv_round_cfg_t) */
-    char text[RDZV_ROUND_TEXT_MAX];           /* REPLY_ERR, END_ROUND, CLOSE */
+    char text[RDZV_ROUND_TEXT_MAX];           /* REPLY_ERR, END_ROUND, CLOSE, HOST_RECORD */
+    char host[RDZV_HOST_MAX + 1];             /* HOST_RECORD */
+    int64_t failures;                         /* HOST_RECORD */
+    int excluded;                             /* HOST_RECORD */
 } rdzv_action_t;
 
 /* A list of actions the caller provides; events append to it (they never reset it). */
@@ -139,6 +145,21 @@ int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
  * group (nothing changes); -ENOMEM. */
 int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                      uint64_t now_ms, rdzv_actions_t *out);
+
+/* What a store taking over from another (a leader elected through etcd) learns before it serves:
+ * the records the old one kept outside itself (RDZV_ACT_RUN_DONE, RDZV_ACT_HOST_RECORD). Each
+ * makes run_id when it is not there, empty and taking its configuration from its first JOIN.
+ *
+ * rdzv_runs_restore_done: run_id passed its exit barrier at round: it is DONE (a node of the run
+ * that JOINs gets DDP_ERDZV_DONE, a new one DDP_ERDZV_REUSED, as after its FINISH).
+ * rdzv_runs_restore_host: host's record: failures counted against it, excluded (its JOINs refused
+ * with DDP_ERDZV_EXCLUDED), last_failure (may be NULL).
+ * Both return 0, DDP_EUSAGE (a run id, host or number out of range), DDP_ETOOBIG (the registry or
+ * the run's host records are full) or -ENOMEM, with err set; nothing changes on an error. */
+int rdzv_runs_restore_done(rdzv_runs_t *rs, const char *run_id, int64_t round, uint64_t now_ms,
+                           ddp_err_t *err);
+int rdzv_runs_restore_host(rdzv_runs_t *rs, const char *run_id, const char *host, int64_t failures,
+                           int excluded, const char *last_failure, uint64_t now_ms, ddp_err_t *err);
 
 /* The whole text a JOIN to run_id gets while the run is FAILED (DDP_ERDZV_CLOSED; rdzv_runs_join's
  * err holds it cut to DDP_ERR_TEXT_LEN, its root causes lost) into out (cap bytes,

@@ -4,6 +4,7 @@
 #ifndef RDZV_SERVER_H
 #define RDZV_SERVER_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -92,10 +93,39 @@ void rdzv_server_set_workers(rdzv_server_t *s, size_t workers);
  * DDP_ECLOSED and the text "this store no longer serves the rendezvous", and the connection
  * closes: a client treats it as a lost store and looks for the one that serves now. An agent
  * elected through etcd installs its lease check, so that a leader resumed past its lease (its
- * loss not yet noticed by its timer) never accepts a JOIN. NULL (the default): always serves.
- * The key-value commands are not affected. */
+ * loss not yet noticed by its timer) never accepts a JOIN. A negative answer is "not yet" (the
+ * store is loading what its predecessor left, rdzv_server_restore_*): the command is refused
+ * with that code (RDZV_NOT_YET) and the text "... not serving yet ...", on a connection that
+ * stays open: the client asks again shortly. Every command's reply carries the refusal's code
+ * and text (rdzv_round_refusal_encode). NULL (the default): always serves. The key-value
+ * commands are not affected. */
 typedef int (*rdzv_server_may_serve_fn)(void *arg);
 void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, void *arg);
+#define RDZV_NOT_YET (-EAGAIN)
+
+/* What must outlive this store, for a caller that keeps it elsewhere: an agent elected through
+ * etcd writes it there (fenced on its leadership), and the store elected after it loads it back
+ * (rdzv_server_restore_*) before it serves. Called from the loop once the event that decided it
+ * has been carried out; the strings are borrowed for the call. */
+typedef struct rdzv_server_durable {
+    /* run_id passed its exit barrier at round (FINISH): the run is DONE for good. */
+    void (*run_done)(void *arg, const char *run_id, int64_t round);
+    /* host's quarantine record in run_id: the group failures counted against it, whether that
+     * excluded it (max_node_failures), its last failure. */
+    void (*host_record)(void *arg, const char *run_id, const char *host, int64_t failures,
+                        int excluded, const char *last_failure);
+} rdzv_server_durable_t;
+
+/* Installs d (NULL: none; borrowed until the server closes or another is set). */
+void rdzv_server_set_durable(rdzv_server_t *s, const rdzv_server_durable_t *d, void *arg);
+
+/* Loads a record a predecessor kept (rdzv_server_durable_t) into the rounds: run_id DONE at
+ * round; host's record in run_id. A run made for a record takes its configuration from its
+ * first JOIN. Returns 0, or DDP_EUSAGE (out of range), DDP_ETOOBIG, -ENOMEM with err set. */
+int rdzv_server_restore_done(rdzv_server_t *s, const char *run_id, int64_t round, ddp_err_t *err);
+int rdzv_server_restore_host(rdzv_server_t *s, const char *run_id, const char *host,
+                             int64_t failures, int excluded, const char *last_failure,
+                             ddp_err_t *err);
 
 /* Drops what earlier rounds of run_id left in the store: the round keys under round_keys
  * ("<round_keys><run_id>/<round>/...", rdzv_layout.h; NULL or "": none) and the round-end keys
