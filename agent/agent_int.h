@@ -622,6 +622,10 @@ void agent__goodput_end(agent_t *a, int summarized);
 int agent__goodput_watching(const agent_t *a);
 /* goodput.c: the summary's goodput line, now, into out (cap bytes). */
 void agent__goodput_text(agent_t *a, char *out, size_t cap);
+/* goodput.c: the goodput so far, now, into *t and the restarts whose cost is known into
+ * *restarts, for `ddprun status` (rdzv.c). Returns 0, or -ENOENT while it is unknown (no beat
+ * came yet, or there is no beat source): the summary's line says "goodput unknown" then. */
+int agent__goodput_so_far(agent_t *a, agent_goodput_totals_t *t, int *restarts);
 
 /* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
  * libuv code. */

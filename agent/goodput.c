@@ -5,6 +5,7 @@
  * `restart_cost` event and the job's goodput as one line at the end. It calls nothing back. */
 #include "agent_int.h"
 
+#include <errno.h>
 #include <jansson.h>
 
 #include "ddp_log.h"
@@ -76,4 +77,12 @@ int agent__goodput_watching(const agent_t *a) {
 
 void agent__goodput_text(agent_t *a, char *out, size_t cap) {
     agent_goodput_line(&a->gp, ddp_now_ms(), out, cap);
+}
+
+int agent__goodput_so_far(agent_t *a, agent_goodput_totals_t *t, int *restarts) {
+    if (!a->gp.beats || !a->gp.beaten)
+        return -ENOENT;
+    agent_goodput_totals(&a->gp, ddp_now_ms(), t);
+    *restarts = a->gp.restarts;
+    return 0;
 }
