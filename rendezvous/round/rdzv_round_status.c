@@ -170,9 +170,9 @@ static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_
         rc = -ENOMEM;
     if (rc == 0 && page != NULL && json_object_set_new(o, "first", json_integer(first)) < 0)
         rc = -ENOMEM;
-    /* Not for the counts alone (limit 0): every waiting agent asks for those, and the job's
-     * goodput costs a key lookup per running member. */
-    json_t *gp = rc == 0 && limit > 0 ? job_goodput_json(&sc) : NULL;
+    /* The job's goodput costs a key lookup per running member: not for the counts alone (limit
+     * 0), which every waiting agent asks for, and once for a reader of every page (the first). */
+    json_t *gp = rc == 0 && limit > 0 && first == 0 ? job_goodput_json(&sc) : NULL;
     if (gp != NULL && json_object_set_new(o, "goodput", gp) < 0)
         rc = -ENOMEM;
     if (rc == 0 && json_object_set(o, "members", members) < 0)

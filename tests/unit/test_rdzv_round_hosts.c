@@ -337,21 +337,22 @@ static void test_status_progress(void **state) {
     goodput_is(job, 24000.0 / 30000.0, 30000, 24000, 3500, 2);
     assert_int_equal(json_integer_value(json_object_get(job, "nodes")), 2);
     json_decref(o);
-    /* A page of one member still gives the job's goodput over all of them; the counts alone
-     * (limit 0) give none. */
-    for (size_t limit = 0; limit <= 1; limit++) {
+    /* A first page of one member still gives the job's goodput over all of them; the counts
+     * alone (limit 0) and a later page give none. */
+    static const size_t pages[][2] = {{0, 0}, {0, 1}, {1, 1}};
+    for (size_t k = 0; k < sizeof pages / sizeof pages[0]; k++) {
         ddp_buf_reset(&b);
-        assert_int_equal(
-            rdzv_runs_status_page_json(f->rs, "job", 1600, fake_progress, NULL, 0, limit, &b, NULL),
-            0);
+        assert_int_equal(rdzv_runs_status_page_json(f->rs, "job", 1600, fake_progress, NULL,
+                                                    pages[k][0], pages[k][1], &b, NULL),
+                         0);
         o = json_loadb((const char *)b.data, b.len, 0, NULL);
         assert_non_null(o);
-        assert_int_equal(json_array_size(json_object_get(o, "members")), limit);
+        assert_int_equal(json_array_size(json_object_get(o, "members")), pages[k][1]);
         job = json_object_get(o, "goodput");
-        if (limit == 0)
-            assert_null(job);
-        else
+        if (k == 1)
             goodput_is(job, 0.8, 30000, 24000, 3500, 2);
+        else
+            assert_null(job);
         json_decref(o);
     }
     /* No member reports goodput: no job figure. */

@@ -180,10 +180,10 @@ int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t no
                           ddp_err_t *err);
 
 /* The same JSON with the members [first, first + limit) of that order only (limit 0: none, and
- * no run goodput), and two more fields: "nodes": {total, running, joining, idle} (the counts of
- * every member) and "first". A run of 16,000 nodes has a STATUS of megabytes; a page, or the counts
- * alone, is what a waiting agent and a default `ddprun status` ask for. Returns as
- * rdzv_runs_status_json. */
+ * no run goodput; the run's goodput only in the page at first 0), and two more fields: "nodes":
+ * {total, running, joining, idle} (the counts of every member) and "first". A run of 16,000 nodes
+ * has a STATUS of megabytes; a page, or the counts alone, is what a waiting agent and a default
+ * `ddprun status` ask for. Returns as rdzv_runs_status_json. */
 int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
                                rdzv_progress_lookup_fn lookup, void *ctx, size_t first,
                                size_t limit, ddp_buf_t *out, ddp_err_t *err);
