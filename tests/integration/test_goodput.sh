@@ -281,10 +281,11 @@ m = re.search(r"^goodput ([0-9.]+)% of ([0-9.]+) s; lost ([0-9.]+) s in 1 restar
 assert m, text
 pct, wall, lost = float(m.group(1)), float(m.group(2)), float(m.group(3))
 # The table was read between the two JSON answers: its wall lies between theirs; its ratio
-# too, but for the saw-tooth of productive time, which moves at each beat (0.1 s): 2 points.
+# too, but for the saw-tooth of productive time, which moves at each beat (0.1 s apart, more on
+# a loaded machine): 5 points.
 assert before["wall_ms"] / 1000 - 0.05 <= wall <= after["wall_ms"] / 1000 + 0.05, (wall, before, after)
 lo, hi = sorted((before["ratio"], after["ratio"]))
-assert lo * 100 - 2 <= pct <= hi * 100 + 2, (pct, before, after)
+assert lo * 100 - 5 <= pct <= hi * 100 + 5, (pct, before, after)
 assert abs(lost - after["lost_ms"] / 1000) <= 0.005, (lost, after)
 rows = [l for l in text.splitlines() if re.match(r"^[01] +127\.0\.0\.1 +1 +running ", l)]
 assert len(rows) == 2, text
