@@ -624,6 +624,10 @@ int agent__goodput_watching(const agent_t *a);
 void agent__goodput_text(agent_t *a, char *out, size_t cap);
 /* goodput.c: the shutdown event's `goodput` object (docs/cli.md), a new reference. */
 struct json_t *agent__goodput_json(agent_t *a);
+/* goodput.c: the goodput so far, now, into *t and the restarts whose cost is known into
+ * *restarts, for `ddprun status` (rdzv.c). Returns 0, or -ENOENT while it is unknown (no beat
+ * came yet, or there is no beat source): the summary's line says "goodput unknown" then. */
+int agent__goodput_so_far(agent_t *a, agent_goodput_totals_t *t, int *restarts);
 
 /* gpu_wait.c: the wait's timer; called once before the first group. Returns 0 or a negative
  * libuv code. */

@@ -5,6 +5,7 @@
  * `restart_cost` event and the job's goodput as one line at the end. It calls nothing back. */
 #include "agent_int.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 
@@ -89,4 +90,12 @@ struct json_t *agent__goodput_json(agent_t *a) {
                      known ? json_integer((json_int_t)t.productive_ms) : json_null(), "ratio",
                      known ? json_real(round(t.ratio * 10000.0) / 10000.0) : json_null(), "lost_ms",
                      (json_int_t)t.lost_ms, "restarts", g->restarts);
+}
+
+int agent__goodput_so_far(agent_t *a, agent_goodput_totals_t *t, int *restarts) {
+    if (!a->gp.beats || !a->gp.beaten)
+        return -ENOENT;
+    agent_goodput_totals(&a->gp, ddp_now_ms(), t);
+    *restarts = a->gp.restarts;
+    return 0;
 }

@@ -493,7 +493,8 @@ static void on_progress_set(void *arg, int status, const uint8_t *reply, size_t 
 }
 
 /* With heartbeat supervision, this node's progress goes to the store just before each
- * keep-alive, for `ddprun status` (rdzv_proto.h). Only while a group of this round runs. */
+ * keep-alive, for `ddprun status` (rdzv_proto.h): its step, its beats' age and, once a beat
+ * came, its goodput so far. Only while a group of this round runs. */
 void agent__rdzv_progress_send(struct agent_rdzv *r) {
     agent_t *a = r->a;
     rdzv_progress_t p = {.round = a->as.round};
@@ -502,6 +503,15 @@ void agent__rdzv_progress_send(struct agent_rdzv *r) {
         agent__hang_progress(a, &p.step, &p.beat_age_ms) < 0 ||
         rdzv_layout_progress_key(key, sizeof key, a->cfg.job->run_id, a->as.node_rank) < 0)
         return;
+    agent_goodput_totals_t t;
+    int restarts;
+    if (agent__goodput_so_far(a, &t, &restarts) == 0) {
+        p.has_goodput = 1;
+        p.wall_ms = (int64_t)t.wall_ms;
+        p.productive_ms = (int64_t)t.productive_ms;
+        p.lost_ms = (int64_t)t.lost_ms;
+        p.restarts = restarts;
+    }
     int n = rdzv_progress_format(val, sizeof val, &p);
     if (n > 0)
         rdzv_aclient_set(r->ctl, key, val, (size_t)n, on_progress_set, r, NULL);

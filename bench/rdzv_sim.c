@@ -173,7 +173,15 @@ static int beat(rdzv_sim_t *s, rdzv_sim_agent_t *a, uint64_t now) {
     int rc = 0;
     if (s->progress) {
         char key[RDZV_LAYOUT_KEY_MAX], val[RDZV_PROGRESS_VALUE_MAX];
-        rdzv_progress_t p = {.round = a->round, .step = (int64_t)a->beats, .beat_age_ms = 100};
+        /* As an agent whose workers beat: its goodput too (STATUS sums it over the run). */
+        rdzv_progress_t p = {.round = a->round,
+                             .step = (int64_t)a->beats,
+                             .beat_age_ms = 100,
+                             .has_goodput = 1,
+                             .wall_ms = (int64_t)a->beats * 5000 + 1000,
+                             .productive_ms = (int64_t)a->beats * 4500,
+                             .lost_ms = 0,
+                             .restarts = 0};
         int n = rdzv_progress_format(val, sizeof val, &p);
         if (rdzv_layout_progress_key(key, sizeof key, s->tmpl.run_id, a->group_rank) < 0 || n < 0 ||
             rdzv__put_u8(&b, RDZV_CMD_SET) < 0 || rdzv__put_blob(&b, key, strlen(key)) < 0 ||

@@ -31,7 +31,7 @@
  * long, or after three quarters of the deadline when that comes first. */
 #define STATUS_CONNECT_MAX_MS 5000
 /* Members shown without --all, and members per request with it (each page costs the store
- * one pass over the run and a reply of about 150 bytes a member). */
+ * one pass over the run and a reply of about 150 bytes a member, 250 with its goodput). */
 #define STATUS_SHOWN 20
 #define STATUS_PAGE_MAX 4096
 
@@ -120,6 +120,42 @@ static const char *secs_field(const json_t *o, const char *key, char *buf) {
     return buf;
 }
 
+/* A member's goodput ratio as a percentage ("93.1%") into buf (32 bytes), else "-". */
+static const char *goodput_field(const json_t *m, char *buf) {
+    const json_t *v = json_object_get(json_object_get(m, "goodput"), "ratio");
+    if (!json_is_number(v) || json_number_value(v) < 0)
+        return NO_VALUE;
+    snprintf(buf, 32, "%.1f%%", json_number_value(v) * 100.0);
+    return buf;
+}
+
+/* The job's goodput line, from the run's "goodput" (the sums over the nodes that report one):
+ * the ratio, a node's mean wall and lost time, the most restarts of one node. Nothing when the
+ * store gives none; "-" for a part missing or ill-typed. */
+static void print_goodput(const json_t *g) {
+    if (!json_is_object(g))
+        return;
+    const json_t *ratio = json_object_get(g, "ratio"), *nodes = json_object_get(g, "nodes");
+    const json_t *restarts = json_object_get(g, "restarts");
+    json_int_t n = json_is_integer(nodes) ? json_integer_value(nodes) : 0;
+    char pct[32] = NO_VALUE, wall[32] = NO_VALUE, lost[32] = NO_VALUE, count[24] = NO_VALUE;
+    const json_t *w = json_object_get(g, "wall_ms"), *l = json_object_get(g, "lost_ms");
+    if (json_is_number(ratio) && json_number_value(ratio) >= 0)
+        snprintf(pct, sizeof pct, "%.1f%%", json_number_value(ratio) * 100.0);
+    if (n > 0 && json_is_integer(w) && json_integer_value(w) >= 0)
+        snprintf(wall, sizeof wall, "%.1f", (double)json_integer_value(w) / 1000.0 / (double)n);
+    if (n > 0 && json_is_integer(l) && json_integer_value(l) >= 0)
+        snprintf(lost, sizeof lost, "%.2f", (double)json_integer_value(l) / 1000.0 / (double)n);
+    if (json_is_integer(restarts) && json_integer_value(restarts) >= 0)
+        snprintf(count, sizeof count, "%lld", (long long)json_integer_value(restarts));
+    printf("goodput %s of %s s; lost %s s in %s restart%s (", pct, wall, lost, count,
+           json_integer_value(restarts) == 1 ? "" : "s");
+    if (n > 1)
+        printf("mean of %lld nodes)\n", (long long)n);
+    else
+        printf("%s node)\n", n == 1 ? "1" : NO_VALUE);
+}
+
 /* Room for an escaped field: a run id, host or state (the server bounds them well below). */
 #define FIELD_MAX 1024
 
@@ -180,19 +216,22 @@ static void print_table(const json_t *root) {
                int_field(nodes, "idle", 1, idle));
     if (json_is_string(lastv) && json_string_length(lastv) > 0)
         printf("last failure: %s\n", str_field(root, "last_failure", last, sizeof last));
-    /* step and last_beat: the node's progress, present when its agent supervises heartbeats
-     * (--heartbeat_timeout); last_beat is the age of its most silent worker's last beat. */
-    printf("%-10s %-40s %-6s %-10s %-8s %-12s %s\n", "node_rank", "host", "nproc", "state",
-           "silent", "step", "last_beat");
+    print_goodput(json_object_get(root, "goodput"));
+    /* step, last_beat and goodput: the node's progress, present when its agent supervises
+     * heartbeats (--heartbeat_timeout); last_beat is the age of its most silent worker's last
+     * beat; goodput is there once a beat came. */
+    printf("%-10s %-40s %-6s %-10s %-8s %-12s %-9s %s\n", "node_rank", "host", "nproc", "state",
+           "silent", "step", "last_beat", "goodput");
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(root, "members"), i, m) {
-        char rank[24], nproc[24], step[24], silent[32], beat[32], host[FIELD_MAX];
+        char rank[24], nproc[24], step[24], silent[32], beat[32], gp[32], host[FIELD_MAX];
         char mstate[FIELD_MAX];
-        printf("%-10s %-40s %-6s %-10s %-8s %-12s %s\n", int_field(m, "group_rank", 0, rank),
+        printf("%-10s %-40s %-6s %-10s %-8s %-12s %-9s %s\n", int_field(m, "group_rank", 0, rank),
                str_field(m, "host", host, sizeof host), int_field(m, "nproc", 1, nproc),
                str_field(m, "state", mstate, sizeof mstate), secs_field(m, "silent_ms", silent),
-               int_field(m, "step", 0, step), secs_field(m, "beat_age_ms", beat));
+               int_field(m, "step", 0, step), secs_field(m, "beat_age_ms", beat),
+               goodput_field(m, gp));
     }
     json_int_t shown = (json_int_t)json_array_size(json_object_get(root, "members"));
     const json_t *all = json_object_get(nodes, "total");

@@ -598,8 +598,17 @@ long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *nee
 int rdzv_progress_format(char *val, size_t cap, const rdzv_progress_t *p) {
     int n =
         snprintf(val, cap, "%" PRId64 " %" PRId64 " %" PRId64, p->round, p->step, p->beat_age_ms);
+    if (n > 0 && (size_t)n < cap && p->has_goodput) {
+        int m = snprintf(val + n, cap - (size_t)n, " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64,
+                         p->wall_ms, p->productive_ms, p->lost_ms, p->restarts);
+        n = m > 0 ? n + m : -1;
+    }
     return n > 0 && (size_t)n < cap ? n : -EINVAL;
 }
+
+/* The fields of a progress value: three, or seven with the goodput. */
+#define PROGRESS_FIELDS 3
+#define PROGRESS_FIELDS_GOODPUT 7
 
 int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out) {
     char buf[RDZV_PROGRESS_VALUE_MAX + 1];
@@ -607,20 +616,38 @@ int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out) {
         return -EINVAL;
     memcpy(buf, val, n);
     buf[n] = '\0';
-    /* Exactly three fields, one space apart: an empty field (a leading, trailing or doubled
-     * space) fails ddp_parse_i64, as does anything after a number. */
-    char *f[3] = {buf, NULL, NULL};
-    for (int i = 1; i < 3; i++) {
-        char *sp = strchr(f[i - 1], ' ');
-        if (sp == NULL)
+    /* Fields one space apart: an empty field (a leading, trailing or doubled space) fails
+     * ddp_parse_i64, as does anything after a number. */
+    char *f[PROGRESS_FIELDS_GOODPUT];
+    size_t nf = 0;
+    for (char *s = buf;;) {
+        if (nf == PROGRESS_FIELDS_GOODPUT)
             return -EINVAL;
+        f[nf++] = s;
+        char *sp = strchr(s, ' ');
+        if (sp == NULL)
+            break;
         *sp = '\0';
-        f[i] = sp + 1;
+        s = sp + 1;
     }
-    rdzv_progress_t p;
-    if (strchr(f[2], ' ') != NULL || ddp_parse_i64(f[0], 0, INT64_MAX, &p.round) < 0 ||
-        ddp_parse_i64(f[1], -1, INT64_MAX, &p.step) < 0 ||
-        ddp_parse_i64(f[2], 0, INT64_MAX, &p.beat_age_ms) < 0)
+    if (nf != PROGRESS_FIELDS && nf != PROGRESS_FIELDS_GOODPUT)
+        return -EINVAL;
+    /* round, step (-1: none yet), age, then wall, productive, lost, restarts */
+    static const int64_t lo[PROGRESS_FIELDS_GOODPUT] = {0, -1, 0, 0, 0, 0, 0};
+    int64_t v[PROGRESS_FIELDS_GOODPUT] = {0};
+    for (size_t i = 0; i < nf; i++)
+        if (ddp_parse_i64(f[i], lo[i], INT64_MAX, &v[i]) < 0)
+            return -EINVAL;
+    rdzv_progress_t p = {.round = v[0],
+                         .step = v[1],
+                         .beat_age_ms = v[2],
+                         .has_goodput = nf == PROGRESS_FIELDS_GOODPUT,
+                         .wall_ms = v[3],
+                         .productive_ms = v[4],
+                         .lost_ms = v[5],
+                         .restarts = v[6]};
+    /* Parts of the wall time cannot exceed it: a goodput above 100% is no agent's. */
+    if (p.productive_ms > p.wall_ms || p.lost_ms > p.wall_ms)
         return -EINVAL;
     *out = p;
     return 0;

@@ -51,6 +51,52 @@ static json_t *hosts_json(const rdzv_run_t *r, uint64_t now_ms) {
     return v;
 }
 
+/* The progress running member m reported for the current round into *p: 0, or -1 when there
+ * is none. */
+static int member_progress(const status_ctx_t *sc, const rdzv_member_t *m, rdzv_progress_t *p) {
+    if (sc->lookup == NULL || m->group_rank < 0 || m->state != MEMBER_RUNNING ||
+        sc->lookup(sc->lookup_ctx, sc->run->id, m->group_rank, p) < 0 || p->round != sc->run->round)
+        return -1;
+    return 0;
+}
+
+/* {ratio, wall_ms, productive_ms, lost_ms, restarts}: ratio is productive / wall (0 without
+ * wall time). */
+static json_t *goodput_json(int64_t wall, int64_t productive, int64_t lost, int64_t restarts) {
+    return json_pack("{s:f, s:I, s:I, s:I, s:I}", "ratio",
+                     wall > 0 ? (double)productive / (double)wall : 0.0, "wall_ms",
+                     (json_int_t)wall, "productive_ms", (json_int_t)productive, "lost_ms",
+                     (json_int_t)lost, "restarts", (json_int_t)restarts);
+}
+
+static int64_t sum_capped(int64_t a, int64_t b) {
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* The job's goodput over the running members that report theirs: the sums of their times (ratio:
+ * the sum of productive over the sum of wall), the most restarts any of them counted, and
+ * "nodes", how many they are; NULL when none reports. */
+static json_t *job_goodput_json(const status_ctx_t *sc) {
+    const rdzv_run_t *r = sc->run;
+    int64_t wall = 0, productive = 0, lost = 0, restarts = 0, nodes = 0;
+    rdzv_progress_t p;
+    for (size_t i = 0; i < r->ngroup; i++) {
+        if (r->group[i] == NULL || member_progress(sc, r->group[i], &p) < 0 || !p.has_goodput)
+            continue;
+        wall = sum_capped(wall, p.wall_ms);
+        productive = sum_capped(productive, p.productive_ms);
+        lost = sum_capped(lost, p.lost_ms);
+        restarts = p.restarts > restarts ? p.restarts : restarts;
+        nodes++;
+    }
+    json_t *o = nodes > 0 ? goodput_json(wall, productive, lost, restarts) : NULL;
+    if (o != NULL && json_object_set_new(o, "nodes", json_integer((json_int_t)nodes)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
     int64_t silent = (int64_t)(sc->now_ms > m->last_seen_ms ? sc->now_ms - m->last_seen_ms : 0);
     json_t *o =
@@ -59,13 +105,15 @@ static json_t *member_json(const status_ctx_t *sc, const rdzv_member_t *m) {
                   (json_int_t)m->group_rank, "nproc", (json_int_t)m->nproc, "want_node_rank",
                   (json_int_t)m->want_rank, "silent_ms", (json_int_t)silent);
     rdzv_progress_t p;
-    if (o == NULL || sc->lookup == NULL || m->group_rank < 0 || m->state != MEMBER_RUNNING ||
-        sc->lookup(sc->lookup_ctx, sc->run->id, m->group_rank, &p) < 0 || p.round != sc->run->round)
+    if (o == NULL || member_progress(sc, m, &p) < 0)
         return o;
     if (p.step >= 0)
         json_object_set_new(o, "step", json_integer((json_int_t)p.step));
     int64_t age = p.beat_age_ms > INT64_MAX - silent ? INT64_MAX : p.beat_age_ms + silent;
     json_object_set_new(o, "beat_age_ms", json_integer((json_int_t)age));
+    if (p.has_goodput)
+        json_object_set_new(o, "goodput",
+                            goodput_json(p.wall_ms, p.productive_ms, p.lost_ms, p.restarts));
     return o;
 }
 
@@ -121,6 +169,11 @@ static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_
                                       "idle", (json_int_t)idle)) < 0)
         rc = -ENOMEM;
     if (rc == 0 && page != NULL && json_object_set_new(o, "first", json_integer(first)) < 0)
+        rc = -ENOMEM;
+    /* The job's goodput costs a key lookup per running member: not for the counts alone (limit
+     * 0), which every waiting agent asks for, and once for a reader of every page (the first). */
+    json_t *gp = rc == 0 && limit > 0 && first == 0 ? job_goodput_json(&sc) : NULL;
+    if (gp != NULL && json_object_set_new(o, "goodput", gp) < 0)
         rc = -ENOMEM;
     if (rc == 0 && json_object_set(o, "members", members) < 0)
         rc = -ENOMEM;

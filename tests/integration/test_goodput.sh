@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 20
+# suite-cost: 32
 # Goodput and the cost of each restart, on one node with real processes: train on the CPU backend
 # starts 2 s late and fails at step 30 after a checkpoint at step 20, and the summary's start and
 # redo match what was injected; the restart_cost event and the metrics agree with the line; a
 # hang's detection is its silence; a job without beats says so; beats without a step (output
-# lines) leave redo out.
+# lines) leave redo out; on two nodes, `ddprun status` shows, live, the goodput of the node
+# with beats as its own line says at the end, and none for the node without.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 TRAIN=$BIN/train
@@ -187,6 +188,128 @@ check "output beats: start 0.5-1.5 s, and redo not known (the beats carry no ste
     bash -c "line=\$(grep -oE 'goodput [0-9.]+% .*' '$d/out') &&
         echo \"\$line\" | grep -qE 'start (0\.[5-9]|1\.[0-4])[0-9] s; redo not known: the beats carry no step$'" ||
     show_tail "$d/out"
+
+# 5. Live, in `ddprun status`: two nodes meet at a c10d store; node A supervises heartbeats, node
+# B does not. A's worker beats a step every 0.1 s and fails at step 20 in the first attempt;
+# every attempt resumes at step 10 and ends at step 80 (about 7 s). Late in the second attempt
+# (step 50 or more, its restart closed) status shows A's goodput, the same in the table, its job
+# line and --json; B shows none. At the end A's own line agrees with what status showed: the
+# same restart and lost time (0.01 s: the line's rounding), and wall and productive time that
+# grew between the two by at most the time that passed (plus 1 s: the report is one keep-alive
+# of 0.2 s old or more on a loaded machine, and the line's rounding).
+d=$TMP/status; mkdir -p "$d"
+cat >"$d/w.sh" <<'EOF'
+#!/bin/sh
+i=0
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || i=10
+while [ $i -lt 80 ]; do
+    i=$((i + 1))
+    [ -n "${DDPRUN_HEARTBEAT_FILE:-}" ] && echo $i >"$DDPRUN_HEARTBEAT_FILE"
+    sleep 0.1
+    [ $i -eq 20 ] && [ "${GP_FAIL:-}" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 1
+done
+exit 0
+EOF
+chmod +x "$d/w.sh"
+PORT=$(free_port)
+CONF=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.2,keep_alive_max_attempt=5
+# node OUTFILE ARGS...: one agent of the two-node job, bounded by 60 s.
+node() {
+    local out=$1; shift
+    timeout -k 5 60 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
+        --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=gp --rdzv_conf="$CONF" --max_restarts 1 \
+        "$@" "$d/w.sh" >"$out" 2>&1
+}
+GP_FAIL=1 node "$d/a.out" --heartbeat_timeout 5 &
+a=$!
+node "$d/b.out" &
+b=$!
+status() { timeout -k 2 15 "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=gp "$@"; }
+# late FILE: true when the status JSON in FILE shows A's goodput with its restart closed and
+# its step at 50 or more.
+late() {
+    python3 - "$1" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(1)
+m = [x for x in d["members"] if "goodput" in x]
+ok = len(m) == 1 and m[0]["goodput"]["restarts"] == 1 and m[0].get("step", 0) >= 50
+sys.exit(0 if ok else 1)
+PY
+}
+for i in $(seq 200); do
+    status --json >"$d/st.json" 2>&1 && late "$d/st.json" && break
+    sleep 0.1
+done
+status >"$d/st.txt" 2>&1
+status --json >"$d/st2.json" 2>&1
+t_status=$(date +%s%N)
+wait $a; ra=$?
+t_end=$(date +%s%N)
+wait $b; rb=$?
+check "two nodes, A's worker failing at step 20 once: restarted, both exit 0 ($ra $rb)" \
+    [ "$ra" = 0 -a "$rb" = 0 ] || show_tail "$d/a.out" "$d/b.out"
+check "status --json late in the job: A's goodput with its restart, B none (no beats)" \
+    python3 - "$d/st.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ms = d["members"]
+assert len(ms) == 2, ms
+a = [m for m in ms if "goodput" in m]
+b = [m for m in ms if "goodput" not in m]
+assert len(a) == 1 and len(b) == 1, ms
+g = a[0]["goodput"]
+assert g["restarts"] == 1 and 0 < g["lost_ms"] < g["wall_ms"], g
+assert 0 < g["productive_ms"] < g["wall_ms"], g
+assert abs(g["ratio"] - g["productive_ms"] / g["wall_ms"]) < 1e-6, g
+# B supervises no heartbeats: it reports nothing, not even a step.
+assert "step" not in b[0] and "beat_age_ms" not in b[0], b
+# The job's figure is over the one node that reports: its own numbers.
+j = d["goodput"]
+assert j["nodes"] == 1, j
+assert all(j[k] == g[k] for k in ("wall_ms", "productive_ms", "lost_ms", "restarts")), (j, g)
+PY
+sed 's/^/# status: /' "$d/st.txt"
+check "the table: 'goodput R% of W s; lost L s in 1 restart (1 node)' between the two --json answers; A's column R%, B's '-'" \
+    python3 - "$d/st.txt" "$d/st.json" "$d/st2.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+before, after = (json.load(open(p))["goodput"] for p in sys.argv[2:])
+m = re.search(r"^goodput ([0-9.]+)% of ([0-9.]+) s; lost ([0-9.]+) s in 1 restart \(1 node\)$", text, re.M)
+assert m, text
+pct, wall, lost = float(m.group(1)), float(m.group(2)), float(m.group(3))
+# The table was read between the two JSON answers: its wall lies between theirs; its ratio
+# too, but for the saw-tooth of productive time, which moves at each beat (0.1 s apart, more on
+# a loaded machine): 5 points.
+assert before["wall_ms"] / 1000 - 0.05 <= wall <= after["wall_ms"] / 1000 + 0.05, (wall, before, after)
+lo, hi = sorted((before["ratio"], after["ratio"]))
+assert lo * 100 - 5 <= pct <= hi * 100 + 5, (pct, before, after)
+assert abs(lost - after["lost_ms"] / 1000) <= 0.005, (lost, after)
+rows = [l for l in text.splitlines() if re.match(r"^[01] +127\.0\.0\.1 +1 +running ", l)]
+assert len(rows) == 2, text
+# A's row ends with the job line's figure (one node, one reply); B's with no step, beat, goodput.
+assert sum(r.endswith(" %s%%" % m.group(1)) for r in rows) == 1, (rows, m.group(1))
+assert sum(bool(re.search(r" - +- +-$", r)) for r in rows) == 1, rows
+PY
+line_json "$d/a.out" >"$d/line.json"
+check "A's own line at the end agrees with status: 1 restart, the same lost time, wall and productive grown by at most the time since" \
+    python3 - "$d/line.json" "$d/st2.json" "$t_status" "$t_end" <<'PY'
+import json, sys
+l = json.load(open(sys.argv[1]))
+g = [m for m in json.load(open(sys.argv[2]))["members"] if "goodput" in m][0]["goodput"]
+since = (int(sys.argv[4]) - int(sys.argv[3])) / 1e9
+wall, prod, lost = g["wall_ms"] / 1000, g["productive_ms"] / 1000, g["lost_ms"] / 1000
+print("# status: wall %.2f productive %.2f lost %.2f; line: wall %.2f productive %.2f lost %.2f; %.2f s apart"
+      % (wall, prod, lost, l["wall"], l["productive"], l["lost"], since))
+assert l["restarts"] == 1 == g["restarts"], (l, g)
+assert abs(l["lost"] - lost) <= 0.01, (l, g)
+assert wall - 0.05 <= l["wall"] <= wall + since + 1.0, (l, g, since)
+assert prod - 0.05 <= l["productive"] <= prod + (l["wall"] - wall) + 1.0, (l, g, since)
+PY
+grep -qE 'goodput unknown: no step beats \(--heartbeat_timeout is off\); wall [0-9.]+ s; lost [0-9.]+ s in 1 restart' "$d/b.out"
+verdict "B's own line: goodput unknown (no beats), its restart counted" || show_tail "$d/b.out"
 
 check "no process left behind" no_leftovers
 finish

@@ -99,7 +99,8 @@ EOF
 chmod +x "$TMP/stepper.sh"
 agent sp0 2 --heartbeat_timeout=10 "$TMP/stepper.sh"; a=$LAST
 agent sp1 2 --heartbeat_timeout=10 "$TMP/stepper.sh"; b=$LAST
-row() { grep -qE "^$1 +127.0.0.1 +2 +running +[0-9.]+s +$2 +[0-9]+\.[0-9]s$" "$TMP/steps.txt"; }
+# goodput: each worker beat once, so the node's productive time is a few ms at most.
+row() { grep -qE "^$1 +127.0.0.1 +2 +running +[0-9.]+s +$2 +[0-9]+\.[0-9]s +[0-9]\.[0-9]%$" "$TMP/steps.txt"; }
 for i in $(seq 50); do
     "$DDPRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=steps >"$TMP/steps.txt" 2>&1
     row 0 17 && row 1 37 && break
@@ -160,7 +161,7 @@ hs = b""
 while len(hs) < 10: hs += c.recv(10 - len(hs))   # VALIDATE (5 bytes) + PING (5 bytes)
 c.sendall(hs[6:10])                               # the PING's nonce back
 c.recv(4096)                                      # RDZV_STATUS run
-j = b'{"run": "odd", "round": "one", "members": [{"group_rank": 0, "nproc": "2", "step": "9", "beat_age_ms": -5}, 7]}'
+j = b'{"run": "odd", "round": "one", "goodput": {"ratio": 0.5, "wall_ms": "9", "restarts": -1}, "members": [{"group_rank": 0, "nproc": "2", "step": "9", "beat_age_ms": -5, "goodput": {"ratio": "1"}}, 7]}'
 c.sendall(bytes([0x53, 0]) + struct.pack("<Q", len(j)) + j)
 c.recv(1)
 PY
@@ -172,7 +173,8 @@ env -u DDPRUN_TOKEN -u DDPRUN_TOKEN_FILE timeout -k 2 10 "$DDPRUN" status \
 wait $fake
 [ $src = 0 ] && ! grep -q "(null)" "$TMP/stat5.txt" && \
     grep -q "^run odd: round -, -, restarts - of -, nodes min - max -$" "$TMP/stat5.txt" && \
-    grep -qE '^0 +- +- +- +- +- +-$' "$TMP/stat5.txt" && grep -qE '^- +- +- +- +- +- +-$' "$TMP/stat5.txt"
+    grep -qx 'goodput 50.0% of - s; lost - s in - restarts (- node)' "$TMP/stat5.txt" &&
+    grep -qE '^0 +- +- +- +- +- +- +-$' "$TMP/stat5.txt" && grep -qE '^- +- +- +- +- +- +- +-$' "$TMP/stat5.txt"
 verdict "ddprun status: missing or ill-typed fields print as -, never (null)"
 
 # 2. A worker failure on one node restarts the group on every node; restarts counted.

@@ -5,6 +5,7 @@
  * fixture is rdzv_round_fixture.h. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,24 +245,61 @@ static void test_status_page(void **state) {
     ddp_buf_free(&b);
 }
 
-/* A progress table for STATUS: group rank 0 reported round 0, group rank 1 an older round. */
+/* A progress table for STATUS: group ranks 0 and 2 reported round 0 with their goodput, rank 1
+ * an older round, rank 3 round 0 without goodput (an agent whose workers have not beaten). */
 static int fake_progress(void *ctx, const char *run_id, int64_t group_rank, rdzv_progress_t *p) {
     (void)ctx;
     assert_string_equal(run_id, "job");
-    if (group_rank == 0) {
-        *p = (rdzv_progress_t){.round = 0, .step = 42, .beat_age_ms = 300};
+    switch (group_rank) {
+    case 0:
+        *p = (rdzv_progress_t){.round = 0,
+                               .step = 42,
+                               .beat_age_ms = 300,
+                               .has_goodput = 1,
+                               .wall_ms = 10000,
+                               .productive_ms = 9000,
+                               .lost_ms = 500,
+                               .restarts = 2};
         return 0;
-    }
-    if (group_rank == 1) {
-        *p = (rdzv_progress_t){.round = 7, .step = 9, .beat_age_ms = 1};
+    case 1:
+        *p = (rdzv_progress_t){.round = 7,
+                               .step = 9,
+                               .beat_age_ms = 1,
+                               .has_goodput = 1,
+                               .wall_ms = 99000,
+                               .productive_ms = 1000,
+                               .lost_ms = 9000,
+                               .restarts = 9};
         return 0;
+    case 2:
+        *p = (rdzv_progress_t){.round = 0,
+                               .step = 40,
+                               .beat_age_ms = 20,
+                               .has_goodput = 1,
+                               .wall_ms = 20000,
+                               .productive_ms = 15000,
+                               .lost_ms = 3000,
+                               .restarts = 1};
+        return 0;
+    case 3: *p = (rdzv_progress_t){.round = 0, .step = -1, .beat_age_ms = 5}; return 0;
+    default: return -ENOENT;
     }
-    return -ENOENT;
+}
+
+/* The goodput object o has these fields (ratio within 1e-9). */
+static void goodput_is(const json_t *o, double ratio, json_int_t wall, json_int_t productive,
+                       json_int_t lost, json_int_t restarts) {
+    assert_true(json_is_object(o));
+    assert_true(fabs(json_real_value(json_object_get(o, "ratio")) - ratio) < 1e-9);
+    assert_int_equal(json_integer_value(json_object_get(o, "wall_ms")), wall);
+    assert_int_equal(json_integer_value(json_object_get(o, "productive_ms")), productive);
+    assert_int_equal(json_integer_value(json_object_get(o, "lost_ms")), lost);
+    assert_int_equal(json_integer_value(json_object_get(o, "restarts")), restarts);
 }
 
 static void test_status_progress(void **state) {
     fx_t *f = *state;
-    form(f, 2, 2, 2, 0);
+    form(f, 4, 4, 4, 0);
     ddp_buf_t b = DDP_BUF_INIT;
     assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1600, fake_progress, NULL, &b, NULL), 0);
     json_t *o = json_loadb((const char *)b.data, b.len, 0, NULL);
@@ -272,18 +310,56 @@ static void test_status_progress(void **state) {
     json_array_foreach(json_object_get(o, "members"), i, m) {
         json_int_t gr = json_integer_value(json_object_get(m, "group_rank"));
         json_int_t silent = json_integer_value(json_object_get(m, "silent_ms"));
+        json_t *gp = json_object_get(m, "goodput");
         if (gr == 0) {
             assert_int_equal(json_integer_value(json_object_get(m, "step")), 42);
             /* the age at the report plus the time since the keep-alive it went out with */
             assert_int_equal(json_integer_value(json_object_get(m, "beat_age_ms")), 300 + silent);
-            seen++;
-        } else {
+            goodput_is(gp, 0.9, 10000, 9000, 500, 2);
+        } else if (gr == 1) {
             assert_null(json_object_get(m, "step")); /* a report of another round is stale */
             assert_null(json_object_get(m, "beat_age_ms"));
-            seen++;
+            assert_null(gp);
+        } else if (gr == 2) {
+            goodput_is(gp, 0.75, 20000, 15000, 3000, 1);
+        } else {
+            /* a three-field report: its age, no step yet, no goodput */
+            assert_null(json_object_get(m, "step"));
+            assert_int_equal(json_integer_value(json_object_get(m, "beat_age_ms")), 5 + silent);
+            assert_null(gp);
         }
+        seen++;
     }
-    assert_int_equal(seen, 2);
+    assert_int_equal(seen, 4);
+    /* The job's: ranks 0 and 2 (the stale report and the one without goodput left out), their
+     * sums, the most restarts of one. */
+    json_t *job = json_object_get(o, "goodput");
+    goodput_is(job, 24000.0 / 30000.0, 30000, 24000, 3500, 2);
+    assert_int_equal(json_integer_value(json_object_get(job, "nodes")), 2);
+    json_decref(o);
+    /* A first page of one member still gives the job's goodput over all of them; the counts
+     * alone (limit 0) and a later page give none. */
+    static const size_t pages[][2] = {{0, 0}, {0, 1}, {1, 1}};
+    for (size_t k = 0; k < sizeof pages / sizeof pages[0]; k++) {
+        ddp_buf_reset(&b);
+        assert_int_equal(rdzv_runs_status_page_json(f->rs, "job", 1600, fake_progress, NULL,
+                                                    pages[k][0], pages[k][1], &b, NULL),
+                         0);
+        o = json_loadb((const char *)b.data, b.len, 0, NULL);
+        assert_non_null(o);
+        assert_int_equal(json_array_size(json_object_get(o, "members")), pages[k][1]);
+        job = json_object_get(o, "goodput");
+        if (k == 1)
+            goodput_is(job, 0.8, 30000, 24000, 3500, 2);
+        else
+            assert_null(job);
+        json_decref(o);
+    }
+    /* No member reports goodput: no job figure. */
+    ddp_buf_reset(&b);
+    assert_int_equal(rdzv_runs_status_json(f->rs, "job", 1600, NULL, NULL, &b, NULL), 0);
+    o = json_loadb((const char *)b.data, b.len, 0, NULL);
+    assert_null(json_object_get(o, "goodput"));
     json_decref(o);
     ddp_buf_free(&b);
 }

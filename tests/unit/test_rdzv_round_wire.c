@@ -76,7 +76,72 @@ static void test_progress_codec(void **state) {
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
         assert_int_equal(rdzv_progress_parse(bad[k], strlen(bad[k]), &q), -EINVAL);
     assert_int_equal(rdzv_progress_parse("0 9223372036854775807 0", 23, &q), 0);
-    assert_true(q.step == INT64_MAX);
+    assert_true(q.step == INT64_MAX && !q.has_goodput);
+}
+
+/* With the node's goodput: seven fields, the largest of each fits RDZV_PROGRESS_VALUE_MAX; the
+ * three-field value of an agent without it still parses, with has_goodput 0. */
+static void test_progress_goodput_codec(void **state) {
+    (void)state;
+    char val[RDZV_PROGRESS_VALUE_MAX];
+    rdzv_progress_t p = {.round = INT64_MAX,
+                         .step = INT64_MAX,
+                         .beat_age_ms = INT64_MAX,
+                         .has_goodput = 1,
+                         .wall_ms = INT64_MAX,
+                         .productive_ms = INT64_MAX,
+                         .lost_ms = INT64_MAX,
+                         .restarts = INT64_MAX},
+                    q;
+    int n = rdzv_progress_format(val, sizeof val, &p);
+    assert_true(n > 0);
+    assert_int_equal(rdzv_progress_parse(val, (size_t)n, &q), 0);
+    assert_true(q.round == INT64_MAX && q.step == INT64_MAX && q.beat_age_ms == INT64_MAX &&
+                q.has_goodput && q.wall_ms == INT64_MAX && q.productive_ms == INT64_MAX &&
+                q.lost_ms == INT64_MAX && q.restarts == INT64_MAX);
+    p = (rdzv_progress_t){.round = 3,
+                          .step = 120,
+                          .beat_age_ms = 40,
+                          .has_goodput = 1,
+                          .wall_ms = 412000,
+                          .productive_ms = 383600,
+                          .lost_ms = 28050,
+                          .restarts = 3};
+    n = rdzv_progress_format(val, sizeof val, &p);
+    assert_string_equal(val, "3 120 40 412000 383600 28050 3");
+    assert_int_equal(rdzv_progress_parse(val, (size_t)n, &q), 0);
+    assert_true(q.has_goodput && q.wall_ms == 412000 && q.productive_ms == 383600 &&
+                q.lost_ms == 28050 && q.restarts == 3 && q.step == 120);
+    /* Without it the value is the three fields alone. */
+    p.has_goodput = 0;
+    n = rdzv_progress_format(val, sizeof val, &p);
+    assert_string_equal(val, "3 120 40");
+    assert_int_equal(rdzv_progress_parse("3 -1 40", 7, &q), 0);
+    assert_true(!q.has_goodput && q.step == -1 && q.wall_ms == 0 && q.restarts == 0);
+    /* A value that does not fit the buffer is refused, not cut. */
+    assert_int_equal(
+        rdzv_progress_format(
+            val, 12,
+            &(rdzv_progress_t){.round = 3, .step = 120, .beat_age_ms = 40, .has_goodput = 1}),
+        -EINVAL);
+    static const char *const bad[] = {
+        "1 2 3 4",          "1 2 3 4 5",
+        "1 2 3 4 5 6",      "1 2 3 4 5 6 7 8",
+        "1 2 3 10 5 1 0 ",  "1 2 3 10 5 1  0",
+        "1 2 3 -10 5 1 0",  "1 2 3 10 -5 1 0",
+        "1 2 3 10 5 -1 0",  "1 2 3 10 5 1 -1",
+        "1 2 3 10 11 1 0",  "1 2 3 10 5 11 0",
+        "1 2 3 10 5 1 x",   "1 2 3 10 5 1 0\n",
+        "1 2 3 10 5.0 1 0", "1 2 3 10 5 1 99999999999999999999",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        assert_int_equal(rdzv_progress_parse(bad[k], strlen(bad[k]), &q), -EINVAL);
+    /* Longer than any value the format writes. */
+    char big[RDZV_PROGRESS_VALUE_MAX + 2];
+    memset(big, '1', sizeof big);
+    big[1] = big[3] = ' ';
+    assert_int_equal(rdzv_progress_parse(big, sizeof big, &q), -EINVAL);
+    assert_int_equal(rdzv_progress_parse("1 2 3 10 10 10 0", 16, &q), 0);
 }
 
 /* ---- wire codec ---- */
@@ -388,9 +453,13 @@ static void test_wire_replies(void **state) {
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_layout),           cmocka_unit_test(test_progress_codec),
-        cmocka_unit_test(test_wire_join_req),        cmocka_unit_test(test_wire_bad_requests),
-        cmocka_unit_test(test_wire_fail_status_req), cmocka_unit_test(test_wire_replies),
+        cmocka_unit_test(test_key_layout),
+        cmocka_unit_test(test_progress_codec),
+        cmocka_unit_test(test_progress_goodput_codec),
+        cmocka_unit_test(test_wire_join_req),
+        cmocka_unit_test(test_wire_bad_requests),
+        cmocka_unit_test(test_wire_fail_status_req),
+        cmocka_unit_test(test_wire_replies),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -241,21 +241,29 @@ long rdzv_round_reply_len(void *arg, const uint8_t *buf, size_t len, size_t *nee
  * interval, under a key of its run and group rank (rdzv_layout_progress_key; an ordinary store key:
  * no new command, so a store without this knows nothing of it and loses nothing). The STATUS reply
  * adds it to the member: "step" and "beat_age_ms", the age of its most silent worker's last beat,
- * grown by the time since the report. */
-#define RDZV_PROGRESS_VALUE_MAX 64
+ * grown by the time since the report, and "goodput", the node's goodput so far, once its workers
+ * have beaten. */
+#define RDZV_PROGRESS_VALUE_MAX 160
 
 typedef struct rdzv_progress {
     int64_t round;       /* the round the report is of; another round's report is stale */
     int64_t step;        /* the highest progress counter of the node's workers; -1 none yet */
     int64_t beat_age_ms; /* since the last beat of its most silent worker, at the report */
+    /* The node's goodput at the report (docs/cli.md "Goodput"), when has_goodput: its agent's
+     * wall time, the productive part of it, the time lost in its restarts whose cost is known,
+     * and their number. productive_ms and lost_ms never exceed wall_ms. */
+    int has_goodput;
+    int64_t wall_ms, productive_ms, lost_ms, restarts;
 } rdzv_progress_t;
 
-/* The value: "ROUND STEP AGE_MS" in decimal. Returns its length, or -EINVAL when it does not fit
- * cap (RDZV_PROGRESS_VALUE_MAX always does). */
+/* The value: "ROUND STEP AGE_MS" in decimal, followed by " WALL_MS PRODUCTIVE_MS LOST_MS
+ * RESTARTS" when p->has_goodput. Returns its length, or -EINVAL when it does not fit cap
+ * (RDZV_PROGRESS_VALUE_MAX always does). */
 int rdzv_progress_format(char *val, size_t cap, const rdzv_progress_t *p);
 
-/* Parses a value of rdzv_progress_format. Returns 0, or -EINVAL for anything else (a value set by
- * some other client under that key is ignored, never trusted). */
+/* Parses a value of rdzv_progress_format: three fields (has_goodput 0) or seven. Returns 0, or
+ * -EINVAL for anything else (a value set by some other client under that key is ignored, never
+ * trusted). */
 int rdzv_progress_parse(const void *val, size_t n, rdzv_progress_t *out);
 
 #endif

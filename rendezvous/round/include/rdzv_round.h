@@ -187,20 +187,24 @@ typedef int (*rdzv_progress_lookup_fn)(void *ctx, const char *run_id, int64_t gr
                                        rdzv_progress_t *p);
 
 /* Appends the JSON status of run_id to out: {run, round, state, min_nodes, max_nodes,
- * restarts_used, max_restarts, last_failure, members: [{member, host, state, group_rank, nproc,
- * want_node_rank, silent_ms[, step][, beat_age_ms]}]} (members by group rank, then joiners in
- * join order, then idle). step and beat_age_ms come from lookup (may be NULL), for members of
- * the current round whose report is of that round: beat_age_ms is the reported age plus silent_ms
- * (the report went out with the member's last keep-alive). Returns 0, -ENOENT for an unknown run
- * (err says so), -ENOMEM. */
+ * restarts_used, max_restarts, last_failure[, goodput], members: [{member, host, state,
+ * group_rank, nproc, want_node_rank, silent_ms[, step][, beat_age_ms][, goodput]}]} (members by
+ * group rank, then joiners in join order, then idle). step, beat_age_ms and goodput come from
+ * lookup (may be NULL), for members of the current round whose report is of that round:
+ * beat_age_ms is the reported age plus silent_ms (the report went out with the member's last
+ * keep-alive); a member's goodput is {ratio, wall_ms, productive_ms, lost_ms, restarts} as
+ * reported, the run's the same over those members (sums of the times, ratio the sum of productive
+ * over the sum of wall, the most restarts of one) and "nodes", their number. Returns 0, -ENOENT
+ * for an unknown run (err says so), -ENOMEM. */
 int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
                           rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
                           ddp_err_t *err);
 
-/* The same JSON with the members [first, first + limit) of that order only (limit 0: none), and
- * two more fields: "nodes": {total, running, joining, idle} (the counts of every member) and
- * "first". A run of 16,000 nodes has a STATUS of megabytes; a page, or the counts alone, is what
- * a waiting agent and a default `ddprun status` ask for. Returns as rdzv_runs_status_json. */
+/* The same JSON with the members [first, first + limit) of that order only (limit 0: none, and
+ * no run goodput; the run's goodput only in the page at first 0), and two more fields: "nodes":
+ * {total, running, joining, idle} (the counts of every member) and "first". A run of 16,000 nodes
+ * has a STATUS of megabytes; a page, or the counts alone, is what a waiting agent and a default
+ * `ddprun status` ask for. Returns as rdzv_runs_status_json. */
 int rdzv_runs_status_page_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
                                rdzv_progress_lookup_fn lookup, void *ctx, size_t first,
                                size_t limit, ddp_buf_t *out, ddp_err_t *err);
