@@ -108,7 +108,8 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
 /* The store's rdzv_server_set_may_serve check: it serves the rendezvous only while this agent
  * leads by the clock now (a leader resumed past its lease refuses a JOIN on the turn before its
  * lease-loss timer tells it). */
-static int may_serve(void *arg) {
+static int may_serve(void *arg, const char *run_id) {
+    (void)run_id; /* the agent's store serves its own run alone */
     struct agent_rdzv *r = arg;
     return r->leader != NULL && rdzv_etcd_leader_leading(r->leader);
 }

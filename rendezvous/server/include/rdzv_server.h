@@ -87,14 +87,15 @@ void rdzv_server_reset(rdzv_server_t *s);
  * open past a lowered limit; newcomers meet it. Does nothing on other stores or with 0. */
 void rdzv_server_set_workers(rdzv_server_t *s, size_t workers);
 
-/* Whether this store may serve the rendezvous now: consulted before any rendezvous command
+/* Whether this store may serve run_id's rendezvous now: consulted before any rendezvous command
  * (JOIN, HEARTBEAT, ...) reaches the rounds. When it answers 0 the command is refused with
  * DDP_ECLOSED and the text "this store no longer serves the rendezvous", and the connection
  * closes: a client treats it as a lost store and looks for the one that serves now. An agent
  * elected through etcd installs its lease check, so that a leader resumed past its lease (its
- * loss not yet noticed by its timer) never accepts a JOIN. NULL (the default): always serves.
- * The key-value commands are not affected. */
-typedef int (*rdzv_server_may_serve_fn)(void *arg);
+ * loss not yet noticed by its timer) never accepts a JOIN; ddp-rendezvous --etcd, its lease of each
+ * run it stands for (the other runs it serves always). NULL (the default): always serves. The
+ * key-value commands are not affected. */
+typedef int (*rdzv_server_may_serve_fn)(void *arg, const char *run_id);
 void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, void *arg);
 
 /* Drops what earlier rounds of run_id left in the store: the round keys under round_keys
