@@ -153,8 +153,8 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, r->host, store_port);
     rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
                                   .key_len = strlen(r->leader_key),
-                                  .value = r->self_value,
-                                  .value_len = strlen(r->self_value),
+                                  .value = job->etcd.follow_only ? NULL : r->self_value,
+                                  .value_len = job->etcd.follow_only ? 0 : strlen(r->self_value),
                                   .ttl_s = job->etcd.lease_ttl_s,
                                   .cb = on_leader,
                                   .arg = r};

@@ -59,6 +59,9 @@ typedef struct agent_etcd_opts {
     const char *prefix;    /* the key prefix, "/..." */
     int lease_ttl_s;       /* the leader's lease: how long a dead leader holds the store */
     const char *cacert, *cert, *key; /* TLS files; NULL: none */
+    /* 1: this agent never stands for election, it follows the store that others (ddp-rendezvous
+     * --etcd daemons) are elected to serve (--rdzv_conf etcd_agents_campaign=0). */
+    int follow_only;
     /* Filled by agent_job_prepare from DDPRUN_ETCD_USER / DDPRUN_ETCD_PASSWORD: */
     const char *user, *password;
 } agent_etcd_opts_t;
