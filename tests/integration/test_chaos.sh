@@ -4,7 +4,8 @@
 # The short fault-injection campaign (tests/chaos/chaos.py, docs/RELIABILITY.md): three hosts in
 # network namespaces run `train` under a seeded random schedule of worker SIGKILL and SIGSTOP,
 # agent SIGKILL (then started again), link flaps and outages, the ddp-rendezvous daemon killed
-# and started again, and sick nodes (a host whose group starts fail at once for a while, with
+# and started again, the host that serves the store on etcd (--rdzv_backend=etcd) killed whole,
+# and sick nodes (a host whose group starts fail at once for a while, with
 # max_node_failures=2 at the minimum node count: it must stay); at least CHAOS_MIN_PER_KIND (10) of
 # each kind in about CHAOS_MINUTES (1) minute, so that make test stays short: `make chaos` is the
 # longer campaign. One check per invariant. The seed is printed: CHAOS_SEED=N replays the schedule.
