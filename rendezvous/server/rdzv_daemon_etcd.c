@@ -92,14 +92,11 @@ static void on_lost_timer(uv_timer_t *t) {
 
 static void etcd_failed(daemon_etcd_t *d, const char *why) {
     if (!d->etcd_down && !d->started)
-        ddp_log(DDP_LOG_WARN, "%s; retrying for up to %d s",
-                why != NULL ? why
-                            : "etcd does not "
-                              "answer",
+        ddp_log(DDP_LOG_WARN, "%s; retrying for up to %d s", why != NULL ? why : "no answer",
                 DAEMON_ETCD_START_MS / 1000);
     else if (!d->etcd_down)
         ddp_log(DDP_LOG_WARN,
-                "etcd unreachable: %s; the runs this store serves go on, no store changes hands "
+                "etcd unreachable: %s; the runs this store serves go on, nothing new is decided "
                 "until it answers",
                 why != NULL ? why : "no answer");
     d->etcd_down = 1;

@@ -51,10 +51,18 @@ from hosts import Net, children, comm, fd_kinds, proc_state, rss_kb, shm_entries
 KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart",
          "sick_node", "store_host_kill"]
 # The variants, in the order the jobs take them (job 0 first): the store a standalone daemon, the
-# agents' elected through etcd, host a's agent's. The kinds only one variant has: its jobs carry
-# twice the share of each. A one-minute campaign (make test) runs the first two.
+# agents' elected through etcd, host a's agent's. A one-minute campaign (make test) runs the first
+# two. The kinds only one variant has, and how many shares of --per-job its jobs carry: the
+# daemon's restarts carry the other variants' share; a store host kill costs its job a lease TTL
+# and a re-formed round each, so etcd's jobs carry their own share alone and the campaign asks
+# half --min-per-kind of it.
 VARIANTS = ["daemon", "etcd", "embedded"]
-ONLY_IN = {"store_restart": "daemon", "store_host_kill": "etcd"}
+ONLY_IN = {"store_restart": ("daemon", 2), "store_host_kill": ("etcd", 1)}
+
+
+def min_count(kind, min_per_kind):
+    """How many faults of kind the campaign injects at least."""
+    return min_per_kind if ONLY_IN.get(kind, (None, 2))[1] == 2 else -(-min_per_kind // 2)
 ETCD_PORT = 2379
 # The etcd backend's lease: a flap (at most 0.8 s, answered by 1.4 s) never costs the serving
 # agent its lease (keepalives every TTL/3).
@@ -159,7 +167,7 @@ class Job:
         self.daemon_up_at = None
         self.daemon_ended = None    # (t, returncode) when the daemon ended without a fault
         self.daemon_samples = []    # (t, mem_used, rss_kb) at each new round
-        self.fd_samples = {}        # agent pid -> [fd counts at each new round]
+        self.fd_samples = {}        # (host, agent pid, serving) -> [fd counts at each new round]
         self.quiet_until = 0.0      # no fault before this (a flap's window)
         self.stopped = set()        # SIGSTOPped workers not yet gone
         self.rounds_seen = -1
@@ -475,11 +483,6 @@ class Job:
         except (OSError, KeyError):
             return False
 
-    def allowed(self, kind):
-        if kind == "store_restart":
-            return self.variant == "daemon"
-        return True
-
     # ------------------------------------------------------------------ the run
     def run(self, limit_s, gap_s):
         t0 = now()
@@ -577,14 +580,16 @@ class Job:
             except subprocess.TimeoutExpired:
                 mem = None
             self.daemon_samples.append((self.daemon.pid, r, mem, rss_kb(self.daemon.pid)))
+        serving = self.store_host() if self.variant == "etcd" else None
         for h in HOSTS:
             p = self.agent.get(h)
             # Like with like: an agent between groups (its group just failed) holds neither the
-            # workers' pipes nor the group's cgroup.
+            # workers' pipes nor the group's cgroup, and one elected to serve the store (etcd)
+            # holds the other agents' connections to it.
             if p is not None and p.poll() is None and len(self.workers(h)) == NPROC:
                 k = fd_kinds(p.pid)
                 if k is not None:
-                    self.fd_samples.setdefault((h, p.pid), []).append(k)
+                    self.fd_samples.setdefault((h, p.pid, h == serving), []).append(k)
 
     def stop(self):
         for p in list(self.agent.values()) + [q for q in (self.daemon, self.etcd) if q]:
@@ -628,10 +633,10 @@ class Campaign:
     def plan(self, rng, variant):
         per = self.args.per_job
         kinds = [k for k in self.args.kinds for _ in range(per)
-                 if ONLY_IN.get(k, variant) == variant]
-        for k, v in ONLY_IN.items():
+                 if ONLY_IN.get(k, (variant,))[0] == variant]
+        for k, (v, shares) in ONLY_IN.items():
             if v == variant and k in self.args.kinds:
-                kinds += [k] * per  # the other variants' share
+                kinds += [k] * per * (shares - 1)  # the other variants' share
         rng.shuffle(kinds)
         return kinds
 
@@ -691,7 +696,7 @@ def check_job(job, ref, results):
         results["daemon_rounds"] += len(s)
         if mems:
             results["daemon_mem"].append((min(mems), max(mems)))
-    for (h, pid), kinds in job.fd_samples.items():
+    for (h, pid, _), kinds in job.fd_samples.items():
         # A leak grows with the rounds; a connection on its way in or out (a node reconnecting,
         # a worker's store client) is there for a sample or two. The fewest of the last three
         # samples against the first, with room for two such connections.
@@ -921,7 +926,8 @@ def main():
             counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k)
                       for k in args.kinds}
             if not args.job and (now() - t0 >= args.minutes * 60
-                                 and min(counts.values()) >= args.min_per_kind):
+                                 and all(n >= min_count(k, args.min_per_kind)
+                                         for k, n in counts.items())):
                 break
             if not args.job and now() - t0 >= args.minutes * 60 * 2 + 120:
                 results["problems"].append(["coverage", f"stopped at {now() - t0:.0f} s with "

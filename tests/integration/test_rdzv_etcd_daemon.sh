@@ -9,7 +9,9 @@
 # serving daemon mid-job: the other takes over and the job re-forms and exits 0, no command
 # typed again; SIGSTOP of the serving daemon past its lease: another takes over, and on SIGCONT it
 # stops serving, says so in one line and exits 1; SIGTERM of the serving daemon (lease 8 s): it
-# resigns, another takes over within 3 s, and it exits 0. Every process is stopped by PID.
+# resigns, another takes over within 3 s, and it exits 0; etcd down 3 s within the lease: the
+# serving daemon goes on, one line when etcd goes and one when it is back. Every process is
+# stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
@@ -186,6 +188,17 @@ rc=$?
 verdict "SIGTERM of the serving daemon (lease 8 s): another takes over within 3 s, it exits 0" ||
     show_tail "$TMP/d3.out" "$TMP/d4.out"
 echo "# SIGTERM of the serving daemon: the other serves after $dt ms (lease 8 s)"
+
+# ---- etcd down 3 s, within the serving daemon's lease (8 s) ----
+kill -TERM "$ETCD"
+wait "$ETCD" 2>/dev/null
+sleep 3
+etcd_member "$TMP/etcd" "$P1" "$P2"
+wait_for "$TMP/d4.out" 'answers again' 15 >/dev/null
+kill -0 "${PID[d4]}" 2>/dev/null && [ "$(grep -c ' W etcd unreachable' "$TMP/d4.out")" = 1 ] &&
+    [ "$(grep -c 'answers again' "$TMP/d4.out")" = 1 ] && [ "$(serving idle d4)" = d4 ]
+verdict "etcd down 3 s: the serving daemon goes on serving; one line when etcd goes, one when it is back" ||
+    show_tail "$TMP/d4.out"
 
 kill -TERM "${PID[d4]}"
 reap d4 10
