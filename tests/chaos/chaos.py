@@ -33,6 +33,7 @@ import argparse
 import calendar
 import ctypes
 import json
+import math
 import os
 import random
 import re
@@ -52,17 +53,17 @@ KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "
          "sick_node", "store_host_kill"]
 # The variants, in the order the jobs take them (job 0 first): the store a standalone daemon, the
 # agents' elected through etcd, host a's agent's. A one-minute campaign (make test) runs the first
-# two. The kinds only one variant has, and how many shares of --per-job its jobs carry: the
-# daemon's restarts carry the other variants' share; a store host kill costs its job a lease TTL
-# and a re-formed round each, so etcd's jobs carry their own share alone and the campaign asks
-# half --min-per-kind of it.
+# two. The kinds only one variant has, and the share of --per-job its jobs carry (the campaign
+# asks share / 2 of --min-per-kind of them): the daemon's restarts carry the other variants'
+# share; a store host kill costs its job a lease TTL and a re-formed round (3 to 6 s), so etcd's
+# jobs carry 0.6 of a share, which keeps the one-minute campaign about as long as it was.
 VARIANTS = ["daemon", "etcd", "embedded"]
-ONLY_IN = {"store_restart": ("daemon", 2), "store_host_kill": ("etcd", 1)}
+ONLY_IN = {"store_restart": ("daemon", 2.0), "store_host_kill": ("etcd", 0.6)}
 
 
 def min_count(kind, min_per_kind):
     """How many faults of kind the campaign injects at least."""
-    return min_per_kind if ONLY_IN.get(kind, (None, 2))[1] == 2 else -(-min_per_kind // 2)
+    return math.ceil(min_per_kind * ONLY_IN.get(kind, (None, 2.0))[1] / 2)
 ETCD_PORT = 2379
 # The etcd backend's lease: a flap (at most 0.8 s, answered by 1.4 s) never costs the serving
 # agent its lease (keepalives every TTL/3).
@@ -632,11 +633,10 @@ class Campaign:
 
     def plan(self, rng, variant):
         per = self.args.per_job
-        kinds = [k for k in self.args.kinds for _ in range(per)
-                 if ONLY_IN.get(k, (variant,))[0] == variant]
-        for k, (v, shares) in ONLY_IN.items():
+        kinds = [k for k in self.args.kinds for _ in range(per) if k not in ONLY_IN]
+        for k, (v, share) in ONLY_IN.items():
             if v == variant and k in self.args.kinds:
-                kinds += [k] * per * (shares - 1)  # the other variants' share
+                kinds += [k] * round(per * share)
         rng.shuffle(kinds)
         return kinds
 
