@@ -21,6 +21,7 @@
 #include "ddp_log.h"
 #include "rdzv_async_client.h"
 #include "rdzv_client.h"
+#include "rdzv_etcd_store.h"
 #include "rdzv_layout.h"
 #include "rdzv_proto.h"
 #include "rdzv_round_calls.h"
@@ -680,7 +681,7 @@ static void store_moved(struct agent_rdzv *r, const char *addr, int port) {
     r->elected = 1;
     agent__job_store_at(a, r->leader_addr, r->port, r->token);
     char shown[RDZV_HOST_MAX + 16];
-    agent__elect_addr_format(shown, sizeof shown, addr, port);
+    rdzv_etcd_store_addr_format(shown, sizeof shown, addr, port);
     /* The first is the job's start; a move is a failover, said at the default level. */
     ddp_log(first ? DDP_LOG_INFO : DDP_LOG_WARN,
             "rendezvous store now at %s%s (elected through etcd at %s)", shown,

@@ -13,15 +13,14 @@
  * serve one run at the same time. */
 #include "rdzv_int.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ddp_addr.h"
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
+#include "rdzv_etcd_store.h"
 #include "rdzv_server.h"
 
 /* How long the start waits for etcd to name a leader (etcd unreachable, a lease refused: the
@@ -32,43 +31,6 @@
 #define AGENT_ETCD_PROBE_MS 1000
 /* The bound on resigning at the exit (deleting the leader key, revoking the lease). */
 #define AGENT_ETCD_RESIGN_MS 1000
-
-void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port) {
-    int v6 = strchr(addr, ':') != NULL;
-    snprintf(out, cap, "%s%s%s:%d", v6 ? "[" : "", addr, v6 ? "]" : "", port);
-}
-
-/* Parses a leader's value "ADDR:PORT" into addr (cap bytes) and *port. Returns 0, or -EINVAL
- * for a value that is not one of ours. */
-static int addr_parse(const uint8_t *v, size_t n, char *addr, size_t cap, int *port) {
-    char buf[RDZV_HOST_MAX + 16];
-    if (n == 0 || n >= sizeof buf || memchr(v, '\0', n) != NULL)
-        return -EINVAL;
-    memcpy(buf, v, n);
-    buf[n] = '\0';
-    char *colon = strrchr(buf, ':');
-    if (colon == NULL || colon == buf)
-        return -EINVAL;
-    *colon = '\0';
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || p < 1 || p > 65535)
-        return -EINVAL;
-    char *h = buf;
-    size_t hl = strlen(h);
-    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
-        h[hl - 1] = '\0';
-        h++;
-    }
-    for (const char *c = h; *c; c++)
-        if (!isalnum((unsigned char)*c) && strchr(".:-_%", *c) == NULL)
-            return -EINVAL; /* an address, or a --local_addr name */
-    if (strlen(h) >= cap)
-        return -EINVAL;
-    snprintf(addr, cap, "%s", h);
-    *port = (int)p;
-    return 0;
-}
 
 /* etcd answered: the probing stops (unless the timer bounds a resign), and when it had been said
  * to be unreachable, that it answers again, once. */
@@ -124,7 +86,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
         break;
     case RDZV_LEADER_OBSERVED:
         etcd_back(r);
-        if (addr_parse(value, value_len, addr, sizeof addr, &port) < 0) {
+        if (rdzv_etcd_store_addr_parse(value, value_len, addr, sizeof addr, &port) < 0) {
             char esc[AGENT_STORE_TEXT_MAX];
             DDP_WARN("etcd at %s: the leader key holds '%s', not a store's address; waiting for "
                      "another leader",
@@ -161,7 +123,8 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
 /* The store's rdzv_server_set_may_serve check: it serves the rendezvous only while this agent
  * leads by the clock now (a leader resumed past its lease refuses a JOIN on the turn before its
  * lease-loss timer tells it), and not yet while it loads the run's records. */
-static int may_serve(void *arg) {
+static int may_serve(void *arg, const char *run_id) {
+    (void)run_id; /* the agent's store serves its own run alone */
     struct agent_rdzv *r = arg;
     if (r->leader == NULL || !rdzv_etcd_leader_leading(r->leader))
         return 0;
@@ -178,24 +141,7 @@ void agent__elect_host(struct agent_rdzv *r) {
         snprintf(r->host, sizeof r->host, "%s", job->local_addr);
         return;
     }
-    char first[RDZV_HOST_MAX + 1], ip[DDP_ADDR_MAX];
-    snprintf(first, sizeof first, "%s", job->etcd.endpoints);
-    char *comma = strchr(first, ',');
-    if (comma != NULL)
-        *comma = '\0';
-    char *colon = strrchr(first, ':');
-    if (colon != NULL)
-        *colon = '\0';
-    char *h = first;
-    if (*h == '[') {
-        h++;
-        h[strlen(h) - 1] = '\0';
-    }
-    ddp_err_t err;
-    ddp_err_clear(&err);
-    if (ddp_addr_resolve(h, ip, sizeof ip, &err) < 0)
-        snprintf(ip, sizeof ip, "127.0.0.1");
-    ddp_addr_route_source(ip, AGENT_DEFAULT_ETCD_PORT, r->host, sizeof r->host);
+    rdzv_etcd_store_local_host(job->etcd.endpoints, r->host, sizeof r->host);
 }
 
 int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks) {
@@ -221,11 +167,11 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
         return rc;
     }
     snprintf(r->leader_key, sizeof r->leader_key, "%s/%s/leader", job->etcd.prefix, job->run_id);
-    agent__elect_addr_format(r->self_value, sizeof r->self_value, r->host, store_port);
+    rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, r->host, store_port);
     rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
                                   .key_len = strlen(r->leader_key),
-                                  .value = r->self_value,
-                                  .value_len = strlen(r->self_value),
+                                  .value = job->etcd.follow_only ? NULL : r->self_value,
+                                  .value_len = job->etcd.follow_only ? 0 : strlen(r->self_value),
                                   .ttl_s = job->etcd.lease_ttl_s,
                                   .cb = on_leader,
                                   .arg = r};

@@ -237,8 +237,6 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
  * from the loop once it is over (the loop must turn until then); 0 when it was over at once
  * (nothing to resign, or called again while resigning: done runs once, for the first call). */
 int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg);
-/* rdzv_elect.c: "ADDR:PORT" as the election publishes it (an IPv6 address in brackets). */
-void agent__elect_addr_format(char *out, size_t cap, const char *addr, int port);
 
 /* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
  * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records

@@ -159,7 +159,7 @@ static const char *const conf_keys = "join_timeout, last_call_timeout, close_tim
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
                                      "read_timeout, is_host, store_reconnect_timeout, "
                                      "max_node_failures, etcd_prefix, lease_ttl, etcd_cacert, "
-                                     "etcd_cert, etcd_key";
+                                     "etcd_cert, etcd_key, etcd_agents_campaign";
 
 /* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
@@ -174,6 +174,7 @@ void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
     c->store_reconnect_timeout = AGENT_DEFAULT_STORE_RECONNECT_TIMEOUT_MS / 1000.0;
     snprintf(c->etcd_prefix, sizeof c->etcd_prefix, "%s", AGENT_DEFAULT_ETCD_PREFIX);
     c->lease_ttl = AGENT_DEFAULT_ETCD_LEASE_TTL_S;
+    c->etcd_agents_campaign = 1;
     c->etcd_cacert[0] = c->etcd_cert[0] = c->etcd_key[0] = '\0';
 }
 
@@ -289,6 +290,15 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
             return ddp_err_set(err, DDP_EUSAGE, "%s: is_host='%.*s' is not true or false", flag, VQ,
                                val);
         c->is_host = b;
+        return 0;
+    }
+    if (strcmp(key, "etcd_agents_campaign") == 0) {
+        int b = launch__bool_parse(val);
+        if (b < 0)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "%s: etcd_agents_campaign='%.*s' is not true or false", flag, VQ,
+                               val);
+        c->etcd_agents_campaign = b;
         return 0;
     }
     return ddp_err_set(err, DDP_EUSAGE, "%s: unknown key '%.32s' (known: %s)", flag, key,

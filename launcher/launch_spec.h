@@ -137,6 +137,9 @@ typedef struct launch_rdzv_conf {
     /* The etcd backend's keys ("" when not given; the prefix defaults to /ddprun): */
     char etcd_prefix[LAUNCH_ETCD_TEXT_MAX];
     int lease_ttl; /* seconds */
+    /* 1 (default): the agents stand for election too; 0: they only follow the store that
+     * ddp-rendezvous --etcd daemons elect among themselves. */
+    int etcd_agents_campaign;
     char etcd_cacert[LAUNCH_ETCD_TEXT_MAX], etcd_cert[LAUNCH_ETCD_TEXT_MAX];
     char etcd_key[LAUNCH_ETCD_TEXT_MAX];
 } launch_rdzv_conf_t;

@@ -15,7 +15,10 @@
  * meanwhile connected and started, wait on their stdin for that address, which the launcher
  * writes there as soon as the first host has said it: one round of ssh connections, not two in
  * series. --rdzv_endpoint overrides: every agent is given it on its command line, none waits,
- * and the agent whose address it is hosts the store, as without ssh.
+ * and the agent whose address it is hosts the store, as without ssh. With --rdzv_backend=etcd
+ * (--rdzv_endpoint then names the etcd members) every agent gets --rdzv_backend=etcd and the
+ * members, none waits, and the agents elect the store among themselves as without ssh: no host
+ * is special, so the job survives the loss of any one of them.
  *
  * The job token is made here and written to each ssh's stdin as its first line, never on a command
  * line; the store's address follows it on the same stdin. The stdin stays open and carries the
@@ -123,7 +126,7 @@ static int remote_command(const ssh_run_t *r, const ssh_host_t *h, char *const *
     /* With MIN:MAX the rendezvous gives each agent its wanted rank when the group is large
      * enough for it and fills the gaps of hosts that are missing in file order otherwise. */
     rc = rc ? rc : arg_add(b, "--node_rank=%d", h->rank);
-    rc = rc ? rc : arg_add(b, "--rdzv_backend=c10d");
+    rc = rc ? rc : arg_add(b, "--rdzv_backend=%s", r->etcd ? "etcd" : "c10d");
     if (rc == 0 && h->h->slots > 0)
         rc = arg_add(b, "--nproc_per_node=%d", h->h->slots);
     if (rc == 0 && !LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ID))
@@ -243,11 +246,16 @@ static int run_prepare(ssh_run_t *r, ddp_err_t *err) {
                              spec->min_nodes, spec->max_nodes, &r->nnodes_min, &r->nnodes_max, err);
     if (rc < 0)
         return rc;
-    if (spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "c10d") != 0 &&
+    r->etcd = spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "etcd") == 0;
+    if (spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "c10d") != 0 && !r->etcd &&
         LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_BACKEND))
         return ddp_err_set(err, DDP_EUSAGE,
                            "--rdzv_backend: hosts started over ssh meet with c10d (the first "
-                           "host, or --rdzv_endpoint, hosts the store)");
+                           "host, or --rdzv_endpoint, hosts the store) or etcd");
+    if (r->etcd && spec->etcd_endpoints == NULL)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--rdzv_backend=etcd needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...] "
+                           "(the etcd members)");
     if ((rc = ssh_words(r, err)) < 0 || (rc = env_build(r, err)) < 0)
         return rc;
     if (spec->remote_ddprun != NULL) {
@@ -279,7 +287,9 @@ static int run_prepare(ssh_run_t *r, ddp_err_t *err) {
         memcpy(id, &(uint64_t){ddp_now_ns() ^ (uint64_t)getpid()}, sizeof id);
     snprintf(r->run_id, sizeof r->run_id, "ssh-%02x%02x%02x%02x%02x%02x%02x%02x", id[0], id[1],
              id[2], id[3], id[4], id[5], id[6], id[7]);
-    r->endpoint_given = spec->rdzv_host != NULL && LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT);
+    /* With etcd no host waits for an address: the election names the store. */
+    r->endpoint_given =
+        r->etcd || (spec->rdzv_host != NULL && LAUNCH_GIVEN(spec, LAUNCH_OPT_RDZV_ENDPOINT));
     r->v = calloc(r->hosts.n, sizeof *r->v);
     if (r->v == NULL)
         return -ENOMEM;

@@ -112,6 +112,7 @@ typedef struct ssh_run {
     char endpoint[96]; /* where the agents meet; "" until the first host says */
     ddp_buf_t env;     /* the remote command's `env 'VAR=VAL' ...` words, quoted; may be empty */
     int endpoint_given;
+    int etcd;                   /* --rdzv_backend=etcd: the agents elect the store */
     int nnodes_min, nnodes_max; /* what the agents are given: n:n, or MIN:n (--nnodes=MIN:MAX) */
     /* The loop's (ssh.c): */
     uv_loop_t loop;

@@ -231,6 +231,9 @@ int launch_ssh_session_begin(launch_spec_t *spec, launch_ssh_session_t *s, ddp_e
         if (launch__str_set(&spec->log_line_prefix_template, tmpl) < 0)
             return -ENOMEM;
     }
+    /* The launching ddprun names the backend: etcd, or c10d for anything else. */
+    if (spec->rdzv_backend != NULL && strcmp(spec->rdzv_backend, "etcd") == 0)
+        return 0;
     return launch__str_set(&spec->rdzv_backend, "c10d");
 }
 

@@ -8,7 +8,8 @@
     the round machine: rendezvous runs as pure logic (no I/O), fed decoded requests
 #   server/    the store served on a libuv loop (connections, keys, commands, metrics) and the
 # \
-    ddp-rendezvous daemon
+    ddp-rendezvous daemon (main.c; rdzv_daemon_etcd.c: its --etcd election, linked with
+# librdzv_etcd.a into the daemon alone)
 #   client/    the blocking client, the libuv client and the typed round calls over it
 # Arrows run one way: protocol <- round <- server, protocol <- client. One archive, librdzv.a,
 # holds them all.
@@ -34,7 +35,7 @@ INSTALL_HEADERS += rendezvous/client/include/rdzv_client.h rendezvous/server/inc
 $(call objs,$(RDZV_PROTOCOL_SRCS)): CPPFLAGS += -Irendezvous/protocol
 $(call objs,$(RDZV_ROUND_SRCS)): CPPFLAGS += -Irendezvous/round -Irendezvous/round/include \
     -Irendezvous/protocol
-$(call objs,$(RDZV_SERVER_SRCS) rendezvous/server/main.c): CPPFLAGS += -Irendezvous/server \
+$(call objs,$(RDZV_SERVER_SRCS) rendezvous/server/main.c rendezvous/server/rdzv_daemon_etcd.c): CPPFLAGS += -Irendezvous/server \
     -Irendezvous/round/include -Irendezvous/protocol
 $(call objs,$(RDZV_CLIENT_SRCS)): CPPFLAGS += -Irendezvous/client -Irendezvous/protocol
 # The store's own tests, benchmarks and fuzzers speak raw frames and drive the round machine.
@@ -42,7 +43,9 @@ RDZV_PRIVATE_INCLUDES := -Irendezvous/protocol -Irendezvous/round -Irendezvous/r
     -Irendezvous/server -Irendezvous/client
 
 BINS += $(BUILD)/ddp-rendezvous
-$(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/server/main.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+$(BUILD)/ddp-rendezvous: $(BUILD)/obj/rendezvous/server/main.o \
+    $(BUILD)/obj/rendezvous/server/rdzv_daemon_etcd.o $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a \
+    $(BUILD)/libddpcommon.a
 	$(LINK)
 
 UNIT_TESTS += $(BUILD)/tests/unit/test_rdzv_frame

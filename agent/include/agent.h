@@ -13,6 +13,7 @@
 
 #include "ddp_buf.h"
 #include "ddp_err.h"
+#include "rdzv_etcd_store.h"
 
 #define AGENT_MAX_SIGNALS 16
 #define AGENT_MAX_STD_OVERRIDES 64
@@ -21,7 +22,7 @@
 #define AGENT_DEFAULT_MASTER_PORT 29500
 #define AGENT_DEFAULT_C10D_PORT 29400
 /* etcd's client port, the etcd backend's members' default. */
-#define AGENT_DEFAULT_ETCD_PORT 2379
+#define AGENT_DEFAULT_ETCD_PORT RDZV_ETCD_STORE_PORT
 
 /* Log line prefix of tee'd console lines: torchrun's default template, the longest template
  * accepted, and the most bytes a rendered prefix keeps (a longer one is cut). */
@@ -58,6 +59,9 @@ typedef struct agent_etcd_opts {
     const char *prefix;    /* the key prefix, "/..." */
     int lease_ttl_s;       /* the leader's lease: how long a dead leader holds the store */
     const char *cacert, *cert, *key; /* TLS files; NULL: none */
+    /* 1: this agent never stands for election, it follows the store that others (ddp-rendezvous
+     * --etcd daemons) are elected to serve (--rdzv_conf etcd_agents_campaign=0). */
+    int follow_only;
     /* Filled by agent_job_prepare from DDPRUN_ETCD_USER / DDPRUN_ETCD_PASSWORD: */
     const char *user, *password;
 } agent_etcd_opts_t;
@@ -65,12 +69,14 @@ typedef struct agent_etcd_opts {
 /* The etcd backend's defaults and bounds. */
 /* The most etcd members --rdzv_endpoint names (the client's bound). */
 #define AGENT_ETCD_MAX_MEMBERS 16
-#define AGENT_DEFAULT_ETCD_PREFIX "/ddprun"
-#define AGENT_DEFAULT_ETCD_LEASE_TTL_S 5
-#define AGENT_ETCD_LEASE_TTL_MIN_S 2
-#define AGENT_ETCD_LEASE_TTL_MAX_S 600
-#define AGENT_ENV_ETCD_USER "DDPRUN_ETCD_USER"
-#define AGENT_ENV_ETCD_PASSWORD "DDPRUN_ETCD_PASSWORD"
+/* Those every candidate for the store shares, ddp-rendezvous --etcd included (rdzv_etcd_store.h).
+ */
+#define AGENT_DEFAULT_ETCD_PREFIX RDZV_ETCD_STORE_PREFIX
+#define AGENT_DEFAULT_ETCD_LEASE_TTL_S RDZV_ETCD_STORE_TTL_S
+#define AGENT_ETCD_LEASE_TTL_MIN_S RDZV_ETCD_STORE_TTL_MIN_S
+#define AGENT_ETCD_LEASE_TTL_MAX_S RDZV_ETCD_STORE_TTL_MAX_S
+#define AGENT_ENV_ETCD_USER RDZV_ETCD_ENV_USER
+#define AGENT_ENV_ETCD_PASSWORD RDZV_ETCD_ENV_PASSWORD
 
 /* Rendezvous timing and hosting (torchrun's --rdzv_conf), in milliseconds. */
 typedef struct agent_rdzv_opts {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  * ddp-rendezvous: the store daemon. Parses flags, loads the token, serves rdzv_server on the
  * default libuv loop, prints "listening on ADDR:PORT" once it accepts (and tells systemd, under
- * Type=notify), and exits 0 on SIGTERM or SIGINT. Exit codes: 0 clean shutdown; 1 could not start
- * (address in use, token unreadable); 2 usage (one line naming the flag). */
+ * Type=notify), and exits 0 on SIGTERM or SIGINT. With --etcd it first stands for election on
+ * each --run-id (rdzv_daemon_etcd.h). Exit codes: 0 clean shutdown; 1 could not start (address in
+ * use, token unreadable, etcd unreachable) or lost a run's etcd lease; 2 usage (one line naming
+ * the flag). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -21,7 +23,10 @@
 #include "ddp_err.h"
 #include "ddp_log.h"
 #include "ddp_parse.h"
+#include "rdzv_daemon_etcd.h"
+#include "rdzv_etcd_store.h"
 #include "rdzv_limits.h"
+#include "rdzv_proto.h"
 #include "rdzv_server.h"
 #include "rdzv_token.h"
 
@@ -31,6 +36,9 @@ static const char usage_text[] =
     "                      [--max-conns N] [--max-unauth-conns N] [--max-out-buf N]\n"
     "                      [--max-mem N] [--auth-idle-ms MS] [-v ...]\n"
     "                      [--log-level error|warn|info|debug] [--metrics ADDR:PORT]\n"
+    "                      [--etcd HOST:PORT[,...] --run-id ID [--run-id ID ...]\n"
+    "                       [--etcd-prefix P] [--etcd-lease-ttl S] [--etcd-cacert FILE]\n"
+    "                       [--etcd-cert FILE --etcd-key FILE]]\n"
     "       ddp-rendezvous [--token-file FILE] --run-token RUN_ID\n"
     "  --host ADDR        address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
     "  --port PORT        port (default 29400; 0 picks a free one)\n"
@@ -61,16 +69,35 @@ static const char usage_text[] =
     "                     a job of that run id given it (" DDP_ENV_TOKEN " or " DDP_ENV_TOKEN_FILE
     ")\n"
     "                     is served that run alone (docs/operations.md)\n"
+    "  --etcd HOST:PORT[,...]  stand for election, through an etcd lease, as the store of each\n"
+    "                     --run-id (--rdzv_backend=etcd): the leader publishes its address\n"
+    "                     (--host, or its address toward the first member when --host is\n"
+    "                     0.0.0.0 or ::) under <prefix>/ID/leader; the others stand by and\n"
+    "                     take over when its lease lapses. Credentials: " RDZV_ETCD_ENV_USER "\n"
+    "                     and " RDZV_ETCD_ENV_PASSWORD "\n"
+    "  --run-id ID        a run (--rdzv_id) whose store this daemon stands for; repeatable\n"
+    "  --etcd-prefix P    the key prefix (default " RDZV_ETCD_STORE_PREFIX
+    "; the agents' etcd_prefix)\n"
+    "  --etcd-lease-ttl S the lease TTL in seconds, 2..600 (default 5; the agents' lease_ttl)\n"
+    "  --etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE  TLS to etcd (the agents'\n"
+    "                     etcd_cacert, etcd_cert, etcd_key)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections, and tells systemd\n"
     "(READY=1 to $NOTIFY_SOCKET) when run as a Type=notify service.\n"
-    "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start, 2 usage error\n";
+    "exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 failed to start or lost a run's etcd\n"
+    "lease while serving it (run it under a supervisor that starts it again), 2 usage error\n";
 
 typedef struct daemon_state {
     uv_signal_t sigterm, sigint;
     rdzv_server_t *server;
     rdzv_metrics_t *metrics; /* --metrics, or NULL */
+    daemon_etcd_t *etcd;     /* --etcd, or NULL */
     int stopping;
+    int exit_code;
 } daemon_state_t;
+
+/* --etcd and what goes with it; etcd_opts.endpoints NULL: no election. */
+static daemon_etcd_opts_t etcd_opts = {.prefix = RDZV_ETCD_STORE_PREFIX,
+                                       .ttl_s = RDZV_ETCD_STORE_TTL_S};
 
 /* --metrics HOST:PORT ([v6]:PORT), split: the Prometheus listener's address. */
 static char metrics_host[256];
@@ -100,17 +127,43 @@ static void notify_systemd(const char *state) {
         close(fd);
 }
 
-static void on_signal(uv_signal_t *h, int signum) {
-    daemon_state_t *d = h->data;
+/* The end, once the elections are left: the store and everything else on the loop close. */
+static void close_all(void *arg) {
+    daemon_state_t *d = arg;
+    rdzv_server_close(d->server, NULL, NULL);
+    rdzv_metrics_close(d->metrics);
+    if (d->sigterm.data != NULL) {
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+    }
+}
+
+static void shut_down(daemon_state_t *d) {
     if (d->stopping)
         return;
     d->stopping = 1;
-    ddp_log(DDP_LOG_INFO, "received %s, shutting down", strsignal(signum));
     notify_systemd("STOPPING=1");
-    rdzv_server_close(d->server, NULL, NULL);
-    rdzv_metrics_close(d->metrics);
-    uv_close((uv_handle_t *)&d->sigterm, NULL);
-    uv_close((uv_handle_t *)&d->sigint, NULL);
+    if (d->etcd != NULL)
+        daemon_etcd_stop(d->etcd, close_all, d); /* resign first: another leads at once */
+    else
+        close_all(d);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+    daemon_state_t *d = h->data;
+    if (!d->stopping)
+        ddp_log(DDP_LOG_INFO, "received %s, shutting down", strsignal(signum));
+    shut_down(d);
+}
+
+/* This daemon lost the lease of a run it served: another candidate may serve it now. The store
+ * refuses that run already; the daemon exits so that its supervisor starts a candidate with an
+ * empty store. */
+static void on_lease_lost(void *arg, const char *why) {
+    daemon_state_t *d = arg;
+    ddp_log(DDP_LOG_ERROR, "%s; exiting", why);
+    d->exit_code = 1;
+    shut_down(d);
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
@@ -131,6 +184,7 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
     uv_loop_t *loop = uv_default_loop();
     daemon_state_t d = {0};
     int rc = rdzv_server_start(loop, opts, &d.server, &err);
+    char published[RDZV_ETCD_STORE_HOST_MAX + 1];
     if (tok->data != NULL)
         memset(tok->data, 0, tok->cap);
     ddp_buf_free(tok);
@@ -144,6 +198,20 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
     const char *note = rdzv_server_nofile_note(d.server, &note_level);
     if (note != NULL)
         ddp_log(note_level, "%s", note);
+    if (etcd_opts.endpoints != NULL) {
+        /* A wildcard address is not one the agents can reach: the route toward etcd is. */
+        if (strcmp(opts->host, "0.0.0.0") == 0 || strcmp(opts->host, "::") == 0)
+            rdzv_etcd_store_local_host(etcd_opts.endpoints, published, sizeof published);
+        else
+            snprintf(published, sizeof published, "%s", opts->host);
+        etcd_opts.host = published;
+        if (daemon_etcd_start(loop, d.server, &etcd_opts, on_lease_lost, &d, &d.etcd) != 0) {
+            shut_down(&d);
+            (void)uv_run(loop, UV_RUN_DEFAULT);
+            daemon_etcd_free(d.etcd);
+            return 1;
+        }
+    }
     if (uv_signal_init(loop, &d.sigterm) < 0 || uv_signal_init(loop, &d.sigint) < 0 ||
         uv_signal_start(&d.sigterm, on_signal, SIGTERM) < 0 ||
         uv_signal_start(&d.sigint, on_signal, SIGINT) < 0) {
@@ -170,8 +238,108 @@ static int serve(const rdzv_server_opts_t *opts, ddp_buf_t *tok) {
     rc = uv_loop_close(loop);
     if (rc < 0)
         ddp_log(DDP_LOG_WARN, "event loop closed with handles open: %s", uv_strerror(rc));
+    daemon_etcd_free(d.etcd);
     ddp_log(DDP_LOG_INFO, "stopped");
-    return 0;
+    return d.exit_code;
+}
+
+/* --etcd's members: HOST:PORT ([v6]:PORT) each, a port 1..65535, at most 16. Returns 0 or
+ * -EINVAL with what is wrong in why. */
+static int etcd_members_check(const char *list, char *why, size_t cap) {
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        char m[RDZV_ETCD_STORE_HOST_MAX + 16];
+        if (len == 0 || len >= sizeof m) {
+            snprintf(why, cap, "'%.64s' has an empty or too long member", list);
+            return -EINVAL;
+        }
+        memcpy(m, p, len);
+        m[len] = '\0';
+        char *colon = strrchr(m, ':');
+        int64_t port;
+        if (colon == NULL || colon == m || ddp_parse_i64(colon + 1, 1, 65535, &port) < 0 ||
+            (m[0] == '[' && colon[-1] != ']')) {
+            snprintf(why, cap, "'%.64s' is not HOST:PORT (a port 1..65535)", m);
+            return -EINVAL;
+        }
+        if (++n > 16) {
+            snprintf(why, cap, "more than 16 members");
+            return -EINVAL;
+        }
+        if (end == NULL)
+            return 0;
+        p = end + 1;
+    }
+}
+
+/* One of the --etcd flags (which: its offset from O_ETCD, in the enum's order) with value a.
+ * Returns -1 to go on, or 2 after one line naming the flag. */
+static int etcd_flag(int which, const char *a) {
+    static const char *const files[] = {"--etcd-cacert", "--etcd-cert", "--etcd-key"};
+    char why[300];
+    int64_t v;
+    switch (which) {
+    case 0:
+        if (etcd_members_check(a, why, sizeof why) < 0)
+            return usage_error("--etcd: %s", why);
+        etcd_opts.endpoints = a;
+        break;
+    case 1:
+        if (etcd_opts.n_runs == DAEMON_ETCD_MAX_RUNS)
+            return usage_error("--run-id: more than %d run ids", DAEMON_ETCD_MAX_RUNS);
+        ddp_err_t err;
+        ddp_err_clear(&err);
+        if (rdzv_run_id_check(a, &err) < 0)
+            return usage_error("--run-id: %s", err.text);
+        etcd_opts.runs[etcd_opts.n_runs++] = a;
+        break;
+    case 2: {
+        size_t n = strlen(a);
+        int bad = n < 2 || n > 256 || a[0] != '/' || a[n - 1] == '/';
+        for (size_t i = 0; i < n; i++)
+            bad |= a[i] <= ' ' || a[i] > '~';
+        if (bad)
+            return usage_error("--etcd-prefix: '%.64s' is not '/' then printable bytes, without "
+                               "a space or a final '/' (at most 256)",
+                               a);
+        etcd_opts.prefix = a;
+        break;
+    }
+    case 3:
+        if (ddp_parse_i64(a, RDZV_ETCD_STORE_TTL_MIN_S, RDZV_ETCD_STORE_TTL_MAX_S, &v) < 0)
+            return usage_error("--etcd-lease-ttl: '%.64s' is not a number of seconds %d..%d", a,
+                               RDZV_ETCD_STORE_TTL_MIN_S, RDZV_ETCD_STORE_TTL_MAX_S);
+        etcd_opts.ttl_s = (int)v;
+        break;
+    default:
+        if (*a == '\0')
+            return usage_error("%s: empty file name", files[which - 4]);
+        *(which == 4 ? &etcd_opts.cacert : which == 5 ? &etcd_opts.cert : &etcd_opts.key) = a;
+        break;
+    }
+    return -1;
+}
+
+/* What --etcd needs together, once every flag is read. Returns -1 or 2 (one line). */
+static int etcd_flags_check(void) {
+    if (etcd_opts.endpoints == NULL) {
+        if (etcd_opts.n_runs > 0)
+            return usage_error("--run-id: stands for election with --etcd alone");
+        return -1;
+    }
+    if (etcd_opts.n_runs == 0)
+        return usage_error("--etcd: name the runs it stands for with --run-id ID");
+    if ((etcd_opts.cert == NULL) != (etcd_opts.key == NULL))
+        return usage_error("--etcd-cert and --etcd-key: give both or neither");
+    etcd_opts.user = getenv(RDZV_ETCD_ENV_USER);
+    etcd_opts.password = getenv(RDZV_ETCD_ENV_PASSWORD);
+    if ((etcd_opts.user == NULL) != (etcd_opts.password == NULL))
+        return usage_error("%s and %s: set both or neither", RDZV_ETCD_ENV_USER,
+                           RDZV_ETCD_ENV_PASSWORD);
+    return -1;
 }
 
 /* Over 60 lines: the flag table and its switch stay together, one case per flag. */
@@ -194,7 +362,14 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         O_IDLE,
         O_LOG_LEVEL,
         O_METRICS,
-        O_RUN_TOKEN
+        O_RUN_TOKEN,
+        O_ETCD,
+        O_RUN_ID,
+        O_ETCD_PREFIX,
+        O_ETCD_TTL,
+        O_ETCD_CACERT,
+        O_ETCD_CERT,
+        O_ETCD_KEY
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, O_HOST},
@@ -212,6 +387,13 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         {"auth-idle-ms", required_argument, NULL, O_IDLE},
         {"log-level", required_argument, NULL, O_LOG_LEVEL},
         {"metrics", required_argument, NULL, O_METRICS},
+        {"etcd", required_argument, NULL, O_ETCD},
+        {"run-id", required_argument, NULL, O_RUN_ID},
+        {"etcd-prefix", required_argument, NULL, O_ETCD_PREFIX},
+        {"etcd-lease-ttl", required_argument, NULL, O_ETCD_TTL},
+        {"etcd-cacert", required_argument, NULL, O_ETCD_CACERT},
+        {"etcd-cert", required_argument, NULL, O_ETCD_CERT},
+        {"etcd-key", required_argument, NULL, O_ETCD_KEY},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -234,7 +416,7 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
         {O_MAX_OUT, "--max-out-buf", (int64_t)1 << 40, "a byte count", &o->max_out_buf},
         {O_MAX_MEM, "--max-mem", (int64_t)1 << 50, "a byte count", &o->max_total_mem},
     };
-    int opt, verbose = 0;
+    int opt, verbose = 0, rc;
     int64_t v;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
@@ -296,6 +478,16 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
             metrics_port = (int)p;
             break;
         }
+        case O_ETCD:
+        case O_RUN_ID:
+        case O_ETCD_PREFIX:
+        case O_ETCD_TTL:
+        case O_ETCD_CACERT:
+        case O_ETCD_CERT:
+        case O_ETCD_KEY:
+            if ((rc = etcd_flag(opt - O_ETCD, a)) >= 0)
+                return rc;
+            break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_text, stdout); return 0;
         case ':': return usage_error("%s: missing value", argv[optind - 1]);
@@ -304,6 +496,8 @@ static int parse_flags(int argc, char **argv, rdzv_server_opts_t *o, const char 
     }
     if (optind < argc)
         return usage_error("%s: unexpected argument", argv[optind]);
+    if ((rc = etcd_flags_check()) >= 0)
+        return rc;
     *level += verbose;
     return -1;
 }

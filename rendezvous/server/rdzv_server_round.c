@@ -421,7 +421,7 @@ static void refuse_and_close(conn_t *c, uint8_t cmd, int code, const char *text,
 
 int rdzv__round_may_serve(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
-    int may = s->may_serve == NULL ? 1 : s->may_serve(s->may_serve_arg);
+    int may = s->may_serve == NULL ? 1 : s->may_serve(s->may_serve_arg, r->join.run_id);
     if (may > 0)
         return 1;
     const char *name = rdzv_round_cmd_name(r->cmd);

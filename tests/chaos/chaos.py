@@ -3,13 +3,15 @@
 """The fault-injection campaign (docs/RELIABILITY.md): three hosts made of network namespaces, each
 running a ddprun agent of one `train` job (2 workers a host, world 6, CPU collectives over TCP
 between the hosts, checkpoints in a directory every host shares), the store either a standalone
-ddp-rendezvous on a fourth namespace or embedded in host a's agent. A seeded random schedule
+ddp-rendezvous on a fourth namespace, embedded in host a's agent, or (--rdzv_backend=etcd, one
+etcd member on the fourth namespace) embedded in the agent the hosts elect. A seeded random schedule
 injects, at random moments (rendezvous, start-up, training, checkpoint writing, the exit
 barrier): worker SIGKILL, worker SIGSTOP (a hang), agent SIGKILL followed by the host starting
 its agent again (as Slurm's requeue would), a link flap shorter than the keep-alive bound (must
 cost nothing), a link down for longer (the node is dropped, then rejoins), the standalone
-daemon SIGKILLed and started again on its address, and a sick node (its workers SIGKILLed, then
-its next 1 or 2 group starts fail at once: sick_node.py). The agents run with
+daemon SIGKILLed and started again on its address, the host that serves the store on etcd
+SIGKILLed whole (its agent and workers; the host then starts its agent again), and a sick node
+(its workers SIGKILLed, then its next 1 or 2 group starts fail at once: sick_node.py). The agents run with
 max_node_failures=2 at the minimum node count (--nnodes=3), so a host that fails again and again
 is counted but must stay.
 
@@ -31,6 +33,7 @@ import argparse
 import calendar
 import ctypes
 import json
+import math
 import os
 import random
 import re
@@ -47,7 +50,24 @@ import sick_node
 from hosts import Net, children, comm, fd_kinds, proc_state, rss_kb, shm_entries, zombie
 
 KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart",
-         "sick_node"]
+         "sick_node", "store_host_kill"]
+# The variants, in the order the jobs take them (job 0 first): the store a standalone daemon, the
+# agents' elected through etcd, host a's agent's. A one-minute campaign (make test) runs the first
+# two. The kinds only one variant has, and the share of --per-job its jobs carry (the campaign
+# asks share / 2 of --min-per-kind of them): the daemon's restarts carry the other variants'
+# share; a store host kill costs its job a lease TTL and a re-formed round (3 to 6 s), so etcd's
+# jobs carry 0.6 of a share, which keeps the one-minute campaign about as long as it was.
+VARIANTS = ["daemon", "etcd", "embedded"]
+ONLY_IN = {"store_restart": ("daemon", 2.0), "store_host_kill": ("etcd", 0.6)}
+
+
+def min_count(kind, min_per_kind):
+    """How many faults of kind the campaign injects at least."""
+    return math.ceil(min_per_kind * ONLY_IN.get(kind, (None, 2.0))[1] / 2)
+ETCD_PORT = 2379
+# The etcd backend's lease: a flap (at most 0.8 s, answered by 1.4 s) never costs the serving
+# agent its lease (keepalives every TTL/3).
+LEASE_TTL = 3
 HOSTS = ["a", "b", "c"]
 NPROC = 2
 PORT = 29400
@@ -101,6 +121,15 @@ def with_core_dumps():
     resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
 
+def env_of(pid):
+    """pid's environment as bytes -> bytes ({} once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}
+
+
 def exit_text(rc):
     """A Popen returncode in words."""
     if rc is None:
@@ -132,12 +161,14 @@ class Job:
         self.agent = {}             # host -> Popen of the running incarnation
         self.final = {}             # host -> exit status of the agent that ended the job there
         self.restart_at = {}        # host -> when the killed agent starts again
+        self.started_at = {}        # host -> when its running agent was started
         self.link_up_at = {}        # host -> when its link comes back
         self.daemon = None
+        self.etcd = None
         self.daemon_up_at = None
         self.daemon_ended = None    # (t, returncode) when the daemon ended without a fault
         self.daemon_samples = []    # (t, mem_used, rss_kb) at each new round
-        self.fd_samples = {}        # agent pid -> [fd counts at each new round]
+        self.fd_samples = {}        # (host, agent pid, serving) -> [fd counts at each new round]
         self.quiet_until = 0.0      # no fault before this (a flap's window)
         self.stopped = set()        # SIGSTOPped workers not yet gone
         self.rounds_seen = -1
@@ -151,7 +182,44 @@ class Job:
 
     # ------------------------------------------------------------------ processes
     def endpoint(self):
-        return self.c.net.addr["s" if self.variant == "daemon" else "a"]
+        if self.variant == "etcd":
+            return f"{self.c.net.addr['s']}:{ETCD_PORT}"
+        return f"{self.c.net.addr['s' if self.variant == 'daemon' else 'a']}:{PORT}"
+
+    def start_etcd(self):
+        """One etcd member on the store's host (etcd's own outages are not a fault here)."""
+        a, out = self.c.net.addr["s"], os.path.join(self.dir, "etcd.log")
+        f = open(out, "a")
+        self.etcd = subprocess.Popen(
+            self.c.net.cmd("s", ["etcd", "--name", "one", "--data-dir",
+                                 os.path.join(self.dir, "etcd"), "--listen-client-urls",
+                                 f"http://{a}:{ETCD_PORT}", "--advertise-client-urls",
+                                 f"http://{a}:{ETCD_PORT}", "--listen-peer-urls",
+                                 f"http://{a}:{ETCD_PORT + 1}", "--initial-advertise-peer-urls",
+                                 f"http://{a}:{ETCD_PORT + 1}", "--initial-cluster",
+                                 f"one=http://{a}:{ETCD_PORT + 1}"]),
+            stdout=f, stderr=subprocess.STDOUT, preexec_fn=die_with_campaign, cwd=self.dir)
+        f.close()
+        end = now() + 20
+        while now() < end and self.etcd.poll() is None:
+            with open(out) as g:
+                if "ready to serve client requests" in g.read():
+                    return
+            time.sleep(POLL)
+        raise RuntimeError(f"etcd did not start: {open(out).read()[-500:]}")
+
+    def store_host(self):
+        """The host whose agent serves the store now (etcd): the last election each agent
+        logged, where it said it serves and it still runs; None when none does."""
+        last = {}
+        for e in self.events():
+            # Only the running incarnation's word counts (a killed one's file goes on).
+            if e["event"] == "rendezvous_store_elected" and \
+                    e["_t"] >= self.started_at.get(e["_host"], 0) - 0.05:
+                last[e["_host"]] = e
+        serving = [(e["_t"], h) for h, e in last.items() if e.get("self") and
+                   self.agent[h].poll() is None and h not in self.restart_at]
+        return max(serving)[1] if serving else None
 
     def start_daemon(self):
         out = os.path.join(self.dir, "daemon.out")
@@ -186,8 +254,12 @@ class Job:
         conf = (f"last_call_timeout=0.3,join_timeout=90,keep_alive_interval={KA_INTERVAL},"
                 f"keep_alive_max_attempt={KA_ATTEMPTS},close_timeout=30,"
                 f"store_reconnect_timeout=60,max_node_failures={MAX_NODE_FAILURES}")
-        argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}", "--rdzv_backend=c10d",
-                f"--rdzv_endpoint={self.endpoint()}:{PORT}", f"--rdzv_id={self.run_id}",
+        backend = "etcd" if self.variant == "etcd" else "c10d"
+        if backend == "etcd":
+            conf += f",lease_ttl={LEASE_TTL}"
+        argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}",
+                f"--rdzv_backend={backend}", f"--rdzv_endpoint={self.endpoint()}",
+                f"--rdzv_id={self.run_id}",
                 f"--rdzv_conf={conf}", "--max_restarts=100000",
                 f"--heartbeat_timeout={HB_TIMEOUT}", f"--initial_heartbeat_timeout={HB_INITIAL}",
                 f"--shutdown_timeout={SHUTDOWN_TIMEOUT}", f"--stacks_timeout={STACKS_TIMEOUT}",
@@ -198,6 +270,7 @@ class Job:
                 "--dump-params", self.params]
         f = open(os.path.join(self.dir, h + ".out"), "a")
         f.write(f"--- agent started {now():.3f}\n")
+        self.started_at[h] = now()
         f.flush()
         env = {**os.environ, "DDPRUN_TOKEN_FILE": self.c.token}
         self.agent[h] = subprocess.Popen(self.c.net.cmd(h, argv), stdout=f,
@@ -307,8 +380,11 @@ class Job:
             if kind == "worker_stop":
                 self.stopped.add(pid)
         elif kind == "agent_kill":
+            # Not the agent that serves the store: that is store_host_kill's (etcd), or the end
+            # of the job (host a's embedded store).
+            serving = "a" if self.variant == "embedded" else self.store_host()
             hosts = [h for h in HOSTS if self.agent.get(h) and self.agent[h].poll() is None
-                     and not (self.variant == "embedded" and h == "a")]
+                     and h != serving]
             if not hosts:
                 return None
             h = self.rng.choice(hosts)
@@ -316,9 +392,37 @@ class Job:
             self.agent[h].kill()
             self.agent[h].wait()
             self.restart_at[h] = t + self.rng.uniform(0.3, 1.5)
+        elif kind == "store_host_kill":
+            # Everything of the serving agent at once, its workers included; the host comes
+            # back after a while, as a requeued node would. While its workers run: they name
+            # its scratch directory.
+            h = self.store_host()
+            if h is None or not self.workers(h):
+                return None
+            pids, todo = [], [self.agent[h].pid]
+            while todo:
+                p = todo.pop()
+                pids.append(p)
+                todo += children(p)
+            shm = {env_of(p).get(b"DDPRUN_SHM_DIR", b"").decode() for p in pids} - {""}
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.agent[h].wait()
+            # A dead host's memory goes with it: its scratch directory in /dev/shm (one /dev/shm
+            # for every namespace here) is gone as it would be with the host.
+            for d in shm:
+                shutil.rmtree(d, ignore_errors=True)
+            rec.update(host=h, pid=self.agent[h].pid, pids=pids, shm=sorted(shm))
+            self.restart_at[h] = t + self.rng.uniform(0.3, 1.5)
         elif kind in ("link_flap", "link_down"):
+            # With etcd: not etcd's host (its outages are not a fault here), and no link down
+            # of the serving agent's, which ends its lease and so its agent (exit 1).
             hosts = [h for h in self.c.net.addr if h not in self.link_up_at
-                     and (h != "s" or self.variant == "daemon")]
+                     and (h != "s" or self.variant == "daemon")
+                     and not (kind == "link_down" and h == self.store_host())]
             if not hosts:
                 return None
             h = self.rng.choice(hosts)
@@ -375,23 +479,18 @@ class Job:
     def beaten(self, pid):
         """Whether the worker has beaten in this attempt (its heartbeat file holds a step)."""
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            with open(env[b"DDPRUN_HEARTBEAT_FILE"]) as f:
+            with open(env_of(pid)[b"DDPRUN_HEARTBEAT_FILE"]) as f:
                 return f.read().strip() != ""
         except (OSError, KeyError):
             return False
-
-    def allowed(self, kind):
-        if kind == "store_restart":
-            return self.variant == "daemon"
-        return True
 
     # ------------------------------------------------------------------ the run
     def run(self, limit_s, gap_s):
         t0 = now()
         if self.variant == "daemon":
             self.start_daemon()
+        if self.variant == "etcd":
+            self.start_etcd()
         for h in HOSTS:
             self.start_agent(h)
         next_fault = t0 + self.rng.uniform(*gap_s)
@@ -482,17 +581,19 @@ class Job:
             except subprocess.TimeoutExpired:
                 mem = None
             self.daemon_samples.append((self.daemon.pid, r, mem, rss_kb(self.daemon.pid)))
+        serving = self.store_host() if self.variant == "etcd" else None
         for h in HOSTS:
             p = self.agent.get(h)
             # Like with like: an agent between groups (its group just failed) holds neither the
-            # workers' pipes nor the group's cgroup.
+            # workers' pipes nor the group's cgroup, and one elected to serve the store (etcd)
+            # holds the other agents' connections to it.
             if p is not None and p.poll() is None and len(self.workers(h)) == NPROC:
                 k = fd_kinds(p.pid)
                 if k is not None:
-                    self.fd_samples.setdefault((h, p.pid), []).append(k)
+                    self.fd_samples.setdefault((h, p.pid, h == serving), []).append(k)
 
     def stop(self):
-        for p in list(self.agent.values()) + ([self.daemon] if self.daemon else []):
+        for p in list(self.agent.values()) + [q for q in (self.daemon, self.etcd) if q]:
             if p.poll() is None:
                 p.kill()
             p.wait()
@@ -532,10 +633,10 @@ class Campaign:
 
     def plan(self, rng, variant):
         per = self.args.per_job
-        kinds = [k for k in self.args.kinds for _ in range(per)
-                 if k != "store_restart" or variant == "daemon"]
-        if variant == "daemon" and "store_restart" in self.args.kinds:
-            kinds += ["store_restart"] * per  # the daemon's jobs carry the embedded ones' share
+        kinds = [k for k in self.args.kinds for _ in range(per) if k not in ONLY_IN]
+        for k, (v, share) in ONLY_IN.items():
+            if v == variant and k in self.args.kinds:
+                kinds += [k] * round(per * share)
         rng.shuffle(kinds)
         return kinds
 
@@ -595,7 +696,7 @@ def check_job(job, ref, results):
         results["daemon_rounds"] += len(s)
         if mems:
             results["daemon_mem"].append((min(mems), max(mems)))
-    for (h, pid), kinds in job.fd_samples.items():
+    for (h, pid, _), kinds in job.fd_samples.items():
         # A leak grows with the rounds; a connection on its way in or out (a node reconnecting,
         # a worker's store client) is there for a sample or two. The fewest of the last three
         # samples against the first, with room for two such connections.
@@ -717,6 +818,14 @@ def detect(job, f, ev):
                 return e["_t"] - t
         f["moot"] = True  # down while nobody ran a round (a rendezvous): nothing to end
         return None
+    if kind == "store_host_kill":
+        # The others' connections to the store close with its process: they lose it at once.
+        f["bound"] = 1.0 + SLACK
+        for e in after:
+            if e["_host"] != h and e["event"] in ("rendezvous_round_ended", "rendezvous_store_lost"):
+                return e["_t"] - t
+        f["moot"] = True
+        return None
     if kind == "store_restart":
         f["bound"] = 1.0 + SLACK
         for e in after:
@@ -781,6 +890,11 @@ def main():
         if shutil.which(tool) is None:
             print(f"chaos: skipped: {tool} is missing")
             return 77
+    if shutil.which("etcd") is None:
+        print("chaos: etcd is missing (scripts/ensure-deps.sh --test): no etcd variant, no "
+              "store_host_kill", flush=True)
+        VARIANTS.remove("etcd")
+        args.kinds = [k for k in args.kinds if k != "store_host_kill"]
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"chaos: seed {seed} (replay: CHAOS_SEED={seed})", flush=True)
     rng = random.Random(seed)
@@ -812,13 +926,14 @@ def main():
             counts = {k: sum(1 for j in jobs for f in j.injected if f["kind"] == k)
                       for k in args.kinds}
             if not args.job and (now() - t0 >= args.minutes * 60
-                                 and min(counts.values()) >= args.min_per_kind):
+                                 and all(n >= min_count(k, args.min_per_kind)
+                                         for k, n in counts.items())):
                 break
             if not args.job and now() - t0 >= args.minutes * 60 * 2 + 120:
                 results["problems"].append(["coverage", f"stopped at {now() - t0:.0f} s with "
                                             f"{counts}: not every kind reached --min-per-kind"])
                 break
-            variant = "daemon" if i % 2 == 0 else "embedded"
+            variant = VARIANTS[i % len(VARIANTS)]
             plan, job_seed = camp.plan(rng, variant), rng.random()  # drawn for every job
             if args.job:
                 if i > max(args.job):

@@ -197,12 +197,14 @@ def check_quarantine(job, ev, hosts, max_failures):
     for e in ev:
         if e["event"] == "node_excluded":
             job.problem("quarantine", f"host {e['_host']} was excluded: {e.get('reason')}")
-    # A restarted daemon starts its counts afresh: a round belongs to the daemon that ran it.
+    # A restarted daemon starts its counts afresh, and so does the store another agent serves
+    # after the serving host died (etcd): a round belongs to the store that ran it.
     started = {}
     for e in ev:
         if e["event"] == "worker_group_started":
             started.setdefault(e["round"], e["_t"])
-    restarts = sorted(o["t"] for o in job.injected if o["kind"] == "store_restart")
+    restarts = sorted(o["t"] for o in job.injected
+                      if o["kind"] in ("store_restart", "store_host_kill"))
     counts, stays = {}, set()
     for r in sorted(texts):
         text = texts[r]

@@ -16,8 +16,9 @@
 # --ssh ask; an unreachable host, a refused key and a missing remote ddprun each give one clear
 # line; with --nnodes=MIN:MAX the job goes on without unreachable hosts while at least MIN came up,
 # and stops everything below MIN; a failing worker gives the job's exit code, and its own summary,
-# naming its host and rank, reaches the launcher; hostile hostfiles are refused by line before any
-# host is contacted.
+# naming its host and rank, reaches the launcher; --rdzv_backend=etcd (an etcd in the launcher's
+# namespace) reaches every host's agent, which elect one store, also without the first host;
+# hostile hostfiles are refused by line before any host is contacted.
 #
 # The hosts are made by ssh_hosts.sh. Needs root, `ip netns`, sshd and ssh; otherwise every check
 # is reported as skipped.
@@ -36,6 +37,7 @@ SECTIONS=("2-host train equals a one-host world of 2" "3-host train equals a one
     "refused key" "missing remote ddprun" "--nnodes=2:3 goes on without an unreachable host"
     "--nnodes=3:3 with an unreachable host fails" "--nnodes=2:3 with two unreachable hosts fails"
     "--nnodes=2:3 without the first host fails" "--nnodes=2:3 goes on without an unfit host"
+    "etcd over ssh" "etcd over ssh without the first host"
     "hostile hostfiles refused by line"
     "nothing left, namespaces removed")
 
@@ -509,6 +511,47 @@ rc=$?
 verdict "--nnodes=2:3, nodec's health check fails: world of 2, nodec named unfit, exit 0 (rc $rc)" ||
     show_tail "$D/unfit.out" "$D/unfit.err"
 check "nothing left after the job without the unfit host" nothing_left 10
+
+# ------------------------------------------------------------------------------------ 7c. etcd
+# --rdzv_backend=etcd: every host's agent gets the backend and the members (one etcd member in the
+# launcher's namespace, on the bridge's address); the agents elect the store among themselves, so
+# one serves it, and with --nnodes=2:3 the job goes on without the first host.
+if command -v etcd >/dev/null 2>&1; then
+    ip netns exec "${P}br" setpriv --pdeathsig KILL etcd --name one --data-dir "$TMP/etcd" \
+        --listen-client-urls "http://$SUB.1:2379" --advertise-client-urls "http://$SUB.1:2379" \
+        --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+        --initial-cluster one=http://127.0.0.1:2380 >"$TMP/etcd.log" 2>&1 &
+    ETCD=$!
+    if wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
+        launch -v --hosts nodea:1,nodeb:1,nodec:1 --rdzv_backend=etcd --rdzv_endpoint="$SUB.1:2379" \
+            --rdzv_conf=lease_ttl=3 sh -c 'echo "etcd r=$RANK ws=$WORLD_SIZE h=$(hostname)"' \
+            >"$D/etcd.out" 2>"$D/etcd.err"
+        rc=$?
+        [ $rc = 0 ] && [ "$(grep -c '^\[node[abc]:[0-2]\]:etcd r=[0-2] ws=3 h=' "$D/etcd.out")" = 3 ] &&
+            [ "$(grep -c "rendezvous store now at .*elected through etcd at $SUB.1:2379" "$D/etcd.err")" = 3 ] &&
+            [ "$(grep -c 'served by this node' "$D/etcd.err")" = 1 ]
+        verdict "--rdzv_backend=etcd over ssh: 3 hosts elect one store through etcd, a world of 3, exit 0 (rc $rc)" ||
+            show_tail "$D/etcd.out" "$D/etcd.err"
+        launch --hostfile "$D/hf_elastic3" --nnodes=2:3 --rdzv_backend=etcd \
+            --rdzv_endpoint="$SUB.1:2379" --rdzv_conf=lease_ttl=3,last_call_timeout=1 \
+            sh -c 'echo "etcd2 ws=$WORLD_SIZE"' >"$D/etcd2.out" 2>"$D/etcd2.err"
+        rc=$?
+        [ $rc = 0 ] && [ "$(grep -c 'etcd2 ws=2$' "$D/etcd2.out")" = 2 ] &&
+            grep -q '^ddprun: host noport: .*Connection refused$' "$D/etcd2.err" &&
+            ! grep -q 'hosts the store' "$D/etcd2.err"
+        verdict "--rdzv_backend=etcd over ssh, --nnodes=2:3, the first host unreachable: no host is special, world of 2 (rc $rc)" ||
+            show_tail "$D/etcd2.out" "$D/etcd2.err"
+    else
+        skip "--rdzv_backend=etcd over ssh" "etcd did not start in ${P}br"
+        skip "--rdzv_backend=etcd over ssh without the first host" "etcd did not start in ${P}br"
+    fi
+    kill "$ETCD" 2>/dev/null
+    wait "$ETCD" 2>/dev/null
+else
+    skip "--rdzv_backend=etcd over ssh" "etcd is missing (scripts/ensure-deps.sh --test)"
+    skip "--rdzv_backend=etcd over ssh without the first host" "etcd is missing"
+fi
+check "nothing left after the etcd jobs" nothing_left 10
 
 # ------------------------------------------------------------------------------------ 8. hostile
 hostile() { # hostile NAME CONTENT EXPECTED: refused with exit 2, one line, before any ssh

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "rdzv_etcd_json.h"
+#include "rdzv_etcd_store.h"
 
 static char why[160];
 
@@ -364,13 +365,49 @@ static void test_decode_error_body(void **state) {
     assert_int_equal(strlen(msg), sizeof msg - 1);
 }
 
+/* The leader key's value (rdzv_etcd_store.h): what a candidate writes reads back the same, and a
+ * value that is not a store's address is refused. */
+static void test_store_addr(void **state) {
+    (void)state;
+    char v[300], addr[64];
+    int port = 0;
+    rdzv_etcd_store_addr_format(v, sizeof v, "10.0.0.7", 29400);
+    assert_string_equal(v, "10.0.0.7:29400");
+    assert_int_equal(
+        rdzv_etcd_store_addr_parse((const uint8_t *)v, strlen(v), addr, sizeof addr, &port), 0);
+    assert_string_equal(addr, "10.0.0.7");
+    assert_int_equal(port, 29400);
+    rdzv_etcd_store_addr_format(v, sizeof v, "fd00::1", 1);
+    assert_string_equal(v, "[fd00::1]:1");
+    assert_int_equal(
+        rdzv_etcd_store_addr_parse((const uint8_t *)v, strlen(v), addr, sizeof addr, &port), 0);
+    assert_string_equal(addr, "fd00::1");
+    assert_int_equal(port, 1);
+    const char *bad[] = {"",      "host",   ":80",    "h:0",   "h:65536",
+                         "h:80x", "h o:80", "h/x:80", "h\n:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(rdzv_etcd_store_addr_parse((const uint8_t *)bad[i], strlen(bad[i]), addr,
+                                                    sizeof addr, &port),
+                         -EINVAL);
+    /* A NUL inside, and a host longer than the caller's buffer. */
+    assert_int_equal(
+        rdzv_etcd_store_addr_parse((const uint8_t *)"a\0b:80", 6, addr, sizeof addr, &port),
+        -EINVAL);
+    char longv[120];
+    memset(longv, 'a', 100);
+    strcpy(longv + 100, ":80");
+    assert_int_equal(
+        rdzv_etcd_store_addr_parse((const uint8_t *)longv, strlen(longv), addr, sizeof addr, &port),
+        -EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),       cmocka_unit_test(test_b64_strict),
         cmocka_unit_test(test_prefix_range_end),  cmocka_unit_test(test_enc_txn),
         cmocka_unit_test(test_enc_bounds),        cmocka_unit_test(test_decode_etcd_replies),
         cmocka_unit_test(test_decode_watch),      cmocka_unit_test(test_decode_hostile),
-        cmocka_unit_test(test_decode_error_body),
+        cmocka_unit_test(test_decode_error_body), cmocka_unit_test(test_store_addr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -309,13 +309,23 @@ TEST(test_barrier_store_gone) {
     assert_false(a.had_count);
 }
 
-static int may_serve_flag(void *arg) {
-    return *(const int *)arg;
+/* Runs "fenced" and "loading" get *arg's answer (1 serves, 0 refuses, RDZV_NOT_YET not yet),
+ * every other run is served. */
+static int may_serve_flag(void *arg, const char *run_id) {
+    if (strcmp(run_id, "fenced") == 0 || strcmp(run_id, "loading") == 0)
+        return *(const int *)arg;
+    return 1;
 }
 
 TEST(test_may_serve) {
     int serving = 0;
     rdzv_server_set_may_serve(e->srv, may_serve_flag, &serving);
+    call_res_t other = {0};
+    rdzv_join_req_t o = join_req("other", 1);
+    assert_int_equal(rdzv_acall_join(e->c, &o, 5000, call_cb, &other, NULL), 0);
+    run_until(e, &other.called);
+    assert_int_equal(other.status, 0);
+    assert_int_equal(other.rep.status, 0);
     call_res_t no = {0};
     rdzv_join_req_t q = join_req("fenced", 1);
     assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &no, NULL), 0);

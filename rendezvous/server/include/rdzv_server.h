@@ -88,18 +88,19 @@ void rdzv_server_reset(rdzv_server_t *s);
  * open past a lowered limit; newcomers meet it. Does nothing on other stores or with 0. */
 void rdzv_server_set_workers(rdzv_server_t *s, size_t workers);
 
-/* Whether this store may serve the rendezvous now: consulted before any rendezvous command
+/* Whether this store may serve run_id's rendezvous now: consulted before any rendezvous command
  * (JOIN, HEARTBEAT, ...) reaches the rounds. When it answers 0 the command is refused with
  * DDP_ECLOSED and the text "this store no longer serves the rendezvous", and the connection
  * closes: a client treats it as a lost store and looks for the one that serves now. An agent
  * elected through etcd installs its lease check, so that a leader resumed past its lease (its
- * loss not yet noticed by its timer) never accepts a JOIN. A negative answer is "not yet" (the
+ * loss not yet noticed by its timer) never accepts a JOIN; ddp-rendezvous --etcd, its lease of each
+ * run it stands for (the other runs it serves always). A negative answer is "not yet" (the
  * store is loading what its predecessor left, rdzv_server_restore_*): the command is refused
  * with that code (RDZV_NOT_YET) and the text "... not serving yet ...", on a connection that
  * stays open: the client asks again shortly. Every command's reply carries the refusal's code
  * and text (rdzv_round_refusal_encode). NULL (the default): always serves. The key-value
  * commands are not affected. */
-typedef int (*rdzv_server_may_serve_fn)(void *arg);
+typedef int (*rdzv_server_may_serve_fn)(void *arg, const char *run_id);
 void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, void *arg);
 #define RDZV_NOT_YET (-EAGAIN)
 

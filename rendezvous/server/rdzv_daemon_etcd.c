@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * ddp-rendezvous --etcd (rdzv_daemon_etcd.h): one etcd client, one candidate per run id, all
+ * publishing this daemon's store address; docs/ARCHITECTURE.md "The rendezvous on etcd". The
+ * election is rdzv_etcd_leader's, the leader key's value rdzv_etcd_store's: the agents campaign
+ * with the same two. */
+#include "rdzv_daemon_etcd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp_escape.h"
+#include "ddp_log.h"
+#include "rdzv_etcd_leader.h"
+#include "rdzv_etcd_store.h"
+#include "rdzv_proto.h"
+
+/* How long the start waits for etcd to name a store for every run, the bound on each call to
+ * etcd, how often etcd is asked whether it answers again while it is away, and the bound on
+ * resigning at the exit: the agent's (agent/rdzv_elect.c). */
+#define DAEMON_ETCD_START_MS 10000
+#define DAEMON_ETCD_CALL_MS 2000
+#define DAEMON_ETCD_PROBE_MS 1000
+#define DAEMON_ETCD_RESIGN_MS 1000
+/* The longest key prefix (the agent's etcd_prefix has the same bound). */
+#define DAEMON_ETCD_PREFIX_MAX 256
+#define DAEMON_ETCD_VALUE_MAX (RDZV_ETCD_STORE_HOST_MAX + 16)
+
+typedef struct daemon_run {
+    daemon_etcd_t *d;
+    const char *id;
+    char key[DAEMON_ETCD_PREFIX_MAX + RDZV_RUN_ID_MAX + 16]; /* <prefix>/<run_id>/leader */
+    rdzv_etcd_leader_t *leader;
+    int named;                         /* the election named a store for this run */
+    int leading;                       /* ... this daemon's */
+    char store[DAEMON_ETCD_VALUE_MAX]; /* the store another candidate publishes, as read */
+} daemon_run_t;
+
+struct daemon_etcd {
+    uv_loop_t *loop;
+    rdzv_etcd_t *etcd;
+    const char *endpoints;
+    char value[DAEMON_ETCD_VALUE_MAX]; /* this daemon's store, "ADDR:PORT" */
+    daemon_run_t runs[DAEMON_ETCD_MAX_RUNS];
+    size_t n_runs;
+    int started;           /* the start's wait is over: a leadership won later is a failover */
+    int etcd_down;         /* a call to etcd failed: said once until it answers */
+    uv_timer_t timer;      /* while etcd_down: the probe; while stopping: the resign bound */
+    uv_timer_t lost_timer; /* defers the lost report out of the election's callback */
+    const char *lost_why;
+    char lost_line[512];
+    void (*lost)(void *arg, const char *why);
+    void *lost_arg;
+    int stopping, finished;
+    int client_closing;  /* finish closed the client: done waits for it */
+    size_t leaders_open; /* while stopping: candidates still resigning */
+    void (*done)(void *arg);
+    void *done_arg;
+};
+
+/* etcd answers again after a failure: said once. */
+static void etcd_back(daemon_etcd_t *d) {
+    if (!d->etcd_down)
+        return;
+    d->etcd_down = 0;
+    if (!d->stopping)
+        uv_timer_stop(&d->timer);
+    ddp_log(DDP_LOG_WARN, "etcd at %s answers again", rdzv_etcd_endpoint(d->etcd));
+}
+
+static void on_probe(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
+    (void)res, (void)errtext;
+    daemon_etcd_t *d = arg;
+    if (status == 0 && d->etcd != NULL && !d->stopping)
+        etcd_back(d);
+}
+
+/* While etcd is away, a read of a leader key now and then: the election reports nothing when
+ * etcd comes back unchanged, and the line that says it is back needs an answer. */
+static void on_probe_timer(uv_timer_t *t) {
+    daemon_etcd_t *d = t->data;
+    const char *k = d->runs[0].key;
+    rdzv_etcd_get(d->etcd, k, strlen(k), RDZV_ETCD_COUNT_ONLY, 0, on_probe, d, NULL);
+}
+
+static void on_lost_timer(uv_timer_t *t) {
+    daemon_etcd_t *d = t->data;
+    if (!d->stopping)
+        d->lost(d->lost_arg, d->lost_line);
+}
+
+static void etcd_failed(daemon_etcd_t *d, const char *why) {
+    if (!d->etcd_down && !d->started)
+        ddp_log(DDP_LOG_WARN, "%s; retrying for up to %d s", why != NULL ? why : "no answer",
+                DAEMON_ETCD_START_MS / 1000);
+    else if (!d->etcd_down)
+        ddp_log(DDP_LOG_WARN,
+                "etcd unreachable: %s; the runs this store serves go on, nothing new is decided "
+                "until it answers",
+                why != NULL ? why : "no answer");
+    d->etcd_down = 1;
+    if (d->started && !d->stopping && !uv_is_active((uv_handle_t *)&d->timer))
+        uv_timer_start(&d->timer, on_probe_timer, DAEMON_ETCD_PROBE_MS, DAEMON_ETCD_PROBE_MS);
+}
+
+static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
+                      int64_t revision, const char *why) {
+    (void)revision;
+    daemon_run_t *run = arg;
+    daemon_etcd_t *d = run->d;
+    char addr[RDZV_ETCD_STORE_HOST_MAX + 1], esc[4 * DAEMON_ETCD_VALUE_MAX + 8];
+    int port;
+    switch (ev) {
+    case RDZV_LEADER_LEADING:
+        etcd_back(d);
+        run->named = run->leading = 1;
+        run->store[0] = '\0';
+        /* The first is the daemon's start; a later one takes a run over, said by default. */
+        ddp_log(d->started ? DDP_LOG_WARN : DDP_LOG_INFO,
+                "run %s: this store serves its rendezvous at %s (elected through etcd at %s)",
+                run->id, d->value, d->endpoints);
+        break;
+    case RDZV_LEADER_OBSERVED:
+        etcd_back(d);
+        if (rdzv_etcd_store_addr_parse(value, value_len, addr, sizeof addr, &port) < 0) {
+            ddp_str_escape(esc, sizeof esc, (const char *)value, value_len);
+            ddp_log(DDP_LOG_WARN,
+                    "etcd at %s: the leader key %s holds '%s', not a store's address; waiting "
+                    "for another leader",
+                    rdzv_etcd_endpoint(d->etcd), run->key, esc);
+            break;
+        }
+        run->named = 1;
+        run->leading = 0;
+        if (value_len < sizeof run->store &&
+            (strlen(run->store) != value_len || memcmp(run->store, value, value_len) != 0)) {
+            memcpy(run->store, value, value_len);
+            run->store[value_len] = '\0';
+            ddp_log(DDP_LOG_INFO, "run %s: standing by; its rendezvous store is at %s", run->id,
+                    run->store);
+        }
+        break;
+    case RDZV_LEADER_NONE: break;
+    case RDZV_LEADER_LOST:
+        if (run->leading) {
+            run->leading = 0;
+            snprintf(d->lost_line, sizeof d->lost_line,
+                     "run %s: lost the etcd lease of its rendezvous store (%s): stopped serving it",
+                     run->id, why != NULL ? why : "expired");
+            if (!uv_is_active((uv_handle_t *)&d->lost_timer))
+                uv_timer_start(&d->lost_timer, on_lost_timer, 0, 0);
+            break;
+        }
+        /* A candidate that did not lead lost only its lease: etcd is away. */
+        __attribute__((fallthrough));
+    case RDZV_LEADER_ERROR: etcd_failed(d, why); break;
+    }
+}
+
+/* The store's rdzv_server_set_may_serve check: a run this daemon stands for is served only while
+ * it leads that run by the clock now; any other run always (ddp-rendezvous without etcd). */
+static int may_serve(void *arg, const char *run_id) {
+    daemon_etcd_t *d = arg;
+    for (size_t i = 0; i < d->n_runs; i++)
+        if (strcmp(d->runs[i].id, run_id) == 0)
+            return d->runs[i].leader != NULL && rdzv_etcd_leader_leading(d->runs[i].leader);
+    return 1;
+}
+
+static int all_named(const daemon_etcd_t *d) {
+    for (size_t i = 0; i < d->n_runs; i++)
+        if (!d->runs[i].named)
+            return 0;
+    return 1;
+}
+
+static void on_start_timer(uv_timer_t *t) {
+    (void)t;
+}
+
+/* Turns the loop until every run has a store named, at most DAEMON_ETCD_START_MS. */
+static int wait_named(daemon_etcd_t *d) {
+    uv_timer_t t;
+    int rc = uv_timer_init(d->loop, &t);
+    if (rc < 0)
+        return rc;
+    uv_timer_start(&t, on_start_timer, DAEMON_ETCD_START_MS, 0);
+    while (!all_named(d) && uv_is_active((uv_handle_t *)&t))
+        uv_run(d->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    /* The closed timer's callback runs on the next turn, while t is still in scope. */
+    uv_run(d->loop, UV_RUN_NOWAIT);
+    d->started = 1;
+    for (size_t i = 0; i < d->n_runs; i++) {
+        if (d->runs[i].named)
+            continue;
+        ddp_log(DDP_LOG_ERROR,
+                "etcd at %s: no rendezvous store elected for run %s within %d s (etcd "
+                "unreachable or refusing the lease)",
+                d->endpoints, d->runs[i].id, DAEMON_ETCD_START_MS / 1000);
+        return 1;
+    }
+    if (d->etcd_down)
+        uv_timer_start(&d->timer, on_probe_timer, DAEMON_ETCD_PROBE_MS, DAEMON_ETCD_PROBE_MS);
+    return 0;
+}
+
+int daemon_etcd_start(uv_loop_t *loop, rdzv_server_t *server, const daemon_etcd_opts_t *o,
+                      void (*lost)(void *arg, const char *why), void *arg, daemon_etcd_t **out) {
+    *out = NULL;
+    daemon_etcd_t *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return -ENOMEM;
+    d->loop = loop;
+    d->endpoints = o->endpoints;
+    d->lost = lost;
+    d->lost_arg = arg;
+    int rc;
+    if ((rc = uv_timer_init(loop, &d->timer)) < 0 ||
+        (rc = uv_timer_init(loop, &d->lost_timer)) < 0) {
+        free(d);
+        return rc;
+    }
+    d->timer.data = d->lost_timer.data = d;
+    *out = d;
+    rdzv_etcd_store_addr_format(d->value, sizeof d->value, o->host, rdzv_server_port(server));
+    rdzv_etcd_opts_t eo = {.endpoints = o->endpoints,
+                           .timeout_ms = DAEMON_ETCD_CALL_MS,
+                           .user = o->user,
+                           .password = o->password,
+                           .ca_file = o->cacert,
+                           .cert_file = o->cert,
+                           .key_file = o->key};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if ((rc = rdzv_etcd_new(loop, &eo, &d->etcd, &err)) < 0) {
+        ddp_log(DDP_LOG_ERROR, "etcd at %s: %s", o->endpoints,
+                err.text[0] ? err.text : ddp_strerror(rc));
+        return rc;
+    }
+    for (size_t i = 0; i < o->n_runs && i < DAEMON_ETCD_MAX_RUNS; i++) {
+        daemon_run_t *run = &d->runs[d->n_runs++];
+        run->d = d;
+        run->id = o->runs[i];
+        snprintf(run->key, sizeof run->key, "%s/%s/leader", o->prefix, run->id);
+        rdzv_etcd_leader_opts_t lo = {.key = run->key,
+                                      .key_len = strlen(run->key),
+                                      .value = d->value,
+                                      .value_len = strlen(d->value),
+                                      .ttl_s = o->ttl_s,
+                                      .cb = on_leader,
+                                      .arg = run};
+        if ((rc = rdzv_etcd_leader_start(d->etcd, &lo, &run->leader, &err)) < 0) {
+            ddp_log(DDP_LOG_ERROR, "etcd at %s: %s", o->endpoints,
+                    err.text[0] ? err.text : ddp_strerror(rc));
+            return rc;
+        }
+    }
+    rdzv_server_set_may_serve(server, may_serve, d);
+    return wait_named(d);
+}
+
+static void on_client_closed(void *arg) {
+    daemon_etcd_t *d = arg;
+    d->etcd = NULL;
+    if (d->done != NULL)
+        d->done(d->done_arg);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+    daemon_etcd_t *d = h->data;
+    /* Without a client there is nothing else to wait for. */
+    if (!d->client_closing && d->done != NULL)
+        d->done(d->done_arg);
+}
+
+/* Ends what the resignations left: the candidates still closing, the timers, the client. */
+static void finish(daemon_etcd_t *d) {
+    if (d->finished)
+        return;
+    d->finished = 1;
+    for (size_t i = 0; i < d->n_runs; i++) {
+        rdzv_etcd_leader_close(d->runs[i].leader, NULL, NULL); /* a second close is ignored */
+        d->runs[i].leader = NULL;
+    }
+    uv_close((uv_handle_t *)&d->lost_timer, NULL);
+    uv_close((uv_handle_t *)&d->timer, on_timer_closed);
+    d->client_closing = d->etcd != NULL;
+    if (d->etcd != NULL)
+        rdzv_etcd_close(d->etcd, on_client_closed, d);
+}
+
+static void on_resigned(void *arg) {
+    daemon_run_t *run = arg;
+    daemon_etcd_t *d = run->d;
+    run->leader = NULL; /* freed after this call */
+    if (--d->leaders_open == 0)
+        finish(d);
+}
+
+static void on_resign_timer(uv_timer_t *t) {
+    finish(t->data);
+}
+
+void daemon_etcd_stop(daemon_etcd_t *d, void (*done)(void *arg), void *arg) {
+    if (d == NULL || d->stopping)
+        return;
+    d->stopping = 1;
+    d->done = done;
+    d->done_arg = arg;
+    uv_timer_stop(&d->timer);
+    uv_timer_stop(&d->lost_timer);
+    for (size_t i = 0; i < d->n_runs; i++)
+        d->runs[i].leading = 0;
+    /* Each candidate deletes its key (if ours) and revokes its lease; the timer bounds them (etcd
+     * away: the keys lapse with the leases). */
+    uv_timer_start(&d->timer, on_resign_timer, DAEMON_ETCD_RESIGN_MS, 0);
+    for (size_t i = 0; i < d->n_runs; i++) {
+        if (d->runs[i].leader == NULL)
+            continue;
+        d->leaders_open++;
+        rdzv_etcd_leader_close(d->runs[i].leader, on_resigned, &d->runs[i]);
+    }
+    if (d->leaders_open == 0)
+        finish(d);
+}
+
+void daemon_etcd_free(daemon_etcd_t *d) {
+    free(d);
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# suite-cost: 30
+# ddp-rendezvous --etcd: standalone store daemons stand for election on a run's leader key as the
+# agents of --rdzv_backend=etcd do (rendezvous/server/rdzv_daemon_etcd.c), and agents with
+# etcd_agents_campaign=0 follow the store they elect. Without etcd: bad flags and keys (exit 2,
+# one line naming each) and an etcd that is not there (exit 1 within 10 s + 3 s, one error line
+# naming it). With a real etcd (Debian's etcd-server) on 127.0.0.1, started here: two daemons, one
+# serving, one standing by; a 2-node job forms on the serving daemon and exits 0; SIGKILL of the
+# serving daemon mid-job: the other takes over and the job re-forms and exits 0, no command
+# typed again; SIGSTOP of the serving daemon past its lease: another takes over, and on SIGCONT it
+# stops serving, says so in one line and exits 1; SIGTERM of the serving daemon (lease 8 s): it
+# resigns, another takes over within 3 s, and it exits 0; etcd down 3 s within the lease: the
+# serving daemon goes on, one line when etcd goes and one when it is back. Every process is
+# stopped by PID.
+. "$(dirname "$0")/lib.sh"
+
+DDPRUN=$BIN/ddprun
+RDZV=$BIN/ddp-rendezvous
+FW=$BIN/tests/fake_worker
+fake_worker_env_clear
+unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD DDPRUN_TOKEN DDPRUN_TOKEN_FILE
+TTL=3
+
+# ---- without etcd ----
+bad() { # NAME WANT_IN_LINE ARGS...: exit 2 and one line naming what is wrong
+    local name=$1 want=$2; shift 2
+    "$RDZV" --no-auth --port 0 "$@" >"$TMP/bad.out" 2>&1
+    local rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] && grep -q -- "$want" "$TMP/bad.out"; then
+        ok "bad flag: $name (exit 2, one line naming it)"
+    else
+        not_ok "bad flag: $name (exit $rc)"; show_tail "$TMP/bad.out"
+    fi
+}
+bad "--etcd without --run-id" "--etcd: name the runs" --etcd 127.0.0.1:1
+bad "--run-id without --etcd" "--run-id" --run-id r
+bad "a member's port" "'127.0.0.1:70000'" --etcd 127.0.0.1:1,127.0.0.1:70000 --run-id r
+bad "a member without a port" "'etcd1'" --etcd etcd1 --run-id r
+bad "--etcd-lease-ttl 1" "--etcd-lease-ttl: '1'" --etcd 127.0.0.1:1 --run-id r --etcd-lease-ttl 1
+bad "--etcd-prefix without /" "--etcd-prefix: 'ddp'" --etcd 127.0.0.1:1 --run-id r --etcd-prefix ddp
+bad "--etcd-cert without --etcd-key" "--etcd-key" --etcd 127.0.0.1:1 --run-id r --etcd-cert /c.pem
+bad "an unknown flag" "--etcd-nope" --etcd-nope x
+DDPRUN_ETCD_USER=u bad "a user without a password" "DDPRUN_ETCD_PASSWORD" --etcd 127.0.0.1:1 --run-id r
+"$DDPRUN" --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:1 \
+    --rdzv_conf=etcd_agents_campaign=maybe "$FW" >"$TMP/camp.out" 2>&1
+rc=$?
+[ $rc = 2 ] && [ "$(wc -l <"$TMP/camp.out")" = 1 ] && grep -q "etcd_agents_campaign='maybe'" "$TMP/camp.out"
+verdict "bad key: etcd_agents_campaign=maybe (exit 2, one line naming it)" || show_tail "$TMP/camp.out"
+
+NOPE=$(free_port)
+t0=$(date +%s%N)
+"$RDZV" --no-auth --port 0 --etcd "127.0.0.1:$NOPE" --run-id nope >"$TMP/nope.out" 2>&1
+rc=$?
+dt=$((($(date +%s%N) - t0) / 1000000))
+[ $rc = 1 ] && [ $dt -lt 13000 ] && [ "$(grep -c ' E ' "$TMP/nope.out")" = 1 ] &&
+    grep ' E ' "$TMP/nope.out" | grep -q "127.0.0.1:$NOPE" && ! grep -q 'listening on' "$TMP/nope.out"
+verdict "etcd not reachable: exit 1 within 13 s, one error line naming it, never listening" ||
+    show_tail "$TMP/nope.out"
+echo "# etcd not reachable: exit $rc after $dt ms"
+
+command -v etcd >/dev/null 2>&1 ||
+    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
+
+P1=$(free_port); P2=$(free_port)
+etcd_member "$TMP/etcd" "$P1" "$P2"
+if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
+    kill "$ETCD" 2>/dev/null
+    skip_all "etcd did not start on 127.0.0.1:$P1"
+fi
+HEX=$(random_token "$TMP/token")
+export DDPRUN_TOKEN=$HEX
+
+declare -A PID
+# daemon NAME TTL: a ddp-rendezvous standing for runs form, kill and idle; its PID in PID[NAME].
+daemon() {
+    "$RDZV" --token-file "$TMP/token" --port 0 --log-level info --etcd "127.0.0.1:$P1" \
+        --etcd-lease-ttl "$2" --run-id form --run-id kill --run-id idle >"$TMP/$1.out" 2>&1 &
+    PID[$1]=$!
+}
+# agent NAME RUN: one agent that follows the daemons' store; its PID in PID[NAME].
+agent() {
+    "$DDPRUN" -v --nnodes=2 --nproc_per_node=2 --rdzv_backend=etcd \
+        --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id="$2" --max_restarts=3 \
+        --rdzv_conf="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1,etcd_agents_campaign=0" \
+        "$FW" >"$TMP/$1.out" 2>&1 &
+    PID[$1]=$!
+}
+# reap NAME [TIMEOUT_S]: its exit code (137 after a SIGKILL at the timeout).
+reap() {
+    local p=${PID[$1]} i
+    for i in $(seq $((${2:-40} * 20))); do
+        kill -0 "$p" 2>/dev/null || break
+        sleep 0.05
+    done
+    kill -0 "$p" 2>/dev/null && kill -KILL "$p"
+    wait "$p"
+}
+# serving RUN NAMES...: the names of the daemons whose last word on RUN is that they serve it.
+serving() {
+    local run=$1 n; shift
+    for n in "$@"; do
+        grep -E "run $run: (this store serves|standing by|lost the etcd lease)" "$TMP/$n.out" |
+            tail -1 | grep -q 'this store serves' && echo "$n"
+    done
+}
+addr_of() { sed -n 's/^listening on //p' "$TMP/$1.out"; }
+
+# ---- two daemons: one serves, one stands by ----
+daemon d1 $TTL
+daemon d2 $TTL
+up=0
+for n in d1 d2; do wait_for "$TMP/$n.out" '^listening on' 20 >/dev/null || up=1; done
+[ $up = 0 ] && [ "$(serving form d1 d2 | wc -l)" = 1 ] && [ "$(serving kill d1 d2 | wc -l)" = 1 ] &&
+    [ "$(cat "$TMP/d1.out" "$TMP/d2.out" | grep -c 'run form: standing by')" = 1 ]
+verdict "two daemons: each run served by exactly one, the other standing by" ||
+    show_tail "$TMP/d1.out" "$TMP/d2.out"
+
+# ---- a job forms on the serving daemon ----
+export FW_DIR=$TMP/form FW_SLEEP_MS=300
+mkdir -p "$FW_DIR"
+srv=$(serving form d1 d2)
+agent f1 form
+agent f2 form
+rf=0
+for n in f1 f2; do reap $n 40 || rf=1; done
+at=0
+for n in f1 f2; do
+    grep -q "rendezvous store now at $(addr_of "$srv") (elected" "$TMP/$n.out" || at=1
+    grep -q 'served by this node' "$TMP/$n.out" && at=1
+done
+[ $rf = 0 ] && [ $at = 0 ] && [ "$(ls "$FW_DIR" | grep -c '^env\.')" = 4 ]
+verdict "2 agents (etcd_agents_campaign=0) form on the serving daemon and exit 0" ||
+    show_tail "$TMP/f1.out" "$TMP/f2.out" "$TMP/$srv.out"
+
+# ---- SIGKILL of the serving daemon mid-job ----
+export FW_DIR=$TMP/kill FW_SLEEP_MS=6000
+mkdir -p "$FW_DIR"
+agent k1 kill
+agent k2 kill
+for _ in $(seq 300); do
+    [ "$(ls "$FW_DIR" | grep -c '^pid\..*\.0$')" = 4 ] && break
+    sleep 0.05
+done
+srv=$(serving kill d1 d2)
+other=d1; [ "$srv" = d1 ] && other=d2
+tk=$(date +%s%N)
+kill -KILL "${PID[$srv]}"
+wait "${PID[$srv]}" 2>/dev/null
+wait_for "$TMP/$other.out" " W run kill: this store serves" $((TTL + 3)) >/dev/null
+took=$?
+dt=$((($(date +%s%N) - tk) / 1000000))
+rk=0
+for n in k1 k2; do reap $n 60 || rk=1; done
+moved=0
+for n in k1 k2; do
+    grep -q " W rendezvous store now at $(addr_of "$other") (elected" "$TMP/$n.out" || moved=1
+    grep -q "round 1: node" "$TMP/$n.out" || moved=1
+done
+[ -n "$srv" ] && [ $took = 0 ] && [ $rk = 0 ] && [ $moved = 0 ]
+verdict "SIGKILL of the serving daemon mid-job: the other takes over, the job re-forms and exits 0" ||
+    show_tail "$TMP/k1.out" "$TMP/k2.out" "$TMP/$other.out"
+echo "# SIGKILL of the serving daemon: the other serves after $dt ms (lease $TTL s)"
+
+# ---- SIGSTOP of the serving daemon past its lease ----
+daemon d3 8
+wait_for "$TMP/d3.out" 'run idle: standing by' 20 >/dev/null
+kill -STOP "${PID[$other]}"
+wait_for "$TMP/d3.out" " W run idle: this store serves" $((TTL + 4)) >/dev/null
+took=$?
+kill -CONT "${PID[$other]}"
+reap "$other" 10
+rc=$?
+[ $took = 0 ] && [ $rc = 1 ] && [ "$(grep -c ' E .*lost the etcd lease' "$TMP/$other.out")" = 1 ]
+verdict "SIGSTOP of the serving daemon past its lease: another takes over; on SIGCONT it exits 1 with one line" ||
+    show_tail "$TMP/$other.out" "$TMP/d3.out"
+
+# ---- SIGTERM of the serving daemon: it resigns ----
+daemon d4 8
+wait_for "$TMP/d4.out" 'run idle: standing by' 20 >/dev/null
+t0=$(date +%s%N)
+kill -TERM "${PID[d3]}"
+wait_for "$TMP/d4.out" " W run idle: this store serves" 3 >/dev/null
+took=$?
+dt=$((($(date +%s%N) - t0) / 1000000))
+reap d3 10
+rc=$?
+[ $took = 0 ] && [ $rc = 0 ]
+verdict "SIGTERM of the serving daemon (lease 8 s): another takes over within 3 s, it exits 0" ||
+    show_tail "$TMP/d3.out" "$TMP/d4.out"
+echo "# SIGTERM of the serving daemon: the other serves after $dt ms (lease 8 s)"
+
+# ---- etcd down 3 s, within the serving daemon's lease (8 s) ----
+kill -TERM "$ETCD"
+wait "$ETCD" 2>/dev/null
+sleep 3
+etcd_member "$TMP/etcd" "$P1" "$P2"
+wait_for "$TMP/d4.out" 'answers again' 15 >/dev/null
+kill -0 "${PID[d4]}" 2>/dev/null && [ "$(grep -c ' W etcd unreachable' "$TMP/d4.out")" = 1 ] &&
+    [ "$(grep -c 'answers again' "$TMP/d4.out")" = 1 ] && [ "$(serving idle d4)" = d4 ]
+verdict "etcd down 3 s: the serving daemon goes on serving; one line when etcd goes, one when it is back" ||
+    show_tail "$TMP/d4.out"
+
+kill -TERM "${PID[d4]}"
+reap d4 10
+kill -TERM "$ETCD"
+wait "$ETCD" 2>/dev/null
+check "no leftover process" no_leftovers
+finish
