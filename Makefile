@@ -163,7 +163,7 @@ bench: all $(BENCHES)
 bench-scale: all $(BENCHES)
 	@BUILD=$(BUILD) bench/scale.sh
 
-# The death of the store's host on --rdzv_backend=etcd against torchrun's etcd-v2 and c10d (~15 min).
+# The death of the store's host on --rdzv_backend=etcd against torchrun's etcd-v2 and c10d (~20 min).
 bench-etcd: all $(BENCHES)
 	@BUILD=$(BUILD) bench/etcd_failover.sh
 

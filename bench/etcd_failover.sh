@@ -22,8 +22,8 @@
 # store's loss, torchrun's rows are left out then).
 # Everything runs under scripts/private-names.sh when it can (PyTorch's stores look names up).
 # RUNS repetitions (default 5) a row; medians and quartiles (linear interpolation) in ms. Each wait
-# is bounded by BOUND_S (default 60); KEEP_TMP=1 keeps every output. Exits 77 without etcd, 1 when a ddprun run does not re-form
-# or exit 0 (torchrun's failures are its figures), 0 otherwise.
+# is bounded by BOUND_S (default 60); KEEP_TMP=1 keeps every output. Exits 77 without etcd, 1
+# when a ddprun run does not re-form or exit 0 (torchrun's failures are its figures), 0 otherwise.
 #   BUILD=build RUNS=5 TTLS="5 2" bench/etcd_failover.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -40,8 +40,10 @@ TORCH_BACKENDS=${TORCH_BACKENDS-etcd-v2 c10d}
 BOUND_S=${BOUND_S:-60}
 FW_AFTER_MS=${FW_AFTER_MS:-2000}
 # The fake worker: one started after the kill runs FW_AFTER_MS, one before it BOUND_S.
+FW=$BUILD/tests/fake_worker
+case $FW in /*) ;; *) FW=$PWD/$FW ;; esac
 FAKE="[ -e \"\$FAILOVER_DIR/killed\" ] && FW_SLEEP_MS=$FW_AFTER_MS || FW_SLEEP_MS=$((BOUND_S * 1000))
-export FW_SLEEP_MS; exec $PWD/$BUILD/tests/fake_worker"
+export FW_SLEEP_MS; exec '$FW'"
 if ! command -v etcd >/dev/null 2>&1; then
     echo "# skipped: etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
     exit 77
@@ -248,6 +250,7 @@ rows=()
 each=()
 echo "# etcd failover, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), etcd $ETCD_VER, worker $WORKER"
 for ttl in $TTLS; do
+    touch "$TMP/ddprun.$ttl".{ms,rc,last,ran}
     for i in $(seq "$RUNS"); do one ddprun "$ttl" "$i" || rc=1; done
     lc=$LAST_CALL_S
     [ "$ttl" != 5 ] && lc=$SMALL_LAST_CALL_S
@@ -272,6 +275,7 @@ if [ -n "$TORCH_BACKENDS" ]; then
             echo "# torchrun etcd-v2 skipped: python-etcd is not installed in $PY's environment (scripts/ensure-torch2.sh installs it)"
             continue
         fi
+        touch "$TMP/$b.-".{ms,rc,last,ran}
         for i in $(seq "$RUNS"); do one "$b" - "$i"; done
         rows+=("torchrun $TVER --rdzv_backend=$b|last_call_timeout=$TORCH_LAST_CALL_S|$b.-")
     done
