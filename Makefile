@@ -159,7 +159,8 @@ test-integration: all $(BENCHES)
 bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
 
-# Every rendezvous path at 1,000-16,000 simulated nodes, and torchrun's for reference (~8 min).
+# Every rendezvous path at 1,000-16,000 simulated nodes, torchrun's for reference, and the etcd
+# backend's election at 1,000 and 16,000 (~13 min).
 bench-scale: all $(BENCHES)
 	@BUILD=$(BUILD) bench/scale.sh
 
