@@ -15,9 +15,11 @@
  *             prints `etcd-reelect nodes=N reelect_ms=X`
  *   SIGTERM   prints `etcd-hold lost=L errors=E` (leases lost and calls failed since the
  *             election) and exits: 0 when no lease was lost, 1 otherwise.
+ * With K given, only the first K are candidates and the others observers (a range and a watch,
+ * no lease): what the election would cost if only a few agents of a run stood for it.
  * Calls are bounded by 2 s each, as the agent's. Exits 2 on bad arguments, 1 when the election
  * does not end within 120 s.
- * Usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S */
+ * Usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S [K] */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -124,12 +126,15 @@ static void on_term(uv_signal_t *s, int signum) {
 }
 
 int main(int argc, char **argv) {
-    int64_t n, ttl;
-    if (argc != 6 || ddp_parse_i64(argv[2], 1, 65536, &n) < 0 ||
-        ddp_parse_i64(argv[5], 1, 3600, &ttl) < 0) {
-        fprintf(stderr, "usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S\n");
+    int64_t n, ttl, k = 0;
+    if ((argc != 6 && argc != 7) || ddp_parse_i64(argv[2], 1, 65536, &n) < 0 ||
+        ddp_parse_i64(argv[5], 1, 3600, &ttl) < 0 ||
+        (argc == 7 && ddp_parse_i64(argv[6], 1, n, &k) < 0)) {
+        fprintf(stderr, "usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S [K]\n");
         return 2;
     }
+    if (k == 0)
+        k = n;
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -159,8 +164,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n_cands; i++) {
         rdzv_etcd_leader_opts_t lo = {.key = argv[3],
                                       .key_len = strlen(argv[3]),
-                                      .value = argv[4],
-                                      .value_len = strlen(argv[4]),
+                                      .value = (int64_t)i < k ? argv[4] : NULL,
+                                      .value_len = (int64_t)i < k ? strlen(argv[4]) : 0,
                                       .ttl_s = (int)ttl,
                                       .cb = on_report,
                                       .arg = &cands[i]};
