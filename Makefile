@@ -7,6 +7,7 @@
 #   make test                 unit tests (cmocka) + integration tests, one summary line at the end
 #   make bench                benchmarks; results go to docs/BENCHMARKS.md by hand (see that file)
 #   make bench-scale          the rendezvous at 1,000-16,000 simulated nodes, and torchrun's
+#   make bench-etcd           the death of the store's host on --rdzv_backend=etcd, and torchrun's
 #   make bench-smoke          every benchmark at its smallest size, as a test (make test runs it)
 #   make SANITIZE=address,undefined test      sanitizer build in build-san/
 #   make install PREFIX=/usr/local
@@ -113,7 +114,7 @@ include launcher/module.mk
 include tests/module.mk
 -include bench/module.mk
 
-.PHONY: run all test test-unit test-integration test-gpu bench bench-scale bench-smoke chaos install \
+.PHONY: run all test test-unit test-integration test-gpu bench bench-scale bench-etcd bench-smoke chaos install \
         installables deb deps clean fuzz format lint man cpu-note gpu-check
 all: cpu-note $(LIBS) $(BINS) $(HELPERS)
 
@@ -158,9 +159,14 @@ test-integration: all $(BENCHES) $(MANPAGES)
 bench: all $(BENCHES)
 	@BUILD=$(BUILD) bench/run.sh
 
-# Every rendezvous path at 1,000-16,000 simulated nodes, and torchrun's for reference (~8 min).
+# Every rendezvous path at 1,000-16,000 simulated nodes, torchrun's for reference, and the etcd
+# backend's election at 1,000 and 16,000 (~13 min).
 bench-scale: all $(BENCHES)
 	@BUILD=$(BUILD) bench/scale.sh
+
+# The death of the store's host on --rdzv_backend=etcd against torchrun's etcd-v2 and c10d (~20 min).
+bench-etcd: all $(BENCHES)
+	@BUILD=$(BUILD) bench/etcd_failover.sh
 
 # Every bench/*.sh at its smallest size (under a minute in all): each must measure every figure,
 # and fail when a program it needs fails (tests/integration/test_bench_smoke.sh, a suite of

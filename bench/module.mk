@@ -27,3 +27,8 @@ BENCHES += $(BUILD)/bench/bench_gpu
 $(BUILD)/bench/bench_gpu: EXTRA_LIBS += $(CUDA_LIBS)
 $(BUILD)/bench/bench_gpu: $(BUILD)/obj/bench/bench_gpu.o
 	$(LINK)
+# bench_etcd_elect: the etcd backend's election with N simulated candidates (make bench-scale).
+BENCHES += $(BUILD)/bench/bench_etcd_elect
+$(BUILD)/bench/bench_etcd_elect: $(BUILD)/obj/bench/bench_etcd_elect.o $(BUILD)/librdzv_etcd.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)

@@ -12,8 +12,18 @@
 # KEEPALIVE_SMALL_S; KEEPALIVE_S=10 makes a quick run. KEEP_ALIVE_MS is the simulated run's
 # keep-alive interval (a silent node is detected 3 intervals after its last beat), IDLE_CONNS the
 # idle store connections of the last table. TORCH_COUNTS= skips the reference.
+# The etcd backend (--rdzv_backend=etcd) at ETCD_COUNTS (default "1000 16000"; empty skips it,
+# as does a machine without etcd): a fresh etcd member per count (its data on disk under TMPDIR),
+# bench_etcd_elect's N candidates (every agent is one: a lease renewed every ETCD_TTL/3 s, default
+# TTL 5, a campaign, a watch of the leader key) elect the store, then bench_rdzv_scale's N nodes
+# JOIN that store (its address read from the election) while the candidates hold their leases
+# (keep-alive window ETCD_KEEPALIVE_S, default 20); then the leader resigns and all elect again.
+# etcd's load comes from its /metrics: gRPC messages received (one a request through the JSON
+# gateway) per second, keys, leases, its CPU and RSS, its WAL fsyncs.
 # Exits 1 when a figure cannot be measured: a count that fails, the idle connections, or a
-# torchrun count with no result at all (one that passes LIMIT is a result: where it stops).
+# torchrun count with no result at all (one that passes LIMIT is a result: where it stops). An
+# etcd count that does not elect within 120 s, or whose candidates lose leases, is a result (its
+# row says so), not a failure.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -24,11 +34,16 @@ TORCH_COUNTS=${TORCH_COUNTS-8 32 128 256 512}
 LIMIT=${LIMIT:-60}
 KEEP_ALIVE_MS=${KEEP_ALIVE_MS:-5000}
 IDLE_CONNS=${IDLE_CONNS:-10000}
+ETCD_COUNTS=${ETCD_COUNTS-1000 16000}
+ETCD_KEEPALIVE_S=${ETCD_KEEPALIVE_S:-20}
+ETCD_TTL=${ETCD_TTL:-5}
+EPID=
+CPID=
 rc=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/scale.XXXXXX")
 DPID=
 SPID=
-trap '[ -n "$DPID" ] && kill "$DPID" 2>/dev/null; [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'for p in "$DPID" "$SPID" "$CPID" "$EPID"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 # Every simulated node is a descriptor in the bench and in the store: raise the soft limit.
 ulimit -n "$(ulimit -Hn)"
 largest=$(printf '%s\n' $COUNTS | sort -n | tail -1)
@@ -122,6 +137,118 @@ else
         case "$line" in *stopped*) break ;; esac
     done
 fi
+# etcd_load URL: "msgs keys leases fsyncs fsync_s" from a member's /metrics.
+etcd_load() {
+    python3 - "$1" <<'EOF2'
+import sys, urllib.request
+m = {}
+for line in urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=10).read().decode().splitlines():
+    if line and not line.startswith("#"):
+        name = line.split("{")[0].split(" ")[0]
+        m[name] = m.get(name, 0) + float(line.rsplit(" ", 1)[1])
+g = lambda k: m.get(k, 0)
+print("%d %d %d %d %.3f" % (g("grpc_server_msg_received_total"), g("etcd_debugging_mvcc_keys_total"),
+      g("etcd_debugging_lease_granted_total") - g("etcd_debugging_lease_revoked_total"),
+      g("etcd_disk_wal_fsync_duration_seconds_count"), g("etcd_disk_wal_fsync_duration_seconds_sum")))
+EOF2
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+etcd_lines=()
+if [ -z "$ETCD_COUNTS" ]; then
+    :
+elif ! command -v etcd >/dev/null 2>&1; then
+    echo "# etcd backend skipped: etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
+else
+    echo
+    echo "The etcd backend ($(etcd --version | sed -n 's/^etcd Version: //p'), one member, lease TTL $ETCD_TTL s), $ETCD_KEEPALIVE_S s keep-alive window:"
+    echo
+    echo "| nodes | election (all know the store) | JOIN at the store | join (election + JOIN) | re-form (the slower of after FAIL and after silence) | re-election (leader resigns) | etcd: requests/s while the job runs | keys | leases | etcd CPU % of a core | etcd RSS MiB | WAL fsyncs (mean) | leases lost, calls failed |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    for n in $ETCD_COUNTS; do
+        ep=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        pp=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        url=http://127.0.0.1:$ep
+        setpriv --pdeathsig KILL etcd --name one --data-dir "$TMP/etcd.$n" \
+            --listen-client-urls "$url" --advertise-client-urls "$url" \
+            --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+            --initial-cluster "one=http://127.0.0.1:$pp" >"$TMP/etcd.log" 2>&1 &
+        EPID=$!
+        for _ in $(seq 200); do grep -qs "ready to serve client requests" "$TMP/etcd.log" && break; sleep 0.05; done
+        line=""
+        if ! grep -q 'ready to serve client requests' "$TMP/etcd.log" || ! start_daemon; then
+            line="etcd-scale nodes=$n failed: etcd or ddp-rendezvous did not start"
+        else
+            read -r m0 _ <<<"$(etcd_load "$url")"
+            "$BUILD/bench/bench_etcd_elect" "127.0.0.1:$ep" "$n" "/ddprun/scale-$n/leader" \
+                "127.0.0.1:$port" "$ETCD_TTL" >"$TMP/elect.out" 2>"$TMP/elect.err" &
+            CPID=$!
+            for _ in $(seq 1300); do
+                grep -q '^etcd-elect ' "$TMP/elect.out" && break
+                kill -0 "$CPID" 2>/dev/null || break
+                sleep 0.1
+            done
+            elect=$(sed -nE 's/^etcd-elect .*elect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
+        fi
+        if [ -z "$line" ] && [ -z "$elect" ]; then
+            line="etcd-scale nodes=$n stopped: $(grep -v 'lost its lease' "$TMP/elect.err" | tail -1) ($(grep -c 'lost its lease' "$TMP/elect.err") leases lost)"
+        elif [ -z "$line" ]; then
+            # The nodes join the store the election named (every candidate published it).
+            addr=$(python3 - "$url" "/ddprun/scale-$n/leader" <<'EOF2'
+import base64, json, sys, urllib.request
+k = base64.b64encode(sys.argv[2].encode()).decode()
+r = json.load(urllib.request.urlopen(sys.argv[1] + "/v3/kv/range", json.dumps({"key": k}).encode(), timeout=10))
+print(base64.b64decode(r["kvs"][0]["value"]).decode())
+EOF2
+)
+            read -r m1 _ <<<"$(etcd_load "$url")"
+            t1=$(date +%s%N)
+            e1=$(ticks "$EPID")
+            timeout 600 "$BUILD/bench/bench_rdzv_scale" "${addr##*:}" "$DPID" "$n" \
+                --keepalive-s "$ETCD_KEEPALIVE_S" --keep-alive-ms "$KEEP_ALIVE_MS" --ddprun "$BUILD/ddprun" \
+                >"$TMP/scale.out" 2>"$TMP/scale.err"
+            brc=$?
+            read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$url")"
+            t2=$(date +%s%N)
+            e2=$(ticks "$EPID")
+            ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
+            kill -USR1 "$CPID"
+            for _ in $(seq 1300); do
+                grep -q '^etcd-reelect ' "$TMP/elect.out" && break
+                kill -0 "$CPID" 2>/dev/null || break
+                sleep 0.1
+            done
+            kill -TERM "$CPID" 2>/dev/null
+            wait "$CPID"
+            CPID=
+            reelect=$(sed -nE 's/^etcd-reelect .*reelect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
+            hold=$(sed -nE 's/^etcd-hold .*lost=([0-9]+) errors=([0-9]+).*/\1 lost, \2 failed/p' "$TMP/elect.out")
+            if [ $brc -ne 0 ]; then
+                line="etcd-scale nodes=$n failed: bench_rdzv_scale exit $brc: $(tail -1 "$TMP/scale.err")"
+                rc=1
+            else
+                join=$(sed -nE 's/^rdzv-scale .*join_ms=([0-9.]+).*/\1/p' "$TMP/scale.out")
+                fail=$(sed -nE "s/^rdzv-scale .*reform_ms=([0-9.]+).*/\1/p" "$TMP/scale.out")
+                wall=$(awk -v a="$t1" -v b="$t2" 'BEGIN {print (b - a) / 1e9}')
+                rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" 'BEGIN {printf "%.0f", (b - a) / w}')
+                cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
+                fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
+                total=$(awk -v a="$elect" -v b="$join" 'BEGIN {printf "%.1f", a + b}')
+                echo "| $n | $elect ms | $join ms | $total ms | $fail ms | ${reelect:-not within 130 s} ms | $rps | $keys | $leases | $cpu | $ersss | $f2 ($fsm) | ${hold:-?} |"
+                echo "# $n nodes: election took $((m1 - m0)) etcd requests"
+                line="etcd-scale nodes=$n elect_ms=$elect join_ms=$total reform_ms=$fail reelect_ms=${reelect:--} etcd_rps=$rps etcd_keys=$keys etcd_leases=$leases"
+            fi
+        fi
+        [ -n "$CPID" ] && kill -TERM "$CPID" 2>/dev/null && wait "$CPID" 2>/dev/null
+        CPID=
+        kill "$DPID" "$EPID" 2>/dev/null
+        wait "$DPID" "$EPID" 2>/dev/null
+        DPID=
+        EPID=
+        rm -rf "$TMP/etcd.$n"
+        echo "$line"
+        etcd_lines+=("$line")
+    done
+fi
 echo
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" "${etcd_lines[@]}"
 exit $rc

@@ -18,13 +18,18 @@ has_torch2() {
 }
 # py-spy (a few MB) goes into the same environment: the hang tests read a Python worker's stacks
 # with it (tests/integration/test_hang.sh) and skip that check, saying so, without it.
-with_py_spy() {
+# python-etcd (pure Python) too: torchrun's etcd-v2 rendezvous needs it, and bench/etcd_failover.sh
+# runs torchrun on it beside ddprun's etcd backend (it skips that row, saying so, without it).
+with_extras() {
     [ -x "$DIR/bin/py-spy" ] ||
         timeout 300 "$PY" -m pip install --disable-pip-version-check -q py-spy >&2 ||
         echo "ensure-torch2: pip install py-spy failed: the Python stacks check will be skipped" >&2
+    "$PY" -c 'import etcd' 2>/dev/null ||
+        timeout 300 "$PY" -m pip install --disable-pip-version-check -q python-etcd >&2 ||
+        echo "ensure-torch2: pip install python-etcd failed: torchrun's etcd-v2 reference will be skipped" >&2
 }
 if [ -x "$PY" ] && has_torch2; then
-    with_py_spy
+    with_extras
     echo "$(cd "$DIR" && pwd)/bin/python"
     exit 0
 fi
@@ -47,5 +52,5 @@ if ! timeout 1800 "$PY" -m pip install --disable-pip-version-check -q 'torch>=2'
     exit 1
 fi
 has_torch2 || { echo "ensure-torch2: torch installed in $DIR but does not import" >&2; exit 1; }
-with_py_spy
+with_extras
 echo "$(cd "$DIR" && pwd)/bin/python"

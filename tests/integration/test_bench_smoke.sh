@@ -16,6 +16,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 declare -A SMOKE=(
     [allreduce]="BENCH_SECONDS=0.2"
     [console]="RUNS=1"
+    [etcd_failover]="RUNS=1 TTLS=2 TORCH_BACKENDS= WORKER=fake FW_AFTER_MS=500 BOUND_S=15"
     [fanout]="RUNS=1 COUNTS=2"
     [hang]="RUNS=1 TIMEOUT_S=1 CPU_S=3"
     [heartbeat]="CALLS=100000 WRITES=10000 RUNS=1"
@@ -23,7 +24,7 @@ declare -A SMOKE=(
     [launch]="RUNS=1 TORCH_RUNS=1"
     [rdzv]="RUNS=1 JOIN_COUNTS=100"
     [report]="AGENTS=50 EVENTS_PER_AGENT=10"
-    [scale]="COUNTS=200 KEEPALIVE_S=1 KEEPALIVE_SMALL_S=1 KEEP_ALIVE_MS=300 IDLE_CONNS=1000 TORCH_COUNTS=8 LIMIT=20"
+    [scale]="COUNTS=200 KEEPALIVE_S=1 KEEPALIVE_SMALL_S=1 KEEP_ALIVE_MS=300 IDLE_CONNS=1000 TORCH_COUNTS=8 LIMIT=20 ETCD_COUNTS=200 ETCD_KEEPALIVE_S=1"
     [store]="STORE_BENCH_QUICK=1 CLIENTS=1 SIZES=1024 IDLE_CONNS=1000"
     [store_ab]="REPS=1 SECS=1"
     [torch_worker_store]="RUNS=1 RUN_TIMEOUT_S=40"
@@ -33,6 +34,7 @@ declare -A SMOKE=(
 declare -A BREAK=(
     [allreduce]=bench/bench_allreduce
     [console]=ddprun
+    [etcd_failover]=ddprun
     [fanout]=ddprun
     [hang]=bench/bench_beat_worker
     [heartbeat]=bench/bench_heartbeat
