@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 
 #include "ddp_log.h"
 #include "ddp_time.h"
@@ -80,6 +79,11 @@ void agent__goodput_text(agent_t *a, char *out, size_t cap) {
     agent_goodput_line(&a->gp, ddp_now_ms(), out, cap);
 }
 
+/* ratio (0..1) to four decimals, without libm: the wheel's programs need only libc. */
+static double ratio_4dp(double ratio) {
+    return (double)(int64_t)(ratio * 10000.0 + 0.5) / 10000.0;
+}
+
 struct json_t *agent__goodput_json(agent_t *a) {
     const agent_goodput_t *g = &a->gp;
     agent_goodput_totals_t t;
@@ -88,7 +92,7 @@ struct json_t *agent__goodput_json(agent_t *a) {
     /* Four decimals of the ratio are the summary's one decimal of percent and some to spare. */
     return json_pack("{s:I, s:o, s:o, s:I, s:i}", "wall_ms", (json_int_t)t.wall_ms, "productive_ms",
                      known ? json_integer((json_int_t)t.productive_ms) : json_null(), "ratio",
-                     known ? json_real(round(t.ratio * 10000.0) / 10000.0) : json_null(), "lost_ms",
+                     known ? json_real(ratio_4dp(t.ratio)) : json_null(), "lost_ms",
                      (json_int_t)t.lost_ms, "restarts", g->restarts);
 }
 
