@@ -136,7 +136,7 @@ static void test_refusal(void **state) {
         ddp_buf_t b = DDP_BUF_INIT;
         int rc = rdzv_round_refusal_encode(&b, code, DDP_EAUTH, "refused: not your run");
         int carries = code == RDZV_CMD_RDZV_JOIN || code == RDZV_CMD_RDZV_STATUS ||
-                      code == RDZV_CMD_RDZV_STATUS_PAGE;
+                      code == RDZV_CMD_RDZV_STATUS_PAGE || code == RDZV_CMD_RDZV_TIMING;
         if (!carries) {
             assert_int_equal(rc, -ENOTSUP);
             assert_int_equal(b.len, 0);
