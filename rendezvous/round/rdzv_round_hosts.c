@@ -97,8 +97,8 @@ int rdzv__host_join(rdzv_run_t *r, const char *host, uint64_t now_ms, char *text
     if (h == NULL)
         return 0;
     if (h->excluded && h->straggler) {
-        rdzv__textf(text, cap, "rendezvous '%s': host %s is excluded as a straggler: %s", r->id,
-                    h->host, h->last_failure);
+        rdzv__textf(text, cap, "rendezvous '%s': host %s is excluded: %s", r->id, h->host,
+                    h->last_failure);
         return 1;
     }
     if (h->excluded) {
