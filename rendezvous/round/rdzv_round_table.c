@@ -402,19 +402,6 @@ static int leave_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev)
     return 0;
 }
 
-/* TIMING's report, added rank by rank to the detector on behalf of the sender's node. */
-typedef struct timing_ctx {
-    rdzv_strag_t *st;
-    int64_t group_rank;
-} timing_ctx_t;
-
-static int timing_add(void *ctx, int64_t rank, uint64_t compute_us, uint64_t wait_us,
-                      uint64_t steps) {
-    timing_ctx_t *t = ctx;
-    (void)wait_us;
-    return rdzv__strag_add(t->st, rank, t->group_rank, compute_us, steps);
-}
-
 /* "rank 5 on node 2 (10.0.0.3): 1.52x the median compute per step (31.2 ms against 20.5 ms)
  * since 12.0 s ago" into out. */
 static void straggler_text(const rdzv_run_t *r, int64_t rank, uint64_t now_ms, char *out,
@@ -442,10 +429,22 @@ static int timing_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev
     rdzv_strag_t *st = &r->strag;
     if (st->round != r->round)
         rdzv__strag_reset(st, r->round, ev->now_ms);
-    timing_ctx_t tc = {st, m->group_rank};
-    int rc = rdzv__strag_parse(ev->text != NULL ? ev->text : "", &st->cfg, timing_add, &tc);
-    if (rc < 0)
-        return rc;
+    rdzv_strag_entry_t e[RDZV_STRAG_ENTRIES_MAX];
+    rdzv_strag_cfg_t cfg;
+    int ne = rdzv__strag_parse(ev->text != NULL ? ev->text : "", &cfg, e, RDZV_STRAG_ENTRIES_MAX);
+    /* A node speaks for its own ranks alone: another's would let it make a healthy rank look
+     * slow. The report is taken whole or not at all. */
+    for (int i = 0; i < ne; i++)
+        if (e[i].rank < m->rank_base || e[i].rank >= m->rank_base + m->nproc)
+            ne = -EINVAL;
+    if (ne < 0)
+        return ne;
+    st->cfg = cfg;
+    for (int i = 0; i < ne; i++) {
+        int rc = rdzv__strag_add(st, e[i].rank, m->group_rank, e[i].compute_us, e[i].steps);
+        if (rc < 0)
+            return rc;
+    }
     rdzv_strag_change_t ch[16];
     size_t n = rdzv__strag_window(st, ev->now_ms, ch, sizeof ch / sizeof *ch);
     size_t len = 0;

@@ -31,6 +31,7 @@ typedef struct rdzv_member {
     char host[RDZV_HOST_MAX + 1];
     int64_t want_rank, nproc, master_port;
     int64_t group_rank; /* RUNNING: its rank; else -1 */
+    int64_t rank_base;  /* RUNNING: its first global rank (its ranks: rank_base + 0..nproc-1) */
     int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
     uint64_t join_ms, last_seen_ms;
     int64_t key;           /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */

@@ -83,7 +83,7 @@ static double median_without(const judged_t *s, size_t n, size_t p) {
 }
 
 /* One rank's verdict for a window: above or not, and what follows from the run of verdicts. */
-static int judge(rdzv_strag_t *st, rdzv_strag_rank_t *k, int above, uint64_t now_ms) {
+static int judge(rdzv_strag_t *st, rdzv_strag_rank_t *k, int above) {
     int windows = st->cfg.windows > 0 ? st->cfg.windows : 1;
     if (above) {
         if (k->above++ == 0)
@@ -104,7 +104,6 @@ static int judge(rdzv_strag_t *st, rdzv_strag_rank_t *k, int above, uint64_t now
         st->named--;
         return 0;
     }
-    (void)now_ms;
     return -1;
 }
 
@@ -126,7 +125,7 @@ size_t rdzv__strag_window(rdzv_strag_t *st, uint64_t now_ms, rdzv_strag_change_t
             k->per_step_us = mine;
             k->ratio = med > 0 ? mine / med : (mine > 0 ? st->cfg.threshold * 2 : 1);
             int above = mine > med * st->cfg.threshold && mine - med >= RDZV_STRAG_MIN_EXCESS_US;
-            int verdict = judge(st, k, above, now_ms);
+            int verdict = judge(st, k, above);
             if (verdict >= 0 && nch < cap)
                 ch[nch++] = (rdzv_strag_change_t){(int64_t)s[p].rank, verdict};
         }
@@ -161,10 +160,8 @@ static int named_int(const char *f, const char *name, int64_t min, int64_t max, 
     return ddp_parse_i64(f + n + 1, min, max, v);
 }
 
-int rdzv__strag_parse(const char *text, rdzv_strag_cfg_t *cfg,
-                      int (*fn)(void *ctx, int64_t rank, uint64_t compute_us, uint64_t wait_us,
-                                uint64_t steps),
-                      void *ctx) {
+int rdzv__strag_parse(const char *text, rdzv_strag_cfg_t *cfg, rdzv_strag_entry_t *out,
+                      size_t cap) {
     const char *p = text;
     char f[96];
     int64_t w, t, n;
@@ -174,35 +171,28 @@ int rdzv__strag_parse(const char *text, rdzv_strag_cfg_t *cfg,
         field(&p, f, sizeof f) < 0 || (strcmp(f, "a=warn") != 0 && strcmp(f, "a=exclude") != 0))
         return -EINVAL;
     int exclude = strcmp(f, "a=exclude") == 0;
-    /* Check every entry before any is added: a report is taken whole or not at all. */
-    for (int pass = 0; pass < 2; pass++) {
-        const char *q = p;
-        while (field(&q, f, sizeof f) == 0) {
-            char *parts[4], *save = NULL, *tok = strtok_r(f, ":", &save);
-            int np = 0;
-            for (; tok != NULL && np < 4; tok = strtok_r(NULL, ":", &save))
-                parts[np++] = tok;
-            int64_t v[4];
-            if (np != 4 || tok != NULL)
-                return -EINVAL;
-            for (int i = 0; i < 4; i++)
-                if (ddp_parse_i64(parts[i], 0, i == 0 ? RDZV_STRAG_MAX_RANKS - 1 : INT64_MAX,
-                                  &v[i]) < 0)
-                    return -EINVAL;
-            if (pass == 1) {
-                int rc = fn(ctx, v[0], (uint64_t)v[1], (uint64_t)v[2], (uint64_t)v[3]);
-                if (rc < 0)
-                    return rc;
-            }
-        }
-        while (*q == ' ')
-            q++;
-        if (*q != '\0')
+    size_t k = 0;
+    while (field(&p, f, sizeof f) == 0) {
+        char *parts[4], *save = NULL, *tok = strtok_r(f, ":", &save);
+        int np = 0;
+        for (; tok != NULL && np < 4; tok = strtok_r(NULL, ":", &save))
+            parts[np++] = tok;
+        int64_t v[4];
+        if (np != 4 || tok != NULL || k == cap)
             return -EINVAL;
+        for (int i = 0; i < 4; i++)
+            if (ddp_parse_i64(parts[i], 0, i == 0 ? RDZV_STRAG_MAX_RANKS - 1 : INT64_MAX, &v[i]) <
+                0)
+                return -EINVAL;
+        out[k++] = (rdzv_strag_entry_t){v[0], (uint64_t)v[1], (uint64_t)v[2], (uint64_t)v[3]};
     }
+    while (*p == ' ')
+        p++;
+    if (*p != '\0')
+        return -EINVAL;
     cfg->window_ms = (uint64_t)w;
     cfg->threshold = (double)t / 1000.0;
     cfg->windows = (int)n;
     cfg->exclude = exclude;
-    return 0;
+    return (int)k;
 }

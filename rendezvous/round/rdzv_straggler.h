@@ -74,13 +74,19 @@ int rdzv__strag_add(rdzv_strag_t *st, int64_t rank, int64_t group_rank, uint64_t
  * window at now_ms. Returns how many changes were written (0 when the window is still open). */
 size_t rdzv__strag_window(rdzv_strag_t *st, uint64_t now_ms, rdzv_strag_change_t *ch, size_t cap);
 
+/* One rank's entry of a report. */
+typedef struct rdzv_strag_entry {
+    int64_t rank;
+    uint64_t compute_us, wait_us, steps;
+} rdzv_strag_entry_t;
+
+/* The most entries one report holds (RDZV_WHAT_MAX bytes, 8 at least each). */
+#define RDZV_STRAG_ENTRIES_MAX 32
+
 /* Parses a TIMING report: "w=<window ms> t=<threshold x 1000> n=<windows> a=<warn|exclude>"
- * and then "<rank>:<compute us>:<wait us>:<steps>" entries, separated by spaces. cfg is filled
- * from the first four; each entry goes to fn. Returns 0, or -EINVAL for any malformed field
- * (nothing is added then). */
-int rdzv__strag_parse(const char *text, rdzv_strag_cfg_t *cfg,
-                      int (*fn)(void *ctx, int64_t rank, uint64_t compute_us, uint64_t wait_us,
-                                uint64_t steps),
-                      void *ctx);
+ * and then "<rank>:<compute us>:<wait us>:<steps>" entries, separated by spaces, into *cfg and
+ * out (cap entries). Returns the number of entries, or -EINVAL for any malformed field or more
+ * entries than cap (*cfg and out then unchanged or partly written: use neither). */
+int rdzv__strag_parse(const char *text, rdzv_strag_cfg_t *cfg, rdzv_strag_entry_t *out, size_t cap);
 
 #endif

@@ -331,7 +331,8 @@ static void on_timing(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_bu
     int rc = rdzv_runs_timing(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, log,
                               sizeof log);
     if (rc == -EINVAL)
-        rdzv__slog(s, DDP_LOG_WARN, "%s: TIMING of rendezvous '%s' ignored: malformed report",
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "%s: TIMING of rendezvous '%s' ignored: malformed, or naming ranks not its own",
                    c->peer, r->join.run_id);
     for (char *line = log, *next; rc == 0 && *line != '\0'; line = next) {
         next = line + strcspn(line, "\n");

@@ -149,7 +149,7 @@ int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64
  * still holds: the round ends (END_ROUND in out; not a restart), and its JOINs are refused. log
  * (cap bytes) gets the lines to log, one per change ("" when none). Returns 0; -ENOENT when
  * round is not the running round or member not in its group (nothing changes); -EINVAL for a
- * malformed report (nothing added); -ENOMEM. */
+ * malformed report or one naming a rank that is not the member's (nothing added); -ENOMEM. */
 int rdzv_runs_timing(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                      const char *text, uint64_t now_ms, rdzv_actions_t *out, char *log, size_t cap);
 
