@@ -197,7 +197,8 @@ void agent__straggler_told(agent_t *a, const char *json, size_t len) {
             if (find_rank(now, rank) != NULL)
                 continue;
             const char *host = json_string_value(json_object_get(o, "host"));
-            DDP_WARN("straggler cleared: rank %lld (%s) is back within the threshold",
+            DDP_WARN("straggler cleared: rank %lld (%s) is no longer named (back within the "
+                     "threshold, or its round is over)",
                      (long long)rank, host != NULL ? host : "?");
             agent__evlog(a, "straggler_cleared", "{s:I, s:s}", "rank", rank, "host",
                          host != NULL ? host : "");

@@ -24,22 +24,28 @@ static const char *member_state(const rdzv_run_t *r, const rdzv_member_t *m) {
     return rdzv__member_state_name(m->state);
 }
 
-/* The running round's stragglers (rdzv_runs_stragglers_json). */
+/* Whether the detector's stragglers are the run's now: those of the running round, or of the
+ * round that just ended (one excluded as a straggler ends it: every node still hears of it) until
+ * the next round's first report starts the detector over. */
+static int strag_current(const rdzv_run_t *r) {
+    const rdzv_strag_t *st = &r->strag;
+    return st->named > 0 && st->round >= 0 &&
+           (st->round == r->round || (r->state != RDZV_RUN_RUNNING && st->round == r->round - 1));
+}
+
+/* The run's stragglers (rdzv_runs_stragglers_json). */
 static json_t *stragglers_json(const rdzv_run_t *r, uint64_t now_ms) {
     json_t *v = json_array();
     const rdzv_strag_t *st = &r->strag;
-    if (v == NULL || r->state != RDZV_RUN_RUNNING || st->round != r->round || st->named == 0)
+    if (v == NULL || !strag_current(r))
         return v;
     for (size_t i = 0; i < st->n; i++) {
         const rdzv_strag_rank_t *k = &st->v[i];
         if (!k->named)
             continue;
-        const rdzv_member_t *m = k->group_rank >= 0 && (size_t)k->group_rank < r->ngroup
-                                     ? r->group[k->group_rank]
-                                     : NULL;
         json_t *o = json_pack(
             "{s:I, s:I, s:s, s:f, s:I, s:I, s:I}", "rank", (json_int_t)i, "group_rank",
-            (json_int_t)k->group_rank, "host", m != NULL ? m->host : "", "ratio",
+            (json_int_t)k->group_rank, "host", k->host, "ratio",
             (double)(int)(k->ratio * 100 + 0.5) / 100, "per_step_us", (json_int_t)k->per_step_us,
             "median_us", (json_int_t)(k->ratio > 0 ? k->per_step_us / k->ratio : 0), "since_ms",
             (json_int_t)(now_ms > k->since_ms ? now_ms - k->since_ms : 0));
@@ -205,19 +211,17 @@ void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
             excluded += r->hosts[i].excluded != 0;
             unfit += r->hosts[i].unfit != 0;
         }
-        rdzv_run_view_t rv = {
-            .id = r->id,
-            .state = rdzv_run_state_name(r->state),
-            .round = r->round,
-            .restarts_used = r->restarts_used,
-            .max_restarts = r->cfg.max_restarts,
-            .members = r->nmembers,
-            .group = in_group,
-            .spares = r->state == RDZV_RUN_RUNNING ? r->njoin : 0,
-            .hosts_excluded = excluded,
-            .hosts_unfit = unfit,
-            .stragglers =
-                r->state == RDZV_RUN_RUNNING && r->strag.round == r->round ? r->strag.named : 0};
+        rdzv_run_view_t rv = {.id = r->id,
+                              .state = rdzv_run_state_name(r->state),
+                              .round = r->round,
+                              .restarts_used = r->restarts_used,
+                              .max_restarts = r->cfg.max_restarts,
+                              .members = r->nmembers,
+                              .group = in_group,
+                              .spares = r->state == RDZV_RUN_RUNNING ? r->njoin : 0,
+                              .hosts_excluded = excluded,
+                              .hosts_unfit = unfit,
+                              .stragglers = strag_current(r) ? r->strag.named : 0};
         if (run_fn != NULL)
             run_fn(ctx, &rv);
         for (const rdzv_member_t *m = r->mhead; member_fn != NULL && m != NULL; m = m->rnext) {

@@ -441,7 +441,8 @@ static int timing_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev
         return ne;
     st->cfg = cfg;
     for (int i = 0; i < ne; i++) {
-        int rc = rdzv__strag_add(st, e[i].rank, m->group_rank, e[i].compute_us, e[i].steps);
+        int rc =
+            rdzv__strag_add(st, e[i].rank, m->group_rank, m->host, e[i].compute_us, e[i].steps);
         if (rc < 0)
             return rc;
     }

@@ -5,6 +5,7 @@
 #include "rdzv_straggler.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,8 +35,8 @@ void rdzv__strag_reset(rdzv_strag_t *st, int64_t round, uint64_t now_ms) {
     st->window_start_ms = now_ms;
 }
 
-int rdzv__strag_add(rdzv_strag_t *st, int64_t rank, int64_t group_rank, uint64_t compute_us,
-                    uint64_t steps) {
+int rdzv__strag_add(rdzv_strag_t *st, int64_t rank, int64_t group_rank, const char *host,
+                    uint64_t compute_us, uint64_t steps) {
     if (rank < 0 || rank >= RDZV_STRAG_MAX_RANKS)
         return -EINVAL;
     size_t want = (size_t)rank + 1;
@@ -55,6 +56,7 @@ int rdzv__strag_add(rdzv_strag_t *st, int64_t rank, int64_t group_rank, uint64_t
     rdzv_strag_rank_t *k = &st->v[rank];
     k->known = 1;
     k->group_rank = group_rank;
+    snprintf(k->host, sizeof k->host, "%s", host);
     /* Sums saturate rather than wrap: a report of absurd values names nobody else. */
     k->compute_us =
         compute_us > UINT64_MAX - k->compute_us ? UINT64_MAX : k->compute_us + compute_us;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdzv_proto.h"
+
 #define RDZV_STRAG_DEFAULT_THRESHOLD 1.2
 #define RDZV_STRAG_DEFAULT_WINDOWS 3
 #define RDZV_STRAG_DEFAULT_WINDOW_MS 5000
@@ -32,9 +34,10 @@ typedef struct rdzv_strag_cfg {
 } rdzv_strag_cfg_t;
 
 typedef struct rdzv_strag_rank {
-    int known;           /* a report named this rank in this round */
-    int64_t group_rank;  /* the node it runs on (its last report's sender) */
-    uint64_t compute_us; /* this window's sums */
+    int known;                    /* a report named this rank in this round */
+    int64_t group_rank;           /* the node it runs on (its last report's sender) */
+    char host[RDZV_HOST_MAX + 1]; /* that node's host */
+    uint64_t compute_us;          /* this window's sums */
     uint64_t steps;
     int above, below;        /* consecutive windows judged above / not above the threshold */
     uint64_t first_above_ms; /* the start of the first window of the current run above */
@@ -65,10 +68,10 @@ void rdzv__strag_init(rdzv_strag_t *st);
 void rdzv__strag_free(rdzv_strag_t *st);
 /* Forgets every rank (a new round: ranks are numbered anew) and starts a window at now_ms. */
 void rdzv__strag_reset(rdzv_strag_t *st, int64_t round, uint64_t now_ms);
-/* Adds one rank's report (compute time, steps) from the node of group_rank. Returns 0, -EINVAL
- * for a rank out of range, -ENOMEM. */
-int rdzv__strag_add(rdzv_strag_t *st, int64_t rank, int64_t group_rank, uint64_t compute_us,
-                    uint64_t steps);
+/* Adds one rank's report (compute time, steps) from the node of group_rank on host. Returns 0,
+ * -EINVAL for a rank out of range, -ENOMEM. */
+int rdzv__strag_add(rdzv_strag_t *st, int64_t rank, int64_t group_rank, const char *host,
+                    uint64_t compute_us, uint64_t steps);
 /* Closes the window when window_ms have passed since it started: judges the ranks, appends
  * what changed to ch (cap entries; more are not reported but still happen) and starts the next
  * window at now_ms. Returns how many changes were written (0 when the window is still open). */

@@ -3,7 +3,8 @@
 # Stragglers across real network hosts: hosts a b c (d) made of network namespaces (netns_job.sh,
 # as test_quarantine.sh uses them), one ddprun per host, host a's agent serving the store, `train`
 # on the CPU backend with one worker per host, --straggler_window 1 and --straggler_windows 3.
-# Checks: a host whose worker sleeps 8 ms after each step (--step-delay-ms) is named on every node
+# Checks: a host whose worker sleeps 10 ms after each step against the others' 3 ms
+# (--step-delay-ms) is named on every node
 # within 15 s of its first step (3 windows of 1 s to judge, the first window, and room for a
 # loaded machine), with its host and rank, in a line, a `straggler` event and `ddprun status`,
 # and the others are never named; a job whose hosts run alongside busy loops (one per core, started
@@ -22,10 +23,13 @@ CONF=last_call_timeout=0.3,join_timeout=20,keep_alive_interval=0.2,keep_alive_ma
 AGENT_LIMIT=60
 EXIT_UNFIT=4
 STRAG=(--straggler_window 1 --straggler_windows 3)
-# About 1.5 ms of compute per step on one idle core; the slow host adds 8 ms of sleep to each. No
+# About 1.5 ms of CPU work per step on one idle core. In the slow-host and exclusion runs every
+# worker also sleeps BASE_MS per step (standing for device compute, which the CPU contention of 3
+# workers, 4 agents and the store on 2 cores does not stretch) and the slow host SLOW_MS. No
 # evaluation at epoch ends: it is rank 0's alone, real extra compute that would make rank 0 slower.
 TARGS=(--backend cpu --layers 256,512,10 --batch-size 64 --epochs 1000 --eval-samples 0 --quiet)
-SLOW_MS=8
+BASE_MS=3
+SLOW_MS=10
 # The bound on naming the slow host, from its first step (see above).
 NAME_BOUND_S=15
 
@@ -56,13 +60,13 @@ named_others() {
 }
 
 # ----------------------------------------------------------------------------------- 1. named
-# a b c, c's worker 8 ms slower per step: named on every node (line and event), shown by `ddprun
+# a b c, c's worker 7 ms slower per step: named on every node (line and event), shown by `ddprun
 # status`; a and b never named. The job ends by itself (--max-steps), every host exit 0.
 PORT=29471 RUN=slow D=$TMP/slow
 mkdir -p "$D"
 start=$(now_ms)
 for h in a b c; do
-    delay=0
+    delay=$BASE_MS
     [ $h = c ] && delay=$SLOW_MS
     NPROC=1 agent $h 3 "${STRAG[@]}" --event_log_handler "json:$D/$h.ev" "$TRAIN" "${TARGS[@]}" \
         --max-steps 1200 --step-delay-ms $delay
@@ -130,14 +134,14 @@ check "nothing left after the load test" no_leftovers 3
 PORT=29473 RUN=excl D=$TMP/excl
 mkdir -p "$D"
 for h in a b c; do
-    delay=0
+    delay=$BASE_MS
     [ $h = c ] && delay=$SLOW_MS
     NPROC=1 agent $h 2:3 "${STRAG[@]}" --straggler_action exclude "$TRAIN" "${TARGS[@]}" \
         --max-steps 1500 --step-delay-ms $delay
 done
 wait_for "$D/a.out" "rendezvous 'excl' round 0: node" 15 >/dev/null
 NPROC=1 agent d 2:3 "${STRAG[@]}" --straggler_action exclude "$TRAIN" "${TARGS[@]}" \
-    --max-steps 1500
+    --max-steps 1500 --step-delay-ms $BASE_MS
 WAIT_S=50 wait_all a b c d
 check "a b d finish with exit 0, c leaves with exit $EXIT_UNFIT ($(rcs a b c d))" \
     cond 'all_rc 0 a b d && all_rc $EXIT_UNFIT c'

@@ -39,7 +39,7 @@ static void det_new(rdzv_strag_t *st, double threshold, int windows) {
 static size_t window(rdzv_strag_t *st, const double *per_step_us, size_t n, uint64_t steps,
                      uint64_t *t, rdzv_strag_change_t *ch) {
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(rdzv__strag_add(st, (int64_t)i, (int64_t)i / 2,
+        assert_int_equal(rdzv__strag_add(st, (int64_t)i, (int64_t)i / 2, "h",
                                          (uint64_t)(per_step_us[i] * steps), steps),
                          0);
     *t += WIN;
@@ -176,8 +176,8 @@ static void test_too_little_to_judge(void **state) {
     assert_int_equal(window(&st, v, 4, 1, &t, ch), 0);
     assert_int_equal(window(&st, v, 4, 10, &t, ch), 1);
     /* Ranks out of range are refused. */
-    assert_int_equal(rdzv__strag_add(&st, -1, 0, 1, 1), -EINVAL);
-    assert_int_equal(rdzv__strag_add(&st, RDZV_STRAG_MAX_RANKS, 0, 1, 1), -EINVAL);
+    assert_int_equal(rdzv__strag_add(&st, -1, 0, "h", 1, 1), -EINVAL);
+    assert_int_equal(rdzv__strag_add(&st, RDZV_STRAG_MAX_RANKS, 0, "h", 1, 1), -EINVAL);
     rdzv__strag_free(&st);
 }
 
@@ -316,6 +316,12 @@ static void test_run_exclude_with_spare(void **state) {
     const rdzv_action_t *end = find_act(&f->out, RDZV_ACT_END_ROUND, 0);
     assert_non_null(end);
     assert_non_null(strstr(end->text, "h2 excluded as a straggler"));
+    /* The round that named it ended: every node still hears of it in the reply. */
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_stragglers_json(f->rs, "job", t + 1, &b), 0);
+    if (strstr((const char *)b.data, "\"host\":\"h2\"") == NULL)
+        fail_msg("stragglers after the exclusion: %.*s", (int)b.len, (const char *)b.data);
+    ddp_buf_free(&b);
     json_t *o = status_of(f, t);
     json_t *h = host_rec(o, "h2");
     assert_non_null(h);
