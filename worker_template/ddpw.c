@@ -322,11 +322,14 @@ int ddpw_init(ddpw_t **out, const ddpw_opts_t *opts, ddp_err_t *err) {
 void ddpw_free(ddpw_t *w) {
     if (w == NULL)
         return;
-    /* The ring first, then the node's shared memory: the reverse of setup_backends. */
+    /* The ring first, then the node's shared memory: the reverse of setup_backends. The NCCL
+     * backend's fini times what is still in flight. */
     if (w->ring != NULL)
         w->ring->fini(w->ring_state);
     if (w->ops != NULL)
         w->ops->fini(w->state);
+    /* The last steps' timing is in the file, whatever the rate limit held back. */
+    ddpw_timing_flush();
     rdzv_client_free(w->ctx.store);
     free(w);
 }

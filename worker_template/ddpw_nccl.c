@@ -238,6 +238,7 @@ static void nccl_fini(void *state) {
     ddpw_nccl_t *n = state;
     if (n == NULL)
         return;
+    timing_resolve(n); /* what has finished is told; nothing is waited for */
     if (n->comm != NULL) {
         ncclResult_t st = ncclSuccess;
         /* A failing query is a broken communicator too. */

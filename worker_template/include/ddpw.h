@@ -72,8 +72,9 @@ int ddpw_init(ddpw_t **out, const ddpw_opts_t *opts, ddp_err_t *err);
  * is read from it too (set it to local_rank unless LOCAL_RANK is virtual). */
 int ddpw_init_env(ddpw_t **out, const ddpw_env_t *env, const ddpw_opts_t *opts, ddp_err_t *err);
 
-/* Releases the backend (aborting a NCCL communicator that is still busy), unmaps shared memory
- * and closes the store connection. NULL is allowed. */
+/* Releases the backend (aborting a NCCL communicator that is still busy), unmaps shared memory,
+ * closes the store connection and writes the timing totals (ddpw_timing_flush). NULL is
+ * allowed. */
 void ddpw_free(ddpw_t *w);
 
 /* The ranks and round of this process, as validated by ddpw_init (plain reads, cannot fail):
