@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Stragglers across real network hosts: hosts a b c (d) made of network namespaces (netns_job.sh,
-# as test_quarantine.sh uses them), one ddprun per host, host a's agent serving the store, `train`
-# on the CPU backend with one worker per host, --straggler_window 1 and --straggler_windows 3.
+# Stragglers across hosts: first three agents told apart by loopback addresses (127.0.0.1-3, no
+# root needed), then hosts a b c (d) made of network namespaces (netns_job.sh, as
+# test_quarantine.sh uses them); one ddprun per host, the first host's agent serving the store,
+# `train` on the CPU backend with one worker per host, --straggler_window 1, --straggler_windows 3.
 # Checks: a host whose worker sleeps 10 ms after each step against the others' 3 ms
-# (--step-delay-ms) is named on every node
-# within 15 s of its first step (3 windows of 1 s to judge, the first window, and room for a
-# loaded machine), with its host and rank, in a line, a `straggler` event and `ddprun status`,
-# and the others are never named; a job whose hosts run alongside busy loops (one per core, started
-# and killed by PID) names nobody; with --straggler_action=exclude and a spare d, the slow host c
-# is excluded as a straggler (its agent exits 4 naming why), the spare takes its place in the next
-# round and a b d finish with exit 0; nothing is left running, and the namespaces are removed.
+# (--step-delay-ms) is named on every node within 15 s of the start (3 windows of 1 s to judge,
+# the first window, and room for a loaded machine), with its host and rank, in a line, a
+# `straggler` event and `ddprun status`, and the others are never named; a job whose hosts run
+# beside busy loops (one per core, started and killed by PID) names nobody; with
+# --straggler_action=exclude and a spare d, the slow host c is excluded as a straggler (its agent
+# exits 4 naming why), the spare takes its place in the next round and a b d finish with exit 0;
+# nothing is left running, and the namespaces are removed.
 #
-# Needs root and `ip netns`; otherwise every check is reported as skipped.
+# The namespace part needs root and `ip netns`; otherwise its checks are reported as skipped.
 . "$(dirname "$0")/lib.sh"
+for c in setpriv timeout; do
+    command -v $c >/dev/null || { skip "every check" "$c is missing"; finish; exit 0; }
+done
 DDPRUN=$BIN/ddprun
 TRAIN=$BIN/train
 fake_worker_env_clear
@@ -33,12 +37,49 @@ SLOW_MS=10
 # The bound on naming the slow host, from its first step (see above).
 NAME_BOUND_S=15
 
+# ----------------------------------------------------------------------------------- 0. loopback
+# Without namespaces (and without root): three agents on one machine, told apart by their
+# addresses on loopback (--local_addr 127.0.0.1..3), c's worker slower as below. The slow one is
+# named within the bound, the others never, and the job ends with exit 0.
+LB=$TMP/loopback
+mkdir -p "$LB"
+LB_PORT=$(free_port)
+declare -A LB_PID
+trap 'for p in "${LB_PID[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+lb_start=$(($(date +%s%N) / 1000000))
+for i in 1 2 3; do
+    delay=3
+    [ $i = 3 ] && delay=10
+    # Each dies with the suite: timeout with its shell, ddprun with its timeout.
+    setpriv --pdeathsig KILL timeout -k 3 60 setpriv --pdeathsig KILL "$DDPRUN" -v --nnodes=3 --nproc_per_node=1 --rdzv_backend=c10d \
+        --rdzv_endpoint="127.0.0.1:$LB_PORT" --rdzv_id=loop --local_addr="127.0.0.$i" \
+        --straggler_window 1 --straggler_windows 3 "$TRAIN" --backend cpu --layers 256,512,10 \
+        --batch-size 64 --epochs 1000 --eval-samples 0 --quiet --max-steps 1200 \
+        --step-delay-ms $delay >"$LB/$i.out" 2>&1 &
+    LB_PID[$i]=$!
+done
+wait_for "$LB/1.out" "straggler: rank [0-9]+ on node [0-9]+ \(127\.0\.0\.3\)" 25 >/dev/null
+lb_named=$(($(date +%s%N) / 1000000))
+lb_rc=""
+for i in 1 2 3; do
+    wait "${LB_PID[$i]}"
+    lb_rc="$lb_rc $?"
+    unset "LB_PID[$i]"
+done
+check "loopback: 127.0.0.3 named within 15 s of the start (after $((lb_named - lb_start)) ms)" \
+    [ $((lb_named - lb_start)) -le 15000 ]
+lb_others=$(grep -hoE "straggler: rank [0-9]+ on node [0-9]+ \(127\.0\.0\.[12]\)" "$LB"/*.out | head -2)
+check "loopback: 127.0.0.1 and 127.0.0.2 never named (${lb_others:-none})" [ -z "$lb_others" ]
+check "loopback: the job ends with exit 0 on every agent (${lb_rc# })" [ "$lb_rc" = " 0 0 0" ]
+check "nothing left after the loopback test" no_leftovers 3
+trap - EXIT
+
 SECTIONS=("a slow host is named within ${NAME_BOUND_S} s, the others never"
     "under CPU load nobody is named" "exclude with a spare: the spare takes the slow host's place"
     "nothing left, namespaces removed")
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
-for c in ip nsenter unshare timeout python3; do
+for c in ip nsenter unshare python3; do
     command -v $c >/dev/null || skip_all "$c is missing"
 done
 
