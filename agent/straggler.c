@@ -169,10 +169,12 @@ static void say_named(agent_t *a, json_t *o) {
     json_int_t mine = json_integer_value(json_object_get(o, "per_step_us"));
     json_int_t med = json_integer_value(json_object_get(o, "median_us"));
     json_int_t since = json_integer_value(json_object_get(o, "since_ms"));
+    const char *kept = json_string_value(json_object_get(o, "kept"));
     DDP_WARN("straggler: rank %lld on node %lld (%s) computes %.2fx the median time per step "
-             "(%.1f ms against %.1f ms) since %.1f s ago",
+             "(%.1f ms against %.1f ms) since %.1f s ago%s%s",
              (long long)rank, (long long)node, host != NULL ? host : "?", ratio, mine / 1000.0,
-             med / 1000.0, since / 1000.0);
+             med / 1000.0, since / 1000.0, kept != NULL ? "; --straggler_action=exclude: " : "",
+             kept != NULL ? kept : "");
     agent__evlog(a, "straggler", "{s:I, s:I, s:s, s:f, s:I, s:I, s:I}", "rank", rank, "group_rank",
                  node, "host", host != NULL ? host : "", "ratio", ratio, "per_step_us", mine,
                  "median_us", med, "since_ms", since);

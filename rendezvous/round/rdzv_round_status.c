@@ -49,6 +49,8 @@ static json_t *stragglers_json(const rdzv_run_t *r, uint64_t now_ms) {
             (double)(int)(k->ratio * 100 + 0.5) / 100, "per_step_us", (json_int_t)k->per_step_us,
             "median_us", (json_int_t)(k->ratio > 0 ? k->per_step_us / k->ratio : 0), "since_ms",
             (json_int_t)(now_ms > k->since_ms ? now_ms - k->since_ms : 0));
+        if (o != NULL && k->kept[0] != '\0')
+            json_object_set_new(o, "kept", json_string(k->kept));
         if (o == NULL || json_array_append_new(v, o) < 0) {
             json_decref(v);
             return NULL;

@@ -451,7 +451,7 @@ static int timing_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
         char text[RDZV_ROUND_TEXT_MAX], note[RDZV_ROUND_TEXT_MAX];
-        const rdzv_strag_rank_t *k = &st->v[ch[i].rank];
+        rdzv_strag_rank_t *k = &st->v[ch[i].rank];
         if (!ch[i].named) {
             len += rdzv__textf(ev->log + len, ev->log_cap - len,
                                "%sstraggler cleared: rank %lld on node %lld (%.2fx the median)",
@@ -470,6 +470,9 @@ static int timing_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev
         char why[RDZV_ROUND_TEXT_MAX];
         rdzv__textf(why, sizeof why, "straggler: %s", text);
         int ex = rdzv__host_straggler(rs, r, sm->host, why, ev->now_ms, note, sizeof note);
+        /* Kept: every node's line says why (the reply carries it). */
+        rdzv__textf(st->v[ch[i].rank].kept, sizeof st->v[ch[i].rank].kept, "%s",
+                    ex == 1 ? "" : note);
         len += rdzv__textf(ev->log + len, ev->log_cap - len, "\n%s", note);
         if (ex == 1 && rdzv__event_reserve(r, 0, ev->out) == 0) {
             char end[RDZV_ROUND_TEXT_MAX];

@@ -93,6 +93,7 @@ static int judge(rdzv_strag_t *st, rdzv_strag_rank_t *k, int above) {
         k->below = 0;
         if (!k->named && k->above >= windows) {
             k->named = 1;
+            k->kept[0] = '\0';
             k->since_ms = k->first_above_ms;
             st->named++;
             return 1;

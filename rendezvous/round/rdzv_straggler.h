@@ -37,7 +37,8 @@ typedef struct rdzv_strag_rank {
     int known;                    /* a report named this rank in this round */
     int64_t group_rank;           /* the node it runs on (its last report's sender) */
     char host[RDZV_HOST_MAX + 1]; /* that node's host */
-    uint64_t compute_us;          /* this window's sums */
+    char kept[96];       /* named under exclude and kept: why (no spare, min nodes); "" otherwise */
+    uint64_t compute_us; /* this window's sums */
     uint64_t steps;
     int above, below;        /* consecutive windows judged above / not above the threshold */
     uint64_t first_above_ms; /* the start of the first window of the current run above */

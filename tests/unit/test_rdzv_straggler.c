@@ -350,6 +350,13 @@ static void test_run_exclude_without_spare(void **state) {
     slow_h2(f, "exclude", &t, log, sizeof log);
     if (strstr(log, "host h2 stays: no spare") == NULL)
         fail_msg("log '%s'", log);
+    /* Every node hears why it stays. */
+    ddp_buf_t b = DDP_BUF_INIT;
+    assert_int_equal(rdzv_runs_stragglers_json(f->rs, "job", t, &b), 0);
+    if (strstr((const char *)b.data, "\"kept\":\"host h2 stays: no spare to take its place\"") ==
+        NULL)
+        fail_msg("stragglers: %.*s", (int)b.len, (const char *)b.data);
+    ddp_buf_free(&b);
     assert_int_equal(f->out.n, 0);
     json_t *o = status_of(f, t);
     assert_null(host_rec(o, "h2"));

@@ -154,7 +154,9 @@ int rdzv_runs_timing(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64
                      const char *text, uint64_t now_ms, rdzv_actions_t *out, char *log, size_t cap);
 
 /* Appends run_id's stragglers as a JSON array to out: [{rank, group_rank, host, ratio,
- * per_step_us, median_us, since_ms}] (since_ms: how long ago its first slow window started).
+ * per_step_us, median_us, since_ms[, kept]}] (since_ms: how long ago its first slow window
+ * started; kept: why a=exclude kept its host). Those of the round that just ended stay listed
+ * until the next round's first report.
  * Returns 0, -ENOENT for an unknown run, -ENOMEM. */
 int rdzv_runs_stragglers_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
                               ddp_buf_t *out);
