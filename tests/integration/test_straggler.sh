@@ -10,8 +10,9 @@
 # `straggler` event and `ddprun status`, and the others are never named; a job whose hosts run
 # beside busy loops (one per core, started and killed by PID) names nobody; with
 # --straggler_action=exclude and a spare d, the slow host c is excluded as a straggler (its agent
-# exits 4 naming why), the spare takes its place in the next round and a b d finish with exit 0;
-# nothing is left running, and the namespaces are removed.
+# exits 4 naming why), the spare takes its place in the next round and a b d finish with exit 0
+# (on loopback, without a spare, it stays and the line says so); nothing is left running, and the
+# namespaces are removed.
 #
 # The namespace part needs root and `ip netns`; otherwise its checks are reported as skipped.
 . "$(dirname "$0")/lib.sh"
@@ -39,8 +40,9 @@ NAME_BOUND_S=15
 
 # ----------------------------------------------------------------------------------- 0. loopback
 # Without namespaces (and without root): three agents on one machine, told apart by their
-# addresses on loopback (--local_addr 127.0.0.1..3), c's worker slower as below. The slow one is
-# named within the bound, the others never, and the job ends with exit 0.
+# addresses on loopback (--local_addr 127.0.0.1..3), the third one's worker slower as below, with
+# --straggler_action=exclude and no spare. The slow one is named within the bound, the others
+# never; it stays (no spare to take its place), every node says so, and the job ends with exit 0.
 LB=$TMP/loopback
 mkdir -p "$LB"
 LB_PORT=$(free_port)
@@ -53,7 +55,8 @@ for i in 1 2 3; do
     # Each dies with the suite: timeout with its shell, ddprun with its timeout.
     setpriv --pdeathsig KILL timeout -k 3 60 setpriv --pdeathsig KILL "$DDPRUN" -v --nnodes=3 --nproc_per_node=1 --rdzv_backend=c10d \
         --rdzv_endpoint="127.0.0.1:$LB_PORT" --rdzv_id=loop --local_addr="127.0.0.$i" \
-        --straggler_window 1 --straggler_windows 3 "$TRAIN" --backend cpu --layers 256,512,10 \
+        --straggler_window 1 --straggler_windows 3 --straggler_action exclude \
+        "$TRAIN" --backend cpu --layers 256,512,10 \
         --batch-size 64 --epochs 1000 --eval-samples 0 --quiet --max-steps 1200 \
         --step-delay-ms $delay >"$LB/$i.out" 2>&1 &
     LB_PID[$i]=$!
@@ -71,6 +74,10 @@ check "loopback: 127.0.0.3 named within 15 s of the start (after $((lb_named - l
 lb_others=$(grep -hoE "straggler: rank [0-9]+ on node [0-9]+ \(127\.0\.0\.[12]\)" "$LB"/*.out | head -2)
 check "loopback: 127.0.0.1 and 127.0.0.2 never named (${lb_others:-none})" [ -z "$lb_others" ]
 check "loopback: the job ends with exit 0 on every agent (${lb_rc# })" [ "$lb_rc" = " 0 0 0" ]
+lb_kept=$(grep -lE "\(127\.0\.0\.3\).*exclude: host 127\.0\.0\.3 stays: no spare to take its place" \
+    "$LB"/*.out | wc -l)
+check "loopback: without a spare the slow host stays, and the nodes that name it say so ($lb_kept of 3)" \
+    [ "$lb_kept" -ge 1 ]
 check "nothing left after the loopback test" no_leftovers 3
 trap - EXIT
 
