@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Straggler detection figures. Prints markdown tables.
-#  1. Overhead of the collective timing: train samples/s with 2 ranks on the CPU backend (the
+#  0. What the collective timing adds to each collective (bench/bench_timing.c: CALLS calls, median
+#     of 5).
+#  1. Overhead of the collective timing, only with BASE set: train samples/s with 2 ranks on the CPU backend (the
 #     bench/train.sh job: 512-1024-512-10 MLP, batch 64 per rank), BASE's train (built without the
 #     timing, e.g. from the commit before it) against this build's, runs alternated, RUNS each;
 #     median of the logged windows of each run, then the median of the runs.
 #  2. Detection latency: three agents on 127.0.0.1-3 (--local_addr), one worker each, whose
 #     "compute" is a sleep of HEALTHY_MS per step (--step-delay-ms, over a tiny model), one rank
 #     sleeping 1.5x and 1.2x that; time from the job's first step to the first `straggler:` line,
-#     and the steps the slow rank took meanwhile, for --straggler_window 5 (the default) and 1.
+#     and the steps the slow rank took meanwhile, for each --straggler_window of WINDOWS
+#     (default "5 1": the default window, and 1 s).
 #   BUILD=build BASE=/tmp/base/build RUNS=5 bench/straggler.sh
 # Exits 1 when a figure cannot be measured.
 set -u
@@ -17,6 +20,8 @@ BUILD=${BUILD:-build}
 BIN=$(cd "$BUILD" && pwd)
 RUNS=${RUNS:-5}
 HEALTHY_MS=${HEALTHY_MS:-20}
+WINDOWS=${WINDOWS:-5 1}
+CALLS=${CALLS:-10000000}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-straggler.XXXXXX")
 STORE_PID=
 trap '[ -n "$STORE_PID" ] && kill $STORE_PID 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -34,6 +39,12 @@ v = v[1:] or v
 print("%.0f" % v[len(v) // 2])
 PY
 }
+
+# ---- 0. the cost per collective
+echo "| measure | cost |"
+echo "| --- | --- |"
+"$BIN/bench/bench_timing" "$TMP" "$CALLS" || { echo "# bench_timing failed"; exit 1; }
+echo
 
 # ---- 1. overhead
 if [ -n "${BASE:-}" ]; then
@@ -106,7 +117,7 @@ latency() {
 }
 echo "| slow rank | --straggler_threshold | --straggler_window | detected after (s) | steps |"
 echo "| --- | --- | --- | --- | --- |"
-for win in 5 1; do
+for win in $WINDOWS; do
     for case in "$((HEALTHY_MS * 3 / 2)) 1.2 1.5x" "$((HEALTHY_MS * 6 / 5)) 1.1 1.2x"; do
         set -- $case
         r=$(latency "$1" "$win" "$2") || { echo "# $3 at window $win: not named"; exit 1; }
