@@ -247,7 +247,8 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
         return rc;
     if (job->metrics_host != NULL && (rc = agent__metrics_start(a)) < 0)
         return rc;
-    if ((rc = agent__hang_init(a)) < 0 || (rc = agent__node_check_init(a)) < 0)
+    if ((rc = agent__hang_init(a)) < 0 || (rc = agent__node_check_init(a)) < 0 ||
+        (rc = agent__straggler_init(a)) < 0)
         return rc;
     return agent__gpu_wait_init(a);
 }
@@ -292,6 +293,7 @@ static void agent_teardown(agent_t *a) {
     agent__evlog_lost_say(a);
     agent__log_lost_say(a);
     agent__gpu_wait_free(a);
+    agent__straggler_fini(a);
     agent__guard_stop(a);
     agent__rdzv_free(a);
     agent__group_free(a);

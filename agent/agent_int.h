@@ -17,6 +17,7 @@
 #include "agent.h"
 #include "ddp_buf.h"
 #include "ddp_strv.h"
+#include "ddp_timing.h"
 #include "goodput.h"
 
 /* A line longer than this is written out in pieces rather than buffered further. */
@@ -123,6 +124,12 @@ struct agent_worker {
     uint64_t hung_for_ms;       /* silence when it was found hung */
     pid_t stacks_pid;           /* stack capture helper not yet reaped; 0 = none */
     char stacks_file[PATH_MAX]; /* where its group's stacks went; "" = not captured */
+    /* Straggler detection (agent/straggler.c, which writes them). */
+    char tm_file[PATH_MAX]; /* DDPRUN_TIMING_FILE; "" when detection is off */
+    ddp_timing_t tm_last;   /* the totals last read in this attempt */
+    int tm_have;            /* tm_last holds a read */
+    /* What every attempt of this worker timed, for the metrics. */
+    uint64_t tm_sum_compute_ns, tm_sum_wait_ns, tm_sum_steps;
 };
 
 /* Supervision states (agent/supervise.c has the state x event table). */
@@ -302,6 +309,12 @@ struct agent {
      * start), group.c (each spawn), hang.c (the beats it reads), supervise.c (a failure known,
      * the group down, the end); read by summary.c and metrics.c. */
     agent_goodput_t gp;
+    /* Stragglers (straggler.c): the window timer, and the run's stragglers as the store's last
+     * TIMING reply listed them (a JSON array; NULL before the first). */
+    struct {
+        uv_timer_t timer;
+        struct json_t *named;
+    } strag;
     /* The GPU memory wait before a restart (gpu_wait.c, on gpu_mem.h). */
     struct {
         uv_timer_t timer;
@@ -351,6 +364,9 @@ typedef struct agent_node_ops {
     /* The node's health check failed (reason: one line): say so where the job's state is kept;
      * the node retries until join_timeout. */
     void (*report_unfit)(agent_t *a, const char *reason);
+    /* Straggler detection's report of this node's ranks (text: TIMING's, docs/protocol-rdzv.md)
+     * to the store that judges; NULL on one node (no store compares nodes). */
+    void (*report_timing)(agent_t *a, const char *text);
     /* The store was lost while this node's JOIN was parked: the same JOIN again, on the new
      * connection (several nodes; one node has no store to lose). */
     void (*rejoin)(agent_t *a);
@@ -558,6 +574,25 @@ void agent__rdzv_free(agent_t *a);
  * the launcher's lines, their silence and the session's end. Returns 0 or a negative libuv code
  * (logged). */
 int agent__session_start(agent_t *a);
+
+/* straggler.c: the window timer (running for the agent's life when detection is on, never
+ * keeping the loop alive); once before the first group. Returns 0 or a negative libuv code. */
+int agent__straggler_init(agent_t *a);
+/* straggler.c: frees the stragglers last told. */
+void agent__straggler_fini(agent_t *a);
+/* straggler.c: the timing file of worker w for this attempt, created empty (mode 0600) into
+ * w->tm_file when detection is on (else ""). A file that cannot be made leaves the worker out
+ * (a warning); returns 0. */
+int agent__straggler_worker_file(agent_t *a, agent_worker_t *w, const char *dir);
+/* straggler.c: the store's TIMING reply, the run's stragglers (JSON array of len bytes): a line
+ * and an event for each one named or cleared since the last reply. */
+void agent__straggler_told(agent_t *a, const char *json, size_t len);
+/* straggler.c: the timing counters of each worker and the stragglers, in Prometheus text.
+ * Returns 0 or -ENOMEM. */
+int agent__straggler_metrics(agent_t *a, ddp_buf_t *out, const char *run);
+/* rdzv.c: sends one TIMING report (text) for the running round, when the link is up (the
+ * several-node operations' report_timing). */
+void agent__rdzv_timing_send(agent_t *a, const char *text);
 
 /* hang.c: the timers' handles and their data; called once before the first group. Returns 0 or
  * a negative libuv code. */

@@ -46,6 +46,7 @@ static const char *const owned_vars[] = {DDP_ENV_RANK,
                                          DDP_ENV_NUMA_NODE,
                                          DDP_ENV_RUN_ID,
                                          DDP_ENV_HEARTBEAT_FILE,
+                                         DDP_ENV_TIMING_FILE,
                                          DDP_ENV_SHM_DIR,
                                          NULL};
 

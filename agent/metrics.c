@@ -89,6 +89,8 @@ static int agent_metrics(void *ctx, ddp_buf_t *out) {
                             (unsigned long long)a->obs.counts[AGENT_COUNT_GROUP_FAILED + c]);
     if (rc == 0)
         rc = goodput_metrics(a, out, run, n);
+    if (rc == 0)
+        rc = agent__straggler_metrics(a, out, run);
     /* Heartbeat ages (--heartbeat_timeout): each worker's file is read now, as `ddprun status`
      * does. The hang check looks only at deadlines, so the age it last saw grows up to the
      * timeout for a worker that beats all along, and there is none before its first look. */

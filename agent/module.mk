@@ -11,7 +11,8 @@ AGENT_SRCS := agent/agent.c agent/job.c agent/group.c agent/worker.c agent/outpu
               agent/metrics.c agent/scratch.c agent/health.c agent/console.c agent/store.c \
                agent/assignment.c agent/rdzv_ops.c agent/rdzv_link.c agent/rdzv_barrier.c \
                agent/gpu_wait.c agent/node_check.c agent/session.c agent/goodput.c \
-               agent/goodput_calc.c agent/rdzv_elect.c agent/rdzv_durable.c
+               agent/goodput_calc.c agent/rdzv_elect.c agent/rdzv_durable.c \
+               agent/straggler.c
 $(BUILD)/libagent.a: $(call objs,$(AGENT_SRCS))
 LIBS += $(BUILD)/libagent.a
 

@@ -432,6 +432,28 @@ void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
     rdzv_acall_unfit(r->ctl, a->cfg.job->run_id, r->host, reason, on_unfit_reply, r, NULL);
 }
 
+static void on_timing_reply(void *arg, int status, const rdzv_round_reply_t *rep,
+                            const char *errtext) {
+    struct agent_rdzv *r = arg;
+    if (status == DDP_ECANCELED || r->link == LINK_STOPPED)
+        return;
+    if (status != 0 || rep->status != 0) {
+        char esc[AGENT_STORE_TEXT_MAX];
+        DDP_DEBUG("the store did not take this node's timing: %s",
+                  status != 0 ? agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc)
+                              : "no such run");
+        return;
+    }
+    agent__straggler_told(r->a, (const char *)rep->text.data, rep->text.len);
+}
+
+void agent__rdzv_timing_send(agent_t *a, const char *text) {
+    struct agent_rdzv *r = a->rdzv;
+    if (r == NULL || r->ctl == NULL || r->link != LINK_UP)
+        return;
+    rdzv_acall_timing(r->ctl, a->cfg.job->run_id, a->as.round, text, on_timing_reply, r, NULL);
+}
+
 int agent__rdzv_root_cause(const agent_t *a, const char **store_says) {
     const struct agent_rdzv *r = a->rdzv;
     *store_says = r != NULL ? r->root_cause : "";

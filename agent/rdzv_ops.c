@@ -63,6 +63,7 @@ const agent_node_ops_t agent__rdzv_ops = {
     .succeeded = rdzv_succeeded,
     .start = rdzv_start,
     .report_unfit = rdzv_report_unfit,
+    .report_timing = agent__rdzv_timing_send,
     .rejoin = rdzv_rejoin,
     .barrier_settle = agent__rdzv_barrier_settle,
     .root_cause = agent__rdzv_root_cause,

@@ -328,7 +328,8 @@ static int worker_files(agent_t *a, agent_worker_t *w, char *dir, size_t cap) {
                  a->as.attempt, w->local_rank);
     }
     unlink(w->error_file);
-    return agent__hang_worker_file(a, w, dir);
+    rc = agent__straggler_worker_file(a, w, dir);
+    return rc < 0 ? rc : agent__hang_worker_file(a, w, dir);
 }
 
 /* The worker's environment: the round's shared entries, borrowed from base_env (which holds
@@ -361,6 +362,8 @@ static char **worker_envp(agent_t *a, agent_worker_t *w, ddp_strv_t *own, int *r
     rc = rc ? rc : ddp_strv_pushf(own, DDP_ENV_ROUND "=%lld", (long long)a->as.round);
     if (rc == 0 && w->hb_file[0] != '\0')
         rc = ddp_strv_pushf(own, DDP_ENV_HEARTBEAT_FILE "=%s", w->hb_file);
+    if (rc == 0 && w->tm_file[0] != '\0')
+        rc = ddp_strv_pushf(own, DDP_ENV_TIMING_FILE "=%s", w->tm_file);
     char **envp = rc ? NULL : malloc((a->grp.base_env.n + own->n + 1) * sizeof *envp);
     if (envp == NULL) {
         *rcp = rc ? rc : -ENOMEM;

@@ -18,6 +18,12 @@ $(BUILD)/bench/bench_heartbeat: $(BUILD)/obj/bench/bench_heartbeat.o $(BUILD)/li
     $(BUILD)/libddpcommon.a
 	$(LINK)
 $(BUILD)/obj/bench/bench_heartbeat.o: CPPFLAGS += -Iworker_template
+# bench_timing: what the collective timing (ddpw_timing_add and its clock reads) adds per step.
+BENCHES += $(BUILD)/bench/bench_timing
+$(BUILD)/bench/bench_timing: $(BUILD)/obj/bench/bench_timing.o $(BUILD)/libddpw.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)
+$(BUILD)/obj/bench/bench_timing.o: CPPFLAGS += -Iworker_template
 # bench_beat_worker: the worker of bench/hang.sh (hang detection latency and the agent's cost).
 BENCHES += $(BUILD)/bench/bench_beat_worker
 $(BUILD)/bench/bench_beat_worker: $(BUILD)/obj/bench/bench_beat_worker.o

@@ -265,6 +265,27 @@ static int apply_worker_store(launch_spec_t *spec, const char *flag, const char 
     return 0;
 }
 
+static int apply_straggler_threshold(launch_spec_t *spec, const char *flag, const char *val,
+                                     ddp_err_t *err) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (*val == '\0' || end == NULL || *end != '\0' || errno != 0 ||
+        !(v == 0 || (v >= LAUNCH_STRAGGLER_THRESHOLD_MIN && v <= LAUNCH_STRAGGLER_THRESHOLD_MAX)))
+        return launch__bad_value(err, flag, val,
+                                 "is not 0 (off) or a factor from 1.001 to 1000 (e.g. 1.2)");
+    spec->straggler_threshold = v;
+    return 0;
+}
+
+static int apply_straggler_action(launch_spec_t *spec, const char *flag, const char *val,
+                                  ddp_err_t *err) {
+    if (strcmp(val, "warn") != 0 && strcmp(val, "exclude") != 0)
+        return launch__bad_value(err, flag, val, "is not warn or exclude");
+    spec->straggler_exclude = strcmp(val, "exclude") == 0;
+    return 0;
+}
+
 static int apply_role(launch_spec_t *spec, const char *flag, const char *val, ddp_err_t *err) {
     return launch__str_set_nonempty(&spec->role, flag, val, err);
 }
@@ -568,6 +589,14 @@ static const opt_t opts[] = {
      FIELD(SWITCH, no_gpu_health_check)},
     {LAUNCH_OPT_WORKER_STORE, "worker-store", 0, 1, "PET_WORKER_STORE", FN(apply_worker_store)},
     {LAUNCH_OPT_METRICS, "metrics", 0, 1, "PET_METRICS", FN(apply_metrics)},
+    {LAUNCH_OPT_STRAGGLER_THRESHOLD, "straggler-threshold", 0, 1, "PET_STRAGGLER_THRESHOLD",
+     FN(apply_straggler_threshold)},
+    {LAUNCH_OPT_STRAGGLER_WINDOWS, "straggler-windows", 0, 1, "PET_STRAGGLER_WINDOWS",
+     FIELD(COUNT, straggler_windows)},
+    {LAUNCH_OPT_STRAGGLER_WINDOW, "straggler-window", 0, 1, "PET_STRAGGLER_WINDOW",
+     FIELD(SECONDS, straggler_window)},
+    {LAUNCH_OPT_STRAGGLER_ACTION, "straggler-action", 0, 1, "PET_STRAGGLER_ACTION",
+     FN(apply_straggler_action)},
     {LAUNCH_OPT_HOSTFILE, "hostfile", 0, 1, NULL, FN(apply_hostfile)},
     {LAUNCH_OPT_HOSTS, "hosts", 0, 1, NULL, FN(apply_hosts)},
     {LAUNCH_OPT_INCLUDE, "include", 0, 1, NULL, FN(apply_include)},
@@ -613,6 +642,9 @@ static void spec_defaults(launch_spec_t *spec) {
     spec->shutdown_timeout = 30;
     spec->initial_heartbeat_timeout = -1;
     spec->stacks_timeout = LAUNCH_DEFAULT_STACKS_TIMEOUT_S;
+    spec->straggler_threshold = LAUNCH_DEFAULT_STRAGGLER_THRESHOLD;
+    spec->straggler_windows = LAUNCH_DEFAULT_STRAGGLER_WINDOWS;
+    spec->straggler_window = LAUNCH_DEFAULT_STRAGGLER_WINDOW_S;
     spec->gpu_memory_reclaim_timeout = LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S;
     spec->health_check_timeout = LAUNCH_DEFAULT_HEALTH_CHECK_TIMEOUT_S;
     spec->ssh_fanout = LAUNCH_DEFAULT_SSH_FANOUT;
@@ -740,7 +772,7 @@ static int apply(launch_spec_t *spec, const opt_t *o, const char *flag, const ch
     int rc = opt_store(spec, o, flag, val, err);
     if (rc < 0)
         return rc;
-    spec->given |= 1ull << o->id;
+    LAUNCH_GIVEN_SET(spec, o->id);
     return 0;
 }
 
@@ -823,7 +855,7 @@ static int apply_pet(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
         int rc = opt_store(spec, o, o->pet, v, err);
         if (rc < 0)
             return rc;
-        spec->given |= 1ull << o->id;
+        LAUNCH_GIVEN_SET(spec, o->id);
     }
     return 0;
 }

@@ -45,9 +45,11 @@ int launch__standalone_apply(launch_spec_t *spec) {
     spec->rdzv_port = 0;
     spec->min_nodes = spec->max_nodes = 1;
     spec->node_rank = 0;
-    spec->given |= 1ull << LAUNCH_OPT_RDZV_BACKEND | 1ull << LAUNCH_OPT_RDZV_ENDPOINT |
-                   1ull << LAUNCH_OPT_RDZV_ID | 1ull << LAUNCH_OPT_NNODES |
-                   1ull << LAUNCH_OPT_NODE_RANK;
+    LAUNCH_GIVEN_SET(spec, LAUNCH_OPT_RDZV_BACKEND);
+    LAUNCH_GIVEN_SET(spec, LAUNCH_OPT_RDZV_ENDPOINT);
+    LAUNCH_GIVEN_SET(spec, LAUNCH_OPT_RDZV_ID);
+    LAUNCH_GIVEN_SET(spec, LAUNCH_OPT_NNODES);
+    LAUNCH_GIVEN_SET(spec, LAUNCH_OPT_NODE_RANK);
     return 0;
 }
 
@@ -122,6 +124,24 @@ static int check_node_failures(const launch_spec_t *spec, ddp_err_t *err) {
 /* Checks that need several flags at once. Under Slurm the node count may still come from
  * SLURM_* (launch_slurm_derive checks the node rank against it then); anywhere else both are
  * known here, and a node rank outside the job would start workers with RANK >= WORLD_SIZE. */
+/* Straggler detection's bounds (the store refuses a report outside them), and flags that only
+ * act with it on. */
+static int check_straggler_flags(const launch_spec_t *spec, ddp_err_t *err) {
+    if (spec->straggler_windows < 1 || spec->straggler_windows > LAUNCH_STRAGGLER_WINDOWS_MAX)
+        return ddp_err_set(err, DDP_EUSAGE, "--straggler_windows: %d is not in 1..%d",
+                           spec->straggler_windows, LAUNCH_STRAGGLER_WINDOWS_MAX);
+    if (spec->straggler_window < LAUNCH_STRAGGLER_WINDOW_MIN_S ||
+        spec->straggler_window > LAUNCH_STRAGGLER_WINDOW_MAX_S)
+        return ddp_err_set(err, DDP_EUSAGE, "--straggler_window: %g s is not in %g..%g s",
+                           spec->straggler_window, LAUNCH_STRAGGLER_WINDOW_MIN_S,
+                           LAUNCH_STRAGGLER_WINDOW_MAX_S);
+    if (spec->straggler_threshold == 0 && spec->straggler_exclude)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "--straggler_action=exclude needs straggler detection "
+                           "(--straggler_threshold 0 turns it off)");
+    return 0;
+}
+
 int launch__check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
                                ddp_err_t *err) {
     if (spec->module && spec->no_python)
@@ -132,7 +152,7 @@ int launch__check_combinations(launch_spec_t *spec, launch_getenv_fn getenv_fn, 
         return ddp_err_set(err, DDP_EUSAGE, "--run_path and -m/--module cannot be used together");
     int rc = check_hang_flags(spec, err);
     if (rc < 0 || (rc = check_health_flags(spec, err)) < 0 ||
-        (rc = check_node_failures(spec, err)) < 0)
+        (rc = check_node_failures(spec, err)) < 0 || (rc = check_straggler_flags(spec, err)) < 0)
         return rc;
     int many = spec->hostfile != NULL || spec->hosts != NULL;
     if (spec->hostfile != NULL && spec->hosts != NULL)

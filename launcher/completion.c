@@ -21,6 +21,7 @@ static const struct {
     {"rdzv-backend", "static c10d etcd etcd-v2"},
     {"numa-binding", "node socket exclusive core-complex"},
     {"worker-store", "agent own"},
+    {"straggler-action", "warn exclude"},
     {"start-method", "spawn fork forkserver"},
     {"redirects", "0 1 2 3"},
     {"tee", "0 1 2 3"},

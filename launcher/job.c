@@ -67,6 +67,10 @@ static void hang_opts_build(const launch_spec_t *spec, agent_job_t *job) {
     job->stacks_timeout_ms = ms(spec->stacks_timeout);
     job->max_no_progress_restarts = spec->max_no_progress_restarts;
     job->gpu_memory_reclaim_timeout_ms = ms(spec->gpu_memory_reclaim_timeout);
+    job->straggler_threshold = spec->straggler_threshold;
+    job->straggler_windows = spec->straggler_windows;
+    job->straggler_window_ms = ms(spec->straggler_window);
+    job->straggler_exclude = spec->straggler_exclude;
     job->health_check = spec->health_check;
     job->health_check_timeout_ms = ms(spec->health_check_timeout);
     job->gpu_health_check = !spec->no_gpu_health_check;

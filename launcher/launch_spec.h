@@ -19,9 +19,9 @@
 /* --duplicate_std{out,err}_filters: at most this many filter strings each. */
 #define LAUNCH_MAX_DUP_FILTERS 64
 
-/* One id per flag. Bit (1ull << LAUNCH_OPT_x) of launch_spec_t.given is set when the flag came from
- * the command line or from its PET_* variable (--standalone sets the bits of what it forces).
- * Derivation from SLURM_* (launch_slurm_derive) only fills fields whose bit is clear. */
+/* One id per flag. Bit LAUNCH_OPT_x of launch_spec_t.given (LAUNCH_GIVEN_SET) is set when the flag
+ * came from the command line or from its PET_* variable (--standalone sets the bits of what it
+ * forces). Derivation from SLURM_* (launch_slurm_derive) only fills fields whose bit is clear. */
 typedef enum launch_opt {
     LAUNCH_OPT_NNODES = 0,
     LAUNCH_OPT_NPROC_PER_NODE,
@@ -71,6 +71,10 @@ typedef enum launch_opt {
     LAUNCH_OPT_MAX_NODE_FAILURES,
     LAUNCH_OPT_WORKER_STORE,
     LAUNCH_OPT_METRICS,
+    LAUNCH_OPT_STRAGGLER_THRESHOLD,
+    LAUNCH_OPT_STRAGGLER_WINDOWS,
+    LAUNCH_OPT_STRAGGLER_WINDOW,
+    LAUNCH_OPT_STRAGGLER_ACTION,
     LAUNCH_OPT_HOSTFILE,
     LAUNCH_OPT_HOSTS,
     LAUNCH_OPT_INCLUDE,
@@ -87,10 +91,14 @@ typedef enum launch_opt {
     LAUNCH_OPT__COUNT
 } launch_opt_t;
 
-_Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per flag");
+#define LAUNCH_GIVEN_WORDS 2
+_Static_assert(LAUNCH_OPT__COUNT <= 64 * LAUNCH_GIVEN_WORDS,
+               "launch_spec_t.given holds one bit per flag");
 
 /* Nonzero when flag opt was given explicitly (command line, PET_*, or forced by --standalone). */
-#define LAUNCH_GIVEN(spec, opt) ((int)(((spec)->given >> (opt)) & 1u))
+#define LAUNCH_GIVEN(spec, opt) ((int)(((spec)->given[(opt) / 64] >> ((opt) % 64)) & 1u))
+/* Marks flag opt given. */
+#define LAUNCH_GIVEN_SET(spec, opt) ((spec)->given[(opt) / 64] |= 1ull << ((opt) % 64))
 
 /* Bounds of the --rdzv_conf durations: 1 ms to about 23 days (they become int milliseconds). */
 #define LAUNCH_RDZV_CONF_MIN_S 0.001
@@ -108,6 +116,17 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64, "launch_spec_t.given holds one bit per f
  * capture happens once per hang, after the job has already stood still for a whole
  * --heartbeat_timeout); a restart waits up to 50 s for the GPU memory of the stopped group. */
 #define LAUNCH_DEFAULT_STACKS_TIMEOUT_S 20.0
+/* Straggler detection defaults: a rank computing 1.2x the median of the others' time per step
+ * over 3 windows of 5 s (15 s: long enough that a burst of load on one machine is not named). */
+#define LAUNCH_DEFAULT_STRAGGLER_THRESHOLD 1.2
+#define LAUNCH_DEFAULT_STRAGGLER_WINDOWS 3
+#define LAUNCH_DEFAULT_STRAGGLER_WINDOW_S 5.0
+/* Their bounds (the store's report carries them; rdzv_straggler.c checks the same). */
+#define LAUNCH_STRAGGLER_THRESHOLD_MIN 1.001
+#define LAUNCH_STRAGGLER_THRESHOLD_MAX 1000.0
+#define LAUNCH_STRAGGLER_WINDOWS_MAX 1000
+#define LAUNCH_STRAGGLER_WINDOW_MIN_S 0.1
+#define LAUNCH_STRAGGLER_WINDOW_MAX_S 3600.0
 #define LAUNCH_DEFAULT_GPU_MEMORY_RECLAIM_TIMEOUT_S 50.0
 /* --health_check's bound: a check that takes longer is killed and counts as failed. */
 #define LAUNCH_DEFAULT_HEALTH_CHECK_TIMEOUT_S 60.0
@@ -187,9 +206,9 @@ typedef struct launch_spec {
     char *const *prog_argv;  /* training program and its args (borrowed from argv) */
     int prog_argc;
     /* Added by the launcher module (cli.c): */
-    unsigned long long given; /* bit per launch_opt_t: given explicitly (LAUNCH_GIVEN) */
-    char *rdzv_host;          /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
-    int rdzv_port;            /* --rdzv_endpoint's port; -1 when absent */
+    unsigned long long given[LAUNCH_GIVEN_WORDS]; /* bit per launch_opt_t (LAUNCH_GIVEN) */
+    char *rdzv_host; /* --rdzv_endpoint's host ([v6] brackets removed); NULL = none */
+    int rdzv_port;   /* --rdzv_endpoint's port; -1 when absent */
     /* --rdzv_endpoint as etcd members, each with its port (2379 when absent); NULL = none. A
      * list of several leaves rdzv_host the whole text (only the etcd backend takes one). */
     char *etcd_endpoints;
@@ -213,6 +232,11 @@ typedef struct launch_spec {
     char **dup_stderr_filters;      /* same for stderr */
     int info_printed;     /* --help, --version (printed) or --print_completion: nothing to run */
     int print_completion; /* --print_completion bash: the caller prints launch_completion_bash */
+    /* Stragglers (agent/straggler.c; the store judges): */
+    double straggler_threshold; /* LAUNCH_DEFAULT_STRAGGLER_THRESHOLD; 0 = off */
+    int straggler_windows;      /* consecutive windows that name (and clear) a straggler */
+    double straggler_window;    /* seconds between two comparisons */
+    int straggler_exclude;      /* --straggler_action=exclude */
     /* Hangs (seconds, as given): */
     double heartbeat_timeout;         /* 0 = off (default) */
     double initial_heartbeat_timeout; /* -1 = LAUNCH_INITIAL_HEARTBEAT_FACTOR x heartbeat_timeout */

@@ -172,7 +172,7 @@ static int endpoint_read(launch_spec_t *spec, ddp_err_t *err) {
     free(spec->rdzv_host);
     spec->rdzv_host = host;
     spec->rdzv_port = port;
-    spec->given |= 1ull << LAUNCH_OPT_RDZV_ENDPOINT;
+    LAUNCH_GIVEN_SET(spec, LAUNCH_OPT_RDZV_ENDPOINT);
     return 0;
 }
 

@@ -181,6 +181,25 @@ static void print_hosts(const json_t *hosts) {
     }
 }
 
+/* The running round's stragglers (the store's detection, --straggler_threshold), one line each;
+ * nothing when there are none. */
+static void print_stragglers(const json_t *list) {
+    size_t i;
+    json_t *s;
+    json_array_foreach(list, i, s) {
+        char rank[24], node[24], host[FIELD_MAX], since[32];
+        const json_t *ratio = json_object_get(s, "ratio");
+        const json_t *mine = json_object_get(s, "per_step_us");
+        const json_t *med = json_object_get(s, "median_us");
+        printf("straggler: rank %s on node %s (%s): %.2fx the median compute per step (%.1f ms "
+               "against %.1f ms) for %s\n",
+               int_field(s, "rank", 1, rank), int_field(s, "group_rank", 1, node),
+               str_field(s, "host", host, sizeof host), json_number_value(ratio),
+               (double)json_integer_value(mine) / 1000.0, (double)json_integer_value(med) / 1000.0,
+               secs_field(s, "since_ms", since));
+    }
+}
+
 /* "restarts U of M" into buf (64 bytes). restarts_used counts the run's failures (FAILs), and the
  * one that finds max_restarts spent fails the run instead of restarting it: past max_restarts
  * the restarts are M of M, spent, never "4 of 3". */
@@ -238,6 +257,7 @@ static void print_table(const json_t *root) {
     if (json_is_integer(all) && json_integer_value(all) > shown)
         printf("... and %lld more nodes (--all lists every one)\n",
                (long long)(json_integer_value(all) - shown));
+    print_stragglers(json_object_get(root, "stragglers"));
     print_hosts(json_object_get(root, "hosts"));
 }
 

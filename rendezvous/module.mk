@@ -16,7 +16,8 @@
 RDZV_PROTOCOL_SRCS := $(addprefix rendezvous/protocol/,rdzv_frame.c rdzv_auth.c rdzv_proto.c \
     rdzv_layout.c)
 RDZV_ROUND_SRCS := $(addprefix rendezvous/round/,rdzv_round.c rdzv_round_table.c \
-    rdzv_round_steps.c rdzv_runs.c rdzv_round_status.c rdzv_round_hosts.c)
+    rdzv_round_steps.c rdzv_runs.c rdzv_round_status.c rdzv_round_hosts.c \
+    rdzv_straggler.c)
 RDZV_SERVER_SRCS := $(addprefix rendezvous/server/,rdzv_server.c rdzv_accept.c rdzv_conn.c \
     rdzv_cmds.c rdzv_keys.c rdzv_server_round.c rdzv_server_log.c rdzv_metrics.c \
     rdzv_server_thread.c)
@@ -64,7 +65,7 @@ $(BUILD)/tests/unit/test_rdzv_client_wstore: LDFLAGS += -Wl,--wrap=ddp_tcp_peer_
 # The round machine's tests link its objects alone (and the protocol's codec): rounds and restarts,
 # membership and spares, hosts and status, the wire, and the phase x event table cell by cell.
 RDZV_ROUND_TESTS := $(addprefix $(BUILD)/tests/unit/,test_rdzv_round test_rdzv_round_members \
-    test_rdzv_round_hosts test_rdzv_round_wire test_rdzv_round_table)
+    test_rdzv_round_hosts test_rdzv_round_wire test_rdzv_round_table test_rdzv_straggler)
 UNIT_TESTS += $(RDZV_ROUND_TESTS)
 $(RDZV_ROUND_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o \
     $(call objs,$(RDZV_ROUND_SRCS)) $(BUILD)/obj/rendezvous/protocol/rdzv_proto.o \

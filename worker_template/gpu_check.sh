@@ -147,6 +147,28 @@ synced_run auto "ddprun --nproc_per_node=$NPROC, default backend"
 # 4. --virtual_local_rank: LOCAL_RANK=0 and one visible device per worker; still NCCL.
 synced_run vlr "--virtual_local_rank, one device each" --virtual_local_rank
 
+# 4b. The collective timing (straggler detection): each rank's DDPRUN_TIMING_FILE counts its
+#     steps, with time waited in collectives and time computed between them (CUDA events around
+#     ncclAllReduce on NCCL, the host clock on the CPU backend).
+under_ddprun --log_dir "$TMP/tlog" "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" \
+    --epochs 1 >"$TMP/timing.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$TMP/tlog" "$NGPU" <<'PY'; then
+import glob, sys
+files = sorted(glob.glob(sys.argv[1] + "/attempt_0/*/timing"))
+assert len(files) == int(sys.argv[2]), files
+for f in files:
+    t, c, w, n, h = open(f).read().split()
+    assert t == "t1" and int(n) >= 64 and int(c) > 0 and int(w) > 0, (f, c, w, n)
+    print("# %s: %d steps, compute %.1f ms, wait %.1f ms" % (f[len(sys.argv[1]):], int(n),
+          int(c) / 1e6, int(w) / 1e6))
+PY
+    pass "collective timing: every rank's timing file counts its 64 steps, compute and wait"
+else
+    bad "collective timing (exit $rc, or a timing file without the steps)"
+    tail_of "$TMP/timing.out"
+fi
+
 # 5. Checkpoint, stop mid-epoch 2, resume: bitwise the uninterrupted run.
 under_ddprun "$BIN/train" "${COMMON[@]}" "${Q[@]}" --samples "$SAMPLES" --epochs 2 --checkpoint-dir "$TMP/ckA" \
     --dump-params "$TMP/whole.bin" >"$TMP/whole.out" 2>&1 &&

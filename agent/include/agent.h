@@ -161,6 +161,15 @@ typedef struct agent_job {
     int64_t stacks_timeout_ms;            /* budget of the stack capture */
     int max_no_progress_restarts;         /* 0 = off; else stop after N attempts without progress */
     int64_t gpu_memory_reclaim_timeout_ms; /* before a restart; 0 = do not wait */
+    /* Stragglers (agent/straggler.c): each worker publishes its compute and collective-wait
+     * totals (DDPRUN_TIMING_FILE); every straggler_window_ms the agent sends its ranks' to the
+     * store, which names a rank computing straggler_threshold x the median of the others' time
+     * per step over straggler_windows windows, and with straggler_exclude excludes its host when
+     * a spare can take its place. straggler_threshold 0: off. */
+    double straggler_threshold;
+    int straggler_windows;
+    int64_t straggler_window_ms;
+    int straggler_exclude;
     /* The node's health check before each start of the group and each JOIN (agent/node_check.c):
      * health_check runs under /bin/sh -c (NULL = none) within health_check_timeout_ms; then,
      * unless gpu_health_check is 0, the GPUs' fault counters through NVML. A node that stays

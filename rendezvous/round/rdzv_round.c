@@ -176,6 +176,26 @@ int rdzv_runs_unfit(rdzv_runs_t *rs, const char *run_id, uint64_t member, const 
     return rdzv__run_event(rs, r, &ev);
 }
 
+int rdzv_runs_timing(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
+                     const char *text, uint64_t now_ms, rdzv_actions_t *out, char *log,
+                     size_t cap) {
+    if (cap > 0)
+        log[0] = '\0';
+    rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    rdzv_member_t *m = rdzv__member_find(rs, member);
+    if (r == NULL || m == NULL || m->run != r || cap == 0)
+        return -ENOENT;
+    rdzv_event_t ev = {.kind = RDZV_EV_TIMING,
+                       .now_ms = now_ms,
+                       .m = m,
+                       .round = round,
+                       .text = text,
+                       .out = out,
+                       .log = log,
+                       .log_cap = cap};
+    return rdzv__run_event(rs, r, &ev);
+}
+
 int rdzv_runs_finish(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
                      uint64_t now_ms, rdzv_actions_t *out) {
     rdzv_run_t *r = rdzv__run_find(rs, run_id);

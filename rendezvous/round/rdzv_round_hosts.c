@@ -98,6 +98,11 @@ int rdzv__host_join(rdzv_run_t *r, const char *host, uint64_t now_ms, char *text
     rdzv_host_rec_t *h = rdzv__host_find(r, host);
     if (h == NULL)
         return 0;
+    if (h->excluded && h->straggler) {
+        rdzv__textf(text, cap, "rendezvous '%s': host %s is excluded: %s", r->id, h->host,
+                    h->last_failure);
+        return 1;
+    }
     if (h->excluded) {
         rdzv__textf(text, cap,
                     "rendezvous '%s': host %s is excluded after %lld group failures "
@@ -189,4 +194,31 @@ int rdzv__host_restore(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, int64_t
     rdzv__copy_str(h->last_failure, sizeof h->last_failure,
                    last_failure != NULL ? last_failure : "");
     return 0;
+}
+
+int rdzv__host_straggler(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, const char *why,
+                         uint64_t now_ms, char *note, size_t cap) {
+    note[0] = '\0';
+    size_t spares = 0;
+    for (size_t i = 0; i < r->njoin; i++)
+        spares += strcmp(r->joiners[i]->host, host) != 0;
+    int64_t left = nodes_without(r, host);
+    if (spares == 0 || left < r->cfg.min_nodes) {
+        if (spares == 0)
+            rdzv__textf(note, cap, "host %s stays: no spare to take its place", host);
+        else
+            rdzv__textf(note, cap, "host %s stays: without it %lld of min %lld nodes", host,
+                        (long long)left, (long long)r->cfg.min_nodes);
+        return 0;
+    }
+    rdzv_host_rec_t *h = rdzv__host_get(rs, r, host, now_ms);
+    if (h == NULL)
+        return -ENOSPC;
+    h->excluded = 1;
+    h->straggler = 1;
+    h->kept_at_min = 0;
+    h->touched_ms = now_ms;
+    rdzv__textf(h->last_failure, sizeof h->last_failure, "%s", why);
+    rdzv__textf(note, cap, "host %s excluded as a straggler; a spare takes its place", host);
+    return 1;
 }

@@ -24,6 +24,54 @@ static const char *member_state(const rdzv_run_t *r, const rdzv_member_t *m) {
     return rdzv__member_state_name(m->state);
 }
 
+/* Whether the detector's stragglers are the run's now: those of the running round, or of the
+ * round that just ended (one excluded as a straggler ends it: every node still hears of it) until
+ * the next round's first report starts the detector over. */
+static int strag_current(const rdzv_run_t *r) {
+    const rdzv_strag_t *st = &r->strag;
+    return st->named > 0 && st->round >= 0 &&
+           (st->round == r->round || (r->state != RDZV_RUN_RUNNING && st->round == r->round - 1));
+}
+
+/* The run's stragglers (rdzv_runs_stragglers_json). */
+static json_t *stragglers_json(const rdzv_run_t *r, uint64_t now_ms) {
+    json_t *v = json_array();
+    const rdzv_strag_t *st = &r->strag;
+    if (v == NULL || !strag_current(r))
+        return v;
+    for (size_t i = 0; i < st->n; i++) {
+        const rdzv_strag_rank_t *k = &st->v[i];
+        if (!k->named)
+            continue;
+        json_t *o = json_pack(
+            "{s:I, s:I, s:s, s:f, s:I, s:I, s:I}", "rank", (json_int_t)i, "group_rank",
+            (json_int_t)k->group_rank, "host", k->host, "ratio",
+            (double)(int)(k->ratio * 100 + 0.5) / 100, "per_step_us", (json_int_t)k->per_step_us,
+            "median_us", (json_int_t)(k->ratio > 0 ? k->per_step_us / k->ratio : 0), "since_ms",
+            (json_int_t)(now_ms > k->since_ms ? now_ms - k->since_ms : 0));
+        if (o != NULL && k->kept[0] != '\0')
+            json_object_set_new(o, "kept", json_string(k->kept));
+        if (o == NULL || json_array_append_new(v, o) < 0) {
+            json_decref(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+int rdzv_runs_stragglers_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                              ddp_buf_t *out) {
+    const rdzv_run_t *r = rdzv__run_find(rs, run_id);
+    if (r == NULL)
+        return -ENOENT;
+    json_t *v = stragglers_json(r, now_ms);
+    char *s = v != NULL ? json_dumps(v, JSON_COMPACT) : NULL;
+    int rc = s != NULL && ddp_buf_append(out, s, strlen(s)) == 0 ? 0 : -ENOMEM;
+    free(s);
+    json_decref(v);
+    return rc;
+}
+
 /* The run's host records: [{host, failures, excluded[, kept_at_min][, last_failure][, unfit,
  * reason, unfit_age_ms]}]. */
 static json_t *hosts_json(const rdzv_run_t *r, uint64_t now_ms) {
@@ -34,8 +82,10 @@ static json_t *hosts_json(const rdzv_run_t *r, uint64_t now_ms) {
                               (json_int_t)h->failures, "excluded", h->excluded);
         if (o != NULL && h->kept_at_min)
             json_object_set_new(o, "kept_at_min", json_true());
-        if (o != NULL && h->failures > 0)
+        if (o != NULL && (h->failures > 0 || h->straggler))
             json_object_set_new(o, "last_failure", json_string(h->last_failure));
+        if (o != NULL && h->straggler)
+            json_object_set_new(o, "straggler", json_true());
         if (o != NULL && h->unfit) {
             json_object_set_new(o, "unfit", json_true());
             json_object_set_new(o, "reason", json_string(h->unfit_reason));
@@ -179,6 +229,8 @@ static int status_write(const rdzv_runs_t *rs, const char *run_id, uint64_t now_
         rc = -ENOMEM;
     if (rc == 0 && json_object_set_new(o, "hosts", hosts_json(r, now_ms)) < 0)
         rc = -ENOMEM;
+    if (rc == 0 && json_object_set_new(o, "stragglers", stragglers_json(r, now_ms)) < 0)
+        rc = -ENOMEM;
     char *s = rc == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
     if (rc == 0 && (s == NULL || ddp_buf_append(out, s, strlen(s)) < 0))
         rc = -ENOMEM;
@@ -223,7 +275,8 @@ void rdzv_runs_visit(const rdzv_runs_t *rs, uint64_t now_ms,
                               .group = in_group,
                               .spares = r->state == RDZV_RUN_RUNNING ? r->njoin : 0,
                               .hosts_excluded = excluded,
-                              .hosts_unfit = unfit};
+                              .hosts_unfit = unfit,
+                              .stragglers = strag_current(r) ? r->strag.named : 0};
         if (run_fn != NULL)
             run_fn(ctx, &rv);
         for (const rdzv_member_t *m = r->mhead; member_fn != NULL && m != NULL; m = m->rnext) {

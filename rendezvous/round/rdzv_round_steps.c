@@ -188,6 +188,7 @@ void rdzv__round_close(rdzv_runs_t *rs, rdzv_run_t *r, uint64_t now_ms, rdzv_act
         a->res.group_rank = (int64_t)i;
         a->res.group_world_size = (int64_t)n;
         a->res.rank_base = base;
+        m->rank_base = base;
         a->res.world_size = world;
         rdzv__copy_str(a->res.master_addr, sizeof a->res.master_addr, slot[0]->host);
         a->res.master_port = slot[0]->master_port;

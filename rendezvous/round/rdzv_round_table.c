@@ -46,6 +46,12 @@
  * LIVE_CHECK    | ignore              | ignore              | check_live: CLOSE +   | ignore
  *               |                     |                     | end r naming the      |
  *               |                     |                     | silent members        |
+ * TIMING(r)     | not_now (-ENOENT)   | not_now (-ENOENT)   | timing_running: r     | not_now
+ *               |                     |                     | current, from a member| (-ENOENT)
+ *               |                     |                     | : added; a window's   |
+ *               |                     |                     | straggler, exclude +  |
+ *               |                     |                     | a spare: host         |
+ *               |                     |                     | excluded, end r       |
  */
 /* clang-format on */
 
@@ -402,6 +408,92 @@ static int leave_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev)
     return 0;
 }
 
+/* "rank 5 on node 2 (10.0.0.3): 1.52x the median compute per step (31.2 ms against 20.5 ms)
+ * since 12.0 s ago" into out. */
+static void straggler_text(const rdzv_run_t *r, int64_t rank, uint64_t now_ms, char *out,
+                           size_t cap) {
+    const rdzv_strag_rank_t *k = &r->strag.v[rank];
+    const rdzv_member_t *m =
+        k->group_rank >= 0 && (size_t)k->group_rank < r->ngroup ? r->group[k->group_rank] : NULL;
+    char who[RDZV_HOST_MAX + 64];
+    rdzv__node_name(who, sizeof who, k->group_rank, m != NULL ? m->host : "?");
+    double med = k->ratio > 0 ? k->per_step_us / k->ratio : 0;
+    rdzv__textf(out, cap,
+                "rank %lld on %s: %.2fx the median compute per step (%.1f ms against %.1f ms) "
+                "since %.1f s ago",
+                (long long)rank, who, k->ratio, k->per_step_us / 1000.0, med / 1000.0,
+                (double)(now_ms - k->since_ms) / 1000.0);
+}
+
+/* RUNNING + TIMING: a member of the running round's group reports its ranks; a window that
+ * closes may name or clear stragglers (lines for the log), and with exclude a named one's host
+ * is excluded when a spare can take its place: the round ends (not a restart). */
+static int timing_running(rdzv_runs_t *rs, rdzv_run_t *r, const rdzv_event_t *ev) {
+    rdzv_member_t *m = ev->m;
+    if (m == NULL || m->state != MEMBER_RUNNING || ev->round != r->round)
+        return -ENOENT;
+    rdzv_strag_t *st = &r->strag;
+    if (st->round != r->round)
+        rdzv__strag_reset(st, r->round, ev->now_ms);
+    rdzv_strag_entry_t e[RDZV_STRAG_ENTRIES_MAX];
+    rdzv_strag_cfg_t cfg;
+    int ne = rdzv__strag_parse(ev->text != NULL ? ev->text : "", &cfg, e, RDZV_STRAG_ENTRIES_MAX);
+    /* A node speaks for its own ranks alone: another's would let it make a healthy rank look
+     * slow. The report is taken whole or not at all. */
+    for (int i = 0; i < ne; i++)
+        if (e[i].rank < m->rank_base || e[i].rank >= m->rank_base + m->nproc)
+            ne = -EINVAL;
+    if (ne < 0)
+        return ne;
+    st->cfg = cfg;
+    for (int i = 0; i < ne; i++) {
+        int rc =
+            rdzv__strag_add(st, e[i].rank, m->group_rank, m->host, e[i].compute_us, e[i].steps);
+        if (rc < 0)
+            return rc;
+    }
+    rdzv_strag_change_t ch[16];
+    size_t n = rdzv__strag_window(st, ev->now_ms, ch, sizeof ch / sizeof *ch);
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char text[RDZV_ROUND_TEXT_MAX], note[RDZV_ROUND_TEXT_MAX];
+        rdzv_strag_rank_t *k = &st->v[ch[i].rank];
+        if (!ch[i].named) {
+            len += rdzv__textf(ev->log + len, ev->log_cap - len,
+                               "%sstraggler cleared: rank %lld on node %lld (%.2fx the median)",
+                               len ? "\n" : "", (long long)ch[i].rank, (long long)k->group_rank,
+                               k->ratio);
+            continue;
+        }
+        straggler_text(r, ch[i].rank, ev->now_ms, text, sizeof text);
+        len +=
+            rdzv__textf(ev->log + len, ev->log_cap - len, "%sstraggler: %s", len ? "\n" : "", text);
+        const rdzv_member_t *sm = k->group_rank >= 0 && (size_t)k->group_rank < r->ngroup
+                                      ? r->group[k->group_rank]
+                                      : NULL;
+        if (!st->cfg.exclude || sm == NULL)
+            continue;
+        char why[RDZV_ROUND_TEXT_MAX];
+        rdzv__textf(why, sizeof why, "straggler: %s", text);
+        int ex = rdzv__host_straggler(rs, r, sm->host, why, ev->now_ms, note, sizeof note);
+        /* Kept: every node's line says why (the reply carries it). */
+        rdzv__textf(st->v[ch[i].rank].kept, sizeof st->v[ch[i].rank].kept, "%s",
+                    ex == 1 ? "" : note);
+        len += rdzv__textf(ev->log + len, ev->log_cap - len, "\n%s", note);
+        if (ex == 1 && rdzv__event_reserve(r, 0, ev->out) == 0) {
+            /* The exclusion outlives this store as a failure's does (RDZV_ACT_HOST_RECORD). */
+            const rdzv_host_rec_t *h = rdzv__host_find(r, sm->host);
+            if (h != NULL)
+                rdzv__host_record_action(r, h, ev->out);
+            char end[RDZV_ROUND_TEXT_MAX];
+            rdzv__textf(end, sizeof end, "%.200s excluded as a straggler", sm->host);
+            rdzv__round_end(rs, r, end, 0, ev->now_ms, ev->out);
+            break; /* the round is over: its other ranks are judged no more */
+        }
+    }
+    return 0;
+}
+
 /* ---- deadlines ---- */
 
 /* JOINING + JOIN_BOUND: the joiners that waited join_timeout are answered DDP_ETIMEOUT. */
@@ -453,6 +545,7 @@ static const rdzv_cell_t run_table[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {time_out_joiners, TO(JOINING)},
         [RDZV_EV_LAST_CALL] =  {ignore, TO(JOINING)},
         [RDZV_EV_LIVE_CHECK] = {ignore, TO(JOINING)},
+        [RDZV_EV_TIMING] =     {not_now, TO(JOINING)},
     },
     [RDZV_RUN_LAST_CALL] = {
         [RDZV_EV_JOIN] =       {join_collect, TO(LAST_CALL) | TO(RUNNING)},
@@ -465,6 +558,7 @@ static const rdzv_cell_t run_table[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {ignore, TO(LAST_CALL)},
         [RDZV_EV_LAST_CALL] =  {close_round, TO(RUNNING)},
         [RDZV_EV_LIVE_CHECK] = {ignore, TO(LAST_CALL)},
+        [RDZV_EV_TIMING] =     {not_now, TO(LAST_CALL)},
     },
     [RDZV_RUN_RUNNING] = {
         [RDZV_EV_JOIN] =       {join_running, CHECKED},
@@ -477,6 +571,7 @@ static const rdzv_cell_t run_table[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {answer_spares, TO(RUNNING)},
         [RDZV_EV_LAST_CALL] =  {ignore, TO(RUNNING)},
         [RDZV_EV_LIVE_CHECK] = {check_live, CHECKED},
+        [RDZV_EV_TIMING] =     {timing_running, CHECKED},
     },
     [RDZV_RUN_FAILED] = {
         [RDZV_EV_JOIN] =       {join_refuse_failed, TO(FAILED)},
@@ -489,6 +584,7 @@ static const rdzv_cell_t run_table[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {answer_spares, TO(FAILED)},
         [RDZV_EV_LAST_CALL] =  {ignore, TO(FAILED)},
         [RDZV_EV_LIVE_CHECK] = {ignore, TO(FAILED)},
+        [RDZV_EV_TIMING] =     {not_now, TO(FAILED)},
     },
     [RDZV_RUN_DONE] = {
         [RDZV_EV_JOIN] =       {join_refuse_done, TO(DONE)},
@@ -501,6 +597,7 @@ static const rdzv_cell_t run_table[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {answer_spares, TO(DONE)},
         [RDZV_EV_LAST_CALL] =  {ignore, TO(DONE)},
         [RDZV_EV_LIVE_CHECK] = {ignore, TO(DONE)},
+        [RDZV_EV_TIMING] =     {not_now, TO(DONE)},
     },
 };
 /* clang-format on */

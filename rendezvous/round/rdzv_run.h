@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "rdzv_round.h"
+#include "rdzv_straggler.h"
 
 #include <time.h>
 
@@ -30,6 +31,7 @@ typedef struct rdzv_member {
     char host[RDZV_HOST_MAX + 1];
     int64_t want_rank, nproc, master_port;
     int64_t group_rank; /* RUNNING: its rank; else -1 */
+    int64_t rank_base;  /* RUNNING: its first global rank (its ranks: rank_base + 0..nproc-1) */
     int64_t prev_rank;  /* rank in the last round it belonged to, or -1 (stability hint) */
     uint64_t join_ms, last_seen_ms;
     int64_t key;           /* what a BEAT_FOR for it must carry (random, told in its JOIN reply) */
@@ -59,6 +61,7 @@ typedef struct rdzv_host_rec {
     int unfit;                            /* an UNFIT came since its last JOIN */
     char unfit_reason[RDZV_WHAT_MAX + 1];
     uint64_t unfit_ms;   /* when that UNFIT came */
+    int straggler;       /* excluded as a straggler (last_failure says which rank, how slow) */
     uint64_t touched_ms; /* last change: the least recent plain record makes room first */
 } rdzv_host_rec_t;
 
@@ -96,6 +99,7 @@ struct rdzv_run {
     size_t nmembers;
     rdzv_host_rec_t *hosts; /* rdzv_round_hosts.c; survive run_trim */
     size_t nhosts, cap_hosts;
+    rdzv_strag_t strag; /* the running round's straggler detector (TIMING reports) */
     struct rdzv_run *hnext, *prev_all, *next_all;
 };
 
@@ -175,6 +179,11 @@ void rdzv__host_record_action(const rdzv_run_t *r, const rdzv_host_rec_t *h, rdz
  * there since. Returns 0, or -ENOSPC when r's records are full of records that decide something. */
 int rdzv__host_restore(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, int64_t failures,
                        int excluded, const char *last_failure, uint64_t now_ms);
+/* host is a straggler (why: which rank, how slow) and --straggler_action=exclude: excluded, as a
+ * sick node, when a spare waits and the others with the spares still meet min_nodes. Returns 1
+ * when excluded; 0 when kept (note says why), -ENOSPC when no record can be made. */
+int rdzv__host_straggler(rdzv_runs_t *rs, rdzv_run_t *r, const char *host, const char *why,
+                         uint64_t now_ms, char *note, size_t cap);
 
 /* ---- the round table (rdzv_round_table.c) ---- */
 
@@ -196,6 +205,7 @@ typedef enum rdzv_run_event {
     RDZV_EV_JOIN_BOUND, /* the first joiner's bound passed (rdzv__joiner_bound) */
     RDZV_EV_LAST_CALL,  /* run->last_call_ms passed */
     RDZV_EV_LIVE_CHECK, /* run->live_check_ms passed: a group member may be silent too long */
+    RDZV_EV_TIMING,     /* TIMING(round, report): a node's ranks' compute times (straggler) */
     RDZV_NEVENTS
 } rdzv_run_event_t;
 
@@ -209,12 +219,15 @@ typedef struct rdzv_event {
     const rdzv_join_req_t *req;  /* JOIN */
     const rdzv_round_cfg_t *cfg; /* JOIN: its configuration with the defaults filled in */
     int created;                 /* JOIN: the run was made for it (freed again if it fails) */
-    int64_t round;               /* FAIL, FINISH */
-    const char *text;            /* FAIL: what; ABORT: why; UNFIT: reason (each may be NULL) */
-    const char *host;            /* UNFIT */
-    rdzv_actions_t *out;         /* what the server must do, appended */
-    ddp_err_t *err;              /* JOIN: why it was refused */
-    rdzv_fail_reply_t *rep;      /* FAIL: its status (filled by the entry point beforehand) */
+    int64_t round;               /* FAIL, FINISH, TIMING */
+    const char *text;            /* FAIL: what; ABORT: why; UNFIT: reason (each may be NULL);
+                                  * TIMING: the report */
+    char *log;                   /* TIMING: lines for the server's log ("" none), log_cap bytes */
+    size_t log_cap;
+    const char *host;       /* UNFIT */
+    rdzv_actions_t *out;    /* what the server must do, appended */
+    ddp_err_t *err;         /* JOIN: why it was refused */
+    rdzv_fail_reply_t *rep; /* FAIL: its status (filled by the entry point beforehand) */
 } rdzv_event_t;
 
 /* The phases a cell's action may leave the run in (a mask of RDZV_PHASE(state)). */

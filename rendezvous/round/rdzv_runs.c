@@ -206,6 +206,7 @@ void rdzv__run_free(rdzv_runs_t *rs, rdzv_run_t *r) {
     free(r->prev);
     rs->nhosts -= r->nhosts; /* the registry's count of host records (RDZV_HOSTS_TOTAL_MAX) */
     free(r->hosts);
+    rdzv__strag_free(&r->strag);
     free(r);
 }
 
@@ -246,6 +247,7 @@ int rdzv__run_create(rdzv_runs_t *rs, const char *id, const rdzv_round_cfg_t *cf
     r->cfg = *cfg;
     r->state = RDZV_RUN_JOINING;
     r->ended_round = -1;
+    rdzv__strag_init(&r->strag);
     size_t h = hash_str(id) & (rs->nrun_buckets - 1);
     r->hnext = rs->run_buckets[h];
     rs->run_buckets[h] = r;

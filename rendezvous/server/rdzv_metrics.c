@@ -105,6 +105,15 @@ static void run_hosts(void *ctx, const rdzv_run_view_t *r) {
     emit(t, "ddprun_rendezvous_hosts{run=\"%s\",set=\"unfit\"} %zu\n", id, r->hosts_unfit);
 }
 
+static void run_stragglers(void *ctx, const rdzv_run_view_t *r) {
+    mtext_t *t = ctx;
+    char id[RDZV_LABEL_MAX];
+    rdzv_metrics_label(r->id, id, sizeof id);
+    family(t, "ddprun_rendezvous_stragglers", "gauge",
+           "Ranks of the running round named stragglers now (TIMING reports).");
+    emit(t, "ddprun_rendezvous_stragglers{run=\"%s\"} %zu\n", id, r->stragglers);
+}
+
 static void member_silence(void *ctx, const rdzv_member_view_t *m) {
     mtext_t *t = ctx;
     char id[RDZV_LABEL_MAX], host[RDZV_LABEL_MAX];
@@ -172,6 +181,7 @@ int rdzv_server_metrics(const rdzv_server_t *s, ddp_buf_t *out) {
     rdzv_runs_visit(s->runs, now, run_restarts, NULL, &t);
     rdzv_runs_visit(s->runs, now, run_members, NULL, &t);
     rdzv_runs_visit(s->runs, now, run_hosts, NULL, &t);
+    rdzv_runs_visit(s->runs, now, run_stragglers, NULL, &t);
     rdzv_runs_visit(s->runs, now, NULL, member_silence, &t);
     return t.rc;
 }

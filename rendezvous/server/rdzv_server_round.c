@@ -353,6 +353,33 @@ static void on_unfit(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf
         reply_buf(c, b);
 }
 
+/* TIMING: a node's ranks' compute times; the reply is the run's stragglers (a JSON array), so
+ * every agent names them too. Each change of the run's stragglers is one line of the log. */
+static void on_timing(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
+                      ddp_err_t *err) {
+    (void)err;
+    rdzv_server_t *s = c->s;
+    char log[RDZV_ROUND_TEXT_MAX * 2];
+    int rc = rdzv_runs_timing(s->runs, r->join.run_id, c->id, r->round, r->what, now, &s->acts, log,
+                              sizeof log);
+    if (rc == -EINVAL)
+        rdzv__slog(s, DDP_LOG_WARN,
+                   "%s: TIMING of rendezvous '%s' ignored: malformed, or naming ranks not its own",
+                   c->peer, r->join.run_id);
+    for (char *line = log, *next; rc == 0 && *line != '\0'; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next == '\n')
+            *next++ = '\0';
+        rdzv__slog(s, DDP_LOG_WARN, "rendezvous '%s': %s", r->join.run_id, line);
+    }
+    ddp_buf_t json = DDP_BUF_INIT;
+    int ok = rdzv_runs_stragglers_json(s->runs, r->join.run_id, now, &json) == 0;
+    const char *text = ok ? (const char *)json.data : "unknown run";
+    if (rdzv_timing_reply_encode(b, ok, text, ok ? json.len : strlen(text)) == 0)
+        reply_buf(c, b);
+    ddp_buf_free(&json);
+}
+
 /* STATUS and STATUS_PAGE: the run's JSON, whole or a page of its members. */
 static void status_answer(conn_t *c, const rdzv_round_req_t *r, uint64_t now, ddp_buf_t *b,
                           ddp_err_t *err, int page) {

@@ -27,6 +27,7 @@ declare -A SMOKE=(
     [scale]="COUNTS=200 KEEPALIVE_S=1 KEEPALIVE_SMALL_S=1 KEEP_ALIVE_MS=300 IDLE_CONNS=1000 TORCH_COUNTS=8 LIMIT=20 ETCD_COUNTS=200 ETCD_KEEPALIVE_S=1"
     [store]="STORE_BENCH_QUICK=1 CLIENTS=1 SIZES=1024 IDLE_CONNS=1000"
     [store_ab]="REPS=1 SECS=1"
+    [straggler]="CALLS=100000 WINDOWS=1 HEALTHY_MS=10"
     [torch_worker_store]="RUNS=1 RUN_TIMEOUT_S=40"
     [train]="SAMPLES=2048"
 )
@@ -45,6 +46,7 @@ declare -A BREAK=(
     [scale]=bench/bench_rdzv_scale
     [store]=bench/bench_store
     [store_ab]=bench/bench_store
+    [straggler]=bench/bench_timing
     [torch_worker_store]=ddprun
     [train]=train
 )

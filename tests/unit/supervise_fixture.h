@@ -227,6 +227,11 @@ void agent__rdzv_report_failure(agent_t *a, const char *what) {
     snprintf(fx.rdzv_what, sizeof fx.rdzv_what, "%s", what);
 }
 
+void agent__rdzv_timing_send(agent_t *a, const char *text) {
+    (void)a, (void)text;
+    fail_msg("a timing report was sent");
+}
+
 void agent__rdzv_report_unfit(agent_t *a, const char *reason) {
     (void)a;
     (void)reason;
@@ -273,6 +278,12 @@ void agent__error_file_bound(const char *path) {
 int agent__hang_worker_file(agent_t *a, agent_worker_t *w, const char *dir) {
     (void)a, (void)w, (void)dir;
     fail_msg("a heartbeat file was made");
+    return -1;
+}
+
+int agent__straggler_worker_file(agent_t *a, agent_worker_t *w, const char *dir) {
+    (void)a, (void)w, (void)dir;
+    fail_msg("a timing file was made");
     return -1;
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "ddp_timing.h"
 #include "ddpw_fixture.h"
 
 /* ---- collectives across forked ranks ---- */
@@ -345,6 +346,72 @@ static void test_ring_connect_timeout(void **state) {
     close(lfd);
 }
 
+/* The CPU collectives time themselves (ddpw_timing_add): rank 1 computes 20 ms more before
+ * each of 10 allreduces; its file shows that as compute, rank 0's as time waited, 10 steps each. */
+static int timed_child(int rank, const void *arg) {
+    const char *dir = arg;
+    char path[256], run[64];
+    snprintf(path, sizeof path, "%s/timing.%d", dir, rank);
+    setenv("DDPRUN_TIMING_FILE", path, 1);
+    ddpw__timing_reset();
+    snprintf(run, sizeof run, "timed-%d", (int)getppid());
+    ddpw_env_t env;
+    env_for(&env, rank, 2, 0, run);
+    ddpw_t *w = cpu_init(&env, 10000, 0);
+    if (w == NULL)
+        return 1;
+    float x[64] = {0};
+    ddp_err_t e;
+    ddp_err_clear(&e);
+    int rc = 0;
+    for (int i = 0; i < 10 && rc == 0; i++) {
+        if (rank == 1)
+            usleep(20000);
+        rc = ddpw_allreduce(w, x, 64, DDPW_SUM, &e);
+    }
+    ddpw_timing_flush();
+    ddpw_free(w);
+    return rc == 0 ? 0 : 1;
+}
+
+static void read_timing(const char *dir, int rank, ddp_timing_t *t) {
+    char path[256], buf[DDP_TIMING_LEN];
+    snprintf(path, sizeof path, "%s/timing.%d", dir, rank);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    unlink(path);
+    assert_int_equal(ddp_timing_parse(buf, n, t), 0);
+}
+
+static void test_collectives_timed(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ddpw-timed-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (int r = 0; r < 2; r++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/timing.%d", dir, r);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    int failed = run_ranks(2, timed_child, dir);
+    ddp_timing_t t0, t1;
+    read_timing(dir, 0, &t0);
+    read_timing(dir, 1, &t1);
+    rmdir(dir);
+    assert_int_equal(failed, 0);
+    assert_int_equal(t0.steps, 10);
+    assert_int_equal(t1.steps, 10);
+    /* Nine gaps of 20 ms between rank 1's allreduces (the first has no previous one). */
+    if (t1.compute_ns < 170000000ull || t0.wait_ns < 150000000ull ||
+        t0.compute_ns > t1.compute_ns / 2)
+        fail_msg("rank 0: compute %llu ns wait %llu ns; rank 1: compute %llu ns wait %llu ns",
+                 (unsigned long long)t0.compute_ns, (unsigned long long)t0.wait_ns,
+                 (unsigned long long)t1.compute_ns, (unsigned long long)t1.wait_ns);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_collectives),
@@ -354,6 +421,7 @@ int main(void) {
         cmocka_unit_test(test_segment_in_scratch_dir),
         cmocka_unit_test(test_ring_connect_refused),
         cmocka_unit_test(test_ring_connect_timeout),
+        cmocka_unit_test(test_collectives_timed),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

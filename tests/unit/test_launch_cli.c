@@ -71,7 +71,7 @@ static void test_defaults(void **state) {
     assert_string_equal(s.event_log_handler, "null");
     assert_null(s.dup_stdout_filters);
     assert_null(s.dup_stderr_filters);
-    assert_int_equal(s.given, 0);
+    assert_int_equal(s.given[0] | s.given[1], 0);
     assert_int_equal(s.prog_argc, 3);
     assert_ptr_equal(s.prog_argv, argv_buf + 1); /* borrowed from argv */
     assert_string_equal(s.prog_argv[2], "1");

@@ -236,6 +236,51 @@ static void test_max_node_failures(void **state) {
     expect_bad("--max_node_failures", "-1", "--max_node_failures: '-1'");
 }
 
+/* Straggler detection's flags: defaults, values, PET_* spellings, and what is refused. */
+static void test_straggler_flags(void **state) {
+    (void)state;
+    launch_spec_t s;
+    ddp_err_t e;
+    launch_argv_t prog = {.path = "/bin/true", .argv = (char *[]){"prog", NULL}, .argc = 1};
+    agent_job_t job;
+    assert_int_equal(parse(&s, &e, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_true(job.straggler_threshold == 1.2);
+    assert_int_equal(job.straggler_windows, 3);
+    assert_int_equal(job.straggler_window_ms, 5000);
+    assert_int_equal(job.straggler_exclude, 0);
+    launch_spec_free(&s);
+
+    assert_int_equal(parse(&s, &e, "--straggler_threshold", "1.5", "--straggler-windows=4",
+                           "--straggler_window", "0.5", "--straggler_action", "exclude", "prog",
+                           END),
+                     0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_true(job.straggler_threshold == 1.5);
+    assert_int_equal(job.straggler_windows, 4);
+    assert_int_equal(job.straggler_window_ms, 500);
+    assert_int_equal(job.straggler_exclude, 1);
+    launch_spec_free(&s);
+
+    const char *const env[] = {"PET_STRAGGLER_THRESHOLD=0", "PET_STRAGGLER_ACTION=warn", NULL};
+    assert_int_equal(parse_env(&s, &e, env, "prog", END), 0);
+    launch_job_build(&s, &prog, fake_env, NULL, &job);
+    assert_true(job.straggler_threshold == 0);
+    launch_spec_free(&s);
+
+    expect_bad("--straggler_threshold", "1", "--straggler_threshold: '1' is not 0 (off)");
+    expect_bad("--straggler_threshold", "1.2x", "--straggler_threshold: '1.2x'");
+    expect_bad("--straggler_threshold", "nan", "--straggler_threshold: 'nan'");
+    expect_bad("--straggler_action", "kill", "--straggler_action: 'kill' is not warn or exclude");
+    expect_bad("--straggler_windows", "0", "--straggler_windows: 0 is not in 1..1000");
+    expect_bad("--straggler_window", "0.01", "--straggler_window: 0.01 s is not in");
+    assert_int_equal(
+        parse(&s, &e, "--straggler_threshold", "0", "--straggler_action", "exclude", "prog", END),
+        DDP_EUSAGE);
+    assert_non_null(strstr(e.text, "--straggler_action=exclude needs straggler detection"));
+    launch_spec_free(&s);
+}
+
 static void test_health_flags(void **state) {
     (void)state;
     launch_spec_t s;
@@ -377,6 +422,7 @@ int main(void) {
         cmocka_unit_test(test_hang_flags),
         cmocka_unit_test(test_timestamp_output),
         cmocka_unit_test(test_health_flags),
+        cmocka_unit_test(test_straggler_flags),
         cmocka_unit_test(test_max_node_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

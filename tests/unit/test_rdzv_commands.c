@@ -135,10 +135,12 @@ static void test_refusal(void **state) {
         int code = rows[i].code;
         ddp_buf_t b = DDP_BUF_INIT;
         int rc = rdzv_round_refusal_encode(&b, code, DDP_EAUTH, "refused: not your run");
-        /* Every command's reply carries the refusal: JOIN's and the JSON ones with their own
-         * status 1, the others with RDZV_REPLY_REFUSED, a code and a text. */
-        int own = code == RDZV_CMD_RDZV_JOIN || code == RDZV_CMD_RDZV_STATUS ||
-                  code == RDZV_CMD_RDZV_STATUS_PAGE;
+        /* Every command's reply carries the refusal: JOIN's and the JSON ones (STATUS,
+         * STATUS_PAGE, TIMING) with their own status 1, the others with RDZV_REPLY_REFUSED, a code
+         * and a text. */
+        int json = code == RDZV_CMD_RDZV_STATUS || code == RDZV_CMD_RDZV_STATUS_PAGE ||
+                   code == RDZV_CMD_RDZV_TIMING;
+        int own = code == RDZV_CMD_RDZV_JOIN || json;
         assert_int_equal(rc, 0);
         rdzv_round_reply_t rep;
         memset(&rep, 0, sizeof rep);
@@ -147,7 +149,7 @@ static void test_refusal(void **state) {
         assert_int_equal(rep.cmd, code);
         assert_int_equal(rep.status, own ? 1 : RDZV_REPLY_REFUSED);
         assert_string_equal((const char *)rep.text.data, "refused: not your run");
-        if (code != RDZV_CMD_RDZV_STATUS && code != RDZV_CMD_RDZV_STATUS_PAGE)
+        if (!json)
             assert_int_equal(rep.code, DDP_EAUTH);
         /* Cut anywhere, it is incomplete, never misread. */
         for (size_t cut = 1; cut < b.len; cut++)

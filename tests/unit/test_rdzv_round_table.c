@@ -83,8 +83,8 @@ typedef struct cell {
 static const char *const phase_names[RDZV_RUN_NPHASES] = {"JOINING", "LAST_CALL", "RUNNING",
                                                           "FAILED", "DONE"};
 static const char *const event_names[RDZV_NEVENTS] = {
-    "JOIN",   "HEARTBEAT", "FAIL",       "ABORT",     "UNFIT",
-    "FINISH", "LEAVE",     "JOIN_BOUND", "LAST_CALL", "LIVE_CHECK"};
+    "JOIN",  "HEARTBEAT",  "FAIL",      "ABORT",      "UNFIT", "FINISH",
+    "LEAVE", "JOIN_BOUND", "LAST_CALL", "LIVE_CHECK", "TIMING"};
 
 #define P(n) RDZV_RUN_##n
 #define SAME(n)                                                                                    \
@@ -105,6 +105,7 @@ static const cell_t expected[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {0, P(JOINING), 0, 1, 0, 0, DDP_ETIMEOUT, X_NONE},
         [RDZV_EV_LAST_CALL] =  SAME(JOINING),
         [RDZV_EV_LIVE_CHECK] = SAME(JOINING),
+        [RDZV_EV_TIMING] =     NOT_NOW(JOINING),
     },
     [RDZV_RUN_LAST_CALL] = {
         /* 3 at max, but two members of round 0 may come back: the last call waits for them. */
@@ -118,6 +119,7 @@ static const cell_t expected[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = SAME(LAST_CALL),
         [RDZV_EV_LAST_CALL] =  {0, P(RUNNING), 2, 0, 0, 0, 0, X_NONE},
         [RDZV_EV_LIVE_CHECK] = SAME(LAST_CALL),
+        [RDZV_EV_TIMING] =     NOT_NOW(LAST_CALL),
     },
     [RDZV_RUN_RUNNING] = {
         [RDZV_EV_JOIN] =       {0, P(RUNNING), 0, 0, 0, 0, 0, X_JOINED}, /* a spare */
@@ -130,6 +132,7 @@ static const cell_t expected[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {0, P(RUNNING), 0, 1, 0, 0, DDP_ERDZV_SPARE, X_NONE},
         [RDZV_EV_LAST_CALL] =  SAME(RUNNING),
         [RDZV_EV_LIVE_CHECK] = {0, P(JOINING), 0, 0, 1, 3, 0, X_NONE},
+        [RDZV_EV_TIMING] =     SAME(RUNNING), /* added; the window is still open */
     },
     [RDZV_RUN_FAILED] = {
         [RDZV_EV_JOIN] =       {DDP_ERDZV_CLOSED, P(FAILED), 0, 0, 0, 0, 0, X_UNCHANGED},
@@ -142,6 +145,7 @@ static const cell_t expected[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {0, P(FAILED), 0, 0, 0, 0, 0, X_GONE4},
         [RDZV_EV_LAST_CALL] =  SAME(FAILED),
         [RDZV_EV_LIVE_CHECK] = SAME(FAILED),
+        [RDZV_EV_TIMING] =     NOT_NOW(FAILED),
     },
     [RDZV_RUN_DONE] = {
         [RDZV_EV_JOIN] =       {DDP_ERDZV_REUSED, P(DONE), 0, 0, 0, 0, 0, X_UNCHANGED},
@@ -154,6 +158,7 @@ static const cell_t expected[RDZV_RUN_NPHASES][RDZV_NEVENTS] = {
         [RDZV_EV_JOIN_BOUND] = {0, P(DONE), 0, 0, 0, 0, 0, X_GONE4},
         [RDZV_EV_LAST_CALL] =  SAME(DONE),
         [RDZV_EV_LIVE_CHECK] = SAME(DONE),
+        [RDZV_EV_TIMING] =     NOT_NOW(DONE),
     },
 };
 /* clang-format on */
@@ -191,6 +196,16 @@ static int feed(fx_t *f, rdzv_run_t *r, rdzv_run_event_t ev, rdzv_fail_reply_t *
     case RDZV_EV_JOIN_BOUND:
     case RDZV_EV_LIVE_CHECK: e.now_ms = 20000; break;
     case RDZV_EV_LAST_CALL: e.now_ms = 5000; break;
+    case RDZV_EV_TIMING: {
+        static char log[256];
+        e.m = rdzv__member_find(f->rs, 1);
+        assert_non_null(e.m);
+        e.round = r->round;
+        e.text = "w=1000 t=1200 n=3 a=exclude 0:5000:100:5 1:5100:90:5";
+        e.log = log;
+        e.log_cap = sizeof log;
+        break;
+    }
     default:
         e.m = rdzv__member_find(f->rs, 1);
         assert_non_null(e.m);

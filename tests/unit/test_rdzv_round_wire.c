@@ -226,7 +226,7 @@ static void test_wire_bad_requests(void **state) {
     rdzv_round_req_t p;
     size_t need = 0;
     ddp_err_t err = {0};
-    uint8_t unknown = 0x59;
+    uint8_t unknown = RDZV_CMD_RDZV_LAST + 1;
     assert_int_equal(rdzv_round_req_parse(&unknown, 1, &p, &need, &err), DDP_EFRAME);
     /* A host longer than 255 bytes is refused as soon as its length arrives. */
     ddp_buf_append(&b, "\x50", 1);

@@ -93,7 +93,9 @@
     /* a host failed its health check -> recorded or not */                                       \
     X(0x57, UNFIT,       unfit,       host_what,  ack)                                             \
     /* the round passed its exit barrier: the run is done */                                      \
-    X(0x58, FINISH,      finish,      round_only, ack)
+    X(0x58, FINISH,      finish,      round_only, ack)                                             \
+    /* a node's ranks' compute times since its last report -> the run's stragglers */            \
+    X(0x59, TIMING,      timing,      round_what, json)
 /* clang-format on */
 
 /* The codes RDZV_CMD_RDZV_<NAME>, and RDZV_CMD_RDZV_COUNT, RDZV_CMD_RDZV_LAST. */

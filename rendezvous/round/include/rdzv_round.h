@@ -161,6 +161,27 @@ int rdzv_runs_restore_done(rdzv_runs_t *rs, const char *run_id, int64_t round, u
 int rdzv_runs_restore_host(rdzv_runs_t *rs, const char *run_id, const char *host, int64_t failures,
                            int excluded, const char *last_failure, uint64_t now_ms, ddp_err_t *err);
 
+/* Member member of round `round` of run_id reports its node's ranks' compute times since its last
+ * report (text: "w=<window ms> t=<threshold x 1000> n=<windows> a=<warn|exclude>" and entries
+ * "<rank>:<compute us>:<wait us>:<steps>", rendezvous/round/rdzv_straggler.h). The run compares
+ * every rank's compute time per step with the median of the others' once per window: one above
+ * by the threshold in n consecutive windows is a straggler, cleared after n windows at or below.
+ * With a=exclude a straggler's host is excluded as a sick node when a spare waits and min_nodes
+ * still holds: the round ends (END_ROUND in out; not a restart), and its JOINs are refused. log
+ * (cap bytes) gets the lines to log, one per change ("" when none). Returns 0; -ENOENT when
+ * round is not the running round or member not in its group (nothing changes); -EINVAL for a
+ * malformed report or one naming a rank that is not the member's (nothing added); -ENOMEM. */
+int rdzv_runs_timing(rdzv_runs_t *rs, const char *run_id, uint64_t member, int64_t round,
+                     const char *text, uint64_t now_ms, rdzv_actions_t *out, char *log, size_t cap);
+
+/* Appends run_id's stragglers as a JSON array to out: [{rank, group_rank, host, ratio,
+ * per_step_us, median_us, since_ms[, kept]}] (since_ms: how long ago its first slow window
+ * started; kept: why a=exclude kept its host). Those of the round that just ended stay listed
+ * until the next round's first report.
+ * Returns 0, -ENOENT for an unknown run, -ENOMEM. */
+int rdzv_runs_stragglers_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
+                              ddp_buf_t *out);
+
 /* The whole text a JOIN to run_id gets while the run is FAILED (DDP_ERDZV_CLOSED; rdzv_runs_join's
  * err holds it cut to DDP_ERR_TEXT_LEN, its root causes lost) into out (cap bytes,
  * RDZV_ROUND_TEXT_MAX for all of it). Returns 0, or -ENOENT when run_id is not a FAILED run. */
@@ -188,14 +209,14 @@ typedef int (*rdzv_progress_lookup_fn)(void *ctx, const char *run_id, int64_t gr
 
 /* Appends the JSON status of run_id to out: {run, round, state, min_nodes, max_nodes,
  * restarts_used, max_restarts, last_failure[, goodput], members: [{member, host, state,
- * group_rank, nproc, want_node_rank, silent_ms[, step][, beat_age_ms][, goodput]}]} (members by
- * group rank, then joiners in join order, then idle). step, beat_age_ms and goodput come from
- * lookup (may be NULL), for members of the current round whose report is of that round:
- * beat_age_ms is the reported age plus silent_ms (the report went out with the member's last
- * keep-alive); a member's goodput is {ratio, wall_ms, productive_ms, lost_ms, restarts} as
- * reported, the run's the same over those members (sums of the times, ratio the sum of productive
- * over the sum of wall, the most restarts of one) and "nodes", their number. Returns 0, -ENOENT
- * for an unknown run (err says so), -ENOMEM. */
+ * group_rank, nproc, want_node_rank, silent_ms[, step][, beat_age_ms][, goodput]}], hosts,
+ * stragglers (as rdzv_runs_stragglers_json)} (members by group rank, then joiners in join order,
+ * then idle). step, beat_age_ms and goodput come from lookup (may be NULL), for members of the
+ * current round whose report is of that round: beat_age_ms is the reported age plus silent_ms
+ * (the report went out with the member's last keep-alive); a member's goodput is {ratio,
+ * wall_ms, productive_ms, lost_ms, restarts} as reported, the run's the same over those members
+ * (sums of the times, ratio the sum of productive over the sum of wall, the most restarts of one)
+ * and "nodes", their number. Returns 0, -ENOENT for an unknown run (err says so), -ENOMEM. */
 int rdzv_runs_status_json(const rdzv_runs_t *rs, const char *run_id, uint64_t now_ms,
                           rdzv_progress_lookup_fn lookup, void *ctx, ddp_buf_t *out,
                           ddp_err_t *err);
@@ -216,6 +237,7 @@ typedef struct rdzv_run_view {
     size_t members, group;              /* members held; those in the current round's group */
     size_t spares;                      /* joiners waiting while the run is RUNNING at max_nodes */
     size_t hosts_excluded, hosts_unfit; /* host records (rdzv_runs_unfit, max_node_failures) */
+    size_t stragglers;                  /* ranks named stragglers now (rdzv_runs_timing) */
 } rdzv_run_view_t;
 
 typedef struct rdzv_member_view {
