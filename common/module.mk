@@ -3,7 +3,8 @@
 # signal names, the visible-device list, address helpers, files made without following links).
 COMMON_SRCS := common/ddp_err.c common/ddp_log.c common/ddp_buf.c common/ddp_parse.c common/ddp_strv.c \
     common/ddp_net.c common/ddp_signal.c common/ddp_devices.c \
-    common/ddp_addr.c common/ddp_escape.c common/ddp_file.c common/ddp_sockdiag.c common/ddp_proc.c
+    common/ddp_addr.c common/ddp_escape.c common/ddp_file.c common/ddp_sockdiag.c common/ddp_proc.c \
+    common/ddp_timing.c
 $(BUILD)/libddpcommon.a: $(call objs,$(COMMON_SRCS))
 LIBS += $(BUILD)/libddpcommon.a
 

@@ -25,7 +25,10 @@ struct ddpw {
      * is NULL on ranks that are not their node's leader. */
     const ddpw_backend_ops_t *ring;
     void *ring_state;
-    uint64_t seq;   /* store barrier sequence */
+    uint64_t seq; /* store barrier sequence */
+    /* CPU backend: when the handle's last collective ended (CLOCK_MONOTONIC ns; 0 = none yet), so
+     * the time since is the compute that ddpw_timing_add is told of. */
+    uint64_t coll_end_ns;
     char note[600]; /* the backend decision's warning for the user ("" = none) */
 };
 
@@ -394,14 +397,33 @@ static int hier_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t 
     return 0;
 }
 
+/* CPU backend: a collective that started at t0 (ddp_now_ns) just ended. The time since the
+ * previous one ended is compute, the time inside is wait (host clock: the CPU collectives are
+ * synchronous). steps: 1 for an allreduce (a training step's gradients), 0 for the others. The
+ * NCCL backend times its own collectives with CUDA events (ddpw_nccl.c). */
+static void coll_timed(ddpw_t *w, uint64_t t0, uint32_t steps) {
+    uint64_t t1 = ddp_now_ns();
+    uint64_t compute = w->coll_end_ns != 0 && t0 > w->coll_end_ns ? t0 - w->coll_end_ns : 0;
+    w->coll_end_ns = t1;
+    ddpw_timing_add(compute, t1 - t0, steps);
+}
+
+static int cpu_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
+    if (w->ring != NULL)
+        return hier_allreduce(w, buf, count, op, err);
+    return w->ops->allreduce(w->state, buf, count, op, NULL, 1, err);
+}
+
 int ddpw_allreduce(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, ddp_err_t *err) {
     if (w->backend == DDPW_BACKEND_NCCL)
         return w->ops->allreduce(w->state, buf, count, op, NULL, 1, err);
     if (w->ctx.env.world_size == 1 || count == 0)
         return 0;
-    if (w->ring != NULL)
-        return hier_allreduce(w, buf, count, op, err);
-    return w->ops->allreduce(w->state, buf, count, op, NULL, 1, err);
+    uint64_t t0 = ddp_now_ns();
+    int rc = cpu_allreduce(w, buf, count, op, err);
+    if (rc == 0)
+        coll_timed(w, t0, 1);
+    return rc;
 }
 
 int ddpw_allreduce_async(ddpw_t *w, float *buf, size_t count, ddpw_op_t op, void *stream,
@@ -425,14 +447,15 @@ int ddpw_broadcast(ddpw_t *w, void *buf, size_t len, int root, ddp_err_t *err) {
         return w->ops->broadcast(w->state, buf, len, root, err);
     if (w->ctx.env.world_size == 1 || len == 0)
         return 0;
-    if (w->ring != NULL)
-        return hier_broadcast(w, buf, len, root, err);
-    return w->ops->broadcast(w->state, buf, len, root, err);
+    uint64_t t0 = ddp_now_ns();
+    int rc = w->ring != NULL ? hier_broadcast(w, buf, len, root, err)
+                             : w->ops->broadcast(w->state, buf, len, root, err);
+    if (rc == 0)
+        coll_timed(w, t0, 0);
+    return rc;
 }
 
-int ddpw_barrier(ddpw_t *w, ddp_err_t *err) {
-    if (w->ctx.env.world_size == 1)
-        return 0;
+static int barrier_untimed(ddpw_t *w, ddp_err_t *err) {
     if (w->ring != NULL) { /* an allreduce of one value orders every rank of every node */
         float x = 0;
         return hier_allreduce(w, &x, 1, DDPW_SUM, err);
@@ -441,6 +464,19 @@ int ddpw_barrier(ddpw_t *w, ddp_err_t *err) {
         return w->ops->barrier(w->state, err);
     ddpw_name_t name = ddpw__key_barrier(w->seq++);
     return ddpw__store_barrier(&w->ctx, name.s, w->ctx.env.world_size, err);
+}
+
+/* A barrier's wait is waiting, not compute: an early rank must not look slow. */
+int ddpw_barrier(ddpw_t *w, ddp_err_t *err) {
+    if (w->ctx.env.world_size == 1)
+        return 0;
+    if (w->backend == DDPW_BACKEND_NCCL)
+        return barrier_untimed(w, err);
+    uint64_t t0 = ddp_now_ns();
+    int rc = barrier_untimed(w, err);
+    if (rc == 0)
+        coll_timed(w, t0, 0);
+    return rc;
 }
 
 int ddpw_store_set(ddpw_t *w, const char *key, const void *val, size_t len, ddp_err_t *err) {

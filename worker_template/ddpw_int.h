@@ -108,6 +108,11 @@ int ddpw__vote_decode(const char *s, int rank, ddpw_vote_t *v, ddp_err_t *err);
  * id must hold 128 bytes. Exposed for the unit tests. */
 int ddpw__nccl_id_exchange(const ddpw_ctx_t *ctx, unsigned char *id, ddp_err_t *err);
 
+/* Test hooks of ddpw_timing.c: the interval between writes (0: every call writes), and a fresh
+ * state (totals zero, file closed, DDPRUN_TIMING_FILE read again at the next call). */
+void ddpw__timing_set_interval_ns(int64_t ns);
+void ddpw__timing_reset(void);
+
 /* ---- store services (ddpw_store.c), shared by ddpw.c and the backends ---- */
 
 /* SET / GET of key under the round prefix (ddpw__key_round). get waits up to timeout_ms (< 0: the

@@ -21,10 +21,24 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+/* The allreduces in flight whose CUDA events are kept for timing. One slot more than may be
+ * pending stays resolved: the previous collective's end event, from which compute is measured. */
+#define NCCL_TIMING_SLOTS 8
+
 typedef struct ddpw_nccl {
     const ddpw_ctx_t *ctx;
     ncclComm_t comm;
     cudaStream_t stream; /* for the blocking calls */
+    /* Each allreduce is bracketed by two events on its stream: start, end. wait is the time
+     * between them (inside NCCL, waiting for the slowest peer included); compute is the GPU time
+     * from the previous allreduce's end to this one's start. Slots head..tail-1 are pending,
+     * resolved in order without blocking (ddpw_timing_add); prev is the last resolved slot. */
+    cudaEvent_t ev_start[NCCL_TIMING_SLOTS], ev_end[NCCL_TIMING_SLOTS];
+    int timing;          /* the events exist */
+    unsigned head, tail; /* free-running counters */
+    int have_prev;       /* prev holds an end event of timed_stream's sequence */
+    unsigned prev;
+    cudaStream_t timed_stream; /* the stream of the last timed allreduce */
 } ddpw_nccl_t;
 
 void ddpw__cuda_probe(int device, ddpw_cuda_probe_t *p) {
@@ -103,6 +117,78 @@ static int wait_comm(const ddpw_ctx_t *w, ncclComm_t comm, const char *what, ddp
 
 static void nccl_fini(void *state);
 
+/* Creates the timing events; without them (an error) the collectives run untimed. */
+static void timing_init(ddpw_nccl_t *n) {
+    int i;
+    for (i = 0; i < NCCL_TIMING_SLOTS; i++) {
+        if (cudaEventCreate(&n->ev_start[i]) != cudaSuccess)
+            break;
+        if (cudaEventCreate(&n->ev_end[i]) != cudaSuccess) {
+            cudaEventDestroy(n->ev_start[i]);
+            break;
+        }
+    }
+    if (i == NCCL_TIMING_SLOTS) {
+        n->timing = 1;
+        return;
+    }
+    (void)cudaGetLastError();
+    while (i-- > 0) {
+        cudaEventDestroy(n->ev_start[i]);
+        cudaEventDestroy(n->ev_end[i]);
+    }
+}
+
+static void timing_fini(ddpw_nccl_t *n) {
+    if (!n->timing)
+        return;
+    for (int i = 0; i < NCCL_TIMING_SLOTS; i++) {
+        cudaEventDestroy(n->ev_start[i]);
+        cudaEventDestroy(n->ev_end[i]);
+    }
+    n->timing = 0;
+}
+
+/* Resolves the pending allreduces whose end event has completed, oldest first, and tells
+ * ddpw_timing_add; never blocks. A slot whose events cannot be read is skipped and the next one
+ * gets no compute (its previous end is unknown). */
+static void timing_resolve(ddpw_nccl_t *n) {
+    while (n->timing && n->head != n->tail) {
+        unsigned slot = n->head % NCCL_TIMING_SLOTS;
+        cudaError_t q = cudaEventQuery(n->ev_end[slot]);
+        if (q == cudaErrorNotReady)
+            return;
+        float wait_ms = 0, compute_ms = 0;
+        int ok = q == cudaSuccess &&
+                 cudaEventElapsedTime(&wait_ms, n->ev_start[slot], n->ev_end[slot]) == cudaSuccess;
+        if (ok && n->have_prev &&
+            cudaEventElapsedTime(&compute_ms, n->ev_end[n->prev], n->ev_start[slot]) != cudaSuccess)
+            compute_ms = 0;
+        if (!ok)
+            (void)cudaGetLastError();
+        n->head++;
+        n->prev = slot;
+        n->have_prev = ok;
+        if (ok)
+            ddpw_timing_add(compute_ms > 0 ? (uint64_t)((double)compute_ms * 1e6) : 0,
+                            wait_ms > 0 ? (uint64_t)((double)wait_ms * 1e6) : 0, 1);
+    }
+}
+
+/* The slot for the next allreduce on stream st, or -1 to run it untimed: when every slot is
+ * pending (an asynchronous caller far ahead of the GPU) the oldest is dropped rather than waited
+ * for, and a stream other than the last one's has no previous end on its timeline. */
+static int timing_slot(ddpw_nccl_t *n) {
+    if (!n->timing)
+        return -1;
+    timing_resolve(n);
+    if (n->tail - n->head >= NCCL_TIMING_SLOTS - 1) {
+        n->head++;
+        n->have_prev = 0;
+    }
+    return (int)(n->tail % NCCL_TIMING_SLOTS);
+}
+
 static int nccl_init(const ddpw_ctx_t *w, void **state, ddp_err_t *err) {
     *state = NULL;
     int dev = w->env.local_rank;
@@ -123,6 +209,7 @@ static int nccl_init(const ddpw_ctx_t *w, void **state, ddp_err_t *err) {
         return ddp_err_set(err, DDP_ECUDA, "cudaStreamCreate on device %d: %s", dev,
                            cudaGetErrorString(ce));
     }
+    timing_init(n);
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclUniqueId uid;
@@ -141,6 +228,7 @@ static int nccl_init(const ddpw_ctx_t *w, void **state, ddp_err_t *err) {
     *state = n;
     return 0;
 fail:
+    timing_fini(n);
     cudaStreamDestroy(n->stream);
     free(n);
     return rc;
@@ -177,6 +265,7 @@ static void nccl_fini(void *state) {
         else
             ncclCommAbort(n->comm);
     }
+    timing_fini(n);
     cudaStreamDestroy(n->stream);
     free(n);
 }
@@ -268,12 +357,34 @@ static int nccl_allreduce(void *state, float *buf, size_t count, ddpw_op_t op, v
     if (n == NULL || n->comm == NULL)
         return ddp_err_set(err, DDP_ENCCL, "allreduce: the NCCL communicator is gone");
     cudaStream_t st = stream != NULL ? (cudaStream_t)stream : n->stream;
+    /* The events are recorded on the collective's stream; a stream change breaks the timeline
+     * between two allreduces, so the next one counts no compute. */
+    int slot = timing_slot(n);
+    if (slot >= 0 && st != n->timed_stream) {
+        n->have_prev = 0;
+        n->timed_stream = st;
+    }
+    if (slot >= 0 && cudaEventRecord(n->ev_start[slot], st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        slot = -1;
+    }
     ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, op == DDPW_AVG ? ncclAvg : ncclSum,
                                    n->comm, st);
     int rc = settle(n, r, "ncclAllReduce", err);
     if (rc != 0)
         return rc;
-    return wait ? wait_stream(n, st, "ncclAllReduce", err) : 0;
+    if (slot >= 0) {
+        if (cudaEventRecord(n->ev_end[slot], st) == cudaSuccess)
+            n->tail++;
+        else
+            (void)cudaGetLastError();
+    }
+    if (!wait)
+        return 0;
+    rc = wait_stream(n, st, "ncclAllReduce", err);
+    if (rc == 0)
+        timing_resolve(n);
+    return rc;
 }
 
 static int nccl_broadcast(void *state, void *buf, size_t len, int root, ddp_err_t *err) {
@@ -291,7 +402,11 @@ static int nccl_stream_wait(void *state, void *stream, ddp_err_t *err) {
     ddpw_nccl_t *n = state;
     if (n == NULL || n->comm == NULL)
         return ddp_err_set(err, DDP_ENCCL, "stream wait: the NCCL communicator is gone");
-    return wait_stream(n, stream != NULL ? (cudaStream_t)stream : n->stream, "training step", err);
+    int rc =
+        wait_stream(n, stream != NULL ? (cudaStream_t)stream : n->stream, "training step", err);
+    if (rc == 0)
+        timing_resolve(n);
+    return rc;
 }
 
 #else /* !DDP_HAVE_CUDA */

@@ -4,7 +4,7 @@
 DDPW_SRCS := worker_template/ddpw.c worker_template/ddpw_shm.c worker_template/ddpw_tcp.c \
              worker_template/ddpw_nccl.c worker_template/ddpw_store.c worker_template/ddpw_backend.c \
              worker_template/ddpw_errfile.c worker_template/ddpw_heartbeat.c \
-             worker_template/ddpw_keys.c
+             worker_template/ddpw_keys.c worker_template/ddpw_timing.c
 $(BUILD)/libddpw.a: $(call objs,$(DDPW_SRCS))
 LIBS += $(BUILD)/libddpw.a
 INSTALL_HEADERS += worker_template/include/ddpw.h
@@ -49,7 +49,7 @@ $(BUILD)/train: $(BUILD)/obj/worker_template/train/main.o $(TRAIN_LIBS)
 # libddpw's unit tests, one binary per area: env (environment, error file), coll (CPU
 # collectives, bounded waits), backend (NCCL id, backend choice), keys (the store key layout),
 # heartbeat. Those that need a store or forked ranks share tests/unit/ddpw_fixture.h.
-DDPW_UNIT_TESTS := $(addprefix $(BUILD)/tests/unit/test_ddpw_,env coll backend keys heartbeat)
+DDPW_UNIT_TESTS := $(addprefix $(BUILD)/tests/unit/test_ddpw_,env coll backend keys heartbeat timing)
 UNIT_TESTS += $(DDPW_UNIT_TESTS) $(BUILD)/tests/unit/test_train
 $(DDPW_UNIT_TESTS): $(BUILD)/tests/unit/test_ddpw_%: $(BUILD)/obj/tests/unit/test_ddpw_%.o \
     $(BUILD)/libddpw.a $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a

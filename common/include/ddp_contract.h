@@ -43,6 +43,9 @@
 #define DDP_ENV_NUMA_NODE "DDPRUN_NUMA_NODE"
 /* The file whose mtime is the worker's heartbeat (ddpw_heartbeat.c writes, agent/hang.c reads). */
 #define DDP_ENV_HEARTBEAT_FILE "DDPRUN_HEARTBEAT_FILE"
+/* The file in which the worker publishes its compute and collective-wait totals (ddp_timing.h:
+ * ddpw_timing.c writes, agent/straggler.c reads). */
+#define DDP_ENV_TIMING_FILE "DDPRUN_TIMING_FILE"
 /* The node's scratch directory on /dev/shm (agent/scratch.c), for the CPU backend's segment. */
 #define DDP_ENV_SHM_DIR "DDPRUN_SHM_DIR"
 

@@ -170,4 +170,23 @@ int ddpw_heartbeat(int64_t step, ddp_err_t *err);
  * ddpw_heartbeat. */
 int ddpw_heartbeat_flush(ddp_err_t *err);
 
+/* ---- timing: the agent's straggler detection ----
+ * Each worker gets DDPRUN_TIMING_FILE, an existing, empty regular file the agent made for that
+ * worker. ddpw_timing_add adds to three monotonic totals of the process: the time it computed
+ * (from the end of one step's collectives to the start of the next's), the time it waited inside
+ * collectives, and the steps these cover. At most once per DDPW_TIMING_INTERVAL_MS one pwrite puts
+ * the totals in the file as one record of DDP_TIMING_LEN bytes at offset 0 (ddp_timing.h):
+ *   "t1 <compute ns, 20 digits> <wait ns, 20 digits> <steps, 10 digits> <FNV-1a, 8 hex>\n".
+ * The agent reads it each window and the store compares the ranks' compute time per step.
+ * A program that times its own collectives (a profiler plugin, a program without a ddpw_t) calls
+ * it directly.
+ * Like the heartbeat these take no ddpw_t, may be called from any thread, never fail (without the
+ * variable, or after a file error, the totals count and nothing is written) and cost three
+ * atomic adds and one CLOCK_MONOTONIC_COARSE read between writes. */
+#define DDPW_TIMING_INTERVAL_MS 100 /* at most one write per interval */
+void ddpw_timing_add(uint64_t compute_ns, uint64_t wait_ns, uint32_t steps);
+
+/* Writes the totals now, whatever the interval (at the end of training). */
+void ddpw_timing_flush(void);
+
 #endif
