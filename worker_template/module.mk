@@ -24,7 +24,8 @@ $(NCCLPROF_SO): $(call objs,$(NCCLPROF_SRCS)) $(BUILD)/libddpw.a $(BUILD)/libddp
     $(NCCLPROF_MAP)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
-	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=$(NCCLPROF_MAP) -Wl,--as-needed -o $@ \
+	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=$(NCCLPROF_MAP) -Wl,--no-undefined \
+	    -Wl,--as-needed -o $@ \
 	    $(filter %.o %.a,$^) -lpthread
 
 # train: everything but main.c goes in an internal archive the unit tests link too.
@@ -56,11 +57,12 @@ $(DDPW_UNIT_TESTS): $(BUILD)/tests/unit/test_ddpw_%: $(BUILD)/obj/tests/unit/tes
 # The heartbeat tests count (and fail) the library's writes.
 $(BUILD)/tests/unit/test_ddpw_heartbeat: LDFLAGS += -Wl,--wrap=pwrite
 $(BUILD)/tests/unit/test_train: EXTRA_LIBS += -lopenblas
-# The profiler plugin's test drives its entry points as NCCL does (ncclprof_int.h).
+# The profiler plugin's test drives its entry points as NCCL does (ncclprof_int.h), then loads
+# the built library (it must be there: a prerequisite, not linked).
 UNIT_TESTS += $(BUILD)/tests/unit/test_ddpw_ncclprof
 $(BUILD)/obj/tests/unit/test_ddpw_ncclprof.o: CPPFLAGS += -Iworker_template/ncclprof
 $(BUILD)/tests/unit/test_ddpw_ncclprof: $(BUILD)/obj/tests/unit/test_ddpw_ncclprof.o \
-    $(call objs,$(NCCLPROF_SRCS)) $(BUILD)/libddpcommon.a
+    $(call objs,$(NCCLPROF_SRCS)) $(BUILD)/libddpw.a $(BUILD)/libddpcommon.a $(NCCLPROF_SO)
 $(BUILD)/tests/unit/test_train: $(BUILD)/obj/tests/unit/test_train.o $(TRAIN_LIBS)
 
 BENCHES += $(BUILD)/bench/bench_allreduce

@@ -4,7 +4,11 @@
  * plugin's entry points driven as NCCL 2.28 drives them: init per communicator, a collective or
  * p2p event per operation (started and stopped at enqueue), kernel channel events with the GPU's
  * timestamps from the proxy thread (started, their stop recorded, stopped), finalize. The GPU
- * clock is a fake one: the timestamps are the test's. */
+ * clock is a fake one: the timestamps are the test's. Last, the built library itself, loaded as
+ * NCCL loads it, publishes into a DDPRUN_TIMING_FILE read back as the agent reads it. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -15,9 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "ddp_contract.h"
+#include "ddp_timing.h"
 #include "ncclprof_int.h"
 
 #define MS 1000000ULL
@@ -41,16 +48,6 @@ static void record(uint64_t compute_ns, uint64_t wait_ns, uint32_t steps) {
 static void pub_reset(void) {
     g_pub.compute_ns = g_pub.wait_ns = g_pub.steps = 0;
     g_pub.calls = 0;
-}
-
-/* The worker library's publication is not linked into this binary: every test publishes through
- * record(), and a call here would mean the plugin ignored ncclprof__set_publish. */
-void ddpw_timing_add(uint64_t compute_ns, uint64_t wait_ns, uint32_t steps);
-void ddpw_timing_add(uint64_t compute_ns, uint64_t wait_ns, uint32_t steps) {
-    (void)compute_ns;
-    (void)wait_ns;
-    (void)steps;
-    fail_msg("the plugin published to ddpw_timing_add instead of the test's recorder");
 }
 
 /* ---- the accounting ---- */
@@ -141,17 +138,23 @@ static void logfn(ncclDebugLogLevel level, unsigned long flags, const char *file
     g_log_lines++;
 }
 
+/* The agent's variables. The timing file's name only switches the plugin on here: these tests
+ * publish through record(), the last one through the file. */
 static void agent_env(const char *world) {
-    setenv("DDPRUN_RUN_ID", "ncclprof-test", 1);
+    setenv("DDPRUN_TIMING_FILE", "/nonexistent/ncclprof-test", 1);
     setenv("WORLD_SIZE", world, 1);
 }
 
-/* init as NCCL calls it for a communicator of nranks; returns the context. */
-static void *comm_init(int nranks, int rank, int *mask) {
+/* init as NCCL calls it for a communicator of nranks named name; returns the context. */
+static void *comm_init_named(const char *name, int nranks, int rank, int *mask) {
     void *ctx = (void *)1;
     *mask = -1;
-    assert_int_equal(P->init(&ctx, 0x1234, mask, "test-comm", 1, nranks, rank, logfn), ncclSuccess);
+    assert_int_equal(P->init(&ctx, 0x1234, mask, name, 1, nranks, rank, logfn), ncclSuccess);
     return ctx;
+}
+
+static void *comm_init(int nranks, int rank, int *mask) {
+    return comm_init_named("test-comm", nranks, rank, mask);
 }
 
 /* NCCL's enqueue of one collective on nch channels: the event starts and, once the proxy has
@@ -213,7 +216,7 @@ static int setup(void **state) {
     pub_reset();
     g_log_lines = 0;
     g_logged[0] = '\0';
-    unsetenv("DDPRUN_RUN_ID");
+    unsetenv("DDPRUN_TIMING_FILE");
     unsetenv("WORLD_SIZE");
     return 0;
 }
@@ -225,7 +228,7 @@ static void test_plugin_off_without_agent(void **state) {
     int mask;
     assert_null(comm_init(4, 0, &mask));
     assert_int_equal(mask, 0);
-    /* WORLD_SIZE without the agent's run id: still off; and a bad WORLD_SIZE under it. */
+    /* WORLD_SIZE without the agent's timing file: still off; and a bad WORLD_SIZE with it. */
     setenv("WORLD_SIZE", "4", 1);
     assert_null(comm_init(4, 0, &mask));
     assert_int_equal(mask, 0);
@@ -250,6 +253,9 @@ static void test_plugin_times_the_world_communicator(void **state) {
     agent_env("4");
     int mask;
     assert_null(comm_init(2, 0, &mask)); /* a subgroup first */
+    assert_int_equal(mask, 0);
+    /* libddpw's own communicator: the library times it itself. */
+    assert_null(comm_init_named(DDP_NCCL_COMM_NAME, 4, 1, &mask));
     assert_int_equal(mask, 0);
     void *world = comm_init(4, 1, &mask);
     assert_non_null(world);
@@ -406,6 +412,69 @@ static void test_plugin_two_threads(void **state) {
     assert_int_equal(g_pub.compute_ns, (uint64_t)(THREAD_OPS - 1) * 3000);
 }
 
+/* The built libnccl-profiler-ddprun.so, found beside this binary (build/tests/unit/ ->
+ * build/lib/), opened and searched as NCCL opens and searches it. */
+static void *open_plugin(void) {
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0';
+    snprintf(path, sizeof path, "%s/../../lib/libnccl-profiler-ddprun.so", exe);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        fail_msg("unable to open %s: %s", path, dlerror());
+    return lib;
+}
+
+/* The library as NCCL uses it, publishing for real: the totals of a 2-rank job's allreduces land
+ * in DDPRUN_TIMING_FILE, in the record the agent reads (ddp_timing_parse). The library exports
+ * NCCL's entry point and nothing of the worker library inside it. */
+static void test_library_publishes_to_timing_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/test_ncclprof.XXXXXX", file[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/timing", dir);
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("DDPRUN_TIMING_FILE", file, 1);
+    setenv("WORLD_SIZE", "2", 1);
+    void *lib = open_plugin();
+    assert_null(dlsym(lib, "ddpw_timing_add"));
+    assert_null(dlsym(lib, "ncclprof__acct_op"));
+    const ncclProfiler_v5_t *prof = dlsym(lib, "ncclProfiler_v5");
+    assert_non_null(prof);
+    assert_string_equal(prof->name, "ddprun");
+    const ncclProfiler_v5_t *saved = P;
+    P = prof; /* the helpers above now drive the loaded library */
+    int mask;
+    void *ctx = comm_init(2, 1, &mask);
+    assert_non_null(ctx);
+    assert_int_equal(mask, ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh);
+    uint64_t t = 7000 * MS;
+    for (int i = 0; i < 30; i++, t += 7 * MS)
+        one_coll(ctx, 4, t, t + 3 * MS);
+    assert_int_equal(P->finalize(ctx), ncclSuccess);
+    P = saved;
+    char buf[128];
+    fd = open(file, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    assert_int_equal(n, DDP_TIMING_LEN);
+    ddp_timing_t tm;
+    assert_int_equal(ddp_timing_parse(buf, (size_t)n, &tm), 0);
+    assert_int_equal(tm.steps, 30);
+    assert_int_equal(tm.wait_ns, 30 * 3 * MS);
+    assert_int_equal(tm.compute_ns, 29 * 4 * MS);
+    /* The test's own recorder saw none of it. */
+    assert_int_equal(g_pub.calls, 0);
+    dlclose(lib);
+    unlink(file);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acct_gaps_and_collectives),
@@ -418,6 +487,7 @@ int main(void) {
         cmocka_unit_test_setup(test_plugin_incomplete_operations, setup),
         cmocka_unit_test_setup(test_plugin_ring_wraps, setup),
         cmocka_unit_test_setup(test_plugin_two_threads, setup),
+        cmocka_unit_test_setup(test_library_publishes_to_timing_file, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

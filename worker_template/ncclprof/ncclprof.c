@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0
  * ncclprof.c: libnccl-profiler-ddprun.so's side facing NCCL (profiler API v5, NCCL 2.25-2.28).
  * NCCL loads it with NCCL_PROFILER_PLUGIN=ddprun (or its path) and calls init once per
- * communicator. Under ddprun's agent, the first communicator that spans the job's world
- * (nranks == WORLD_SIZE: PyTorch's default process group, whose allreduces carry the gradients) is
- * accounted; NCCL then reports, per collective or p2p operation, a host event (enqueued) and one
- * kernel channel event per channel with the GPU's own timestamps, from the proxy thread. An
- * operation is complete when all its channels have ended; its interval
- * (first channel start to last channel end) goes to ncclprof_acct.c, which publishes compute and
- * wait to the agent (ddpw_timing_add). Without the agent's variables every communicator gets no
- * context and the activation mask stays 0: NCCL generates no event and the plugin costs nothing. */
+ * communicator. Under ddprun's agent (DDPRUN_TIMING_FILE set), the first communicator that spans
+ * the job's world (nranks == WORLD_SIZE: PyTorch's default process group, whose allreduces carry
+ * the gradients) is timed, unless it is libddpw's own (DDP_NCCL_COMM_NAME), which the library
+ * times itself. NCCL then reports, per collective or p2p operation, an event at enqueue and one
+ * kernel channel event per channel with the GPU's own timestamps (globaltimer, ns), from its
+ * proxy thread. An operation is complete when all its channels have ended; its interval (first
+ * channel start to last channel end) goes to ncclprof_acct.c, which publishes compute and wait
+ * through ddpw_timing_add. Without the agent's variables no communicator gets a context and the
+ * activation mask stays 0: NCCL generates no event and the plugin costs nothing. */
 #include "ncclprof_int.h"
 
 #include <limits.h>
@@ -18,8 +19,7 @@
 
 #include "ddp_contract.h"
 
-/* libddpw's publication of a process's compute and wait to its agent (ddpw.h). */
-void ddpw_timing_add(uint64_t compute_ns, uint64_t wait_ns, uint32_t steps);
+#include "ddpw.h"
 
 /* Operations between their start (at enqueue) and their completion on the GPU. NCCL may enqueue
  * far ahead of the GPU (CUDA queues about a thousand launches), so the ring holds four times
@@ -66,11 +66,11 @@ void ncclprof__set_publish(ncclprof_publish_fn publish, uint64_t interval_ns) {
     pthread_mutex_unlock(&g_mu);
 }
 
-/* The job's world size from the agent's environment, or -1 outside ddprun (no run id) or when
- * WORLD_SIZE is not a positive number. */
+/* The job's world size from the agent's environment, or -1 outside ddprun (no timing file: the
+ * agent does not read this worker's) or when WORLD_SIZE is not a positive number. */
 static int agent_world_size(void) {
-    const char *run = getenv(DDP_ENV_RUN_ID), *ws = getenv(DDP_ENV_WORLD_SIZE);
-    if (run == NULL || *run == '\0' || ws == NULL || *ws == '\0')
+    const char *file = getenv(DDP_ENV_TIMING_FILE), *ws = getenv(DDP_ENV_WORLD_SIZE);
+    if (file == NULL || *file == '\0' || ws == NULL || *ws == '\0')
         return -1;
     char *end;
     long v = strtol(ws, &end, 10);
@@ -124,7 +124,10 @@ static ncclResult_t prof_init(void **context, uint64_t comm_id, int *mask, const
     int world = agent_world_size();
     pthread_mutex_lock(&g_mu);
     ncclprof_ctx_t *ctx = NULL;
-    if (world > 0 && nranks == world && g_accounted == NULL)
+    /* libddpw's own communicator is timed by the library (CUDA events around its collectives):
+     * counting it here too would publish every collective twice. */
+    int ours = comm_name != NULL && strcmp(comm_name, DDP_NCCL_COMM_NAME) == 0;
+    if (world > 0 && nranks == world && !ours && g_accounted == NULL)
         ctx = g_accounted = ctx_new(rank, nranks, logfn);
     /* The mask is NCCL's, one for every communicator of the process: it stays on while one is
      * accounted, and the events of the others find no context and cost a return. */
@@ -218,6 +221,8 @@ static ncclResult_t prof_finalize(void *context) {
         if (ctx->ring[s % OPS_RING].state == OP_OPEN)
             op_finish(ctx, &ctx->ring[s % OPS_RING]);
     ncclprof__acct_flush(&ctx->acct);
+    if (ctx->acct.publish == ddpw_timing_add)
+        ddpw_timing_flush(); /* the file shows the communicator's last totals */
     if (ctx->logfn != NULL)
         ctx->logfn(NCCL_LOG_INFO, NCCL_PROFILER_LOG_INIT, __FILE__, __LINE__,
                    "ddprun profiler: rank %d of %d: %llu operations, compute %.3f s, wait %.3f s",
