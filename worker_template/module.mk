@@ -71,8 +71,19 @@ $(BUILD)/bench/bench_allreduce: $(BUILD)/obj/bench/bench_allreduce.o $(BUILD)/li
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)
 
+# nccl_direct: a program that calls NCCL itself (as PyTorch does), for the profiler plugin's
+# check in gpu-check. Only where NCCL is.
+ifeq ($(HAVE_CUDA),1)
+NCCL_DIRECT := $(BUILD)/tests/nccl_direct
+HELPERS += $(NCCL_DIRECT)
+$(NCCL_DIRECT): EXTRA_LIBS += $(CUDA_LIBS)
+$(NCCL_DIRECT): $(BUILD)/obj/tests/helpers/nccl_direct.o $(BUILD)/libddpw.a $(BUILD)/librdzv.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)
+endif
+
 gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/bench/bench_gpu \
-    $(BUILD)/ddprun $(BUILD)/tests/unit/test_train
+    $(BUILD)/ddprun $(BUILD)/tests/unit/test_train $(NCCLPROF_SO) $(NCCL_DIRECT)
 	@BUILD=$(BUILD) worker_template/gpu_check.sh
 $(BUILD)/obj/tests/unit/test_ddpw_%.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train
