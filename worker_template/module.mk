@@ -14,7 +14,8 @@ $(BUILD)/obj/worker_template/ddpw_shm.o: CFLAGS += -O3
 # libnccl-profiler-ddprun.so: NCCL's profiler plugin (NCCL_PROFILER_PLUGIN=ddprun, or its path),
 # which times a program's NCCL collectives for the agent without a change to the program. Built
 # on every build: it needs NCCL's profiler types alone, which it carries
-# (ncclprof/nccl_profiler_v5.h), not NCCL. It exports ncclProfiler_v5 and nothing else.
+# (ncclprof/nccl_profiler.h), not NCCL. It exports ncclProfiler_v5 and _v4
+# and nothing else.
 NCCLPROF_SRCS := worker_template/ncclprof/ncclprof.c worker_template/ncclprof/ncclprof_acct.c
 NCCLPROF_SO := $(BUILD)/lib/libnccl-profiler-ddprun.so
 NCCLPROF_MAP := worker_template/ncclprof/ncclprof.map

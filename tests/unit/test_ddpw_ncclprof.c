@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
  * Unit tests of the NCCL profiler plugin (worker_template/ncclprof): the accounting alone (gaps
  * are compute, collectives are wait, overlaps counted once, publication in batches), then the
- * plugin's entry points driven as NCCL 2.28 drives them: init per communicator, a collective or
- * p2p event per operation (started and stopped at enqueue), kernel channel events with the GPU's
- * timestamps from the proxy thread (started, their stop recorded, stopped), finalize. The GPU
- * clock is a fake one: the timestamps are the test's. Last, the built library itself, loaded as
- * NCCL loads it, publishes into a DDPRUN_TIMING_FILE read back as the agent reads it. */
+ * plugin's entry points driven as NCCL 2.28 (and 2.27, API v4) drives them: init per communicator,
+ * a collective or p2p event per operation (started and stopped at enqueue), kernel channel events
+ * with the GPU's timestamps from the proxy thread (started, their stop recorded, stopped),
+ * finalize. The GPU clock is a fake one: the timestamps are the test's. Last, the built library
+ * itself, loaded as NCCL loads it, publishes into a DDPRUN_TIMING_FILE read back as the agent reads
+ * it. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -412,6 +413,50 @@ static void test_plugin_two_threads(void **state) {
     assert_int_equal(g_pub.compute_ns, (uint64_t)(THREAD_OPS - 1) * 3000);
 }
 
+/* NCCL 2.27 (API v4): init's arguments in their old order, a one-byte type, and collective
+ * events started only under a group event that has a handle. */
+static void test_plugin_v4(void **state) {
+    (void)state;
+    agent_env("2");
+    const ncclProfiler_v4_t *p4 = &ncclProfiler_v4;
+    assert_string_equal(p4->name, "ddprun");
+    int mask = -1;
+    void *ctx = NULL;
+    assert_int_equal(p4->init(&ctx, &mask, "v4-comm", 0x99, 1, 2, 0, logfn), ncclSuccess);
+    assert_non_null(ctx);
+    assert_int_equal(mask, ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh);
+    assert_non_null(strstr(g_logged, "rank 0 of 2: timing communicator v4-comm"));
+    uint64_t t = 300 * MS;
+    for (int i = 0; i < 5; i++, t += 10 * MS) {
+        ncclProfilerEventDescr_v4_t g = {.type = ncclProfileGroup}, c = {.type = ncclProfileColl};
+        void *gh = NULL, *ch = NULL, *k[2];
+        assert_int_equal(p4->startEvent(ctx, &gh, &g), ncclSuccess);
+        assert_non_null(gh);
+        c.parentObj = gh;
+        c.coll.nChannels = 2;
+        assert_int_equal(p4->startEvent(ctx, &ch, &c), ncclSuccess);
+        assert_non_null(ch);
+        assert_int_equal(p4->stopEvent(ch), ncclSuccess);
+        assert_int_equal(p4->stopEvent(gh), ncclSuccess);
+        for (int j = 0; j < 2; j++) {
+            ncclProfilerEventDescr_v4_t kd = {.type = ncclProfileKernelCh, .parentObj = ch};
+            kd.kernelCh.channelId = (uint8_t)j;
+            kd.kernelCh.pTimer = t + (uint64_t)j * MS;
+            assert_int_equal(p4->startEvent(ctx, &k[j], &kd), ncclSuccess);
+            assert_non_null(k[j]);
+        }
+        for (int j = 0; j < 2; j++) {
+            ncclProfilerEventStateArgs_v4_t a = {.kernelCh = {.pTimer = t + 4 * MS}};
+            assert_int_equal(p4->recordEventState(k[j], ncclProfilerKernelChStop, &a), ncclSuccess);
+            assert_int_equal(p4->stopEvent(k[j]), ncclSuccess);
+        }
+    }
+    assert_int_equal(p4->finalize(ctx), ncclSuccess);
+    assert_int_equal(g_pub.steps, 5);
+    assert_int_equal(g_pub.wait_ns, 5 * 4 * MS);
+    assert_int_equal(g_pub.compute_ns, 4 * 6 * MS);
+}
+
 /* The built libnccl-profiler-ddprun.so, found beside this binary (build/tests/unit/ ->
  * build/lib/), opened and searched as NCCL opens and searches it. */
 static void *open_plugin(void) {
@@ -443,6 +488,7 @@ static void test_library_publishes_to_timing_file(void **state) {
     void *lib = open_plugin();
     assert_null(dlsym(lib, "ddpw_timing_add"));
     assert_null(dlsym(lib, "ncclprof__acct_op"));
+    assert_non_null(dlsym(lib, "ncclProfiler_v4"));
     const ncclProfiler_v5_t *prof = dlsym(lib, "ncclProfiler_v5");
     assert_non_null(prof);
     assert_string_equal(prof->name, "ddprun");
@@ -487,6 +533,7 @@ int main(void) {
         cmocka_unit_test_setup(test_plugin_incomplete_operations, setup),
         cmocka_unit_test_setup(test_plugin_ring_wraps, setup),
         cmocka_unit_test_setup(test_plugin_two_threads, setup),
+        cmocka_unit_test_setup(test_plugin_v4, setup),
         cmocka_unit_test_setup(test_library_publishes_to_timing_file, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

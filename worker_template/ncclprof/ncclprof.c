@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * ncclprof.c: libnccl-profiler-ddprun.so's side facing NCCL (profiler API v5, NCCL 2.25-2.28).
+ * ncclprof.c: libnccl-profiler-ddprun.so's side facing NCCL: profiler API v5 (NCCL 2.28, and
+ * later NCCL through its adapter) and v4 (NCCL 2.27), one implementation behind both.
  * NCCL loads it with NCCL_PROFILER_PLUGIN=ddprun (or its path) and calls init once per
  * communicator. Under ddprun's agent (DDPRUN_TIMING_FILE set), the first communicator that spans
  * the job's world (nranks == WORLD_SIZE: PyTorch's default process group, whose allreduces carry
@@ -150,12 +151,18 @@ static op_t *parent_op(ncclprof_ctx_t *ctx, void *parent) {
     return (op_t *)parent;
 }
 
+/* The handle of every group event. NCCL 2.27 starts a plan's collective events only under a
+ * group event with a handle; the plugin keeps nothing for groups. */
+static char g_group;
+
 static ncclResult_t prof_start_event(void *context, void **handle, ncclProfilerEventDescr_v5_t *d) {
     ncclprof_ctx_t *ctx = context;
     *handle = NULL;
     if (ctx == NULL || d == NULL)
         return ncclSuccess;
-    if (d->type == ncclProfileColl || d->type == ncclProfileP2p) {
+    if (d->type == ncclProfileGroup) {
+        *handle = &g_group;
+    } else if (d->type == ncclProfileColl || d->type == ncclProfileP2p) {
         uint8_t nch = d->type == ncclProfileColl ? d->coll.nChannels : d->p2p.nChannels;
         pthread_mutex_lock(&ctx->mu);
         op_t *op = &ctx->ring[ctx->next++ % OPS_RING];
@@ -181,7 +188,7 @@ static ncclResult_t prof_start_event(void *context, void **handle, ncclProfilerE
 }
 
 static ncclResult_t prof_stop_event(void *handle) {
-    if (handle == NULL)
+    if (handle == NULL || handle == &g_group)
         return ncclSuccess;
     if (((uintptr_t)handle & 1) == 0)
         return ncclSuccess; /* a collective or p2p event: enqueued, nothing to count yet */
@@ -236,6 +243,39 @@ static ncclResult_t prof_finalize(void *context) {
     ctx_free(ctx);
     return ncclSuccess;
 }
+
+/* Version 4 (NCCL 2.27): init's arguments reordered, and the events this plugin reads copied
+ * into version 5's descriptor. */
+static ncclResult_t v4_init(void **context, int *mask, const char *comm_name, uint64_t comm_hash,
+                            int nnodes, int nranks, int rank, ncclDebugLogger_t logfn) {
+    return prof_init(context, comm_hash, mask, comm_name, nnodes, nranks, rank, logfn);
+}
+
+static ncclResult_t v4_start_event(void *context, void **handle, ncclProfilerEventDescr_v4_t *d4) {
+    *handle = NULL;
+    if (d4 == NULL)
+        return ncclSuccess;
+    ncclProfilerEventDescr_v5_t d = {
+        .type = d4->type, .parentObj = d4->parentObj, .rank = d4->rank};
+    if (d4->type == ncclProfileColl) {
+        d.coll.nChannels = d4->coll.nChannels;
+    } else if (d4->type == ncclProfileP2p) {
+        d.p2p.nChannels = d4->p2p.nChannels;
+    } else if (d4->type == ncclProfileKernelCh) {
+        d.kernelCh.channelId = d4->kernelCh.channelId;
+        d.kernelCh.pTimer = d4->kernelCh.pTimer;
+    }
+    return prof_start_event(context, handle, &d);
+}
+
+ncclProfiler_v4_t ncclProfiler_v4 = {
+    .name = "ddprun",
+    .init = v4_init,
+    .startEvent = v4_start_event,
+    .stopEvent = prof_stop_event,
+    .recordEventState = prof_record_event_state,
+    .finalize = prof_finalize,
+};
 
 ncclProfiler_v5_t ncclProfiler_v5 = {
     .name = "ddprun",

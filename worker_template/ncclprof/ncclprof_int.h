@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "nccl_profiler_v5.h"
+#include "nccl_profiler.h"
 
 /* ---- ncclprof_acct.c ---- */
 
@@ -48,8 +48,10 @@ void ncclprof__acct_flush(ncclprof_acct_t *a);
 
 /* ---- ncclprof.c ---- */
 
-/* The plugin's entry points as NCCL finds them (the library exports this symbol alone). */
+/* The plugin's entry points as NCCL finds them (the library exports these symbols alone):
+ * NCCL looks for the newest version it knows first. */
 extern ncclProfiler_v5_t ncclProfiler_v5;
+extern ncclProfiler_v4_t ncclProfiler_v4;
 
 /* Where the plugin publishes (NULL: ddpw_timing_add); the unit tests give a recorder. */
 void ncclprof__set_publish(ncclprof_publish_fn publish, uint64_t interval_ns);

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
- * nccl_profiler_v5.h: the types of NCCL's profiler plugin interface, version 5 (NCCL 2.25-2.28),
- * written out struct for struct because neither the CUDA toolkit nor NCCL's package installs
- * them: NCCL expects a plugin to carry its own copy. The layout follows NVIDIA/nccl at
- * v2.28.9-1, ext-profiler/example/nccl/{profiler_v5.h,common.h,err.h} and
- * src/include/plugin/nccl_profiler.h (event type bits, state numbers); only the names NCCL looks
- * up (ncclProfiler_v5) and the layout matter, so the members ddprun does not read are still here,
- * in their places. */
-#ifndef NCCL_PROFILER_V5_H
-#define NCCL_PROFILER_V5_H
+ * nccl_profiler.h: the types of NCCL's profiler plugin interface, versions 5 (NCCL 2.28, and
+ * later NCCL through its adapter) and 4 (NCCL 2.27), written out struct for struct because
+ * neither the CUDA toolkit nor NCCL's package installs them: NCCL expects a plugin to carry its
+ * own copy. The layout follows NVIDIA/nccl at v2.28.9-1, ext-profiler/example/nccl/
+ * {profiler_v5.h,profiler_v4.h,common.h,err.h} and src/include/plugin/nccl_profiler.h (event type
+ * bits, state numbers); only the names NCCL looks up (ncclProfiler_v5, ncclProfiler_v4) and the
+ * layout matter, so the members ddprun does not read are still here, in their places. */
+#ifndef NCCL_PROFILER_H
+#define NCCL_PROFILER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,9 +55,11 @@ enum {
     ncclProfileKernelLaunch = (1 << 11),
 };
 
-/* recordEventState's states; only the kernel channel's stop is read here (the rest of NCCL's
- * enum, numbers 0-21 and 23-24, concerns proxy, network and group API events). */
+/* recordEventState's states (the same numbers in v4 and v5); only the kernel channel's stop is
+ * read here (the rest of NCCL's enum, numbers 0-21 and 23-24, concerns proxy, network and group
+ * API events). */
 typedef int ncclProfilerEventState_v5_t;
+typedef int ncclProfilerEventState_v4_t;
 #define ncclProfilerKernelChStop 22
 
 typedef struct {
@@ -147,6 +149,9 @@ typedef union {
     } kernelCh;
 } ncclProfilerEventStateArgs_v5_t;
 
+/* Version 4's state arguments are version 5's, member for member. */
+typedef ncclProfilerEventStateArgs_v5_t ncclProfilerEventStateArgs_v4_t;
+
 typedef struct {
     const char *name;
     ncclResult_t (*init)(void **context, uint64_t commId, int *eActivationMask,
@@ -158,5 +163,66 @@ typedef struct {
                                      ncclProfilerEventStateArgs_v5_t *eStateArgs);
     ncclResult_t (*finalize)(void *context);
 } ncclProfiler_v5_t;
+
+/* Version 4 (NCCL 2.27): a one-byte type, no API events, init's arguments in another order. */
+typedef struct {
+    uint8_t type;
+    void *parentObj; /* a collective's parent is its group event */
+    int rank;
+    union {
+        struct {
+            uint64_t seqNumber;
+            const char *func;
+            void const *sendBuff;
+            void *recvBuff;
+            size_t count;
+            int root;
+            const char *datatype;
+            uint8_t nChannels;
+            uint8_t nWarps;
+            const char *algo;
+            const char *proto;
+        } coll;
+        struct {
+            const char *func;
+            void *buff;
+            const char *datatype;
+            size_t count;
+            int peer;
+            uint8_t nChannels;
+        } p2p;
+        struct {
+            pid_t pid;
+            uint8_t channelId;
+            int peer;
+            int nSteps;
+            int chunkSize;
+            int isSend;
+        } proxyOp;
+        struct {
+            int step;
+        } proxyStep;
+        struct {
+            uint8_t channelId;
+            uint64_t pTimer;
+        } kernelCh;
+        struct {
+            int64_t id;
+            void *data;
+        } netPlugin;
+    };
+} ncclProfilerEventDescr_v4_t;
+
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(void **context, int *eActivationMask, const char *commName,
+                         uint64_t commHash, int nNodes, int nranks, int rank,
+                         ncclDebugLogger_t logfn);
+    ncclResult_t (*startEvent)(void *context, void **eHandle, ncclProfilerEventDescr_v4_t *eDescr);
+    ncclResult_t (*stopEvent)(void *eHandle);
+    ncclResult_t (*recordEventState)(void *eHandle, ncclProfilerEventState_v4_t eState,
+                                     ncclProfilerEventStateArgs_v4_t *eStateArgs);
+    ncclResult_t (*finalize)(void *context);
+} ncclProfiler_v4_t;
 
 #endif
