@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "ddp_contract.h"
-
 #include "ddpw.h"
 
 /* Operations between their start (at enqueue) and their completion on the GPU. NCCL may enqueue
