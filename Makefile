@@ -193,7 +193,7 @@ $(BUILD)/man/ddp-rendezvous.8: docs/man/ddp-rendezvous.8.in scripts/help2man.py 
 	@python3 scripts/help2man.py $< $@ $(BUILD)/ddp-rendezvous
 
 # What `make install` installs, built (and nothing else: no test helper); make deb's build step.
-installables: $(BINS) $(INSTALL_LIBS) $(MANPAGES)
+installables: $(BINS) $(INSTALL_LIBS) $(MANPAGES) $(NCCLPROF_SO)
 
 install: installables
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/ddprun \
@@ -214,6 +214,9 @@ install: installables
 	chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/ddp-rendezvous.service
 	install -m 755 $(BUILD)/train $(DESTDIR)$(PREFIX)/libexec/ddprun/
 	install -m 644 $(INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
+	@# NCCL's profiler plugin, a private library: NCCL_PROFILER_PLUGIN names its path.
+	install -d $(DESTDIR)$(LIBDIR)/ddprun
+	install -m 644 $(NCCLPROF_SO) $(DESTDIR)$(LIBDIR)/ddprun/
 	install -m 644 $(INSTALL_HEADERS) common/include/ddp_err.h common/include/ddp_buf.h \
 	    $(DESTDIR)$(INCLUDEDIR)/ddprun/
 	@# pkg-config's view of them: `cc $$(pkg-config --cflags --libs ddpw)` builds a worker.

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ddp_contract.h"
 #include "ddp_time.h"
 
 #ifdef DDP_HAVE_CUDA
@@ -212,6 +213,7 @@ static int nccl_init(const ddpw_ctx_t *w, void **state, ddp_err_t *err) {
     timing_init(n);
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
+    cfg.commName = DDP_NCCL_COMM_NAME;
     ncclUniqueId uid;
     memcpy(&uid, id, sizeof uid);
     ncclResult_t r = ncclCommInitRankConfig(&n->comm, w->env.world_size, uid, w->env.rank, &cfg);

@@ -12,6 +12,8 @@
 #   5. a run stopped mid-epoch and resumed from its checkpoint ends bitwise equal to an
 #      uninterrupted one (the GPU path is deterministic on one machine);
 #   6. (2+ GPUs) a rank SIGKILLed mid-collective: the group restarts and the job finishes;
+#   7. the NCCL profiler plugin (libnccl-profiler-ddprun.so) times a program's own allreduces
+#      and, with 2+ GPUs, shows the slow rank's compute per step above the others';
 #   figures: cuBLAS SGEMM at train's shapes (the compute roof) and the MLP step's achieved
 #   fraction of it, train samples/s after warm-up, NCCL allreduce busbw up to 1 GiB (2+ GPUs).
 # Without a driver or a device it prints "SKIP: ..." and exits 0; a driver whose query fails is a
@@ -217,6 +219,53 @@ if [ "$NGPU" -ge 2 ]; then
     fi
 else
     need2 "a rank SIGKILLed mid-collective: the others stop, the group restarts"
+fi
+
+# 7. The NCCL profiler plugin: a program that calls NCCL itself (nccl_direct, as PyTorch does)
+# under ddprun with NCCL_PROFILER_PLUGIN naming the plugin, one rank per GPU, rank 1 sleeping 6 ms
+# more than the others before each allreduce (a straggler). Each rank's DDPRUN_TIMING_FILE must
+# count every allreduce as a step, and rank 1's compute per step must stand out while the others
+# wait for it. With one GPU NCCL runs no kernel for a world of one: the plugin's load is checked.
+PLUGIN=$BIN/lib/libnccl-profiler-ddprun.so
+ITERS=200
+if [ -n "$REHEARSAL" ]; then
+    gpu_only "NCCL profiler plugin times a program's own allreduces"
+elif [ ! -x "$BIN/tests/nccl_direct" ] || [ ! -f "$PLUGIN" ]; then
+    bad "NCCL profiler plugin: $BIN/tests/nccl_direct or $PLUGIN not built"
+else
+    # shellcheck disable=SC2016 # $0, $RANK and $@ are the worker shell's
+    NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT under_ddprun --no_python \
+        sh -c ': >"$0.$RANK" && DDPRUN_TIMING_FILE="$0.$RANK" exec "$@"' "$TMP/timing" \
+        "$BIN/tests/nccl_direct" --iters $ITERS --gap-ms 2 --slow-rank 1 --slow-ms 6 \
+        >"$TMP/prof.out" 2>&1
+    rc=$?
+    grep -E 'ddprun profiler|profiler plugin' "$TMP/prof.out" | sed 's/^/#   /' | head -8
+    if [ $rc -ne 0 ] || ! grep -q "ddprun profiler: rank 0 of $NGPU: timing communicator" "$TMP/prof.out"; then
+        bad "NCCL profiler plugin: not loaded, or the run failed (exit $rc)"
+        tail_of "$TMP/prof.out" 12
+    elif [ "$NGPU" -lt 2 ]; then
+        pass "NCCL profiler plugin loaded by NCCL and timing the world's communicator"
+        need2 "NCCL profiler plugin: a slow rank's compute per step stands out"
+    elif python3 - "$TMP/timing" "$NGPU" $ITERS <<'PY'; then
+import sys
+base, n, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+per = []
+for r in range(n):
+    f = open("%s.%d" % (base, r)).read().split()
+    assert f[0] == "t1", "rank %d: no record" % r
+    c, w, s = int(f[1]), int(f[2]), int(f[3])
+    assert s == iters, "rank %d: %d steps, %d allreduces" % (r, s, iters)
+    per.append((c / s / 1e6, w / s / 1e6))
+    print("#   rank %d: compute %.2f ms, wait %.2f ms per step" % (r, per[-1][0], per[-1][1]))
+others = [p for r, p in enumerate(per) if r != 1]
+ok = per[1][0] > 1.5 * max(p[0] for p in others) and min(p[1] for p in others) > per[1][1]
+sys.exit(0 if ok else 1)
+PY
+        pass "NCCL profiler plugin: every allreduce timed on $NGPU ranks, the slow rank's compute stands out"
+    else
+        bad "NCCL profiler plugin: the timing records (steps, or the slow rank not standing out)"
+        tail_of "$TMP/prof.out" 12
+    fi
 fi
 
 # Figures. The compute roof: every SGEMM of train's default MLP step at batch 256, best times.

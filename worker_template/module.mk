@@ -11,6 +11,24 @@ INSTALL_HEADERS += worker_template/include/ddpw.h
 # The reduction loops want vectorizing (-O3); the rest of the tree keeps $(OPT).
 $(BUILD)/obj/worker_template/ddpw_shm.o: CFLAGS += -O3
 
+# libnccl-profiler-ddprun.so: NCCL's profiler plugin (NCCL_PROFILER_PLUGIN=ddprun, or its path),
+# which times a program's NCCL collectives for the agent without a change to the program. Built
+# on every build: it needs NCCL's profiler types alone, which it carries
+# (ncclprof/nccl_profiler.h), not NCCL. It exports ncclProfiler_v5 and _v4
+# and nothing else.
+NCCLPROF_SRCS := worker_template/ncclprof/ncclprof.c worker_template/ncclprof/ncclprof_acct.c
+NCCLPROF_SO := $(BUILD)/lib/libnccl-profiler-ddprun.so
+NCCLPROF_MAP := worker_template/ncclprof/ncclprof.map
+LIBS += $(NCCLPROF_SO)
+$(call objs,$(NCCLPROF_SRCS)): CPPFLAGS += -Iworker_template/ncclprof
+$(NCCLPROF_SO): $(call objs,$(NCCLPROF_SRCS)) $(BUILD)/libddpw.a $(BUILD)/libddpcommon.a \
+    $(NCCLPROF_MAP)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=$(NCCLPROF_MAP) -Wl,--no-undefined \
+	    -Wl,--as-needed -o $@ \
+	    $(filter %.o %.a,$^) -lpthread
+
 # train: everything but main.c goes in an internal archive the unit tests link too.
 TRAIN_SRCS := worker_template/train/mlp.c worker_template/train/data.c \
               worker_template/train/sampler.c worker_template/train/ckpt.c \
@@ -40,6 +58,12 @@ $(DDPW_UNIT_TESTS): $(BUILD)/tests/unit/test_ddpw_%: $(BUILD)/obj/tests/unit/tes
 # The heartbeat tests count (and fail) the library's writes.
 $(BUILD)/tests/unit/test_ddpw_heartbeat: LDFLAGS += -Wl,--wrap=pwrite
 $(BUILD)/tests/unit/test_train: EXTRA_LIBS += -lopenblas
+# The profiler plugin's test drives its entry points as NCCL does (ncclprof_int.h), then loads
+# the built library (it must be there: a prerequisite, not linked).
+UNIT_TESTS += $(BUILD)/tests/unit/test_ddpw_ncclprof
+$(BUILD)/obj/tests/unit/test_ddpw_ncclprof.o: CPPFLAGS += -Iworker_template/ncclprof
+$(BUILD)/tests/unit/test_ddpw_ncclprof: $(BUILD)/obj/tests/unit/test_ddpw_ncclprof.o \
+    $(call objs,$(NCCLPROF_SRCS)) $(BUILD)/libddpw.a $(BUILD)/libddpcommon.a $(NCCLPROF_SO)
 $(BUILD)/tests/unit/test_train: $(BUILD)/obj/tests/unit/test_train.o $(TRAIN_LIBS)
 
 BENCHES += $(BUILD)/bench/bench_allreduce
@@ -48,8 +72,19 @@ $(BUILD)/bench/bench_allreduce: $(BUILD)/obj/bench/bench_allreduce.o $(BUILD)/li
     $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
 	$(LINK)
 
+# nccl_direct: a program that calls NCCL itself (as PyTorch does), for the profiler plugin's
+# check in gpu-check. Only where NCCL is.
+ifeq ($(HAVE_CUDA),1)
+NCCL_DIRECT := $(BUILD)/tests/nccl_direct
+HELPERS += $(NCCL_DIRECT)
+$(NCCL_DIRECT): EXTRA_LIBS += $(CUDA_LIBS)
+$(NCCL_DIRECT): $(BUILD)/obj/tests/helpers/nccl_direct.o $(BUILD)/libddpw.a $(BUILD)/librdzv.a \
+    $(BUILD)/libddpcommon.a
+	$(LINK)
+endif
+
 gpu-check test-gpu: $(BUILD)/train $(BUILD)/bench/bench_allreduce $(BUILD)/bench/bench_gpu \
-    $(BUILD)/ddprun $(BUILD)/tests/unit/test_train
+    $(BUILD)/ddprun $(BUILD)/tests/unit/test_train $(NCCLPROF_SO) $(NCCL_DIRECT)
 	@BUILD=$(BUILD) worker_template/gpu_check.sh
 $(BUILD)/obj/tests/unit/test_ddpw_%.o $(BUILD)/obj/tests/unit/test_train.o: CFLAGS += $(CMOCKA_CFLAGS)
 $(BUILD)/obj/tests/unit/test_train.o: CPPFLAGS += -Iworker_template/train

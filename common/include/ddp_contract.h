@@ -46,6 +46,9 @@
 /* The file in which the worker publishes its compute and collective-wait totals (ddp_timing.h:
  * ddpw_timing.c writes, agent/straggler.c reads). */
 #define DDP_ENV_TIMING_FILE "DDPRUN_TIMING_FILE"
+/* The name libddpw gives its NCCL communicator (ncclConfig_t.commName): the NCCL profiler plugin
+ * (worker_template/ncclprof) leaves it alone, since the library times its collectives itself. */
+#define DDP_NCCL_COMM_NAME "ddpw"
 /* The node's scratch directory on /dev/shm (agent/scratch.c), for the CPU backend's segment. */
 #define DDP_ENV_SHM_DIR "DDPRUN_SHM_DIR"
 
