@@ -161,10 +161,15 @@ static int reap_until(pid_t child, uint64_t deadline) {
 }
 
 /* The tool's side of the fork: its own process group (so that a cut kills whatever it started),
- * death with the capture, stdout and stderr into the stacks file. Async-signal-safe calls only. */
-static void tool_child(const cap_t *c, char *const argv[]) {
+ * death with the capture (parent), stdout and stderr into the stacks file. Async-signal-safe calls
+ * only. */
+static void tool_child(const cap_t *c, char *const argv[], pid_t parent) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The capture died between the fork and the prctl: no signal will come, so go now (a tool
+     * left attached to a stopped worker would outlive the agent). */
+    if (getppid() != parent)
+        _exit(1);
     dup2(c->devnull, 0);
     dup2(c->fd, 1);
     dup2(c->fd, 2);
@@ -192,13 +197,14 @@ static pid_t fork_without_handlers(void) {
  * deadline passes; then SIGKILLs its process group and says in the file that it was cut. */
 static void tool_run(cap_t *c, char *const argv[], const char *label, uint64_t deadline) {
     dprintf(c->fd, "--- %s\n", label);
+    pid_t self = getpid();
     pid_t child = fork_without_handlers();
     if (child < 0) {
         dprintf(c->fd, "unable to start %s: %s\n", argv[0], strerror(errno));
         return;
     }
     if (child == 0)
-        tool_child(c, argv);
+        tool_child(c, argv, self);
     /* Set from both sides: a kill aimed at the group must not race the child's own setpgid. */
     setpgid(child, child);
     uint64_t t0 = ddp_now_ms();
