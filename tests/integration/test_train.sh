@@ -351,9 +351,10 @@ GPU_CHECK_REHEARSAL=cpu BUILD=$BUILD timeout 300 bash worker_template/gpu_check.
 rc=$?
 check "gpu-check rehearsal: every check that needs no GPU passes, one JSON line of figures" \
     bash -c "[ $rc -eq 0 ] && grep -q '^gpu-check: all passed' '$TMP/gpucheck.out' &&
-        [ \$(grep -c '^ok - ' '$TMP/gpucheck.out') = 5 ] && ! grep -q '^not ok' '$TMP/gpucheck.out' &&
+        [ \$(grep -c '^ok - ' '$TMP/gpucheck.out') = 6 ] && ! grep -q '^not ok' '$TMP/gpucheck.out' &&
         grep -q '^gpu-check figures: {' '$TMP/gpucheck.out'"
-[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/gpucheck.out" | tail -15
+[ $rc -eq 0 ] && [ "$(grep -c '^ok - ' "$TMP/gpucheck.out")" = 6 ] ||
+    sed 's/^/# /' "$TMP/gpucheck.out" | tail -15
 
 # 7. Files in shared directories: a checkpoint directory others may write is refused; symlinks
 #    planted at --metrics and --dump-params are never written through.
