@@ -157,6 +157,22 @@ verdict() {
     if [ $? -eq 0 ]; then ok "$1"; else not_ok "$1"; return 1; fi
 }
 
+# etcd_suite_member: the suite's one etcd member (etcd_member on $TMP/etcd, client port P1, peer
+# port P2, both picked here), ready to serve; the suite is skipped whole (skip_all) when etcd is
+# not installed or does not start.
+etcd_suite_member() {
+    command -v etcd >/dev/null 2>&1 ||
+        skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
+    P1=$(free_port)
+    P2=$(free_port)
+    while [ "$P2" = "$P1" ]; do P2=$(free_port); done
+    etcd_member "$TMP/etcd" "$P1" "$P2"
+    if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
+        kill "$ETCD" 2>/dev/null
+        skip_all "etcd did not start on 127.0.0.1:$P1"
+    fi
+}
+
 # etcd_member DIR CLIENT_PORT PEER_PORT: one etcd member ("one") on 127.0.0.1 in the background,
 # its data in DIR (the same on a restart), its output appended to DIR.log; its PID in ETCD.
 etcd_member() {

@@ -71,17 +71,9 @@ verdict "etcd not reachable (etcd-v2 spelling): exit 1 within 13 s, one error li
     show_tail "$TMP/nope.out"
 echo "# etcd not reachable: exit $rc after $dt ms"
 
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
-P1=$(free_port); P2=$(free_port)
-# etcd_up: the suite's member, on its data dir (the same on a restart); its PID in ETCD.
+etcd_suite_member
+# etcd_up: the suite's member again, on its data dir; its PID in ETCD.
 etcd_up() { etcd_member "$TMP/etcd" "$P1" "$P2"; }
-etcd_up
-if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
-    kill "$ETCD" 2>/dev/null
-    skip_all "etcd did not start on 127.0.0.1:$P1"
-fi
 
 declare -A APID
 # agent NAME NNODES RUN ARGS...: one agent in the background, its PID in APID[NAME].

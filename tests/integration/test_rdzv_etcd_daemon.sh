@@ -59,15 +59,7 @@ verdict "etcd not reachable: exit 1 within 13 s, one error line naming it, never
     show_tail "$TMP/nope.out"
 echo "# etcd not reachable: exit $rc after $dt ms"
 
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
-P1=$(free_port); P2=$(free_port)
-etcd_member "$TMP/etcd" "$P1" "$P2"
-if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
-    kill "$ETCD" 2>/dev/null
-    skip_all "etcd did not start on 127.0.0.1:$P1"
-fi
+etcd_suite_member
 HEX=$(random_token "$TMP/token")
 export DDPRUN_TOKEN=$HEX
 

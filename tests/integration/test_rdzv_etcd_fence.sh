@@ -35,15 +35,7 @@ SECTIONS=("fencing: the old leader, resumed past its lease, stops serving (one l
     "... after the leader's SIGKILL the new leader loads it: the host is refused at once (exit 4), no worker"
     "no leftover process")
 
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
-P1=$(free_port); P2=$(free_port)
-etcd_member "$TMP/etcd" "$P1" "$P2"
-if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
-    kill "$ETCD" 2>/dev/null
-    skip_all "etcd did not start on 127.0.0.1:$P1"
-fi
+etcd_suite_member
 
 declare -A APID
 # agent NAME NNODES RUN ARGS...: one agent in the background, its PID in APID[NAME].

@@ -36,17 +36,9 @@ bad "'127.0.0.1:70000' has a port" --rdzv_endpoint=127.0.0.1:70000
 bad "etcd_prefix='bad'" --rdzv_endpoint=127.0.0.1 --rdzv_conf=etcd_prefix=bad
 bad "'etcd3' is not c10d or etcd" --rdzv_endpoint=127.0.0.1 --rdzv_backend=etcd3
 
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
-P1=$(free_port); P2=$(free_port)
-# etcd_up: the suite's member, on its data dir (the same on a restart); its PID in ETCD.
+etcd_suite_member
+# etcd_up: the suite's member again, on its data dir; its PID in ETCD.
 etcd_up() { etcd_member "$TMP/etcd" "$P1" "$P2"; }
-etcd_up
-if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
-    kill "$ETCD" 2>/dev/null
-    skip_all "etcd did not start on 127.0.0.1:$P1"
-fi
 EP="127.0.0.1:$P1"
 CONF="last_call_timeout=1,lease_ttl=3,keep_alive_interval=1"
 
