@@ -34,10 +34,13 @@
 /* The bound on resigning at the exit (deleting the leader key, revoking the lease). */
 #define AGENT_ETCD_RESIGN_MS 1000
 /* A reader's first read (and its read after a lost store) is drawn uniformly over
- * max_nodes x this many microseconds: 1.6 s at 16,000 nodes, 100 ms at 1,000. */
-#define AGENT_ETCD_READ_SPREAD_US 100
+ * max_nodes x this many microseconds: 2,000 reads a second at most, which one etcd member
+ * answers through its JSON gateway on a 2-core machine (docs/BENCHMARKS.md; 4,000 a second
+ * collapsed into timeouts and resends there): 8 s at 16,000 nodes, 0.5 s at 1,000. */
+#define AGENT_ETCD_READ_SPREAD_US 500
 /* A reader's retries (no leader yet, etcd away, the key still naming the lost store): the first
- * waits 125..250 ms, each next up to twice as long, at most this bound. */
+ * waits 125..250 ms, each next up to twice as long, at most this bound or the spread window,
+ * whichever is longer (so that retries after timeouts stay as spread as the first reads). */
 #define AGENT_ETCD_READ_BACKOFF_FIRST_MS 250
 #define AGENT_ETCD_READ_BACKOFF_MS 2000
 
@@ -147,10 +150,12 @@ static uint64_t read_spread_ms(const struct agent_rdzv *r) {
 static void on_read_timer(uv_timer_t *t);
 
 /* The next retry: half the back-off bound plus a draw over the other half, then the bound
- * doubles. */
+ * doubles, up to the larger of AGENT_ETCD_READ_BACKOFF_MS and the spread window. */
 static void read_retry(struct agent_rdzv *r) {
-    uint64_t b = r->read_backoff_ms;
-    r->read_backoff_ms = b * 2 > AGENT_ETCD_READ_BACKOFF_MS ? AGENT_ETCD_READ_BACKOFF_MS : b * 2;
+    uint64_t b = r->read_backoff_ms, cap = read_spread_ms(r);
+    if (cap < AGENT_ETCD_READ_BACKOFF_MS)
+        cap = AGENT_ETCD_READ_BACKOFF_MS;
+    r->read_backoff_ms = b * 2 > cap ? cap : b * 2;
     uv_timer_start(&r->read_timer, on_read_timer, b / 2 + jitter_ms(b / 2), 0);
 }
 
