@@ -9,7 +9,9 @@
 # job; ranks 2 and 3 say they are not candidates and ranks 0 and 1 do not; etcd holds the watches
 # of 2 agents, not 4 (its watcher gauge; the same job with etcd_candidates=0 shows 4); SIGKILL of
 # the serving candidate moves the store to the other candidate (it says it serves), every
-# survivor re-forms under it and exits 0; and no leftover process.
+# survivor re-forms under it and exits 0; agents without a node rank stand whatever K is (2 agents,
+# etcd_candidates=1, no --node_rank: neither says it is a reader, the job exits 0); and no
+# leftover process.
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
@@ -21,6 +23,7 @@ CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
 SECTIONS=("4 agents, etcd_candidates=2: the job forms; ranks 2 and 3 are readers, 0 and 1 candidates"
     "... etcd holds 2 agents' watches (4 with etcd_candidates=0)"
     "SIGKILL of the serving candidate: the other candidate serves, the 3 survivors exit 0"
+    "agents without a node rank (etcd_candidates=1): both stand, the job forms and exits 0"
     "no leftover process")
 
 # ---- without etcd ----
@@ -123,6 +126,22 @@ for i in 2 3; do grep -q ' W rendezvous store now at' "$TMP/kc.$i.out" || moved=
 verdict "SIGKILL of the serving candidate: the other candidate serves, the 3 survivors exit 0" ||
     show_tail "$TMP/kc.0.out" "$TMP/kc.1.out" "$TMP/kc.2.out" "$TMP/kc.3.out"
 echo "# SIGKILL of the serving candidate (lease_ttl $TTL s): the survivors done after $dt ms"
+
+# ---- no node rank: every agent stands ----
+export FW_DIR=$TMP/nr FW_SLEEP_MS=300
+mkdir -p "$FW_DIR"
+for i in 1 2; do
+    "$DDPRUN" -v --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd \
+        --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id=norank --rdzv_conf="$CONF,etcd_candidates=1" \
+        "$FW" >"$TMP/nr.$i.out" 2>&1 &
+    APID[nr.$i]=$!
+done
+ra=0
+for i in 1 2; do reap "nr.$i" 40 || ra=1; done
+[ $ra = 0 ] && ! grep -q 'not a store candidate' "$TMP/nr.1.out" "$TMP/nr.2.out" &&
+    [ "$(grep -l 'served by this node' "$TMP/nr.1.out" "$TMP/nr.2.out" | wc -l)" = 1 ]
+verdict "agents without a node rank (etcd_candidates=1): both stand, the job forms and exits 0" ||
+    show_tail "$TMP/nr.1.out" "$TMP/nr.2.out"
 
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null
