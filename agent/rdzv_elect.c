@@ -165,7 +165,12 @@ static void on_read(void *arg, int status, const rdzv_etcd_result_t *res, const 
     if (r->etcd == NULL || r->resigned != NULL || status == DDP_ECANCELED)
         return;
     if (status < 0) {
-        on_leader(r, RDZV_LEADER_ERROR, NULL, 0, 0, errtext);
+        /* The back-off is the reader's probe: no probe timer, whose read a second per agent
+         * would be the load the readers exist to avoid. */
+        if (!r->etcd_down)
+            DDP_WARN("etcd unreachable: %s; reading the leader key again after a back-off",
+                     errtext != NULL ? errtext : "no answer");
+        r->etcd_down = 1;
         read_retry(r);
         return;
     }
