@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
@@ -31,6 +33,16 @@
 #define AGENT_ETCD_PROBE_MS 1000
 /* The bound on resigning at the exit (deleting the leader key, revoking the lease). */
 #define AGENT_ETCD_RESIGN_MS 1000
+/* A reader's first read (and its read after a lost store) is drawn uniformly over
+ * max_nodes x this many microseconds: 2,000 reads a second at most, which one etcd member
+ * answers through its JSON gateway on a 2-core machine (docs/BENCHMARKS.md; 4,000 a second
+ * collapsed into timeouts and resends there): 8 s at 16,000 nodes, 0.5 s at 1,000. */
+#define AGENT_ETCD_READ_SPREAD_US 500
+/* A reader's retries (no leader yet, etcd away, the key still naming the lost store): the first
+ * waits 125..250 ms, each next up to twice as long, at most this bound or the spread window,
+ * whichever is longer (so that retries after timeouts stay as spread as the first reads). */
+#define AGENT_ETCD_READ_BACKOFF_FIRST_MS 250
+#define AGENT_ETCD_READ_BACKOFF_MS 2000
 
 /* etcd answered: the probing stops (unless the timer bounds a resign), and when it had been said
  * to be unreachable, that it answers again, once. */
@@ -120,6 +132,101 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     }
 }
 
+/* A uniform draw in [0, n) milliseconds, from the kernel's generator: agents started at the same
+ * moment on many hosts must not draw the same. */
+static uint64_t jitter_ms(uint64_t n) {
+    uint64_t v = 0;
+    if (n == 0)
+        return 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
+        v = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 20);
+    return v % n;
+}
+
+static uint64_t read_spread_ms(const struct agent_rdzv *r) {
+    return (uint64_t)r->a->cfg.job->max_nodes * AGENT_ETCD_READ_SPREAD_US / 1000;
+}
+
+static void on_read_timer(uv_timer_t *t);
+
+/* The next retry: half the back-off bound plus a draw over the other half, then the bound
+ * doubles, up to the larger of AGENT_ETCD_READ_BACKOFF_MS and the spread window. */
+static void read_retry(struct agent_rdzv *r) {
+    uint64_t b = r->read_backoff_ms, cap = read_spread_ms(r);
+    if (cap < AGENT_ETCD_READ_BACKOFF_MS)
+        cap = AGENT_ETCD_READ_BACKOFF_MS;
+    r->read_backoff_ms = b * 2 > cap ? cap : b * 2;
+    uv_timer_start(&r->read_timer, on_read_timer, b / 2 + jitter_ms(b / 2), 0);
+}
+
+static void on_read(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
+    struct agent_rdzv *r = arg;
+    r->read_pending = 0;
+    if (r->etcd == NULL || r->resigned != NULL || status == DDP_ECANCELED)
+        return;
+    if (status < 0) {
+        /* The back-off is the reader's probe: no probe timer, whose read a second per agent
+         * would be the load the readers exist to avoid. */
+        if (!r->etcd_down)
+            DDP_WARN("etcd unreachable: %s; reading the leader key again after a back-off",
+                     errtext != NULL ? errtext : "no answer");
+        r->etcd_down = 1;
+        read_retry(r);
+        return;
+    }
+    etcd_back(r);
+    char addr[RDZV_HOST_MAX + 1];
+    int port;
+    if (res->n_kvs == 0 || rdzv_etcd_store_addr_parse(res->kvs[0].value, res->kvs[0].value_len,
+                                                      addr, sizeof addr, &port) < 0) {
+        read_retry(r); /* nobody leads yet (or not with an address): read again */
+        return;
+    }
+    if (r->read_stale && r->elected && strcmp(addr, r->leader_addr) == 0 && r->port == port) {
+        /* The lost store's lease has not lapsed yet; a link back up needs no other store. */
+        if (r->link != LINK_UP)
+            read_retry(r);
+        else
+            r->read_stale = 0;
+        return;
+    }
+    r->read_stale = 0;
+    r->read_backoff_ms = AGENT_ETCD_READ_BACKOFF_FIRST_MS;
+    r->elect_hooks->moved(r, addr, port);
+}
+
+static void on_read_timer(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->etcd == NULL || r->read_pending)
+        return;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    if (rdzv_etcd_get(r->etcd, r->leader_key, strlen(r->leader_key), 0, 0, on_read, r, &err) < 0) {
+        DDP_DEBUG("etcd: %s", err.text);
+        read_retry(r);
+        return;
+    }
+    r->read_pending = 1;
+}
+
+void agent__elect_store_lost(struct agent_rdzv *r) {
+    if (!r->reader || r->etcd == NULL || r->read_timer.data == NULL || r->read_pending ||
+        uv_is_active((uv_handle_t *)&r->read_timer))
+        return;
+    r->read_stale = 1;
+    r->read_backoff_ms = AGENT_ETCD_READ_BACKOFF_FIRST_MS;
+    uv_timer_start(&r->read_timer, on_read_timer, jitter_ms(read_spread_ms(r)), 0);
+}
+
+/* Whether this agent stands for election: always with etcd_candidates=0; otherwise only with a
+ * node rank below it. Without a node rank (the rendezvous assigns one) it stands: a job whose
+ * agents know no rank elects as if every agent were a candidate. */
+static int is_candidate(const agent_job_t *job) {
+    if (job->etcd.follow_only)
+        return 0;
+    return job->etcd.candidates <= 0 || job->node_rank < 0 || job->node_rank < job->etcd.candidates;
+}
+
 /* The store's rdzv_server_set_may_serve check: it serves the rendezvous only while this agent
  * leads by the clock now (a leader resumed past its lease refuses a JOIN on the turn before its
  * lease-loss timer tells it), and not yet while it loads the run's records. */
@@ -150,9 +257,11 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     int rc;
     r->self_port = store_port;
     r->elect_hooks = hooks;
-    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0 || (rc = agent__records_init(r)) < 0)
+    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0 ||
+        (rc = uv_timer_init(a->cfg.loop, &r->read_timer)) < 0 || (rc = agent__records_init(r)) < 0)
         return rc;
     r->probe_timer.data = r;
+    r->read_timer.data = r;
     rdzv_etcd_opts_t eo = {.endpoints = job->etcd.endpoints,
                            .timeout_ms = AGENT_ETCD_CALL_MS,
                            .user = job->etcd.user,
@@ -168,16 +277,29 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     }
     snprintf(r->leader_key, sizeof r->leader_key, "%s/%s/leader", job->etcd.prefix, job->run_id);
     rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, r->host, store_port);
-    rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
-                                  .key_len = strlen(r->leader_key),
-                                  .value = job->etcd.follow_only ? NULL : r->self_value,
-                                  .value_len = job->etcd.follow_only ? 0 : strlen(r->self_value),
-                                  .ttl_s = job->etcd.lease_ttl_s,
-                                  .cb = on_leader,
-                                  .arg = r};
-    if ((rc = rdzv_etcd_leader_start(r->etcd, &lo, &r->leader, &err)) < 0) {
-        DDP_ERROR("etcd at %s: %s", job->etcd.endpoints, err.text[0] ? err.text : ddp_strerror(rc));
-        return rc;
+    r->reader = job->etcd.follow_only == 0 && !is_candidate(job);
+    uint64_t start_ms = AGENT_ETCD_START_MS;
+    if (r->reader) {
+        DDP_INFO("etcd: not a store candidate (node rank %d, etcd_candidates=%d): reading the "
+                 "leader key without a lease or a watch",
+                 job->node_rank, job->etcd.candidates);
+        r->read_backoff_ms = AGENT_ETCD_READ_BACKOFF_FIRST_MS;
+        start_ms += read_spread_ms(r);
+        uv_timer_start(&r->read_timer, on_read_timer, jitter_ms(read_spread_ms(r)), 0);
+    } else {
+        rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
+                                      .key_len = strlen(r->leader_key),
+                                      .value = job->etcd.follow_only ? NULL : r->self_value,
+                                      .value_len =
+                                          job->etcd.follow_only ? 0 : strlen(r->self_value),
+                                      .ttl_s = job->etcd.lease_ttl_s,
+                                      .cb = on_leader,
+                                      .arg = r};
+        if ((rc = rdzv_etcd_leader_start(r->etcd, &lo, &r->leader, &err)) < 0) {
+            DDP_ERROR("etcd at %s: %s", job->etcd.endpoints,
+                      err.text[0] ? err.text : ddp_strerror(rc));
+            return rc;
+        }
     }
     rdzv_server_set_may_serve(a->stores.store, may_serve, r);
     /* What the store refuses (a fenced command, an excluded host, a finished run) is said on
@@ -189,7 +311,7 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     uv_timer_t t;
     if ((rc = uv_timer_init(a->cfg.loop, &t)) < 0)
         return rc;
-    uv_timer_start(&t, on_start_timer, AGENT_ETCD_START_MS, 0);
+    uv_timer_start(&t, on_start_timer, start_ms, 0);
     while (!r->elected && uv_is_active((uv_handle_t *)&t))
         uv_run(a->cfg.loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&t, NULL);
@@ -198,7 +320,7 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
     if (!r->elected) {
         DDP_ERROR("etcd at %s: no rendezvous store elected within %d s (etcd unreachable or "
                   "refusing the lease); this node is out of the job",
-                  job->etcd.endpoints, AGENT_ETCD_START_MS / 1000);
+                  job->etcd.endpoints, (int)(start_ms / 1000));
         return 1;
     }
     return 0;
@@ -209,6 +331,8 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
 static void elect_close(struct agent_rdzv *r) {
     if (r->probe_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->probe_timer))
         uv_close((uv_handle_t *)&r->probe_timer, NULL);
+    if (r->read_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->read_timer))
+        uv_close((uv_handle_t *)&r->read_timer, NULL);
     agent__records_stop(r);
     r->records_flushed = NULL;
     rdzv_etcd_leader_close(r->leader, NULL, NULL);
@@ -248,6 +372,8 @@ int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg) 
     r->leading = 0;
     if (r->a->stores.store != NULL)
         rdzv_server_set_durable(r->a->stores.store, NULL, NULL);
+    if (r->reader)
+        uv_timer_stop(&r->read_timer);
     if (r->leader == NULL || r->etcd == NULL || r->probe_timer.data == NULL ||
         uv_is_closing((uv_handle_t *)&r->probe_timer)) {
         elect_close(r);

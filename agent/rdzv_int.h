@@ -152,6 +152,12 @@ struct agent_rdzv {
     void (*resigned)(void *arg); /* while resigning: what runs once done (agent__elect_stop) */
     void *resigned_arg;
     int elect_failed; /* no store was elected at the start: the first JOIN fails the job */
+    /* A reader (not a candidate, --rdzv_conf etcd_candidates): reads the leader key alone. */
+    int reader;
+    uv_timer_t read_timer;    /* the next read: jittered */
+    int read_pending;         /* a read on its way */
+    int read_stale;           /* the store was lost: read until the key names another */
+    uint64_t read_backoff_ms; /* the next retry's bound, doubled up to AGENT_ETCD_READ_BACKOFF_MS */
     /* The records that outlive the store (rdzv_durable.c), while this agent leads: */
     int64_t lead_token;      /* the leader key's create revision: the fenced puts' token */
     agent_records_t records; /* loaded into the store yet? */
@@ -237,6 +243,9 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
  * from the loop once it is over (the loop must turn until then); 0 when it was over at once
  * (nothing to resign, or called again while resigning: done runs once, for the first call). */
 int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg);
+/* rdzv_elect.c: the link lost its store (rdzv_link.c): a reader reads the leader key again, at
+ * a jittered moment, until it names another store or the link is back up. */
+void agent__elect_store_lost(struct agent_rdzv *r);
 
 /* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
  * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records

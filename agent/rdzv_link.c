@@ -214,6 +214,8 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
                  r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
     agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->as.round);
     r->reconnect_since_ms = uv_now(a->cfg.loop);
+    if (a->cfg.job->backend == AGENT_RDZV_ETCD)
+        agent__elect_store_lost(r);
     return reconnect_try(r);
 }
 

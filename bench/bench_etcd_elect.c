@@ -16,10 +16,14 @@
  *   SIGTERM   prints `etcd-hold lost=L errors=E` (leases lost and calls failed since the
  *             election) and exits: 0 when no lease was lost, 1 otherwise.
  * With K given, only the first K are candidates and the others observers (a range and a watch,
- * no lease): what the election would cost if only a few agents of a run stood for it.
- * Calls are bounded by 2 s each, as the agent's. Exits 2 on bad arguments, 1 when the election
- * does not end within 120 s.
- * Usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S [K] */
+ * no lease). With SPREAD_US too, the others are readers, as agents that are not among
+ * --rdzv_conf etcd_candidates (agent/rdzv_elect.c): one range of the leader key at a moment drawn
+ * over N x SPREAD_US microseconds, retried after a jittered back-off (125-250 ms, doubling up to
+ * the larger of 2 s and the spread window) while it names no leader; on SIGUSR1 every reader reads
+ * again the same way (as an agent does once its store connection is lost) until the key names the
+ * new leader. Calls are bounded by 2 s each, as the agent's. Exits 2 on bad arguments, 1 when the
+ * election does not end within 120 s. Usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S [K
+ * [SPREAD_US]] */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,9 +42,14 @@
 #define ELECT_BOUND_MS 120000
 
 typedef struct cand {
-    rdzv_etcd_leader_t *l;
-    int64_t known_rev; /* the leader key's create revision this candidate last learned */
+    rdzv_etcd_leader_t *l; /* NULL: a reader */
+    int64_t known_rev;     /* the leader key's create revision this candidate last learned */
+    uv_timer_t read_timer; /* a reader's next read */
+    uint64_t backoff_ms;   /* a reader's next retry bound */
 } cand_t;
+
+#define READ_BACKOFF_FIRST_MS 250
+#define READ_BACKOFF_MS 2000
 
 static uv_loop_t *loop;
 static rdzv_etcd_t *client;
@@ -53,6 +62,7 @@ static int phase; /* 0 electing, 1 holding, 2 re-electing */
 static uint64_t lost, errors, lost_lines;
 static uv_signal_t sig_usr1, sig_term;
 static uv_timer_t bound;
+static int64_t spread_us = -1; /* -1: the non-candidates observe; else they read */
 
 static void on_report(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
                       int64_t rev, const char *why) {
@@ -90,6 +100,53 @@ static void on_report(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     uv_timer_stop(&bound);
 }
 
+static void on_read_timer(uv_timer_t *t);
+
+static void read_retry(cand_t *c) {
+    uint64_t b = c->backoff_ms, cap = (uint64_t)n_cands * (uint64_t)spread_us / 1000;
+    if (cap < READ_BACKOFF_MS)
+        cap = READ_BACKOFF_MS;
+    c->backoff_ms = b * 2 > cap ? cap : b * 2;
+    uv_timer_start(&c->read_timer, on_read_timer, b / 2 + (uint64_t)random() % (b / 2), 0);
+}
+
+static void on_read(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
+    cand_t *c = arg;
+    if (status < 0) {
+        if (errors++ < 5)
+            fprintf(stderr, "bench_etcd_elect: %s\n", errtext);
+        read_retry(c);
+        return;
+    }
+    if (res->n_kvs == 0 || res->kvs[0].create_revision <= since_rev) {
+        read_retry(c); /* no leader yet, or still the one that resigned */
+        return;
+    }
+    on_report(c, RDZV_LEADER_OBSERVED, res->kvs[0].value, res->kvs[0].value_len,
+              res->kvs[0].create_revision, NULL);
+}
+
+static const char *the_key;
+
+static void on_read_timer(uv_timer_t *t) {
+    cand_t *c = t->data;
+    ddp_err_t err;
+    if (rdzv_etcd_get(client, the_key, strlen(the_key), 0, 0, on_read, c, &err) < 0)
+        read_retry(c);
+}
+
+/* Every reader reads at a moment drawn over n_cands x spread_us. */
+static void readers_start(void) {
+    uint64_t window_ms = (uint64_t)n_cands * (uint64_t)spread_us / 1000;
+    for (size_t i = 0; i < n_cands; i++) {
+        if (cands[i].l != NULL)
+            continue;
+        cands[i].backoff_ms = READ_BACKOFF_FIRST_MS;
+        uv_timer_start(&cands[i].read_timer, on_read_timer,
+                       window_ms ? (uint64_t)random() % window_ms : 0, 0);
+    }
+}
+
 static void on_bound(uv_timer_t *t) {
     (void)t;
     fprintf(stderr, "bench_etcd_elect: %zu of %zu candidates knew the leader after %d s\n", known,
@@ -102,7 +159,7 @@ static void on_usr1(uv_signal_t *s, int signum) {
     (void)signum;
     size_t lead = n_cands;
     for (size_t i = 0; i < n_cands && lead == n_cands; i++)
-        if (rdzv_etcd_leader_leading(cands[i].l))
+        if (cands[i].l != NULL && rdzv_etcd_leader_leading(cands[i].l))
             lead = i;
     if (phase != 1 || lead == n_cands) {
         fprintf(stderr, "bench_etcd_elect: no leader to resign\n");
@@ -114,6 +171,8 @@ static void on_usr1(uv_signal_t *s, int signum) {
     t0_ns = ddp_now_ns();
     uv_timer_start(&bound, on_bound, ELECT_BOUND_MS, 0);
     rdzv_etcd_leader_resign(cands[lead].l);
+    if (spread_us >= 0)
+        readers_start();
 }
 
 static void on_term(uv_signal_t *s, int signum) {
@@ -127,12 +186,14 @@ static void on_term(uv_signal_t *s, int signum) {
 
 int main(int argc, char **argv) {
     int64_t n, ttl, k = 0;
-    if ((argc != 6 && argc != 7) || ddp_parse_i64(argv[2], 1, 65536, &n) < 0 ||
+    if (argc < 6 || argc > 8 || ddp_parse_i64(argv[2], 1, 65536, &n) < 0 ||
         ddp_parse_i64(argv[5], 1, 3600, &ttl) < 0 ||
-        (argc == 7 && ddp_parse_i64(argv[6], 1, n, &k) < 0)) {
-        fprintf(stderr, "usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S [K]\n");
+        (argc >= 7 && ddp_parse_i64(argv[6], 1, n, &k) < 0) ||
+        (argc == 8 && ddp_parse_i64(argv[7], 0, 1000000, &spread_us) < 0)) {
+        fprintf(stderr, "usage: bench_etcd_elect ENDPOINTS N KEY VALUE TTL_S [K [SPREAD_US]]\n");
         return 2;
     }
+    the_key = argv[3];
     if (k == 0)
         k = n;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -162,6 +223,10 @@ int main(int argc, char **argv) {
     uv_timer_start(&bound, on_bound, ELECT_BOUND_MS, 0);
     t0_ns = ddp_now_ns();
     for (size_t i = 0; i < n_cands; i++) {
+        uv_timer_init(loop, &cands[i].read_timer);
+        cands[i].read_timer.data = &cands[i];
+        if ((int64_t)i >= k && spread_us >= 0)
+            continue; /* a reader: readers_start */
         rdzv_etcd_leader_opts_t lo = {.key = argv[3],
                                       .key_len = strlen(argv[3]),
                                       .value = (int64_t)i < k ? argv[4] : NULL,
@@ -174,6 +239,8 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    if (spread_us >= 0)
+        readers_start();
     uv_run(loop, UV_RUN_DEFAULT);
     return 1;
 }

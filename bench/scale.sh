@@ -14,10 +14,13 @@
 # idle store connections of the last table. TORCH_COUNTS= skips the reference.
 # The etcd backend (--rdzv_backend=etcd) at ETCD_COUNTS (default "1000 16000"; empty skips it,
 # as does a machine without etcd): a fresh etcd member per count (its data on disk under TMPDIR),
-# bench_etcd_elect's N candidates (every agent is one: a lease renewed every ETCD_TTL/3 s, default
-# TTL 5, a campaign, a watch of the leader key) elect the store, then bench_rdzv_scale's N nodes
-# JOIN that store (its address read from the election) while the candidates hold their leases
-# (keep-alive window ETCD_KEEPALIVE_S, default 20); then the leader resigns and all elect again.
+# bench_etcd_elect's N agents elect the store: ETCD_CANDIDATES (default 3, as
+# --rdzv_conf etcd_candidates=3) candidates (a lease renewed every ETCD_TTL/3 s, default TTL 5, a
+# campaign, a watch of the leader key) and N - ETCD_CANDIDATES readers (one read of the leader key
+# spread over N x ETCD_SPREAD_US microseconds, default 500 as the agent's); ETCD_CANDIDATES=0 makes
+# every agent a candidate. Then bench_rdzv_scale's N nodes JOIN that store (its address read from
+# the election) while the candidates hold their leases (keep-alive window ETCD_KEEPALIVE_S,
+# default 20); then the leader resigns and all learn the next one (the readers read again).
 # etcd's load comes from its /metrics: gRPC messages received (one a request through the JSON
 # gateway) per second, keys, leases, its CPU and RSS, its WAL fsyncs.
 # Exits 1 when a figure cannot be measured: a count that fails, the idle connections, or a
@@ -37,6 +40,8 @@ IDLE_CONNS=${IDLE_CONNS:-10000}
 ETCD_COUNTS=${ETCD_COUNTS-1000 16000}
 ETCD_KEEPALIVE_S=${ETCD_KEEPALIVE_S:-20}
 ETCD_TTL=${ETCD_TTL:-5}
+ETCD_CANDIDATES=${ETCD_CANDIDATES:-3}
+ETCD_SPREAD_US=${ETCD_SPREAD_US:-500}
 EPID=
 CPID=
 rc=0
@@ -160,11 +165,13 @@ elif ! command -v etcd >/dev/null 2>&1; then
     echo "# etcd backend skipped: etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
 else
     echo
-    echo "The etcd backend ($(etcd --version | sed -n 's/^etcd Version: //p'), one member, lease TTL $ETCD_TTL s), $ETCD_KEEPALIVE_S s keep-alive window:"
+    echo "The etcd backend ($(etcd --version | sed -n 's/^etcd Version: //p'), one member, lease TTL $ETCD_TTL s, candidates ${ETCD_CANDIDATES/#0/every agent}, readers spread over N x $ETCD_SPREAD_US us), $ETCD_KEEPALIVE_S s keep-alive window:"
     echo
     echo "| nodes | election (all know the store) | JOIN at the store | join (election + JOIN) | re-form (the slower of after FAIL and after silence) | re-election (leader resigns) | etcd: requests/s while the job runs | keys | leases | etcd CPU % of a core | etcd RSS MiB | WAL fsyncs (mean) | leases lost, calls failed |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     for n in $ETCD_COUNTS; do
+        kargs=()
+        [ "$ETCD_CANDIDATES" -gt 0 ] && kargs=("$ETCD_CANDIDATES" "$ETCD_SPREAD_US")
         ep=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         pp=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         url=http://127.0.0.1:$ep
@@ -180,7 +187,7 @@ else
         else
             read -r m0 _ <<<"$(etcd_load "$url")"
             "$BUILD/bench/bench_etcd_elect" "127.0.0.1:$ep" "$n" "/ddprun/scale-$n/leader" \
-                "127.0.0.1:$port" "$ETCD_TTL" >"$TMP/elect.out" 2>"$TMP/elect.err" &
+                "127.0.0.1:$port" "$ETCD_TTL" "${kargs[@]}" >"$TMP/elect.out" 2>"$TMP/elect.err" &
             CPID=$!
             for _ in $(seq 1300); do
                 grep -q '^etcd-elect ' "$TMP/elect.out" && break

@@ -45,6 +45,8 @@ void launch_usage(void) {
         "                              etcd_cert= etcd_key= (user, password: DDPRUN_ETCD_USER,\n"
         "                              DDPRUN_ETCD_PASSWORD) etcd_agents_campaign=1 (0: only\n"
         "                              ddp-rendezvous --etcd daemons serve the store)\n"
+        "                              etcd_candidates=0 (K: only node ranks < K campaign, the\n"
+        "                              others read the leader key without lease or watch)\n"
         "  --master_addr ADDR          static backend master (default 127.0.0.1)\n"
         "  --master_port PORT          static backend port (default 29500 with several nodes; on "
         "one\n"

@@ -159,7 +159,8 @@ static const char *const conf_keys = "join_timeout, last_call_timeout, close_tim
                                      "heartbeat, keep_alive_interval, keep_alive_max_attempt, "
                                      "read_timeout, is_host, store_reconnect_timeout, "
                                      "max_node_failures, etcd_prefix, lease_ttl, etcd_cacert, "
-                                     "etcd_cert, etcd_key, etcd_agents_campaign";
+                                     "etcd_cert, etcd_key, etcd_agents_campaign, "
+                                     "etcd_candidates";
 
 /* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
@@ -175,6 +176,7 @@ void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
     snprintf(c->etcd_prefix, sizeof c->etcd_prefix, "%s", AGENT_DEFAULT_ETCD_PREFIX);
     c->lease_ttl = AGENT_DEFAULT_ETCD_LEASE_TTL_S;
     c->etcd_agents_campaign = 1;
+    c->etcd_candidates = 0;
     c->etcd_cacert[0] = c->etcd_cert[0] = c->etcd_key[0] = '\0';
 }
 
@@ -279,6 +281,14 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
                                flag, VQ, val, AGENT_ETCD_LEASE_TTL_MIN_S,
                                AGENT_ETCD_LEASE_TTL_MAX_S);
         c->lease_ttl = (int)v;
+        return 0;
+    }
+    if (strcmp(key, "etcd_candidates") == 0) {
+        int64_t v;
+        if (ddp_parse_i64(val, 0, AGENT_ETCD_CANDIDATES_MAX, &v) < 0)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_candidates='%.*s' is not a number 0..%d",
+                               flag, VQ, val, AGENT_ETCD_CANDIDATES_MAX);
+        c->etcd_candidates = (int)v;
         return 0;
     }
     int rc = etcd_text_set(c, flag, key, val, err);

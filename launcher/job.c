@@ -51,6 +51,7 @@ static void etcd_opts_build(const launch_spec_t *spec, agent_job_t *job) {
     job->etcd.cert = c->etcd_cert[0] ? c->etcd_cert : NULL;
     job->etcd.key = c->etcd_key[0] ? c->etcd_key : NULL;
     job->etcd.follow_only = !c->etcd_agents_campaign;
+    job->etcd.candidates = c->etcd_candidates;
 }
 
 /* Hang detection: the initial timeout defaults to a multiple of the heartbeat timeout, capped so

@@ -159,6 +159,8 @@ typedef struct launch_rdzv_conf {
     /* 1 (default): the agents stand for election too; 0: they only follow the store that
      * ddp-rendezvous --etcd daemons elect among themselves. */
     int etcd_agents_campaign;
+    /* Only the agents of node rank below this stand for election; 0: every agent. */
+    int etcd_candidates;
     char etcd_cacert[LAUNCH_ETCD_TEXT_MAX], etcd_cert[LAUNCH_ETCD_TEXT_MAX];
     char etcd_key[LAUNCH_ETCD_TEXT_MAX];
 } launch_rdzv_conf_t;

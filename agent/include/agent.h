@@ -62,6 +62,10 @@ typedef struct agent_etcd_opts {
     /* 1: this agent never stands for election, it follows the store that others (ddp-rendezvous
      * --etcd daemons) are elected to serve (--rdzv_conf etcd_agents_campaign=0). */
     int follow_only;
+    /* > 0: only the agents whose node rank is known and below it stand for election; the others
+     * read the leader key (no lease, no watch) at a jittered moment and again only when their
+     * store connection is lost (--rdzv_conf etcd_candidates). 0: every agent stands. */
+    int candidates;
     /* Filled by agent_job_prepare from DDPRUN_ETCD_USER / DDPRUN_ETCD_PASSWORD: */
     const char *user, *password;
 } agent_etcd_opts_t;
@@ -69,6 +73,8 @@ typedef struct agent_etcd_opts {
 /* The etcd backend's defaults and bounds. */
 /* The most etcd members --rdzv_endpoint names (the client's bound). */
 #define AGENT_ETCD_MAX_MEMBERS 16
+/* The most --rdzv_conf etcd_candidates. */
+#define AGENT_ETCD_CANDIDATES_MAX 1024
 /* Those every candidate for the store shares, ddp-rendezvous --etcd included (rdzv_etcd_store.h).
  */
 #define AGENT_DEFAULT_ETCD_PREFIX RDZV_ETCD_STORE_PREFIX

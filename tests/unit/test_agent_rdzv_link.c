@@ -41,6 +41,7 @@ typedef struct effects {
     int barrier_resets;
     int join_progress;
     int progress_sends;
+    int elect_store_lost; /* agent__elect_store_lost calls */
     int evlogs;
     int retry_timer_started;
     int timers_stopped;
@@ -135,6 +136,11 @@ void agent__rdzv_join_progress(struct agent_rdzv *r) {
 void agent__rdzv_progress_send(struct agent_rdzv *r) {
     (void)r;
     fx.progress_sends++;
+}
+
+void agent__elect_store_lost(struct agent_rdzv *r) {
+    (void)r;
+    fx.elect_store_lost++;
 }
 
 uint64_t __wrap_uv_now(const uv_loop_t *loop);
@@ -516,8 +522,9 @@ static void test_start(void **state) {
 }
 
 /* The etcd backend: a lost store is followed for the whole store_reconnect_timeout whoever
- * serves it, this agent's own store included (the election may name another), and each try goes
- * to the address in r->addr at that moment. */
+ * serves it, this agent's own store included (the election may name another), the election is
+ * told (a reader reads the leader key again), and each try goes to the address in r->addr at
+ * that moment. */
 static void test_etcd_follows_the_election(void **state) {
     (void)state;
     static char hosted;
@@ -528,6 +535,7 @@ static void test_etcd_follows_the_election(void **state) {
     agent__link_event(&rz, LINK_EV_CLOSED, 0, "connection reset");
     assert_int_equal(rz.link, LINK_RECONNECTING);
     assert_int_equal(rz.reconnect_window_ms, 30000);
+    assert_int_equal(fx.elect_store_lost, 1); /* a reader reads the leader key again */
     assert_int_equal(fx.nevents, 1);
     assert_int_equal(fx.events[0], EV_STORE_LOST);
     int before = fx.connects;
