@@ -36,7 +36,11 @@ AFTER_S=${AFTER_S:-10}
 LOG_EVERY=${LOG_EVERY:-10}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-straggler.XXXXXX")
 STORE_PID=
-trap '[ -n "$STORE_PID" ] && kill $STORE_PID 2>/dev/null; rm -rf "$TMP"' EXIT
+# The agents of 3 and their worker's duty cycle: ended by the trap when a figure fails.
+PH_PIDS=()
+trap '[ -n "$STORE_PID" ] && kill $STORE_PID 2>/dev/null
+for p in "${PH_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+wait 2>/dev/null; rm -rf "$TMP"' EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # wait_line FILE REGEX SECS: waits for a line of FILE matching REGEX; says so on stderr when none.
 wait_line() {
@@ -179,7 +183,7 @@ done
 # from the slowdown to the line and, with exclude, from the last window of the first group to the
 # first of the second (the restart).
 phases() {
-    local action=$1 port id h pids=() ddp w duty t_slow t_line nn=3 spare=""
+    local action=$1 port id h ddp w duty t_slow t_line nn=3 spare=""
     port=$(free_port) || return 1
     id=phase-$action-$RANDOM
     rm -f "$TMP"/p.*
@@ -192,12 +196,13 @@ phases() {
             "$BIN/train" --backend cpu --layers 16,16,2 --batch-size 8 --epochs 100000 \
             --eval-samples 0 --step-delay-ms "$HEALTHY_MS" --log-every "$LOG_EVERY" \
             --metrics "$TMP/p.m.$1" >"$TMP/p.$1" 2>&1 &
-        pids+=($!)
+        PH_PIDS+=($!)
     }
+    PH_PIDS=()
     for h in 1 2 3; do start_agent $h; done
     # The worker of 127.0.0.3: the child of its ddprun (the child of timeout) named train.
     for _ in $(seq 1500); do
-        ddp=$(cat /proc/"${pids[2]}"/task/*/children 2>/dev/null | awk '{print $1}')
+        ddp=$(cat /proc/"${PH_PIDS[2]}"/task/*/children 2>/dev/null | awk '{print $1}')
         for w in $(cat /proc/"$ddp"/task/*/children 2>/dev/null); do
             [ "$(cat /proc/"$w"/comm 2>/dev/null)" = train ] && break 2
         done
@@ -226,6 +231,7 @@ except ProcessLookupError:
     pass
 PY
     duty=$!
+    PH_PIDS+=($duty)
     t_slow=$(now_ms)
     if [ "$action" = exclude ]; then
         wait_line "$TMP/p.1" "excluded as a straggler" 120 || return 1
@@ -234,10 +240,12 @@ PY
     fi
     t_line=$(now_ms)
     sleep "$AFTER_S"
-    for h in "${pids[@]}"; do kill -TERM "$h" 2>/dev/null; done
+    # The duty cycle first: it leaves the worker running (SIGCONT) as it ends.
     kill -TERM "$duty" 2>/dev/null
     wait "$duty" 2>/dev/null
-    for h in "${pids[@]}"; do wait "$h" 2>/dev/null; done
+    for h in "${PH_PIDS[@]}"; do kill -TERM "$h" 2>/dev/null; done
+    for h in "${PH_PIDS[@]}"; do wait "$h" 2>/dev/null; done
+    PH_PIDS=()
     grep -h "straggler: rank" "$TMP/p.1" | head -1 >&2
     python3 - "$t_slow" "$t_line" "$action" "$TMP"/p.m.* <<'PY'
 import json, sys
