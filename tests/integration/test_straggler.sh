@@ -108,7 +108,7 @@ cg_make() {
         # ours goes below the root, whose subtree gets the cpu controller if it lacks it.
         if ! grep -qw cpu "$m/cgroup.subtree_control"; then
             echo +cpu 2>/dev/null >"$m/cgroup.subtree_control" ||
-                { CG_WHY="cannot enable the cpu controller in $m (not root)"; return 1; }
+                { CG_WHY="cannot enable the cpu controller in $m/cgroup.subtree_control"; return 1; }
             CG_ENABLED=$m
         fi
         CG=$m/ddptest-$$-cpu
