@@ -16,7 +16,8 @@
 #     "warn exclude"; empty: skipped): the agents and train of 2 (--straggler_window PHASE_WINDOW,
 #     default 1 s), one worker stopped STOP_MS of every PERIOD_MS (default 100 of 200: half speed)
 #     by SIGSTOP/SIGCONT from BEFORE_S on; samples/s before, during (until the line, or until the
-#     exclusion with a spare) and for AFTER_S after. RUNS runs each, medians.
+#     exclusion with a spare) and for AFTER_S after (BEFORE_S and AFTER_S: 10 s by default); the
+#     windows logged every LOG_EVERY steps (10). RUNS runs each, medians.
 #   BUILD=build BASE=/tmp/base/build RUNS=5 bench/straggler.sh
 # Exits 1 when a figure cannot be measured.
 set -u
