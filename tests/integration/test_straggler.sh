@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 50
+# suite-cost: 60
 # Stragglers across hosts: first three agents told apart by loopback addresses (127.0.0.1-3, no
 # root needed), then hosts a b c (d) made of network namespaces (netns_job.sh, as
 # test_quarantine.sh uses them); one ddprun per host, the first host's agent serving the store,
@@ -12,10 +12,12 @@
 # beside busy loops (one per core, started and killed by PID) names nobody; with
 # --straggler_action=exclude and a spare d, the slow host c is excluded as a straggler (its agent
 # exits 4 naming why), the spare takes its place in the next round and a b d finish with exit 0
-# (on loopback, without a spare, it stays and the line says so); nothing is left running, and the
-# namespaces are removed.
+# (on loopback, without a spare, it stays and the line says so); on loopback, a worker held to 10%
+# of one CPU by a cgroup's CPU bandwidth limit is named and nobody else; nothing is left running,
+# and the namespaces and the cgroup are removed.
 #
-# The namespace part needs root and `ip netns`; otherwise its checks are reported as skipped.
+# The cgroup part needs a cgroup hierarchy with the cpu controller where this shell may create a
+# cgroup, the namespace part root and `ip netns`; otherwise their checks are reported as skipped.
 . "$(dirname "$0")/lib.sh"
 for c in setpriv timeout; do
     command -v $c >/dev/null || { skip "every check" "$c is missing"; finish; exit 0; }
@@ -81,6 +83,117 @@ check "loopback: without a spare the slow host stays, and the nodes that name it
     [ "$lb_kept" -ge 1 ]
 check "nothing left after the loopback test" no_leftovers 3
 trap - EXIT
+
+# ----------------------------------------------------------------------------- 0b. cgroup throttle
+# The same three loopback agents, every worker as fast (BASE_MS), and 127.0.0.3's worker, once it
+# runs, moved into a cgroup of ours that holds it to 10% of one CPU (CFS bandwidth: cpu.max
+# "1000 10000" in cgroup v2, cpu.cfs_quota_us / cpu.cfs_period_us where the cpu controller is
+# on a v1 hierarchy): its ~1.5 ms of CPU per step then takes ~15 ms. 127.0.0.3 is named within
+# the bound from its throttling, the others never; the job ends with exit 0, and the cgroup is
+# removed. Needs a cgroup hierarchy with the cpu controller where this shell may create a cgroup
+# (root, or a delegated subtree); otherwise its checks are skipped, naming why.
+CG_CHECKS=("cgroup: the throttled 127.0.0.3 is named within ${NAME_BOUND_S} s of its throttling"
+    "cgroup: 127.0.0.1 and 127.0.0.2 never named" "cgroup: the worker ran throttled"
+    "cgroup: the job ends with exit 0 on every agent" "cgroup: the cgroup is removed, nothing left")
+# cg_make: CG, a fresh cgroup limiting its processes to 10% of one CPU, below this shell's own
+# cgroup where the hierarchy allows it (v1, or v2 at its root), else below the hierarchy's root.
+# Returns 1 with CG_WHY when there is none to be had.
+CG="" CG_WHY="" CG_ENABLED=""
+cg_make() {
+    local m own
+    m=$(awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i+1) == "cgroup2") print $5; break } }' \
+        /proc/self/mountinfo | head -1)
+    if [ -n "$m" ] && grep -qw cpu "$m/cgroup.controllers" 2>/dev/null; then
+        # A v2 cgroup with processes cannot give its children controllers, the root excepted:
+        # ours goes below the root, whose subtree gets the cpu controller if it lacks it.
+        if ! grep -qw cpu "$m/cgroup.subtree_control"; then
+            echo +cpu 2>/dev/null >"$m/cgroup.subtree_control" ||
+                { CG_WHY="cannot enable the cpu controller in $m/cgroup.subtree_control"; return 1; }
+            CG_ENABLED=$m
+        fi
+        CG=$m/ddptest-$$-cpu
+        mkdir "$CG" 2>/dev/null || { CG_WHY="cannot create a cgroup in $m (not root)"; CG=""; return 1; }
+        echo "1000 10000" >"$CG/cpu.max" || { CG_WHY="cannot write $CG/cpu.max"; return 1; }
+        return 0
+    fi
+    m=$(awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i+1) == "cgroup" && $NF ~ /(^|,)cpu(,|$)/) print $5; break } }' \
+        /proc/self/mountinfo | head -1)
+    if [ -z "$m" ] || [ ! -e "$m/cpu.cfs_quota_us" ]; then
+        CG_WHY="no cgroup hierarchy with the cpu controller (v2: not in cgroup.controllers)"
+        return 1
+    fi
+    own=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3; exit }' /proc/self/cgroup)
+    CG=$m${own%/}/ddptest-$$-cpu
+    mkdir "$CG" 2>/dev/null || { CG=$m/ddptest-$$-cpu; mkdir "$CG" 2>/dev/null; } ||
+        { CG_WHY="cannot create a cgroup in $m (not root, not delegated)"; CG=""; return 1; }
+    if ! echo 10000 >"$CG/cpu.cfs_period_us" || ! echo 1000 >"$CG/cpu.cfs_quota_us"; then
+        CG_WHY="cannot write $CG/cpu.cfs_quota_us"
+        return 1
+    fi
+}
+# cg_remove: removes CG once its processes are gone (bounded), and the controller it enabled.
+cg_remove() {
+    local i
+    [ -n "$CG" ] || return 0
+    for i in $(seq 150); do
+        rmdir "$CG" 2>/dev/null && break
+        sleep 0.02
+    done
+    [ -n "$CG_ENABLED" ] && echo -cpu 2>/dev/null >"$CG_ENABLED/cgroup.subtree_control"
+    [ ! -d "$CG" ]
+}
+# worker_of PID: the `train` worker under ddprun PID (waits up to 15 s for it).
+worker_of() {
+    local i c
+    for i in $(seq 750); do
+        for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+            [ "$(cat /proc/"$c"/comm 2>/dev/null)" = train ] && { echo "$c"; return 0; }
+        done
+        sleep 0.02
+    done
+    return 1
+}
+if ! cg_make; then
+    cg_remove
+    for c in "${CG_CHECKS[@]}"; do skip "$c" "$CG_WHY"; done
+else
+    CGD=$TMP/cgroup
+    mkdir -p "$CGD"
+    CG_PORT=$(free_port)
+    declare -A CG_PID
+    trap 'for p in "${CG_PID[@]}"; do kill -KILL "$p" 2>/dev/null; done; cg_remove; rm -rf "$TMP"' EXIT
+    for i in 1 2 3; do
+        setpriv --pdeathsig KILL timeout -k 3 60 setpriv --pdeathsig KILL "$DDPRUN" -v --nnodes=3 \
+            --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$CG_PORT" \
+            --rdzv_id=cgroup --local_addr="127.0.0.$i" "${STRAG[@]}" "$TRAIN" "${TARGS[@]}" \
+            --max-steps 500 --step-delay-ms $BASE_MS >"$CGD/$i.out" 2>&1 &
+        CG_PID[$i]=$!
+    done
+    # timeout's child is ddprun (setpriv execs it); ddprun's child, the worker.
+    cg_worker=$(worker_of "$(child_pid "${CG_PID[3]}")") &&
+        echo "$cg_worker" >"$CG/cgroup.procs"
+    cg_start=$(($(date +%s%N) / 1000000))
+    cg_named=""
+    wait_for "$CGD/1.out" "straggler: rank [0-9]+ on node [0-9]+ \(127\.0\.0\.3\)" 25 >/dev/null &&
+        cg_named=$(($(date +%s%N) / 1000000))
+    # Throttled periods, read while the worker is still in the cgroup.
+    cg_throttled=$(awk '$1 == "nr_throttled" { print $2 }' "$CG/cpu.stat" 2>/dev/null)
+    cg_rc=""
+    for i in 1 2 3; do
+        wait "${CG_PID[$i]}"
+        cg_rc="$cg_rc $?"
+        unset "CG_PID[$i]"
+    done
+    [ -n "$cg_named" ] && [ $((cg_named - cg_start)) -le $((NAME_BOUND_S * 1000)) ]
+    verdict "${CG_CHECKS[0]} (after $((${cg_named:-0} - cg_start)) ms; worker ${cg_worker:-not found})"
+    cg_others=$(grep -hoE "straggler: rank [0-9]+ on node [0-9]+ \(127\.0\.0\.[12]\)" "$CGD"/*.out | head -2)
+    check "${CG_CHECKS[1]} (${cg_others:-none})" [ -z "$cg_others" ]
+    check "${CG_CHECKS[2]} (${cg_throttled:-no} periods throttled)" [ "${cg_throttled:-0}" -gt 0 ]
+    check "${CG_CHECKS[3]} (${cg_rc# })" [ "$cg_rc" = " 0 0 0" ]
+    cg_remove && no_leftovers 3
+    verdict "${CG_CHECKS[4]}"
+    trap - EXIT
+fi
 
 SECTIONS=("a slow host is named within ${NAME_BOUND_S} s, the others never"
     "under CPU load nobody is named" "exclude with a spare: the spare takes the slow host's place"

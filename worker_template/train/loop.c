@@ -213,10 +213,15 @@ static void report_window(trainer_t *t, tally_t *y, uint64_t step, uint64_t epoc
     double l = y->wloss / (double)y->wcount, acc = (double)y->wcorrect / (double)y->wcount;
     progress(t, step, epoch, b + 1, nb, l, acc, sps, tty);
     if (t->metrics != NULL) {
+        /* Wall-clock time, so that a window can be placed against events outside the job (a
+         * slowdown a benchmark injects, an agent's line) on the same machine or synced ones. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
         fprintf(t->metrics,
                 "{\"step\":%llu,\"epoch\":%llu,\"loss\":%.6f,\"accuracy\":%.6f,"
-                "\"samples_per_s\":%.1f,\"world_size\":%d}\n",
-                (unsigned long long)step, (unsigned long long)epoch, l, acc, sps, t->world);
+                "\"samples_per_s\":%.1f,\"world_size\":%d,\"time\":%lld.%03ld}\n",
+                (unsigned long long)step, (unsigned long long)epoch, l, acc, sps, t->world,
+                (long long)now.tv_sec, now.tv_nsec / 1000000);
         fflush(t->metrics);
     }
     y->wloss = 0;
