@@ -8,8 +8,8 @@
 # process of its tree) and killed (SIGKILL of them all); the time is from the first SIGSTOP to the
 # CLOCK_MONOTONIC start of the first worker of the next round on the others. Then the job must end
 # by itself: the workers of the next round run 2 s and exit 0.
-#   ddprun --rdzv_backend=etcd at each lease_ttl of TTLS (default "5 2": ddprun's default and the
-#     smallest etcd grants), last_call_timeout LAST_CALL_S (0.5 s) at TTL 5, SMALL_LAST_CALL_S
+#   ddprun --rdzv_backend=etcd at each lease_ttl of TTLS (default "4 2": ddprun's default and the
+#     smallest etcd grants), last_call_timeout LAST_CALL_S (0.5 s) at DEFAULT_TTL (4), SMALL_LAST_CALL_S
 #     (0.25 s) at the others; the host killed is the one whose agent says "served by this node".
 #   torchrun 2.x (TORCH_PYTHON, else the venv of scripts/ensure-torch2.sh), TORCH_BACKENDS
 #     (default "etcd-v2 c10d"): etcd-v2 against the same etcd (needs python-etcd in that venv;
@@ -24,7 +24,7 @@
 # RUNS repetitions (default 5) a row; medians and quartiles (linear interpolation) in ms. Each wait
 # is bounded by BOUND_S (default 60); KEEP_TMP=1 keeps every output. Exits 77 without etcd, 1
 # when a ddprun run does not re-form or exit 0 (torchrun's failures are its figures), 0 otherwise.
-#   BUILD=build RUNS=5 TTLS="5 2" bench/etcd_failover.sh
+#   BUILD=build RUNS=5 TTLS="4 2" bench/etcd_failover.sh
 set -u
 cd "$(dirname "$0")/.."
 if [ -z "${ETCD_FAILOVER_PRIVATE:-}" ] && scripts/private-names.sh true 2>/dev/null; then
@@ -32,7 +32,9 @@ if [ -z "${ETCD_FAILOVER_PRIVATE:-}" ] && scripts/private-names.sh true 2>/dev/n
 fi
 BUILD=${BUILD:-build}
 RUNS=${RUNS:-5}
-TTLS=${TTLS-5 2}
+TTLS=${TTLS-4 2}
+# ddprun's default lease_ttl (RDZV_ETCD_STORE_TTL_S), measured with the default-like last call.
+DEFAULT_TTL=${DEFAULT_TTL:-4}
 LAST_CALL_S=${LAST_CALL_S:-0.5}
 SMALL_LAST_CALL_S=${SMALL_LAST_CALL_S:-0.25}
 TORCH_LAST_CALL_S=${TORCH_LAST_CALL_S:-1}
@@ -147,7 +149,7 @@ one() {
     local kind=$1 ttl=$2 i=$3 d=$TMP/$1.$2.$3 key=$1.$2 victim="" h n tk t ms lc=$LAST_CALL_S
     mkdir -p "$d"
     HPID=()
-    [ "$ttl" != - ] && [ "$ttl" != 5 ] && lc=$SMALL_LAST_CALL_S
+    [ "$ttl" != - ] && [ "$ttl" != "$DEFAULT_TTL" ] && lc=$SMALL_LAST_CALL_S
     case $kind in
     ddprun)
         for h in h1 h2 h3; do
@@ -253,7 +255,7 @@ for ttl in $TTLS; do
     touch "$TMP/ddprun.$ttl".{ms,rc,last,ran}
     for i in $(seq "$RUNS"); do one ddprun "$ttl" "$i" || rc=1; done
     lc=$LAST_CALL_S
-    [ "$ttl" != 5 ] && lc=$SMALL_LAST_CALL_S
+    [ "$ttl" != "$DEFAULT_TTL" ] && lc=$SMALL_LAST_CALL_S
     rows+=("ddprun --rdzv_backend=etcd|lease_ttl=$ttl, last_call_timeout=$lc|ddprun.$ttl")
     if grep -q -- - "$TMP/ddprun.$ttl.ms" || grep -vqE '^h[0-9]:0 h[0-9]:0$' "$TMP/ddprun.$ttl.rc"; then
         echo "# ddprun at lease_ttl $ttl: a run did not re-form or did not exit 0"

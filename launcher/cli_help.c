@@ -41,7 +41,7 @@ void launch_usage(void) {
         "                              keep_alive_max_attempt=3 read_timeout=60 is_host=auto\n"
         "                              store_reconnect_timeout=60 (a lost ddp-rendezvous)\n"
         "                              max_node_failures=0 (exclude a host after N failures)\n"
-        "                              etcd: etcd_prefix=/ddprun lease_ttl=5 etcd_cacert=\n"
+        "                              etcd: etcd_prefix=/ddprun lease_ttl=4 etcd_cacert=\n"
         "                              etcd_cert= etcd_key= (user, password: DDPRUN_ETCD_USER,\n"
         "                              DDPRUN_ETCD_PASSWORD) etcd_agents_campaign=1 (0: only\n"
         "                              ddp-rendezvous --etcd daemons serve the store)\n"

@@ -78,7 +78,7 @@ static const char usage_text[] =
     "  --run-id ID        a run (--rdzv_id) whose store this daemon stands for; repeatable\n"
     "  --etcd-prefix P    the key prefix (default " RDZV_ETCD_STORE_PREFIX
     "; the agents' etcd_prefix)\n"
-    "  --etcd-lease-ttl S the lease TTL in seconds, 2..600 (default 5; the agents' lease_ttl)\n"
+    "  --etcd-lease-ttl S the lease TTL in seconds, 2..600 (default 4; the agents' lease_ttl)\n"
     "  --etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE  TLS to etcd (the agents'\n"
     "                     etcd_cacert, etcd_cert, etcd_key)\n"
     "prints 'listening on ADDR:PORT' on stdout once it accepts connections, and tells systemd\n"

@@ -13,7 +13,7 @@
 /* The key prefix, the leader's lease TTL (seconds) and its bounds, etcd's client port (a member
  * named without one), and the variables that carry the etcd user's credentials. */
 #define RDZV_ETCD_STORE_PREFIX "/ddprun"
-#define RDZV_ETCD_STORE_TTL_S 5
+#define RDZV_ETCD_STORE_TTL_S 4
 #define RDZV_ETCD_STORE_TTL_MIN_S 2
 #define RDZV_ETCD_STORE_TTL_MAX_S 600
 #define RDZV_ETCD_STORE_PORT 2379
