@@ -426,11 +426,10 @@ class Job:
                     pass
             rec.update(host=h, starts=starts, pids=pids, log_off=log_off)
         elif kind == "slow_node":
-            # Only in a job steady for a while with nothing pending: the verdict is then this
-            # fault's alone. Nothing else is injected while it lasts.
-            if not self.flap_window_ok(t):
+            # Only in a job steady for a while with nothing pending and no rank named: the
+            # verdict is then this fault's alone. Nothing else is injected while it lasts.
+            if not self.flap_window_ok(t) or not slow_node.inject(self, rec, HOSTS, SLACK):
                 return None
-            slow_node.inject(self, rec, HOSTS, SLACK)
         elif kind == "store_restart":
             if self.daemon is None or self.daemon.poll() is not None or self.daemon_ended:
                 return None
@@ -902,8 +901,9 @@ def main():
     stop = {"sig": None}
 
     def on_signal(sig, _):
-        stop["sig"] = sig
-        raise KeyboardInterrupt
+        if stop["sig"] is None:  # a second one (timeout(1)'s) must not cut the teardown short
+            stop["sig"] = sig
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     t0 = now()

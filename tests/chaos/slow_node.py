@@ -40,9 +40,24 @@ def now():
     return time.monotonic()
 
 
+def named_now(job):
+    """Whether a rank is named a straggler now: its last straggler event is not followed by its
+    straggler_cleared, nor by a group start (a new round judges afresh)."""
+    last, started = {}, 0.0
+    for e in job.events():
+        if e["event"] in ("straggler", "straggler_cleared"):
+            last[(e.get("host"), e.get("rank"))] = (e["_t"], e["event"])
+        elif e["event"] == "worker_group_started":
+            started = e["_t"]
+    return any(name == "straggler" and t > started for t, name in last.values())
+
+
 def inject(job, rec, hosts, slack):
-    """Slows a host of job from now on, in a thread; fills rec. Nothing else is injected while it
-    lasts and until its bound ran out (job.quiet_until): the verdict is this fault's alone."""
+    """Slows a host of job from now on, in a thread; fills rec; False when a rank is still named
+    (a host slowed again before it cleared would not be named anew). Nothing else is injected
+    while it lasts and until its bound ran out (job.quiet_until): the verdict is its alone."""
+    if named_now(job):
+        return False
     t = rec["t"]
     h = job.rng.choice(hosts)
     dur = job.rng.uniform(*SLOW_S)
@@ -52,6 +67,7 @@ def inject(job, rec, hosts, slack):
                           daemon=True)
     th.start()
     job.slow_threads.append(th)
+    return True
 
 
 def cycle(job, h, end, rng):
