@@ -65,7 +65,7 @@ ONLY_IN = {"store_restart": ("daemon", 2.0), "store_host_kill": ("etcd", 0.6)}
 # Kinds every variant has, at a share of --per-job (and half that share of --min-per-kind: a job
 # may end before its last one found the job steady): a slow node holds the schedule still for
 # about 6 s (its duration and its bound, so that the straggler verdict is its alone).
-SHARE = {"slow_node": 0.4}
+SHARE = {"slow_node": 0.2}
 
 
 def min_count(kind, min_per_kind):
