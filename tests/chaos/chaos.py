@@ -10,8 +10,9 @@ barrier): worker SIGKILL, worker SIGSTOP (a hang), agent SIGKILL followed by the
 its agent again (as Slurm's requeue would), a link flap shorter than the keep-alive bound (must
 cost nothing), a link down for longer (the node is dropped, then rejoins), the standalone
 daemon SIGKILLed and started again on its address, the host that serves the store on etcd
-SIGKILLed whole (its agent and workers; the host then starts its agent again), and a sick node
-(its workers SIGKILLed, then its next 1 or 2 group starts fail at once: sick_node.py). The agents run with
+SIGKILLed whole (its agent and workers; the host then starts its agent again), a sick node
+(its workers SIGKILLed, then its next 1 or 2 group starts fail at once: sick_node.py), and a slow
+node (its workers SIGSTOP/SIGCONT duty-cycled for 3.5 to 5 s: slow_node.py). The agents run with
 max_node_failures=2 at the minimum node count (--nnodes=3), so a host that fails again and again
 is counted but must stay.
 
@@ -21,7 +22,9 @@ reported per kind); a flap cost no restart; no process is left in any namespace 
 ddprun's in /dev/shm; no checkpoint was found torn; the daemon's memory accounting and each
 agent's open descriptors do not grow from round to round; the daemon never ends unless the
 schedule kills it (how it ended, and where its core went, is reported); no host is excluded, and
-from a host's second failure on, the round's end says it stays.
+from a host's second failure on, the round's end says it stays; a slow node is named a straggler
+within its bound, and no host is named one outside a slow_node fault on it; every host's last
+agent reports its goodput.
 
 Exit status 0 when every invariant held, 1 when one did not (each broken one is printed), 77 when
 it cannot run here (not root, no `ip netns`). The seed is printed first: `--seed N` replays a
@@ -31,13 +34,11 @@ Everything it starts is its own, ended by PID; nothing leaves the namespaces it 
 """
 import argparse
 import calendar
-import ctypes
 import json
 import math
 import os
 import random
 import re
-import resource
 import shutil
 import signal
 import statistics
@@ -47,10 +48,12 @@ import tempfile
 import time
 
 import sick_node
-from hosts import Net, children, comm, fd_kinds, proc_state, rss_kb, shm_entries, zombie
+import slow_node
+from hosts import (Net, children, comm, die_with_campaign, env_of, exit_text, fd_kinds,
+                   proc_state, rss_kb, shm_entries, with_core_dumps, zombie)
 
 KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart",
-         "sick_node", "store_host_kill"]
+         "sick_node", "store_host_kill", "slow_node"]
 # The variants, in the order the jobs take them (job 0 first): the store a standalone daemon, the
 # agents' elected through etcd, host a's agent's. A one-minute campaign (make test) runs the first
 # two. The kinds only one variant has, and the share of --per-job its jobs carry (the campaign
@@ -59,10 +62,16 @@ KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "
 # jobs carry 0.6 of a share, which keeps the one-minute campaign about as long as it was.
 VARIANTS = ["daemon", "etcd", "embedded"]
 ONLY_IN = {"store_restart": ("daemon", 2.0), "store_host_kill": ("etcd", 0.6)}
+# Kinds every variant has, at a share of --per-job (and half that share of --min-per-kind: a job
+# may end before its last one found the job steady): a slow node holds the schedule still for
+# about 6 s (its duration and its bound, so that the straggler verdict is its alone).
+SHARE = {"slow_node": 0.2}
 
 
 def min_count(kind, min_per_kind):
     """How many faults of kind the campaign injects at least."""
+    if kind in SHARE:
+        return math.ceil(min_per_kind * SHARE[kind] / 2)
     return math.ceil(min_per_kind * ONLY_IN.get(kind, (None, 2.0))[1] / 2)
 ETCD_PORT = 2379
 # The etcd backend's lease: a flap (at most 0.8 s, answered by 1.4 s) never costs the serving
@@ -97,46 +106,12 @@ SICK_BOUND = 1.0 + SLACK
 TRAIN_ARGS = ["--epochs", "4", "--samples", "6144", "--batch-size", "32", "--layers",
               "32,64,10", "--checkpoint-every", "1", "--keep", "3", "--check-sync", "--seed",
               "11", "--data-seed", "5", "--backend", "cpu", "--step-delay-ms", "80",
-              "--eval-samples", "256", "--log-every", "1000"]
+              "--eval-samples", "0", "--log-every", "1000"]
+# --eval-samples 0: rank 0's evaluation would count as its compute (slow_node.py).
 
 
 def now():
     return time.monotonic()
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def die_with_campaign():
-    """preexec_fn of what the campaign starts: SIGKILLed when the campaign dies, even by
-    SIGKILL, so that no agent or daemon outlives it (PR_SET_PDEATHSIG survives the execs of
-    nsenter, unshare and sh)."""
-    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def with_core_dumps():
-    """preexec_fn of the daemon: dies with the campaign, and leaves a core file if it crashes
-    (kernel.core_pattern permitting: "core" writes it into the job's directory, its cwd)."""
-    die_with_campaign()
-    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-
-def env_of(pid):
-    """pid's environment as bytes -> bytes ({} once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-    except OSError:
-        return {}
-
-
-def exit_text(rc):
-    """A Popen returncode in words."""
-    if rc is None:
-        return "running"
-    if rc < 0:
-        return f"killed by {signal.Signals(-rc).name}"
-    return f"exit status {rc}"
 
 
 def log(msg):
@@ -175,6 +150,7 @@ class Job:
         self.ev, self.ev_off, self.ev_sorted = [], {}, True  # events() reads on from ev_off
         self.starts = {}            # round -> hosts that started a group of it (events())
         self.calm = {}              # (host, round) -> no other fault in effect at that start
+        self.slow_threads, self.halt = slow_node.state()  # the duty cycling, its end
         self.problems = []          # (invariant, text)
 
     def problem(self, invariant, text):
@@ -263,6 +239,7 @@ class Job:
                 f"--rdzv_conf={conf}", "--max_restarts=100000",
                 f"--heartbeat_timeout={HB_TIMEOUT}", f"--initial_heartbeat_timeout={HB_INITIAL}",
                 f"--shutdown_timeout={SHUTDOWN_TIMEOUT}", f"--stacks_timeout={STACKS_TIMEOUT}",
+                *slow_node.flags(),
                 f"--event_log_handler=json:{os.path.join(self.dir, h + '.events')}",
                 "--log_dir", os.path.join(self.dir, "logs-" + h),
                 "/bin/sh", self.c.wrapper, sick_node.marker(self.dir, h),
@@ -365,11 +342,12 @@ class Job:
                "isolated": steady and not self.link_up_at and not self.restart_at
                and self.daemon_up_at is None}
         if kind in ("worker_kill", "worker_stop"):
-            hosts = [h for h in HOSTS if self.workers(h)]
+            running = {h: self.workers(h) for h in HOSTS}  # read once: a group may end now
+            hosts = [h for h in HOSTS if running[h]]
             if not hosts:
                 return None
             h = self.rng.choice(hosts)
-            pid = self.rng.choice(self.workers(h))
+            pid = self.rng.choice(running[h])
             # A process in uninterruptible sleep (an fsync of a checkpoint on a busy disk) acts
             # on SIGKILL only when its system call returns: its bound starts then, not now.
             rec.update(host=h, pid=pid, beaten=self.beaten(pid), state=proc_state(pid))
@@ -448,6 +426,11 @@ class Job:
                 except ProcessLookupError:
                     pass
             rec.update(host=h, starts=starts, pids=pids, log_off=log_off)
+        elif kind == "slow_node":
+            # Only in a job steady for a while with nothing pending and no rank named: the
+            # verdict is then this fault's alone. Nothing else is injected while it lasts.
+            if not self.flap_window_ok(t) or not slow_node.inject(self, rec, HOSTS, SLACK):
+                return None
         elif kind == "store_restart":
             if self.daemon is None or self.daemon.poll() is not None or self.daemon_ended:
                 return None
@@ -538,8 +521,13 @@ class Job:
                         n += 1
                     done = n > 0
                 others = [k for k in self.plan if k != "link_flap"]
-                if not done and others:
-                    kind = others[0]
+                # A slow node waits for a steady job; another kind goes meanwhile.
+                todo = others[:1]
+                if todo == ["slow_node"]:
+                    todo += [k for k in others if k != "slow_node"][:1]
+                for kind in todo:
+                    if done:
+                        break
                     if self.inject(kind) is not None:
                         self.plan.remove(kind)
                         done = True
@@ -548,6 +536,7 @@ class Job:
         for h in list(self.link_up_at):
             self.c.net.link(h, True)
         self.link_up_at.clear()
+        slow_node.stop(self)
         return now() - t0
 
     def check_daemon(self, t, t0):
@@ -593,6 +582,7 @@ class Job:
                     self.fd_samples.setdefault((h, p.pid, h == serving), []).append(k)
 
     def stop(self):
+        self.halt.set()
         for p in list(self.agent.values()) + [q for q in (self.daemon, self.etcd) if q]:
             if p.poll() is None:
                 p.kill()
@@ -633,10 +623,13 @@ class Campaign:
 
     def plan(self, rng, variant):
         per = self.args.per_job
-        kinds = [k for k in self.args.kinds for _ in range(per) if k not in ONLY_IN]
+        kinds = [k for k in self.args.kinds for _ in range(per) if k not in ONLY_IN | SHARE]
         for k, (v, share) in ONLY_IN.items():
             if v == variant and k in self.args.kinds:
                 kinds += [k] * round(per * share)
+        for k, share in SHARE.items():
+            if k in self.args.kinds:
+                kinds += [k] * max(1, round(per * share))
         rng.shuffle(kinds)
         return kinds
 
@@ -707,6 +700,8 @@ def check_job(job, ref, results):
             job.problem("growth", f"host {h} agent {pid}: open descriptors grew from {n[0]} to "
                         f"{n[-1]} over {len(n)} rounds ({grew})")
         results["fd_ranges"].append(max(n) - min(n))
+    slow_node.check_stragglers(job, ev, HOSTS, SLACK, job_t0(job), results)
+    slow_node.check_goodput(job, ev, HOSTS, results)
     # Quarantine: at the minimum every host stays, whatever it failed.
     stays = sick_node.check_quarantine(job, ev, HOSTS, MAX_NODE_FAILURES)
     # Each fault: detected within its bound, recovered when.
@@ -724,10 +719,11 @@ def check_job(job, ref, results):
             continue
         det = detect(job, f, ev)
         rec = None
+        g_kind = {} if kind == "slow_node" else g  # a slow node restarts nothing
         before = max([r for h in HOSTS for (tt, r) in g[h] if tt <= t] or [-1])
         firsts = []
         for h in HOSTS:
-            later = [tt for (tt, r) in g[h] if tt > t and r > before]
+            later = [tt for (tt, r) in g_kind.get(h, []) if tt > t and r > before]
             if later:
                 firsts.append(later[0])
         if len(firsts) == len(HOSTS):
@@ -826,6 +822,8 @@ def detect(job, f, ev):
                 return e["_t"] - t
         f["moot"] = True
         return None
+    if kind == "slow_node":
+        return slow_node.detect(job, f, after, SLACK)
     if kind == "store_restart":
         f["bound"] = 1.0 + SLACK
         for e in after:
@@ -904,8 +902,9 @@ def main():
     stop = {"sig": None}
 
     def on_signal(sig, _):
-        stop["sig"] = sig
-        raise KeyboardInterrupt
+        if stop["sig"] is None:  # a second one (timeout(1)'s) must not cut the teardown short
+            stop["sig"] = sig
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     t0 = now()
@@ -970,6 +969,8 @@ def main():
     for k in KINDS:
         if k in results["kinds"]:
             print("chaos:   " + summary_line(k, results["kinds"][k]))
+    if "slow_node" in args.kinds:
+        print(f"chaos:   {slow_node.summary(results)}")
     if results["daemon_mem"]:
         lo = min(a for a, _ in results["daemon_mem"])
         hi = max(b for _, b in results["daemon_mem"])

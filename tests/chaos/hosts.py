@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The campaign's hosts and what it reads of their processes: network namespaces joined by a
 bridge (Net), and /proc and /dev/shm as the invariants see them."""
+import ctypes
 import os
 import random
 import re
+import resource
 import signal
 import subprocess
 import time
@@ -176,3 +178,38 @@ def rss_kb(pid):
     except OSError:
         pass
     return None
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_campaign():
+    """preexec_fn of what the campaign starts: SIGKILLed when the campaign dies, even by
+    SIGKILL, so that no agent or daemon outlives it (PR_SET_PDEATHSIG survives the execs of
+    nsenter, unshare and sh)."""
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def with_core_dumps():
+    """preexec_fn of the daemon: dies with the campaign, and leaves a core file if it crashes
+    (kernel.core_pattern permitting: "core" writes it into the job's directory, its cwd)."""
+    die_with_campaign()
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def env_of(pid):
+    """pid's environment as bytes -> bytes ({} once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}
+
+
+def exit_text(rc):
+    """A Popen returncode in words."""
+    if rc is None:
+        return "running"
+    if rc < 0:
+        return f"killed by {signal.Signals(-rc).name}"
+    return f"exit status {rc}"

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 150
+# suite-cost: 200
 # suite-timeout: 600
 # The short fault-injection campaign (tests/chaos/chaos.py, docs/RELIABILITY.md): three hosts in
 # network namespaces run `train` under a seeded random schedule of worker SIGKILL and SIGSTOP,
 # agent SIGKILL (then started again), link flaps and outages, the ddp-rendezvous daemon killed
 # and started again, the host that serves the store on etcd (--rdzv_backend=etcd) killed whole,
-# and sick nodes (a host whose group starts fail at once for a while, with
-# max_node_failures=2 at the minimum node count: it must stay); at least CHAOS_MIN_PER_KIND (10) of
-# each kind (3 in 10 of store host kills) in about CHAOS_MINUTES (1) minute, so that make test
-# stays short: `make chaos` is the longer campaign. One check per invariant. The seed is printed:
-# CHAOS_SEED=N replays the schedule.
+# sick nodes (a host whose group starts fail at once for a while, with max_node_failures=2 at
+# the minimum node count: it must stay), and slow nodes (a host's workers SIGSTOP/SIGCONT
+# duty-cycled for a few seconds: named a straggler, no other host ever named); at least
+# CHAOS_MIN_PER_KIND (10) of each kind (3 in 10 of store host kills, 1 in 10 of slow nodes) in
+# about CHAOS_MINUTES (1) minute, so that make test stays short: `make chaos` is the longer
+# campaign. One check per invariant. The seed is printed: CHAOS_SEED=N replays the schedule.
 . "$(dirname "$0")/lib.sh"
 CHECKS=("every job ends with exit 0 on every host" "final parameters bitwise equal to a clean run"
     "every fault alone is detected within its bound" "a flap shorter than the keep-alive bound costs no restart"
@@ -19,8 +20,11 @@ CHECKS=("every job ends with exit 0 on every host" "final parameters bitwise equ
     "no growth from round to round (daemon memory, agents' descriptors)"
     "the daemon never ends unless the schedule kills it"
     "a sick node at the minimum node count is never excluded, and the store says it stays"
-    "at least ${CHAOS_MIN_PER_KIND:-10} faults of every kind (3 in 10 of store host kills)")
-INVARIANTS=(exit params detect flap leftover checkpoint growth daemon quarantine coverage)
+    "a slow node is named a straggler within its bound; no other host is ever named"
+    "every host's last agent reports its goodput (shutdown event, summary line)"
+    "at least ${CHAOS_MIN_PER_KIND:-10} faults of every kind (3 in 10 of store host kills, 1 in 10 of slow nodes)")
+INVARIANTS=(exit params detect flap leftover checkpoint growth daemon quarantine straggler goodput
+    coverage)
 skip_all() {
     local c
     for c in "${CHECKS[@]}"; do skip "$c" "$1"; done
