@@ -157,6 +157,37 @@ verdict() {
     if [ $? -eq 0 ]; then ok "$1"; else not_ok "$1"; return 1; fi
 }
 
+# etcd_refused NAME WANT_IN_LINE ARGS...: ddprun --rdzv_backend=etcd with ARGS (a bad flag or
+# --rdzv_conf value) exits 2 with one line that contains WANT_IN_LINE, before any etcd is asked.
+etcd_refused() {
+    local name=$1 want=$2; shift 2
+    "$DDPRUN" --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:1 --rdzv_id=bad "$@" "$FW" \
+        >"$TMP/bad.out" 2>&1
+    local rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] && grep -q -- "$want" "$TMP/bad.out"; then
+        ok "bad value: $name (exit 2, one line naming it)"
+    else
+        not_ok "bad value: $name (exit $rc)"; show_tail "$TMP/bad.out"
+    fi
+}
+
+# APID: agents a suite started in the background, their PIDs by name.
+declare -A APID
+# reap NAME [TIMEOUT_S]: waits up to TIMEOUT_S (default 40) for APID[NAME] to exit, then
+# SIGKILLs it (continued first: it may be stopped); its exit code (137 after that SIGKILL).
+reap() {
+    local p=${APID[$1]} i
+    for i in $(seq $((${2:-40} * 20))); do
+        kill -0 "$p" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "$p" 2>/dev/null; then
+        kill -CONT "$p" 2>/dev/null
+        kill -KILL "$p"
+    fi
+    wait "$p"
+}
+
 # etcd_suite_member: the suite's one etcd member (etcd_member on $TMP/etcd, client port P1, peer
 # port P2, both picked here), ready to serve; the suite is skipped whole (skip_all) when etcd is
 # not installed or does not start.

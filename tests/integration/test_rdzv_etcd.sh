@@ -33,26 +33,15 @@ SECTIONS=("2 nodes form through etcd and exit 0, one agent serving"
     "no leftover process")
 
 # ---- without etcd ----
-bad() { # NAME WANT_IN_LINE ARGS...: exit 2 and one line naming what is wrong
-    local name=$1 want=$2; shift 2
-    "$DDPRUN" --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:1 --rdzv_id=bad "$@" "$FW" \
-        >"$TMP/bad.out" 2>&1
-    local rc=$?
-    if [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] && grep -q -- "$want" "$TMP/bad.out"; then
-        ok "bad value: $name (exit 2, one line naming it)"
-    else
-        not_ok "bad value: $name (exit $rc)"; show_tail "$TMP/bad.out"
-    fi
-}
-bad "lease_ttl=1" "lease_ttl='1'" --rdzv_conf=lease_ttl=1
-bad "lease_ttl=x" "lease_ttl='x'" --rdzv_conf=lease_ttl=x
-bad "etcd_prefix without /" "etcd_prefix='ddp'" --rdzv_conf=etcd_prefix=ddp
-bad "etcd_cacert empty" "etcd_cacert=''" --rdzv_conf=etcd_cacert=
-bad "a member's port" "'b:70000'" --rdzv_endpoint=127.0.0.1:1,b:70000
-bad "etcd_cert without etcd_key" "etcd_key" --rdzv_conf=etcd_cert=/c.pem
-bad "an unknown backend" "'etcd3'" --rdzv_backend=etcd3
-bad "no endpoint" "needs --rdzv_endpoint" --rdzv_endpoint=
-DDPRUN_ETCD_USER=u bad "a user without a password" "DDPRUN_ETCD_PASSWORD"
+etcd_refused "lease_ttl=1" "lease_ttl='1'" --rdzv_conf=lease_ttl=1
+etcd_refused "lease_ttl=x" "lease_ttl='x'" --rdzv_conf=lease_ttl=x
+etcd_refused "etcd_prefix without /" "etcd_prefix='ddp'" --rdzv_conf=etcd_prefix=ddp
+etcd_refused "etcd_cacert empty" "etcd_cacert=''" --rdzv_conf=etcd_cacert=
+etcd_refused "a member's port" "'b:70000'" --rdzv_endpoint=127.0.0.1:1,b:70000
+etcd_refused "etcd_cert without etcd_key" "etcd_key" --rdzv_conf=etcd_cert=/c.pem
+etcd_refused "an unknown backend" "'etcd3'" --rdzv_backend=etcd3
+etcd_refused "no endpoint" "needs --rdzv_endpoint" --rdzv_endpoint=
+DDPRUN_ETCD_USER=u etcd_refused "a user without a password" "DDPRUN_ETCD_PASSWORD"
 "$DDPRUN" --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:1,127.0.0.1:2 "$FW" \
     >"$TMP/c10d.out" 2>&1
 rc=$?
@@ -75,7 +64,6 @@ etcd_suite_member
 # etcd_up: the suite's member again, on its data dir; its PID in ETCD.
 etcd_up() { etcd_member "$TMP/etcd" "$P1" "$P2"; }
 
-declare -A APID
 # agent NAME NNODES RUN ARGS...: one agent in the background, its PID in APID[NAME].
 agent() {
     local name=$1 nn=$2 run=$3; shift 3
@@ -83,16 +71,6 @@ agent() {
         --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id="$run" --rdzv_conf="$CONF" --max_restarts=3 \
         "$@" "$FW" >"$TMP/$name.out" 2>&1 &
     APID[$name]=$!
-}
-# reap NAME [TIMEOUT_S]: its exit code (137 after a SIGKILL at the timeout).
-reap() {
-    local p=${APID[$1]} i
-    for i in $(seq $((${2:-40} * 20))); do
-        kill -0 "$p" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p"
-    wait "$p"
 }
 serving() { grep -l 'served by this node' "$@" 2>/dev/null | wc -l; }
 

@@ -27,20 +27,9 @@ SECTIONS=("4 agents, etcd_candidates=2: the job forms; ranks 2 and 3 are readers
     "no leftover process")
 
 # ---- without etcd ----
-bad() { # NAME WANT_IN_LINE ARGS...: exit 2 and one line naming what is wrong
-    local name=$1 want=$2; shift 2
-    "$DDPRUN" --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:1 --rdzv_id=bad "$@" "$FW" \
-        >"$TMP/bad.out" 2>&1
-    local rc=$?
-    if [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] && grep -q -- "$want" "$TMP/bad.out"; then
-        ok "bad value: $name (exit 2, one line naming it)"
-    else
-        not_ok "bad value: $name (exit $rc)"; show_tail "$TMP/bad.out"
-    fi
-}
-bad "etcd_candidates=x" "etcd_candidates='x'" --rdzv_conf=etcd_candidates=x
-bad "etcd_candidates=-1" "etcd_candidates='-1'" --rdzv_conf=etcd_candidates=-1
-bad "etcd_candidates=5000" "etcd_candidates='5000'" --rdzv_conf=etcd_candidates=5000
+etcd_refused "etcd_candidates=x" "etcd_candidates='x'" --rdzv_conf=etcd_candidates=x
+etcd_refused "etcd_candidates=-1" "etcd_candidates='-1'" --rdzv_conf=etcd_candidates=-1
+etcd_refused "etcd_candidates=5000" "etcd_candidates='5000'" --rdzv_conf=etcd_candidates=5000
 
 command -v etcd >/dev/null 2>&1 ||
     skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
@@ -52,7 +41,6 @@ if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; th
     skip_all "etcd did not start on 127.0.0.1:$P1"
 fi
 
-declare -A APID
 # agent NAME RUN RANK ARGS...: one agent in the background, its PID in APID[NAME].
 agent() {
     local name=$1 run=$2 rank=$3; shift 3
@@ -60,16 +48,6 @@ agent() {
         --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id="$run" --max_restarts=3 "$@" "$FW" \
         >"$TMP/$name.out" 2>&1 &
     APID[$name]=$!
-}
-# reap NAME [TIMEOUT_S]: its exit code (137 after a SIGKILL at the timeout).
-reap() {
-    local p=${APID[$1]} i
-    for i in $(seq $((${2:-40} * 20))); do
-        kill -0 "$p" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p"
-    wait "$p"
 }
 # watchers: etcd's count of open watches (etcd_debugging_mvcc_watcher_total).
 watchers() {

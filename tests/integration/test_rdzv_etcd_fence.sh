@@ -37,7 +37,6 @@ SECTIONS=("fencing: the old leader, resumed past its lease, stops serving (one l
 
 etcd_suite_member
 
-declare -A APID
 # agent NAME NNODES RUN ARGS...: one agent in the background, its PID in APID[NAME].
 agent() {
     local name=$1 nn=$2 run=$3; shift 3
@@ -45,19 +44,6 @@ agent() {
         --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id="$run" --rdzv_conf="$CONF" --max_restarts=3 \
         "$@" "$FW" >"$TMP/$name.out" 2>&1 &
     APID[$name]=$!
-}
-# reap NAME [TIMEOUT_S]: its exit code (137 after a SIGKILL at the timeout).
-reap() {
-    local p=${APID[$1]} i
-    for i in $(seq $((${2:-40} * 20))); do
-        kill -0 "$p" 2>/dev/null || break
-        sleep 0.05
-    done
-    if kill -0 "$p" 2>/dev/null; then
-        kill -CONT "$p" 2>/dev/null
-        kill -KILL "$p"
-    fi
-    wait "$p"
 }
 # workers DIR N: waits (10 s at most) until N workers of round 0 run.
 workers() {
