@@ -30,6 +30,7 @@ const char *ddp_strerror(int code) {
     case DDP_ERDZV_DONE: return "rendezvous finished";
     case DDP_ERDZV_REUSED: return "rendezvous id of a finished run";
     case DDP_EFENCED: return "fenced out: no longer the leader";
+    case DDP_ERDZV_MOVED: return "the rendezvous is served by another store";
     default: break;
     }
     if (code < 0 && code > -4000)

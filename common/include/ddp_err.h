@@ -30,6 +30,8 @@ enum {
         -4019,              /* a new node joins a run id that finished (the store still holds it) */
     DDP_EAUTH_PEER = -4020, /* the peer could not prove it holds the token (this side refused it) */
     DDP_EFENCED = -4021,    /* a fenced write refused: the writer no longer leads (etcd election) */
+    DDP_ERDZV_MOVED = -4022, /* this store does not serve the rendezvous; the text names the one
+                                that does ("HOST:PORT") */
 };
 
 #define DDP_ERR_TEXT_LEN 160

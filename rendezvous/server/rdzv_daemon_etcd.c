@@ -141,7 +141,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
                     run->store);
         }
         break;
-    case RDZV_LEADER_NONE: break;
+    case RDZV_LEADER_NONE: run->store[0] = '\0'; break; /* redirect: "not yet" */
     case RDZV_LEADER_LOST:
         if (run->leading) {
             run->leading = 0;
@@ -166,6 +166,25 @@ static int may_serve(void *arg, const char *run_id) {
         if (strcmp(d->runs[i].id, run_id) == 0)
             return d->runs[i].leader != NULL && rdzv_etcd_leader_leading(d->runs[i].leader);
     return 1;
+}
+
+/* The store's rdzv_server_set_redirect: a run this daemon stands by for is served at the store
+ * its election names (agents that know the candidates' addresses, --rdzv_conf etcd_stores, come
+ * here first); "not yet" while none is named. */
+static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
+    daemon_etcd_t *d = arg;
+    for (size_t i = 0; i < d->n_runs; i++) {
+        const daemon_run_t *run = &d->runs[i];
+        if (strcmp(run->id, run_id) != 0)
+            continue;
+        if (run->leading) /* deposed by the clock: it knows no other store */
+            return 0;
+        if (run->store[0] == '\0')
+            return RDZV_NOT_YET;
+        snprintf(out, cap, "%s", run->store);
+        return 1;
+    }
+    return 0;
 }
 
 static int all_named(const daemon_etcd_t *d) {
@@ -258,6 +277,7 @@ int daemon_etcd_start(uv_loop_t *loop, rdzv_server_t *server, const daemon_etcd_
         }
     }
     rdzv_server_set_may_serve(server, may_serve, d);
+    rdzv_server_set_redirect(server, redirect, d);
     return wait_named(d);
 }
 

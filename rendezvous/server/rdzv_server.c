@@ -389,6 +389,13 @@ void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, vo
     s->may_serve_arg = arg;
 }
 
+void rdzv_server_set_redirect(rdzv_server_t *s, rdzv_server_redirect_fn fn, void *arg) {
+    if (s == NULL)
+        return;
+    s->redirect = fn;
+    s->redirect_arg = arg;
+}
+
 void rdzv_server_set_durable(rdzv_server_t *s, const rdzv_server_durable_t *d, void *arg) {
     if (s == NULL)
         return;

@@ -136,6 +136,8 @@ struct rdzv_server {
     int embedded;                       /* rdzv_server_opts_t.embedded */
     rdzv_server_may_serve_fn may_serve; /* rdzv_server_set_may_serve; NULL: always */
     void *may_serve_arg;
+    rdzv_server_redirect_fn redirect; /* rdzv_server_set_redirect; NULL: none */
+    void *redirect_arg;
     const rdzv_server_durable_t *durable; /* rdzv_server_set_durable; NULL: none */
     void *durable_arg;
     /* rdzv_server_opts_t.owner_only: the uid a local peer's socket must have. */
@@ -245,8 +247,8 @@ void rdzv__round_refuse(conn_t *c, uint8_t cmd, int code, const ddp_err_t *err);
  * logged and counted (auth_refused), c is closed, and 0 is returned. */
 int rdzv__round_in_scope(conn_t *c, const rdzv_round_req_t *r);
 /* Whether the store may serve r now (rdzv_server_set_may_serve): 1 yes; 0 refused (reply, log,
- * close); -1 answered "not yet" (a request whose reply carries the code): the connection goes
- * on with the next frame. */
+ * close); -1 answered "not yet", or "served at HOST:PORT" (rdzv_server_set_redirect), in a reply
+ * that carries the code: the connection goes on with the next frame. */
 int rdzv__round_may_serve(conn_t *c, const rdzv_round_req_t *r);
 
 /* c is gone (conn_ops.conn_gone): a member's connection closing is its death, and the

@@ -446,36 +446,54 @@ static void refuse_and_close(conn_t *c, uint8_t cmd, int code, const char *text,
     rdzv__conn_flush(c);
 }
 
+/* Refuses r with code and text on a connection that stays open (the client asks again, or asks
+ * the store the text names): counted as a request, logged at debug. Returns -1, or 0 when even the
+ * refusal could not be encoded (refused and closed). */
+static int refuse_keep_open(conn_t *c, const rdzv_round_req_t *r, int code, const char *text) {
+    rdzv_server_t *s = c->s;
+    ddp_buf_t b = DDP_BUF_INIT;
+    int rc = rdzv_round_refusal_encode(&b, r->cmd, code, text);
+    if (rc == 0) {
+        s->st.requests++;
+        rdzv__reply_bytes(c, b.data, b.len);
+        rdzv__conn_flush(c);
+        ddp_buf_free(&b);
+        rdzv__slog(s, DDP_LOG_DEBUG, "%s: %s", c->peer, text);
+        return -1;
+    }
+    ddp_buf_free(&b);
+    refuse_and_close(c, r->cmd, code, text, &s->st.conns_refused);
+    return 0;
+}
+
 int rdzv__round_may_serve(conn_t *c, const rdzv_round_req_t *r) {
     rdzv_server_t *s = c->s;
     int may = s->may_serve == NULL ? 1 : s->may_serve(s->may_serve_arg, r->join.run_id);
     if (may > 0)
         return 1;
     const char *name = rdzv_round_cmd_name(r->cmd);
+    name = name != NULL ? name + strlen("RDZV_") : "rendezvous command";
     char text[RDZV_ROUND_TEXT_MAX];
+    if (may == 0 && s->redirect != NULL) {
+        /* A candidate that does not lead: the store that does, or "not yet" while none is
+         * named. The address is the whole text, for the client to connect to. */
+        may = s->redirect(s->redirect_arg, r->join.run_id, text, sizeof text);
+        if (may > 0) {
+            text[sizeof text - 1] = '\0';
+            return refuse_keep_open(c, r, DDP_ERDZV_MOVED, text);
+        }
+    }
     if (may < 0) {
         snprintf(text, sizeof text,
-                 "%s refused: this store is not serving yet (it loads the run's records); ask "
-                 "again shortly",
-                 name != NULL ? name + strlen("RDZV_") : "rendezvous command");
-        ddp_buf_t b = DDP_BUF_INIT;
-        int rc = rdzv_round_refusal_encode(&b, r->cmd, may, text);
-        if (rc == 0) {
-            s->st.requests++;
-            rdzv__reply_bytes(c, b.data, b.len);
-            rdzv__conn_flush(c);
-            ddp_buf_free(&b);
-            rdzv__slog(s, DDP_LOG_DEBUG, "%s: %s", c->peer, text);
-            return -1;
-        }
-        ddp_buf_free(&b);
-        refuse_and_close(c, r->cmd, may, text, &s->st.conns_refused);
-        return 0;
+                 "%s refused: this store is not serving yet (it loads the run's records, or the "
+                 "election has named no store yet); ask again shortly",
+                 name);
+        return refuse_keep_open(c, r, RDZV_NOT_YET, text);
     }
     snprintf(text, sizeof text,
              "%s refused: this store no longer serves the rendezvous (its node lost the "
              "leadership); find the store that serves it now",
-             name != NULL ? name + strlen("RDZV_") : "rendezvous command");
+             name);
     refuse_and_close(c, r->cmd, DDP_ECLOSED, text, &s->st.conns_refused);
     return 0;
 }

@@ -125,7 +125,8 @@ static void test_strerror(void **state) {
     assert_string_equal(ddp_strerror(DDP_ECLOSED), "connection closed by peer");
     assert_string_equal(ddp_strerror(-ENOENT), strerror(ENOENT));
     assert_string_equal(ddp_strerror(-5000), "unknown error");
-    for (int c = DDP_EFRAME; c >= DDP_EFENCED; c--)
+    assert_string_equal(ddp_strerror(DDP_ERDZV_MOVED), "the rendezvous is served by another store");
+    for (int c = DDP_EFRAME; c >= DDP_ERDZV_MOVED; c--)
         assert_string_not_equal(ddp_strerror(c), "unknown error");
 }
 

@@ -6,7 +6,8 @@
  * closing the connection; the exit barrier's calls between two nodes (arrive, release, wait; a
  * seal before and after the last arrival; a wait that runs out; a round no key can name); a store
  * whose may_serve check says no refuses a JOIN (DDP_ECLOSED) and serves it once it says yes, or
- * says "not yet" on a connection that stays open; the durable hooks (DONE, a host's record) and
+ * says "not yet" on a connection that stays open, or names the store that serves (a redirect);
+ * the durable hooks (DONE, a host's record) and
  * restored records. */
 #include <errno.h>
 
@@ -406,6 +407,56 @@ TEST(test_may_serve_not_yet) {
     assert_int_equal(hb.rep.status, 0);
 }
 
+/* A candidate that does not lead (rdzv_server_set_redirect) names the store that does: JOIN and
+ * HEARTBEAT are refused with DDP_ERDZV_MOVED and "HOST:PORT" as the whole text, on a connection
+ * that stays open; "not yet" while no store is named; a redirect that knows none (a deposed
+ * leader) refuses and closes as before. */
+static int redirect_flag(void *arg, const char *run_id, char *out, size_t cap) {
+    (void)run_id;
+    int v = *(const int *)arg;
+    if (v > 0)
+        snprintf(out, cap, "10.1.2.3:29411");
+    return v;
+}
+
+TEST(test_may_serve_redirect) {
+    int serving = 0, known = 1;
+    rdzv_server_set_may_serve(e->srv, may_serve_flag, &serving);
+    rdzv_server_set_redirect(e->srv, redirect_flag, &known);
+    call_res_t moved = {0}, hb = {0}, wait = {0}, yes = {0};
+    rdzv_join_req_t q = join_req("fenced", 1);
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &moved, NULL), 0);
+    run_until(e, &moved.called);
+    assert_int_equal(moved.status, 0);
+    assert_int_not_equal(moved.rep.status, 0);
+    assert_int_equal(moved.rep.code, DDP_ERDZV_MOVED);
+    assert_string_equal(moved.text, "10.1.2.3:29411");
+    assert_int_equal(rdzv_acall_heartbeat(e->c, "fenced", call_cb, &hb, NULL), 0);
+    run_until(e, &hb.called);
+    assert_int_equal(hb.status, 0);
+    assert_int_equal(hb.rep.status, RDZV_REPLY_REFUSED);
+    assert_int_equal(hb.rep.code, DDP_ERDZV_MOVED);
+    assert_string_equal(hb.text, "10.1.2.3:29411");
+    known = RDZV_NOT_YET;
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &wait, NULL), 0);
+    run_until(e, &wait.called);
+    assert_int_equal(wait.rep.code, RDZV_NOT_YET);
+    assert_non_null(strstr(wait.text, "named no store yet"));
+    /* The same connection is served once this store leads. */
+    serving = 1;
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &yes, NULL), 0);
+    run_until(e, &yes.called);
+    assert_int_equal(yes.rep.status, 0);
+    env_client_close(e);
+    serving = 0;
+    known = 0;
+    e->c = client_up(e, good_token);
+    call_res_t no = {0};
+    assert_int_equal(rdzv_acall_join(e->c, &q, 5000, call_cb, &no, NULL), 0);
+    run_until(e, &no.called);
+    assert_int_equal(no.rep.code, DDP_ECLOSED);
+}
+
 /* What must outlive the store reaches its durable hooks: FINISH's DONE mark, a FAIL's host
  * record; restored records refuse a node of the finished run and an excluded host. */
 typedef struct durable_seen {
@@ -490,6 +541,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_barrier_store_gone, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_may_serve, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_may_serve_not_yet, setup_client, teardown),
+        cmocka_unit_test_setup_teardown(test_may_serve_redirect, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_durable_hooks, setup_client, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

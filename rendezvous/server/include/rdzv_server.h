@@ -104,6 +104,17 @@ typedef int (*rdzv_server_may_serve_fn)(void *arg, const char *run_id);
 void rdzv_server_set_may_serve(rdzv_server_t *s, rdzv_server_may_serve_fn fn, void *arg);
 #define RDZV_NOT_YET (-EAGAIN)
 
+/* Where the rendezvous of run_id is served when this store does not serve it (may_serve answered
+ * 0): a store candidate at an address known in advance (--rdzv_conf etcd_stores) that does not
+ * lead knows the leader's store from the election. fn writes "HOST:PORT" (rdzv_etcd_store's
+ * format, at most cap bytes with its NUL) into out and returns 1, or returns 0 when it knows no
+ * other store (a deposed leader), RDZV_NOT_YET when the election has named none yet. The command
+ * is then refused with RDZV_MOVED and that address as the text, on a connection that stays open
+ * (the client connects there), or as may_serve's 0 and "not yet" answers are. NULL (the default):
+ * no redirection. */
+typedef int (*rdzv_server_redirect_fn)(void *arg, const char *run_id, char *out, size_t cap);
+void rdzv_server_set_redirect(rdzv_server_t *s, rdzv_server_redirect_fn fn, void *arg);
+
 /* What must outlive this store, for a caller that keeps it elsewhere: an agent elected through
  * etcd writes it there (fenced on its leadership), and the store elected after it loads it back
  * (rdzv_server_restore_*) before it serves. Called from the loop once the event that decided it
