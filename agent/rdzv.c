@@ -34,8 +34,6 @@
  * min(10 s, join_timeout / 4), then at doubling gaps up to a minute. */
 #define AGENT_JOIN_REPORT_FIRST_MS 10000
 #define AGENT_JOIN_REPORT_MAX_MS 60000
-/* A store not serving yet (RDZV_NOT_YET: an elected one loading its records) is asked again. */
-#define AGENT_JOIN_RETRY_MS 50
 
 int agent__rdzv_wanted(const agent_job_t *job) {
     return job->max_nodes > 1;
@@ -209,14 +207,23 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         emit(a, EV_RDZV_ERROR);
         return;
     }
-    if (rep->status != 0 && rep->code == RDZV_NOT_YET) {
-        /* A store elected a moment ago, loading the run's records from etcd: the same JOIN
-         * again shortly, on the same connection. */
-        DDP_DEBUG("rendezvous '%s' at %s:%d: the store is not serving yet; joining again in %d ms",
-                  a->cfg.job->run_id, r->addr, r->port, AGENT_JOIN_RETRY_MS);
-        uv_timer_start(&r->join_retry_timer, on_join_retry, AGENT_JOIN_RETRY_MS, 0);
+    if (rep->status == 0 || rep->code == DDP_ERDZV_SPARE)
+        agent__elect_joined(r); /* a store took the JOIN */
+    if (rep->status != 0 &&
+        (rep->code == RDZV_NOT_YET || (rep->code == DDP_ERDZV_MOVED &&
+                                       agent__elect_moved(r, rep->text.data, rep->text.len) > 0))) {
+        /* A store elected a moment ago, loading the run's records from etcd; a candidate
+         * before the election names a store, or naming the one this follower lost: the same
+         * JOIN again shortly, on the same connection. */
+        uint64_t ms = agent__elect_backoff_ms(r);
+        DDP_DEBUG("rendezvous '%s' at %s:%d: the store is not serving yet; joining again in "
+                  "%llu ms",
+                  a->cfg.job->run_id, r->addr, r->port, (unsigned long long)ms);
+        uv_timer_start(&r->join_retry_timer, on_join_retry, ms, 0);
         return;
     }
+    if (rep->status != 0 && rep->code == DDP_ERDZV_MOVED)
+        return; /* followed (the link reconnects there and JOINs again), or not an address */
     if (agent__reply_fenced(rep)) {
         /* A store that no longer serves the rendezvous (its node lost the etcd leadership):
          * lost, as a closed connection is; the reconnection follows the election. */
@@ -693,7 +700,7 @@ static int maybe_host(struct agent_rdzv *r) {
 /* The etcd backend (rdzv_elect.c names the store): the store the link meets at is now
  * addr:port, said once per move; a link that is up with another store lets it go and reconnects
  * here (a stopped leader does not close its connections). */
-static void store_moved(struct agent_rdzv *r, const char *addr, int port) {
+static void store_moved(struct agent_rdzv *r, const char *addr, int port, const char *via) {
     agent_t *a = r->a;
     if (r->elected && strcmp(r->leader_addr, addr) == 0 && r->port == port)
         return;
@@ -705,9 +712,16 @@ static void store_moved(struct agent_rdzv *r, const char *addr, int port) {
     char shown[RDZV_HOST_MAX + 16];
     rdzv_etcd_store_addr_format(shown, sizeof shown, addr, port);
     /* The first is the job's start; a move is a failover, said at the default level. */
-    ddp_log(first ? DDP_LOG_INFO : DDP_LOG_WARN,
-            "rendezvous store now at %s%s (elected through etcd at %s)", shown,
-            r->leading ? ", served by this node" : "", a->cfg.job->etcd.endpoints);
+    /* A follower's first store is a candidate's answer at the job's start (its candidates
+     * were said). */
+    int start = first || (r->follower && r->round_told < 0 && !r->spare_said);
+    if (via != NULL)
+        ddp_log(start ? DDP_LOG_INFO : DDP_LOG_WARN,
+                "rendezvous store now at %s (named by the store candidate at %s)", shown, via);
+    else
+        ddp_log(start ? DDP_LOG_INFO : DDP_LOG_WARN,
+                "rendezvous store now at %s%s (elected through etcd at %s)", shown,
+                r->leading ? ", served by this node" : "", a->cfg.job->etcd.endpoints);
     agent__evlog(a, "rendezvous_store_elected", "{s:s, s:b}", "store", shown, "self", r->leading);
     if (first || r->ctl == NULL)
         return;
@@ -740,14 +754,24 @@ static const agent_elect_hooks_t elect_hooks = {.moved = store_moved, .lost = le
 static int elect_start(struct agent_rdzv *r) {
     r->addr = r->leader_addr;
     agent__elect_host(r);
-    ddp_err_t err;
-    int rc = serve_store(r, r->host, 0, &err);
-    if (rc < 0) {
-        DDP_ERROR("unable to serve a rendezvous store on %s: %s", r->host,
-                  err.text[0] ? err.text : ddp_strerror(rc));
+    int rc = agent__elect_roles(r);
+    if (rc < 0)
         return rc;
+    if (r->follower) /* no store of its own: it is never elected */
+        return agent__elect_start(r, NULL, 0, &elect_hooks);
+    /* A candidate of etcd_stores serves at its address there; any other on the kernel's pick. */
+    const char *host = r->store_index >= 0 ? r->stores[r->store_index].addr : r->host;
+    int port = r->store_index >= 0 ? r->stores[r->store_index].port : 0;
+    ddp_err_t err;
+    if ((rc = serve_store(r, host, port, &err)) < 0) {
+        DDP_ERROR("unable to serve a rendezvous store on %s%s: %s", host,
+                  r->store_index >= 0 ? " (its address in --rdzv_conf etcd_stores)" : "",
+                  err.text[0] ? err.text : ddp_strerror(rc));
+        /* An address the job names that this machine refuses is the job's setting's fault,
+         * as is_host=1's endpoint. */
+        return r->store_index >= 0 ? DDP_EUSAGE : rc;
     }
-    return agent__elect_start(r, rdzv_server_port(r->a->stores.store), &elect_hooks);
+    return agent__elect_start(r, host, rdzv_server_port(r->a->stores.store), &elect_hooks);
 }
 
 int agent__rdzv_start(agent_t *a) {

@@ -75,7 +75,7 @@ static void records_ready(struct agent_rdzv *r) {
     r->records = AGENT_RECORDS_READY;
     uv_timer_start(&r->records_timer, on_renew_timer, AGENT_RECORDS_RENEW_MS,
                    AGENT_RECORDS_RENEW_MS);
-    r->elect_hooks->moved(r, r->host, r->self_port);
+    r->elect_hooks->moved(r, r->self_host, r->self_port, NULL);
 }
 
 static void records_retry(struct agent_rdzv *r);

@@ -10,7 +10,13 @@
  * follows the address: its reconnection tries whatever the election names now, and the rounds
  * go on as after a restarted daemon (JOIN carries the round and the restarts). A leader that
  * loses its lease closes its store at once and its node leaves the job (exit 1): two stores never
- * serve one run at the same time. */
+ * serve one run at the same time.
+ *
+ * With --rdzv_conf etcd_stores the candidates serve at addresses known in advance (node rank i
+ * the i-th) and every other agent is a follower: it never talks to etcd. It JOINs a candidate;
+ * one that does not lead answers with the leader's address (DDP_ERDZV_MOVED), or "not yet" while
+ * the election names none, and the link goes there. A lost store sends it round the candidates
+ * again. So etcd carries K candidates whatever the job's size. */
 #include "rdzv_int.h"
 
 #include <errno.h>
@@ -20,6 +26,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "ddp_addr.h"
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
 #include "rdzv_etcd_store.h"
@@ -43,6 +50,20 @@
  * whichever is longer (so that retries after timeouts stay as spread as the first reads). */
 #define AGENT_ETCD_READ_BACKOFF_FIRST_MS 250
 #define AGENT_ETCD_READ_BACKOFF_MS 2000
+/* etcd_stores: candidate i > 0 campaigns i x this late at the start, so that the first candidate
+ * usually leads and the followers, which try it first, JOIN without a redirect. */
+#define AGENT_ETCD_STORES_STAGGER_MS 250
+/* A follower's connect bound for one candidate (a dead host's connect would take them all). */
+#define AGENT_FOLLOW_CONNECT_MS 1000
+/* A follower asks a candidate that answered "not yet" (or named the store it lost) again after a
+ * wait drawn in the upper half of a bound that starts here and doubles to the next: thousands of
+ * followers ask the same few candidates while an election takes its lease_ttl. */
+#define AGENT_FOLLOW_BACKOFF_FIRST_MS 100
+#define AGENT_FOLLOW_BACKOFF_MS 1000
+/* Candidates that name the store a follower lost are believed AGENT_FOLLOW_STALE_TRIES times
+ * (its lease has not lapsed yet: a new leader is coming); the next time the follower tries that
+ * store anyway, in case it came back and was elected again. */
+#define AGENT_FOLLOW_STALE_TRIES 3
 
 /* etcd answered: the probing stops (unless the timer bounds a resign), and when it had been said
  * to be unreachable, that it answers again, once. */
@@ -92,6 +113,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     switch (ev) {
     case RDZV_LEADER_LEADING:
         etcd_back(r);
+        r->leader_gone = 0;
         r->leading = 1;
         /* The store serves, and the link meets it, once the run's records are in it. */
         agent__records_lead(r, revision);
@@ -105,9 +127,10 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
                      rdzv_etcd_endpoint(r->etcd), agent__store_text(value, value_len, "", esc));
             break;
         }
-        r->elect_hooks->moved(r, addr, port);
+        r->leader_gone = 0;
+        r->elect_hooks->moved(r, addr, port, NULL);
         break;
-    case RDZV_LEADER_NONE: break;
+    case RDZV_LEADER_NONE: r->leader_gone = 1; break; /* followers asking are told "not yet" */
     case RDZV_LEADER_LOST:
         if (r->leading) {
             r->leading = 0;
@@ -192,7 +215,7 @@ static void on_read(void *arg, int status, const rdzv_etcd_result_t *res, const 
     }
     r->read_stale = 0;
     r->read_backoff_ms = AGENT_ETCD_READ_BACKOFF_FIRST_MS;
-    r->elect_hooks->moved(r, addr, port);
+    r->elect_hooks->moved(r, addr, port, NULL);
 }
 
 static void on_read_timer(uv_timer_t *t) {
@@ -209,7 +232,22 @@ static void on_read_timer(uv_timer_t *t) {
     r->read_pending = 1;
 }
 
+static void follow_set(struct agent_rdzv *r, int i);
+
 void agent__elect_store_lost(struct agent_rdzv *r) {
+    if (r->follower) {
+        if (r->follow_redirected) { /* the address is the named store's already */
+            r->follow_redirected = 0;
+            return;
+        }
+        /* Round the candidates from the next one; one that names the lost store is not
+         * believed at once (agent__elect_moved). */
+        r->lost = (struct agent_store_addr){.port = r->port};
+        snprintf(r->lost.addr, sizeof r->lost.addr, "%s", r->leader_addr);
+        r->stale_moves = 0;
+        follow_set(r, (r->follow_at + 1) % r->n_stores);
+        return;
+    }
     if (!r->reader || r->etcd == NULL || r->read_timer.data == NULL || r->read_pending ||
         uv_is_active((uv_handle_t *)&r->read_timer))
         return;
@@ -222,6 +260,8 @@ void agent__elect_store_lost(struct agent_rdzv *r) {
  * node rank below it. Without a node rank (the rendezvous assigns one) it stands: a job whose
  * agents know no rank elects as if every agent were a candidate. */
 static int is_candidate(const agent_job_t *job) {
+    if (job->etcd.stores != NULL)
+        return 1; /* agent__elect_roles made the others followers */
     if (job->etcd.follow_only)
         return 0;
     return job->etcd.candidates <= 0 || job->node_rank < 0 || job->node_rank < job->etcd.candidates;
@@ -238,6 +278,114 @@ static int may_serve(void *arg, const char *run_id) {
     return r->records == AGENT_RECORDS_READY ? 1 : RDZV_NOT_YET;
 }
 
+/* The store's rdzv_server_set_redirect: a candidate that does not lead names the store that
+ * does, or says "not yet" while the election names none (at the start, or after the leader key
+ * went with its lease). A leader deposed by the clock knows no other: refused as before. */
+static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
+    (void)run_id;
+    struct agent_rdzv *r = arg;
+    if (r->leader == NULL) /* a later candidate before its campaign: "not yet" */
+        return r->etcd != NULL && !r->elected ? RDZV_NOT_YET : 0;
+    if (r->leading)
+        return 0;
+    if (!r->elected || r->leader_gone)
+        return RDZV_NOT_YET;
+    rdzv_etcd_store_addr_format(out, cap, r->leader_addr, r->port);
+    return strcmp(out, r->self_value) == 0 ? 0 : 1;
+}
+
+/* ---- followers (--rdzv_conf etcd_stores) ---- */
+
+int agent__elect_roles(struct agent_rdzv *r) {
+    const agent_job_t *job = r->a->cfg.job;
+    r->store_index = -1;
+    if (job->etcd.stores == NULL)
+        return 0;
+    char copy[AGENT_ETCD_STORES_MAX * (RDZV_HOST_MAX + 16)];
+    snprintf(copy, sizeof copy, "%s", job->etcd.stores);
+    char *save = NULL;
+    for (char *e = strtok_r(copy, "+", &save); e != NULL && r->n_stores < AGENT_ETCD_STORES_MAX;
+         e = strtok_r(NULL, "+", &save)) {
+        struct agent_store_addr *st = &r->stores[r->n_stores];
+        char host[RDZV_HOST_MAX + 1];
+        ddp_err_t err;
+        ddp_err_clear(&err);
+        /* The launcher checked the form; a name is resolved here, once, so that the addresses
+         * compare with what the candidates publish. */
+        if (rdzv_etcd_store_addr_parse((const uint8_t *)e, strlen(e), host, sizeof host,
+                                       &st->port) < 0 ||
+            ddp_addr_resolve(host, st->addr, sizeof st->addr, &err) < 0) {
+            DDP_ERROR("--rdzv_conf etcd_stores: '%s': %s", e,
+                      err.text[0] ? err.text : "not HOST:PORT");
+            return DDP_EUSAGE;
+        }
+        r->n_stores++;
+    }
+    if (!job->etcd.follow_only && job->node_rank >= 0 && job->node_rank < r->n_stores)
+        r->store_index = job->node_rank;
+    else
+        r->follower = 1;
+    return 0;
+}
+
+/* The follower's next try goes to candidate i (no line: a candidate is not the store). */
+static void follow_set(struct agent_rdzv *r, int i) {
+    r->follow_at = i;
+    snprintf(r->leader_addr, sizeof r->leader_addr, "%s", r->stores[i].addr);
+    r->port = r->stores[i].port;
+    r->elected = 1;
+    agent__job_store_at(r->a, r->leader_addr, r->port, r->token);
+}
+
+void agent__elect_try_failed(struct agent_rdzv *r) {
+    if (r->follower)
+        follow_set(r, (r->follow_at + 1) % r->n_stores);
+}
+
+int agent__elect_connect_ms(const struct agent_rdzv *r, int left_ms) {
+    return r->follower && left_ms > AGENT_FOLLOW_CONNECT_MS ? AGENT_FOLLOW_CONNECT_MS : left_ms;
+}
+
+static uint64_t jitter_ms(uint64_t n);
+
+uint64_t agent__elect_backoff_ms(struct agent_rdzv *r) {
+    if (!r->follower)
+        return AGENT_JOIN_RETRY_MS;
+    uint64_t b = r->follow_backoff_ms ? r->follow_backoff_ms : AGENT_FOLLOW_BACKOFF_FIRST_MS;
+    r->follow_backoff_ms = b * 2 > AGENT_FOLLOW_BACKOFF_MS ? AGENT_FOLLOW_BACKOFF_MS : b * 2;
+    return b / 2 + jitter_ms(b / 2);
+}
+
+void agent__elect_joined(struct agent_rdzv *r) {
+    r->lost.port = 0;
+    r->stale_moves = 0;
+    r->follow_backoff_ms = 0;
+}
+
+int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
+    char addr[RDZV_HOST_MAX + 1], via[RDZV_HOST_MAX + 16];
+    int port;
+    if (rdzv_etcd_store_addr_parse(text, len, addr, sizeof addr, &port) < 0) {
+        char esc[AGENT_STORE_TEXT_MAX];
+        DDP_WARN("the rendezvous store at %s:%d names '%s' as the store that serves, not an "
+                 "address; trying another",
+                 r->addr, r->port, agent__store_text(text, len, "", esc));
+        return -1;
+    }
+    if (strcmp(addr, r->leader_addr) == 0 && port == r->port)
+        return 1; /* this very store: it will serve once its records are in */
+    if (r->follower && r->lost.port == port && strcmp(r->lost.addr, addr) == 0 &&
+        ++r->stale_moves % (AGENT_FOLLOW_STALE_TRIES + 1) != 0) {
+        DDP_DEBUG("the store candidate at %s:%d still names the lost store %s:%d; asking again",
+                  r->addr, r->port, addr, port);
+        return 1;
+    }
+    rdzv_etcd_store_addr_format(via, sizeof via, r->leader_addr, r->port);
+    r->follow_redirected = r->follower;
+    r->elect_hooks->moved(r, addr, port, via);
+    return 0;
+}
+
 static void on_start_timer(uv_timer_t *t) {
     (void)t;
 }
@@ -251,17 +399,62 @@ void agent__elect_host(struct agent_rdzv *r) {
     rdzv_etcd_store_local_host(job->etcd.endpoints, r->host, sizeof r->host);
 }
 
-int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks) {
+/* Stands for election (or, follow_only, observes it): a lease, the campaign txn, the watch. */
+static int campaign(struct agent_rdzv *r) {
+    const agent_job_t *job = r->a->cfg.job;
+    rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
+                                  .key_len = strlen(r->leader_key),
+                                  .value = job->etcd.follow_only ? NULL : r->self_value,
+                                  .value_len = job->etcd.follow_only ? 0 : strlen(r->self_value),
+                                  .ttl_s = job->etcd.lease_ttl_s,
+                                  .cb = on_leader,
+                                  .arg = r};
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    int rc = rdzv_etcd_leader_start(r->etcd, &lo, &r->leader, &err);
+    if (rc < 0)
+        DDP_ERROR("etcd at %s: %s", job->etcd.endpoints, err.text[0] ? err.text : ddp_strerror(rc));
+    return rc;
+}
+
+static void on_campaign_timer(uv_timer_t *t) {
+    struct agent_rdzv *r = t->data;
+    if (r->etcd != NULL && r->leader == NULL && r->resigned == NULL)
+        (void)campaign(r); /* logged; the start's wait then ends unelected */
+}
+
+int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_port,
+                       const agent_elect_hooks_t *hooks) {
     agent_t *a = r->a;
     const agent_job_t *job = a->cfg.job;
     int rc;
     r->self_port = store_port;
+    snprintf(r->self_host, sizeof r->self_host, "%s", store_host != NULL ? store_host : "");
     r->elect_hooks = hooks;
     if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0 ||
-        (rc = uv_timer_init(a->cfg.loop, &r->read_timer)) < 0 || (rc = agent__records_init(r)) < 0)
+        (rc = uv_timer_init(a->cfg.loop, &r->read_timer)) < 0 ||
+        (rc = uv_timer_init(a->cfg.loop, &r->campaign_timer)) < 0 ||
+        (rc = agent__records_init(r)) < 0)
         return rc;
     r->probe_timer.data = r;
     r->read_timer.data = r;
+    r->campaign_timer.data = r;
+    if (r->follower) {
+        /* No etcd client: the candidates name the store. */
+        char list[AGENT_ETCD_STORES_MAX * (RDZV_HOST_MAX + 18)] = "";
+        size_t off = 0;
+        for (int i = 0; i < r->n_stores && off < sizeof list; i++) {
+            char one[RDZV_HOST_MAX + 16];
+            rdzv_etcd_store_addr_format(one, sizeof one, r->stores[i].addr, r->stores[i].port);
+            int n = snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", one);
+            off += n > 0 ? (size_t)n : 0;
+        }
+        DDP_INFO("etcd: a follower (node rank %d): joining through the store candidates %s "
+                 "(--rdzv_conf etcd_stores), without talking to etcd",
+                 job->node_rank, list);
+        follow_set(r, 0);
+        return 0;
+    }
     rdzv_etcd_opts_t eo = {.endpoints = job->etcd.endpoints,
                            .timeout_ms = AGENT_ETCD_CALL_MS,
                            .user = job->etcd.user,
@@ -276,7 +469,7 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
         return rc;
     }
     snprintf(r->leader_key, sizeof r->leader_key, "%s/%s/leader", job->etcd.prefix, job->run_id);
-    rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, r->host, store_port);
+    rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, store_host, store_port);
     r->reader = job->etcd.follow_only == 0 && !is_candidate(job);
     uint64_t start_ms = AGENT_ETCD_START_MS;
     if (r->reader) {
@@ -286,22 +479,16 @@ int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_h
         r->read_backoff_ms = AGENT_ETCD_READ_BACKOFF_FIRST_MS;
         start_ms += read_spread_ms(r);
         uv_timer_start(&r->read_timer, on_read_timer, jitter_ms(read_spread_ms(r)), 0);
-    } else {
-        rdzv_etcd_leader_opts_t lo = {.key = r->leader_key,
-                                      .key_len = strlen(r->leader_key),
-                                      .value = job->etcd.follow_only ? NULL : r->self_value,
-                                      .value_len =
-                                          job->etcd.follow_only ? 0 : strlen(r->self_value),
-                                      .ttl_s = job->etcd.lease_ttl_s,
-                                      .cb = on_leader,
-                                      .arg = r};
-        if ((rc = rdzv_etcd_leader_start(r->etcd, &lo, &r->leader, &err)) < 0) {
-            DDP_ERROR("etcd at %s: %s", job->etcd.endpoints,
-                      err.text[0] ? err.text : ddp_strerror(rc));
-            return rc;
-        }
+    } else if (r->store_index > 0) {
+        /* A later candidate of etcd_stores campaigns a little late (the first usually leads). */
+        uint64_t late = (uint64_t)r->store_index * AGENT_ETCD_STORES_STAGGER_MS;
+        start_ms += late;
+        uv_timer_start(&r->campaign_timer, on_campaign_timer, late, 0);
+    } else if ((rc = campaign(r)) < 0) {
+        return rc;
     }
     rdzv_server_set_may_serve(a->stores.store, may_serve, r);
+    rdzv_server_set_redirect(a->stores.store, redirect, r);
     /* What the store refuses (a fenced command, an excluded host, a finished run) is said on
      * the serving node too. */
     rdzv_server_set_log(a->stores.store, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
@@ -333,6 +520,8 @@ static void elect_close(struct agent_rdzv *r) {
         uv_close((uv_handle_t *)&r->probe_timer, NULL);
     if (r->read_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->read_timer))
         uv_close((uv_handle_t *)&r->read_timer, NULL);
+    if (r->campaign_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->campaign_timer))
+        uv_close((uv_handle_t *)&r->campaign_timer, NULL);
     agent__records_stop(r);
     r->records_flushed = NULL;
     rdzv_etcd_leader_close(r->leader, NULL, NULL);

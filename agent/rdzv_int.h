@@ -143,10 +143,11 @@ struct agent_rdzv {
     struct rdzv_etcd *etcd;
     struct rdzv_etcd_leader *leader;
     const struct agent_elect_hooks *elect_hooks;
-    int self_port;               /* this agent's store's port */
-    int elected;                 /* the election named a store (leader_addr:port) */
-    int leading;                 /* ... this agent's own */
-    int etcd_down;               /* a call to etcd failed: said once until it answers */
+    int self_port;                     /* this agent's store's port */
+    char self_host[RDZV_HOST_MAX + 1]; /* ... and address as published (r->host, or etcd_stores') */
+    int elected;                       /* the election named a store (leader_addr:port) */
+    int leading;                       /* ... this agent's own */
+    int etcd_down;                     /* a call to etcd failed: said once until it answers */
     uv_timer_t probe_timer;      /* while etcd_down: asks etcd whether it answers; while resigning,
                                     the bound on it */
     void (*resigned)(void *arg); /* while resigning: what runs once done (agent__elect_stop) */
@@ -158,6 +159,23 @@ struct agent_rdzv {
     int read_pending;         /* a read on its way */
     int read_stale;           /* the store was lost: read until the key names another */
     uint64_t read_backoff_ms; /* the next retry's bound, doubled up to AGENT_ETCD_READ_BACKOFF_MS */
+    /* Store candidates at addresses known in advance (--rdzv_conf etcd_stores), resolved: */
+    int n_stores;
+    struct agent_store_addr {
+        char addr[RDZV_HOST_MAX + 1];
+        int port;
+    } stores[AGENT_ETCD_STORES_MAX];
+    int store_index;           /* this agent's candidate among them, -1 none */
+    int leader_gone;           /* a candidate saw the leader key deleted: nobody leads now */
+    uv_timer_t campaign_timer; /* candidate i > 0: its campaign starts i x the stagger late */
+    /* A follower (not a candidate of etcd_stores): JOINs through the candidates, never etcd. */
+    int follower;
+    int follow_at;                /* the candidate it tries now */
+    struct agent_store_addr lost; /* the store it lost (port 0: none since a JOIN) */
+    int stale_moves;              /* candidates naming the lost store, in a row */
+    int follow_redirected;        /* the link leaves a candidate for the store it
+                                     named: no store was lost */
+    uint64_t follow_backoff_ms;   /* the next "not yet" or stale answer's wait bound */
     /* The records that outlive the store (rdzv_durable.c), while this agent leads: */
     int64_t lead_token;      /* the leader key's create revision: the fenced puts' token */
     agent_records_t records; /* loaded into the store yet? */
@@ -170,6 +188,9 @@ struct agent_rdzv {
     char self_value[RDZV_HOST_MAX + 16]; /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
 };
+
+/* A store not serving yet (RDZV_NOT_YET: an elected one loading its records) is asked again. */
+#define AGENT_JOIN_RETRY_MS 50
 
 /* Whether this agent serves the run's rendezvous store: it hosts the store at the endpoint, or
  * (etcd) the election chose its store. */
@@ -205,19 +226,25 @@ static inline void agent__link_lost(struct agent_rdzv *r, const char *errtext) {
     agent__link_event(r, LINK_EV_CLOSED, 0, errtext);
 }
 
+int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len); /* below */
+
 /* Whether rep is a store's refusal as one that no longer serves the rendezvous (rdzv_server.h
  * may_serve: its node lost the etcd leadership, DDP_ECLOSED; a fenced write, DDP_EFENCED): a
  * JOIN's, or any other command's (RDZV_REPLY_REFUSED). The connection closes after it. */
 static inline int agent__reply_fenced(const rdzv_round_reply_t *rep) {
     int refused =
         rep->status == RDZV_REPLY_REFUSED || (rep->cmd == RDZV_CMD_RDZV_JOIN && rep->status != 0);
-    return refused && (rep->code == DDP_ECLOSED || rep->code == DDP_EFENCED);
+    return refused &&
+           (rep->code == DDP_ECLOSED || rep->code == DDP_EFENCED || rep->code == DDP_ERDZV_MOVED);
 }
 
 /* A request answered by agent__reply_fenced: the store is lost at once, as if it had closed
  * the connection, and the link follows the election (its reconnection goes to the store etcd
  * names). Its text (escaped) says why. */
 static inline void agent__link_fenced(struct agent_rdzv *r, const rdzv_round_reply_t *rep) {
+    /* A candidate naming the store that serves: the link goes there (agent__elect_moved). */
+    if (rep->code == DDP_ERDZV_MOVED && agent__elect_moved(r, rep->text.data, rep->text.len) >= 0)
+        return;
     char why[AGENT_STORE_TEXT_MAX];
     agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "refused", why));
 }
@@ -226,17 +253,24 @@ static inline void agent__link_fenced(struct agent_rdzv *r, const rdzv_round_rep
  * at is now addr:port (this agent's own when r->leading), and this agent, which led, lost its
  * lease (why). The election calls nothing else of the agent. */
 typedef struct agent_elect_hooks {
-    void (*moved)(struct agent_rdzv *r, const char *addr, int port);
+    /* via: NULL when etcd named it, else the store candidate that named it (a follower's). */
+    void (*moved)(struct agent_rdzv *r, const char *addr, int port, const char *via);
     void (*lost)(struct agent_rdzv *r, const char *why);
 } agent_elect_hooks_t;
 
 /* rdzv_elect.c: r->host, this node's address as the others reach it: --local_addr, or the source
  * of the route to the first etcd member (the cluster's network). */
 void agent__elect_host(struct agent_rdzv *r);
-/* rdzv_elect.c: stands for election with this node's store (r->host:store_port) and waits, a
- * bounded time, until the election names a store (hooks->moved). Returns 0, 1 when none was
- * named in time (etcd unreachable; logged, naming the endpoint) or a negative code (logged). */
-int agent__elect_start(struct agent_rdzv *r, int store_port, const agent_elect_hooks_t *hooks);
+/* rdzv_elect.c: reads --rdzv_conf etcd_stores (resolved into r->stores) and decides this agent's
+ * part: r->store_index (a candidate at a known address) or r->follower. Returns 0 or DDP_EUSAGE
+ * (logged, naming the key). */
+int agent__elect_roles(struct agent_rdzv *r);
+/* rdzv_elect.c: stands for election with this node's store (store_host:store_port) and waits, a
+ * bounded time, until the election names a store (hooks->moved); a follower (no store) starts
+ * at the first candidate at once, without etcd. Returns 0, 1 when none was named in time (etcd
+ * unreachable; logged, naming the endpoint) or a negative code (logged). */
+int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_port,
+                       const agent_elect_hooks_t *hooks);
 /* rdzv_elect.c: leaves the election (deletes the leader key if ours, revokes the lease, so that
  * the others elect a new leader at once rather than after lease_ttl) and closes the etcd client.
  * Returns 1 when that goes on in the background, for AGENT_ETCD_RESIGN_MS at most: done(arg) runs
@@ -246,6 +280,24 @@ int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg);
 /* rdzv_elect.c: the link lost its store (rdzv_link.c): a reader reads the leader key again, at
  * a jittered moment, until it names another store or the link is back up. */
 void agent__elect_store_lost(struct agent_rdzv *r);
+/* rdzv_elect.c: a try to reach the store failed (refused, timed out, lost at once): a follower
+ * tries the next candidate. */
+void agent__elect_try_failed(struct agent_rdzv *r);
+/* rdzv_elect.c: the connect bound of one try, at most left_ms: a follower gives each candidate
+ * a short one (a dead host's connect would take them all). */
+int agent__elect_connect_ms(const struct agent_rdzv *r, int left_ms);
+/* rdzv_elect.c: a store answered DDP_ERDZV_MOVED with text (its leader's "HOST:PORT"): follows it
+ * (hooks->moved: the link reconnects there) and returns 0; returns 1 when the request should be
+ * sent again on the same connection after agent__elect_backoff_ms (the store names the one this
+ * follower lost, whose lease has not lapsed yet, or this very store), -1 when the text is not an
+ * address (logged). */
+int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len);
+/* rdzv_elect.c: how long to wait before asking a store again that answered "not yet" or named a
+ * lost store: AGENT_JOIN_RETRY_MS for a candidate; for a follower, jittered and doubling to 1 s
+ * (thousands of followers ask the same few candidates). */
+uint64_t agent__elect_backoff_ms(struct agent_rdzv *r);
+/* rdzv_elect.c: a store took this node's JOIN: a follower forgets the store it lost. */
+void agent__elect_joined(struct agent_rdzv *r);
 
 /* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
  * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records

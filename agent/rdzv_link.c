@@ -163,7 +163,7 @@ static int reconnect_try(struct agent_rdzv *r) {
     r->join_status_pending = 0;
     agent__barrier_event(r, BARRIER_EV_RESET, 0, NULL);
     r->reconnect_pending = 2;
-    int rc = link_open(r, left > INT_MAX ? INT_MAX : (int)left);
+    int rc = link_open(r, agent__elect_connect_ms(r, left > INT_MAX ? INT_MAX : (int)left));
     if (rc < 0)
         return rc;
     emit(a, EV_STORE_LOST);
@@ -200,10 +200,19 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
     r->link = check ? LINK_CHECKING : LINK_RECONNECTING;
     r->reconnect_window_ms =
         check ? AGENT_EMBEDDED_CHECK_MS : (uint64_t)a->cfg.job->rdzv.store_reconnect_timeout_ms;
-    if (check)
+    int redirect = r->follower && r->follow_redirected;
+    if (redirect)
+        DDP_DEBUG("joining the rendezvous store at %s:%d, which a store candidate named", r->addr,
+                  r->port);
+    else if (check)
         DDP_WARN("the rendezvous store at %s:%d (served by the agent of another node) closed the "
                  "connection: %s; reconnecting if it still serves",
                  r->addr, r->port, why);
+    else if (r->follower)
+        DDP_WARN("lost the rendezvous store at %s:%d: %s; asking the store candidates "
+                 "(--rdzv_conf etcd_stores) where it is now, for up to %gs "
+                 "(--rdzv_conf store_reconnect_timeout)",
+                 r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
     else if (a->cfg.job->backend == AGENT_RDZV_ETCD)
         DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting to the one etcd elects, "
                  "for up to %gs (--rdzv_conf store_reconnect_timeout)",
@@ -212,7 +221,8 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
         DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting for up to %gs "
                  "(--rdzv_conf store_reconnect_timeout)",
                  r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
-    agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->as.round);
+    if (!redirect)
+        agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->as.round);
     r->reconnect_since_ms = uv_now(a->cfg.loop);
     if (a->cfg.job->backend == AGENT_RDZV_ETCD)
         agent__elect_store_lost(r);
@@ -263,6 +273,8 @@ static void link_silent(struct agent_rdzv *r, int status, const char *errtext) {
 static void reconnect_lost(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status;
     char esc[AGENT_STORE_TEXT_MAX];
+    if (!uv_is_active((uv_handle_t *)&r->reconnect_timer))
+        agent__elect_try_failed(r);
     if (reconnect_again(r) == 0)
         return;
     DDP_ERROR("unable to reach the rendezvous store at %s:%d again within %gs: %s; this "
@@ -280,6 +292,11 @@ static void reconnect_made(struct agent_rdzv *r, int status, const char *errtext
         return;
     r->link = LINK_UP;
     uint64_t down = uv_now(r->a->cfg.loop) - r->reconnect_since_ms;
+    if (r->follower && r->lost.port == 0) {
+        /* A follower that went where a candidate sent it, or round them at the start. */
+        DDP_DEBUG("connected to the rendezvous store at %s:%d", r->addr, r->port);
+        return;
+    }
     DDP_WARN("reconnected to the rendezvous store at %s:%d after %.1f s", r->addr, r->port,
              down / 1000.0);
     agent__evlog(r->a, "rendezvous_store_reconnected", "{s:I}", "down_ms", (json_int_t)down);
@@ -290,6 +307,8 @@ static void reconnect_made(struct agent_rdzv *r, int status, const char *errtext
 static void reconnect_failed(struct agent_rdzv *r, int status, const char *errtext) {
     char esc[AGENT_STORE_TEXT_MAX];
     const char *why = agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc);
+    if (!uv_is_active((uv_handle_t *)&r->reconnect_timer))
+        agent__elect_try_failed(r);
     if (reconnect_again(r) == 0) {
         DDP_DEBUG("the rendezvous store at %s:%d is not back yet: %s", r->addr, r->port, why);
         return;
@@ -306,9 +325,20 @@ static void reconnect_failed(struct agent_rdzv *r, int status, const char *errte
     give_up(r);
 }
 
-/* UP, LOST + CONNECT_FAILED: the store cannot be joined at all. */
+/* UP, LOST + CONNECT_FAILED: the store cannot be joined at all; a follower's first candidate
+ * may be down or not started yet: it goes round them all for the join timeout. */
 static void join_unreachable(struct agent_rdzv *r, int status, const char *errtext) {
     char esc[AGENT_STORE_TEXT_MAX];
+    if (r->follower && r->link == LINK_UP) {
+        DDP_DEBUG("the store candidate at %s:%d does not answer: %s; trying the next", r->addr,
+                  r->port, agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc));
+        r->link = LINK_RECONNECTING;
+        r->reconnect_since_ms = uv_now(r->a->cfg.loop);
+        r->reconnect_window_ms = (uint64_t)r->a->cfg.job->rdzv.join_timeout_ms;
+        agent__elect_try_failed(r);
+        if (reconnect_again(r) == 0)
+            return;
+    }
     DDP_ERROR("unable to join the rendezvous store at %s:%d: %s%s", r->addr, r->port,
               agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc),
               r->token->len == 0 ? " (agents read the job token from " DDP_ENV_TOKEN_NAMES ")"
@@ -481,7 +511,7 @@ void agent__link_event(struct agent_rdzv *r, agent_link_event_t ev, int status,
 
 int agent__link_start(struct agent_rdzv *r, int connect_timeout_ms) {
     agent_t *a = r->a;
-    int rc = link_open(r, connect_timeout_ms);
+    int rc = link_open(r, agent__elect_connect_ms(r, connect_timeout_ms));
     if (rc < 0)
         return rc;
     r->hb_timer.data = r->linger_timer.data = r->reconnect_timer.data = r;

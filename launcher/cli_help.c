@@ -47,6 +47,8 @@ void launch_usage(void) {
         "                              ddp-rendezvous --etcd daemons serve the store)\n"
         "                              etcd_candidates=0 (K: only node ranks < K campaign, the\n"
         "                              others read the leader key without lease or watch)\n"
+        "                              etcd_stores=HOST:PORT+HOST:PORT... (node rank i serves\n"
+        "                              the i-th; the other agents JOIN through them, no etcd)\n"
         "  --master_addr ADDR          static backend master (default 127.0.0.1)\n"
         "  --master_port PORT          static backend port (default 29500 with several nodes; on "
         "one\n"

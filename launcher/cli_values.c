@@ -20,6 +20,7 @@
 #include "ddp_parse.h"
 #include "ddp_signal.h"
 #include "launch_int.h"
+#include "rdzv_etcd_store.h"
 #include "rdzv_proto.h"
 
 /* Values are quoted in messages up to this many characters, so a message fits DDP_ERR_TEXT_LEN. */
@@ -160,7 +161,7 @@ static const char *const conf_keys = "join_timeout, last_call_timeout, close_tim
                                      "read_timeout, is_host, store_reconnect_timeout, "
                                      "max_node_failures, etcd_prefix, lease_ttl, etcd_cacert, "
                                      "etcd_cert, etcd_key, etcd_agents_campaign, "
-                                     "etcd_candidates";
+                                     "etcd_candidates, etcd_stores";
 
 /* torchrun's defaults, defined once by the rendezvous protocol (in milliseconds). */
 void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
@@ -178,6 +179,52 @@ void launch__rdzv_conf_defaults(launch_rdzv_conf_t *c) {
     c->etcd_agents_campaign = 1;
     c->etcd_candidates = 0;
     c->etcd_cacert[0] = c->etcd_cert[0] = c->etcd_key[0] = '\0';
+    c->etcd_stores[0] = '\0';
+}
+
+/* etcd_stores: 1..AGENT_ETCD_STORES_MAX "HOST:PORT" joined by '+' (',' separates the keys), each
+ * port 1..65535 given, an IPv6 address in brackets, no address twice. */
+static int etcd_stores_set(launch_rdzv_conf_t *c, const char *flag, const char *val,
+                           ddp_err_t *err) {
+    size_t n = strlen(val);
+    if (n == 0 || n >= sizeof c->etcd_stores)
+        return ddp_err_set(err, DDP_EUSAGE,
+                           "%s: etcd_stores='%.*s' is empty or longer than %zu bytes", flag, VQ,
+                           val, sizeof c->etcd_stores - 1);
+    char copy[LAUNCH_ETCD_STORES_TEXT_MAX];
+    memcpy(copy, val, n + 1);
+    const char *seen[AGENT_ETCD_STORES_MAX];
+    int count = 0;
+    char *save = NULL;
+    for (char *e = strtok_r(copy, "+", &save); e != NULL; e = strtok_r(NULL, "+", &save)) {
+        char host[256];
+        int port = 0;
+        if (count == AGENT_ETCD_STORES_MAX)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores names more than %d stores", flag,
+                               AGENT_ETCD_STORES_MAX);
+        if (rdzv_etcd_store_addr_parse((const uint8_t *)e, strlen(e), host, sizeof host, &port) < 0)
+            return ddp_err_set(err, DDP_EUSAGE,
+                               "%s: etcd_stores: '%.*s' is not HOST:PORT (port 1..65535, an IPv6 "
+                               "address in brackets; '+' between stores)",
+                               flag, VQ, e);
+        for (int i = 0; i < count; i++)
+            if (strcmp(seen[i], e) == 0)
+                return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores names '%.*s' twice", flag, VQ,
+                                   e);
+        seen[count++] = e;
+    }
+    if (count == 0)
+        return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores='%.*s' names no store", flag, VQ, val);
+    memcpy(c->etcd_stores, val, n + 1);
+    return 0;
+}
+
+/* How many stores a checked etcd_stores names. */
+static int etcd_stores_count(const char *s) {
+    int n = *s != '\0';
+    for (; *s; s++)
+        n += *s == '+';
+    return n;
 }
 
 /* The etcd backend's text keys: a prefix ("/" then printable bytes, no space) or a file name. */
@@ -291,6 +338,8 @@ static int conf_set(launch_rdzv_conf_t *c, const char *flag, const char *key, co
         c->etcd_candidates = (int)v;
         return 0;
     }
+    if (strcmp(key, "etcd_stores") == 0)
+        return etcd_stores_set(c, flag, val, err);
     int rc = etcd_text_set(c, flag, key, val, err);
     if (rc <= 0)
         return rc;
@@ -343,6 +392,14 @@ int launch_rdzv_conf_parse(const char *flag, const char *s, launch_rdzv_conf_t *
             break;
     }
     free(copy);
+    /* The candidates of etcd_stores are the first node ranks: a different count of them is a
+     * contradiction, not a choice. */
+    if (rc == 0 && c->etcd_stores[0] && c->etcd_candidates > 0 &&
+        c->etcd_candidates != etcd_stores_count(c->etcd_stores))
+        rc = ddp_err_set(err, DDP_EUSAGE,
+                         "%s: etcd_candidates=%d but etcd_stores names %d stores (node ranks "
+                         "below their number serve them; leave etcd_candidates out)",
+                         flag, c->etcd_candidates, etcd_stores_count(c->etcd_stores));
     return rc;
 }
 

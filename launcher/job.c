@@ -52,6 +52,7 @@ static void etcd_opts_build(const launch_spec_t *spec, agent_job_t *job) {
     job->etcd.key = c->etcd_key[0] ? c->etcd_key : NULL;
     job->etcd.follow_only = !c->etcd_agents_campaign;
     job->etcd.candidates = c->etcd_candidates;
+    job->etcd.stores = c->etcd_stores[0] ? c->etcd_stores : NULL;
 }
 
 /* Hang detection: the initial timeout defaults to a multiple of the heartbeat timeout, capped so

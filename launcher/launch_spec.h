@@ -140,6 +140,8 @@ _Static_assert(LAUNCH_OPT__COUNT <= 64 * LAUNCH_GIVEN_WORDS,
 
 /* Room for one of --rdzv_conf's etcd texts (a key prefix, a file name), NUL included. */
 #define LAUNCH_ETCD_TEXT_MAX 512
+/* Room for --rdzv_conf etcd_stores (AGENT_ETCD_STORES_MAX addresses), NUL included. */
+#define LAUNCH_ETCD_STORES_TEXT_MAX 1024
 
 /* --rdzv_conf parsed, with torchrun's defaults for the keys that were not given. */
 typedef struct launch_rdzv_conf {
@@ -163,6 +165,9 @@ typedef struct launch_rdzv_conf {
     int etcd_candidates;
     char etcd_cacert[LAUNCH_ETCD_TEXT_MAX], etcd_cert[LAUNCH_ETCD_TEXT_MAX];
     char etcd_key[LAUNCH_ETCD_TEXT_MAX];
+    /* The store candidates at addresses known in advance, "HOST:PORT+HOST:PORT..." ("": none):
+     * node rank i serves the i-th; every other agent JOINs through them and never asks etcd. */
+    char etcd_stores[LAUNCH_ETCD_STORES_TEXT_MAX];
 } launch_rdzv_conf_t;
 
 /* A getenv-like lookup: returns the value of name or NULL. ctx is passed through. The launcher's

@@ -66,6 +66,12 @@ typedef struct agent_etcd_opts {
      * read the leader key (no lease, no watch) at a jittered moment and again only when their
      * store connection is lost (--rdzv_conf etcd_candidates). 0: every agent stands. */
     int candidates;
+    /* "HOST:PORT+HOST:PORT..." or NULL (--rdzv_conf etcd_stores): store candidates at addresses
+     * known in advance. Node rank i < their number serves the i-th (unless follow_only: then
+     * they are ddp-rendezvous --etcd daemons); every other agent is a follower: it never talks
+     * to etcd, it JOINs a candidate, which answers with the leader's address when it does not
+     * lead. */
+    const char *stores;
     /* Filled by agent_job_prepare from DDPRUN_ETCD_USER / DDPRUN_ETCD_PASSWORD: */
     const char *user, *password;
 } agent_etcd_opts_t;
@@ -75,6 +81,8 @@ typedef struct agent_etcd_opts {
 #define AGENT_ETCD_MAX_MEMBERS 16
 /* The most --rdzv_conf etcd_candidates. */
 #define AGENT_ETCD_CANDIDATES_MAX 1024
+/* The most --rdzv_conf etcd_stores addresses. */
+#define AGENT_ETCD_STORES_MAX 16
 /* Those every candidate for the store shares, ddp-rendezvous --etcd included (rdzv_etcd_store.h).
  */
 #define AGENT_DEFAULT_ETCD_PREFIX RDZV_ETCD_STORE_PREFIX

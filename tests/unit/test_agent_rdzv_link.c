@@ -42,6 +42,8 @@ typedef struct effects {
     int join_progress;
     int progress_sends;
     int elect_store_lost; /* agent__elect_store_lost calls */
+    int elect_try_failed; /* agent__elect_try_failed calls */
+    int elect_moved;      /* agent__elect_moved calls */
     int evlogs;
     int retry_timer_started;
     int timers_stopped;
@@ -141,6 +143,24 @@ void agent__rdzv_progress_send(struct agent_rdzv *r) {
 void agent__elect_store_lost(struct agent_rdzv *r) {
     (void)r;
     fx.elect_store_lost++;
+}
+
+void agent__elect_try_failed(struct agent_rdzv *r) {
+    (void)r;
+    fx.elect_try_failed++;
+}
+
+/* A follower's bound, as rdzv_elect.c's: 1 s a candidate. */
+int agent__elect_connect_ms(const struct agent_rdzv *r, int left_ms) {
+    return r->follower && left_ms > 1000 ? 1000 : left_ms;
+}
+
+int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
+    (void)r;
+    assert_int_equal(len, strlen("10.0.0.2:29400"));
+    assert_memory_equal(text, "10.0.0.2:29400", len);
+    fx.elect_moved++;
+    return 0;
 }
 
 uint64_t __wrap_uv_now(const uv_loop_t *loop);
@@ -580,6 +600,42 @@ static void test_heartbeat_refused(void **state) {
     assert_int_equal(rz.link, LINK_RECONNECTING);
 }
 
+/* A follower (--rdzv_conf etcd_stores): a first candidate that cannot be reached is not the end
+ * of the job: the link goes round the candidates (reconnecting, for the join timeout); a
+ * HEARTBEAT refused with the leader's address moves the link there (agent__elect_moved), with no
+ * store lost. */
+static void test_follower(void **state) {
+    (void)state;
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    job.rdzv.join_timeout_ms = 600000;
+    rz.follower = 1;
+    agent__link_event(&rz, LINK_EV_CONNECT_FAILED, -ECONNREFUSED, "refused");
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+    assert_int_equal(fx.elect_try_failed, 1);
+    assert_int_equal(fx.retry_timer_started, 1);
+    assert_int_equal(rz.reconnect_window_ms, 600000);
+    assert_int_equal(fx.nevents, 0); /* not out of the job */
+    /* The other connection's failure of the same try moves nothing. */
+    agent__link_event(&rz, LINK_EV_CONNECT_FAILED, -ECONNREFUSED, "refused");
+    assert_int_equal(fx.elect_try_failed, 1);
+    assert_int_equal(fx.nevents, 0);
+
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    rz.follower = 1;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.heartbeats, 1);
+    rdzv_round_reply_t rep = {
+        .cmd = RDZV_CMD_RDZV_HEARTBEAT, .status = RDZV_REPLY_REFUSED, .code = DDP_ERDZV_MOVED};
+    rep.text.data = (uint8_t *)"10.0.0.2:29400";
+    rep.text.len = strlen("10.0.0.2:29400");
+    hb_cb(hb_arg, 0, &rep, NULL);
+    assert_int_equal(fx.elect_moved, 1);
+    assert_int_equal(rz.link, LINK_UP); /* the moved hook reconnects, not the refusal */
+    assert_int_equal(fx.nevents, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_cell),
@@ -592,6 +648,7 @@ int main(void) {
         cmocka_unit_test(test_start),
         cmocka_unit_test(test_etcd_follows_the_election),
         cmocka_unit_test(test_heartbeat_refused),
+        cmocka_unit_test(test_follower),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

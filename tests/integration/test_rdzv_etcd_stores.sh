@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# suite-cost: 35
+# --rdzv_conf etcd_stores=HOST:PORT+... (agent/rdzv_elect.c): store candidates at addresses known
+# in advance (node rank i serves the i-th) stand for election through etcd; every other agent is
+# a follower that never talks to etcd: it JOINs a candidate, and one that does not lead answers
+# with the leader's address (DDP_ERDZV_MOVED). Without etcd: the key's bad values (exit 2, one
+# line naming it). With a real etcd (Debian's etcd-server) on 127.0.0.1 alone, started here and
+# stopped by PID; the followers are given an etcd endpoint where nothing listens (127.0.0.1:1), so
+# a follower that asked etcd anything would fail:
+# - candidates 1 and 2 start first (1 leads: the later candidates campaign later), then
+#   candidate 0, which stands by; then 2 followers, which JOIN candidate 0 first: it names the
+#   leader, they join there and the job of 5 forms; etcd holds the 3 candidates' watches alone;
+# - SIGKILL of the serving candidate: the followers ask the candidates again, another candidate
+#   serves, every survivor re-forms under it (round 1) and exits 0;
+# - a follower started 2 s before its only candidate goes round the candidates until it answers:
+#   the job forms and exits 0;
+# - a candidate whose address is taken: one line naming etcd_stores, exit 2; no leftover process.
+. "$(dirname "$0")/lib.sh"
+
+DDPRUN=$BIN/ddprun
+FW=$BIN/tests/fake_worker
+fake_worker_env_clear
+unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD
+TTL=3
+CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
+SECTIONS=("candidate 0 stands by while 1 leads; 2 followers JOIN through it: the job of 5 forms"
+    "... the followers were named the leader by a candidate and never asked etcd"
+    "... etcd holds the 3 candidates' watches alone"
+    "SIGKILL of the serving candidate: another serves, the 4 survivors re-form and exit 0"
+    "a follower started before its candidate goes round until it answers: exit 0"
+    "a candidate whose address is taken: one line naming etcd_stores, exit 2"
+    "no leftover process")
+
+# ---- without etcd ----
+etcd_refused "etcd_stores=x" "etcd_stores: 'x' is not HOST:PORT" --rdzv_conf=etcd_stores=x
+etcd_refused "etcd_stores port 0" "etcd_stores: '127.0.0.1:0'" --rdzv_conf=etcd_stores=127.0.0.1:0
+etcd_refused "etcd_stores twice" "names '127.0.0.1:5' twice" \
+    --rdzv_conf=etcd_stores=127.0.0.1:5+127.0.0.1:5
+etcd_refused "etcd_stores empty entry" "etcd_stores='+'" --rdzv_conf=etcd_stores=+
+etcd_refused "etcd_candidates against etcd_stores" "etcd_candidates=1 but etcd_stores names 2" \
+    "--rdzv_conf=etcd_candidates=1,etcd_stores=127.0.0.1:5+127.0.0.1:6"
+
+command -v etcd >/dev/null 2>&1 ||
+    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
+
+P1=$(free_port); P2=$(free_port)
+etcd_member "$TMP/etcd" "$P1" "$P2"
+if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
+    kill "$ETCD" 2>/dev/null
+    skip_all "etcd did not start on 127.0.0.1:$P1"
+fi
+S0=$(free_port); S1=$(free_port); S2=$(free_port)
+STORES="127.0.0.1:$S0+127.0.0.1:$S1+127.0.0.1:$S2"
+
+# agent NAME RUN RANK ETCD ARGS...: one agent in the background, its PID in APID[NAME].
+agent() {
+    local name=$1 run=$2 rank=$3 ep=$4; shift 4
+    "$DDPRUN" -v --nnodes=4:5 --node_rank="$rank" --nproc_per_node=1 --rdzv_backend=etcd \
+        --rdzv_endpoint="$ep" --rdzv_id="$run" --max_restarts=3 "$@" "$FW" \
+        >"$TMP/$name.out" 2>&1 &
+    APID[$name]=$!
+}
+watchers() {
+    curl -s --max-time 5 "http://127.0.0.1:$P1/metrics" 2>/dev/null |
+        sed -nE 's/^etcd_debugging_mvcc_watcher_total ([0-9.e+]+)$/\1/p' | head -1
+}
+
+# ---- 3 candidates, 2 followers ----
+export FW_DIR=$TMP/st FW_SLEEP_MS=6000
+mkdir -p "$FW_DIR"
+agent st.1 st 1 "127.0.0.1:$P1" --rdzv_conf="$CONF,etcd_stores=$STORES"
+agent st.2 st 2 "127.0.0.1:$P1" --rdzv_conf="$CONF,etcd_stores=$STORES"
+wait_for "$TMP/st.1.out" 'served by this node' 15 >/dev/null
+agent st.0 st 0 "127.0.0.1:$P1" --rdzv_conf="$CONF,etcd_stores=$STORES"
+wait_for "$TMP/st.0.out" "rendezvous store now at 127.0.0.1:$S1" 15 >/dev/null
+for i in 3 4; do agent "st.$i" st "$i" 127.0.0.1:1 --rdzv_conf="$CONF,etcd_stores=$STORES"; done
+for _ in $(seq 400); do
+    [ "$(ls "$FW_DIR" | grep -c '^pid\.')" = 5 ] && break
+    sleep 0.05
+done
+[ "$(ls "$FW_DIR" | grep -c '^pid\.')" = 5 ] && grep -q 'served by this node' "$TMP/st.1.out"
+verdict "candidate 0 stands by while 1 leads; 2 followers JOIN through it: the job of 5 forms" ||
+    show_tail "$TMP/st.0.out" "$TMP/st.1.out" "$TMP/st.3.out"
+f=0
+for i in 3 4; do
+    grep -q 'a follower (node rank' "$TMP/st.$i.out" &&
+        grep -q "rendezvous store now at 127.0.0.1:$S1 (named by the store candidate at 127.0.0.1:$S0)" \
+            "$TMP/st.$i.out" && ! grep -qi 'etcd unreachable\|127.0.0.1:1\b' "$TMP/st.$i.out" ||
+        f=1
+done
+[ $f = 0 ]
+verdict "... the followers were named the leader by a candidate and never asked etcd" ||
+    show_tail "$TMP/st.3.out"
+w=$(watchers)
+echo "# etcd watchers: $w"
+[ "${w%.*}" = 3 ]
+verdict "... etcd holds the 3 candidates' watches alone"
+
+t0=$(date +%s%N)
+kill -KILL "${APID[st.1]}"
+wait "${APID[st.1]}" 2>/dev/null
+ra=0
+for i in 0 2 3 4; do reap "st.$i" 60 || ra=1; done
+dt=$((($(date +%s%N) - t0) / 1000000))
+new=""
+for i in 0 2; do grep -q 'W rendezvous store now at .*served by this node' "$TMP/st.$i.out" && new=$i; done
+[ $ra = 0 ] && [ -n "$new" ] && grep -q 'round 1: node' "$TMP/st.3.out" &&
+    grep -q 'round 1: node' "$TMP/st.4.out"
+verdict "SIGKILL of the serving candidate: another serves, the 4 survivors re-form and exit 0" ||
+    show_tail "$TMP/st.0.out" "$TMP/st.2.out" "$TMP/st.3.out" "$TMP/st.4.out"
+echo "# SIGKILL of the serving candidate (lease_ttl $TTL s): candidate $new serves; the survivors done after $dt ms"
+
+# ---- a follower before its candidate ----
+export FW_DIR=$TMP/early FW_SLEEP_MS=300
+mkdir -p "$FW_DIR"
+E0=$(free_port)
+for i in 1 0; do
+    "$DDPRUN" -v --nnodes=2 --node_rank=$i --nproc_per_node=1 --rdzv_backend=etcd \
+        --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id=early \
+        --rdzv_conf="$CONF,etcd_stores=127.0.0.1:$E0" "$FW" >"$TMP/early.$i.out" 2>&1 &
+    APID[early.$i]=$!
+    [ $i = 1 ] && sleep 2
+done
+ra=0
+for i in 0 1; do reap "early.$i" 40 || ra=1; done
+[ $ra = 0 ] && grep -q 'a follower' "$TMP/early.1.out"
+verdict "a follower started before its candidate goes round until it answers: exit 0" ||
+    show_tail "$TMP/early.0.out" "$TMP/early.1.out"
+
+# ---- a candidate's address taken ----
+T0=$(free_port)
+python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(); time.sleep(30)' "$T0" &
+HOLD=$!
+sleep 0.3
+timeout 20 "$DDPRUN" --nnodes=2 --node_rank=0 --nproc_per_node=1 --rdzv_backend=etcd \
+    --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id=taken \
+    --rdzv_conf="$CONF,etcd_stores=127.0.0.1:$T0" "$FW" >"$TMP/taken.out" 2>&1
+rc=$?
+kill "$HOLD"
+wait "$HOLD" 2>/dev/null
+[ $rc = 2 ] && grep -q "unable to serve a rendezvous store on 127.0.0.1 (its address in --rdzv_conf etcd_stores)" "$TMP/taken.out"
+verdict "a candidate whose address is taken: one line naming etcd_stores, exit 2" ||
+    show_tail "$TMP/taken.out"
+
+kill -TERM "$ETCD"
+wait "$ETCD" 2>/dev/null
+check "no leftover process" no_leftovers
+finish
