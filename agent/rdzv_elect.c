@@ -433,8 +433,7 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
     r->elect_hooks = hooks;
     if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0 ||
         (rc = uv_timer_init(a->cfg.loop, &r->read_timer)) < 0 ||
-        (rc = uv_timer_init(a->cfg.loop, &r->campaign_timer)) < 0 ||
-        (rc = agent__records_init(r)) < 0)
+        (rc = uv_timer_init(a->cfg.loop, &r->campaign_timer)) < 0)
         return rc;
     r->probe_timer.data = r;
     r->read_timer.data = r;
@@ -492,7 +491,8 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
     /* What the store refuses (a fenced command, an excluded host, a finished run) is said on
      * the serving node too. */
     rdzv_server_set_log(a->stores.store, DDP_LOG_WARN, rdzv_server_log_to_ddp, NULL);
-    rdzv_server_set_durable(a->stores.store, &agent__records_hooks, r);
+    if ((rc = agent__records_start(r)) < 0)
+        return rc;
     /* The link needs the store's address: the loop turns here (before any other part of the
      * agent has a handle on it) until the election names one, for a bounded time. */
     uv_timer_t t;
@@ -522,8 +522,7 @@ static void elect_close(struct agent_rdzv *r) {
         uv_close((uv_handle_t *)&r->read_timer, NULL);
     if (r->campaign_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->campaign_timer))
         uv_close((uv_handle_t *)&r->campaign_timer, NULL);
-    agent__records_stop(r);
-    r->records_flushed = NULL;
+    agent__records_close(r);
     rdzv_etcd_leader_close(r->leader, NULL, NULL);
     r->leader = NULL;
     rdzv_etcd_close(r->etcd, NULL, NULL);

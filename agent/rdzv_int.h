@@ -176,16 +176,13 @@ struct agent_rdzv {
     int follow_redirected;        /* the link leaves a candidate for the store it
                                      named: no store was lost */
     uint64_t follow_backoff_ms;   /* the next "not yet" or stale answer's wait bound */
-    /* The records that outlive the store (rdzv_durable.c), while this agent leads: */
-    int64_t lead_token;      /* the leader key's create revision: the fenced puts' token */
-    agent_records_t records; /* loaded into the store yet? */
-    int64_t records_lease;   /* the run's records lease, 0 none yet */
-    int records_pending;     /* writes on their way */
+    /* The records that outlive the store (rdzv_durable.c): */
+    struct rdzv_etcd_records *records_keeper; /* loads and writes them while this agent leads */
+    agent_records_t records;                  /* loaded into the store yet? */
     void (*records_flushed)(struct agent_rdzv *r); /* agent__records_flush's, while it waits */
-    uv_timer_t records_timer;            /* the next load after a failed one; the lease's renewal */
-    uv_timer_t join_retry_timer;         /* a JOIN the store answered "not yet": asked again */
-    char leader_addr[RDZV_HOST_MAX + 1]; /* the elected store's address, numeric */
-    char self_value[RDZV_HOST_MAX + 16]; /* this agent's store as published: "ADDR:PORT" */
+    uv_timer_t join_retry_timer;            /* a JOIN the store answered "not yet": asked again */
+    char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
+    char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
 };
 
@@ -299,16 +296,16 @@ uint64_t agent__elect_backoff_ms(struct agent_rdzv *r);
 /* rdzv_elect.c: a store took this node's JOIN: a follower forgets the store it lost. */
 void agent__elect_joined(struct agent_rdzv *r);
 
-/* rdzv_durable.c: the run's DONE mark and quarantine records in etcd. agent__records_init: the
- * timer (0 or a uv error); agent__records_lead: this agent leads under token: loads the records
- * into its store, then reports the store (elect_hooks->moved) and keeps the records lease alive;
- * agent__records_stop: the leadership ended; agent__records_hooks: the store's
- * rdzv_server_durable_t (arg: r), which writes them. */
-int agent__records_init(struct agent_rdzv *r);
+/* rdzv_durable.c: the run's DONE mark and quarantine records in etcd (rdzv_etcd_records.h).
+ * agent__records_start: their keeper on r->etcd, and the store's rdzv_server_durable_t hooks,
+ * which write them (0 or a negative code, logged); agent__records_lead: this agent leads under
+ * token: loads the records into its store, then reports the store (elect_hooks->moved) and keeps
+ * the records lease alive; agent__records_stop: the leadership ended; agent__records_close: the
+ * keeper goes (before the client). */
+int agent__records_start(struct agent_rdzv *r);
 void agent__records_lead(struct agent_rdzv *r, int64_t token);
 void agent__records_stop(struct agent_rdzv *r);
-struct rdzv_server_durable;
-extern const struct rdzv_server_durable agent__records_hooks;
+void agent__records_close(struct agent_rdzv *r);
 /* rdzv_durable.c: then(r) once no record's write is on its way (at once when none is), from the
  * loop: a leader that resigns writes what its store decided first. */
 void agent__records_flush(struct agent_rdzv *r, void (*then)(struct agent_rdzv *r));

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * ddp-rendezvous --etcd (rdzv_daemon_etcd.h): one etcd client, one candidate per run id, all
  * publishing this daemon's store address; docs/ARCHITECTURE.md "The rendezvous on etcd". The
- * election is rdzv_etcd_leader's, the leader key's value rdzv_etcd_store's: the agents campaign
- * with the same two. */
+ * election is rdzv_etcd_leader's, the leader key's value rdzv_etcd_store's, the run's records
+ * (its DONE mark, its hosts' quarantine) rdzv_etcd_records': the agents campaign with the same
+ * three. */
 #include "rdzv_daemon_etcd.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include "ddp_escape.h"
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
+#include "rdzv_etcd_records.h"
 #include "rdzv_etcd_store.h"
 #include "rdzv_proto.h"
 
@@ -32,6 +34,7 @@ typedef struct daemon_run {
     const char *id;
     char key[DAEMON_ETCD_PREFIX_MAX + RDZV_RUN_ID_MAX + 16]; /* <prefix>/<run_id>/leader */
     rdzv_etcd_leader_t *leader;
+    rdzv_etcd_records_t *records;      /* its records in etcd: loaded and written while it leads */
     int named;                         /* the election named a store for this run */
     int leading;                       /* ... this daemon's */
     char store[DAEMON_ETCD_VALUE_MAX]; /* the store another candidate publishes, as read */
@@ -39,6 +42,7 @@ typedef struct daemon_run {
 
 struct daemon_etcd {
     uv_loop_t *loop;
+    rdzv_server_t *server;
     rdzv_etcd_t *etcd;
     const char *endpoints;
     char value[DAEMON_ETCD_VALUE_MAX]; /* this daemon's store, "ADDR:PORT" */
@@ -104,6 +108,56 @@ static void etcd_failed(daemon_etcd_t *d, const char *why) {
         uv_timer_start(&d->timer, on_probe_timer, DAEMON_ETCD_PROBE_MS, DAEMON_ETCD_PROBE_MS);
 }
 
+/* ---- the run's records (rdzv_etcd_records.h) ---- */
+
+static int restore_done(void *arg, int64_t round, ddp_err_t *err) {
+    daemon_run_t *run = arg;
+    return rdzv_server_restore_done(run->d->server, run->id, round, err);
+}
+
+static int restore_host(void *arg, const char *host, int64_t failures, int excluded,
+                        const char *last_failure, ddp_err_t *err) {
+    daemon_run_t *run = arg;
+    return rdzv_server_restore_host(run->d->server, run->id, host, failures, excluded, last_failure,
+                                    err);
+}
+
+/* The run's records are in the store: it serves the run from now on. */
+static void on_records_ready(void *arg) {
+    daemon_run_t *run = arg;
+    daemon_etcd_t *d = run->d;
+    run->named = 1;
+    /* The first is the daemon's start; a later one takes a run over, said by default. */
+    ddp_log(d->started ? DDP_LOG_WARN : DDP_LOG_INFO,
+            "run %s: this store serves its rendezvous at %s (elected through etcd at %s)", run->id,
+            d->value, d->endpoints);
+}
+
+static daemon_run_t *run_of(daemon_etcd_t *d, const char *run_id) {
+    for (size_t i = 0; i < d->n_runs; i++)
+        if (strcmp(d->runs[i].id, run_id) == 0)
+            return &d->runs[i];
+    return NULL;
+}
+
+/* The store's rdzv_server_durable_t: a decision about a run this daemon stands for is written
+ * under its leadership; the other runs it serves keep nothing in etcd. */
+static void on_run_done(void *arg, const char *run_id, int64_t round) {
+    daemon_run_t *run = run_of(arg, run_id);
+    if (run != NULL)
+        rdzv_etcd_records_put_done(run->records, round);
+}
+
+static void on_host_record(void *arg, const char *run_id, const char *host, int64_t failures,
+                           int excluded, const char *last_failure) {
+    daemon_run_t *run = run_of(arg, run_id);
+    if (run != NULL)
+        rdzv_etcd_records_put_host(run->records, host, failures, excluded, last_failure);
+}
+
+static const rdzv_server_durable_t records_hooks = {.run_done = on_run_done,
+                                                    .host_record = on_host_record};
+
 static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
                       int64_t revision, const char *why) {
     (void)revision;
@@ -114,12 +168,10 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     switch (ev) {
     case RDZV_LEADER_LEADING:
         etcd_back(d);
-        run->named = run->leading = 1;
+        run->leading = 1;
         run->store[0] = '\0';
-        /* The first is the daemon's start; a later one takes a run over, said by default. */
-        ddp_log(d->started ? DDP_LOG_WARN : DDP_LOG_INFO,
-                "run %s: this store serves its rendezvous at %s (elected through etcd at %s)",
-                run->id, d->value, d->endpoints);
+        /* The store serves the run once its records are in it (on_records_ready). */
+        rdzv_etcd_records_lead(run->records, revision);
         break;
     case RDZV_LEADER_OBSERVED:
         etcd_back(d);
@@ -145,6 +197,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     case RDZV_LEADER_LOST:
         if (run->leading) {
             run->leading = 0;
+            rdzv_etcd_records_stop(run->records);
             snprintf(d->lost_line, sizeof d->lost_line,
                      "run %s: lost the etcd lease of its rendezvous store (%s): stopped serving it",
                      run->id, why != NULL ? why : "expired");
@@ -158,13 +211,21 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
     }
 }
 
-/* The store's rdzv_server_set_may_serve check: a run this daemon stands for is served only while
- * it leads that run by the clock now; any other run always (ddp-rendezvous without etcd). */
+/* Whether this daemon serves run now: only while it leads the run by the clock now, and not yet
+ * (RDZV_NOT_YET) while it loads the run's records. */
+static int run_may_serve(const daemon_run_t *run) {
+    if (run->leader == NULL || !rdzv_etcd_leader_leading(run->leader))
+        return 0;
+    return rdzv_etcd_records_ready(run->records) ? 1 : RDZV_NOT_YET;
+}
+
+/* The store's rdzv_server_set_may_serve check: a run this daemon stands for as run_may_serve;
+ * any other run always (ddp-rendezvous without etcd). */
 static int may_serve(void *arg, const char *run_id) {
     daemon_etcd_t *d = arg;
     for (size_t i = 0; i < d->n_runs; i++)
         if (strcmp(d->runs[i].id, run_id) == 0)
-            return d->runs[i].leader != NULL && rdzv_etcd_leader_leading(d->runs[i].leader);
+            return run_may_serve(&d->runs[i]);
     return 1;
 }
 
@@ -232,6 +293,7 @@ int daemon_etcd_start(uv_loop_t *loop, rdzv_server_t *server, const daemon_etcd_
     if (d == NULL)
         return -ENOMEM;
     d->loop = loop;
+    d->server = server;
     d->endpoints = o->endpoints;
     d->lost = lost;
     d->lost_arg = arg;
@@ -263,6 +325,18 @@ int daemon_etcd_start(uv_loop_t *loop, rdzv_server_t *server, const daemon_etcd_
         run->d = d;
         run->id = o->runs[i];
         snprintf(run->key, sizeof run->key, "%s/%s/leader", o->prefix, run->id);
+        rdzv_etcd_records_opts_t ro = {.prefix = o->prefix,
+                                       .run_id = run->id,
+                                       .leader_key = run->key,
+                                       .restore_done = restore_done,
+                                       .restore_host = restore_host,
+                                       .ready = on_records_ready,
+                                       .arg = run};
+        if ((rc = rdzv_etcd_records_new(d->etcd, &ro, &run->records, &err)) < 0) {
+            ddp_log(DDP_LOG_ERROR, "etcd at %s: %s", o->endpoints,
+                    err.text[0] ? err.text : ddp_strerror(rc));
+            return rc;
+        }
         rdzv_etcd_leader_opts_t lo = {.key = run->key,
                                       .key_len = strlen(run->key),
                                       .value = d->value,
@@ -277,6 +351,7 @@ int daemon_etcd_start(uv_loop_t *loop, rdzv_server_t *server, const daemon_etcd_
         }
     }
     rdzv_server_set_may_serve(server, may_serve, d);
+    rdzv_server_set_durable(server, &records_hooks, d);
     rdzv_server_set_redirect(server, redirect, d);
     return wait_named(d);
 }
@@ -301,6 +376,8 @@ static void finish(daemon_etcd_t *d) {
         return;
     d->finished = 1;
     for (size_t i = 0; i < d->n_runs; i++) {
+        rdzv_etcd_records_close(d->runs[i].records); /* before the client: its calls cancelled */
+        d->runs[i].records = NULL;
         rdzv_etcd_leader_close(d->runs[i].leader, NULL, NULL); /* a second close is ignored */
         d->runs[i].leader = NULL;
     }
@@ -323,6 +400,13 @@ static void on_resign_timer(uv_timer_t *t) {
     finish(t->data);
 }
 
+/* A run's records are written: its candidate resigns. */
+static void resign_run(void *arg) {
+    daemon_run_t *run = arg;
+    if (run->leader != NULL && !run->d->finished)
+        rdzv_etcd_leader_close(run->leader, on_resigned, run);
+}
+
 void daemon_etcd_stop(daemon_etcd_t *d, void (*done)(void *arg), void *arg) {
     if (d == NULL || d->stopping)
         return;
@@ -333,15 +417,18 @@ void daemon_etcd_stop(daemon_etcd_t *d, void (*done)(void *arg), void *arg) {
     uv_timer_stop(&d->lost_timer);
     for (size_t i = 0; i < d->n_runs; i++)
         d->runs[i].leading = 0;
-    /* Each candidate deletes its key (if ours) and revokes its lease; the timer bounds them (etcd
-     * away: the keys lapse with the leases). */
+    /* The store decides nothing more that is kept. */
+    rdzv_server_set_durable(d->server, NULL, NULL);
+    /* Each candidate writes what its store decided and is still on its way, then deletes its key
+     * (if ours) and revokes its lease; the timer bounds them all (etcd away: the keys lapse with
+     * the leases). */
     uv_timer_start(&d->timer, on_resign_timer, DAEMON_ETCD_RESIGN_MS, 0);
-    for (size_t i = 0; i < d->n_runs; i++) {
-        if (d->runs[i].leader == NULL)
-            continue;
-        d->leaders_open++;
-        rdzv_etcd_leader_close(d->runs[i].leader, on_resigned, &d->runs[i]);
-    }
+    for (size_t i = 0; i < d->n_runs; i++)
+        if (d->runs[i].leader != NULL)
+            d->leaders_open++;
+    for (size_t i = 0; i < d->n_runs; i++)
+        if (d->runs[i].leader != NULL && d->runs[i].records != NULL)
+            rdzv_etcd_records_flush(d->runs[i].records, resign_run, &d->runs[i]);
     if (d->leaders_open == 0)
         finish(d);
 }

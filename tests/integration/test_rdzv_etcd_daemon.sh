@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 30
+# suite-cost: 50
 # ddp-rendezvous --etcd: standalone store daemons stand for election on a run's leader key as the
 # agents of --rdzv_backend=etcd do (rendezvous/server/rdzv_daemon_etcd.c), and agents with
 # etcd_agents_campaign=0 follow the store they elect. Without etcd: bad flags and keys (exit 2,
@@ -11,13 +11,18 @@
 # typed again; SIGSTOP of the serving daemon past its lease: another takes over, and on SIGCONT it
 # stops serving, says so in one line and exits 1; SIGTERM of the serving daemon (lease 8 s): it
 # resigns, another takes over within 3 s, and it exits 0; etcd down 3 s within the lease: the
-# serving daemon goes on, one line when etcd goes and one when it is back. Every process is
-# stopped by PID.
+# serving daemon goes on, one line when etcd goes and one when it is back. The run's records
+# (rdzv_etcd_records.h), with a serving daemon A and a standby B: a job served by A finishes and
+# its DONE mark is in etcd; a host excluded under max_node_failures on A has its record in etcd;
+# A's SIGKILL: B takes over and loads both; a spare of the finished run, stopped through its end,
+# resumed, JOINs through B, is told the run is done and exits 0; the excluded host, started again,
+# is refused at its first JOIN through B (exit 4, no worker). Every process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
 RDZV=$BIN/ddp-rendezvous
 FW=$BIN/tests/fake_worker
+ETCDC=$BIN/tests/etcd_client
 fake_worker_env_clear
 unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD DDPRUN_TOKEN DDPRUN_TOKEN_FILE
 TTL=3
@@ -70,13 +75,16 @@ daemon() {
         --etcd-lease-ttl "$2" --run-id form --run-id kill --run-id idle >"$TMP/$1.out" 2>&1 &
     PID[$1]=$!
 }
-# agent NAME RUN: one agent that follows the daemons' store; its PID in PID[NAME].
+# agent NAME RUN [NNODES [ARGS...]]: one agent (2 nodes unless NNODES) that follows the daemons'
+# store; its PID in PID[NAME].
 agent() {
-    "$DDPRUN" -v --nnodes=2 --nproc_per_node=2 --rdzv_backend=etcd \
-        --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id="$2" --max_restarts=3 \
+    local name=$1 run=$2 nn=${3:-2}
+    shift $(($# < 3 ? $# : 3))
+    "$DDPRUN" -v --nnodes="$nn" --nproc_per_node=2 --rdzv_backend=etcd \
+        --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id="$run" --max_restarts=3 \
         --rdzv_conf="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1,etcd_agents_campaign=0" \
-        "$FW" >"$TMP/$1.out" 2>&1 &
-    PID[$1]=$!
+        "$@" "$FW" >"$TMP/$name.out" 2>&1 &
+    PID[$name]=$!
 }
 # reap NAME [TIMEOUT_S]: its exit code (137 after a SIGKILL at the timeout).
 reap() {
@@ -195,6 +203,87 @@ verdict "etcd down 3 s: the serving daemon goes on serving; one line when etcd g
 
 kill -TERM "${PID[d4]}"
 reap d4 10
+
+# ---- the run's records across a failover: A serves runs done and quar, B stands by ----
+# workers DIR N: waits (10 s at most) until N workers of round 0 run.
+workers() {
+    local _
+    for _ in $(seq 200); do
+        [ "$(ls "$1" | grep -c '^pid\..*\.0$')" = "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+etcd_get() { "$ETCDC" --endpoints "127.0.0.1:$P1" get "$1" 2>&1; }
+records_daemon() {
+    "$RDZV" --token-file "$TMP/token" --port 0 --log-level info --etcd "127.0.0.1:$P1" \
+        --etcd-lease-ttl $TTL --run-id done --run-id quar >"$TMP/$1.out" 2>&1 &
+    PID[$1]=$!
+}
+records_daemon rA
+wait_for "$TMP/rA.out" '^listening on' 20 >/dev/null
+records_daemon rB
+wait_for "$TMP/rB.out" '^listening on' 20 >/dev/null
+# Quarantine: a 2:3 job on 127.0.0.1 and .2; a third node on .3 whose workers fail is excluded.
+export FW_DIR=$TMP/quar FW_SLEEP_MS=30000
+mkdir -p "$FW_DIR" "$TMP/quar3" "$TMP/quar3b" "$TMP/done"
+agent q1 quar 2:3 --local_addr=127.0.0.1 --max_node_failures=1
+agent q2 quar 2:3 --local_addr=127.0.0.2 --max_node_failures=1
+# The DONE mark: a 2-node job, and a spare stopped while it waits (answered at its keep-alive
+# bound, then dropped, before the job ends: no DONE reply waits for it on A).
+FW_DIR=$TMP/done FW_SLEEP_MS=7000 agent n1 done
+FW_DIR=$TMP/done FW_SLEEP_MS=7000 agent n2 done
+workers "$TMP/done" 4
+FW_DIR=$TMP/done agent n3 done
+wait_for "$TMP/n3.out" 'waiting as a spare' 15 >/dev/null
+spare=$?
+kill -STOP "${PID[n3]}"
+workers "$FW_DIR" 4
+FW_DIR=$TMP/quar3 FW_EXIT=1 agent q3 quar 2:3 --local_addr=127.0.0.3 --max_node_failures=1
+reap q3 40
+rq3=$?
+rn=0
+for n in n1 n2; do reap $n 40 || rn=1; done
+etcd_get /ddprun/done/done >"$TMP/done.key"
+etcd_get /ddprun/quar/hosts/127.0.0.3 >"$TMP/quar.key"
+[ "$(serving done rA rB)" = rA ] && [ "$(serving quar rA rB)" = rA ] && [ $spare = 0 ] &&
+    [ $rn = 0 ] && grep -q '{"round":0}' "$TMP/done.key"
+verdict "records: a job served by daemon A finishes, its DONE mark is in etcd" ||
+    { cat "$TMP/done.key"; show_tail "$TMP/n1.out" "$TMP/n3.out" "$TMP/rA.out"; }
+[ $rq3 = 4 ] && grep -q '"excluded":true' "$TMP/quar.key"
+verdict "records: a host excluded on daemon A has its record in etcd" ||
+    { cat "$TMP/quar.key"; show_tail "$TMP/q3.out" "$TMP/rA.out"; }
+tk=$(date +%s%N)
+kill -KILL "${PID[rA]}"
+wait "${PID[rA]}" 2>/dev/null
+took=0
+for run in done quar; do
+    wait_for "$TMP/rB.out" " W run $run: this store serves" $((TTL + 5)) >/dev/null || took=1
+done
+dt=$((($(date +%s%N) - tk) / 1000000))
+[ $took = 0 ] && grep -q "rendezvous 'done': loaded from etcd its DONE mark, 0 host records" "$TMP/rB.out" &&
+    grep -q "rendezvous 'quar': loaded from etcd 1 host record" "$TMP/rB.out"
+verdict "records: A's SIGKILL: B takes over and loads the DONE mark and the host record" ||
+    show_tail "$TMP/rB.out"
+echo "# records: B serves both runs, their records loaded, $dt ms after A's SIGKILL (lease $TTL s)"
+kill -CONT "${PID[n3]}"
+reap n3 20
+rn3=$?
+[ $rn3 = 0 ] && grep -q " W rendezvous store now at $(addr_of rB) (elected" "$TMP/n3.out" &&
+    grep -q "rendezvous 'done' finished" "$TMP/n3.out" && ! grep -q 'round [0-9]*: node' "$TMP/n3.out"
+verdict "records: a spare of the finished run JOINs through B, is told the run is done and exits 0" ||
+    show_tail "$TMP/n3.out" "$TMP/rB.out"
+FW_DIR=$TMP/quar3b FW_EXIT=1 agent q3b quar 2:3 --local_addr=127.0.0.3 --max_node_failures=1
+reap q3b 25
+rq3b=$?
+[ $rq3b = 4 ] && grep -q 'host 127.0.0.3 is excluded after 1 group failures' "$TMP/q3b.out" &&
+    grep -q "rendezvous store now at $(addr_of rB) (elected" "$TMP/q3b.out" &&
+    [ -z "$(ls "$TMP/quar3b")" ]
+verdict "records: the excluded host stays excluded across the failover: refused through B (exit 4), no worker" ||
+    show_tail "$TMP/q3b.out" "$TMP/rB.out"
+for n in q1 q2 rB; do kill -TERM "${PID[$n]}"; done
+for n in q1 q2 rB; do reap $n 15; done
+
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null
 check "no leftover process" no_leftovers

@@ -3,7 +3,9 @@
  * RFC 4648's vectors and every byte, strict decoding; the request bodies (prefix range ends,
  * txn compares and ops, bounds); replies as etcd 3.4 writes them, and garbage or hostile ones
  * (not JSON, wrong types, huge numbers, missing fields, non-base64, duplicate keys, deep
- * nesting): each decoded into the structs or refused with DDP_EPROTO and a reason. */
+ * nesting): each decoded into the structs or refused with DDP_EPROTO and a reason. The run's
+ * records (rdzv_etcd_records.c): keys, values written and read back, and values that are not
+ * records refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "rdzv_etcd_json.h"
+#include "rdzv_etcd_records.h"
 #include "rdzv_etcd_store.h"
 
 static char why[160];
@@ -401,6 +404,81 @@ static void test_store_addr(void **state) {
         -EINVAL);
 }
 
+static int record_decode(const char *what, const char *value, rdzv_etcd_record_t *out) {
+    return rdzv_etcd_record_decode((const uint8_t *)what, strlen(what), (const uint8_t *)value,
+                                   strlen(value), out);
+}
+
+/* A run's records: the key layout, what a leader writes reads back the same, and what is not a
+ * record (another key of the run, a value of another shape) is told apart. */
+static void test_records(void **state) {
+    (void)state;
+    char key[RDZV_ETCD_RECORDS_KEY_MAX];
+    assert_int_equal(rdzv_etcd_records_key(key, sizeof key, "/ddprun", "job7", "done", NULL), 17);
+    assert_string_equal(key, "/ddprun/job7/done");
+    rdzv_etcd_records_key(key, sizeof key, "/p", "r", "hosts/", "10.0.0.3");
+    assert_string_equal(key, "/p/r/hosts/10.0.0.3");
+    assert_int_equal(rdzv_etcd_records_key(key, 8, "/ddprun", "job7", "done", NULL), -ENAMETOOLONG);
+
+    rdzv_etcd_record_t rec;
+    char *v = rdzv_etcd_record_done_encode(3);
+    assert_string_equal(v, "{\"round\":3}");
+    assert_int_equal(record_decode("done", v, &rec), RDZV_ETCD_RECORD_DONE);
+    assert_int_equal(rec.round, 3);
+    free(v);
+    v = rdzv_etcd_record_host_encode(2, 1, "round 3: rank 5 exited with code 1");
+    assert_string_equal(v, "{\"excluded\":true,\"failures\":2,\"last_failure\":\"round 3: rank 5 "
+                           "exited with code 1\"}");
+    assert_int_equal(record_decode("hosts/10.0.0.3", v, &rec), RDZV_ETCD_RECORD_HOST);
+    assert_string_equal(rec.host, "10.0.0.3");
+    assert_int_equal(rec.failures, 2);
+    assert_int_equal(rec.excluded, 1);
+    assert_string_equal(rec.last_failure, "round 3: rank 5 exited with code 1");
+    free(v);
+
+    /* The run's other keys are not records. */
+    assert_int_equal(record_decode("leader", "10.0.0.1:29400", &rec), RDZV_ETCD_RECORD_OTHER);
+    assert_int_equal(record_decode("hosts/", "{}", &rec), RDZV_ETCD_RECORD_OTHER);
+    assert_int_equal(record_decode("doneX", "{\"round\":1}", &rec), RDZV_ETCD_RECORD_OTHER);
+    /* Record keys holding something else. */
+    const char *bad_done[] = {"",
+                              "3",
+                              "{\"round\":-1}",
+                              "{\"round\":\"3\"}",
+                              "{\"round\":3,\"x\":1}",
+                              "{\"round\":1,\"round\":2}",
+                              "{\"round\":3"};
+    for (size_t i = 0; i < sizeof bad_done / sizeof bad_done[0]; i++)
+        assert_int_equal(record_decode("done", bad_done[i], &rec), -EINVAL);
+    const char *bad_host[] = {
+        "{\"failures\":1,\"excluded\":true}",
+        "{\"failures\":-1,\"excluded\":true,\"last_failure\":\"\"}",
+        "{\"failures\":1,\"excluded\":1,\"last_failure\":\"\"}",
+        "{\"failures\":1,\"excluded\":true,\"last_failure\":\"a\\u0000b\"}",
+        "{\"failures\":1,\"excluded\":true,\"last_failure\":\"\",\"more\":0}"};
+    for (size_t i = 0; i < sizeof bad_host / sizeof bad_host[0]; i++)
+        assert_int_equal(record_decode("hosts/h", bad_host[i], &rec), -EINVAL);
+    /* A host or a text longer than a record holds. */
+    char what[400] = "hosts/";
+    memset(what + 6, 'h', RDZV_ETCD_RECORD_HOST_MAX + 1);
+    assert_int_equal(
+        record_decode(what, "{\"failures\":1,\"excluded\":false,\"last_failure\":\"\"}", &rec),
+        -EINVAL);
+    char *longtext = malloc(RDZV_ETCD_RECORD_TEXT_MAX + 2);
+    assert_non_null(longtext);
+    memset(longtext, 'x', RDZV_ETCD_RECORD_TEXT_MAX + 1);
+    longtext[RDZV_ETCD_RECORD_TEXT_MAX + 1] = '\0';
+    v = rdzv_etcd_record_host_encode(1, 0, longtext);
+    assert_int_equal(record_decode("hosts/h", v, &rec), -EINVAL);
+    free(v);
+    longtext[RDZV_ETCD_RECORD_TEXT_MAX] = '\0';
+    v = rdzv_etcd_record_host_encode(1, 0, longtext);
+    assert_int_equal(record_decode("hosts/h", v, &rec), RDZV_ETCD_RECORD_HOST);
+    assert_int_equal(strlen(rec.last_failure), RDZV_ETCD_RECORD_TEXT_MAX);
+    free(v);
+    free(longtext);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),       cmocka_unit_test(test_b64_strict),
@@ -408,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_enc_bounds),        cmocka_unit_test(test_decode_etcd_replies),
         cmocka_unit_test(test_decode_watch),      cmocka_unit_test(test_decode_hostile),
         cmocka_unit_test(test_decode_error_body), cmocka_unit_test(test_store_addr),
+        cmocka_unit_test(test_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
