@@ -245,6 +245,42 @@ static int derive_nproc(launch_spec_t *spec, launch_getenv_fn fn, void *ctx, lau
     return 0;
 }
 
+/* --rdzv_backend=etcd with --rdzv_conf etcd_candidates=K and no etcd_stores: the store candidates
+ * are the first K hosts of the step's node list (node ranks 0..K-1, SLURM_NODEID) at the port this
+ * job step's c10d store would use, so the other agents follow them without asking etcd
+ * (docs/ARCHITECTURE.md "Candidates at known addresses"). The names are resolved by each agent. */
+static int derive_etcd_stores(launch_spec_t *spec, launch_slurm_t *s, const launch_hostlist_t *hl,
+                              const char *nl_var) {
+    launch_rdzv_conf_t *c = &spec->rdzv_opts;
+    if (spec->rdzv_backend == NULL || strcmp(spec->rdzv_backend, "etcd") != 0)
+        return 0;
+    if (c->etcd_stores[0]) {
+        line(s, "etcd_stores kept (given explicitly)");
+        return 0;
+    }
+    if (c->etcd_candidates <= 0 || hl->n == 0)
+        return 0;
+    size_t k = (size_t)c->etcd_candidates < hl->n ? (size_t)c->etcd_candidates : hl->n;
+    if (k > AGENT_ETCD_STORES_MAX)
+        k = AGENT_ETCD_STORES_MAX;
+    char list[LAUNCH_ETCD_STORES_TEXT_MAX];
+    size_t off = 0;
+    for (size_t i = 0; i < k; i++) {
+        int n =
+            snprintf(list + off, sizeof list - off, "%s%s:%d", i ? "+" : "", hl->hosts[i], s->port);
+        if (n < 0 || (size_t)n >= sizeof list - off) {
+            line(s, "etcd_stores not derived: the first %zu hosts' names are too long", k);
+            return 0;
+        }
+        off += (size_t)n;
+    }
+    memcpy(c->etcd_stores, list, off + 1);
+    c->etcd_candidates = (int)k;
+    line(s, "etcd_stores=%.96s from the first %zu hosts of %s (etcd_candidates), port %d", list, k,
+         nl_var, s->port);
+    return 0;
+}
+
 /* Long: the derivation steps in their documented order, one line each. */
 int launch_slurm_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *ctx,
                         launch_slurm_t *out, ddp_err_t *err) {
@@ -305,6 +341,8 @@ int launch_slurm_derive(launch_spec_t *spec, launch_getenv_fn getenv_fn, void *c
     if ((rc = derive_node_rank(spec, getenv_fn, ctx, s, err)) < 0)
         goto out;
     if ((rc = derive_rdzv(spec, s, step_var, nl_var, nl, err)) < 0)
+        goto out;
+    if ((rc = derive_etcd_stores(spec, s, &hl, nl_var)) < 0)
         goto out;
     if ((rc = derive_nproc(spec, getenv_fn, ctx, s, err)) < 0)
         goto out;

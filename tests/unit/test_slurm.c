@@ -228,6 +228,22 @@ static void test_multi_node_gpu(void **state) {
     assert_non_null(strstr((char *)buf.data, "slurm: nnodes=2 from SLURM_STEP_NUM_NODES=2\n"));
     assert_non_null(strstr((char *)buf.data, "slurm: rdzv_id=57.0 from SLURM_JOB_ID=57"));
     ddp_buf_free(&buf);
+    /* etcd with etcd_candidates: the first hosts (at most all 2) at the step's port are the
+     * store candidates; without etcd_candidates, or with etcd_stores given, nothing is made. */
+    assert_int_equal(run(t, "--rdzv_backend=etcd", "--rdzv_endpoint=10.0.0.9:2379",
+                         "--rdzv_conf=etcd_candidates=3", END),
+                     0);
+    assert_string_equal(s->rdzv_opts.etcd_stores, "n1:29856+n2:29856");
+    assert_int_equal(s->rdzv_opts.etcd_candidates, 2);
+    assert_true(has_line(sl, "etcd_stores=n1:29856+n2:29856 from the first 2 hosts of "
+                             "SLURM_STEP_NODELIST (etcd_candidates), port 29856"));
+    assert_int_equal(run(t, "--rdzv_backend=etcd", "--rdzv_endpoint=10.0.0.9:2379", END), 0);
+    assert_string_equal(s->rdzv_opts.etcd_stores, "");
+    assert_int_equal(run(t, "--rdzv_backend=etcd", "--rdzv_endpoint=10.0.0.9:2379",
+                         "--rdzv_conf=etcd_stores=10.0.0.1:5", END),
+                     0);
+    assert_string_equal(s->rdzv_opts.etcd_stores, "10.0.0.1:5");
+    assert_true(has_line(sl, "etcd_stores kept (given explicitly)"));
 }
 
 /* `srun -N2 -r2` in a 4-node job: head and rank come from the step, not from the job. */
