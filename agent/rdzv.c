@@ -748,9 +748,13 @@ static void leadership_lost(struct agent_rdzv *r, const char *why) {
 
 static const agent_elect_hooks_t elect_hooks = {.moved = store_moved, .lost = leadership_lost};
 
-/* The etcd backend: serves this node's store on a port of its own (the kernel's pick), so that
- * its address is known before the campaign, then stands for election. Returns 0 or a negative
- * code (logged). */
+static int is_loopback(const char *addr) {
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0;
+}
+
+/* The etcd backend: serves this node's store on a port of its own (the kernel's pick, or its
+ * etcd_stores address), so that its address is known before the campaign, then stands for election
+ * (a follower serves none). Returns 0 or a negative code (logged). */
 static int elect_start(struct agent_rdzv *r) {
     r->addr = r->leader_addr;
     agent__elect_host(r);
@@ -759,9 +763,18 @@ static int elect_start(struct agent_rdzv *r) {
         return rc;
     if (r->follower) /* no store of its own: it is never elected */
         return agent__elect_start(r, NULL, 0, &elect_hooks);
-    /* A candidate of etcd_stores serves at its address there; any other on the kernel's pick. */
-    const char *host = r->store_index >= 0 ? r->stores[r->store_index].addr : r->host;
-    int port = r->store_index >= 0 ? r->stores[r->store_index].port : 0;
+    /* A candidate of etcd_stores serves at its address there; any other on the kernel's pick.
+     * A name that this machine resolves to a loopback address while the cluster reaches it on
+     * another (Debian's /etc/hosts maps the host's own name to 127.0.1.1) is served on the
+     * address toward etcd instead, which is what the election publishes. */
+    const char *host = r->host;
+    int port = 0;
+    if (r->store_index >= 0) {
+        const char *want = r->stores[r->store_index].addr;
+        if (!is_loopback(want) || is_loopback(r->host))
+            host = want;
+        port = r->stores[r->store_index].port;
+    }
     ddp_err_t err;
     if ((rc = serve_store(r, host, port, &err)) < 0) {
         DDP_ERROR("unable to serve a rendezvous store on %s%s: %s", host,
