@@ -761,7 +761,9 @@ static int elect_start(struct agent_rdzv *r) {
     int rc = agent__elect_roles(r);
     if (rc < 0)
         return rc;
-    if (r->follower) /* no store of its own: it is never elected */
+    /* No store of its own where it is never elected: a follower; an observer of the daemons'
+     * election (etcd_agents_campaign=0). */
+    if (r->follower || r->a->cfg.job->etcd.follow_only)
         return agent__elect_start(r, NULL, 0, &elect_hooks);
     /* A candidate of etcd_stores serves at its address there; any other on the kernel's pick.
      * A name that this machine resolves to a loopback address while the cluster reaches it on

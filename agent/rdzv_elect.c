@@ -468,7 +468,8 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
         return rc;
     }
     snprintf(r->leader_key, sizeof r->leader_key, "%s/%s/leader", job->etcd.prefix, job->run_id);
-    rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, store_host, store_port);
+    if (store_host != NULL)
+        rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, store_host, store_port);
     r->reader = job->etcd.follow_only == 0 && !is_candidate(job);
     uint64_t start_ms = AGENT_ETCD_START_MS;
     if (r->reader) {

@@ -424,6 +424,8 @@ void rdzv_server_stats(const rdzv_server_t *s, rdzv_server_stats_t *out) {
 }
 
 void rdzv_server_set_log(rdzv_server_t *s, int max_level, rdzv_log_fn fn, void *arg) {
+    if (s == NULL)
+        return;
     s->log_level = max_level;
     s->log_fn = fn;
     s->log_arg = arg;
