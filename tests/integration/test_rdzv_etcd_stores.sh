@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 35
+# suite-cost: 25
 # --rdzv_conf etcd_stores=HOST:PORT+... (agent/rdzv_elect.c): store candidates at addresses known
 # in advance (node rank i serves the i-th) stand for election through etcd; every other agent is
 # a follower that never talks to etcd: it JOINs a candidate, and one that does not lead answers
@@ -15,7 +15,10 @@
 #   serves, every survivor re-forms under it (round 1) and exits 0;
 # - a follower started 2 s before its only candidate goes round the candidates until it answers:
 #   the job forms and exits 0;
-# - a candidate whose address is taken: one line naming etcd_stores, exit 2; no leftover process.
+# - a candidate whose address is taken: one line naming etcd_stores, exit 2;
+# - two ddp-rendezvous --etcd daemons as the candidates (etcd_agents_campaign=0: every agent a
+#   follower): the agents JOIN the standby first, which names the serving one; exit 0;
+# and no leftover process.
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
@@ -30,6 +33,7 @@ SECTIONS=("candidate 0 stands by while 1 leads; 2 followers JOIN through it: the
     "SIGKILL of the serving candidate: another serves, the 4 survivors re-form and exit 0"
     "a follower started before its candidate goes round until it answers: exit 0"
     "a candidate whose address is taken: one line naming etcd_stores, exit 2"
+    "ddp-rendezvous --etcd daemons at etcd_stores: agents (campaign=0) JOIN the standby, follow it to the leader, exit 0"
     "no leftover process")
 
 # ---- without etcd ----
@@ -142,6 +146,32 @@ wait "$HOLD" 2>/dev/null
 [ $rc = 2 ] && grep -q "unable to serve a rendezvous store on 127.0.0.1 (its address in --rdzv_conf etcd_stores)" "$TMP/taken.out"
 verdict "a candidate whose address is taken: one line naming etcd_stores, exit 2" ||
     show_tail "$TMP/taken.out"
+
+# ---- daemons as the candidates, every agent a follower ----
+D1=$(free_port); D2=$(free_port)
+for d in 1 2; do
+    port=$D1
+    [ $d = 2 ] && port=$D2
+    "$BIN/ddp-rendezvous" --no-auth --port "$port" --host 127.0.0.1 --etcd "127.0.0.1:$P1" \
+        --etcd-lease-ttl "$TTL" --run-id daem >"$TMP/daemon.$d.log" 2>&1 &
+    APID[daemon.$d]=$!
+    wait_for "$TMP/daemon.$d.log" 'listening on' 15 >/dev/null
+done
+export FW_DIR=$TMP/daem FW_SLEEP_MS=300
+mkdir -p "$FW_DIR"
+for i in 0 1; do
+    "$DDPRUN" -v --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:1 \
+        --rdzv_id=daem --rdzv_conf="$CONF,etcd_agents_campaign=0,etcd_stores=127.0.0.1:$D2+127.0.0.1:$D1" \
+        "$FW" >"$TMP/daem.$i.out" 2>&1 &
+    APID[daem.$i]=$!
+done
+ra=0
+for i in 0 1; do reap "daem.$i" 40 || ra=1; done
+[ $ra = 0 ] && grep -q "rendezvous store now at 127.0.0.1:$D1 (named by the store candidate at 127.0.0.1:$D2)" \
+        "$TMP/daem.0.out"
+verdict "ddp-rendezvous --etcd daemons at etcd_stores: agents (campaign=0) JOIN the standby, follow it to the leader, exit 0" ||
+    show_tail "$TMP/daemon.1.log" "$TMP/daemon.2.log" "$TMP/daem.0.out"
+for d in 1 2; do kill -TERM "${APID[daemon.$d]}"; wait "${APID[daemon.$d]}" 2>/dev/null; done
 
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null
