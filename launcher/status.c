@@ -436,8 +436,10 @@ static void print_failure(const char *host, int port, const status_req_t *q, int
 
 /* --json prints the server's JSON re-serialized, never as it came: every control character and
  * every character above ASCII in a string becomes a \uXXXX escape (C1 controls included), and
- * bytes outside strings cannot pass at all, so a hostile server cannot drive the terminal. */
-#define STATUS_JSON_FLAGS (JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_COMPACT)
+ * bytes outside strings cannot pass at all, so a hostile server cannot drive the terminal. A
+ * real (a goodput ratio) keeps 6 significant digits: 0.931245, not 0.93124500000000001. */
+#define STATUS_JSON_FLAGS                                                                          \
+    (JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(6))
 
 /* Prints jansson's output of STATUS_JSON_FLAGS and a newline. jansson leaves DEL (0x7f) as it is;
  * it can only be inside a string there, where \u007F means the same. */
