@@ -6,7 +6,7 @@
 # a follower that never talks to etcd: it JOINs a candidate, and one that does not lead answers
 # with the leader's address (DDP_ERDZV_MOVED). Without etcd: the key's bad values (exit 2, one
 # line naming it). With a real etcd (Debian's etcd-server) on 127.0.0.1 alone, started here and
-# stopped by PID; the followers are given an etcd endpoint where nothing listens (127.0.0.1:1), so
+# stopped by PID; every agent and daemon proves a job token; the followers are given an etcd endpoint where nothing listens (127.0.0.1:1), so
 # a follower that asked etcd anything would fail:
 # - candidates 1 and 2 start first (1 leads: the later candidates campaign later), then
 #   candidate 0, which stands by; then 2 followers, which JOIN candidate 0 first: it names the
@@ -54,6 +54,8 @@ if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; th
     kill "$ETCD" 2>/dev/null
     skip_all "etcd did not start on 127.0.0.1:$P1"
 fi
+# The agents prove a job token to every store they reach, candidates that redirect included.
+export DDPRUN_TOKEN=$(random_token "$TMP/token")
 S0=$(free_port); S1=$(free_port); S2=$(free_port)
 STORES="127.0.0.1:$S0+127.0.0.1:$S1+127.0.0.1:$S2"
 
@@ -152,7 +154,7 @@ D1=$(free_port); D2=$(free_port)
 for d in 1 2; do
     port=$D1
     [ $d = 2 ] && port=$D2
-    "$BIN/ddp-rendezvous" --no-auth --port "$port" --host 127.0.0.1 --etcd "127.0.0.1:$P1" \
+    "$BIN/ddp-rendezvous" --token-file "$TMP/token" --port "$port" --host 127.0.0.1 --etcd "127.0.0.1:$P1" \
         --etcd-lease-ttl "$TTL" --run-id daem >"$TMP/daemon.$d.log" 2>&1 &
     APID[daemon.$d]=$!
     wait_for "$TMP/daemon.$d.log" 'listening on' 15 >/dev/null
