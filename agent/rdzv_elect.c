@@ -29,6 +29,7 @@
 #include "ddp_addr.h"
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
+#include "rdzv_etcd_outage.h"
 #include "rdzv_etcd_store.h"
 #include "rdzv_server.h"
 
@@ -65,44 +66,28 @@
  * store anyway, in case it came back and was elected again. */
 #define AGENT_FOLLOW_STALE_TRIES 3
 
-/* etcd answered: the probing stops (unless the timer bounds a resign), and when it had been said
- * to be unreachable, that it answers again, once. */
+/* etcd answered: the outage watcher hears it (and says it is back, after an outage), and a start
+ * or a reader that had said etcd does not answer says it answers again, once. */
 static void etcd_back(struct agent_rdzv *r) {
-    if (r->resigned == NULL)
-        uv_timer_stop(&r->probe_timer);
+    rdzv_etcd_outage_answered(&r->outage);
     if (!r->etcd_down)
         return;
     r->etcd_down = 0;
     DDP_WARN("etcd at %s answers again", rdzv_etcd_endpoint(r->etcd));
 }
 
-/* A failed call is said to be etcd's outage only when the probe after it fails too: the probe
- * tries the members in turn, so one member lost (its calls cut off mid-way) costs no line while
- * another answers. */
-static void on_probe(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
-    (void)res;
+/* The outage watcher's two lines (rdzv_etcd_outage.h: a failed call is an outage only when the
+ * probe after it fails too, so one member lost while another answers costs no line). */
+static void on_outage(void *arg, int down, const char *why) {
     struct agent_rdzv *r = arg;
-    if (r->etcd == NULL || r->resigned != NULL)
+    if (r->resigned != NULL)
         return;
-    if (status == 0) {
-        etcd_back(r);
-        return;
-    }
-    if (!r->etcd_down)
+    if (down)
         DDP_WARN("etcd unreachable: %s; running workers go on, nothing new is decided until it "
                  "answers",
-                 errtext != NULL ? errtext : "no answer");
-    r->etcd_down = 1;
-}
-
-/* After a failed call, and while etcd is away, a read of the leader key now and then: the
- * election reports nothing when etcd comes back unchanged, and the line that says it is back
- * needs an answer. */
-static void on_probe_timer(uv_timer_t *t) {
-    struct agent_rdzv *r = t->data;
-    if (r->etcd != NULL)
-        rdzv_etcd_get(r->etcd, r->leader_key, strlen(r->leader_key), RDZV_ETCD_COUNT_ONLY, 0,
-                      on_probe, r, NULL);
+                 why != NULL ? why : "no answer");
+    else
+        DDP_WARN("etcd at %s answers again", rdzv_etcd_endpoint(r->etcd));
 }
 
 static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
@@ -149,8 +134,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
             break;
         }
         DDP_DEBUG("etcd: %s", why != NULL ? why : "no answer");
-        if (!uv_is_active((uv_handle_t *)&r->probe_timer))
-            uv_timer_start(&r->probe_timer, on_probe_timer, 0, AGENT_ETCD_PROBE_MS);
+        rdzv_etcd_outage_failed(&r->outage);
         break;
     }
 }
@@ -431,11 +415,11 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
     r->self_port = store_port;
     snprintf(r->self_host, sizeof r->self_host, "%s", store_host != NULL ? store_host : "");
     r->elect_hooks = hooks;
-    if ((rc = uv_timer_init(a->cfg.loop, &r->probe_timer)) < 0 ||
+    if ((rc = uv_timer_init(a->cfg.loop, &r->resign_timer)) < 0 ||
         (rc = uv_timer_init(a->cfg.loop, &r->read_timer)) < 0 ||
         (rc = uv_timer_init(a->cfg.loop, &r->campaign_timer)) < 0)
         return rc;
-    r->probe_timer.data = r;
+    r->resign_timer.data = r;
     r->read_timer.data = r;
     r->campaign_timer.data = r;
     if (r->follower) {
@@ -468,6 +452,9 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
         return rc;
     }
     snprintf(r->leader_key, sizeof r->leader_key, "%s/%s/leader", job->etcd.prefix, job->run_id);
+    if ((rc = rdzv_etcd_outage_init(&r->outage, a->cfg.loop, r->etcd, r->leader_key,
+                                    AGENT_ETCD_PROBE_MS, on_outage, r)) < 0)
+        return rc;
     if (store_host != NULL)
         rdzv_etcd_store_addr_format(r->self_value, sizeof r->self_value, store_host, store_port);
     r->reader = job->etcd.follow_only == 0 && !is_candidate(job);
@@ -517,8 +504,9 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
 /* Closes what is left of the election: the timer, the candidate (if not closing already) and the
  * client (which cancels whatever call is still on its way). */
 static void elect_close(struct agent_rdzv *r) {
-    if (r->probe_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->probe_timer))
-        uv_close((uv_handle_t *)&r->probe_timer, NULL);
+    if (r->resign_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->resign_timer))
+        uv_close((uv_handle_t *)&r->resign_timer, NULL);
+    rdzv_etcd_outage_close(&r->outage);
     if (r->read_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->read_timer))
         uv_close((uv_handle_t *)&r->read_timer, NULL);
     if (r->campaign_timer.data != NULL && !uv_is_closing((uv_handle_t *)&r->campaign_timer))
@@ -563,17 +551,18 @@ int agent__elect_stop(struct agent_rdzv *r, void (*done)(void *arg), void *arg) 
         rdzv_server_set_durable(r->a->stores.store, NULL, NULL);
     if (r->reader)
         uv_timer_stop(&r->read_timer);
-    if (r->leader == NULL || r->etcd == NULL || r->probe_timer.data == NULL ||
-        uv_is_closing((uv_handle_t *)&r->probe_timer)) {
+    if (r->leader == NULL || r->etcd == NULL || r->resign_timer.data == NULL ||
+        uv_is_closing((uv_handle_t *)&r->resign_timer)) {
         elect_close(r);
         return 0;
     }
     /* The candidate deletes its key (if ours) and revokes its lease, then on_resigned runs;
-     * the timer bounds it (etcd away: the key lapses with the lease, lease_ttl). */
+     * the timer bounds it (etcd away: the key lapses with the lease, lease_ttl). No line about
+     * etcd's outage meanwhile. */
     r->resigned = done;
     r->resigned_arg = arg;
-    uv_timer_stop(&r->probe_timer);
-    uv_timer_start(&r->probe_timer, on_resign_timer, AGENT_ETCD_RESIGN_MS, 0);
+    rdzv_etcd_outage_close(&r->outage);
+    uv_timer_start(&r->resign_timer, on_resign_timer, AGENT_ETCD_RESIGN_MS, 0);
     /* A record still on its way is written under the leadership first (the resign ends it);
      * the timer bounds both. */
     agent__records_flush(r, resign_now);

@@ -21,6 +21,7 @@
 #include "agent_int.h"
 #include "ddp_escape.h"
 #include "rdzv_async_client.h"
+#include "rdzv_etcd_outage.h"
 #include "rdzv_proto.h"
 
 /* Room for one text from the store escaped for the log (a reply's error text is at most 1024
@@ -147,9 +148,9 @@ struct agent_rdzv {
     char self_host[RDZV_HOST_MAX + 1]; /* ... and address as published (r->host, or etcd_stores') */
     int elected;                       /* the election named a store (leader_addr:port) */
     int leading;                       /* ... this agent's own */
-    int etcd_down;                     /* a call to etcd failed: said once until it answers */
-    uv_timer_t probe_timer;      /* while etcd_down: asks etcd whether it answers; while resigning,
-                                    the bound on it */
+    int etcd_down; /* a start or a reader said etcd does not answer: said once until it does */
+    rdzv_etcd_outage_t outage;   /* once elected, a candidate's: probes after a failed call */
+    uv_timer_t resign_timer;     /* the bound on resigning (agent__elect_stop) */
     void (*resigned)(void *arg); /* while resigning: what runs once done (agent__elect_stop) */
     void *resigned_arg;
     int elect_failed; /* no store was elected at the start: the first JOIN fails the job */

@@ -7,10 +7,11 @@
 #   rdzv_etcd_leader.c leader election on a lease, the fenced write (rdzv_etcd_leader.h)
 #   rdzv_etcd_store.c  what a store's candidates share: defaults, the leader key's value
 #   rdzv_etcd_records.c a run's records (DONE mark, quarantine): codec, load, fenced writes
+#   rdzv_etcd_outage.c  whether etcd answers: a probe after a failed call, two lines an outage
 # It depends on common/ alone. libcurl is dlopen'ed (no -lcurl): only <curl/curl.h> is needed to
 # build (libcurl4-openssl-dev), and a program that never makes a client runs without libcurl.
 ETCD_SRCS := $(addprefix rendezvous/etcd/,rdzv_etcd.c rdzv_etcd_json.c rdzv_etcd_curl.c \
-    rdzv_etcd_leader.c rdzv_etcd_store.c rdzv_etcd_records.c)
+    rdzv_etcd_leader.c rdzv_etcd_store.c rdzv_etcd_records.c rdzv_etcd_outage.c)
 $(BUILD)/librdzv_etcd.a: $(call objs,$(ETCD_SRCS))
 LIBS += $(BUILD)/librdzv_etcd.a
 # Its public header is on every object's path like the other libraries'; its private ones on

@@ -14,6 +14,7 @@
 #include "ddp_escape.h"
 #include "ddp_log.h"
 #include "rdzv_etcd_leader.h"
+#include "rdzv_etcd_outage.h"
 #include "rdzv_etcd_records.h"
 #include "rdzv_etcd_store.h"
 #include "rdzv_proto.h"
@@ -48,10 +49,11 @@ struct daemon_etcd {
     char value[DAEMON_ETCD_VALUE_MAX]; /* this daemon's store, "ADDR:PORT" */
     daemon_run_t runs[DAEMON_ETCD_MAX_RUNS];
     size_t n_runs;
-    int started;           /* the start's wait is over: a leadership won later is a failover */
-    int etcd_down;         /* a call to etcd failed: said once until it answers */
-    uv_timer_t timer;      /* while etcd_down: the probe; while stopping: the resign bound */
-    uv_timer_t lost_timer; /* defers the lost report out of the election's callback */
+    int started;               /* the start's wait is over: a leadership won later is a failover */
+    int etcd_down;             /* the start said etcd does not answer: said once until it does */
+    rdzv_etcd_outage_t outage; /* once started: probes after a failed call, two lines an outage */
+    uv_timer_t timer;          /* while stopping: the resign bound */
+    uv_timer_t lost_timer;     /* defers the lost report out of the election's callback */
     const char *lost_why;
     char lost_line[512];
     void (*lost)(void *arg, const char *why);
@@ -63,29 +65,29 @@ struct daemon_etcd {
     void *done_arg;
 };
 
-/* etcd answers again after a failure: said once. */
+/* etcd answered: the outage watcher hears it, and a start that said etcd does not answer says it
+ * answers again, once. */
 static void etcd_back(daemon_etcd_t *d) {
+    rdzv_etcd_outage_answered(&d->outage);
     if (!d->etcd_down)
         return;
     d->etcd_down = 0;
-    if (!d->stopping)
-        uv_timer_stop(&d->timer);
     ddp_log(DDP_LOG_WARN, "etcd at %s answers again", rdzv_etcd_endpoint(d->etcd));
 }
 
-static void on_probe(void *arg, int status, const rdzv_etcd_result_t *res, const char *errtext) {
-    (void)res, (void)errtext;
+/* The outage watcher's two lines (rdzv_etcd_outage.h: a failed call is an outage only when the
+ * probe after it fails too). */
+static void on_outage(void *arg, int down, const char *why) {
     daemon_etcd_t *d = arg;
-    if (status == 0 && d->etcd != NULL && !d->stopping)
-        etcd_back(d);
-}
-
-/* While etcd is away, a read of a leader key now and then: the election reports nothing when
- * etcd comes back unchanged, and the line that says it is back needs an answer. */
-static void on_probe_timer(uv_timer_t *t) {
-    daemon_etcd_t *d = t->data;
-    const char *k = d->runs[0].key;
-    rdzv_etcd_get(d->etcd, k, strlen(k), RDZV_ETCD_COUNT_ONLY, 0, on_probe, d, NULL);
+    if (d->stopping)
+        return;
+    if (down)
+        ddp_log(DDP_LOG_WARN,
+                "etcd unreachable: %s; the runs this store serves go on, nothing new is decided "
+                "until it answers",
+                why != NULL ? why : "no answer");
+    else
+        ddp_log(DDP_LOG_WARN, "etcd at %s answers again", rdzv_etcd_endpoint(d->etcd));
 }
 
 static void on_lost_timer(uv_timer_t *t) {
@@ -95,17 +97,15 @@ static void on_lost_timer(uv_timer_t *t) {
 }
 
 static void etcd_failed(daemon_etcd_t *d, const char *why) {
-    if (!d->etcd_down && !d->started)
+    if (d->started) {
+        if (!d->stopping)
+            rdzv_etcd_outage_failed(&d->outage);
+        return;
+    }
+    if (!d->etcd_down)
         ddp_log(DDP_LOG_WARN, "%s; retrying for up to %d s", why != NULL ? why : "no answer",
                 DAEMON_ETCD_START_MS / 1000);
-    else if (!d->etcd_down)
-        ddp_log(DDP_LOG_WARN,
-                "etcd unreachable: %s; the runs this store serves go on, nothing new is decided "
-                "until it answers",
-                why != NULL ? why : "no answer");
     d->etcd_down = 1;
-    if (d->started && !d->stopping && !uv_is_active((uv_handle_t *)&d->timer))
-        uv_timer_start(&d->timer, on_probe_timer, DAEMON_ETCD_PROBE_MS, DAEMON_ETCD_PROBE_MS);
 }
 
 /* ---- the run's records (rdzv_etcd_records.h) ---- */
@@ -282,7 +282,7 @@ static int wait_named(daemon_etcd_t *d) {
         return 1;
     }
     if (d->etcd_down)
-        uv_timer_start(&d->timer, on_probe_timer, DAEMON_ETCD_PROBE_MS, DAEMON_ETCD_PROBE_MS);
+        rdzv_etcd_outage_failed(&d->outage);
     return 0;
 }
 
@@ -353,6 +353,9 @@ int daemon_etcd_start(uv_loop_t *loop, rdzv_server_t *server, const daemon_etcd_
     rdzv_server_set_may_serve(server, may_serve, d);
     rdzv_server_set_durable(server, &records_hooks, d);
     rdzv_server_set_redirect(server, redirect, d);
+    if (d->n_runs > 0 && (rc = rdzv_etcd_outage_init(&d->outage, loop, d->etcd, d->runs[0].key,
+                                                     DAEMON_ETCD_PROBE_MS, on_outage, d)) < 0)
+        return rc;
     return wait_named(d);
 }
 
@@ -382,6 +385,7 @@ static void finish(daemon_etcd_t *d) {
         d->runs[i].leader = NULL;
     }
     uv_close((uv_handle_t *)&d->lost_timer, NULL);
+    rdzv_etcd_outage_close(&d->outage);
     uv_close((uv_handle_t *)&d->timer, on_timer_closed);
     d->client_closing = d->etcd != NULL;
     if (d->etcd != NULL)
@@ -413,8 +417,8 @@ void daemon_etcd_stop(daemon_etcd_t *d, void (*done)(void *arg), void *arg) {
     d->stopping = 1;
     d->done = done;
     d->done_arg = arg;
-    uv_timer_stop(&d->timer);
     uv_timer_stop(&d->lost_timer);
+    rdzv_etcd_outage_close(&d->outage); /* no line about etcd while resigning */
     for (size_t i = 0; i < d->n_runs; i++)
         d->runs[i].leading = 0;
     /* The store decides nothing more that is kept. */
