@@ -295,13 +295,23 @@ int agent__elect_roles(struct agent_rdzv *r) {
         ddp_err_t err;
         ddp_err_clear(&err);
         /* The launcher checked the form; a name is resolved here, once, so that the addresses
-         * compare with what the candidates publish. */
+         * compare with what the candidates publish. Another's name that does not resolve yet
+         * (a pod not up: Kubernetes publishes its name with it) is kept: the client resolves
+         * it at each connect. */
         if (rdzv_etcd_store_addr_parse((const uint8_t *)e, strlen(e), host, sizeof host,
-                                       &st->port) < 0 ||
-            ddp_addr_resolve(host, st->addr, sizeof st->addr, &err) < 0) {
-            DDP_ERROR("--rdzv_conf etcd_stores: '%s': %s", e,
-                      err.text[0] ? err.text : "not HOST:PORT");
+                                       &st->port) < 0) {
+            DDP_ERROR("--rdzv_conf etcd_stores: '%s' is not HOST:PORT", e);
             return DDP_EUSAGE;
+        }
+        int own = !job->etcd.follow_only && job->node_rank == r->n_stores;
+        if (ddp_addr_resolve(host, st->addr, sizeof st->addr, &err) < 0) {
+            if (own) {
+                DDP_ERROR("--rdzv_conf etcd_stores: '%s' (this node's, node rank %d): %s", e,
+                          job->node_rank, err.text);
+                return DDP_EUSAGE;
+            }
+            DDP_DEBUG("--rdzv_conf etcd_stores: '%s': %s; resolved at each connect", e, err.text);
+            snprintf(st->addr, sizeof st->addr, "%s", host);
         }
         r->n_stores++;
     }

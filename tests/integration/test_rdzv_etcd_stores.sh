@@ -18,6 +18,9 @@
 # - a candidate whose address is taken: one line naming etcd_stores, exit 2;
 # - two ddp-rendezvous --etcd daemons as the candidates (etcd_agents_campaign=0: every agent a
 #   follower): the agents JOIN the standby first, which names the serving one; exit 0;
+# - a candidate name that does not resolve (under scripts/private-names.sh: no lookup leaves the
+#   machine): the others keep it and the job of the resolvable one forms (exit 0); the node whose
+#   own address it is exits 2 naming it;
 # and no leftover process.
 . "$(dirname "$0")/lib.sh"
 
@@ -34,6 +37,7 @@ SECTIONS=("candidate 0 stands by while 1 leads; 2 followers JOIN through it: the
     "a follower started before its candidate goes round until it answers: exit 0"
     "a candidate whose address is taken: one line naming etcd_stores, exit 2"
     "ddp-rendezvous --etcd daemons at etcd_stores: agents (campaign=0) JOIN the standby, follow it to the leader, exit 0"
+    "a candidate's name that does not resolve: another's is kept, its own is an error"
     "no leftover process")
 
 # ---- without etcd ----
@@ -174,6 +178,35 @@ for i in 0 1; do reap "daem.$i" 40 || ra=1; done
 verdict "ddp-rendezvous --etcd daemons at etcd_stores: agents (campaign=0) JOIN the standby, follow it to the leader, exit 0" ||
     show_tail "$TMP/daemon.1.log" "$TMP/daemon.2.log" "$TMP/daem.0.out"
 for d in 1 2; do kill -TERM "${APID[daemon.$d]}"; wait "${APID[daemon.$d]}" 2>/dev/null; done
+
+# ---- a candidate's name that does not resolve (yet) ----
+# Under scripts/private-names.sh a name missing from its hosts file fails on a loopback resolver:
+# no lookup leaves the machine.
+N0=$(free_port)
+export FW_DIR=$TMP/names FW_SLEEP_MS=300
+mkdir -p "$FW_DIR"
+for i in 0 2; do
+    scripts/private-names.sh "$DDPRUN" -v --nnodes=2:3 --node_rank=$i --nproc_per_node=1 \
+        --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id=names \
+        --rdzv_conf="$CONF,etcd_stores=127.0.0.1:$N0+pending-pod:$N0" "$FW" \
+        >"$TMP/names.$i.out" 2>&1 &
+    APID[names.$i]=$!
+done
+ra=0
+for i in 0 2; do reap "names.$i" 40 || ra=1; done
+timeout 20 scripts/private-names.sh "$DDPRUN" --nnodes=2 --node_rank=1 --nproc_per_node=1 \
+    --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id=names1 \
+    --rdzv_conf="$CONF,etcd_stores=127.0.0.1:$N0+pending-pod:$N0" "$FW" >"$TMP/names.1.out" 2>&1
+rc=$?
+if [ $ra = 125 ] || grep -q 'unable to make a mount namespace' "$TMP/names.0.out"; then
+    skip "a candidate's name that does not resolve: another's is kept, its own is an error" \
+        "no mount namespace here"
+else
+    [ $ra = 0 ] && [ $rc = 2 ] &&
+        grep -q "etcd_stores: 'pending-pod:$N0' (this node's, node rank 1)" "$TMP/names.1.out"
+    verdict "a candidate's name that does not resolve: another's is kept, its own is an error" ||
+        show_tail "$TMP/names.0.out" "$TMP/names.2.out" "$TMP/names.1.out"
+fi
 
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null
