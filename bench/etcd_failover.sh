@@ -11,6 +11,16 @@
 #   ddprun --rdzv_backend=etcd at each lease_ttl of TTLS (default "4 2": ddprun's default and the
 #     smallest etcd grants), last_call_timeout LAST_CALL_S (0.5 s) at DEFAULT_TTL (4), SMALL_LAST_CALL_S
 #     (0.25 s) at the others; the host killed is the one whose agent says "served by this node".
+#   ddprun --rdzv_backend=etcd --rdzv_conf etcd_stores=A+B+C at each lease_ttl of STORES_TTLS
+#     (default TTLS; empty: none), the same last calls: the 3 hosts above are the store candidates
+#     (node ranks 0-2, each serving at its address of the list), and FOLLOWERS more hosts (default
+#     1, node ranks 3...) are followers that never talk to etcd; --nnodes=N-1:N over the N hosts,
+#     so that the next round waits for every survivor, followers too. The serving candidate is
+#     killed. A second table splits each ddprun run (from the agents' logs and the workers' start
+#     times): the election (the new leader's line "served by this node" after the kill), the
+#     next round (its "round N:" line, the latest survivor's) less the election (last_call_timeout
+#     plus the time the last survivor took to JOIN the new store), and the slowest surviving
+#     candidate's and the slowest follower's first worker after the kill.
 #   torchrun 2.x (TORCH_PYTHON, else the venv of scripts/ensure-torch2.sh), TORCH_BACKENDS
 #     (default "etcd-v2 c10d"): etcd-v2 against the same etcd (needs python-etcd in that venv;
 #     the host killed serves the workers' TCPStore, group rank 0), c10d with the store on the
@@ -33,6 +43,8 @@ fi
 BUILD=${BUILD:-build}
 RUNS=${RUNS:-5}
 TTLS=${TTLS-4 2}
+STORES_TTLS=${STORES_TTLS-$TTLS}
+FOLLOWERS=${FOLLOWERS:-1}
 # ddprun's default lease_ttl (RDZV_ETCD_STORE_TTL_S), measured with the default-like last call.
 DEFAULT_TTL=${DEFAULT_TTL:-4}
 LAST_CALL_S=${LAST_CALL_S:-0.5}
@@ -59,7 +71,8 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/etcdfail.XXXXXX")
 ETCD=
 declare -A HPID=()
 # tree PID: every process of PID's tree frozen then killed; prints the CLOCK_MONOTONIC ns of
-# the first SIGSTOP (the host's death).
+# the first SIGSTOP (the host's death), then the local time of day in ms at that moment (the
+# agents' log lines carry their local time of day).
 tree() {
     python3 - "$1" <<'EOF'
 import os, signal, sys, time
@@ -81,6 +94,9 @@ def tree():
         todo += kids.get(p, [])
     return out
 t = time.monotonic_ns()
+w = time.time()
+lt = time.localtime(w)
+day_ms = ((lt.tm_hour * 60 + lt.tm_min) * 60 + lt.tm_sec) * 1000 + (w % 1) * 1000
 seen = set()
 while True:
     new = [p for p in tree() if p not in seen]
@@ -97,7 +113,7 @@ for p in seen:
         os.kill(p, signal.SIGKILL)
     except OSError:
         pass
-print(t)
+print(t, "%.0f" % day_ms)
 EOF
 }
 cleanup() {
@@ -130,31 +146,101 @@ host() {
         if [ "$WORKER" = torch ]; then set -- "$@" "$PWD/bench/etcd_failover_worker.py"
         else set -- "$@" --no_python /bin/sh -c "$FAKE" sh; fi
         PYTHON_EXEC=$PY HOST_TAG=$name FAILOVER_DIR=$d FW_DIR=$d \
-            setsid "$BUILD/ddprun" -v --nnodes=2:3 --nproc_per_node=1 --max_restarts=3 "$@" \
+            setsid "$BUILD/ddprun" -v --nnodes="$NNODES" --nproc_per_node=1 --max_restarts=3 "$@" \
             >"$d/$name.out" 2>&1 </dev/null &
     else
         HOST_TAG=$name FAILOVER_DIR=$d GLOO_SOCKET_IFNAME=lo setsid "$PY" -m torch.distributed.run \
-            --nnodes=2:3 --nproc_per_node=1 --max_restarts=3 --monitor_interval=0.1 "$@" \
+            --nnodes="$NNODES" --nproc_per_node=1 --max_restarts=3 --monitor_interval=0.1 "$@" \
             "$PWD/bench/etcd_failover_worker.py" >"$d/$name.out" 2>&1 </dev/null &
     fi
     HPID[$name]=$!
 }
-count() { find "$1" -maxdepth 1 -name "$2" | wc -l; }
-# first_after DIR NS: the earliest worker start (ns) after NS, or nothing.
-first_after() { cat "$1"/t.* 2>/dev/null | awk -v k="$2" '$1 > k && (m == "" || $1 < m) {m = $1} END {if (m != "") print m}'; }
+# live DIR: how many workers run now that have started (the fake worker's pid.* files) or done
+# their first allreduce (the torch worker's ready.HOST.PID files): a round that has them all runs.
+live() {
+    local f p n=0
+    for f in "$1"/pid.* "$1"/ready.*; do
+        [ -e "$f" ] || continue
+        case $f in */pid.*) p=$(cat "$f" 2>/dev/null) ;; *) p=${f##*.} ;; esac
+        [ -n "$p" ] && kill -0 "$p" 2>/dev/null && n=$((n + 1))
+    done
+    echo $n
+}
+# starts DIR [HOST]: the start times (ns) of every worker (of HOST alone): the torch worker's
+# t.HOST.PID, the fake worker's t.RANK.ROUND beside env.RANK.ROUND, which holds its HOST_TAG.
+starts() {
+    local f
+    if [ -z "${2:-}" ]; then cat "$1"/t.* 2>/dev/null; return; fi
+    cat "$1/t.$2".* 2>/dev/null
+    for f in "$1"/env.*; do
+        [ -e "$f" ] && grep -aqx "HOST_TAG=$2" "$f" && cat "$1/t.${f##*/env.}" 2>/dev/null
+    done
+}
+# first_after DIR NS [HOST]: the earliest worker start (ns) after NS (on HOST alone), or nothing.
+first_after() { starts "$1" "${3:-}" | awk -v k="$2" '$1 > k && (m == "" || $1 < m) {m = $1} END {if (m != "") print m}'; }
+# line_after OUT MS ERE: the first line of the agent log OUT matching ERE after the local time of
+# day MS, as ms after MS, or nothing.
+line_after() {
+    sed -nE "s/^ddprun\[agent [0-9]+\] ([0-9]+):([0-9]+):([0-9]+)\.([0-9]+) . ($3).*/\1 \2 \3 \4/p" "$1" |
+        awk -v k="$2" '{t = (($1 * 60 + $2) * 60 + $3) * 1000 + $4; d = t - k; if (d < -43200000) d += 86400000
+            if (d > 0) {print d; exit}}'
+}
+# phases TKILL DAYMS DIR CANDIDATES FOLLOWERS: "election round candidate-worker follower-worker"
+# in ms after the kill (see the header), "-" where a host lacks the figure (no followers: "-").
+phases() {
+    local tk=$1 day=$2 d=$3 h t el=- ro=0 cw=0 fw=0
+    for h in $4 $5; do
+        t=$(line_after "$d/$h.out" "$day" 'rendezvous store now at .*, served by this node')
+        [ -n "$t" ] && { [ "$el" = - ] || [ "$t" -lt "$el" ]; } && el=$t
+        t=$(line_after "$d/$h.out" "$day" "rendezvous '[^']*' round [0-9]+:")
+        if [ -n "$t" ] && [ "$ro" != - ]; then [ "$t" -gt "$ro" ] && ro=$t; else ro=-; fi
+    done
+    for h in $4; do
+        t=$(first_after "$d" "$tk" "$h")
+        if [ -n "$t" ] && [ "$cw" != - ]; then
+            t=$(((t - tk) / 1000000))
+            [ "$t" -gt "$cw" ] && cw=$t
+        else cw=-; fi
+    done
+    [ -z "$5" ] && fw=-
+    for h in $5; do
+        t=$(first_after "$d" "$tk" "$h")
+        if [ -n "$t" ] && [ "$fw" != - ]; then
+            t=$(((t - tk) / 1000000))
+            [ "$t" -gt "$fw" ] && fw=$t
+        else fw=-; fi
+    done
+    echo "$el $ro $cw $fw"
+}
 
 # one KIND TTL RUN: one repetition; appends "ms" to $TMP/KIND.TTL.ms (or "-" when no next round),
-# the survivors' exit codes to $TMP/KIND.TTL.rc, their last lines to $TMP/KIND.TTL.last.
+# the survivors' exit codes to $TMP/KIND.TTL.rc, their last lines to $TMP/KIND.TTL.last; for
+# ddprun's kinds the run's phases (see phases) to $TMP/KIND.TTL.split.
 one() {
-    local kind=$1 ttl=$2 i=$3 d=$TMP/$1.$2.$3 key=$1.$2 victim="" h n tk t ms lc=$LAST_CALL_S
+    local kind=$1 ttl=$2 i=$3 d=$TMP/$1.$2.$3 key=$1.$2 victim="" h n tk day t ms lc=$LAST_CALL_S
+    local cands="h1 h2 h3" fols="" NNODES=2:3 nh stores=""
     mkdir -p "$d"
     HPID=()
     [ "$ttl" != - ] && [ "$ttl" != "$DEFAULT_TTL" ] && lc=$SMALL_LAST_CALL_S
+    if [ "$kind" = stores ]; then
+        for n in $(seq 4 $((FOLLOWERS + 3))); do fols="$fols h$n"; done
+        NNODES=$((FOLLOWERS + 2)):$((FOLLOWERS + 3))
+        for _ in 1 2 3; do stores="$stores+127.0.0.1:$(free_port)"; done
+        stores=${stores#+}
+    fi
+    nh=$(echo $cands $fols | wc -w)
     case $kind in
     ddprun)
-        for h in h1 h2 h3; do
-            host ddprun "$d" $h --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$EP" \
+        for h in $cands; do
+            host ddprun "$d" "$h" --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$EP" \
                 --rdzv_id="fo$ttl-$i" --rdzv_conf="lease_ttl=$ttl,last_call_timeout=$lc"
+        done ;;
+    stores)
+        n=0
+        for h in $cands $fols; do
+            host ddprun "$d" "$h" --node_rank=$n --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$EP" \
+                --rdzv_id="fs$ttl-$i" --rdzv_conf="lease_ttl=$ttl,last_call_timeout=$lc,etcd_stores=$stores"
+            n=$((n + 1))
         done ;;
     etcd-v2)
         for h in h1 h2 h3; do
@@ -172,24 +258,22 @@ one() {
                 --rdzv_conf="last_call_timeout=$TORCH_LAST_CALL_S"
         done ;;
     esac
-    local want=t.*
-    [ "$WORKER" = torch ] && want=ready.*
     for _ in $(seq $((BOUND_S * 20))); do
-        [ "$(count "$d" "$want")" -ge 3 ] && break
+        [ "$(live "$d")" -ge "$nh" ] && break
         alive=0
         for h in "${!HPID[@]}"; do kill -0 "${HPID[$h]}" 2>/dev/null && alive=1; done
         [ $alive = 0 ] && break
         sleep 0.05
     done
-    if [ "$(count "$d" "$want")" -lt 3 ]; then
-        echo "# $kind ttl $ttl run $i: the job did not start 3 workers: $(tail -1 "$d/h1.out")"
+    if [ "$(live "$d")" -lt "$nh" ]; then
+        echo "# $kind ttl $ttl run $i: the job did not start $nh workers: $(tail -1 "$d/h1.out")"
         echo - >>"$TMP/$key.ms"
-        for h in h1 h2 h3; do tree "${HPID[$h]}" >/dev/null; wait "${HPID[$h]}" 2>/dev/null; done
+        for h in "${!HPID[@]}"; do tree "${HPID[$h]}" >/dev/null; wait "${HPID[$h]}" 2>/dev/null; done
         HPID=()
         return 1
     fi
     case $kind in
-    ddprun) victim=$(grep -l 'served by this node' "$d"/h?.out | head -1 | xargs -r basename | cut -d. -f1) ;;
+    ddprun | stores) victim=$(grep -l 'served by this node' "$d"/h?.out | head -1 | xargs -r basename | cut -d. -f1) ;;
     etcd-v2) victim=$(awk '$2 == 0 {print FILENAME}' "$d"/t.* | head -1 | xargs -r basename | cut -d. -f2) ;;
     c10d) victim=h1 ;;
     esac
@@ -200,7 +284,7 @@ one() {
     fi
     sleep 0.$((RANDOM % 10))
     : >"$d/killed"
-    tk=$(tree "${HPID[$victim]}")
+    read -r tk day <<<"$(tree "${HPID[$victim]}")"
     wait "${HPID[$victim]}" 2>/dev/null
     unset "HPID[$victim]"
     t=""
@@ -232,6 +316,11 @@ one() {
     done
     HPID=()
     echo "${rcs# }" >>"$TMP/$key.rc"
+    if [ "$kind" = ddprun ] || [ "$kind" = stores ]; then
+        # shellcheck disable=SC2086 # the host names are words
+        phases "$tk" "$day" "$d" "$(echo $cands | tr ' ' '\n' | grep -vx "$victim" | tr '\n' ' ')" "$fols" \
+            >>"$TMP/$key.split"
+    fi
     find "$d" -maxdepth 1 -name 'ready.*' -newer "$d/killed" | grep -q . && echo ran >>"$TMP/$key.ran"
     echo "# $kind ttl $ttl run $i: killed $victim; next round's first worker after ${ms} ms; exits:$rcs"
 }
@@ -251,16 +340,29 @@ rc=0
 rows=()
 each=()
 echo "# etcd failover, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), etcd $ETCD_VER, worker $WORKER"
-for ttl in $TTLS; do
-    touch "$TMP/ddprun.$ttl".{ms,rc,last,ran}
-    for i in $(seq "$RUNS"); do one ddprun "$ttl" "$i" || rc=1; done
+# At a lease_ttl in both TTLS and STORES_TTLS the two kinds take turns, run by run, so that the
+# machine's load falls on both alike.
+for ttl in $(printf '%s\n' $TTLS $STORES_TTLS | awk '!seen[$0]++'); do
+    kinds=""
+    [[ " $TTLS " == *" $ttl "* ]] && kinds=ddprun
+    [[ " $STORES_TTLS " == *" $ttl "* ]] && kinds="$kinds stores"
+    for k in $kinds; do touch "$TMP/$k.$ttl".{ms,rc,last,ran,split}; done
+    for i in $(seq "$RUNS"); do
+        for k in $kinds; do one "$k" "$ttl" "$i" || rc=1; done
+    done
     lc=$LAST_CALL_S
     [ "$ttl" != "$DEFAULT_TTL" ] && lc=$SMALL_LAST_CALL_S
-    rows+=("ddprun --rdzv_backend=etcd|lease_ttl=$ttl, last_call_timeout=$lc|ddprun.$ttl")
-    if grep -q -- - "$TMP/ddprun.$ttl.ms" || grep -vqE '^h[0-9]:0 h[0-9]:0$' "$TMP/ddprun.$ttl.rc"; then
-        echo "# ddprun at lease_ttl $ttl: a run did not re-form or did not exit 0"
-        rc=1
-    fi
+    for k in $kinds; do
+        if [ "$k" = ddprun ]; then
+            rows+=("ddprun --rdzv_backend=etcd|lease_ttl=$ttl, last_call_timeout=$lc|ddprun.$ttl")
+        else
+            rows+=("ddprun --rdzv_backend=etcd, etcd_stores: 3 candidates, $FOLLOWERS follower(s)|lease_ttl=$ttl, last_call_timeout=$lc|stores.$ttl")
+        fi
+        if grep -q -- - "$TMP/$k.$ttl.ms" || grep -vqE '^(h[0-9]+:0 ?)+$' "$TMP/$k.$ttl.rc"; then
+            echo "# ddprun ($k) at lease_ttl $ttl: a run did not re-form or did not exit 0"
+            rc=1
+        fi
+    done
 done
 if [ -n "$TORCH_BACKENDS" ]; then
     TVER=$([ $HAVE_TORCH = 1 ] && "$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)
@@ -299,4 +401,23 @@ for r in "${rows[@]}"; do
     each+=("#   $name, $set: $(tr '\n' ' ' <"$TMP/$key.ms")ms")
 done
 printf '%s\n' "${each[@]}"
+each=()
+# Each ddprun run's phases (see phases): medians and quartiles over the runs.
+echo
+echo "| launcher, backend | settings | election (the new leader's line) | next round less the election | slowest surviving candidate's first worker | slowest follower's first worker |"
+echo "|---|---|---|---|---|---|"
+cell() { # FILE FIELD: "median ms (q1-q3)" of column FIELD of FILE, or "-"
+    local med q1 q3 n
+    read -r med q1 q3 n <<<"$(cut -d' ' -f"$2" "$1" | stats)"
+    if [ "$n" = 0 ]; then echo -; else echo "$med ms ($q1-$q3)"; fi
+}
+for r in "${rows[@]}"; do
+    IFS='|' read -r name set key <<<"$r"
+    [ -s "$TMP/$key.split" ] || continue
+    awk '{print ($1 == "-" || $2 == "-") ? "-" : $2 - $1, $0}' "$TMP/$key.split" >"$TMP/$key.split2"
+    echo "| $name | $set | $(cell "$TMP/$key.split2" 2) | $(cell "$TMP/$key.split2" 1) | $(cell "$TMP/$key.split2" 4) | $(cell "$TMP/$key.split2" 5) |"
+    each+=("#   $name, $set: election, round, candidate, follower: $(sed 's/$/ ms;/' "$TMP/$key.split" | tr '\n' ' ')")
+done
+printf '%s\n' "${each[@]}" | grep 'election, round'
+echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $rc
