@@ -57,10 +57,18 @@
 /* A follower's connect bound for one candidate (a dead host's connect would take them all). */
 #define AGENT_FOLLOW_CONNECT_MS 1000
 /* A follower asks a candidate that answered "not yet" (or named the store it lost) again after a
- * wait drawn in the upper half of a bound that starts here and doubles to the next: thousands of
- * followers ask the same few candidates while an election takes its lease_ttl. */
-#define AGENT_FOLLOW_BACKOFF_FIRST_MS 100
-#define AGENT_FOLLOW_BACKOFF_MS 1000
+ * wait drawn in the upper half of a bound that starts at the first and doubles up to the job's:
+ * --nnodes max / AGENT_FOLLOW_ASKS_PER_S seconds, within the two bounds. So all the followers of a
+ * job ask the candidates at most about that many times a second while an election takes its
+ * lease_ttl (16,000 nodes: once a second each), and a small job's followers learn the new leader
+ * within 100 ms of its election. */
+#define AGENT_FOLLOW_BACKOFF_FIRST_MS 50
+#define AGENT_FOLLOW_BACKOFF_MIN_MS 100
+#define AGENT_FOLLOW_BACKOFF_MAX_MS 2000
+#define AGENT_FOLLOW_ASKS_PER_S 16000
+/* The connect bound of a try at the lost store itself (a candidate named it again): a dead
+ * process refuses at once, a dead host does not answer; neither is worth a candidate's bound. */
+#define AGENT_FOLLOW_LOST_CONNECT_MS 250
 /* Candidates that name the store a follower lost are believed AGENT_FOLLOW_STALE_TRIES times
  * (its lease has not lapsed yet: a new leader is coming); the next time the follower tries that
  * store anyway, in case it came back and was elected again. */
@@ -217,6 +225,7 @@ static void on_read_timer(uv_timer_t *t) {
 }
 
 static void follow_set(struct agent_rdzv *r, int i);
+static int follow_next(const struct agent_rdzv *r);
 
 void agent__elect_store_lost(struct agent_rdzv *r) {
     if (r->follower) {
@@ -229,7 +238,7 @@ void agent__elect_store_lost(struct agent_rdzv *r) {
         r->lost = (struct agent_store_addr){.port = r->port};
         snprintf(r->lost.addr, sizeof r->lost.addr, "%s", r->leader_addr);
         r->stale_moves = 0;
-        follow_set(r, (r->follow_at + 1) % r->n_stores);
+        follow_set(r, follow_next(r));
         return;
     }
     if (!r->reader || r->etcd == NULL || r->read_timer.data == NULL || r->read_pending ||
@@ -331,13 +340,33 @@ static void follow_set(struct agent_rdzv *r, int i) {
     agent__job_store_at(r->a, r->leader_addr, r->port, r->token);
 }
 
+static int is_lost(const struct agent_rdzv *r, const char *addr, int port) {
+    return r->lost.port == port && strcmp(r->lost.addr, addr) == 0;
+}
+
+/* The candidate after the one tried last, passing over the lost store (when another is left):
+ * candidates that still name it send the follower there now and then (agent__elect_moved). */
+static int follow_next(const struct agent_rdzv *r) {
+    int i = r->follow_at;
+    for (int k = 0; k < r->n_stores; k++) {
+        i = (i + 1) % r->n_stores;
+        if (!is_lost(r, r->stores[i].addr, r->stores[i].port))
+            return i;
+    }
+    return (r->follow_at + 1) % r->n_stores;
+}
+
 void agent__elect_try_failed(struct agent_rdzv *r) {
     if (r->follower)
-        follow_set(r, (r->follow_at + 1) % r->n_stores);
+        follow_set(r, follow_next(r));
 }
 
 int agent__elect_connect_ms(const struct agent_rdzv *r, int left_ms) {
-    return r->follower && left_ms > AGENT_FOLLOW_CONNECT_MS ? AGENT_FOLLOW_CONNECT_MS : left_ms;
+    if (!r->follower)
+        return left_ms;
+    int bound = is_lost(r, r->leader_addr, r->port) ? AGENT_FOLLOW_LOST_CONNECT_MS
+                                                    : AGENT_FOLLOW_CONNECT_MS;
+    return left_ms > bound ? bound : left_ms;
 }
 
 static uint64_t jitter_ms(uint64_t n);
@@ -345,8 +374,12 @@ static uint64_t jitter_ms(uint64_t n);
 uint64_t agent__elect_backoff_ms(struct agent_rdzv *r) {
     if (!r->follower)
         return AGENT_JOIN_RETRY_MS;
+    uint64_t cap = (uint64_t)r->a->cfg.job->max_nodes * 1000 / AGENT_FOLLOW_ASKS_PER_S;
+    cap = cap < AGENT_FOLLOW_BACKOFF_MIN_MS   ? AGENT_FOLLOW_BACKOFF_MIN_MS
+          : cap > AGENT_FOLLOW_BACKOFF_MAX_MS ? AGENT_FOLLOW_BACKOFF_MAX_MS
+                                              : cap;
     uint64_t b = r->follow_backoff_ms ? r->follow_backoff_ms : AGENT_FOLLOW_BACKOFF_FIRST_MS;
-    r->follow_backoff_ms = b * 2 > AGENT_FOLLOW_BACKOFF_MS ? AGENT_FOLLOW_BACKOFF_MS : b * 2;
+    r->follow_backoff_ms = b * 2 > cap ? cap : b * 2;
     return b / 2 + jitter_ms(b / 2);
 }
 
@@ -368,7 +401,7 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
     }
     if (strcmp(addr, r->leader_addr) == 0 && port == r->port)
         return 1; /* this very store: it will serve once its records are in */
-    if (r->follower && r->lost.port == port && strcmp(r->lost.addr, addr) == 0 &&
+    if (r->follower && is_lost(r, addr, port) &&
         ++r->stale_moves % (AGENT_FOLLOW_STALE_TRIES + 1) != 0) {
         DDP_DEBUG("the store candidate at %s:%d still names the lost store %s:%d; asking again",
                   r->addr, r->port, addr, port);

@@ -273,10 +273,12 @@ static void link_silent(struct agent_rdzv *r, int status, const char *errtext) {
 static void reconnect_lost(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status;
     char esc[AGENT_STORE_TEXT_MAX];
-    if (!uv_is_active((uv_handle_t *)&r->reconnect_timer))
-        agent__elect_try_failed(r);
-    if (reconnect_again(r) == 0)
+    int first = !uv_is_active((uv_handle_t *)&r->reconnect_timer); /* of this try's two */
+    if (reconnect_again(r) == 0) {
+        if (first)
+            agent__elect_try_failed(r); /* a follower tries the next candidate */
         return;
+    }
     DDP_ERROR("unable to reach the rendezvous store at %s:%d again within %gs: %s; this "
               "node is out of the job",
               r->addr, r->port, r->reconnect_window_ms / 1000.0,
@@ -307,10 +309,11 @@ static void reconnect_made(struct agent_rdzv *r, int status, const char *errtext
 static void reconnect_failed(struct agent_rdzv *r, int status, const char *errtext) {
     char esc[AGENT_STORE_TEXT_MAX];
     const char *why = agent__store_text(errtext, (size_t)-1, ddp_strerror(status), esc);
-    if (!uv_is_active((uv_handle_t *)&r->reconnect_timer))
-        agent__elect_try_failed(r);
+    int first = !uv_is_active((uv_handle_t *)&r->reconnect_timer); /* of this try's two */
     if (reconnect_again(r) == 0) {
         DDP_DEBUG("the rendezvous store at %s:%d is not back yet: %s", r->addr, r->port, why);
+        if (first)
+            agent__elect_try_failed(r); /* a follower tries the next candidate */
         return;
     }
     if (r->link == LINK_CHECKING)
