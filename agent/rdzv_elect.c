@@ -69,9 +69,10 @@
 /* The connect bound of a try at the lost store itself (a candidate named it again): a dead
  * process refuses at once, a dead host does not answer; neither is worth a candidate's bound. */
 #define AGENT_FOLLOW_LOST_CONNECT_MS 250
-/* Candidates that name the store a follower lost are believed AGENT_FOLLOW_STALE_TRIES times
- * (its lease has not lapsed yet: a new leader is coming); the next time the follower tries that
- * store anyway, in case it came back and was elected again. */
+/* Candidates that name the store a follower lost are not believed within lease_ttl of the loss
+ * (its lease has not lapsed yet: a new leader is coming); past that, AGENT_FOLLOW_STALE_TRIES
+ * times, and the next time the follower tries that store anyway, in case it came back and was
+ * elected again. */
 #define AGENT_FOLLOW_STALE_TRIES 3
 
 /* etcd answered: the outage watcher hears it (and says it is back, after an outage), and a start
@@ -236,6 +237,7 @@ void agent__elect_store_lost(struct agent_rdzv *r) {
         /* Round the candidates from the next one; one that names the lost store is not
          * believed at once (agent__elect_moved). */
         r->lost = (struct agent_store_addr){.port = r->port};
+        r->lost_since_ms = uv_now(r->a->cfg.loop);
         snprintf(r->lost.addr, sizeof r->lost.addr, "%s", r->leader_addr);
         r->stale_moves = 0;
         follow_set(r, follow_next(r));
@@ -401,8 +403,13 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
     }
     if (strcmp(addr, r->leader_addr) == 0 && port == r->port)
         return 1; /* this very store: it will serve once its records are in */
+    /* Within lease_ttl of the loss the lost store cannot have been elected again (its lease
+     * lapses first): a candidate naming it is behind. Past that, every fourth such answer is
+     * tried. */
+    uint64_t since = uv_now(r->a->cfg.loop) - r->lost_since_ms;
     if (r->follower && is_lost(r, addr, port) &&
-        ++r->stale_moves % (AGENT_FOLLOW_STALE_TRIES + 1) != 0) {
+        (since < (uint64_t)r->a->cfg.job->etcd.lease_ttl_s * 1000 ||
+         ++r->stale_moves % (AGENT_FOLLOW_STALE_TRIES + 1) != 0)) {
         DDP_DEBUG("the store candidate at %s:%d still names the lost store %s:%d; asking again",
                   r->addr, r->port, addr, port);
         return 1;

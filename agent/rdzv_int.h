@@ -173,6 +173,7 @@ struct agent_rdzv {
     int follower;
     int follow_at;                /* the candidate it tries now */
     struct agent_store_addr lost; /* the store it lost (port 0: none since a JOIN) */
+    uint64_t lost_since_ms;       /* uv_now() when it lost it */
     int stale_moves;              /* candidates naming the lost store, in a row */
     int follow_redirected;        /* the link leaves a candidate for the store it
                                      named: no store was lost */
