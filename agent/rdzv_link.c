@@ -43,7 +43,9 @@
  * JOIN gets the waiting line instead; an unanswered heartbeat is checked against the keep-alive
  * bound (SILENT past it, a BEAT_FOR on the spare connection after 1.5 intervals); else this
  * node's progress and a HEARTBEAT go out. Callbacks of a closed connection (DDP_ECANCELED) are
- * dropped before the table. */
+ * dropped before the table. A follower (--rdzv_conf etcd_stores) meets a candidate, not the
+ * store: its UP + CONNECT_FAILED goes to RECONNECTING for the join timeout, and every failed try
+ * moves it to the next candidate (agent__elect_try_failed), each with a short connect bound. */
 #include "rdzv_int.h"
 
 #include <errno.h>
