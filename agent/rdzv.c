@@ -185,8 +185,14 @@ static int refusal_names_run(int code) {
 
 static void on_join_retry(uv_timer_t *t) {
     struct agent_rdzv *r = t->data;
-    if (r->link == LINK_UP && r->a->sup.state == SUP_JOINING)
+    if (r->a->sup.state != SUP_JOINING)
+        return;
+    if (r->link == LINK_UP)
         agent__rdzv_join(r->a);
+    else if (r->link == LINK_RECONNECTING || r->link == LINK_CHECKING)
+        /* The new control connection answered "not yet" before the watch connection was made:
+         * asked again once the link is up (another loss JOINs anew and stops this timer). */
+        uv_timer_start(t, on_join_retry, AGENT_JOIN_RETRY_MS, 0);
 }
 
 static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const char *errtext) {
@@ -702,8 +708,12 @@ static int maybe_host(struct agent_rdzv *r) {
  * here (a stopped leader does not close its connections). */
 static void store_moved(struct agent_rdzv *r, const char *addr, int port, const char *via) {
     agent_t *a = r->a;
-    if (r->elected && strcmp(r->leader_addr, addr) == 0 && r->port == port)
+    /* The same address again is news only when this node has come to serve it: a candidate of
+     * etcd_stores started again where its previous agent's key still named it, now elected. */
+    int same = r->elected && strcmp(r->leader_addr, addr) == 0 && r->port == port;
+    if (same && (r->said_serving || !r->leading))
         return;
+    r->said_serving = r->leading;
     int first = !r->elected;
     snprintf(r->leader_addr, sizeof r->leader_addr, "%s", addr);
     r->port = port;
@@ -723,8 +733,8 @@ static void store_moved(struct agent_rdzv *r, const char *addr, int port, const 
                 "rendezvous store now at %s%s (elected through etcd at %s)", shown,
                 r->leading ? ", served by this node" : "", a->cfg.job->etcd.endpoints);
     agent__evlog(a, "rendezvous_store_elected", "{s:s, s:b}", "store", shown, "self", r->leading);
-    if (first || r->ctl == NULL)
-        return;
+    if (same || first || r->ctl == NULL)
+        return; /* same: the link meets this store already (its JOIN was told "not yet") */
     if (r->link == LINK_UP)
         agent__link_lost(r, "the rendezvous store moved (a new leader was elected)");
     else if (r->link == LINK_RECONNECTING || r->link == LINK_CHECKING)

@@ -275,7 +275,10 @@ static int may_serve(void *arg, const char *run_id) {
 
 /* The store's rdzv_server_set_redirect: a candidate that does not lead names the store that
  * does, or says "not yet" while the election names none (at the start, or after the leader key
- * went with its lease). A leader deposed by the clock knows no other: refused as before. */
+ * went with its lease) or names this very address (a candidate of etcd_stores started again
+ * where its previous agent served: that one's key stays until its lease lapses; refusing would
+ * send this agent's own link, which follows the key here, round a refused reconnection at once,
+ * again and again). A leader deposed by the clock knows no other: refused as before. */
 static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
     (void)run_id;
     struct agent_rdzv *r = arg;
@@ -286,7 +289,7 @@ static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
     if (!r->elected || r->leader_gone)
         return RDZV_NOT_YET;
     rdzv_etcd_store_addr_format(out, cap, r->leader_addr, r->port);
-    return strcmp(out, r->self_value) == 0 ? 0 : 1;
+    return strcmp(out, r->self_value) == 0 ? RDZV_NOT_YET : 1;
 }
 
 /* ---- followers (--rdzv_conf etcd_stores) ---- */

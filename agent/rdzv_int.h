@@ -127,7 +127,10 @@ struct agent_rdzv {
     uint64_t join_report_at;    /* uv_now() of the next waiting line */
     uint64_t join_report_gap;
     int join_status_pending; /* an RDZV_STATUS for the waiting line is on the watch connection */
-    int spare_said;          /* waiting as a spare was logged (until the next round joined) */
+    /* A follower or reader (no etcd watch names a new store) checks the store it JOINs: */
+    int join_probe_pending;      /* a counts-only RDZV_STATUS on the watch connection */
+    uint64_t join_probe_sent_ms; /* uv_now() when it was sent */
+    int spare_said;              /* waiting as a spare was logged (until the next round joined) */
     /* The root cause, as the store decides it (the first FAIL of a round counts): */
     agent_fail_state_t fail; /* this node's FAIL of its round, and what the store made of it */
     char root_cause[AGENT_STORE_TEXT_MAX]; /* the run failed: the store's root cause (escaped) */
@@ -148,6 +151,7 @@ struct agent_rdzv {
     char self_host[RDZV_HOST_MAX + 1]; /* ... and address as published (r->host, or etcd_stores') */
     int elected;                       /* the election named a store (leader_addr:port) */
     int leading;                       /* ... this agent's own */
+    int said_serving;                  /* the last "store now at" line said this node serves it */
     int etcd_down; /* a start or a reader said etcd does not answer: said once until it does */
     rdzv_etcd_outage_t outage;   /* once elected, a candidate's: probes after a failed call */
     uv_timer_t resign_timer;     /* the bound on resigning (agent__elect_stop) */

@@ -158,6 +158,7 @@ static int reconnect_try(struct agent_rdzv *r) {
     rdzv_aclient_close(r->watch, NULL, NULL);
     r->ctl = r->watch = NULL;
     r->hb_pending = 0;
+    r->join_probe_pending = 0;
     spare_close(r);
     r->member = 0; /* the store that forgot the run forgot the member too */
     r->watch_round = -1;
@@ -437,6 +438,38 @@ static void spare_beat(struct agent_rdzv *r) {
     }
 }
 
+static void on_join_probe(void *arg, int status, const rdzv_round_reply_t *rep,
+                          const char *errtext) {
+    (void)rep, (void)errtext;
+    if (status != DDP_ECANCELED) /* a closed connection's: join_probe_pending was reset */
+        ((struct agent_rdzv *)arg)->join_probe_pending = 0;
+}
+
+/* While this node's JOIN is parked, a follower or a reader (etcd_stores, etcd_candidates) has no
+ * election watch to name a new store when the one it JOINed goes silent (its host cut off: no
+ * close ever comes), and the JOIN would wait out its reply timeout, past the others' join
+ * timeout. So it asks the store for the run's counts on the watch connection (idle during a
+ * JOIN) at each tick; one unanswered for the keep-alive bound is the store's silence. */
+static void join_probe(struct agent_rdzv *r, uint64_t bound) {
+    uint64_t now = uv_now(r->a->cfg.loop);
+    if (!(r->follower || r->reader) || r->watch == NULL)
+        return;
+    if (r->join_probe_pending) {
+        if (now - r->join_probe_sent_ms > bound) {
+            char why[96];
+            snprintf(why, sizeof why, "no answer while joining for %llu ms",
+                     (unsigned long long)(now - r->join_probe_sent_ms));
+            agent__link_event(r, LINK_EV_SILENT, 0, why);
+        }
+        return;
+    }
+    if (rdzv_acall_status_page(r->watch, r->a->cfg.job->run_id, 0, 0, on_join_probe, r, NULL) ==
+        0) {
+        r->join_probe_pending = 1;
+        r->join_probe_sent_ms = now;
+    }
+}
+
 static void on_hb_timer(uv_timer_t *t) {
     agent__link_event(t->data, LINK_EV_TICK, 0, NULL);
 }
@@ -447,9 +480,14 @@ static void link_tick(struct agent_rdzv *r, int status, const char *errtext) {
     (void)status, (void)errtext;
     agent_t *a = r->a;
     const agent_job_t *job = a->cfg.job;
-    /* Behind a parked JOIN a heartbeat would only queue; joiners are not checked anyway. */
+    /* The server declares a node dead after this much silence: a node that hears nothing back
+     * for as long is cut off (network, a stopped store) and must not go on alone. */
+    uint64_t bound =
+        (uint64_t)job->rdzv.keep_alive_interval_ms * (uint64_t)job->rdzv.keep_alive_max_attempt;
+    /* Behind a parked JOIN a heartbeat would only queue; the store does not check joiners. */
     if (a->sup.state == SUP_JOINING) {
         agent__rdzv_join_progress(r);
+        join_probe(r, bound);
         return;
     }
     if (!r->hb_pending) {
@@ -457,10 +495,6 @@ static void link_tick(struct agent_rdzv *r, int status, const char *errtext) {
         agent__link_heartbeat(r);
         return;
     }
-    /* The server declares a node dead after this much silence: a node that hears nothing back
-     * for as long is cut off (network, a stopped store) and must not go on alone. */
-    uint64_t bound =
-        (uint64_t)job->rdzv.keep_alive_interval_ms * (uint64_t)job->rdzv.keep_alive_max_attempt;
     uint64_t now = uv_now(a->cfg.loop);
     /* A BEAT_FOR the store counted since then: it hears this node. */
     uint64_t heard = r->spare_answered_ms > r->hb_sent_ms ? r->spare_answered_ms : r->hb_sent_ms;

@@ -4,7 +4,9 @@
 running a ddprun agent of one `train` job (2 workers a host, world 6, CPU collectives over TCP
 between the hosts, checkpoints in a directory every host shares), the store either a standalone
 ddp-rendezvous on a fourth namespace, embedded in host a's agent, or (--rdzv_backend=etcd, one
-etcd member on the fourth namespace) embedded in the agent the hosts elect. A seeded random schedule
+etcd member on the fourth namespace) embedded in the agent the hosts elect: every agent a candidate,
+or (--rdzv_conf etcd_stores) two store candidates at known addresses and a follower that never
+talks to etcd. A seeded random schedule
 injects, at random moments (rendezvous, start-up, training, checkpoint writing, the exit
 barrier): worker SIGKILL, worker SIGSTOP (a hang), agent SIGKILL followed by the host starting
 its agent again (as Slurm's requeue would), a link flap shorter than the keep-alive bound (must
@@ -54,14 +56,18 @@ from hosts import (Net, children, comm, die_with_campaign, env_of, exit_text, fd
 
 KINDS = ["worker_kill", "worker_stop", "agent_kill", "link_flap", "link_down", "store_restart",
          "sick_node", "store_host_kill", "slow_node"]
-# The variants, in the order the jobs take them (job 0 first): the store a standalone daemon, the
-# agents' elected through etcd, host a's agent's. A one-minute campaign (make test) runs the first
-# two. The kinds only one variant has, and the share of --per-job its jobs carry (the campaign
-# asks share / 2 of --min-per-kind of them): the daemon's restarts carry the other variants'
-# share; a store host kill costs its job a lease TTL and a re-formed round (3 to 6 s), so etcd's
-# jobs carry 0.6 of a share, which keeps the one-minute campaign about as long as it was.
-VARIANTS = ["daemon", "etcd", "embedded"]
-ONLY_IN = {"store_restart": ("daemon", 2.0), "store_host_kill": ("etcd", 0.6)}
+# The variants, in the order the jobs take them (job 0 first): the store a standalone daemon; the
+# agents' elected through etcd with two store candidates at known addresses and a follower
+# (etcd_stores); host a's agent's; elected through etcd with every agent a candidate. A one-minute
+# campaign (make test) runs the first two: the candidates' election is etcd's as in the last
+# variant, and the follower is what etcd_stores adds. The kinds only some variants have, and the
+# share of --per-job their jobs carry (the campaign asks share / 2 of --min-per-kind of them):
+# the daemon's restarts carry the other variants' share; a store host kill costs its job a lease
+# TTL and a re-formed round (3 to 6 s), so the etcd jobs carry 0.6 of a share, which keeps the
+# one-minute campaign about as long as it was.
+VARIANTS = ["daemon", "etcd_stores", "embedded", "etcd"]
+ETCD_VARIANTS = ("etcd", "etcd_stores")
+ONLY_IN = {"store_restart": (("daemon",), 2.0), "store_host_kill": (ETCD_VARIANTS, 0.6)}
 # Kinds every variant has, at a share of --per-job (and half that share of --min-per-kind: a job
 # may end before its last one found the job steady): a slow node holds the schedule still for
 # about 6 s (its duration and its bound, so that the straggler verdict is its alone).
@@ -74,6 +80,11 @@ def min_count(kind, min_per_kind):
         return math.ceil(min_per_kind * SHARE[kind] / 2)
     return math.ceil(min_per_kind * ONLY_IN.get(kind, (None, 2.0))[1] / 2)
 ETCD_PORT = 2379
+# etcd_stores: the first two hosts of a job's order (drawn per job) are the store candidates, node
+# ranks 0 and 1, serving at PORT on their addresses; the third is a follower (node rank 2), given
+# an etcd endpoint where no host answers: one that asked etcd would never join.
+STORE_CANDIDATES = 2
+NOBODY = 99
 # The etcd backend's lease: a flap (at most 0.8 s, answered by 1.4 s) never costs the serving
 # agent its lease (keepalives every TTL/3).
 LEASE_TTL = 3
@@ -152,13 +163,23 @@ class Job:
         self.calm = {}              # (host, round) -> no other fault in effect at that start
         self.slow_threads, self.halt = slow_node.state()  # the duty cycling, its end
         self.problems = []          # (invariant, text)
+        self.rank = {}              # etcd_stores: host -> node rank (candidates first)
+        if variant == "etcd_stores":
+            order = list(HOSTS)
+            rng.shuffle(order)
+            self.rank = {h: i for i, h in enumerate(order)}
+
+    def on_etcd(self):
+        return self.variant in ETCD_VARIANTS
 
     def problem(self, invariant, text):
         self.problems.append((invariant, text))
 
     # ------------------------------------------------------------------ processes
-    def endpoint(self):
-        if self.variant == "etcd":
+    def endpoint(self, h):
+        if self.rank.get(h, 0) >= STORE_CANDIDATES:
+            return f"{self.c.net.sub}.{NOBODY}:{ETCD_PORT}"
+        if self.on_etcd():
             return f"{self.c.net.addr['s']}:{ETCD_PORT}"
         return f"{self.c.net.addr['s' if self.variant == 'daemon' else 'a']}:{PORT}"
 
@@ -230,11 +251,16 @@ class Job:
         conf = (f"last_call_timeout=0.3,join_timeout=90,keep_alive_interval={KA_INTERVAL},"
                 f"keep_alive_max_attempt={KA_ATTEMPTS},close_timeout=30,"
                 f"store_reconnect_timeout=60,max_node_failures={MAX_NODE_FAILURES}")
-        backend = "etcd" if self.variant == "etcd" else "c10d"
+        backend = "etcd" if self.on_etcd() else "c10d"
         if backend == "etcd":
             conf += f",lease_ttl={LEASE_TTL}"
-        argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}",
-                f"--rdzv_backend={backend}", f"--rdzv_endpoint={self.endpoint()}",
+        ranks = []
+        if self.rank:
+            cands = sorted((r, x) for x, r in self.rank.items() if r < STORE_CANDIDATES)
+            conf += ",etcd_stores=" + "+".join(f"{self.c.net.addr[x]}:{PORT}" for _, x in cands)
+            ranks = [f"--node_rank={self.rank[h]}"]
+        argv = [self.c.ddprun, "--nnodes=3", f"--nproc_per_node={NPROC}", *ranks,
+                f"--rdzv_backend={backend}", f"--rdzv_endpoint={self.endpoint(h)}",
                 f"--rdzv_id={self.run_id}",
                 f"--rdzv_conf={conf}", "--max_restarts=100000",
                 f"--heartbeat_timeout={HB_TIMEOUT}", f"--initial_heartbeat_timeout={HB_INITIAL}",
@@ -472,7 +498,7 @@ class Job:
         t0 = now()
         if self.variant == "daemon":
             self.start_daemon()
-        if self.variant == "etcd":
+        if self.on_etcd():
             self.start_etcd()
         for h in HOSTS:
             self.start_agent(h)
@@ -570,7 +596,7 @@ class Job:
             except subprocess.TimeoutExpired:
                 mem = None
             self.daemon_samples.append((self.daemon.pid, r, mem, rss_kb(self.daemon.pid)))
-        serving = self.store_host() if self.variant == "etcd" else None
+        serving = self.store_host() if self.on_etcd() else None
         for h in HOSTS:
             p = self.agent.get(h)
             # Like with like: an agent between groups (its group just failed) holds neither the
@@ -624,8 +650,8 @@ class Campaign:
     def plan(self, rng, variant):
         per = self.args.per_job
         kinds = [k for k in self.args.kinds for _ in range(per) if k not in ONLY_IN | SHARE]
-        for k, (v, share) in ONLY_IN.items():
-            if v == variant and k in self.args.kinds:
+        for k, (vs, share) in ONLY_IN.items():
+            if variant in vs and k in self.args.kinds:
                 kinds += [k] * round(per * share)
         for k, share in SHARE.items():
             if k in self.args.kinds:
@@ -889,9 +915,10 @@ def main():
             print(f"chaos: skipped: {tool} is missing")
             return 77
     if shutil.which("etcd") is None:
-        print("chaos: etcd is missing (scripts/ensure-deps.sh --test): no etcd variant, no "
+        print("chaos: etcd is missing (scripts/ensure-deps.sh --test): no etcd variants, no "
               "store_host_kill", flush=True)
-        VARIANTS.remove("etcd")
+        for v in ETCD_VARIANTS:
+            VARIANTS.remove(v)
         args.kinds = [k for k in args.kinds if k != "store_host_kill"]
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"chaos: seed {seed} (replay: CHAOS_SEED={seed})", flush=True)

@@ -5,7 +5,8 @@
 # The short fault-injection campaign (tests/chaos/chaos.py, docs/RELIABILITY.md): three hosts in
 # network namespaces run `train` under a seeded random schedule of worker SIGKILL and SIGSTOP,
 # agent SIGKILL (then started again), link flaps and outages, the ddp-rendezvous daemon killed
-# and started again, the host that serves the store on etcd (--rdzv_backend=etcd) killed whole,
+# and started again, the host that serves the store on etcd (--rdzv_backend=etcd, two store
+# candidates at known addresses and a follower: --rdzv_conf etcd_stores) killed whole,
 # sick nodes (a host whose group starts fail at once for a while, with max_node_failures=2 at
 # the minimum node count: it must stay), and slow nodes (a host's workers SIGSTOP/SIGCONT
 # duty-cycled for a few seconds: named a straggler, no other host ever named); at least

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 25
+# suite-cost: 45
 # --rdzv_conf etcd_stores=HOST:PORT+... (agent/rdzv_elect.c): store candidates at addresses known
 # in advance (node rank i serves the i-th) stand for election through etcd; every other agent is
 # a follower that never talks to etcd: it JOINs a candidate, and one that does not lead answers
@@ -15,6 +15,10 @@
 #   serves, every survivor re-forms under it (round 1) and exits 0;
 # - a follower started 2 s before its only candidate goes round the candidates until it answers:
 #   the job forms and exits 0;
+# - the serving candidate SIGKILLed and started again at once at its address, where the leader
+#   key still names its previous agent's store until that lease lapses: its store answers "not
+#   yet" (its own link, which follows the key there, is not refused and reconnected again and
+#   again), the job of 3 re-forms with it and exits 0, and the store that serves then says so;
 # - a candidate whose address is taken: one line naming etcd_stores, exit 2;
 # - two ddp-rendezvous --etcd daemons as the candidates (etcd_agents_campaign=0: every agent a
 #   follower): the agents JOIN the standby first, which names the serving one; exit 0;
@@ -35,6 +39,8 @@ SECTIONS=("candidate 0 stands by while 1 leads; 2 followers JOIN through it: the
     "... etcd holds the 3 candidates' watches alone"
     "SIGKILL of the serving candidate: another serves, the 4 survivors re-form and exit 0"
     "a follower started before its candidate goes round until it answers: exit 0"
+    "a serving candidate started again at its address: not yet, no refusal loop; the job re-forms, exit 0"
+    "... the store that serves then says so"
     "a candidate whose address is taken: one line naming etcd_stores, exit 2"
     "ddp-rendezvous --etcd daemons at etcd_stores: agents (campaign=0) JOIN the standby, follow it to the leader, exit 0"
     "a candidate's name that does not resolve: another's is kept, its own is an error"
@@ -137,6 +143,47 @@ for i in 0 1; do reap "early.$i" 40 || ra=1; done
 [ $ra = 0 ] && grep -q 'a follower' "$TMP/early.1.out"
 verdict "a follower started before its candidate goes round until it answers: exit 0" ||
     show_tail "$TMP/early.0.out" "$TMP/early.1.out"
+
+# ---- the serving candidate started again at its address ----
+export FW_DIR=$TMP/again FW_SLEEP_MS=5000
+mkdir -p "$FW_DIR"
+A0=$(free_port); A1=$(free_port)
+ASTORES="127.0.0.1:$A0+127.0.0.1:$A1"
+again() { # again RANK: the agent of node rank RANK (2: the follower), in the background
+    "$DDPRUN" -v --nnodes=3 --node_rank="$1" --nproc_per_node=1 --rdzv_backend=etcd \
+        --rdzv_endpoint="127.0.0.1:$P1" --rdzv_id=again --max_restarts=3 \
+        --rdzv_conf="$CONF,etcd_stores=$ASTORES" "$FW" >>"$TMP/again.$1.out" 2>&1 &
+    APID[again.$1]=$!
+}
+for i in 0 1 2; do again $i; done
+for _ in $(seq 300); do
+    [ "$(ls "$FW_DIR" | grep -c '^pid\.')" = 3 ] && break
+    sleep 0.05
+done
+K=0
+grep -q 'served by this node' "$TMP/again.1.out" && K=1
+kill -KILL "${APID[again.$K]}"
+wait "${APID[again.$K]}" 2>/dev/null
+echo "--- started again" >>"$TMP/again.$K.out"
+again $K
+ra=0
+for i in 0 1 2; do reap "again.$i" 40 || ra=1; done
+# After the restart: how often its own store refused it, and the store the others ended at.
+lost=$(sed -n '/^--- started again/,$p' "$TMP/again.$K.out" | grep -c 'no longer serves')
+last=$(cat "$TMP/again.$((1 - K)).out" "$TMP/again.2.out" | grep -o 'rendezvous store now at 127.0.0.1:[0-9]*' |
+    tail -1 | grep -o '[0-9]*$')
+[ $ra = 0 ] && [ "$lost" = 0 ] && grep -q 'round 1: node' "$TMP/again.2.out" &&
+    sed -n '/^--- started again/,$p' "$TMP/again.$K.out" | grep -q 'round 1: node'
+verdict "a serving candidate started again at its address: not yet, no refusal loop; the job re-forms, exit 0" ||
+    { echo "# candidate $K restarted; refused by its own store $lost times"; show_tail "$TMP/again.$K.out" "$TMP/again.2.out"; }
+if [ "$last" = "$([ $K = 0 ] && echo "$A0" || echo "$A1")" ]; then
+    sed -n '/^--- started again/,$p' "$TMP/again.$K.out" | grep -q "store now at 127.0.0.1:$last, served by this node"
+else
+    grep -q "store now at 127.0.0.1:$last, served by this node" "$TMP/again.$((1 - K)).out"
+fi
+verdict "... the store that serves then says so" ||
+    { echo "# the others ended at port $last"; show_tail "$TMP/again.0.out" "$TMP/again.1.out"; }
+echo "# serving candidate $K restarted at its address; the store then served at port $last ($([ "$last" = "$A0" ] && echo candidate 0 || echo candidate 1))"
 
 # ---- a candidate's address taken ----
 T0=$(free_port)

@@ -5,7 +5,8 @@
  * store a loss reconnects to (the daemon's, an agent's, one this agent hosts, none), the end of a
  * reconnection and of its window, a loss after this node was counted at an agent's store's exit
  * barrier, the heartbeat's silence bound and the spare connection's BEAT_FOR, and a HEARTBEAT
- * refused by a store that no longer serves (etcd: the link follows the election at once).
+ * refused by a store that no longer serves (etcd: the link follows the election at once), and
+ * a follower's or reader's probe of the store its JOIN is parked at.
  *
  * rdzv_link.c is linked alone: the rendezvous clients it calls (rdzv_aclient_*, rdzv_acall_*) and
  * the agent functions it calls (the supervisor's agent__event, the exit barrier, rdzv.c's
@@ -38,6 +39,7 @@ typedef struct effects {
     int closes; /* rdzv_aclient_close of a connection (NULL not counted) */
     int heartbeats;
     int beat_fors;
+    int probes; /* counts-only STATUS_PAGE on the watch connection (a joiner's probe) */
     int barrier_resets;
     int join_progress;
     int progress_sends;
@@ -50,10 +52,11 @@ typedef struct effects {
 } effects_t;
 
 static effects_t fx;
-static int connect_rc;         /* what the next rdzv_aclient_connect returns */
-static uint64_t now_ms;        /* the loop's clock */
-static int retry_timer_active; /* the reconnect timer, as uv_is_active sees it */
-static int barrier_counted;    /* what agent__barrier_counted says */
+static rdzv_aclient_t *rz_watch(void); /* the link's watch connection now */
+static int connect_rc;                 /* what the next rdzv_aclient_connect returns */
+static uint64_t now_ms;                /* the loop's clock */
+static int retry_timer_active;         /* the reconnect timer, as uv_is_active sees it */
+static int barrier_counted;            /* what agent__barrier_counted says */
 
 /* The connections rdzv_aclient_connect hands out, and the callbacks it was given. */
 static char conns[MAX_CONNS];
@@ -61,6 +64,8 @@ static rdzv_aconnect_cb conn_cb[MAX_CONNS];
 static void *conn_arg[MAX_CONNS];
 static rdzv_acall_cb hb_cb; /* the last HEARTBEAT's */
 static void *hb_arg;
+static rdzv_acall_cb probe_cb; /* the last probe's */
+static void *probe_arg;
 
 int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_aconnect_cb cb,
                          void *arg, rdzv_aclient_t **out, ddp_err_t *err) {
@@ -104,6 +109,18 @@ int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member, i
     assert_int_equal(member, 7);
     assert_int_equal(member_key, 77);
     fx.beat_fors++;
+    return 0;
+}
+
+int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first, int64_t limit,
+                           rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
+    (void)run_id, (void)err;
+    assert_ptr_equal(c, rz_watch());
+    assert_int_equal(first, 0);
+    assert_int_equal(limit, 0);
+    fx.probes++;
+    probe_cb = cb;
+    probe_arg = arg;
     return 0;
 }
 
@@ -172,6 +189,10 @@ int __wrap_uv_is_active(const uv_handle_t *h);
 static struct agent_rdzv rz;
 static agent_t ag;
 static agent_job_t job;
+
+static rdzv_aclient_t *rz_watch(void) {
+    return rz.watch;
+}
 
 uint64_t __wrap_uv_now(const uv_loop_t *loop) {
     (void)loop;
@@ -636,6 +657,51 @@ static void test_follower(void **state) {
     assert_int_equal(fx.nevents, 0);
 }
 
+/* A follower or reader whose JOIN is parked (no heartbeat goes behind it, and no etcd watch
+ * names a new store) probes the store on the watch connection at each tick: answered, nothing
+ * happens; unanswered past the keep-alive bound, the store is lost (a cut-off host closes
+ * nothing). Any other agent does not probe. */
+static void test_joiner_probe(void **state) {
+    (void)state;
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    ag.sup.state = SUP_JOINING;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.probes, 0); /* a candidate: the election names a new store */
+    assert_int_equal(fx.join_progress, 1);
+
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    ag.sup.state = SUP_JOINING;
+    rz.follower = 1;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.probes, 1);
+    assert_int_equal(fx.heartbeats, 0);
+    rdzv_round_reply_t rep = {.cmd = RDZV_CMD_RDZV_STATUS_PAGE, .status = 0};
+    probe_cb(probe_arg, 0, &rep, NULL);
+    now_ms += 1000;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.probes, 2);
+    now_ms += 3000; /* the keep-alive bound (3 x 1 s) is 3 s: not yet past it */
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(rz.link, LINK_UP);
+    assert_int_equal(fx.probes, 2); /* one at a time */
+    now_ms += 1;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+    assert_int_equal(fx.nevents, 1);
+    assert_int_equal(fx.events[0], EV_STORE_LOST);
+    assert_int_equal(rz.join_probe_pending, 0);
+    probe_cb(probe_arg, DDP_ECANCELED, NULL, NULL); /* the old connection's: dropped */
+
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    ag.sup.state = SUP_JOINING;
+    rz.reader = 1;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.probes, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_cell),
@@ -649,6 +715,7 @@ int main(void) {
         cmocka_unit_test(test_etcd_follows_the_election),
         cmocka_unit_test(test_heartbeat_refused),
         cmocka_unit_test(test_follower),
+        cmocka_unit_test(test_joiner_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
