@@ -726,7 +726,9 @@ static void store_moved(struct agent_rdzv *r, const char *addr, int port, const 
      * were said). */
     int start = first || (r->follower && r->round_told < 0 && !r->spare_said);
     if (via != NULL)
-        ddp_log(start ? DDP_LOG_INFO : DDP_LOG_WARN,
+        ddp_log(r->follow_quiet ? DDP_LOG_DEBUG
+                : start         ? DDP_LOG_INFO
+                                : DDP_LOG_WARN,
                 "rendezvous store now at %s (named by the store candidate at %s)", shown, via);
     else
         ddp_log(start ? DDP_LOG_INFO : DDP_LOG_WARN,

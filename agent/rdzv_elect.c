@@ -389,6 +389,12 @@ uint64_t agent__elect_backoff_ms(struct agent_rdzv *r) {
 }
 
 void agent__elect_joined(struct agent_rdzv *r) {
+    /* Said once a store takes the JOIN: a follower reaches candidates on its way, which are not
+     * the store (their connections are said at debug). */
+    if (r->follower && r->lost.port != 0)
+        DDP_WARN("rendezvous store found at %s:%d, %.1f s after the loss of %s:%d", r->addr,
+                 r->port, (double)(uv_now(r->a->cfg.loop) - r->lost_since_ms) / 1000.0,
+                 r->lost.addr, r->lost.port);
     r->lost.port = 0;
     r->stale_moves = 0;
     r->follow_backoff_ms = 0;
@@ -419,7 +425,10 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
     }
     rdzv_etcd_store_addr_format(via, sizeof via, r->leader_addr, r->port);
     r->follow_redirected = r->follower;
+    /* A try at the lost store in case it came back is no news: said at debug. */
+    r->follow_quiet = r->follower && is_lost(r, addr, port);
     r->elect_hooks->moved(r, addr, port, via);
+    r->follow_quiet = 0;
     return 0;
 }
 

@@ -179,6 +179,7 @@ struct agent_rdzv {
     struct agent_store_addr lost; /* the store it lost (port 0: none since a JOIN) */
     uint64_t lost_since_ms;       /* uv_now() when it lost it */
     int stale_moves;              /* candidates naming the lost store, in a row */
+    int follow_quiet;             /* the move being made is a try at the lost store: no line */
     int follow_redirected;        /* the link leaves a candidate for the store it
                                      named: no store was lost */
     uint64_t follow_backoff_ms;   /* the next "not yet" or stale answer's wait bound */

@@ -297,8 +297,9 @@ static void reconnect_made(struct agent_rdzv *r, int status, const char *errtext
         return;
     r->link = LINK_UP;
     uint64_t down = uv_now(r->a->cfg.loop) - r->reconnect_since_ms;
-    if (r->follower && r->lost.port == 0) {
-        /* A follower that went where a candidate sent it, or round them at the start. */
+    if (r->follower) {
+        /* A follower reaches candidates on its way to the store: the store is said when it
+         * takes the JOIN (agent__elect_joined). */
         DDP_DEBUG("connected to the rendezvous store at %s:%d", r->addr, r->port);
         return;
     }

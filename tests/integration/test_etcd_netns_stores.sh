@@ -115,17 +115,12 @@ new_store() {
 # last_reach: "MS ADDR", the last store (candidate or not) the follower reached since T0 before
 # its round 1: the one that took its JOIN.
 last_reach() {
-    grep -E "W (rendezvous store now at|reconnected to the rendezvous store at) |round 1: node" \
+    grep -E "W rendezvous store (now|found) at |round 1: node" \
         "$D/d.out" | sed -n '/round 1: node/q;p' |
         awk -v t="$T0" '{ split($3, a, "[:.]"); m = ((a[1] * 60 + a[2]) * 60 + a[3]) * 1000 + a[4]
-            if (m >= t && match($0, /(store now|rendezvous store) at [^ ,]+/)) {
+            if (m >= t && match($0, /store (now|found) at [^ ,]+/)) {
                 s = substr($0, RSTART, RLENGTH); sub(/.* /, "", s); last = m " " s } }
             END { print last }'
-}
-# stale_tries H: how often since T0 the follower went back to host H's store (a candidate still
-# named it; every fourth time the follower tries it).
-stale_tries() {
-    lines_since "$D/d.out" "W rendezvous store now at $(addr_of "$1" | sed 's/\./\\./g'):$SPORT \(named by" "$T0"
 }
 # after T: "+N ms" from T0, or "never".
 after() { if [ -n "$1" ]; then echo "+$(($1 - T0)) ms"; else echo never; fi; }
@@ -172,7 +167,7 @@ verdict "b. SIGKILL of the serving candidate's host: the others, the follower am
 [ -n "$round1" ] && [ $((round1 - T0)) -le $BOUND ]
 verdict "b. ... the follower's next round within lease_ttl + (raft failover) + back-off + connect bound + last call + slack" ||
     { echo "# follower's round 1 at $(after "$round1"), bound $BOUND ms"; show_tail "$D/d.out"; }
-echo "# b. SIGKILL of $P$K (serving; etcd's raft leader on ${RAFT:-?}): the follower lost it at $(after "$lost"), went back to it $(stale_tries "$K") times, the new store served on $P${newh:-?} at $(after "$newsrv"), the follower reached it at $(after "$moved"), ran round 1 at $(after "$round1") (bound $BOUND ms)"
+echo "# b. SIGKILL of $P$K (serving; etcd's raft leader on ${RAFT:-?}): the follower lost it at $(after "$lost"), the new store served on $P${newh:-?} at $(after "$newsrv"), the follower reached it at $(after "$moved"), ran round 1 at $(after "$round1") (bound $BOUND ms)"
 etcd_on "$K"
 etcd_ready "$K" 30 || echo "# member on $P$K did not come back"
 
@@ -204,7 +199,7 @@ verdict "c. the serving candidate's host cut off: the follower, its connections 
     [ "$(last_step)" = $STEPS ] && [ -z "$(procs_on "$C" train)" ]
 verdict "c. ... the cut-off agent stops (exit non-zero), the majority side finishes, exit 0" ||
     { echo "# $(rcs $C $MAJ); lease lost at $(after "$gone")"; show_tail $(outs $C $MAJ); }
-echo "# c. $P$C cut off (serving; etcd's raft leader on ${RAFT:-?}): its lease lost at $(after "$gone"), a new store served on $P${newh:-?} at $(after "$newsrv"); the follower lost it at $(after "$lost"), tried it again (each time until its 1 s connect bound) $(stale_tries "$C") times, reached it at $(after "$moved"), ran round 1 at $(after "$round1") (bound $BOUND ms)"
+echo "# c. $P$C cut off (serving; etcd's raft leader on ${RAFT:-?}): its lease lost at $(after "$gone"), a new store served on $P${newh:-?} at $(after "$newsrv"); the follower lost it at $(after "$lost"), reached it at $(after "$moved"), ran round 1 at $(after "$round1") (bound $BOUND ms)"
 ip -n "${P}br" link set "v$C" up
 
 # ------------------------------------------------------------------------------------ the end
