@@ -14,9 +14,21 @@
  * Prints one markdown row, then the summary line `rdzv-scale nodes=N ...`.
  * --keep-alive-ms K sets the run's keep-alive interval (default 5000, the store's default): the
  * silent node's detection takes 3 x K, so a small K makes a quick run (the smoke test's).
+ * Store candidates of the etcd backend (ddp-rendezvous --etcd, bench/scale.sh):
+ *   --run-id ID     the main run's id (ID-jR and ID-dR the join runs'), for daemons that stand for
+ *                   those run ids (default: ids of this process's own)
+ *   --join-at P     every node connects first to the store on 127.0.0.1:P, a candidate that does
+ *                   not lead, and follows its redirect to PORT's: the join runs and the main run
+ *                   (join_ms) include the redirect; R more join runs JOIN at PORT directly
+ *                   (join_direct_ms); each redirected join's line says how much CPU the
+ *                   simulator (every node's side of its connections) and the leader spent
+ *   --failover LIST after the other paths, while every node heartbeats, SIGKILL DAEMON_PID (the
+ *                   leader): kill -> every node assigned to a round at the new leader (each
+ *                   connects to the candidates of LIST, "HOST:PORT+HOST:PORT...", in order, and
+ *                   follows their "not yet" and redirect answers): failover_ms
  * Exits 0 with every figure measured, 1 when one cannot be, 2 on bad arguments.
  * Usage: bench_rdzv_scale PORT DAEMON_PID N [--keepalive-s S] [--join-runs R] [--ddprun PATH]
- *        [--last-call-ms L] [--keep-alive-ms K] */
+ *        [--last-call-ms L] [--keep-alive-ms K] [--run-id ID] [--join-at P] [--failover LIST] */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -44,6 +56,9 @@ extern char **environ;
 #define STATUS_RUNS 3
 
 static uint16_t port;
+static uint16_t join_port;         /* --join-at, else port */
+static const char *run_id_arg;     /* --run-id, or NULL */
+static const char *failover_cands; /* --failover, or NULL */
 static int dpid;
 static int64_t keep_alive_ms = RDZV_DEFAULT_KEEP_ALIVE_INTERVAL_MS;
 
@@ -62,6 +77,34 @@ static double proc_cpu_ms(int pid) {
     if (f != NULL)
         fclose(f);
     return ok ? (double)ns / 1e6 : -1;
+}
+
+static double self_cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* The SYNs this host's TCP has retransmitted (/proc/net/netstat TCPSynRetrans), or -1. */
+static long syn_retransmits(void) {
+    FILE *f = fopen("/proc/net/netstat", "r");
+    char names[4096], values[4096];
+    long v = -1;
+    while (f != NULL && fgets(names, sizeof names, f) != NULL &&
+           fgets(values, sizeof values, f) != NULL) {
+        if (strncmp(names, "TcpExt:", 7) != 0)
+            continue;
+        char *sn, *sv;
+        char *n = strtok_r(names, " \n", &sn), *val = strtok_r(values, " \n", &sv);
+        for (; n != NULL && val != NULL;
+             n = strtok_r(NULL, " \n", &sn), val = strtok_r(NULL, " \n", &sv))
+            if (strcmp(n, "TCPSynRetrans") == 0)
+                v = atol(val);
+    }
+    if (f != NULL)
+        fclose(f);
+    return v;
 }
 
 static void cfg_fill(rdzv_join_req_t *req, const char *run_id, int64_t min, int64_t max,
@@ -84,24 +127,41 @@ static uint64_t deadline(void) {
     return ddp_now_ns() + (uint64_t)WAIT_S * 1000000000u;
 }
 
-/* One join of n agents into a run of their own: ms from the last JOIN sent to the last reply,
- * and in *cpu_ms the store's CPU time over that span. */
-static double join_once(int n, int run, double *cpu_ms) {
+/* One join of n agents into a run of their own, JOINing at the store on port `at`: ms from the
+ * last JOIN sent to the last reply, in *cpu_ms the store's CPU time over that span, in
+ * *redirects the redirects the agents followed. */
+static double join_once(int n, int run, uint16_t at, double *cpu_ms, uint64_t *redirects) {
     rdzv_join_req_t req;
-    char id[64];
-    snprintf(id, sizeof id, "scale-join-%d-%d-%d", (int)getpid(), n, run);
+    char id[RDZV_RUN_ID_MAX + 1];
+    const char *kind = at == port ? "d" : "j";
+    if (run_id_arg != NULL)
+        snprintf(id, sizeof id, "%s-%s%d", run_id_arg, kind, run);
+    else
+        snprintf(id, sizeof id, "scale-join-%d-%d-%s%d", (int)getpid(), n, kind, run);
     cfg_fill(&req, id, n, n, 0);
     rdzv_sim_t s;
+    memset(&s, 0, sizeof s);
+    s.epfd = -1;
     double t = -1;
-    if (rdzv_sim_init(&s, port, &req, 0, 0) == 0 && rdzv_sim_add(&s, (size_t)n) >= 0) {
+    long syn0 = syn_retransmits();
+    if (rdzv_sim_init(&s, at, &req, 0, 0) == 0 && rdzv_sim_add(&s, (size_t)n) >= 0) {
         rdzv_sim_expect(&s, 0);
-        double c0 = proc_cpu_ms(dpid);
+        double c0 = proc_cpu_ms(dpid), b0 = self_cpu_s();
         if (rdzv_sim_join(&s, 0, (size_t)n) == 0) {
             uint64_t t0 = ddp_now_ns();
             if (rdzv_sim_wait_assigned(&s, (size_t)n, deadline()) == 0)
                 t = ms_since(t0, s.last_assigned_ns);
+            /* Where the time goes, on a machine of few cores: the simulator (every node's
+             * side of its connections and its redirect) and the leader's store. */
+            if (t >= 0 && at != port)
+                printf("# %d nodes: join %d through a redirect: %.0f ms, of which CPU: the "
+                       "simulator's %.0f ms, the leader's %.0f ms; SYNs retransmitted (this "
+                       "host): %ld\n",
+                       n, run, t, (self_cpu_s() - b0) * 1e3, proc_cpu_ms(dpid) - c0,
+                       syn_retransmits() - syn0);
         }
         *cpu_ms = proc_cpu_ms(dpid) - c0;
+        *redirects = s.redirects;
     }
     if (t < 0)
         fprintf(stderr, "bench_rdzv_scale: join of %d: %s\n", n, s.err);
@@ -193,6 +253,8 @@ typedef struct figures {
     double core_pct, bench_core_pct, rss_mib, kib_per_node;
     double st_text_ms, st_json_ms, st_all_ms, st_raw_ms;
     long st_text_b, st_json_b, st_all_b, st_raw_b;
+    double join_direct_ms, join_redirects; /* --join-at: the direct join; redirects per node */
+    double failover_ms;                    /* --failover */
 } figures_t;
 
 /* Median of `runs` status measurements. */
@@ -212,13 +274,6 @@ static int status_all(rdzv_sim_t *s, const char *ddprun, figures_t *f) {
     return 0;
 }
 
-static double self_cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 /* The current round (every running agent holds it). */
 static int64_t current_round(const rdzv_sim_t *s) {
     long i = rdzv_sim_find_rank(s, 0);
@@ -230,16 +285,47 @@ static int report_fail(rdzv_sim_t *s, const char *what) {
     return -1;
 }
 
+/* --failover: one keep-alive interval of heartbeats, then the leader (DAEMON_PID) is killed;
+ * every node finds the new leader through the candidates. */
+static int failover(rdzv_sim_t *s, figures_t *f) {
+    if (rdzv_sim_set_candidates(s, failover_cands) < 0)
+        return report_fail(s, "--failover");
+    uint64_t interval_ns = (uint64_t)s->tmpl.cfg.keep_alive_interval_ms * 1000000u;
+    if (rdzv_sim_idle_until(s, ddp_now_ns() + interval_ns) < 0)
+        return report_fail(s, "keep-alive before the failover");
+    size_t live = 0;
+    for (size_t i = 0; i < s->n; i++)
+        live += s->a[i].state == RDZV_SIM_RUNNING;
+    uint64_t r0 = s->redirects, st0 = s->stale_redirects, ny0 = s->not_yet;
+    rdzv_sim_expect(s, RDZV_SIM_ANY_ROUND);
+    uint64_t t0 = ddp_now_ns();
+    if (kill(dpid, SIGKILL) < 0) {
+        fprintf(stderr, "bench_rdzv_scale: kill %d: %s\n", dpid, strerror(errno));
+        return -1;
+    }
+    int rc = rdzv_sim_wait_assigned(s, live, deadline());
+    f->failover_ms = ms_since(t0, s->last_assigned_ns);
+    printf("# %d nodes: failover: %zu nodes; %llu reconnects (%llu refused), %llu redirects (%llu "
+           "to the dead store, asked again), %llu 'not yet' answers\n",
+           (int)s->tmpl.cfg.max_nodes, live, (unsigned long long)s->reconnects,
+           (unsigned long long)s->refused_conns, (unsigned long long)(s->redirects - r0),
+           (unsigned long long)(s->stale_redirects - st0), (unsigned long long)(s->not_yet - ny0));
+    return rc < 0 ? report_fail(s, "failover") : 0;
+}
+
 /* The main run: every path but the separate join runs. */
 static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_call_ms,
                     long rss_base_kib, figures_t *f) {
     rdzv_join_req_t req;
-    char id[64];
-    snprintf(id, sizeof id, "scale-%d-%d", (int)getpid(), n);
+    char id[RDZV_RUN_ID_MAX + 1];
+    if (run_id_arg != NULL)
+        snprintf(id, sizeof id, "%s", run_id_arg);
+    else
+        snprintf(id, sizeof id, "scale-%d-%d", (int)getpid(), n);
     int64_t min = n > SCALE_STEP ? n - SCALE_STEP : 1;
     cfg_fill(&req, id, min, n, last_call_ms);
     rdzv_sim_t s;
-    if (rdzv_sim_init(&s, port, &req, 1, 1) < 0 || rdzv_sim_add(&s, (size_t)n) < 0)
+    if (rdzv_sim_init(&s, join_port, &req, 1, 1) < 0 || rdzv_sim_add(&s, (size_t)n) < 0)
         return report_fail(&s, "connect");
     rdzv_sim_expect(&s, 0);
     if (rdzv_sim_join(&s, 0, (size_t)n) < 0 ||
@@ -345,6 +431,8 @@ static int main_run(int n, double keepalive_s, const char *ddprun, int64_t last_
         return report_fail(&s, "scale-up");
     f->up_ms = step > 0 ? ms_since(t0, s.last_assigned_ns) : 0;
     f->up_cpu_ms = proc_cpu_ms(dpid) - cpu0;
+    if (failover_cands != NULL && failover(&s, f) < 0)
+        return -1;
     rdzv_sim_free(&s);
     return 0;
 }
@@ -371,11 +459,32 @@ int main(int argc, char **argv) {
             ;
         else if (strcmp(argv[i], "--ddprun") == 0)
             ddprun = argv[i + 1];
+        else if (strcmp(argv[i], "--run-id") == 0 && strlen(argv[i + 1]) + 8 <= RDZV_RUN_ID_MAX)
+            run_id_arg = argv[i + 1];
+        else if (strcmp(argv[i], "--join-at") == 0 && ddp_parse_i64(argv[i + 1], 1, 65535, &v) == 0)
+            join_port = (uint16_t)v;
+        else if (strcmp(argv[i], "--failover") == 0)
+            failover_cands = argv[i + 1];
         else
             goto usage;
     }
     if ((argc - 4) % 2 != 0)
         goto usage;
+    if (join_port == 0)
+        join_port = port;
+    if (failover_cands != NULL) {
+        /* Checked now, not after minutes of the other paths. */
+        rdzv_sim_t check;
+        rdzv_join_req_t req;
+        cfg_fill(&req, "check", 1, 1, 0);
+        int bad = rdzv_sim_init(&check, port, &req, 0, 0) < 0 ||
+                  rdzv_sim_set_candidates(&check, failover_cands) < 0;
+        if (bad)
+            fprintf(stderr, "bench_rdzv_scale: --failover: %s\n", check.err);
+        rdzv_sim_free(&check);
+        if (bad)
+            return 2;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     rdzv_sim_raise_nofile();
     figures_t f;
@@ -392,11 +501,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_rdzv_scale: out of memory\n");
         return 1;
     }
-    for (int r = 0; r < join_runs; r++)
-        if ((jv[r] = join_once((int)n, r, &jc[r])) < 0)
+    uint64_t redirects = 0, rd;
+    for (int r = 0; r < join_runs; r++, redirects += rd)
+        if ((jv[r] = join_once((int)n, r, join_port, &jc[r], &rd)) < 0)
             return 1;
     f.join_ms = bench_median(jv, (int)join_runs);
     f.join_cpu_ms = bench_median(jc, (int)join_runs);
+    f.join_redirects = (double)redirects / (double)join_runs / (double)n;
+    if (join_port != port) {
+        /* The same joins at the leader's store directly: what the redirect adds. */
+        for (int r = 0; r < join_runs; r++)
+            if ((jv[r] = join_once((int)n, r, port, &jc[r], &rd)) < 0)
+                return 1;
+        f.join_direct_ms = bench_median(jv, (int)join_runs);
+    }
     free(jv);
     free(jc);
     if (main_run((int)n, keepalive_s, ddprun, last_call_ms, rss_base, &f) < 0)
@@ -416,11 +534,17 @@ int main(int argc, char **argv) {
         (int)n, f.join_cpu_ms * 1e3 / (double)n, f.fail_cpu_ms * 1e3 / (double)n,
         f.up_cpu_ms * 1e3 / (double)n);
     printf("rdzv-scale nodes=%d join_ms=%.1f reform_ms=%.1f detect_ms=%.0f keepalive_core_pct=%.2f "
-           "store_rss_mib=%.1f status_ms=%.0f\n",
+           "store_rss_mib=%.1f status_ms=%.0f",
            (int)n, f.join_ms, reform, f.detect_ms, f.core_pct, f.rss_mib, f.st_text_ms);
+    if (join_port != port)
+        printf(" join_direct_ms=%.1f redirects_per_node=%.2f", f.join_direct_ms, f.join_redirects);
+    if (failover_cands != NULL)
+        printf(" failover_ms=%.1f", f.failover_ms);
+    printf("\n");
     return 0;
 usage:
     fprintf(stderr, "usage: bench_rdzv_scale PORT DAEMON_PID N [--keepalive-s S] [--join-runs R] "
-                    "[--ddprun PATH] [--last-call-ms L] [--keep-alive-ms K]\n");
+                    "[--ddprun PATH] [--last-call-ms L] [--keep-alive-ms K] [--run-id ID] "
+                    "[--join-at P] [--failover HOST:PORT+...]\n");
     return 2;
 }

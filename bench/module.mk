@@ -5,12 +5,12 @@ $(BUILD)/bench/bench_launch: $(BUILD)/obj/bench/bench_launch.o
 	$(LINK)
 BENCHES += $(BUILD)/bench/bench_rdzv_join
 $(BUILD)/bench/bench_rdzv_join: $(BUILD)/obj/bench/bench_rdzv_join.o $(BUILD)/obj/bench/rdzv_sim.o \
-    $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 	$(LINK)
 # bench_rdzv_scale: every rendezvous path at 1,000-16,000 simulated agents (make bench-scale).
 BENCHES += $(BUILD)/bench/bench_rdzv_scale
 $(BUILD)/bench/bench_rdzv_scale: $(BUILD)/obj/bench/bench_rdzv_scale.o \
-    $(BUILD)/obj/bench/rdzv_sim.o $(BUILD)/librdzv.a $(BUILD)/libddpcommon.a
+    $(BUILD)/obj/bench/rdzv_sim.o $(BUILD)/librdzv.a $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
 	$(LINK)
 # bench_heartbeat uses libddpw's heartbeat test hooks (ddpw_int.h) to turn the rate limit off.
 BENCHES += $(BUILD)/bench/bench_heartbeat

@@ -13,20 +13,35 @@
 # keep-alive interval (a silent node is detected 3 intervals after its last beat), IDLE_CONNS the
 # idle store connections of the last table. TORCH_COUNTS= skips the reference.
 # The etcd backend (--rdzv_backend=etcd) at ETCD_COUNTS (default "1000 16000"; empty skips it,
-# as does a machine without etcd): a fresh etcd member per count (its data on disk under TMPDIR),
-# bench_etcd_elect's N agents elect the store: ETCD_CANDIDATES (default 3, as
-# --rdzv_conf etcd_candidates=3) candidates (a lease renewed every ETCD_TTL/3 s, default TTL 5, a
-# campaign, a watch of the leader key) and N - ETCD_CANDIDATES readers (one read of the leader key
-# spread over N x ETCD_SPREAD_US microseconds, default 500 as the agent's); ETCD_CANDIDATES=0 makes
-# every agent a candidate. Then bench_rdzv_scale's N nodes JOIN that store (its address read from
-# the election) while the candidates hold their leases (keep-alive window ETCD_KEEPALIVE_S,
-# default 20); then the leader resigns and all learn the next one (the readers read again).
-# etcd's load comes from its /metrics: gRPC messages received (one a request through the JSON
-# gateway) per second, keys, leases, its CPU and RSS, its WAL fsyncs.
+# as does a machine without etcd): a fresh etcd member per count (its data on disk under TMPDIR).
+# ETCD_MODE=stores (the default; --rdzv_conf etcd_stores=HOST:PORT+...): ETCD_CANDIDATES (default
+# 3, at least 2) `ddp-rendezvous --etcd --run-id ...` daemons at fixed ports are the store
+# candidates and alone talk to etcd (a lease of ETCD_TTL s, default 4 as the daemon's, a campaign
+# and a watch per run id); the first starts alone and leads, the others once it serves (the
+# election is decided). The election: first start -> every candidate knows the leader (each says
+# it listens). Then bench_rdzv_scale's N nodes JOIN at the second candidate, which redirects each
+# to the leader (the worst case: one redirect a node): the join (ETCD_JOIN_RUNS runs, default 3,
+# median; also at the leader directly), the keep-alive window (ETCD_KEEPALIVE_S, default 20),
+# the re-forms, on the leader's store (its CPU and RSS); then, unless ETCD_FAILOVER=0, the leader
+# is killed (SIGKILL) while the nodes heartbeat: kill -> every node assigned at the new leader
+# (each connects to the next candidate, which answers "the dead store" until the lease lapses,
+# then redirects to the new leader or serves). Each candidate stands for 1 + 2 x ETCD_JOIN_RUNS
+# run ids (the main run and each join run).
+# ETCD_MODE=readers, the earlier design (--rdzv_conf etcd_candidates=K): bench_etcd_elect's N
+# agents elect the store: ETCD_CANDIDATES candidates (a lease renewed every ETCD_TTL/3 s, default
+# TTL 5, a campaign, a watch of the leader key) and N - ETCD_CANDIDATES readers (one read of the
+# leader key spread over N x ETCD_SPREAD_US microseconds, default 500 as the agent's);
+# ETCD_CANDIDATES=0 makes every agent a candidate. Then bench_rdzv_scale's N nodes JOIN that store
+# (its address read from the election) while the candidates hold their leases; then the leader
+# resigns and all learn the next one (the readers read again).
+# Both: etcd's load comes from its /metrics: gRPC messages received (one a request through the
+# JSON gateway) per second while bench_rdzv_scale runs, keys, leases, its CPU and RSS, its WAL
+# fsyncs.
 # Exits 1 when a figure cannot be measured: a count that fails, the idle connections, or a
-# torchrun count with no result at all (one that passes LIMIT is a result: where it stops). An
-# etcd count that does not elect within 120 s, or whose candidates lose leases, is a result (its
-# row says so), not a failure.
+# torchrun count with no result at all (one that passes LIMIT is a result: where it stops). A
+# readers' count that does not elect within 120 s, or whose candidates lose leases, is a result
+# (its row says so), not a failure; a store candidate that does not serve, or loses its lease, is
+# a failure.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -39,17 +54,37 @@ KEEP_ALIVE_MS=${KEEP_ALIVE_MS:-5000}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 ETCD_COUNTS=${ETCD_COUNTS-1000 16000}
 ETCD_KEEPALIVE_S=${ETCD_KEEPALIVE_S:-20}
-ETCD_TTL=${ETCD_TTL:-5}
+ETCD_MODE=${ETCD_MODE:-stores}
 ETCD_CANDIDATES=${ETCD_CANDIDATES:-3}
 ETCD_SPREAD_US=${ETCD_SPREAD_US:-500}
+ETCD_JOIN_RUNS=${ETCD_JOIN_RUNS:-3}
+ETCD_FAILOVER=${ETCD_FAILOVER:-1}
+case "$ETCD_MODE" in
+stores)
+    ETCD_TTL=${ETCD_TTL:-4}
+    if [ -n "$ETCD_COUNTS" ] && [ "$ETCD_CANDIDATES" -lt 2 ]; then
+        echo "bench/scale.sh: ETCD_CANDIDATES=$ETCD_CANDIDATES: the store candidates' mode needs at least 2 (one leads, the nodes JOIN at another)" >&2
+        exit 2
+    fi
+    ;;
+readers) ETCD_TTL=${ETCD_TTL:-5} ;;
+*)
+    echo "bench/scale.sh: ETCD_MODE=$ETCD_MODE: not 'stores' or 'readers'" >&2
+    exit 2
+    ;;
+esac
 EPID=
 CPID=
+KPIDS=()
 rc=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/scale.XXXXXX")
 DPID=
 SPID=
-trap 'for p in "$DPID" "$SPID" "$CPID" "$EPID"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
-# Every simulated node is a descriptor in the bench and in the store: raise the soft limit.
+trap 'for p in "$DPID" "$SPID" "$CPID" ${KPIDS[@]+"${KPIDS[@]}"} "$EPID"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+# Every simulated node is a descriptor in the bench and in the store: raise the soft limit (and
+# the hard one where this may: a redirected node holds two connections a moment, the candidate's
+# and the leader's; the simulator closes the first early when it must).
+[ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 65536 ] || ulimit -Hn 65536 2>/dev/null
 ulimit -n "$(ulimit -Hn)"
 largest=$(printf '%s\n' $COUNTS | sort -n | tail -1)
 
@@ -157,7 +192,206 @@ print("%d %d %d %d %.3f" % (g("grpc_server_msg_received_total"), g("etcd_debuggi
       g("etcd_disk_wal_fsync_duration_seconds_count"), g("etcd_disk_wal_fsync_duration_seconds_sum")))
 EOF2
 }
+# etcd_get URL KEY: the key's value (empty when it has none).
+etcd_get() {
+    python3 - "$1" "$2" <<'EOF2'
+import base64, json, sys, urllib.request
+k = base64.b64encode(sys.argv[2].encode()).decode()
+r = json.load(urllib.request.urlopen(sys.argv[1] + "/v3/kv/range", json.dumps({"key": k}).encode(), timeout=10))
+print(base64.b64decode(r["kvs"][0]["value"]).decode() if r.get("kvs") else "")
+EOF2
+}
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# etcd_start N: a fresh etcd member (its data under TMP); sets EPID, ep (its client port) and url;
+# returns 1 when it is not ready within 10 s.
+etcd_start() {
+    ep=$(free_port)
+    local pp
+    pp=$(free_port)
+    url=http://127.0.0.1:$ep
+    setpriv --pdeathsig KILL etcd --name one --data-dir "$TMP/etcd.$1" \
+        --listen-client-urls "$url" --advertise-client-urls "$url" \
+        --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+        --initial-cluster "one=http://127.0.0.1:$pp" >"$TMP/etcd.log" 2>&1 &
+    EPID=$!
+    for _ in $(seq 200); do grep -qs "ready to serve client requests" "$TMP/etcd.log" && break; sleep 0.05; done
+    grep -q 'ready to serve client requests' "$TMP/etcd.log"
+}
+# wait_listening FILE...: until each daemon's stdout says it listens (an etcd daemon says so once
+# its election named a store for every run), at most 20 s; returns 1 when one did not.
+wait_listening() {
+    local f
+    for _ in $(seq 2000); do
+        for f in "$@"; do grep -qs listening "$f" || { sleep 0.01; continue 2; }; done
+        return 0
+    done
+    return 1
+}
+# reap_all PID...: ends the (disowned) candidates, bounded: SIGTERM, then SIGKILL after 5 s.
+reap_all() {
+    local p
+    for p in "$@"; do kill "$p" 2>/dev/null; done
+    for p in "$@"; do
+        for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || continue 2; sleep 0.05; done
+        kill -KILL "$p" 2>/dev/null
+    done
+}
+# etcd_stores N: the store candidates' mode; sets line (the summary line) and prints the row.
+etcd_stores() {
+    local n=$1 run=scale-$1 ids=() ports=() outs=() i r stores fo=()
+    ids=(--run-id "$run")
+    for r in $(seq 0 $((ETCD_JOIN_RUNS - 1))); do ids+=(--run-id "$run-j$r" --run-id "$run-d$r"); done
+    for i in $(seq 0 $((ETCD_CANDIDATES - 1))); do
+        ports+=("$(free_port)")
+        outs+=("$TMP/cand.$i.out")
+    done
+    stores=$(printf '127.0.0.1:%s+' "${ports[@]}")
+    stores=${stores%+}
+    read -r m0 _ <<<"$(etcd_load "$url")"
+    local t0 t1 elect
+    t0=$(date +%s%N)
+    for i in "${!ports[@]}"; do
+        setpriv --pdeathsig KILL "$BUILD/ddp-rendezvous" --no-auth --port "${ports[$i]}" \
+            --etcd "127.0.0.1:$ep" --etcd-lease-ttl "$ETCD_TTL" "${ids[@]}" \
+            >"$TMP/cand.$i.out" 2>"$TMP/cand.$i.err" &
+        KPIDS+=($!)
+        # The failover kills the leader: no word from the shell about it (reap_all reaps).
+        disown "$!"
+        # The first leads every run: the others start once it serves.
+        if [ "$i" = 0 ] && ! wait_listening "${outs[0]}"; then
+            line="etcd-scale nodes=$n failed: the first store candidate did not serve: $(tail -1 "$TMP/cand.0.err")"
+            return 1
+        fi
+    done
+    if ! wait_listening "${outs[@]}"; then
+        line="etcd-scale nodes=$n failed: a store candidate did not learn the leader: $(tail -qn1 "$TMP"/cand.*.err | tr '\n' ' ')"
+        return 1
+    fi
+    t1=$(date +%s%N)
+    elect=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e6}')
+    if [ "$(etcd_get "$url" "/ddprun/$run/leader")" != "127.0.0.1:${ports[0]}" ]; then
+        line="etcd-scale nodes=$n failed: the first store candidate (127.0.0.1:${ports[0]}) does not lead run $run"
+        return 1
+    fi
+    read -r m1 _ <<<"$(etcd_load "$url")"
+    [ "$ETCD_FAILOVER" = 1 ] && fo=(--failover "$stores")
+    local t2 t3 e1 e2 m2 keys leases f2 fs2 ersss brc
+    t2=$(date +%s%N)
+    e1=$(ticks "$EPID")
+    # The nodes JOIN at the second candidate, which redirects each to the first: the worst case.
+    timeout 900 "$BUILD/bench/bench_rdzv_scale" "${ports[0]}" "${KPIDS[0]}" "$n" \
+        --keepalive-s "$ETCD_KEEPALIVE_S" --keep-alive-ms "$KEEP_ALIVE_MS" --ddprun "$BUILD/ddprun" \
+        --run-id "$run" --join-runs "$ETCD_JOIN_RUNS" --join-at "${ports[1]}" "${fo[@]}" \
+        >"$TMP/scale.out" 2>"$TMP/scale.err"
+    brc=$?
+    read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$url")"
+    t3=$(date +%s%N)
+    e2=$(ticks "$EPID")
+    ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
+    grep -v '^rdzv-scale \|^|' "$TMP/scale.out"
+    if [ $brc -ne 0 ]; then
+        line="etcd-scale nodes=$n failed: bench_rdzv_scale exit $brc: $(tail -1 "$TMP/scale.err")"
+        return 1
+    fi
+    # Every candidate but the one the failover killed still holds its leases.
+    local alive=0 lost=0
+    for i in "${!KPIDS[@]}"; do
+        if kill -0 "${KPIDS[$i]}" 2>/dev/null; then alive=$((alive + 1)); elif [ "$i" != 0 ] || [ "$ETCD_FAILOVER" != 1 ]; then lost=$((lost + 1)); fi
+    done
+    local sl join direct redir reform fail kcore krss wall rps cpu fsm
+    sl=$(grep '^rdzv-scale ' "$TMP/scale.out")
+    field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$sl"; }
+    join=$(field join_ms)
+    direct=$(field join_direct_ms)
+    redir=$(field redirects_per_node)
+    reform=$(field reform_ms)
+    fail=$(field failover_ms)
+    kcore=$(field keepalive_core_pct)
+    krss=$(field store_rss_mib)
+    wall=$(awk -v a="$t2" -v b="$t3" 'BEGIN {print (b - a) / 1e9}')
+    rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" 'BEGIN {printf "%.1f", (b - a) / w}')
+    cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
+    fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
+    echo "| $n | $elect ms | $join ms ($redir redirects a node) | $direct ms | $reform ms | ${fail:--} ms | $rps | $keys | $leases | $cpu | $ersss | $f2 ($fsm) | $kcore | $krss | $alive alive, $lost lost |"
+    echo "# $n nodes: the election took $((m1 - m0)) etcd requests; the job $((m2 - m1)) over $(printf '%.0f' "$wall") s"
+    line="etcd-scale nodes=$n elect_ms=$elect join_ms=$join join_direct_ms=$direct reform_ms=$reform failover_ms=${fail:--} etcd_rps=$rps etcd_keys=$keys etcd_leases=$leases"
+    [ "$lost" = 0 ] || { line="$line ($lost candidates lost their lease)"; return 1; }
+    return 0
+}
+# etcd_readers N: the readers' mode (ETCD_MODE=readers); sets line and prints the row.
+etcd_readers() {
+    local n=$1 kargs=() elect m0 m1 m2 keys leases f2 fs2 t1 t2 e1 e2 ersss brc addr reelect hold
+    if ! start_daemon; then
+        line="etcd-scale nodes=$n failed: ddp-rendezvous did not start"
+        return 1
+    fi
+    [ "$ETCD_CANDIDATES" -gt 0 ] && kargs=("$ETCD_CANDIDATES" "$ETCD_SPREAD_US")
+    read -r m0 _ <<<"$(etcd_load "$url")"
+    "$BUILD/bench/bench_etcd_elect" "127.0.0.1:$ep" "$n" "/ddprun/scale-$n/leader" \
+        "127.0.0.1:$port" "$ETCD_TTL" "${kargs[@]}" >"$TMP/elect.out" 2>"$TMP/elect.err" &
+    CPID=$!
+    for _ in $(seq 1300); do
+        grep -q '^etcd-elect ' "$TMP/elect.out" && break
+        kill -0 "$CPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    elect=$(sed -nE 's/^etcd-elect .*elect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
+    if [ -z "$elect" ]; then
+        line="etcd-scale nodes=$n stopped: $(grep -v 'lost its lease' "$TMP/elect.err" | tail -1) ($(grep -c 'lost its lease' "$TMP/elect.err") leases lost)"
+        readers_end
+        return 0
+    fi
+    # The nodes join the store the election named (every candidate published it).
+    addr=$(etcd_get "$url" "/ddprun/scale-$n/leader")
+    read -r m1 _ <<<"$(etcd_load "$url")"
+    t1=$(date +%s%N)
+    e1=$(ticks "$EPID")
+    timeout 600 "$BUILD/bench/bench_rdzv_scale" "${addr##*:}" "$DPID" "$n" \
+        --keepalive-s "$ETCD_KEEPALIVE_S" --keep-alive-ms "$KEEP_ALIVE_MS" --ddprun "$BUILD/ddprun" \
+        >"$TMP/scale.out" 2>"$TMP/scale.err"
+    brc=$?
+    read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$url")"
+    t2=$(date +%s%N)
+    e2=$(ticks "$EPID")
+    ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
+    kill -USR1 "$CPID"
+    for _ in $(seq 1300); do
+        grep -q '^etcd-reelect ' "$TMP/elect.out" && break
+        kill -0 "$CPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    reelect=$(sed -nE 's/^etcd-reelect .*reelect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
+    readers_end
+    hold=$(sed -nE 's/^etcd-hold .*lost=([0-9]+) errors=([0-9]+).*/\1 lost, \2 failed/p' "$TMP/elect.out")
+    if [ $brc -ne 0 ]; then
+        line="etcd-scale nodes=$n failed: bench_rdzv_scale exit $brc: $(tail -1 "$TMP/scale.err")"
+        return 1
+    fi
+    local join fail wall rps cpu fsm total
+    join=$(sed -nE 's/^rdzv-scale .*join_ms=([0-9.]+).*/\1/p' "$TMP/scale.out")
+    fail=$(sed -nE "s/^rdzv-scale .*reform_ms=([0-9.]+).*/\1/p" "$TMP/scale.out")
+    wall=$(awk -v a="$t1" -v b="$t2" 'BEGIN {print (b - a) / 1e9}')
+    rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" 'BEGIN {printf "%.0f", (b - a) / w}')
+    cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
+    fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
+    total=$(awk -v a="$elect" -v b="$join" 'BEGIN {printf "%.1f", a + b}')
+    echo "| $n | $elect ms | $join ms | $total ms | $fail ms | ${reelect:-not within 130 s} ms | $rps | $keys | $leases | $cpu | $ersss | $f2 ($fsm) | ${hold:-?} |"
+    echo "# $n nodes: election took $((m1 - m0)) etcd requests"
+    line="etcd-scale nodes=$n elect_ms=$elect join_ms=$total reform_ms=$fail reelect_ms=${reelect:--} etcd_rps=$rps etcd_keys=$keys etcd_leases=$leases"
+    return 0
+}
+# readers_end: stops the readers' election (it prints its etcd-hold line) and the store.
+readers_end() {
+    kill -TERM "$CPID" 2>/dev/null
+    wait "$CPID" 2>/dev/null
+    CPID=
+    kill "$DPID" 2>/dev/null
+    wait "$DPID" 2>/dev/null
+    DPID=
+}
 etcd_lines=()
 if [ -z "$ETCD_COUNTS" ]; then
     :
@@ -165,91 +399,31 @@ elif ! command -v etcd >/dev/null 2>&1; then
     echo "# etcd backend skipped: etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
 else
     echo
-    echo "The etcd backend ($(etcd --version | sed -n 's/^etcd Version: //p'), one member, lease TTL $ETCD_TTL s, candidates ${ETCD_CANDIDATES/#0/every agent}, readers spread over N x $ETCD_SPREAD_US us), $ETCD_KEEPALIVE_S s keep-alive window:"
-    echo
-    echo "| nodes | election (all know the store) | JOIN at the store | join (election + JOIN) | re-form (the slower of after FAIL and after silence) | re-election (leader resigns) | etcd: requests/s while the job runs | keys | leases | etcd CPU % of a core | etcd RSS MiB | WAL fsyncs (mean) | leases lost, calls failed |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    if [ "$ETCD_MODE" = readers ]; then
+        echo "The etcd backend, readers' mode ($(etcd --version | sed -n 's/^etcd Version: //p'), one member, lease TTL $ETCD_TTL s, candidates ${ETCD_CANDIDATES/#0/every agent}, readers spread over N x $ETCD_SPREAD_US us), $ETCD_KEEPALIVE_S s keep-alive window:"
+        echo
+        echo "| nodes | election (all know the store) | JOIN at the store | join (election + JOIN) | re-form (the slower of after FAIL and after silence) | re-election (leader resigns) | etcd: requests/s while the job runs | keys | leases | etcd CPU % of a core | etcd RSS MiB | WAL fsyncs (mean) | leases lost, calls failed |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    else
+        echo "The etcd backend, store candidates ($(etcd --version | sed -n 's/^etcd Version: //p'), one member; $ETCD_CANDIDATES ddp-rendezvous --etcd, lease TTL $ETCD_TTL s, each standing for $((1 + 2 * ETCD_JOIN_RUNS)) run ids; every node JOINs at a candidate that does not lead), $ETCD_KEEPALIVE_S s keep-alive window:"
+        echo
+        echo "| nodes | election ($ETCD_CANDIDATES candidates know the leader) | join, redirected | join at the leader | re-form (the slower of after FAIL and after silence) | failover (leader killed -> every node at the new one) | etcd: requests/s while the job runs | keys | leases | etcd CPU % of a core | etcd RSS MiB | WAL fsyncs (mean) | leader: keep-alive % of a core | leader RSS MiB | candidates |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    fi
     for n in $ETCD_COUNTS; do
-        kargs=()
-        [ "$ETCD_CANDIDATES" -gt 0 ] && kargs=("$ETCD_CANDIDATES" "$ETCD_SPREAD_US")
-        ep=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-        pp=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-        url=http://127.0.0.1:$ep
-        setpriv --pdeathsig KILL etcd --name one --data-dir "$TMP/etcd.$n" \
-            --listen-client-urls "$url" --advertise-client-urls "$url" \
-            --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-            --initial-cluster "one=http://127.0.0.1:$pp" >"$TMP/etcd.log" 2>&1 &
-        EPID=$!
-        for _ in $(seq 200); do grep -qs "ready to serve client requests" "$TMP/etcd.log" && break; sleep 0.05; done
         line=""
-        if ! grep -q 'ready to serve client requests' "$TMP/etcd.log" || ! start_daemon; then
-            line="etcd-scale nodes=$n failed: etcd or ddp-rendezvous did not start"
+        if ! etcd_start "$n"; then
+            line="etcd-scale nodes=$n failed: etcd did not start"
+            rc=1
+        elif [ "$ETCD_MODE" = readers ]; then
+            etcd_readers "$n" || rc=1
         else
-            read -r m0 _ <<<"$(etcd_load "$url")"
-            "$BUILD/bench/bench_etcd_elect" "127.0.0.1:$ep" "$n" "/ddprun/scale-$n/leader" \
-                "127.0.0.1:$port" "$ETCD_TTL" "${kargs[@]}" >"$TMP/elect.out" 2>"$TMP/elect.err" &
-            CPID=$!
-            for _ in $(seq 1300); do
-                grep -q '^etcd-elect ' "$TMP/elect.out" && break
-                kill -0 "$CPID" 2>/dev/null || break
-                sleep 0.1
-            done
-            elect=$(sed -nE 's/^etcd-elect .*elect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
+            etcd_stores "$n" || rc=1
+            reap_all "${KPIDS[@]}"
+            KPIDS=()
         fi
-        if [ -z "$line" ] && [ -z "$elect" ]; then
-            line="etcd-scale nodes=$n stopped: $(grep -v 'lost its lease' "$TMP/elect.err" | tail -1) ($(grep -c 'lost its lease' "$TMP/elect.err") leases lost)"
-        elif [ -z "$line" ]; then
-            # The nodes join the store the election named (every candidate published it).
-            addr=$(python3 - "$url" "/ddprun/scale-$n/leader" <<'EOF2'
-import base64, json, sys, urllib.request
-k = base64.b64encode(sys.argv[2].encode()).decode()
-r = json.load(urllib.request.urlopen(sys.argv[1] + "/v3/kv/range", json.dumps({"key": k}).encode(), timeout=10))
-print(base64.b64decode(r["kvs"][0]["value"]).decode())
-EOF2
-)
-            read -r m1 _ <<<"$(etcd_load "$url")"
-            t1=$(date +%s%N)
-            e1=$(ticks "$EPID")
-            timeout 600 "$BUILD/bench/bench_rdzv_scale" "${addr##*:}" "$DPID" "$n" \
-                --keepalive-s "$ETCD_KEEPALIVE_S" --keep-alive-ms "$KEEP_ALIVE_MS" --ddprun "$BUILD/ddprun" \
-                >"$TMP/scale.out" 2>"$TMP/scale.err"
-            brc=$?
-            read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$url")"
-            t2=$(date +%s%N)
-            e2=$(ticks "$EPID")
-            ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
-            kill -USR1 "$CPID"
-            for _ in $(seq 1300); do
-                grep -q '^etcd-reelect ' "$TMP/elect.out" && break
-                kill -0 "$CPID" 2>/dev/null || break
-                sleep 0.1
-            done
-            kill -TERM "$CPID" 2>/dev/null
-            wait "$CPID"
-            CPID=
-            reelect=$(sed -nE 's/^etcd-reelect .*reelect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
-            hold=$(sed -nE 's/^etcd-hold .*lost=([0-9]+) errors=([0-9]+).*/\1 lost, \2 failed/p' "$TMP/elect.out")
-            if [ $brc -ne 0 ]; then
-                line="etcd-scale nodes=$n failed: bench_rdzv_scale exit $brc: $(tail -1 "$TMP/scale.err")"
-                rc=1
-            else
-                join=$(sed -nE 's/^rdzv-scale .*join_ms=([0-9.]+).*/\1/p' "$TMP/scale.out")
-                fail=$(sed -nE "s/^rdzv-scale .*reform_ms=([0-9.]+).*/\1/p" "$TMP/scale.out")
-                wall=$(awk -v a="$t1" -v b="$t2" 'BEGIN {print (b - a) / 1e9}')
-                rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" 'BEGIN {printf "%.0f", (b - a) / w}')
-                cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
-                fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
-                total=$(awk -v a="$elect" -v b="$join" 'BEGIN {printf "%.1f", a + b}')
-                echo "| $n | $elect ms | $join ms | $total ms | $fail ms | ${reelect:-not within 130 s} ms | $rps | $keys | $leases | $cpu | $ersss | $f2 ($fsm) | ${hold:-?} |"
-                echo "# $n nodes: election took $((m1 - m0)) etcd requests"
-                line="etcd-scale nodes=$n elect_ms=$elect join_ms=$total reform_ms=$fail reelect_ms=${reelect:--} etcd_rps=$rps etcd_keys=$keys etcd_leases=$leases"
-            fi
-        fi
-        [ -n "$CPID" ] && kill -TERM "$CPID" 2>/dev/null && wait "$CPID" 2>/dev/null
-        CPID=
-        kill "$DPID" "$EPID" 2>/dev/null
-        wait "$DPID" "$EPID" 2>/dev/null
-        DPID=
+        kill "$EPID" 2>/dev/null
+        wait "$EPID" 2>/dev/null
         EPID=
         rm -rf "$TMP/etcd.$n"
         echo "$line"
