@@ -213,8 +213,13 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         emit(a, EV_RDZV_ERROR);
         return;
     }
-    if (rep->status == 0 || rep->code == DDP_ERDZV_SPARE)
-        agent__elect_joined(r); /* a store took the JOIN */
+    if (rep->status == 0 || rep->code == DDP_ERDZV_SPARE) {
+        /* A store took the JOIN: a follower's workers meet this one, whichever candidate it
+         * was reached through. */
+        if (r->follower)
+            agent__job_store_at(a, r->addr, r->port, r->token);
+        agent__elect_joined(r);
+    }
     if (rep->status != 0 &&
         (rep->code == RDZV_NOT_YET || (rep->code == DDP_ERDZV_MOVED &&
                                        agent__elect_moved(r, rep->text.data, rep->text.len) > 0))) {

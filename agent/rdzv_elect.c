@@ -336,13 +336,13 @@ int agent__elect_roles(struct agent_rdzv *r) {
     return 0;
 }
 
-/* The follower's next try goes to candidate i (no line: a candidate is not the store). */
+/* The follower's next try goes to candidate i (no line: a candidate is not the store; the
+ * workers are told the store that takes the JOIN, rdzv.c). */
 static void follow_set(struct agent_rdzv *r, int i) {
     r->follow_at = i;
     snprintf(r->leader_addr, sizeof r->leader_addr, "%s", r->stores[i].addr);
     r->port = r->stores[i].port;
     r->elected = 1;
-    agent__job_store_at(r->a, r->leader_addr, r->port, r->token);
 }
 
 static int is_lost(const struct agent_rdzv *r, const char *addr, int port) {
