@@ -64,7 +64,7 @@ static rdzv_aconnect_cb conn_cb[MAX_CONNS];
 static void *conn_arg[MAX_CONNS];
 static rdzv_acall_cb hb_cb; /* the last HEARTBEAT's */
 static void *hb_arg;
-static rdzv_acall_cb probe_cb; /* the last probe's */
+static rdzv_acb_t probe_cb; /* the last probe's */
 static void *probe_arg;
 
 int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_aconnect_cb cb,
@@ -112,12 +112,9 @@ int rdzv_acall_beat_for(rdzv_aclient_t *c, const char *run_id, int64_t member, i
     return 0;
 }
 
-int rdzv_acall_status_page(rdzv_aclient_t *c, const char *run_id, int64_t first, int64_t limit,
-                           rdzv_acall_cb cb, void *arg, ddp_err_t *err) {
-    (void)run_id, (void)err;
+int rdzv_aclient_ping(rdzv_aclient_t *c, rdzv_acb_t cb, void *arg, ddp_err_t *err) {
+    (void)err;
     assert_ptr_equal(c, rz_watch());
-    assert_int_equal(first, 0);
-    assert_int_equal(limit, 0);
     fx.probes++;
     probe_cb = cb;
     probe_arg = arg;
@@ -677,8 +674,7 @@ static void test_joiner_probe(void **state) {
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.probes, 1);
     assert_int_equal(fx.heartbeats, 0);
-    rdzv_round_reply_t rep = {.cmd = RDZV_CMD_RDZV_STATUS_PAGE, .status = 0};
-    probe_cb(probe_arg, 0, &rep, NULL);
+    probe_cb(probe_arg, 0, NULL, 0, NULL);
     now_ms += 1000;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.probes, 2);
@@ -692,7 +688,7 @@ static void test_joiner_probe(void **state) {
     assert_int_equal(fx.nevents, 1);
     assert_int_equal(fx.events[0], EV_STORE_LOST);
     assert_int_equal(rz.join_probe_pending, 0);
-    probe_cb(probe_arg, DDP_ECANCELED, NULL, NULL); /* the old connection's: dropped */
+    probe_cb(probe_arg, DDP_ECANCELED, NULL, 0, NULL); /* the old connection's: dropped */
 
     setup(LINK_UP);
     job.backend = AGENT_RDZV_ETCD;
