@@ -654,10 +654,10 @@ static void test_follower(void **state) {
     assert_int_equal(fx.nevents, 0);
 }
 
-/* A follower or reader whose JOIN is parked (no heartbeat goes behind it, and no etcd watch
- * names a new store) probes the store on the watch connection at each tick: answered, nothing
- * happens; unanswered past the keep-alive bound, the store is lost (a cut-off host closes
- * nothing). Any other agent does not probe. */
+/* An agent whose JOIN is parked at another's store with no etcd watch on it (a follower, a
+ * reader, c10d against a daemon) probes the store on the watch connection at each tick:
+ * answered, nothing happens; unanswered past the keep-alive bound, the store is lost (a cut-off
+ * host closes nothing). A candidate (its watch) and an agent that hosts the store do not. */
 static void test_joiner_probe(void **state) {
     (void)state;
     setup(LINK_UP);
@@ -696,6 +696,21 @@ static void test_joiner_probe(void **state) {
     rz.reader = 1;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.probes, 1);
+
+    /* c10d against another's store (a daemon, another node's agent) probes; against its own,
+     * not. */
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_C10D;
+    ag.sup.state = SUP_JOINING;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.probes, 1);
+    static char hosted;
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_C10D;
+    ag.sup.state = SUP_JOINING;
+    ag.stores.store = (struct rdzv_server *)(void *)&hosted;
+    agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
+    assert_int_equal(fx.probes, 0);
 }
 
 int main(void) {
