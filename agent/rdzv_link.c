@@ -450,10 +450,10 @@ static void on_join_probe(void *arg, int status, const uint8_t *reply, size_t le
  * any) does not watch it (c10d and static against a daemon or another node's agent; etcd's
  * followers and readers, etcd_stores and etcd_candidates) learns nothing when that store goes
  * silent (its host cut off: no close ever comes), and the JOIN would wait out its reply timeout
- * (join_timeout), past the others' join timeout. So it pings the store on the watch connection (idle during a JOIN) at each tick (a
- * PING costs the store nothing per member, where the run's counts would cost it a walk of
- * them, thousands of times a second at 16,000 waiting nodes); one unanswered for the keep-alive
- * bound is the store's silence. */
+ * (join_timeout), past the others' join timeout. So it pings the store on the watch connection
+ * (idle during a JOIN) at each tick (a PING costs the store nothing per member, where the run's
+ * counts would cost it a walk of them, thousands of times a second at 16,000 waiting nodes); one
+ * unanswered for the keep-alive bound is the store's silence. */
 static void join_probe(struct agent_rdzv *r, uint64_t bound) {
     uint64_t now = uv_now(r->a->cfg.loop);
     int watched = r->a->cfg.job->backend == AGENT_RDZV_ETCD && !r->follower && !r->reader;
