@@ -22,8 +22,9 @@
 #  - etcd's raft failover when the lost host's member led the raft (an election timeout, 1 s, and
 #    etcd's new leader extends every lease by another before any expires): 2 s, else 0;
 #  - the follower's own round of the candidates while they still name the lost store: at most
-#    one back-off (1 s) and one 1 s connect bound to the lost host (asked every fourth time; a cut
-#    host's connect runs out its bound) before it asks a candidate that names the new leader;
+#    one back-off (its bound is 100 ms for a job this small; 1 s counted) and one connect bound
+#    to the lost host (tried only past lease_ttl of the loss, at every fourth such answer, 250 ms;
+#    1 s counted) before it asks a candidate that names the new leader;
 #  - last_call_timeout (1 s): the round forms once the last node joined and the call lapses;
 #  - slack for a loaded 2-core machine.
 # The measured times are printed as comments. Needs root, `ip netns` and etcd; otherwise every
