@@ -299,32 +299,31 @@ int agent__elect_roles(struct agent_rdzv *r) {
     r->store_index = -1;
     if (job->etcd.stores == NULL)
         return 0;
-    char copy[AGENT_ETCD_STORES_MAX * (RDZV_HOST_MAX + 16)];
-    snprintf(copy, sizeof copy, "%s", job->etcd.stores);
-    char *save = NULL;
-    for (char *e = strtok_r(copy, "+", &save); e != NULL && r->n_stores < AGENT_ETCD_STORES_MAX;
-         e = strtok_r(NULL, "+", &save)) {
-        struct agent_store_addr *st = &r->stores[r->n_stores];
-        char host[RDZV_HOST_MAX + 1];
-        ddp_err_t err;
-        ddp_err_clear(&err);
-        /* The launcher checked the form; a name is resolved here, once, so that the addresses
-         * compare with what the candidates publish. Another's name that does not resolve yet
-         * (a pod not up: Kubernetes publishes its name with it) is kept: the client resolves
-         * it at each connect. */
-        if (rdzv_etcd_store_addr_parse((const uint8_t *)e, strlen(e), host, sizeof host,
-                                       &st->port) < 0) {
-            DDP_ERROR("--rdzv_conf etcd_stores: '%s' is not HOST:PORT", e);
+    const char *cur = job->etcd.stores, *e;
+    size_t len;
+    char host[RDZV_HOST_MAX + 1];
+    int port, rc;
+    while (r->n_stores < AGENT_ETCD_STORES_MAX &&
+           (rc = rdzv_etcd_store_list_next(&cur, &e, &len, host, sizeof host, &port)) != 0) {
+        if (rc < 0) { /* the launcher checked the list: a caller of agent_run's own */
+            DDP_ERROR("--rdzv_conf etcd_stores: '%.*s' is not HOST:PORT", (int)len, e);
             return DDP_EUSAGE;
         }
-        int own = !job->etcd.follow_only && job->node_rank == r->n_stores;
+        /* A name is resolved here, once, so that the addresses compare with what the candidates
+         * publish. Another's name that does not resolve yet (a pod not up: Kubernetes publishes
+         * its name with it) is kept: the client resolves it at each connect. */
+        struct agent_store_addr *st = &r->stores[r->n_stores];
+        st->port = port;
+        ddp_err_t err;
+        ddp_err_clear(&err);
         if (ddp_addr_resolve(host, st->addr, sizeof st->addr, &err) < 0) {
-            if (own) {
-                DDP_ERROR("--rdzv_conf etcd_stores: '%s' (this node's, node rank %d): %s", e,
-                          job->node_rank, err.text);
+            if (!job->etcd.follow_only && job->node_rank == r->n_stores) {
+                DDP_ERROR("--rdzv_conf etcd_stores: '%.*s' (this node's, node rank %d): %s",
+                          (int)len, e, job->node_rank, err.text);
                 return DDP_EUSAGE;
             }
-            DDP_DEBUG("--rdzv_conf etcd_stores: '%s': %s; resolved at each connect", e, err.text);
+            DDP_DEBUG("--rdzv_conf etcd_stores: '%.*s': %s; resolved at each connect", (int)len, e,
+                      err.text);
             snprintf(st->addr, sizeof st->addr, "%s", host);
         }
         r->n_stores++;
@@ -486,17 +485,9 @@ int agent__elect_start(struct agent_rdzv *r, const char *store_host, int store_p
     r->campaign_timer.data = r;
     if (r->follower) {
         /* No etcd client: the candidates name the store. */
-        char list[AGENT_ETCD_STORES_MAX * (RDZV_HOST_MAX + 18)] = "";
-        size_t off = 0;
-        for (int i = 0; i < r->n_stores && off < sizeof list; i++) {
-            char one[RDZV_HOST_MAX + 16];
-            rdzv_etcd_store_addr_format(one, sizeof one, r->stores[i].addr, r->stores[i].port);
-            int n = snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", one);
-            off += n > 0 ? (size_t)n : 0;
-        }
         DDP_INFO("etcd: a follower (node rank %d): joining through the store candidates %s "
                  "(--rdzv_conf etcd_stores), without talking to etcd",
-                 job->node_rank, list);
+                 job->node_rank, job->etcd.stores);
         follow_set(r, 0);
         return 0;
     }

@@ -191,27 +191,30 @@ static int etcd_stores_set(launch_rdzv_conf_t *c, const char *flag, const char *
         return ddp_err_set(err, DDP_EUSAGE,
                            "%s: etcd_stores='%.*s' is empty or longer than %zu bytes", flag, VQ,
                            val, sizeof c->etcd_stores - 1);
-    char copy[LAUNCH_ETCD_STORES_TEXT_MAX];
-    memcpy(copy, val, n + 1);
-    const char *seen[AGENT_ETCD_STORES_MAX];
-    int count = 0;
-    char *save = NULL;
-    for (char *e = strtok_r(copy, "+", &save); e != NULL; e = strtok_r(NULL, "+", &save)) {
-        char host[256];
-        int port = 0;
-        if (count == AGENT_ETCD_STORES_MAX)
-            return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores names more than %d stores", flag,
-                               AGENT_ETCD_STORES_MAX);
-        if (rdzv_etcd_store_addr_parse((const uint8_t *)e, strlen(e), host, sizeof host, &port) < 0)
+    struct {
+        const char *at;
+        size_t len;
+    } seen[AGENT_ETCD_STORES_MAX];
+    int count = 0, rc;
+    const char *cur = val, *e;
+    size_t len;
+    char host[RDZV_ETCD_STORE_HOST_MAX + 1];
+    int port;
+    while ((rc = rdzv_etcd_store_list_next(&cur, &e, &len, host, sizeof host, &port)) != 0) {
+        if (rc < 0)
             return ddp_err_set(err, DDP_EUSAGE,
                                "%s: etcd_stores: '%.*s' is not HOST:PORT (port 1..65535, an IPv6 "
                                "address in brackets; '+' between stores)",
-                               flag, VQ, e);
+                               flag, (int)(len < VQ ? len : VQ), e);
+        if (count == AGENT_ETCD_STORES_MAX)
+            return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores names more than %d stores", flag,
+                               AGENT_ETCD_STORES_MAX);
         for (int i = 0; i < count; i++)
-            if (strcmp(seen[i], e) == 0)
-                return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores names '%.*s' twice", flag, VQ,
-                                   e);
-        seen[count++] = e;
+            if (seen[i].len == len && memcmp(seen[i].at, e, len) == 0)
+                return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores names '%.*s' twice", flag,
+                                   (int)(len < VQ ? len : VQ), e);
+        seen[count].at = e;
+        seen[count++].len = len;
     }
     if (count == 0)
         return ddp_err_set(err, DDP_EUSAGE, "%s: etcd_stores='%.*s' names no store", flag, VQ, val);

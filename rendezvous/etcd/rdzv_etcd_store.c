@@ -46,6 +46,22 @@ int rdzv_etcd_store_addr_parse(const uint8_t *v, size_t n, char *addr, size_t ca
     return 0;
 }
 
+int rdzv_etcd_store_list_next(const char **cursor, const char **entry, size_t *len, char *addr,
+                              size_t cap, int *port) {
+    const char *p = *cursor;
+    while (*p == '+')
+        p++;
+    if (*p == '\0') {
+        *cursor = p;
+        return 0;
+    }
+    size_t n = strcspn(p, "+");
+    *entry = p;
+    *len = n;
+    *cursor = p + n;
+    return rdzv_etcd_store_addr_parse((const uint8_t *)p, n, addr, cap, port) < 0 ? -EINVAL : 1;
+}
+
 void rdzv_etcd_store_local_host(const char *endpoints, char *out, size_t cap) {
     char first[RDZV_ETCD_STORE_HOST_MAX + 16], ip[DDP_ADDR_MAX];
     snprintf(first, sizeof first, "%s", endpoints);

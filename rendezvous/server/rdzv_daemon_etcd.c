@@ -160,7 +160,6 @@ static const rdzv_server_durable_t records_hooks = {.run_done = on_run_done,
 
 static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, size_t value_len,
                       int64_t revision, const char *why) {
-    (void)revision;
     daemon_run_t *run = arg;
     daemon_etcd_t *d = run->d;
     char addr[RDZV_ETCD_STORE_HOST_MAX + 1], esc[4 * DAEMON_ETCD_VALUE_MAX + 8];
@@ -222,30 +221,21 @@ static int run_may_serve(const daemon_run_t *run) {
 /* The store's rdzv_server_set_may_serve check: a run this daemon stands for as run_may_serve;
  * any other run always (ddp-rendezvous without etcd). */
 static int may_serve(void *arg, const char *run_id) {
-    daemon_etcd_t *d = arg;
-    for (size_t i = 0; i < d->n_runs; i++)
-        if (strcmp(d->runs[i].id, run_id) == 0)
-            return run_may_serve(&d->runs[i]);
-    return 1;
+    const daemon_run_t *run = run_of(arg, run_id);
+    return run != NULL ? run_may_serve(run) : 1;
 }
 
 /* The store's rdzv_server_set_redirect: a run this daemon stands by for is served at the store
  * its election names (agents that know the candidates' addresses, --rdzv_conf etcd_stores, come
  * here first); "not yet" while none is named. */
 static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
-    daemon_etcd_t *d = arg;
-    for (size_t i = 0; i < d->n_runs; i++) {
-        const daemon_run_t *run = &d->runs[i];
-        if (strcmp(run->id, run_id) != 0)
-            continue;
-        if (run->leading) /* deposed by the clock: it knows no other store */
-            return 0;
-        if (run->store[0] == '\0')
-            return RDZV_NOT_YET;
-        snprintf(out, cap, "%s", run->store);
-        return 1;
-    }
-    return 0;
+    const daemon_run_t *run = run_of(arg, run_id);
+    if (run == NULL || run->leading) /* not ours; or deposed by the clock: it knows no other */
+        return 0;
+    if (run->store[0] == '\0')
+        return RDZV_NOT_YET;
+    snprintf(out, cap, "%s", run->store);
+    return 1;
 }
 
 static int all_named(const daemon_etcd_t *d) {

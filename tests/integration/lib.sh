@@ -173,6 +173,15 @@ etcd_refused() {
 
 # APID: agents a suite started in the background, their PIDs by name.
 declare -A APID
+# workers DIR N: waits (10 s at most) until N fake workers (FW_DIR=DIR) of round 0 run.
+workers() {
+    local _
+    for _ in $(seq 200); do
+        [ "$(ls "$1" | grep -c '^pid\..*\.0$')" = "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
 # reap NAME [TIMEOUT_S]: waits up to TIMEOUT_S (default 40) for APID[NAME] to exit, then
 # SIGKILLs it (continued first: it may be stopped); its exit code (137 after that SIGKILL).
 reap() {

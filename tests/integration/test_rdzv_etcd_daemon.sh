@@ -205,15 +205,6 @@ kill -TERM "${PID[d4]}"
 reap d4 10
 
 # ---- the run's records across a failover: A serves runs done and quar, B stands by ----
-# workers DIR N: waits (10 s at most) until N workers of round 0 run.
-workers() {
-    local _
-    for _ in $(seq 200); do
-        [ "$(ls "$1" | grep -c '^pid\..*\.0$')" = "$2" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
 etcd_get() { "$ETCDC" --endpoints "127.0.0.1:$P1" get "$1" 2>&1; }
 records_daemon() {
     "$RDZV" --token-file "$TMP/token" --port 0 --log-level info --etcd "127.0.0.1:$P1" \

@@ -45,15 +45,6 @@ agent() {
         "$@" "$FW" >"$TMP/$name.out" 2>&1 &
     APID[$name]=$!
 }
-# workers DIR N: waits (10 s at most) until N workers of round 0 run.
-workers() {
-    local _
-    for _ in $(seq 200); do
-        [ "$(ls "$1" | grep -c '^pid\..*\.0$')" = "$2" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
 # leader_of NAME...: the one whose agent serves the store.
 leader_of() {
     local n

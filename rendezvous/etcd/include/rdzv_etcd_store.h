@@ -30,6 +30,13 @@ void rdzv_etcd_store_addr_format(char *out, size_t cap, const char *addr, int po
  * address (a port outside 1..65535, a byte no address has, too long for cap). */
 int rdzv_etcd_store_addr_parse(const uint8_t *v, size_t n, char *addr, size_t cap, int *port);
 
+/* The next store of a list "HOST:PORT+HOST:PORT..." (--rdzv_conf etcd_stores) at *cursor: its
+ * text (*len bytes at *entry) parsed as rdzv_etcd_store_addr_parse does into addr (cap bytes)
+ * and *port; *cursor moves past it and its '+'. Empty entries are skipped. Returns 1, 0 at the
+ * list's end, or -EINVAL for an entry that is not a store's address (*entry, *len name it). */
+int rdzv_etcd_store_list_next(const char **cursor, const char **entry, size_t *len, char *addr,
+                              size_t cap, int *port);
+
 /* This host's address as the others reach it: the source of the kernel's route to the first
  * member of endpoints ("HOST:PORT[,...]"), 127.0.0.1 when it cannot be resolved. */
 void rdzv_etcd_store_local_host(const char *endpoints, char *out, size_t cap);
