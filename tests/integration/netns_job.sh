@@ -200,13 +200,19 @@ same_var() {
     done; done
     [ $n -gt 0 ]
 }
+# worker_alive PID H: PID is running and is still one of host H's workers. pid_max may be 32768
+# (CI's is), and three suites at a time wrap it in seconds: a PID seen again may be another
+# process's, so the worker's own environment (FW_DIR, set by agent) must be there too.
+worker_alive() {
+    running "$1" && grep -qzx "FW_DIR=$D/$2" "/proc/$1/environ" 2>/dev/null
+}
 # workers_gone H ROUND: the workers host H started in ROUND are not running (waits up to 2 s).
 workers_gone() {
     local f p
     for f in $(compgen -G "$D/$1/pid.*.$2"); do
         p=$(cat "$f")
-        for _ in $(seq 100); do running "$p" || break; sleep 0.02; done
-        running "$p" && { echo "# worker $p ($f) still running"; return 1; }
+        for _ in $(seq 100); do worker_alive "$p" "$1" || break; sleep 0.02; done
+        worker_alive "$p" "$1" && { echo "# worker $p ($f) still running"; return 1; }
     done
     return 0
 }
