@@ -86,6 +86,7 @@ static void start_handshake(rdzv_aclient_t *c) {
 
 /* The connection is ready: report it, then send what was queued meanwhile. */
 static void handshake_done(rdzv_aclient_t *c) {
+    timer_stop(&c->t_conn);
     c->state = S_READY;
     rdzv_aconnect_cb cb = c->conn_cb;
     c->conn_cb = NULL;
@@ -292,7 +293,8 @@ static void on_connected(uv_connect_t *req, int status) {
             connect_fail(c, status, "unable to connect: %s", uv_strerror(status));
         return;
     }
-    timer_stop(&c->t_conn);
+    /* t_conn runs on through the handshake: a server whose kernel accepts while the process
+     * does not answer (stopped, hung) must not hold a connect past its budget. */
     c->state = S_HANDSHAKE;
     int rc = uv_tcp_nodelay(&c->tcp, 1);
     rc = rc ? rc : rdzv__aclient_read_start(c);
@@ -374,7 +376,11 @@ static void start_attempt(rdzv_aclient_t *c) {
 
 static void on_conn_timer(uv_timer_t *t) {
     rdzv_aclient_t *c = t->data;
-    if (c->gai_failed)
+    if (c->state == S_HANDSHAKE)
+        connect_fail(c, DDP_ETIMEOUT,
+                     "connected, but the handshake got no reply within the %d ms connect budget",
+                     c->connect_ms);
+    else if (c->gai_failed)
         connect_fail(c, DDP_ETIMEOUT, "unable to resolve host after %d tries: %s", c->tries,
                      uv_strerror(c->last_err));
     else

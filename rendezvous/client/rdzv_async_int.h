@@ -17,9 +17,9 @@
  *   RESOLVING/CONNECTING -> BACKOFF -> RESOLVING ...     (refused, unreachable: retry)
  *   any -> FAILED  (connect budget spent, handshake failed, connection lost)
  *   any -> CLOSING (rdzv_aclient_close; the client is freed once every handle is released)
- * Timers: t_conn bounds the whole connect phase, t_retry is the backoff (and, while CONNECTING,
- * the bound on one unanswered connect), t_io fires when a reply or a write makes no progress for
- * io_timeout_ms, t_wait ends the one parked request's wait. */
+ * Timers: t_conn bounds the whole connect phase, handshake included, t_retry is the backoff (and,
+ * while CONNECTING, the bound on one unanswered connect), t_io fires when a reply or a write makes
+ * no progress for io_timeout_ms, t_wait ends the one parked request's wait. */
 #ifndef RDZV_ASYNC_INT_H
 #define RDZV_ASYNC_INT_H
 

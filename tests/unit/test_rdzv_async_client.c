@@ -441,21 +441,26 @@ static void on_silent_conn(uv_stream_t *s, int status) {
     si->accepted = 1;
 }
 
-TEST(test_handshake_timeout) {
-    silent_t si;
-    memset(&si, 0, sizeof si);
+/* Starts si listening on a loopback port of its own; returns the port. */
+static uint16_t silent_listen(env_t *e, silent_t *si) {
+    memset(si, 0, sizeof *si);
     struct sockaddr_in a;
-    assert_int_equal(uv_tcp_init(&e->loop, &si.lis), 0);
-    si.lis.data = &si;
+    assert_int_equal(uv_tcp_init(&e->loop, &si->lis), 0);
+    si->lis.data = si;
     assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
-    assert_int_equal(uv_tcp_bind(&si.lis, (const struct sockaddr *)&a, 0), 0);
-    assert_int_equal(uv_listen((uv_stream_t *)&si.lis, 8, on_silent_conn), 0);
+    assert_int_equal(uv_tcp_bind(&si->lis, (const struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&si->lis, 8, on_silent_conn), 0);
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    assert_int_equal(uv_tcp_getsockname(&si.lis, (struct sockaddr *)&ss, &len), 0);
+    assert_int_equal(uv_tcp_getsockname(&si->lis, (struct sockaddr *)&ss, &len), 0);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+TEST(test_handshake_timeout) {
+    silent_t si;
+    uint16_t port = silent_listen(e, &si);
     status_res_t cr;
-    rdzv_client_opts_t o =
-        opts_for(ntohs(((struct sockaddr_in *)&ss)->sin_port), good_token, 3000, 200);
+    rdzv_client_opts_t o = opts_for(port, good_token, 3000, 200);
     uint64_t t0 = ddp_now_ms();
     rdzv_aclient_t *c = start_client(e, &o, &cr);
     run_until(e, &cr.called);
@@ -463,6 +468,26 @@ TEST(test_handshake_timeout) {
     assert_int_equal(cr.status, DDP_ETIMEOUT);
     assert_non_null(strstr(cr.text, "no reply within 200 ms to AUTH_HELLO"));
     assert_true(took >= 190 && took < 3000);
+    assert_int_equal(si.accepted, 1);
+    client_close(e, c);
+    close_now(e, &si.peer);
+    close_now(e, &si.lis);
+}
+
+/* The same silent listener with a short connect budget and a long io_timeout: the budget bounds
+ * the handshake too (a stopped server's kernel still accepts). */
+TEST(test_handshake_within_connect_budget) {
+    silent_t si;
+    uint16_t port = silent_listen(e, &si);
+    status_res_t cr;
+    rdzv_client_opts_t o = opts_for(port, good_token, 300, 20000);
+    uint64_t t0 = ddp_now_ms();
+    rdzv_aclient_t *c = start_client(e, &o, &cr);
+    run_until(e, &cr.called);
+    uint64_t took = ddp_now_ms() - t0;
+    assert_int_equal(cr.status, DDP_ETIMEOUT);
+    assert_non_null(strstr(cr.text, "handshake got no reply within the 300 ms connect budget"));
+    assert_true(took >= 290 && took < 5000);
     assert_int_equal(si.accepted, 1);
     client_close(e, c);
     close_now(e, &si.peer);
@@ -654,6 +679,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_connect_unanswered_retried, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_timeout, setup_loop, teardown),
+        cmocka_unit_test_setup_teardown(test_handshake_within_connect_budget, setup_loop, teardown),
         cmocka_unit_test_setup_teardown(test_raw, setup_client, teardown),
         cmocka_unit_test_setup_teardown(test_io_timeout, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_race_and_bad_reply, setup_loop, teardown),
