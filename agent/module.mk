@@ -46,6 +46,13 @@ $(BUILD)/tests/unit/test_agent_rdzv_barrier: $(BUILD)/obj/tests/unit/test_agent_
     $(BUILD)/obj/agent/rdzv_barrier.o $(BUILD)/libddpcommon.a
 $(BUILD)/tests/unit/test_agent_rdzv_barrier: LDFLAGS += -Wl,--wrap=uv_now
 
+# test_agent_rdzv_elect links rdzv_elect.c with the etcd library (a follower never calls it):
+# the test defines the records keeper and the store's setters, and replaces the loop's clock.
+UNIT_TESTS += $(BUILD)/tests/unit/test_agent_rdzv_elect
+$(BUILD)/tests/unit/test_agent_rdzv_elect: $(BUILD)/obj/tests/unit/test_agent_rdzv_elect.o \
+    $(BUILD)/obj/agent/rdzv_elect.o $(BUILD)/librdzv_etcd.a $(BUILD)/libddpcommon.a
+$(BUILD)/tests/unit/test_agent_rdzv_elect: LDFLAGS += -Wl,--wrap=uv_now
+
 # test_agent_stacks captures a spin_worker, which spins in a named function: -O0 -g keep the
 # frame gdb must name.
 UNIT_TESTS += $(BUILD)/tests/unit/test_agent_stacks

@@ -423,11 +423,16 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
         return 1;
     }
     rdzv_etcd_store_addr_format(via, sizeof via, r->leader_addr, r->port);
+    /* Both flags hold for the move alone: an UP link lets its store go from inside the hook
+     * (reconnect_begin reads follow_redirected then); one already reconnecting just retries at
+     * the new address, and a flag left set would make the next real loss a silent redirect
+     * (no warning, no rendezvous_store_lost, and the lost store tried again first). */
     r->follow_redirected = r->follower;
     /* A try at the lost store in case it came back is no news: said at debug. */
     r->follow_quiet = r->follower && is_lost(r, addr, port);
     r->elect_hooks->moved(r, addr, port, via);
     r->follow_quiet = 0;
+    r->follow_redirected = 0;
     return 0;
 }
 

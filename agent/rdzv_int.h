@@ -180,8 +180,8 @@ struct agent_rdzv {
     uint64_t lost_since_ms;       /* uv_now() when it lost it */
     int stale_moves;              /* candidates naming the lost store, in a row */
     int follow_quiet;             /* the move being made is a try at the lost store: no line */
-    int follow_redirected;        /* the link leaves a candidate for the store it
-                                     named: no store was lost */
+    int follow_redirected;        /* while agent__elect_moved moves the link: it leaves a
+                                     candidate for the store it named, no store was lost */
     uint64_t follow_backoff_ms;   /* the next "not yet" or stale answer's wait bound */
     /* The records that outlive the store (rdzv_durable.c): */
     struct rdzv_etcd_records *records_keeper; /* loads and writes them while this agent leads */

@@ -102,9 +102,11 @@ def round_end_texts(paths):
 
 
 # What can delay the news of a failed start: another host's agent or its link, or the store,
-# away; a hung worker elsewhere (its agent says nothing of the round's end while it captures
-# the stacks). Other failures meanwhile end the round as soon or sooner.
-SLOWING = ("agent_kill", "link_flap", "link_down", "store_restart", "worker_stop")
+# away (the store's host killed takes its agent too); a hung worker elsewhere (its agent says
+# nothing of the round's end while it captures the stacks). Other failures meanwhile end the
+# round as soon or sooner.
+SLOWING = ("agent_kill", "link_flap", "link_down", "store_restart", "store_host_kill",
+           "worker_stop")
 
 
 def first_event(ev, host, name, since, round_=None):
