@@ -48,6 +48,14 @@ check() {
     if "$@"; then ok "$name"; else not_ok "$name"; fi
 }
 
+# tagged_alive PID: PID runs (not a zombie) and still carries our tag. A PID read from a file may
+# name another process by now: pid_max may be 32768 (CI's is), and three suites at a time wrap it
+# in seconds.
+tagged_alive() {
+    [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ] &&
+        grep -qzx "DDP_TEST_TAG=$DDP_TEST_TAG" "/proc/$1/environ" 2>/dev/null
+}
+
 # tagged_pids: PIDs of live processes carrying our tag, other than this suite's own shells.
 tagged_pids() {
     local f p c

@@ -394,14 +394,14 @@ else
     [ -e "$cg_mnt$cg_own/ddptest-probe-$$/cgroup.kill" ] || cg_why="no cgroup.kill (Linux < 5.14)"
     rmdir "$cg_mnt$cg_own/ddptest-probe-$$"
 fi
-# daemon_gone PIDFILE...: true when every recorded daemon pid is gone (or a zombie) within 5 s.
+# daemons_gone PIDFILE...: true when every recorded daemon pid is gone (or a zombie) within 5 s.
 daemons_gone() {
     local i f p alive
     for i in $(seq 250); do
         alive=0
         for f in "$@"; do
             p=$(cat "$f" 2>/dev/null) || continue
-            [ -d /proc/$p ] && [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" != Z ] && alive=1
+            tagged_alive "$p" && alive=1
         done
         [ $alive -eq 0 ] && return 0
         sleep 0.02

@@ -25,7 +25,7 @@ gone() {
     for f in "$@"; do
         p=$(cat "$f" 2>/dev/null) || return 1
         [ -n "$p" ] || return 1
-        if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+        if tagged_alive "$p"; then
             echo "# pid $p ($f) is still alive"
             return 1
         fi
