@@ -204,6 +204,10 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
     r->reconnect_window_ms =
         check ? AGENT_EMBEDDED_CHECK_MS : (uint64_t)a->cfg.job->rdzv.store_reconnect_timeout_ms;
     int redirect = r->follower && r->follow_redirected;
+    /* A redirect from the store this node's round runs at (a daemon candidate that lost its
+     * lease names the new leader) ends that round as a loss does: said by store_moved's line,
+     * and by the event. Before a JOIN was taken, a redirect is only the way to the store. */
+    int round_lost = !redirect || r->member != 0;
     if (redirect)
         DDP_DEBUG("joining the rendezvous store at %s:%d, which a store candidate named", r->addr,
                   r->port);
@@ -224,7 +228,7 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
         DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting for up to %gs "
                  "(--rdzv_conf store_reconnect_timeout)",
                  r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
-    if (!redirect)
+    if (round_lost)
         agent__evlog(a, "rendezvous_store_lost", "{s:I}", "round", (json_int_t)a->as.round);
     r->reconnect_since_ms = uv_now(a->cfg.loop);
     if (a->cfg.job->backend == AGENT_RDZV_ETCD)

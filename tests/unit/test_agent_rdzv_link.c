@@ -621,7 +621,7 @@ static void test_heartbeat_refused(void **state) {
 /* A follower (--rdzv_conf etcd_stores): a first candidate that cannot be reached is not the end
  * of the job: the link goes round the candidates (reconnecting, for the join timeout); a
  * HEARTBEAT refused with the leader's address moves the link there (agent__elect_moved), with no
- * store lost. */
+ * store lost by the link itself. */
 static void test_follower(void **state) {
     (void)state;
     setup(LINK_UP);
@@ -652,6 +652,24 @@ static void test_follower(void **state) {
     assert_int_equal(fx.elect_moved, 1);
     assert_int_equal(rz.link, LINK_UP); /* the moved hook reconnects, not the refusal */
     assert_int_equal(fx.nevents, 0);
+
+    /* The moved hook lets the store go (rdzv_elect.c sets follow_redirected meanwhile): on the
+     * way to the store, before a JOIN was taken, no store was lost; from the store this node's
+     * round runs at, the round is lost as with any loss (rendezvous_store_lost). Both
+     * reconnect at once and stop the group. */
+    for (int member = 0; member <= 7; member += 7) {
+        setup(LINK_UP);
+        job.backend = AGENT_RDZV_ETCD;
+        rz.follower = 1;
+        rz.member = member;
+        rz.follow_redirected = 1;
+        agent__link_event(&rz, LINK_EV_CLOSED, 0, "the rendezvous store moved");
+        assert_int_equal(rz.link, LINK_RECONNECTING);
+        assert_int_equal(fx.evlogs, member != 0);
+        assert_int_equal(fx.elect_store_lost, 1);
+        assert_int_equal(fx.nevents, 1);
+        assert_int_equal(fx.events[0], EV_STORE_LOST);
+    }
 }
 
 /* An agent whose JOIN is parked at another's store with no etcd watch on it (a follower, a
