@@ -73,7 +73,10 @@ static void emit(agent_t *a, agent_event_t ev) {
     agent__event(a, ev, NULL);
 }
 
-/* How this agent connects to the store: its endpoint and token, trying for connect_timeout_ms. */
+/* How this agent connects to the store: its endpoint and token, trying for connect_timeout_ms,
+ * and through the handshake within as long again: a stopped or hung store whose kernel still
+ * accepts must not hold a try (a follower's candidate, a reconnection's window) for
+ * read_timeout. */
 static rdzv_client_opts_t store_opts(const struct agent_rdzv *r, int connect_timeout_ms) {
     rdzv_client_opts_t co = {
         .host = r->addr,
@@ -83,6 +86,7 @@ static rdzv_client_opts_t store_opts(const struct agent_rdzv *r, int connect_tim
         .run_id = r->a->cfg.job->run_id, /* the token may be the run's (rdzv_run_token) */
         .connect_timeout_ms = connect_timeout_ms,
         .io_timeout_ms = (int)r->a->cfg.job->rdzv.read_timeout_ms,
+        .handshake_timeout_ms = connect_timeout_ms,
     };
     return co;
 }

@@ -33,6 +33,7 @@ static void connect_fail(rdzv_aclient_t *c, int code, const char *fmt, ...)
 static void start_attempt(rdzv_aclient_t *c);
 static void on_tcp_closed(uv_handle_t *h);
 static void maybe_finish(rdzv_aclient_t *c);
+static void on_conn_timer(uv_timer_t *t);
 
 /* ---- handshake ---- */
 
@@ -293,8 +294,15 @@ static void on_connected(uv_connect_t *req, int status) {
             connect_fail(c, status, "unable to connect: %s", uv_strerror(status));
         return;
     }
-    /* t_conn runs on through the handshake: a server whose kernel accepts while the process
-     * does not answer (stopped, hung) must not hold a connect past its budget. */
+    /* t_conn bounds the whole handshake from now on when asked to (handshake_timeout_ms):
+     * a server whose kernel accepts while the process does not answer (stopped, hung) holds
+     * the connect that long, not io_timeout_ms a reply. */
+    timer_stop(&c->t_conn);
+    if (c->handshake_ms > 0 &&
+        uv_timer_start(&c->t_conn, on_conn_timer, (uint64_t)c->handshake_ms, 0) < 0) {
+        connect_fail(c, DDP_EPROTO, "unable to start the handshake timer");
+        return;
+    }
     c->state = S_HANDSHAKE;
     int rc = uv_tcp_nodelay(&c->tcp, 1);
     rc = rc ? rc : rdzv__aclient_read_start(c);
@@ -377,9 +385,8 @@ static void start_attempt(rdzv_aclient_t *c) {
 static void on_conn_timer(uv_timer_t *t) {
     rdzv_aclient_t *c = t->data;
     if (c->state == S_HANDSHAKE)
-        connect_fail(c, DDP_ETIMEOUT,
-                     "connected, but the handshake got no reply within the %d ms connect budget",
-                     c->connect_ms);
+        connect_fail(c, DDP_ETIMEOUT, "connected, but the handshake did not end within %d ms",
+                     c->handshake_ms);
     else if (c->gai_failed)
         connect_fail(c, DDP_ETIMEOUT, "unable to resolve host after %d tries: %s", c->tries,
                      uv_strerror(c->last_err));
@@ -477,6 +484,7 @@ int rdzv_aclient_connect(uv_loop_t *loop, const rdzv_client_opts_t *opts, rdzv_a
                        opts->host, opts->port);
     c->connect_ms = opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : DEFAULT_CONNECT_MS;
     c->io_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : DEFAULT_IO_MS;
+    c->handshake_ms = opts->handshake_timeout_ms > 0 ? opts->handshake_timeout_ms : 0;
     c->backoff_ms = BACKOFF_FIRST_MS;
     c->attempt_ms = DDP_CONNECT_TRY_FIRST_MS;
     c->out_limit = RDZV_ACLIENT_OUT_LIMIT;

@@ -17,9 +17,10 @@
  *   RESOLVING/CONNECTING -> BACKOFF -> RESOLVING ...     (refused, unreachable: retry)
  *   any -> FAILED  (connect budget spent, handshake failed, connection lost)
  *   any -> CLOSING (rdzv_aclient_close; the client is freed once every handle is released)
- * Timers: t_conn bounds the whole connect phase, handshake included, t_retry is the backoff (and,
- * while CONNECTING, the bound on one unanswered connect), t_io fires when a reply or a write makes
- * no progress for io_timeout_ms, t_wait ends the one parked request's wait. */
+ * Timers: t_conn bounds the connect retries, then the handshake when handshake_timeout_ms says
+ * so, t_retry is the backoff (and, while CONNECTING, the bound on one unanswered connect), t_io
+ * fires when a reply or a write makes no progress for io_timeout_ms, t_wait ends the one parked
+ * request's wait. */
 #ifndef RDZV_ASYNC_INT_H
 #define RDZV_ASYNC_INT_H
 
@@ -103,6 +104,7 @@ struct rdzv_aclient {
     int tcp_live;     /* tcp initialised and uv_close not yet called */
     int gai_pending, writing, io_armed, finished, authed;
     int connect_ms, io_ms, tries, last_err, gai_failed, deferred_code;
+    int handshake_ms; /* t_conn's bound on the handshake; 0: none (io_ms a reply) */
     uint64_t backoff_ms, attempt_ms;
     uint16_t port;
     char *host;

@@ -325,7 +325,8 @@ static int handshake_auth(rdzv_client_t *c, rdzv_handshake_t *hs, uint64_t dl, d
 
 /* VALIDATE, then either the HMAC handshake (token) or a PING (no token). */
 static int handshake(rdzv_client_t *c, const rdzv_client_opts_t *o, ddp_err_t *err) {
-    uint64_t dl = deadline_in(c->io_timeout_ms);
+    uint64_t dl =
+        deadline_in(o->handshake_timeout_ms > 0 ? o->handshake_timeout_ms : c->io_timeout_ms);
     c->ping_seq = (uint32_t)getpid();
     rdzv_handshake_t hs = {.token = o->token,
                            .token_len = o->token_len,

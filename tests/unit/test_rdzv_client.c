@@ -6,6 +6,7 @@
  * own: test_rdzv_client_auth.c (tokens and the handshake), test_rdzv_client_queues.c (queues,
  * barriers and rounds in raw frames), test_rdzv_client_limits.c (admission and what a read
  * costs), test_rdzv_client_wstore.c (the workers' store). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -295,6 +297,34 @@ static void test_errors(void **state) {
     assert_non_null(strstr(err.text, "127.0.0.1:1"));
 }
 
+/* A listener that never accepts: the kernel completes the connection, nothing answers (a stopped
+ * store). handshake_timeout_ms bounds the whole handshake, io_timeout_ms being long. */
+static void test_handshake_timeout(void **state) {
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+    rdzv_client_opts_t o = {.host = "127.0.0.1",
+                            .port = ntohs(sa.sin_port),
+                            .connect_timeout_ms = 3000,
+                            .io_timeout_ms = 20000,
+                            .handshake_timeout_ms = 300};
+    rdzv_client_t *c = NULL;
+    ddp_err_t err;
+    ddp_err_clear(&err);
+    uint64_t t0 = ddp_now_ms();
+    assert_int_equal(rdzv_client_connect(&o, &c, &err), DDP_ETIMEOUT);
+    uint64_t took = ddp_now_ms() - t0;
+    assert_null(c);
+    assert_true(took >= 290 && took < 5000);
+    assert_non_null(strstr(err.text, "127.0.0.1:"));
+    close(lfd);
+}
+
 static void test_server_start_errors(void **state) {
     (void)state;
     uv_loop_t loop;
@@ -348,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_label),
         cmocka_unit_test(test_server_start_errors),
         cmocka_unit_test(test_connect_unanswered_retried),
+        cmocka_unit_test(test_handshake_timeout),
     };
     return cmocka_run_group_tests_name("rdzv_client", tests, NULL, NULL);
 }

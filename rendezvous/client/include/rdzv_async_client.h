@@ -40,9 +40,10 @@ typedef void (*rdzv_acb_t)(void *arg, int status, const uint8_t *reply, size_t l
                            const char *errtext);
 
 /* End of the connection phase (connect retries, VALIDATE, authentication). status 0: ready;
- * else DDP_ETIMEOUT (not connected and through the handshake within connect_timeout_ms, or a
- * handshake reply did not come within io_timeout_ms), DDP_EAUTH (token refused or needed),
- * DDP_ECANCELED (closed first), -errno. errtext as in rdzv_acb_t. Runs exactly once. */
+ * else DDP_ETIMEOUT (nothing listened within connect_timeout_ms, a handshake reply did not come
+ * within io_timeout_ms, or the handshake did not end within handshake_timeout_ms), DDP_EAUTH
+ * (token refused or needed), DDP_ECANCELED (closed first), -errno. errtext as in rdzv_acb_t.
+ * Runs exactly once. */
 typedef void (*rdzv_aconnect_cb)(void *arg, int status, const char *errtext);
 
 /* An established connection was lost (server closed it, I/O error, io_timeout_ms without
@@ -63,10 +64,9 @@ enum {
 };
 
 /* Starts connecting to opts->host:opts->port on loop: resolves and connects, retrying with
- * exponential backoff (uv timers); then VALIDATE, and the HMAC handshake when opts->token is
- * set. opts->connect_timeout_ms bounds all of it, the handshake included (a server whose kernel
- * accepts but which does not answer, stopped or hung, holds a connect no longer than that); each
- * handshake reply is also due within opts->io_timeout_ms.
+ * exponential backoff (uv timers) until opts->connect_timeout_ms; then VALIDATE, and the HMAC
+ * handshake when opts->token is set: each of its replies is due within opts->io_timeout_ms, and
+ * all of it within opts->handshake_timeout_ms when that is set.
  * Never blocks. cb(arg, status, errtext) reports the outcome. opts is copied (token included).
  * Requests may be submitted at once: they are sent when the connection is ready.
  * Returns 0 with *out set: caller owns the client, whatever the outcome, until it calls

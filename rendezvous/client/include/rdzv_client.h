@@ -30,6 +30,10 @@ typedef struct rdzv_client_opts {
     const char *run_id;
     int connect_timeout_ms; /* total budget for connect retries (backoff); <= 0 means 30000 */
     int io_timeout_ms;      /* bound on one request/reply exchange; <= 0 means 60000 */
+    /* Bound on the whole handshake (VALIDATE, authentication) once connected; <= 0 means
+     * io_timeout_ms. A server whose kernel accepts while it does not answer (stopped, hung)
+     * holds a connect this long. */
+    int handshake_timeout_ms;
 } rdzv_client_opts_t;
 
 /* Connects (retrying refused/unreachable with exponential backoff until connect_timeout_ms),
