@@ -202,7 +202,8 @@ same_var() {
 }
 # worker_alive PID H: PID is running and is still one of host H's workers. pid_max may be 32768
 # (CI's is), and three suites at a time wrap it in seconds: a PID seen again may be another
-# process's, so the worker's own environment (FW_DIR, set by agent) must be there too.
+# process's, so the worker's own environment must be there too (FW_DIR: agent() gives it to the
+# host's ddprun, whose workers inherit it).
 worker_alive() {
     running "$1" && grep -qzx "FW_DIR=$D/$2" "/proc/$1/environ" 2>/dev/null
 }
