@@ -720,6 +720,9 @@ static void store_moved(struct agent_rdzv *r, const char *addr, int port, const 
         return;
     r->said_serving = r->leading;
     int first = !r->elected;
+    char prev_addr[RDZV_HOST_MAX + 1];
+    int prev_port = r->port;
+    snprintf(prev_addr, sizeof prev_addr, "%s", r->leader_addr);
     snprintf(r->leader_addr, sizeof r->leader_addr, "%s", addr);
     r->port = port;
     r->elected = 1;
@@ -742,9 +745,12 @@ static void store_moved(struct agent_rdzv *r, const char *addr, int port, const 
     agent__evlog(a, "rendezvous_store_elected", "{s:s, s:b}", "store", shown, "self", r->leading);
     if (same || first || r->ctl == NULL)
         return; /* same: the link meets this store already (its JOIN was told "not yet") */
-    if (r->link == LINK_UP)
-        agent__link_lost(r, "the rendezvous store moved (a new leader was elected)");
-    else if (r->link == LINK_RECONNECTING || r->link == LINK_CHECKING)
+    if (r->link == LINK_UP) {
+        /* The link's line names the store it leaves; r->addr is the new one already. */
+        rdzv_etcd_store_addr_format(r->moved_from, sizeof r->moved_from, prev_addr, prev_port);
+        agent__link_lost(r, "a new leader was elected");
+        r->moved_from[0] = '\0';
+    } else if (r->link == LINK_RECONNECTING || r->link == LINK_CHECKING)
         agent__link_event(r, LINK_EV_RETRY, 0, NULL); /* at once, to the new address */
 }
 

@@ -189,6 +189,8 @@ struct agent_rdzv {
     void (*records_flushed)(struct agent_rdzv *r); /* agent__records_flush's, while it waits */
     uv_timer_t join_retry_timer;            /* a JOIN the store answered "not yet": asked again */
     char leader_addr[RDZV_HOST_MAX + 1];    /* the elected store's address, numeric */
+    char moved_from[RDZV_HOST_MAX + 16];    /* while store_moved lets an UP link go: the store
+                                               left ("ADDR:PORT"), for the link's line */
     char self_value[RDZV_HOST_MAX + 16];    /* this agent's store as published: "ADDR:PORT" */
     char leader_key[RDZV_RUN_ID_MAX + 600]; /* <prefix>/<run_id>/leader */
 };

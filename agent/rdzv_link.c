@@ -224,6 +224,10 @@ static int reconnect_begin(struct agent_rdzv *r, const char *why, int check) {
                  "(--rdzv_conf etcd_stores) where it is now, for up to %gs "
                  "(--rdzv_conf store_reconnect_timeout)",
                  r->addr, r->port, why, r->reconnect_window_ms / 1000.0);
+    else if (a->cfg.job->backend == AGENT_RDZV_ETCD && r->moved_from[0] != '\0')
+        DDP_WARN("left the rendezvous store at %s: %s; reconnecting to the elected one at %s:%d, "
+                 "for up to %gs (--rdzv_conf store_reconnect_timeout)",
+                 r->moved_from, why, r->addr, r->port, r->reconnect_window_ms / 1000.0);
     else if (a->cfg.job->backend == AGENT_RDZV_ETCD)
         DDP_WARN("lost the rendezvous store at %s:%d: %s; reconnecting to the one etcd elects, "
                  "for up to %gs (--rdzv_conf store_reconnect_timeout)",

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ddp_log.h"
 #include "rdzv_int.h"
 #include "rdzv_round_calls.h"
 
@@ -563,6 +564,17 @@ static void test_start(void **state) {
  * serves it, this agent's own store included (the election may name another), the election is
  * told (a reader reads the leader key again), and each try goes to the address in r->addr at
  * that moment. */
+/* The link's warning lines, as ddp_log writes them. */
+static char logged[1024];
+static void log_capture(void *ctx, const char *line, size_t len) {
+    (void)ctx;
+    size_t have = strlen(logged);
+    if (have + len < sizeof logged) {
+        memcpy(logged + have, line, len);
+        logged[have + len] = '\0';
+    }
+}
+
 static void test_etcd_follows_the_election(void **state) {
     (void)state;
     static char hosted;
@@ -580,6 +592,21 @@ static void test_etcd_follows_the_election(void **state) {
     agent__link_event(&rz, LINK_EV_RETRY, 0, NULL);
     assert_int_equal(rz.link, LINK_RECONNECTING);
     assert_true(fx.connects > before);
+
+    /* The election moved the store (rdzv.c's store_moved names the store the link leaves; the
+     * link's address is the new one already): the line names both, the old one as left. */
+    setup(LINK_UP);
+    job.backend = AGENT_RDZV_ETCD;
+    rz.addr = "10.0.0.2";
+    snprintf(rz.moved_from, sizeof rz.moved_from, "10.0.0.1:29400");
+    logged[0] = '\0';
+    ddp_log_set_writer(log_capture, NULL);
+    agent__link_event(&rz, LINK_EV_CLOSED, 0, "a new leader was elected");
+    ddp_log_set_writer(NULL, NULL);
+    assert_int_equal(rz.link, LINK_RECONNECTING);
+    assert_non_null(strstr(logged, "left the rendezvous store at 10.0.0.1:29400: a new leader was "
+                                   "elected; reconnecting to the elected one at 10.0.0.2:29400"));
+    assert_int_equal(fx.evlogs, 1);
 }
 
 /* A HEARTBEAT the store refuses as no longer serving (its node lost the etcd leadership) loses
