@@ -72,10 +72,12 @@ ETCD=
 declare -A HPID=()
 # tree PID: every process of PID's tree frozen then killed; prints the CLOCK_MONOTONIC ns of
 # the first SIGSTOP (the host's death), then the local time of day in ms at that moment (the
-# agents' log lines carry their local time of day).
+# agents' log lines carry their local time of day). A dead host's memory goes with it: what its
+# ddprun kept in /dev/shm (one for every host here), named in its frozen workers' environment
+# (the scratch directory, the private run directory), is removed as the host's death would.
 tree() {
     python3 - "$1" <<'EOF'
-import os, signal, sys, time
+import os, shutil, signal, sys, time
 root = int(sys.argv[1])
 def tree():
     kids = {}
@@ -108,11 +110,23 @@ while True:
         except OSError:
             pass
         seen.add(p)
+shm = set()
+for p in seen:
+    try:
+        with open(f"/proc/{p}/environ", "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        continue
+    shm.add(env.get(b"DDPRUN_SHM_DIR", b"").decode())
+    shm.add(os.path.dirname(env.get(b"TORCHELASTIC_ERROR_FILE", b"").decode()))
 for p in seen:
     try:
         os.kill(p, signal.SIGKILL)
     except OSError:
         pass
+for d in shm:
+    if d.startswith("/dev/shm/ddprun-") and d.count("/") == 3:
+        shutil.rmtree(d, ignore_errors=True)
 print(t, "%.0f" % day_ms)
 EOF
 }

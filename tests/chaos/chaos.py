@@ -148,6 +148,7 @@ class Job:
         self.final = {}             # host -> exit status of the agent that ended the job there
         self.restart_at = {}        # host -> when the killed agent starts again
         self.started_at = {}        # host -> when its running agent was started
+        self.shm_of = {}            # host -> (agent pid, the scratch directory its workers name)
         self.link_up_at = {}        # host -> when its link comes back
         self.daemon = None
         self.etcd = None
@@ -285,7 +286,14 @@ class Job:
         p = self.agent.get(h)
         if p is None or p.poll() is not None:
             return []
-        return [c for c in children(p.pid) if comm(c) == "train"]
+        ws = [c for c in children(p.pid) if comm(c) == "train"]
+        # The agent's scratch directory, read once per agent from a worker's environment: a
+        # store_host_kill between two groups finds no worker to ask.
+        if ws and self.shm_of.get(h, (None,))[0] != p.pid:
+            d = env_of(ws[0]).get(b"DDPRUN_SHM_DIR", b"").decode()
+            if d:
+                self.shm_of[h] = (p.pid, d)
+        return ws
 
     # ------------------------------------------------------------------ events
     def events(self):
@@ -409,6 +417,8 @@ class Job:
                 pids.append(p)
                 todo += children(p)
             shm = {env_of(p).get(b"DDPRUN_SHM_DIR", b"").decode() for p in pids} - {""}
+            if self.shm_of.get(h, (None,))[0] == self.agent[h].pid:
+                shm.add(self.shm_of[h][1])  # its workers may be between two groups now
             for p in pids:
                 try:
                     os.kill(p, signal.SIGKILL)

@@ -76,10 +76,31 @@ sys.exit(0 if r["header"]["member_id"] == r["leader"] else 1)' \
             "http://$(addr_of "$h"):2379/v3/maintenance/status" 2>/dev/null && { echo "$h"; return; }
     done
 }
-# kill_host H: SIGKILL of everything running in host H.
+# kill_host H: everything running in host H frozen at once (its death), then SIGKILLed. A dead
+# host's memory goes with it: the scratch directory its frozen workers name in /dev/shm (one for
+# every namespace here) is removed as the host's death would.
 kill_host() {
-    local p
+    local p d pids shm=
+    pids=$(ip netns pids "$P$1" 2>/dev/null)
+    [ -n "$pids" ] || return 0
+    # shellcheck disable=SC2086 # one PID a word
+    kill -STOP $pids 2>/dev/null
+    for p in $pids; do
+        d=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's|^DDPRUN_SHM_DIR=||p')
+        case $d in /dev/shm/ddprun-shm-*) shm="$shm $d" ;; esac
+    done
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null
     for p in $(ip netns pids "$P$1" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    for d in $shm; do rm -rf "$d"; done
+}
+# shm_clean: nothing of this suite's runs (ids ending -$P) left in /dev/shm: the agents remove
+# their scratch and run directories, their guards do when an agent is SIGKILLed, and kill_host
+# does a dead host's.
+shm_clean() {
+    local left
+    left=$(compgen -G "/dev/shm/ddprun-*-$P-*" | tr '\n' ' ')
+    [ -z "$left" ] || { echo "# left in /dev/shm: $left"; return 1; }
 }
 # checkpoints N SECS: at least N checkpoints in $D/ck.
 checkpoints() { wait_count "$1" "$2" "$D/ck/ckpt-*.bin"; }

@@ -47,7 +47,7 @@ SECTIONS=("1. 3 hosts and a spare form one job through a 3-member etcd, every ag
     "3. SIGKILL of one etcd member alone: the workers go on, no new round, at most a line per agent"
     "5. etcd killed, back on its data dirs 10 s later (lease_ttl 30): the workers go on, no new round, every agent exits 0"
     "5. ... one line each when etcd goes and one when it is back"
-    "no process left in our namespaces" "namespaces removed")
+    "no process left in our namespaces" "nothing of the runs left in /dev/shm" "namespaces removed")
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
 for c in ip nsenter unshare timeout setpriv; do
@@ -81,7 +81,7 @@ eagent() {
 # a spare. D=$TMP/NAME; the checkpoints in $D/ck, the parameters in $D/params.bin. With LEAD=H,
 # H's agent starts first and the others once it serves the store: H serves it.
 job() {
-    RUN=$1 D=$TMP/$1
+    RUN=$1-$P D=$TMP/$1 # the run id names this suite's directories in /dev/shm
     shift
     mkdir -p "$D/ck"
     chmod 700 "$D/ck"
@@ -265,6 +265,7 @@ echo "# 5. etcd killed at +0, restarted at +10 s: a says unreachable at +$((${do
 } 2>/dev/null
 echo "# suite body: $(($(now_ms) - T_SUITE)) ms"
 check "no process left in our namespaces" ns_empty
+check "nothing of the runs left in /dev/shm" shm_clean
 teardown
 [ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
 check "namespaces removed" ns_gone

@@ -51,7 +51,7 @@ SECTIONS=("a. 3 candidates and a follower that never asks etcd form a job of 4, 
     "b. ... the follower's next round within lease_ttl + (raft failover) + back-off + connect bound + last call + slack"
     "c. the serving candidate's host cut off: the follower, its connections there timing out, finds the new leader through the other candidates within the bound"
     "c. ... the cut-off agent stops (exit non-zero), the majority side finishes, exit 0"
-    "no process left in our namespaces" "namespaces removed")
+    "no process left in our namespaces" "nothing of the runs left in /dev/shm" "namespaces removed")
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
 for c in ip nsenter unshare timeout setpriv; do
@@ -89,7 +89,7 @@ sagent() {
 # sjob NAME NNODES ARGS...: a's agent first (rank 0, it campaigns first and serves), then b, c
 # and d once it serves; returns once every host runs round 0.
 sjob() {
-    RUN=$1 D=$TMP/$1
+    RUN=$1-$P D=$TMP/$1 # the run id names this suite's directories in /dev/shm
     local nn=$2 h
     shift 2
     mkdir -p "$D/ck"
@@ -212,6 +212,7 @@ ip -n "${P}br" link set "v$C" up
 } 2>/dev/null
 echo "# suite body: $(($(now_ms) - T_SUITE)) ms"
 check "no process left in our namespaces" ns_empty
+check "nothing of the runs left in /dev/shm" shm_clean
 teardown
 [ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
 check "namespaces removed" ns_gone
