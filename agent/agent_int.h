@@ -295,6 +295,7 @@ struct agent {
     /* DDPRUN_SHM_DIR (scratch.c): the workers' directory on /dev/shm, or "". */
     struct {
         char dir[PATH_MAX];
+        int lock_fd; /* holds the directory's flock while this agent lives; -1 none */
     } scratch;
     /* Hangs and progress (hang.c). */
     struct {
@@ -748,8 +749,8 @@ void agent__error_file_bound(const char *path);
 void agent__file_safe(const char *text, char *out, size_t cap);
 
 /* scratch.c: the workers' directory on /dev/shm (DDPRUN_SHM_DIR). start makes it ("" when
- * /dev/shm is not writable); clear empties it once a group's workers are reaped; stop removes
- * it. */
+ * /dev/shm is not writable), after removing those of agents killed with their guard; clear
+ * empties it once a group's workers are reaped; stop removes it. */
 void agent__scratch_start(agent_t *a);
 void agent__scratch_clear(agent_t *a);
 void agent__scratch_stop(agent_t *a);

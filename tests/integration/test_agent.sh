@@ -217,6 +217,46 @@ case $sd in /dev/shm/ddprun-shm-*) gone_within "$sd" ;; *) false ;; esac
 verdict "SIGKILL of ddprun with a file in the scratch directory: the guard removes $sd"
 check "nothing left after the segment checks" no_leftovers 3
 
+# 3d. An agent killed with its guard (a whole Slurm step or container at once) leaves its scratch
+# directory: the next agent on the host removes it once nobody holds its lock and it has not
+# changed for a minute (aged here with touch). A live agent's directory (locked) and an unmarked
+# one (an older ddprun's, which holds no lock) are kept.
+guard_of() { # the orphan guard: the child of ddprun PID that is ddprun itself
+    local c
+    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        [ "$(cat /proc/"$c"/comm 2>/dev/null)" = ddprun ] && { echo "$c"; return 0; }
+    done
+    return 1
+}
+d=$TMP/segg; mkdir -p "$d"
+(timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$d" >"$TMP/segg.out" 2>&1) &
+pid=$!
+sd=$(wait_segment "$d")
+ag=$(child_pid $pid)
+gd=$(guard_of "$ag")
+[ -n "$gd" ] && kill -KILL "$gd" && kill -KILL "$ag"
+{ wait $pid; } 2>/dev/null
+sleep 0.3
+case $sd in /dev/shm/ddprun-shm-*) [ -d "$sd" ] && [ "$(stat -c %a "$sd")" = 1700 ] ;; *) false ;; esac
+verdict "SIGKILL of ddprun and its guard together: $sd is left, marked (mode 1700)"
+dl=$TMP/segl; mkdir -p "$dl"
+(timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$dl" >"$TMP/segl.out" 2>&1) &
+lpid=$!
+sdl=$(wait_segment "$dl")
+old=$(mktemp -d /dev/shm/ddprun-shm-unmarked-XXXXXX)
+touch -d '-2 minutes' "$sd" "$old" ${sdl:+"$sdl"}
+timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=1 --no_python true >"$TMP/segz.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ -n "$sd" ] && [ ! -e "$sd" ]
+verdict "the next agent on the host removes the dead agent's directory (rc $rc)" || show_tail "$TMP/segz.out"
+[ -n "$sd" ] && rm -rf "$sd" # when it was not: nothing of the test stays
+[ -n "$sdl" ] && [ -d "$sdl" ] && [ -d "$old" ]
+verdict "a live agent's directory and an unmarked one, as old, are kept"
+kill -TERM "$(child_pid $lpid)" 2>/dev/null
+{ wait $lpid; } 2>/dev/null
+rm -rf "$old"
+check "nothing left after the dead agent's directory checks" no_leftovers 3
+
 # 4. A worker killed by a signal is named in the summary.
 FW_RANK=0 FW_SIGNAL=9 FW_SLEEP_MS=20000 \
     run_ddprun "$TMP/sig.out" --standalone --nproc_per_node=2 "$FW"; rc=$?
