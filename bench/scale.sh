@@ -202,6 +202,27 @@ print(base64.b64decode(r["kvs"][0]["value"]).decode() if r.get("kvs") else "")
 EOF2
 }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# etcd_window_start URL: etcd's load as bench_rdzv_scale starts: m1 (its requests so far), t1
+# (ns) and e1 (its CPU ticks). The caller declares them (and etcd_window_end's) local.
+etcd_window_start() {
+    read -r m1 _ <<<"$(etcd_load "$1")"
+    t1=$(date +%s%N)
+    e1=$(ticks "$EPID")
+}
+# etcd_window_end URL RPS_FORMAT: etcd's load once bench_rdzv_scale is over: m2 keys leases f2 fs2
+# (etcd_load), ersss (its RSS, MiB), and over the window wall (s), rps (requests/s, printed with
+# RPS_FORMAT), cpu (% of a core) and fsm (a WAL fsync's mean).
+etcd_window_end() {
+    read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$1")"
+    local t2 e2
+    t2=$(date +%s%N)
+    e2=$(ticks "$EPID")
+    ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
+    wall=$(awk -v a="$t1" -v b="$t2" 'BEGIN {print (b - a) / 1e9}')
+    rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" -v f="$2" 'BEGIN {printf f, (b - a) / w}')
+    cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
+    fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
+}
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -276,21 +297,16 @@ etcd_stores() {
         line="etcd-scale nodes=$n failed: the first store candidate (127.0.0.1:${ports[0]}) does not lead run $run"
         return 1
     fi
-    read -r m1 _ <<<"$(etcd_load "$url")"
     [ "$ETCD_FAILOVER" = 1 ] && fo=(--failover "$stores")
-    local t2 t3 e1 e2 m2 keys leases f2 fs2 ersss brc
-    t2=$(date +%s%N)
-    e1=$(ticks "$EPID")
+    local m1 e1 m2 keys leases f2 fs2 ersss wall rps cpu fsm brc
+    etcd_window_start "$url"
     # The nodes JOIN at the second candidate, which redirects each to the first: the worst case.
     timeout 900 "$BUILD/bench/bench_rdzv_scale" "${ports[0]}" "${KPIDS[0]}" "$n" \
         --keepalive-s "$ETCD_KEEPALIVE_S" --keep-alive-ms "$KEEP_ALIVE_MS" --ddprun "$BUILD/ddprun" \
         --run-id "$run" --join-runs "$ETCD_JOIN_RUNS" --join-at "${ports[1]}" "${fo[@]}" \
         >"$TMP/scale.out" 2>"$TMP/scale.err"
     brc=$?
-    read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$url")"
-    t3=$(date +%s%N)
-    e2=$(ticks "$EPID")
-    ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
+    etcd_window_end "$url" "%.1f"
     grep -v '^rdzv-scale \|^|' "$TMP/scale.out"
     if [ $brc -ne 0 ]; then
         line="etcd-scale nodes=$n failed: bench_rdzv_scale exit $brc: $(tail -1 "$TMP/scale.err")"
@@ -301,7 +317,7 @@ etcd_stores() {
     for i in "${!KPIDS[@]}"; do
         if kill -0 "${KPIDS[$i]}" 2>/dev/null; then alive=$((alive + 1)); elif [ "$i" != 0 ] || [ "$ETCD_FAILOVER" != 1 ]; then lost=$((lost + 1)); fi
     done
-    local sl join direct redir reform fail kcore krss wall rps cpu fsm
+    local sl join direct redir reform fail kcore krss
     sl=$(grep '^rdzv-scale ' "$TMP/scale.out")
     field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$sl"; }
     join=$(field join_ms)
@@ -311,10 +327,6 @@ etcd_stores() {
     fail=$(field failover_ms)
     kcore=$(field keepalive_core_pct)
     krss=$(field store_rss_mib)
-    wall=$(awk -v a="$t2" -v b="$t3" 'BEGIN {print (b - a) / 1e9}')
-    rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" 'BEGIN {printf "%.1f", (b - a) / w}')
-    cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
-    fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
     echo "| $n | $elect ms | $join ms ($redir redirects a node) | $direct ms | $reform ms | ${fail:--} ms | $rps | $keys | $leases | $cpu | $ersss | $f2 ($fsm) | $kcore | $krss | $alive alive, $lost lost |"
     echo "# $n nodes: the election took $((m1 - m0)) etcd requests; the job $((m2 - m1)) over $(printf '%.0f' "$wall") s"
     line="etcd-scale nodes=$n elect_ms=$elect join_ms=$join join_direct_ms=$direct reform_ms=$reform failover_ms=${fail:--} etcd_rps=$rps etcd_keys=$keys etcd_leases=$leases"
@@ -323,7 +335,8 @@ etcd_stores() {
 }
 # etcd_readers N: the readers' mode (ETCD_MODE=readers); sets line and prints the row.
 etcd_readers() {
-    local n=$1 kargs=() elect m0 m1 m2 keys leases f2 fs2 t1 t2 e1 e2 ersss brc addr reelect hold
+    local n=$1 kargs=() elect m0 m1 m2 keys leases f2 fs2 t1 e1 ersss wall rps cpu fsm brc addr
+    local reelect hold
     if ! start_daemon; then
         line="etcd-scale nodes=$n failed: ddp-rendezvous did not start"
         return 1
@@ -346,17 +359,12 @@ etcd_readers() {
     fi
     # The nodes join the store the election named (every candidate published it).
     addr=$(etcd_get "$url" "/ddprun/scale-$n/leader")
-    read -r m1 _ <<<"$(etcd_load "$url")"
-    t1=$(date +%s%N)
-    e1=$(ticks "$EPID")
+    etcd_window_start "$url"
     timeout 600 "$BUILD/bench/bench_rdzv_scale" "${addr##*:}" "$DPID" "$n" \
         --keepalive-s "$ETCD_KEEPALIVE_S" --keep-alive-ms "$KEEP_ALIVE_MS" --ddprun "$BUILD/ddprun" \
         >"$TMP/scale.out" 2>"$TMP/scale.err"
     brc=$?
-    read -r m2 keys leases f2 fs2 <<<"$(etcd_load "$url")"
-    t2=$(date +%s%N)
-    e2=$(ticks "$EPID")
-    ersss=$(awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$EPID/status")
+    etcd_window_end "$url" "%.0f"
     kill -USR1 "$CPID"
     for _ in $(seq 1300); do
         grep -q '^etcd-reelect ' "$TMP/elect.out" && break
@@ -370,13 +378,9 @@ etcd_readers() {
         line="etcd-scale nodes=$n failed: bench_rdzv_scale exit $brc: $(tail -1 "$TMP/scale.err")"
         return 1
     fi
-    local join fail wall rps cpu fsm total
+    local join fail total
     join=$(sed -nE 's/^rdzv-scale .*join_ms=([0-9.]+).*/\1/p' "$TMP/scale.out")
     fail=$(sed -nE "s/^rdzv-scale .*reform_ms=([0-9.]+).*/\1/p" "$TMP/scale.out")
-    wall=$(awk -v a="$t1" -v b="$t2" 'BEGIN {print (b - a) / 1e9}')
-    rps=$(awk -v a="$m1" -v b="$m2" -v w="$wall" 'BEGIN {printf "%.0f", (b - a) / w}')
-    cpu=$(awk -v a="$e1" -v b="$e2" -v w="$wall" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz / w * 100}')
-    fsm=$(awk -v c="$f2" -v s="$fs2" 'BEGIN {printf "%.1f ms", c ? s / c * 1000 : 0}')
     total=$(awk -v a="$elect" -v b="$join" 'BEGIN {printf "%.1f", a + b}')
     echo "| $n | $elect ms | $join ms | $total ms | $fail ms | ${reelect:-not within 130 s} ms | $rps | $keys | $leases | $cpu | $ersss | $f2 ($fsm) | ${hold:-?} |"
     echo "# $n nodes: election took $((m1 - m0)) etcd requests"

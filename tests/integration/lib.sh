@@ -205,6 +205,18 @@ reap() {
     wait "$p"
 }
 
+# etcd_agents_env: what the suites of agents on one local etcd member share: DDPRUN and FW (the
+# fake worker, none of the caller's FW_* settings), no etcd credentials from the caller, a lease
+# of TTL=3 s and CONF (the rendezvous settings every agent gets).
+etcd_agents_env() {
+    DDPRUN=$BIN/ddprun
+    FW=$BIN/tests/fake_worker
+    fake_worker_env_clear
+    unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD
+    TTL=3
+    CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
+}
+
 # etcd_suite_member: the suite's one etcd member (etcd_member on $TMP/etcd, client port P1, peer
 # port P2, both picked here), ready to serve; the suite is skipped whole (skip_all) when etcd is
 # not installed or does not start.

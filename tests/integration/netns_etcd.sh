@@ -2,16 +2,26 @@
 # shellcheck shell=bash
 # A 3-member etcd cluster (Debian's etcd-server) on hosts a, b and c of netns_job.sh, and what the
 # suites that run etcd-backed jobs on those hosts share (test_etcd_netns.sh,
-# test_etcd_netns_stores.sh). Sourced after netns_job.sh; `netns_etcd_start` once the hosts are up
-# (skip_all when the cluster does not start). EPS: the members' client addresses, comma-separated.
+# test_etcd_netns_stores.sh). A suite sources it after lib.sh and sets SECTIONS, then:
+# `netns_etcd_require` (skip_all without root, the tools or etcd), HOSTS and netns_job.sh with
+# its setup, `netns_etcd_start` (the members; skip_all when the cluster does not start; sets EPS,
+# the members' client addresses, comma-separated), its cases, and `netns_etcd_end` (the members
+# stopped, the suite's last checks, the namespaces removed) before `finish`.
 # The helpers read $D (the job's directory: $D/H.out each host's agent, $D/ck its checkpoints).
 EHOSTS="a b c"
 CLUSTER="" EPS=""
-for h in $EHOSTS; do
-    CLUSTER="$CLUSTER${CLUSTER:+,}$h=http://$(addr_of $h):2380"
-    EPS="$EPS${EPS:+,}$(addr_of $h):2379"
-done
 declare -A EPID READY
+# netns_etcd_require: skip_all unless this suite can run (root, ip/nsenter/unshare/timeout/
+# setpriv, etcd).
+netns_etcd_require() {
+    local c
+    [ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
+    for c in ip nsenter unshare timeout setpriv; do
+        command -v $c >/dev/null || skip_all "$c is missing"
+    done
+    command -v etcd >/dev/null 2>&1 ||
+        skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
+}
 # etcd_on H: host H's member in the background, on its data dir (the same on a restart); its
 # output appended to $TMP/etcd-H.log. nsenter, unshare, sh and setpriv all exec: EPID[H] is etcd,
 # a child of this shell, killed with it.
@@ -40,12 +50,33 @@ etcd_reap() { wait "${EPID[$1]}" 2>/dev/null; }
 netns_etcd_start() {
     local t h up=1
     t=$(now_ms)
+    for h in $EHOSTS; do
+        CLUSTER="$CLUSTER${CLUSTER:+,}$h=http://$(addr_of $h):2380"
+        EPS="$EPS${EPS:+,}$(addr_of $h):2379"
+    done
     for h in $EHOSTS; do etcd_on $h; done
     for h in $EHOSTS; do etcd_ready $h 30 || up=0; done
     [ $up = 1 ] || skip_all "the 3-member etcd cluster did not start in the namespaces"
     echo "# etcd members on ${P}a ${P}b ${P}c ($EPS) serving after $(($(now_ms) - t)) ms"
 }
 
+# netns_etcd_end: the members stopped; nothing left in the namespaces nor of the runs in
+# /dev/shm; the namespaces removed (kept in NETNS_KEEP when set).
+netns_etcd_end() {
+    local h
+    {
+        for h in $EHOSTS; do
+            kill -KILL "${EPID[$h]}"
+            etcd_reap "$h"
+        done
+    } 2>/dev/null
+    echo "# suite body: $(($(now_ms) - T_SUITE)) ms"
+    check "no process left in our namespaces" ns_empty
+    check "nothing of the runs left in /dev/shm" shm_clean
+    teardown
+    [ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
+    check "namespaces removed" ns_gone
+}
 # serving: the host whose agent serves the store (the one that says so).
 serving() {
     local h

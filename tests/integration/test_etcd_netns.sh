@@ -49,19 +49,12 @@ SECTIONS=("1. 3 hosts and a spare form one job through a 3-member etcd, every ag
     "5. ... one line each when etcd goes and one when it is back"
     "no process left in our namespaces" "nothing of the runs left in /dev/shm" "namespaces removed")
 
-[ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
-for c in ip nsenter unshare timeout setpriv; do
-    command -v $c >/dev/null || skip_all "$c is missing"
-done
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
+. "$(dirname "$0")/netns_etcd.sh"
+netns_etcd_require
 HOSTS="a b c d"
 . "$(dirname "$0")/netns_job.sh"
 netns_job_setup || skip_all "$NETNS_SETUP_WHY"
 T_SUITE=$(now_ms)
-
-. "$(dirname "$0")/netns_etcd.sh"
 netns_etcd_start
 
 # ------------------------------------------------------------------------------------ helpers
@@ -257,16 +250,5 @@ back=$(first_since "$D/a.out" 'answers again' "$t5d")
 echo "# 5. etcd killed at +0, restarted at +10 s: a says unreachable at +$((${down:-0} - t5d)) ms, answers again at +$((${back:-0} - t5d)) ms; train at step ${step_at:-?} when etcd was restarted"
 
 # ------------------------------------------------------------------------------------ the end
-{
-    for h in $EHOSTS; do
-        kill -KILL "${EPID[$h]}"
-        etcd_reap "$h"
-    done
-} 2>/dev/null
-echo "# suite body: $(($(now_ms) - T_SUITE)) ms"
-check "no process left in our namespaces" ns_empty
-check "nothing of the runs left in /dev/shm" shm_clean
-teardown
-[ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
-check "namespaces removed" ns_gone
+netns_etcd_end
 finish

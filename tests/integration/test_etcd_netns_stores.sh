@@ -53,18 +53,12 @@ SECTIONS=("a. 3 candidates and a follower that never asks etcd form a job of 4, 
     "c. ... the cut-off agent stops (exit non-zero), the majority side finishes, exit 0"
     "no process left in our namespaces" "nothing of the runs left in /dev/shm" "namespaces removed")
 
-[ "$(id -u)" = 0 ] || skip_all "needs root (network namespaces)"
-for c in ip nsenter unshare timeout setpriv; do
-    command -v $c >/dev/null || skip_all "$c is missing"
-done
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
+. "$(dirname "$0")/netns_etcd.sh"
+netns_etcd_require
 HOSTS="a b c d"
 . "$(dirname "$0")/netns_job.sh"
 netns_job_setup || skip_all "$NETNS_SETUP_WHY"
 T_SUITE=$(now_ms)
-. "$(dirname "$0")/netns_etcd.sh"
 netns_etcd_start
 
 STORES="$(addr_of a):$SPORT+$(addr_of b):$SPORT+$(addr_of c):$SPORT"
@@ -204,16 +198,5 @@ echo "# c. $P$C cut off (serving; etcd's raft leader on ${RAFT:-?}): its lease l
 ip -n "${P}br" link set "v$C" up
 
 # ------------------------------------------------------------------------------------ the end
-{
-    for h in $EHOSTS; do
-        kill -KILL "${EPID[$h]}"
-        etcd_reap "$h"
-    done
-} 2>/dev/null
-echo "# suite body: $(($(now_ms) - T_SUITE)) ms"
-check "no process left in our namespaces" ns_empty
-check "nothing of the runs left in /dev/shm" shm_clean
-teardown
-[ -n "${NETNS_KEEP:-}" ] && mkdir -p "$NETNS_KEEP" && cp -r "$TMP"/. "$NETNS_KEEP"/ 2>/dev/null
-check "namespaces removed" ns_gone
+netns_etcd_end
 finish

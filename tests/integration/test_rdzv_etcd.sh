@@ -14,12 +14,7 @@
 # one when it is back. Every process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
-DDPRUN=$BIN/ddprun
-FW=$BIN/tests/fake_worker
-fake_worker_env_clear
-unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD
-TTL=3
-CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
+etcd_agents_env
 SECTIONS=("2 nodes form through etcd and exit 0, one agent serving"
     "3 nodes form through etcd and exit 0, one agent serving"
     "SIGKILL of the serving agent (2:3, 3 agents): the other two exit 0 under a new leader"

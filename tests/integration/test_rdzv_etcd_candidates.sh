@@ -14,12 +14,7 @@
 # leftover process.
 . "$(dirname "$0")/lib.sh"
 
-DDPRUN=$BIN/ddprun
-FW=$BIN/tests/fake_worker
-fake_worker_env_clear
-unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD
-TTL=3
-CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
+etcd_agents_env
 SECTIONS=("4 agents, etcd_candidates=2: the job forms; ranks 2 and 3 are readers, 0 and 1 candidates"
     "... etcd holds 2 agents' watches (4 with etcd_candidates=0)"
     "SIGKILL of the serving candidate: the other candidate serves, the 3 survivors exit 0"

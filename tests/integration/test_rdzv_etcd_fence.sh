@@ -19,13 +19,8 @@
 # Hosts are loopback addresses (--local_addr 127.0.0.1..3). Every process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
-DDPRUN=$BIN/ddprun
-FW=$BIN/tests/fake_worker
+etcd_agents_env
 ETCDC=$BIN/tests/etcd_client
-fake_worker_env_clear
-unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD
-TTL=3
-CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
 SECTIONS=("fencing: the old leader, resumed past its lease, stops serving (one line) and leaves (exit 1)"
     "... an agent resumed with it follows the election to the new leader (its line) and re-forms; both others exit 0"
     "a finished run leaves its DONE mark in etcd"

@@ -28,12 +28,7 @@
 # and no leftover process.
 . "$(dirname "$0")/lib.sh"
 
-DDPRUN=$BIN/ddprun
-FW=$BIN/tests/fake_worker
-fake_worker_env_clear
-unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD
-TTL=3
-CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=1"
+etcd_agents_env
 SECTIONS=("candidate 0 stands by while 1 leads; 2 followers JOIN through it: the job of 5 forms"
     "... the followers were named the leader by a candidate and never asked etcd"
     "... etcd holds the 3 candidates' watches alone"

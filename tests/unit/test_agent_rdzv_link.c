@@ -267,6 +267,12 @@ static void setup(agent_link_phase_t p) {
         rz.ctl = rz.watch = NULL;
 }
 
+/* The same node with the etcd backend. */
+static void setup_etcd(agent_link_phase_t p) {
+    setup(p);
+    job.backend = AGENT_RDZV_ETCD;
+}
+
 /* ---- the table, cell by cell ---- */
 
 /* What each cell's action must do (rdzv_link.c's action names). */
@@ -578,8 +584,7 @@ static void log_capture(void *ctx, const char *line, size_t len) {
 static void test_etcd_follows_the_election(void **state) {
     (void)state;
     static char hosted;
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     ag.stores.store = (struct rdzv_server *)(void *)&hosted;
     rz.embedded = 1;
     agent__link_event(&rz, LINK_EV_CLOSED, 0, "connection reset");
@@ -595,8 +600,7 @@ static void test_etcd_follows_the_election(void **state) {
 
     /* The election moved the store (rdzv.c's store_moved names the store the link leaves; the
      * link's address is the new one already): the line names both, the old one as left. */
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     rz.addr = "10.0.0.2";
     snprintf(rz.moved_from, sizeof rz.moved_from, "10.0.0.1:29400");
     logged[0] = '\0';
@@ -615,8 +619,7 @@ static void test_etcd_follows_the_election(void **state) {
 static void test_heartbeat_refused(void **state) {
     (void)state;
     static char hosted;
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     ag.stores.store = (struct rdzv_server *)(void *)&hosted;
     rz.embedded = 1;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
@@ -636,8 +639,7 @@ static void test_heartbeat_refused(void **state) {
     assert_int_equal(fx.events[0], EV_STORE_LOST);
     assert_int_equal(rz.hb_pending, 0);
     /* DDP_EFENCED reads the same. */
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     ag.stores.store = (struct rdzv_server *)(void *)&hosted;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     rep.code = DDP_EFENCED;
@@ -651,8 +653,7 @@ static void test_heartbeat_refused(void **state) {
  * store lost by the link itself. */
 static void test_follower(void **state) {
     (void)state;
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     job.rdzv.join_timeout_ms = 600000;
     rz.follower = 1;
     agent__link_event(&rz, LINK_EV_CONNECT_FAILED, -ECONNREFUSED, "refused");
@@ -666,8 +667,7 @@ static void test_follower(void **state) {
     assert_int_equal(fx.elect_try_failed, 1);
     assert_int_equal(fx.nevents, 0);
 
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     rz.follower = 1;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.heartbeats, 1);
@@ -685,8 +685,7 @@ static void test_follower(void **state) {
      * round runs at, the round is lost as with any loss (rendezvous_store_lost). Both
      * reconnect at once and stop the group. */
     for (int member = 0; member <= 7; member += 7) {
-        setup(LINK_UP);
-        job.backend = AGENT_RDZV_ETCD;
+        setup_etcd(LINK_UP);
         rz.follower = 1;
         rz.member = member;
         rz.follow_redirected = 1;
@@ -705,15 +704,13 @@ static void test_follower(void **state) {
  * host closes nothing). A candidate (its watch) and an agent that hosts the store do not. */
 static void test_joiner_probe(void **state) {
     (void)state;
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     ag.sup.state = SUP_JOINING;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
     assert_int_equal(fx.probes, 0); /* a candidate: the election names a new store */
     assert_int_equal(fx.join_progress, 1);
 
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     ag.sup.state = SUP_JOINING;
     rz.follower = 1;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
@@ -735,8 +732,7 @@ static void test_joiner_probe(void **state) {
     assert_int_equal(rz.join_probe_pending, 0);
     probe_cb(probe_arg, DDP_ECANCELED, NULL, 0, NULL); /* the old connection's: dropped */
 
-    setup(LINK_UP);
-    job.backend = AGENT_RDZV_ETCD;
+    setup_etcd(LINK_UP);
     ag.sup.state = SUP_JOINING;
     rz.reader = 1;
     agent__link_event(&rz, LINK_EV_TICK, 0, NULL);
