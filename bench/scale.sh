@@ -202,6 +202,16 @@ print(base64.b64decode(r["kvs"][0]["value"]).decode() if r.get("kvs") else "")
 EOF2
 }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# elect_wait REGEX: waits (130 s at most) for a line of bench_etcd_elect's output (CPID, into
+# $TMP/elect.out) that matches REGEX, while it runs.
+elect_wait() {
+    local _
+    for _ in $(seq 1300); do
+        grep -q "$1" "$TMP/elect.out" && break
+        kill -0 "$CPID" 2>/dev/null || break
+        sleep 0.1
+    done
+}
 # etcd_window_start URL: etcd's load as bench_rdzv_scale starts: m1 (its requests so far), t1
 # (ns) and e1 (its CPU ticks). The caller declares them (and etcd_window_end's) local.
 etcd_window_start() {
@@ -346,11 +356,7 @@ etcd_readers() {
     "$BUILD/bench/bench_etcd_elect" "127.0.0.1:$ep" "$n" "/ddprun/scale-$n/leader" \
         "127.0.0.1:$port" "$ETCD_TTL" "${kargs[@]}" >"$TMP/elect.out" 2>"$TMP/elect.err" &
     CPID=$!
-    for _ in $(seq 1300); do
-        grep -q '^etcd-elect ' "$TMP/elect.out" && break
-        kill -0 "$CPID" 2>/dev/null || break
-        sleep 0.1
-    done
+    elect_wait '^etcd-elect '
     elect=$(sed -nE 's/^etcd-elect .*elect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
     if [ -z "$elect" ]; then
         line="etcd-scale nodes=$n stopped: $(grep -v 'lost its lease' "$TMP/elect.err" | tail -1) ($(grep -c 'lost its lease' "$TMP/elect.err") leases lost)"
@@ -366,11 +372,7 @@ etcd_readers() {
     brc=$?
     etcd_window_end "$url" "%.0f"
     kill -USR1 "$CPID"
-    for _ in $(seq 1300); do
-        grep -q '^etcd-reelect ' "$TMP/elect.out" && break
-        kill -0 "$CPID" 2>/dev/null || break
-        sleep 0.1
-    done
+    elect_wait '^etcd-reelect '
     reelect=$(sed -nE 's/^etcd-reelect .*reelect_ms=([0-9.]+).*/\1/p' "$TMP/elect.out")
     readers_end
     hold=$(sed -nE 's/^etcd-hold .*lost=([0-9]+) errors=([0-9]+).*/\1 lost, \2 failed/p' "$TMP/elect.out")

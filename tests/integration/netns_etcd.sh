@@ -10,6 +10,14 @@
 # The helpers read $D (the job's directory: $D/H.out each host's agent, $D/ck its checkpoints).
 EHOSTS="a b c"
 CLUSTER="" EPS=""
+# The jobs' workers: train on the CPU backend, 1 a host, 32 samples a step over 4096 samples, a
+# checkpoint every 10 steps (TR, its arguments); the delay keeps them training while a fault is
+# made. STEPS: a job's length; AGENT_LIMIT: each agent's bound in seconds.
+AGENT_LIMIT=90
+STEPS=60
+# shellcheck disable=SC2054 # the commas are inside one value (--layers)
+TR=(--layers 32,64,4 --samples 4096 --batch-size 32 --backend cpu --log-every 1000
+    --checkpoint-every 10 --step-delay-ms 100)
 declare -A EPID READY
 # netns_etcd_require: skip_all unless this suite can run (root, ip/nsenter/unshare/timeout/
 # setpriv, etcd).

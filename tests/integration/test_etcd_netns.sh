@@ -30,13 +30,6 @@ TTL=3
 CONF="last_call_timeout=1,lease_ttl=$TTL,keep_alive_interval=0.5,keep_alive_max_attempt=3,join_timeout=30"
 # What a loaded 2-core machine may add to a bound (scheduling, worker stop and start).
 SLACK_MS=${NETNS_SLACK_MS:-2000}
-AGENT_LIMIT=90
-# 3 hosts x 1 worker of 32 samples a step over 4096 samples; a checkpoint every 10 steps; the
-# delay keeps the workers training while a fault is made.
-STEPS=60
-# shellcheck disable=SC2054 # the commas are inside one value (--layers)
-TR=(--layers 32,64,4 --samples 4096 --batch-size 32 --backend cpu --log-every 1000
-    --checkpoint-every 10 --step-delay-ms 100)
 
 SECTIONS=("1. 3 hosts and a spare form one job through a 3-member etcd, every agent exits 0"
     "2. SIGKILL of the serving host (agent, workers, etcd member): the others and the spare finish, exit 0"

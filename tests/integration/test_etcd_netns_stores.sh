@@ -40,11 +40,6 @@ SLACK_MS=${NETNS_SLACK_MS:-2000}
 # AGENT_FOLLOW_CONNECT_MS) and the round's last call.
 FOLLOW_MS=$((1000 + 1000))
 LAST_CALL_MS=1000
-AGENT_LIMIT=90
-STEPS=60
-# shellcheck disable=SC2054 # the commas are inside one value (--layers)
-TR=(--layers 32,64,4 --samples 4096 --batch-size 32 --backend cpu --log-every 1000
-    --checkpoint-every 10 --step-delay-ms 100)
 
 SECTIONS=("a. 3 candidates and a follower that never asks etcd form a job of 4, every agent exits 0"
     "b. SIGKILL of the serving candidate's host: the others, the follower among them, re-form under another candidate from the checkpoint, exit 0"

@@ -26,15 +26,7 @@ etcd_refused "etcd_candidates=x" "etcd_candidates='x'" --rdzv_conf=etcd_candidat
 etcd_refused "etcd_candidates=-1" "etcd_candidates='-1'" --rdzv_conf=etcd_candidates=-1
 etcd_refused "etcd_candidates=5000" "etcd_candidates='5000'" --rdzv_conf=etcd_candidates=5000
 
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
-P1=$(free_port); P2=$(free_port)
-etcd_member "$TMP/etcd" "$P1" "$P2"
-if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
-    kill "$ETCD" 2>/dev/null
-    skip_all "etcd did not start on 127.0.0.1:$P1"
-fi
+etcd_suite_member
 
 # agent NAME RUN RANK ARGS...: one agent in the background, its PID in APID[NAME].
 agent() {

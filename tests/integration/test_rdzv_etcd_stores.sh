@@ -50,15 +50,7 @@ etcd_refused "etcd_stores empty entry" "etcd_stores='+'" --rdzv_conf=etcd_stores
 etcd_refused "etcd_candidates against etcd_stores" "etcd_candidates=1 but etcd_stores names 2" \
     "--rdzv_conf=etcd_candidates=1,etcd_stores=127.0.0.1:5+127.0.0.1:6"
 
-command -v etcd >/dev/null 2>&1 ||
-    skip_all "etcd not installed (scripts/ensure-deps.sh --test installs etcd-server)"
-
-P1=$(free_port); P2=$(free_port)
-etcd_member "$TMP/etcd" "$P1" "$P2"
-if ! wait_for "$TMP/etcd.log" 'ready to serve client requests' 20 >/dev/null; then
-    kill "$ETCD" 2>/dev/null
-    skip_all "etcd did not start on 127.0.0.1:$P1"
-fi
+etcd_suite_member
 # The agents prove a job token to every store they reach, candidates that redirect included.
 export DDPRUN_TOKEN=$(random_token "$TMP/token")
 S0=$(free_port); S1=$(free_port); S2=$(free_port)
