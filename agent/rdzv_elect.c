@@ -411,6 +411,17 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
     }
     if (strcmp(addr, r->leader_addr) == 0 && port == r->port)
         return 1; /* this very store: it will serve once its records are in */
+    /* An agent that watches the leader key (a candidate, or an observer of the daemons'
+     * election) goes where the key says: its watch tells it of every new leader. A store that
+     * names another is asked again shortly, never followed: its view may lag the key, and a link
+     * sent to a store the key no longer names would knock there for its whole reconnect window,
+     * with no event from the watch to call it back. */
+    if (!r->follower && !r->reader && r->etcd != NULL) {
+        DDP_DEBUG("the rendezvous store at %s:%d names %s:%d; following the leader key "
+                  "instead, asking it again",
+                  r->addr, r->port, addr, port);
+        return 1;
+    }
     /* Within lease_ttl of the loss the lost store cannot have been elected again (its lease
      * lapses first): a candidate naming it is behind. Past that, every fourth such answer is
      * tried. */

@@ -171,7 +171,7 @@ struct agent_rdzv {
         int port;
     } stores[AGENT_ETCD_STORES_MAX];
     int store_index;           /* this agent's candidate among them, -1 none */
-    int leader_gone;           /* a candidate saw the leader key deleted: nobody leads now */
+    int leader_gone;           /* the election reopened (RDZV_LEADER_NONE): nobody known to lead */
     uv_timer_t campaign_timer; /* candidate i > 0: its campaign starts i x the stagger late */
     /* A follower (not a candidate of etcd_stores): JOINs through the candidates, never etcd. */
     int follower;

@@ -442,7 +442,21 @@ static void on_campaign(void *arg, int st, const rdzv_etcd_result_t *res, const 
     call_end(k);
 }
 
+/* A candidate that campaigns without leading does not know who leads until the txn answers:
+ * the key went (a delete, a range that found none), or the flow starts again after a failure.
+ * Its last report no longer holds, and its user must not pass it on meanwhile: a store that
+ * names the leader it saw last would send clients, which the new leader's key sent to it the
+ * moment the txn committed (before its answer arrives here), back to a dead one. NONE now;
+ * the txn's answer reports the leader (LEADING, or OBSERVED from the range after a loss). */
+static void campaign_unsure(rdzv_etcd_leader_t *l) {
+    if (l->leading || l->seen_rev == 0)
+        return;
+    l->seen_rev = 0;
+    report(l, RDZV_LEADER_NONE, NULL, 0, 0, NULL);
+}
+
 static void campaign(rdzv_etcd_leader_t *l) {
+    campaign_unsure(l);
     rdzv_etcd_compare_t cmp = {.key = l->key,
                                .key_len = l->key_len,
                                .target = RDZV_ETCD_CMP_CREATE,

@@ -39,6 +39,7 @@ typedef struct daemon_run {
     int named;                         /* the election named a store for this run */
     int leading;                       /* ... this daemon's */
     char store[DAEMON_ETCD_VALUE_MAX]; /* the store another candidate publishes, as read */
+    int store_gone;                    /* ... no longer known to serve (the election reopened) */
 } daemon_run_t;
 
 struct daemon_etcd {
@@ -184,6 +185,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
         }
         run->named = 1;
         run->leading = 0;
+        run->store_gone = 0;
         if (value_len < sizeof run->store &&
             (strlen(run->store) != value_len || memcmp(run->store, value, value_len) != 0)) {
             memcpy(run->store, value, value_len);
@@ -192,7 +194,7 @@ static void on_leader(void *arg, rdzv_leader_event_t ev, const uint8_t *value, s
                     run->store);
         }
         break;
-    case RDZV_LEADER_NONE: run->store[0] = '\0'; break; /* redirect: "not yet" */
+    case RDZV_LEADER_NONE: run->store_gone = 1; break; /* redirect: "not yet" */
     case RDZV_LEADER_LOST:
         if (run->leading) {
             run->leading = 0;
@@ -227,12 +229,14 @@ static int may_serve(void *arg, const char *run_id) {
 
 /* The store's rdzv_server_set_redirect: a run this daemon stands by for is served at the store
  * its election names (agents that know the candidates' addresses, --rdzv_conf etcd_stores, come
- * here first); "not yet" while none is named. */
+ * here first); "not yet" while none is named, and from the moment the named one's key went
+ * until the election names the next (a client sent back to the dead store would wait there for
+ * its whole reconnect window). */
 static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
     const daemon_run_t *run = run_of(arg, run_id);
     if (run == NULL || run->leading) /* not ours; or deposed by the clock: it knows no other */
         return 0;
-    if (run->store[0] == '\0')
+    if (run->store[0] == '\0' || run->store_gone)
         return RDZV_NOT_YET;
     snprintf(out, cap, "%s", run->store);
     return 1;

@@ -5,7 +5,8 @@
 # one candidate per process, lease TTL 2 s. First a hostile gateway: one error line naming the
 # endpoint, a bounded close. Then a real etcd (Debian's etcd-server) on 127.0.0.1 alone: three
 # candidates and an observer elect exactly one leader; SIGKILL of the leader: another leads
-# within TTL + 1.5 s; SIGSTOP of the leader past the TTL: on SIGCONT it reports the loss, its
+# within TTL + 1.5 s, and each live candidate reports nobody leading before it names the next;
+# SIGSTOP of the leader past the TTL: on SIGCONT it reports the loss, its
 # leadership ended before the next one began; a deposed leader's fenced write is refused; a resign
 # hands over at once; the lead intervals of every candidate never overlap (one CLOCK_MONOTONIC for
 # all); etcd stopped: the loss within the TTL and one error line per outage, then a leader again
@@ -19,6 +20,7 @@ TTL=2
 # The real-etcd checks, as they read when they run (skipped under these names without etcd).
 SECTIONS=("three candidates and an observer: exactly one leader, all see it"
     "SIGKILL of the leader: another leads within TTL + 1.5 s"
+    "SIGKILL of the leader: each live candidate reports NONE before it names the next leader"
     "SIGSTOP past the TTL: on SIGCONT the old leader reports LOST, ended before the new one began"
     "a deposed leader's fenced write is refused, the leader's passes"
     "a resign hands over at once (under 1 s)"
@@ -157,6 +159,19 @@ ts=$(first_after "$TMP/$NEW.log" LEADING "$tk")
 verdict "SIGKILL of the leader: another leads within TTL + 1.5 s" ||
     show_tail "$TMP"/{a,b,c}.log
 echo "# SIGKILL of the leader: the next led after $((ts - tk)) ms (TTL ${TTL} s)"
+# Between the key's deletion and the next leader nobody is known to lead: a candidate that
+# campaigns says so (NONE) before it names the winner (its own LEADING, or OBSERVED), so that a
+# store it serves does not send clients meanwhile to the leader it saw last, the dead one.
+first_report_after() {
+    awk -v t="$2" '$1 >= t && ($2 == "NONE" || $2 == "LEADING" || $2 == "OBSERVED") { print $2; exit }' "$1"
+}
+gap=0
+for n in $LIVE; do
+    [ "$n" != "$NEW" ] && wait_for "$TMP/$n.log" " OBSERVED rev=$(rev_of "$NEW") " 3 >/dev/null
+    [ "$(first_report_after "$TMP/$n.log" "$tk")" = NONE ] || gap=1
+done
+[ $gap = 0 ]
+verdict "SIGKILL of the leader: each live candidate reports NONE before it names the next leader" || show_tail "$TMP"/{a,b,c}.log
 
 STOPPED=$NEW
 OTHER=$(echo $LIVE | tr ' ' '\n' | grep -vx "$STOPPED")

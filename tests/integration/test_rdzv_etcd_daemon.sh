@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 50
+# suite-cost: 58
 # ddp-rendezvous --etcd: standalone store daemons stand for election on a run's leader key as the
 # agents of --rdzv_backend=etcd do (rendezvous/server/rdzv_daemon_etcd.c), and agents with
 # etcd_agents_campaign=0 follow the store they elect. Without etcd: bad flags and keys (exit 2,
@@ -16,7 +16,10 @@
 # its DONE mark is in etcd; a host excluded under max_node_failures on A has its record in etcd;
 # A's SIGKILL: B takes over and loads both; a spare of the finished run, stopped through its end,
 # resumed, JOINs through B, is told the run is done and exits 0; the excluded host, started again,
-# is refused at its first JOIN through B (exit 4, no worker). Every process is stopped by PID.
+# is refused at its first JOIN through B (exit 4, no worker). A takeover whose campaign answer
+# comes late (tests/helpers/etcd_delay_proxy.py holds back etcd's answers to the standby's txns):
+# the agents that JOIN it meanwhile are told "not yet", never sent back to the dead daemon, and
+# the job re-forms on it and exits 0. Every process is stopped by PID.
 . "$(dirname "$0")/lib.sh"
 
 DDPRUN=$BIN/ddprun
@@ -274,6 +277,51 @@ verdict "records: the excluded host stays excluded across the failover: refused 
     show_tail "$TMP/q3b.out" "$TMP/rB.out"
 for n in q1 q2 rB; do kill -TERM "${PID[$n]}"; done
 for n in q1 q2 rB; do reap $n 15; done
+
+# ---- a takeover whose campaign answer comes late ----
+# lA serves run late; lB stands by, talking to etcd through a proxy that holds back etcd's
+# answers to its txns (its campaign) by LATE_MS. On lA's SIGKILL, lB's campaign commits and the
+# agents, told by their watch, JOIN lB before lB knows that it leads: it says "not yet" (never
+# the dead lA's address, which would keep them knocking there for store_reconnect_timeout), and
+# they form on it once it serves.
+LATE_MS=1200
+python3 tests/helpers/etcd_delay_proxy.py "$TMP/late.port" "$P1" /v3/kv/txn $LATE_MS 120 &
+PROXY=$!
+for _ in $(seq 100); do [ -f "$TMP/late.port" ] && break; sleep 0.05; done
+late_daemon() { # NAME ETCD_PORT
+    "$RDZV" --token-file "$TMP/token" --port 0 --log-level info --etcd "127.0.0.1:$2" \
+        --etcd-lease-ttl $TTL --run-id late >"$TMP/$1.out" 2>&1 &
+    PID[$1]=$!
+}
+late_daemon lA "$P1"
+wait_for "$TMP/lA.out" ' run late: this store serves' 20 >/dev/null
+late_daemon lB "$(cat "$TMP/late.port")"
+wait_for "$TMP/lB.out" 'run late: standing by' $((LATE_MS / 1000 + 10)) >/dev/null
+export FW_DIR=$TMP/late FW_SLEEP_MS=4000
+mkdir -p "$FW_DIR"
+agent l1 late
+agent l2 late
+workers "$FW_DIR" 4
+tk=$(date +%s%N)
+kill -KILL "${PID[lA]}"
+wait "${PID[lA]}" 2>/dev/null
+rl=0
+for n in l1 l2; do reap $n $((TTL + LATE_MS / 1000 + 15)) || rl=1; done
+dt=$((($(date +%s%N) - tk) / 1000000))
+back=0
+for n in l1 l2; do
+    grep -q " W rendezvous store now at $(addr_of lB) (elected" "$TMP/$n.out" || back=1
+    grep -q "round 1: node" "$TMP/$n.out" || back=1
+    grep -q 'named by the store candidate' "$TMP/$n.out" && back=1
+done
+[ $rl = 0 ] && [ $back = 0 ] && grep -q ' W run late: this store serves' "$TMP/lB.out"
+verdict "SIGKILL of the serving daemon, the next one's campaign answered ${LATE_MS} ms late: the agents wait for it, never sent back to the dead one, and exit 0" ||
+    show_tail "$TMP/l1.out" "$TMP/l2.out" "$TMP/lB.out"
+echo "# late campaign answer: the job re-formed on lB and ended $dt ms after lA's SIGKILL (lease $TTL s)"
+kill -TERM "${PID[lB]}"
+reap lB 10
+kill "$PROXY" 2>/dev/null
+wait "$PROXY" 2>/dev/null
 
 kill -TERM "$ETCD"
 wait "$ETCD" 2>/dev/null

@@ -5,7 +5,8 @@
  * lets its store go from inside the move (it was up) or only retries at the new address (it
  * was reconnecting already); a store lost after such a move is lost as any other: the follower
  * goes on to the next candidate, passing over the lost one, and believes no candidate that names
- * it within lease_ttl.
+ * it within lease_ttl. An agent that watches the leader key follows the key alone; a reader
+ * follows a store's answer.
  *
  * rdzv_elect.c is linked with the etcd library (never called here: a follower has no etcd
  * client); the records keeper and the store's setters it calls are defined here, and the loop's
@@ -183,11 +184,32 @@ static void test_move_to_self_or_garbage(void **state) {
     assert_int_equal(rz.follow_redirected, 0);
 }
 
+/* An agent that watches the leader key (no follower, no reader: a candidate or an observer)
+ * is never sent elsewhere by a store's answer: the key names its store, and a store that names
+ * another (a standby behind the key: the dead leader's address) is asked again. A reader, which
+ * has no watch, follows the answer. */
+static void test_watcher_follows_the_key_not_the_store(void **state) {
+    (void)state;
+    setup();
+    rz.follower = 0;
+    rz.etcd = (struct rdzv_etcd *)&rz; /* any non-NULL client: never called here */
+    assert_int_equal(move_to("10.0.0.2:29400"), 1);
+    assert_int_equal(moved.calls, 0);
+    assert_string_equal(rz.leader_addr, "10.0.0.1");
+
+    rz.reader = 1;
+    assert_int_equal(move_to("10.0.0.2:29400"), 0);
+    assert_int_equal(moved.calls, 1);
+    assert_string_equal(rz.leader_addr, "10.0.0.2");
+    assert_int_equal(rz.follow_redirected, 0); /* a reader is no follower */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_move_while_reconnecting_then_lost),
         cmocka_unit_test(test_move_while_up_then_lost),
         cmocka_unit_test(test_move_to_self_or_garbage),
+        cmocka_unit_test(test_watcher_follows_the_key_not_the_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

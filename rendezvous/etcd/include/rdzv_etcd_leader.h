@@ -32,7 +32,8 @@ typedef struct rdzv_etcd_leader rdzv_etcd_leader_t;
 typedef enum {
     RDZV_LEADER_LEADING,  /* this candidate leads; revision: the fencing token */
     RDZV_LEADER_OBSERVED, /* another leads: value and revision (its key's create revision) */
-    RDZV_LEADER_NONE,     /* an observer: nobody leads now (the key is gone) */
+    RDZV_LEADER_NONE,     /* nobody known to lead now: an observer saw the key go; a candidate
+                           * not leading campaigns (the next report names the leader) */
     RDZV_LEADER_LOST,     /* this candidate lost its lease, and its leadership when it led: why */
     RDZV_LEADER_ERROR     /* a call to etcd failed, retried: why (one line naming the endpoint) */
 } rdzv_leader_event_t;
