@@ -167,13 +167,17 @@ static int run_dir_setup(agent_t *a) {
     if ((tmp == NULL || *tmp == '\0') && !uses_log_files(job) && access("/dev/shm", W_OK) == 0)
         tmp = "/dev/shm";
     char id[64];
+    const char *parent = tmp && *tmp ? tmp : "/tmp";
     agent__file_safe(job->run_id, id, sizeof id);
-    snprintf(a->cfg.run_dir, sizeof a->cfg.run_dir, "%s/ddprun-%s-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp", id);
+    snprintf(a->cfg.run_dir, sizeof a->cfg.run_dir, "%s/ddprun-%s-XXXXXX", parent, id);
+    agent__private_dirs_sweep(parent);
     if (mkdtemp(a->cfg.run_dir) == NULL) {
         DDP_ERROR("unable to create a run directory %s: %s", a->cfg.run_dir, strerror(errno));
         return DDP_EUSAGE;
     }
+    /* Removed at exit when it holds only error files: marked, so that a later agent removes
+     * it if this one dies with its orphan guard. One that keeps worker logs stays unmarked. */
+    a->cfg.run_dir_lock = uses_log_files(job) ? -1 : agent__private_dir_hold(a->cfg.run_dir);
     a->cfg.run_dir_is_temp = 1;
     if (uses_log_files(job))
         DDP_WARN("no --log_dir given: worker logs go to %s", a->cfg.run_dir);
@@ -290,6 +294,9 @@ static void agent_teardown(agent_t *a) {
         ddp_dir_remove(a->cfg.run_dir);
     else if (a->hang.stacks_kept)
         DDP_WARN("keeping %s: it holds the stacks of hung workers", a->cfg.run_dir);
+    if (a->cfg.run_dir_is_temp && a->cfg.run_dir_lock >= 0)
+        close(a->cfg.run_dir_lock);
+    a->cfg.run_dir_lock = -1;
     agent__evlog_lost_say(a);
     agent__log_lost_say(a);
     agent__gpu_wait_free(a);

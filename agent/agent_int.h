@@ -221,6 +221,7 @@ struct agent {
         char hostname[256];
         char run_dir[AGENT_RUN_DIR_MAX]; /* log_dir, or a private temp dir for error files */
         int run_dir_is_temp;
+        int run_dir_lock;     /* a private run directory's flock (scratch.c); -1 none */
         int log_layout;       /* attempt_N/<local_rank>/ directories (log_dir or log files) */
         struct rlimit nofile; /* RLIMIT_NOFILE as ddprun started, restored in every worker */
         int nofile_saved;
@@ -749,10 +750,20 @@ void agent__error_file_bound(const char *path);
 void agent__file_safe(const char *text, char *out, size_t cap);
 
 /* scratch.c: the workers' directory on /dev/shm (DDPRUN_SHM_DIR). start makes it ("" when
- * /dev/shm is not writable), after removing those of agents killed with their guard; clear
+ * /dev/shm is not writable), after removing the private directories of agents killed with
+ * their guard (agent__private_dirs_sweep); clear
  * empties it once a group's workers are reaped; stop removes it. */
 void agent__scratch_start(agent_t *a);
 void agent__scratch_clear(agent_t *a);
 void agent__scratch_stop(agent_t *a);
+
+/* scratch.c: the agent's private directories on a shared parent (/dev/shm, TMPDIR), named
+ * "ddprun-...". hold locks dir for this agent's life and marks it (returns the lock's fd, or -1
+ * when it cannot: the directory is then never swept); keep unmarks a held directory that is to
+ * outlive the agent; sweep removes parent's marked directories of this user that nobody holds
+ * and that have not changed for a minute (their agents died with their orphan guard). */
+int agent__private_dir_hold(const char *dir);
+void agent__private_dir_keep(int fd);
+void agent__private_dirs_sweep(const char *parent);
 
 #endif

@@ -324,8 +324,10 @@ int agent__hang_capture_start(agent_t *a) {
     if (n == 0)
         return 0;
     /* Without --log_dir the run directory is removed at the end: not with stacks in it. */
-    if (a->cfg.run_dir_is_temp && !a->cfg.log_layout)
+    if (a->cfg.run_dir_is_temp && !a->cfg.log_layout && !a->hang.stacks_kept) {
         a->hang.stacks_kept = 1;
+        agent__private_dir_keep(a->cfg.run_dir_lock); /* no later agent sweeps it away */
+    }
     int rc = uv_timer_start(&a->hang.stacks_timer, on_stacks_timer,
                             (uint64_t)budget + HANG_STACKS_GRACE_MS, 0);
     if (rc < 0)

@@ -257,6 +257,44 @@ kill -TERM "$(child_pid $lpid)" 2>/dev/null
 rm -rf "$old"
 check "nothing left after the dead agent's directory checks" no_leftovers 3
 
+# 3e. The private run directory (error files; on TMPDIR here, /dev/shm without it) is held and
+# marked as the scratch directory is: left marked when ddprun and its guard are SIGKILLed
+# together, removed with the scratch directory by the next agent that makes its run directory
+# there once they are a minute old; a live agent's run directory is kept.
+rp=$TMP/rdp; mkdir -p "$rp"
+d=$TMP/segr; mkdir -p "$d"
+(TMPDIR=$rp timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$d" \
+    >"$TMP/segr.out" 2>&1) &
+pid=$!
+sd=$(wait_segment "$d")
+ag=$(child_pid $pid)
+gd=$(guard_of "$ag")
+[ -n "$gd" ] && kill -KILL "$gd" && kill -KILL "$ag"
+{ wait $pid; } 2>/dev/null
+sleep 0.3
+rd=$(ls -d "$rp"/ddprun-* 2>/dev/null)
+[ -n "$rd" ] && [ -d "$rd" ] && [ "$(stat -c %a "$rd")" = 1700 ]
+verdict "SIGKILL of ddprun and its guard together: its run directory in TMPDIR is left, marked (mode 1700)"
+dl=$TMP/segrl; mkdir -p "$dl"
+(TMPDIR=$rp timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$dl" \
+    >"$TMP/segrl.out" 2>&1) &
+lpid=$!
+wait_segment "$dl" >/dev/null
+rdl=$(ls -d "$rp"/ddprun-* 2>/dev/null | grep -vx "$rd")
+touch -d '-2 minutes' ${rd:+"$rd"} ${rdl:+"$rdl"} ${sd:+"$sd"}
+TMPDIR=$rp timeout -k 5 30 "$DDPRUN" --standalone --nproc_per_node=1 --no_python true \
+    >"$TMP/segrz.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ -n "$rd" ] && [ ! -e "$rd" ] && [ -n "$sd" ] && [ ! -e "$sd" ] &&
+    [ -n "$rdl" ] && [ -d "$rdl" ]
+verdict "the next agent removes the dead agent's run and scratch directories, a live agent's kept (rc $rc)" ||
+    show_tail "$TMP/segrz.out"
+[ -n "$rd" ] && rm -rf "$rd"
+[ -n "$sd" ] && rm -rf "$sd"
+kill -TERM "$(child_pid $lpid)" 2>/dev/null
+{ wait $lpid; } 2>/dev/null
+check "nothing left after the dead agent's run directory checks" no_leftovers 3
+
 # 4. A worker killed by a signal is named in the summary.
 FW_RANK=0 FW_SIGNAL=9 FW_SLEEP_MS=20000 \
     run_ddprun "$TMP/sig.out" --standalone --nproc_per_node=2 "$FW"; rc=$?

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# suite-cost: 18
+# suite-cost: 22
 # Hangs on one node, with real processes: a worker that stops beating (its heartbeat file, or its
 # output with --heartbeat_on_output), a SIGSTOPped one, no false positive for a worker that beats,
 # --max_no_progress_restarts, the GPU memory wait before a restart (fake NVML), stacks named by gdb
-# (native) and py-spy (Python), train with a stopped rank, bad flag values.
+# (native) and py-spy (Python), the stacks kept in the private run directory without --log_dir,
+# train with a stopped rank, bad flag values.
 . "$(dirname "$0")/lib.sh"
 DDPRUN=$BIN/ddprun
 FAKENVML=$BIN/tests/unit/libfakenvml.so
@@ -45,6 +46,17 @@ check "the stacks show what the worker was doing (waiting on its sleep)" \
 check "the heartbeat file is in the worker's log directory" [ -f "$d/logs/attempt_1/0/heartbeat" ]
 [ "$(stat -c %a "$d/logs/attempt_1/0/heartbeat")" = 600 ]
 verdict "the heartbeat file is private (0600)"
+
+# 1b. Without --log_dir the stacks are kept in the private run directory (on TMPDIR here): it
+# stays after the exit, unmarked (mode 700), so that no later agent sweeps it away as a dead
+# agent's (agent/scratch.c).
+d=$TMP/keep; mkdir -p "$d/tmp"
+HANG_DIR=$d TMPDIR=$d/tmp run_ddprun "$d/out" --heartbeat_timeout 1 --max_restarts 1 \
+    --stacks_timeout 5 "$W"; rc=$?
+kd=$(ls -d "$d"/tmp/ddprun-* 2>/dev/null)
+[ $rc -eq 0 ] && [ -n "$kd" ] && grep -q "keeping $kd: it holds the stacks of hung workers" "$d/out" &&
+    [ -s "$kd/stacks.0.0.txt" ] && [ "$(stat -c %a "$kd")" = 700 ]
+verdict "stacks without --log_dir: the run directory is kept, unmarked (mode 700)" || show_tail "$d/out"
 
 # 2. --heartbeat_on_output: lines are beats; a worker that goes silent is hung. Its stdout goes
 # to a file only (--redirects 1), so the agent must route it through itself to see the lines.
