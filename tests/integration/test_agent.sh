@@ -228,15 +228,25 @@ guard_of() { # the orphan guard: the child of ddprun PID that is ddprun itself
     done
     return 1
 }
+# killed_with_guard DIR OUT [VAR=VALUE...]: ddprun running seg.sh (one worker, with that
+# environment), SIGKILLed together with its orphan guard once rank 0's segment is made; prints
+# the scratch directory.
+killed_with_guard() {
+    local dir=$1 out=$2 pid sd ag gd
+    shift 2
+    (env "$@" timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$dir" \
+        >"$out" 2>&1) &
+    pid=$!
+    sd=$(wait_segment "$dir")
+    ag=$(child_pid $pid)
+    gd=$(guard_of "$ag")
+    [ -n "$gd" ] && kill -KILL "$gd" && kill -KILL "$ag"
+    { wait $pid; } 2>/dev/null
+    sleep 0.3
+    echo "$sd"
+}
 d=$TMP/segg; mkdir -p "$d"
-(timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$d" >"$TMP/segg.out" 2>&1) &
-pid=$!
-sd=$(wait_segment "$d")
-ag=$(child_pid $pid)
-gd=$(guard_of "$ag")
-[ -n "$gd" ] && kill -KILL "$gd" && kill -KILL "$ag"
-{ wait $pid; } 2>/dev/null
-sleep 0.3
+sd=$(killed_with_guard "$d" "$TMP/segg.out")
 case $sd in /dev/shm/ddprun-shm-*) [ -d "$sd" ] && [ "$(stat -c %a "$sd")" = 1700 ] ;; *) false ;; esac
 verdict "SIGKILL of ddprun and its guard together: $sd is left, marked (mode 1700)"
 dl=$TMP/segl; mkdir -p "$dl"
@@ -263,15 +273,7 @@ check "nothing left after the dead agent's directory checks" no_leftovers 3
 # there once they are a minute old; a live agent's run directory is kept.
 rp=$TMP/rdp; mkdir -p "$rp"
 d=$TMP/segr; mkdir -p "$d"
-(TMPDIR=$rp timeout -k 5 60 "$DDPRUN" --standalone --nproc_per_node=1 "$TMP/seg.sh" "$d" \
-    >"$TMP/segr.out" 2>&1) &
-pid=$!
-sd=$(wait_segment "$d")
-ag=$(child_pid $pid)
-gd=$(guard_of "$ag")
-[ -n "$gd" ] && kill -KILL "$gd" && kill -KILL "$ag"
-{ wait $pid; } 2>/dev/null
-sleep 0.3
+sd=$(killed_with_guard "$d" "$TMP/segr.out" TMPDIR="$rp")
 rd=$(ls -d "$rp"/ddprun-* 2>/dev/null)
 [ -n "$rd" ] && [ -d "$rd" ] && [ "$(stat -c %a "$rd")" = 1700 ]
 verdict "SIGKILL of ddprun and its guard together: its run directory in TMPDIR is left, marked (mode 1700)"
