@@ -220,9 +220,10 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
             agent__job_store_at(a, r->addr, r->port, r->token);
         agent__elect_joined(r);
     }
-    if (rep->status != 0 &&
-        (rep->code == RDZV_NOT_YET || (rep->code == DDP_ERDZV_MOVED &&
-                                       agent__elect_moved(r, rep->text.data, rep->text.len) > 0))) {
+    int moved = rep->status != 0 && rep->code == DDP_ERDZV_MOVED
+                    ? agent__elect_moved(r, rep->text.data, rep->text.len)
+                    : 0;
+    if (rep->status != 0 && (rep->code == RDZV_NOT_YET || moved > 0)) {
         /* A store elected a moment ago, loading the run's records from etcd; a candidate
          * before the election names a store, or naming the one this follower lost: the same
          * JOIN again shortly, on the same connection. */
@@ -233,8 +234,18 @@ static void on_join(void *arg, int status, const rdzv_round_reply_t *rep, const 
         uv_timer_start(&r->join_retry_timer, on_join_retry, ms, 0);
         return;
     }
+    if (moved < 0) {
+        /* No store of ours names a store so: asking it again would get the same, and going
+         * round would come back to it. One line, and the node is out of the job. */
+        DDP_ERROR("rendezvous '%s' at %s:%d: the store names '%s' as the store that serves, not "
+                  "an address; this node is out of the job",
+                  a->cfg.job->run_id, r->addr, r->port,
+                  agent__store_text(rep->text.data, rep->text.len, "", esc));
+        emit(a, EV_RDZV_ERROR);
+        return;
+    }
     if (rep->status != 0 && rep->code == DDP_ERDZV_MOVED)
-        return; /* followed (the link reconnects there and JOINs again), or not an address */
+        return; /* followed: the link reconnects there and JOINs again */
     if (agent__reply_fenced(rep)) {
         /* A store that no longer serves the rendezvous (its node lost the etcd leadership):
          * lost, as a closed connection is; the reconnection follows the election. */

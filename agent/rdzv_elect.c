@@ -402,13 +402,8 @@ void agent__elect_joined(struct agent_rdzv *r) {
 int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
     char addr[RDZV_HOST_MAX + 1], via[RDZV_HOST_MAX + 16];
     int port;
-    if (rdzv_etcd_store_addr_parse(text, len, addr, sizeof addr, &port) < 0) {
-        char esc[AGENT_STORE_TEXT_MAX];
-        DDP_WARN("the rendezvous store at %s:%d names '%s' as the store that serves, not an "
-                 "address; trying another",
-                 r->addr, r->port, agent__store_text(text, len, "", esc));
-        return -1;
-    }
+    if (rdzv_etcd_store_addr_parse(text, len, addr, sizeof addr, &port) < 0)
+        return -1; /* the caller says so */
     if (strcmp(addr, r->leader_addr) == 0 && port == r->port)
         return 1; /* this very store: it will serve once its records are in */
     /* An agent that watches the leader key (a candidate, or an observer of the daemons'

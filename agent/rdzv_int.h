@@ -252,6 +252,7 @@ static inline void agent__link_fenced(struct agent_rdzv *r, const rdzv_round_rep
     if (rep->code == DDP_ERDZV_MOVED && agent__elect_moved(r, rep->text.data, rep->text.len) >= 0)
         return;
     char why[AGENT_STORE_TEXT_MAX];
+    /* Not an address: lost all the same; the JOIN that follows fails on it (rdzv.c on_join). */
     agent__link_lost(r, agent__store_text(rep->text.data, rep->text.len, "refused", why));
 }
 
@@ -295,8 +296,9 @@ int agent__elect_connect_ms(const struct agent_rdzv *r, int left_ms);
 /* rdzv_elect.c: a store answered DDP_ERDZV_MOVED with text (its leader's "HOST:PORT"): follows it
  * (hooks->moved: the link reconnects there) and returns 0; returns 1 when the request should be
  * sent again on the same connection after agent__elect_backoff_ms (the store names the one this
- * follower lost, whose lease has not lapsed yet, or this very store), -1 when the text is not an
- * address (logged). */
+ * follower lost, whose lease has not lapsed yet, or this very store; or any other for an agent
+ * that watches the leader key), -1 when the text is not an address (not logged: a JOIN so
+ * answered fails, another command takes the store for lost). */
 int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len);
 /* rdzv_elect.c: how long to wait before asking a store again that answered "not yet" or named a
  * lost store: AGENT_JOIN_RETRY_MS for a candidate; for a follower, jittered and doubling to 1 s

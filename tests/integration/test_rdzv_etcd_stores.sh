@@ -5,7 +5,8 @@
 # in advance (node rank i serves the i-th) stand for election through etcd; every other agent is
 # a follower that never talks to etcd: it JOINs a candidate, and one that does not lead answers
 # with the leader's address (DDP_ERDZV_MOVED). Without etcd: the key's bad values (exit 2, one
-# line naming it). With a real etcd (Debian's etcd-server) on 127.0.0.1 alone, started here and
+# line naming it); a candidate that names something that is not an address as the store (one
+# line, exit 1 at once). With a real etcd (Debian's etcd-server) on 127.0.0.1 alone, started here and
 # stopped by PID; every agent and daemon proves a job token; the followers are given an etcd endpoint where nothing listens (127.0.0.1:1), so
 # a follower that asked etcd anything would fail:
 # - candidates 1 and 2 start first (1 leads: the later candidates campaign later), then
@@ -49,6 +50,55 @@ etcd_refused "etcd_stores twice" "names '127.0.0.1:5' twice" \
 etcd_refused "etcd_stores empty entry" "etcd_stores='+'" --rdzv_conf=etcd_stores=+
 etcd_refused "etcd_candidates against etcd_stores" "etcd_candidates=1 but etcd_stores names 2" \
     "--rdzv_conf=etcd_candidates=1,etcd_stores=127.0.0.1:5+127.0.0.1:6"
+
+# A candidate that names, as the store that serves, something that is not an address (no store
+# of ours answers so): the follower says so in one line, escaped, and exits 1 at once, not after
+# join_timeout. The fake candidate answers VALIDATE + PING on every connection, then every JOIN
+# with DDP_ERDZV_MOVED (-4022) and its text.
+python3 - "$TMP/odd.port" <<'PY' &
+import os, socket, struct, sys, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); s.settimeout(20)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+text = b"not-an-address\x1b[31m"
+def serve(c):
+    c.settimeout(20)
+    try:
+        hs = b""
+        while len(hs) < 10: hs += c.recv(10 - len(hs))    # VALIDATE (5 bytes) + PING (5 bytes)
+        c.sendall(hs[6:10])                                # the PING's nonce back
+        while True:
+            req = c.recv(65536)
+            if not req:
+                break
+            if req[0] == 0x50:
+                c.sendall(bytes([0x50, 1]) + struct.pack("<qQ", -4022, len(text)) + text)
+    except OSError:
+        pass
+    c.close()
+try:
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+except OSError:
+    pass
+PY
+odd=$!
+for _ in $(seq 100); do [ -f "$TMP/odd.port" ] && break; sleep 0.05; done
+t0=$(date +%s%N)
+timeout -k 2 20 "$DDPRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd \
+    --rdzv_endpoint=127.0.0.1:1 --rdzv_id=odd \
+    --rdzv_conf="etcd_agents_campaign=0,etcd_stores=127.0.0.1:$(cat "$TMP/odd.port" 2>/dev/null)" \
+    "$FW" >"$TMP/odd.out" 2>&1
+rc=$?
+dt=$((($(date +%s%N) - t0) / 1000000))
+kill "$odd" 2>/dev/null
+wait "$odd" 2>/dev/null
+[ $rc = 1 ] && [ $dt -lt 10000 ] && [ "$(grep -c ' E ' "$TMP/odd.out")" = 1 ] &&
+    grep ' E ' "$TMP/odd.out" | grep -qF "names 'not-an-address\e[31m' as the store that serves, not an address"
+verdict "a candidate that names no address: one line (escaped), exit 1 at once" ||
+    show_tail "$TMP/odd.out"
+echo "# a candidate that names no address: exit $rc after $dt ms"
 
 etcd_suite_member
 # The agents prove a job token to every store they reach, candidates that redirect included.
