@@ -100,6 +100,10 @@ KA_ATTEMPTS = 6
 KA_BOUND = KA_INTERVAL * KA_ATTEMPTS
 FLAP_S = (0.2, 0.8)
 DOWN_S = (1.5 * KA_BOUND, 2.5 * KA_BOUND)
+# After a link, an agent or the daemon is back, reconnecting takes up to this long (the store
+# client's connect tries double from 250 ms to 4 s while nothing answers): a JOIN parked on a
+# connection the outage broke may still make a round the host never hears of meanwhile.
+SETTLE_S = 4.0
 HB_TIMEOUT = 3          # --heartbeat_timeout: above any flap's delay of one step (1.4 s)
 HB_INITIAL = 12         # --initial_heartbeat_timeout: start-up on a loaded 2-core machine
 SHUTDOWN_TIMEOUT = 2
@@ -150,6 +154,7 @@ class Job:
         self.started_at = {}        # host -> when its running agent was started
         self.shm_of = {}            # host -> (agent pid, the scratch directory its workers name)
         self.link_up_at = {}        # host -> when its link comes back
+        self.settle_until = 0.0     # what was brought back reconnects until then (SETTLE_S)
         self.daemon = None
         self.etcd = None
         self.daemon_up_at = None
@@ -329,9 +334,10 @@ class Job:
 
     def calm_now(self):
         """Whether nothing that slows the news of a failure is in effect now (a link down, an
-        agent or the daemon away, a stopped worker not yet found): a sick start's detection
-        bound holds then."""
-        if self.link_up_at or self.restart_at or self.daemon_up_at is not None:
+        agent or the daemon away or back less than SETTLE_S ago, a stopped worker not yet
+        found): a sick start's detection bound holds then."""
+        if (self.link_up_at or self.restart_at or self.daemon_up_at is not None
+                or now() < self.settle_until):
             return False
         return not any(comm(p) and not zombie(p) for p in self.stopped)
 
@@ -523,14 +529,17 @@ class Job:
                 if t >= at:
                     self.c.net.link(h, True)
                     del self.link_up_at[h]
+                    self.settle_until = max(self.settle_until, t + SETTLE_S)
             if self.daemon_up_at is not None and t >= self.daemon_up_at:
                 self.daemon_up_at = None
                 self.start_daemon()
+                self.settle_until = max(self.settle_until, t + SETTLE_S)
             self.check_daemon(t, t0)
             for h, at in list(self.restart_at.items()):
                 if t >= at:
                     del self.restart_at[h]
                     self.start_agent(h)
+                    self.settle_until = max(self.settle_until, t + SETTLE_S)
             # Agents that ended by themselves end the job on their host.
             for h in HOSTS:
                 p = self.agent.get(h)
