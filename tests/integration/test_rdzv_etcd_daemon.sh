@@ -29,6 +29,21 @@ ETCDC=$BIN/tests/etcd_client
 fake_worker_env_clear
 unset DDPRUN_ETCD_USER DDPRUN_ETCD_PASSWORD DDPRUN_TOKEN DDPRUN_TOKEN_FILE
 TTL=3
+LATE_MS=1200 # how long the proxy holds back the standby's campaign answer
+# The real-etcd checks, as they read when they run (skipped under these names without etcd).
+SECTIONS=("two daemons: each run served by exactly one, the other standing by"
+    "2 agents (etcd_agents_campaign=0) form on the serving daemon and exit 0"
+    "SIGKILL of the serving daemon mid-job: the other takes over, the job re-forms and exits 0"
+    "SIGSTOP of the serving daemon past its lease: another takes over; on SIGCONT it exits 1 with one line"
+    "SIGTERM of the serving daemon (lease 8 s): another takes over within 3 s, it exits 0"
+    "etcd down 3 s: the serving daemon goes on serving; one line when etcd goes, one when it is back"
+    "records: a job served by daemon A finishes, its DONE mark is in etcd"
+    "records: a host excluded on daemon A has its record in etcd"
+    "records: A's SIGKILL: B takes over and loads the DONE mark and the host record"
+    "records: a spare of the finished run JOINs through B, is told the run is done and exits 0"
+    "records: the excluded host stays excluded across the failover: refused through B (exit 4), no worker"
+    "SIGKILL of the serving daemon, the next one's campaign answered ${LATE_MS} ms late: the agents wait for it, never sent back to the dead one, and exit 0"
+    "no leftover process")
 
 # ---- without etcd ----
 bad() { # NAME WANT_IN_LINE ARGS...: exit 2 and one line naming what is wrong
@@ -284,7 +299,6 @@ for n in q1 q2 rB; do reap $n 15; done
 # agents, told by their watch, JOIN lB before lB knows that it leads: it says "not yet" (never
 # the dead lA's address, which would keep them knocking there for store_reconnect_timeout), and
 # they form on it once it serves.
-LATE_MS=1200
 python3 tests/helpers/etcd_delay_proxy.py "$TMP/late.port" "$P1" /v3/kv/txn $LATE_MS 120 &
 PROXY=$!
 for _ in $(seq 100); do [ -f "$TMP/late.port" ] && break; sleep 0.05; done
