@@ -228,7 +228,7 @@ static int agent_setup(agent_t *a, ddp_err_t *err) {
     if ((rc = run_dir_setup(a)) < 0)
         return rc;
     agent__scratch_start(a);
-    agent__cgroup_start(a); /* without one the job runs as before (said at -v) */
+    agent__cgroup_start(a); /* without one the job runs all the same (said at -v) */
     /* Before any libuv signal handler and any socket exists, so the guard inherits neither; after
      * the run directory and the cgroup, which it removes if the agent dies. */
     if ((rc = agent__guard_start(a)) < 0)

@@ -278,7 +278,7 @@ static int may_serve(void *arg, const char *run_id) {
  * went with its lease) or names this very address (a candidate of etcd_stores started again
  * where its previous agent served: that one's key stays until its lease lapses; refusing would
  * send this agent's own link, which follows the key here, round a refused reconnection at once,
- * again and again). A leader deposed by the clock knows no other: refused as before. */
+ * again and again). A leader deposed by the clock knows no other: refused, with no address. */
 static int redirect(void *arg, const char *run_id, char *out, size_t cap) {
     (void)run_id;
     struct agent_rdzv *r = arg;

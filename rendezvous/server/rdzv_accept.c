@@ -209,8 +209,8 @@ static int admit(rdzv_server_t *s, const conn_t *c) {
  * asked who owns the socket at the other end; one it finds (loopback or another address of this
  * network namespace) must be the server's user's, with a file still holding it (a socket its
  * owner closed, or one in TIME_WAIT, reports uid 0 whoever made it). A peer it does not find is
- * on another host and is admitted as before; a loopback one cannot be, so there an unanswered
- * lookup refuses. Returns 1 to admit c; 0 when it is refused (counted, logged). */
+ * on another host and passes this check; a loopback one cannot be, so there an unanswered lookup
+ * refuses. Returns 1 to admit c; 0 when it is refused (counted, logged). */
 static int owner_allows(rdzv_server_t *s, const conn_t *c) {
     struct sockaddr_storage peer, local;
     int plen = sizeof peer, llen = sizeof local;
