@@ -406,12 +406,13 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
         return -1; /* the caller says so */
     if (strcmp(addr, r->leader_addr) == 0 && port == r->port)
         return 1; /* this very store: it will serve once its records are in */
-    /* An agent that watches the leader key (a candidate, or an observer of the daemons'
-     * election) goes where the key says: its watch tells it of every new leader. A store that
-     * names another is asked again shortly, never followed: its view may lag the key, and a link
-     * sent to a store the key no longer names would knock there for its whole reconnect window,
-     * with no event from the watch to call it back. */
-    if (!r->follower && !r->reader && r->etcd != NULL) {
+    /* An agent with an election watches the leader key (a candidate, or an observer of the
+     * daemons' election) and goes where the key says: its watch tells it of every new leader. A
+     * store that names another is asked again shortly, never followed: its view may lag the
+     * key, and a link sent to a store the key no longer names would knock there for its whole
+     * reconnect window, with no event from the watch to call it back. Followers and readers have
+     * no watch: they follow. */
+    if (r->leader != NULL) {
         DDP_DEBUG("the rendezvous store at %s:%d names %s:%d; following the leader key "
                   "instead, asking it again",
                   r->addr, r->port, addr, port);

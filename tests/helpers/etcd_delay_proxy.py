@@ -12,11 +12,12 @@ Content-Length body), so the bytes etcd sends after a request on that path are i
 usage: etcd_delay_proxy.py PORTFILE ETCD_PORT PATH DELAY_MS LIFETIME_S
 Writes the port it listens on (127.0.0.1) to PORTFILE; exits after LIFETIME_S.
 """
-import os
 import socket
 import sys
 import threading
 import time
+
+from proxy_listen import serve
 
 portfile, etcd_port, path, delay, lifetime = (sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(),
                                               int(sys.argv[4]) / 1000.0, float(sys.argv[5]))
@@ -91,25 +92,4 @@ def pipe(client):
             pass
 
 
-def main():
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    tmp = portfile + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.getsockname()[1]))
-    os.rename(tmp, portfile)
-    end = time.monotonic() + lifetime
-    srv.settimeout(0.2)
-    while time.monotonic() < end:
-        try:
-            c, _ = srv.accept()
-        except socket.timeout:
-            continue
-        threading.Thread(target=pipe, args=(c,), daemon=True).start()
-    sys.exit(0)
-
-
-if __name__ == "__main__":
-    main()
+serve(portfile, lifetime, pipe)

@@ -9,12 +9,13 @@ a loaded network, and the test sees whether the agent takes a stale round end fo
 usage: watch_delay_proxy.py PORTFILE STORE_PORT DELAY_MS LIFETIME_S
 Writes the port it listens on (127.0.0.1) to PORTFILE; exits after LIFETIME_S.
 """
-import os
 import queue
 import socket
 import sys
 import threading
 import time
+
+from proxy_listen import serve
 
 HANDSHAKE = 10  # VALIDATE (opcode + u32 magic) and PING (opcode + u32 nonce), no token
 PING_ECHO = 4   # the store's answer to that handshake
@@ -99,17 +100,4 @@ def pipe(client):
     threading.Thread(target=downstream, daemon=True).start()
 
 
-listener = socket.socket()
-listener.bind(("127.0.0.1", 0))
-listener.listen(8)
-listener.settimeout(0.2)
-with open(portfile + ".tmp", "w") as f:
-    f.write(str(listener.getsockname()[1]))
-os.rename(portfile + ".tmp", portfile)
-end = time.monotonic() + lifetime
-while time.monotonic() < end:
-    try:
-        conn, _ = listener.accept()
-    except socket.timeout:
-        continue
-    threading.Thread(target=pipe, args=(conn,), daemon=True).start()
+serve(portfile, lifetime, pipe)

@@ -205,6 +205,12 @@ reap() {
     wait "$p"
 }
 
+# one_error FILE TEXT: FILE holds exactly one error line (" E "), and it holds TEXT (a fixed
+# string): the one line a refused start or a lost rendezvous must print.
+one_error() {
+    [ "$(grep -c ' E ' "$1")" = 1 ] && grep ' E ' "$1" | grep -qF -- "$2"
+}
+
 # etcd_agents_env: what the suites of agents on one local etcd member share: DDPRUN and FW (the
 # fake worker, none of the caller's FW_* settings), no etcd credentials from the caller, a lease
 # of TTL=3 s and CONF (the rendezvous settings every agent gets).

@@ -49,8 +49,7 @@ t0=$(date +%s%N)
     >"$TMP/nope.out" 2>&1
 rc=$?
 dt=$((($(date +%s%N) - t0) / 1000000))
-[ $rc = 1 ] && [ $dt -lt 13000 ] && [ "$(grep -c ' E ' "$TMP/nope.out")" = 1 ] &&
-    grep ' E ' "$TMP/nope.out" | grep -q "127.0.0.1:$NOPE"
+[ $rc = 1 ] && [ $dt -lt 13000 ] && one_error "$TMP/nope.out" "127.0.0.1:$NOPE"
 verdict "etcd not reachable (etcd-v2 spelling): exit 1 within 13 s, one error line naming it" ||
     show_tail "$TMP/nope.out"
 echo "# etcd not reachable: exit $rc after $dt ms"

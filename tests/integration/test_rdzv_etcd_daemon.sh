@@ -76,8 +76,8 @@ t0=$(date +%s%N)
 "$RDZV" --no-auth --port 0 --etcd "127.0.0.1:$NOPE" --run-id nope >"$TMP/nope.out" 2>&1
 rc=$?
 dt=$((($(date +%s%N) - t0) / 1000000))
-[ $rc = 1 ] && [ $dt -lt 13000 ] && [ "$(grep -c ' E ' "$TMP/nope.out")" = 1 ] &&
-    grep ' E ' "$TMP/nope.out" | grep -q "127.0.0.1:$NOPE" && ! grep -q 'listening on' "$TMP/nope.out"
+[ $rc = 1 ] && [ $dt -lt 13000 ] && one_error "$TMP/nope.out" "127.0.0.1:$NOPE" &&
+    ! grep -q 'listening on' "$TMP/nope.out"
 verdict "etcd not reachable: exit 1 within 13 s, one error line naming it, never listening" ||
     show_tail "$TMP/nope.out"
 echo "# etcd not reachable: exit $rc after $dt ms"

@@ -23,6 +23,7 @@
 
 #include "rdzv_int.h"
 #include "rdzv_round_calls.h"
+#include "uv_now_fixture.h"
 
 /* ---- what rdzv_barrier.c did, recorded by the stand-ins below ---- */
 
@@ -40,7 +41,6 @@ typedef struct effects {
 
 static effects_t fx;
 static int send_rc; /* what the next barrier call returns */
-static uint64_t now_ms;
 /* The last callbacks the calls were given. */
 static rdzv_acall_count_cb arrive_cb, seal_cb;
 static rdzv_acall_done_cb release_cb, wait_cb;
@@ -115,12 +115,6 @@ void agent__event(agent_t *a, agent_event_t ev, agent_worker_t *w) {
     (void)a, (void)w;
     assert_int_equal(ev, EV_BARRIER_BROKEN); /* the only one the barrier sends itself */
     fx.broken++;
-}
-
-uint64_t __wrap_uv_now(const uv_loop_t *loop);
-uint64_t __wrap_uv_now(const uv_loop_t *loop) {
-    (void)loop;
-    return now_ms;
 }
 
 static struct agent_rdzv rz;

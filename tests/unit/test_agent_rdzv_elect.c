@@ -23,6 +23,7 @@
 
 #include "rdzv_int.h"
 #include "rdzv_server.h"
+#include "uv_now_fixture.h"
 
 /* ---- stand-ins: what a follower never reaches ---- */
 
@@ -58,13 +59,6 @@ void rdzv_server_set_log(rdzv_server_t *s, int max_level, rdzv_log_fn fn, void *
 }
 void rdzv_server_log_to_ddp(void *arg, int level, const char *msg) {
     (void)arg, (void)level, (void)msg;
-}
-
-static uint64_t now_ms; /* the loop's clock */
-uint64_t __wrap_uv_now(const uv_loop_t *loop);
-uint64_t __wrap_uv_now(const uv_loop_t *loop) {
-    (void)loop;
-    return now_ms;
 }
 
 /* ---- the follower, and what its moved hook saw ---- */
@@ -192,12 +186,13 @@ static void test_watcher_follows_the_key_not_the_store(void **state) {
     (void)state;
     setup();
     rz.follower = 0;
-    rz.etcd = (struct rdzv_etcd *)&rz; /* any non-NULL client: never called here */
+    rz.leader = (struct rdzv_etcd_leader *)&rz; /* its election: never called here */
     assert_int_equal(move_to("10.0.0.2:29400"), 1);
     assert_int_equal(moved.calls, 0);
     assert_string_equal(rz.leader_addr, "10.0.0.1");
 
     rz.reader = 1;
+    rz.leader = NULL; /* a reader reads the key: no election of its own */
     assert_int_equal(move_to("10.0.0.2:29400"), 0);
     assert_int_equal(moved.calls, 1);
     assert_string_equal(rz.leader_addr, "10.0.0.2");

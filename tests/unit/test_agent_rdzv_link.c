@@ -26,6 +26,7 @@
 #include "ddp_log.h"
 #include "rdzv_int.h"
 #include "rdzv_round_calls.h"
+#include "uv_now_fixture.h"
 
 /* ---- what rdzv_link.c did, recorded by the stand-ins below ---- */
 
@@ -55,7 +56,6 @@ typedef struct effects {
 static effects_t fx;
 static rdzv_aclient_t *rz_watch(void); /* the link's watch connection now */
 static int connect_rc;                 /* what the next rdzv_aclient_connect returns */
-static uint64_t now_ms;                /* the loop's clock */
 static int retry_timer_active;         /* the reconnect timer, as uv_is_active sees it */
 static int barrier_counted;            /* what agent__barrier_counted says */
 
@@ -178,7 +178,6 @@ int agent__elect_moved(struct agent_rdzv *r, const void *text, size_t len) {
     return 0;
 }
 
-uint64_t __wrap_uv_now(const uv_loop_t *loop);
 int __wrap_uv_timer_init(uv_loop_t *loop, uv_timer_t *t);
 int __wrap_uv_timer_start(uv_timer_t *t, uv_timer_cb cb, uint64_t timeout, uint64_t repeat);
 int __wrap_uv_timer_stop(uv_timer_t *t);
@@ -190,11 +189,6 @@ static agent_job_t job;
 
 static rdzv_aclient_t *rz_watch(void) {
     return rz.watch;
-}
-
-uint64_t __wrap_uv_now(const uv_loop_t *loop) {
-    (void)loop;
-    return now_ms;
 }
 
 int __wrap_uv_timer_init(uv_loop_t *loop, uv_timer_t *t) {
